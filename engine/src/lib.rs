@@ -1,0 +1,58 @@
+//! ruleweave: an embeddable rules engine for LLM-driven games and conversation flows.
+//!
+//! A *pack* is one game or flow: a YAML manifest (`config/<pack>.yaml`) with options, parameters,
+//! LLM profiles, state fields and their reducers, and a graph; Rhai scripts (`scripts/<pack>/`)
+//! for nodes and routes; minijinja templates (`prompts/<pack>/`) for prompts. Designers change
+//! rules in those files; the engine runs them.
+//!
+//! ```no_run
+//! use ruleweave::{Engine, LlmChoice};
+//! use serde_json::json;
+//!
+//! # async fn demo() -> ruleweave::Result<()> {
+//! let engine = Engine::builder(".").llm(LlmChoice::from_env()?).build();
+//! let mut game = engine.open("pirate", &json!({"difficulty": "easy"}).as_object().unwrap()).await?;
+//! let turn = game.turn(json!({"message": "Ahoy, captain! I sailed with your crew."})).await?;
+//! println!("{}", turn.output["pirate_response"]);
+//! for event in &turn.events {
+//!     println!("{}", serde_json::to_string(event).unwrap());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The engine is asynchronous at its edges (model calls, session stores) and synchronous inside
+//! (scripts). Turns on one [`Session`] are sequential: `turn` takes `&mut self`.
+//!
+//! How data flows: [`pack`](Pack) → graph → script / llm / prompt → state; see `src/README.md`.
+
+#![warn(missing_docs)]
+
+mod engine;
+mod error;
+mod event;
+mod graph;
+pub mod llm;
+mod native;
+mod pack;
+mod prompt;
+mod script;
+mod session;
+mod state;
+mod text;
+mod turn;
+mod value;
+
+pub use engine::{Engine, EngineBuilder};
+pub use error::{Error, ErrorKind, Origin, Result};
+pub use event::{Event, EventSink, LlmEvent};
+pub use llm::{LlmChoice, Provider};
+pub use native::{NativeNode, NodeContext};
+pub use pack::{InputSpec, OptionSpec, Pack, Profile, Reducer, TypeName};
+pub use script::Limits;
+pub use script::host::{HostFn, host_functions};
+pub use session::{Session, TurnResult};
+
+/// The value types state lives in (Rhai's), for native nodes.
+pub mod values {
+    pub use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
+}

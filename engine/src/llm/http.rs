@@ -1,0 +1,190 @@
+//! What the HTTP providers share: the client, the retry loop, and reading server-sent events.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use super::RetryPolicy;
+use crate::error::{Error, ErrorKind, Result};
+
+/// An HTTP client with rustls on the `ring` crypto provider (the one sqlx also uses, so a build
+/// compiles one). `rustls` needs a process-wide default provider; this installs `ring` as that
+/// default unless the host already installed one.
+pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client> {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing the race to another thread installing the same default is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Llm, format!("cannot build the HTTP client: {e}")))
+}
+
+/// Sends the request `make` builds, retrying 408, 429, 5xx, timeouts and dropped connections with
+/// backoff. Returns the successful response and how many attempts it took.
+pub(crate) async fn send(
+    provider: &str,
+    policy: &RetryPolicy,
+    make: impl Fn() -> reqwest::RequestBuilder,
+) -> Result<(reqwest::Response, u32)> {
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let (why, retry_after) = match make().send().await {
+            Ok(resp) if resp.status().is_success() => return Ok((resp, attempt)),
+            Ok(resp) => {
+                let status = resp.status();
+                let retry_after = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .map(Duration::from_secs_f64);
+                let body = resp.text().await.unwrap_or_default();
+                let why = format!("HTTP {status}: {}", error_message(&body));
+                let retryable =
+                    status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error();
+                if !retryable {
+                    return Err(fail(provider, &why, attempt));
+                }
+                (why, retry_after)
+            }
+            Err(e) if e.is_timeout() => ("the request timed out".to_owned(), None),
+            Err(e) if e.is_connect() || e.is_request() => {
+                (format!("the connection failed: {}", root_cause(&e)), None)
+            }
+            Err(e) => return Err(fail(provider, &root_cause(&e), attempt)),
+        };
+        if attempt > policy.max_retries {
+            return Err(fail(provider, &why, attempt));
+        }
+        let wait = policy.backoff(attempt - 1, retry_after);
+        tracing::warn!(
+            provider,
+            attempt,
+            ?wait,
+            "model call failed, retrying: {why}"
+        );
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn fail(provider: &str, why: &str, attempts: u32) -> Error {
+    let tries = if attempts == 1 {
+        "1 attempt".to_owned()
+    } else {
+        format!("{attempts} attempts")
+    };
+    Error::new(ErrorKind::Llm, format!("{provider}: {why} (after {tries})"))
+}
+
+/// The innermost message of a reqwest error chain (the outer ones repeat the URL).
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = e;
+    while let Some(next) = source.source() {
+        source = next;
+    }
+    source.to_string()
+}
+
+/// The message of an API error body (`{"error": {"message": ...}}`), or the body itself, shortened.
+fn error_message(body: &str) -> String {
+    let v: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let msg = v
+        .as_ref()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .or_else(|| v.get("error"))
+        })
+        .and_then(|m| m.as_str())
+        .map(str::to_owned)
+        .unwrap_or_else(|| body.trim().to_owned());
+    let mut short: String = msg.chars().take(300).collect();
+    if short.is_empty() {
+        short = "(empty body)".into();
+    }
+    short
+}
+
+/// Reads a successful response body as JSON, with an error that says the body was malformed.
+pub(crate) async fn json_body(
+    provider: &str,
+    resp: reqwest::Response,
+    attempts: u32,
+) -> Result<serde_json::Value> {
+    let text = resp.text().await.map_err(|e| {
+        fail(
+            provider,
+            &format!("reading the reply failed: {e}"),
+            attempts,
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        let head: String = text.chars().take(120).collect();
+        fail(
+            provider,
+            &format!("the reply is not valid JSON ({e}): {head}"),
+            attempts,
+        )
+    })
+}
+
+/// Calls `on_data` with the payload of every `data:` line of a server-sent-event body.
+pub(crate) async fn read_sse(
+    provider: &str,
+    resp: reqwest::Response,
+    attempts: u32,
+    mut on_data: impl FnMut(&str) -> Result<()>,
+) -> Result<()> {
+    let mut stream = resp.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            fail(
+                provider,
+                &format!("the stream broke off: {}", root_cause(&e)),
+                attempts,
+            )
+        })?;
+        buf.extend_from_slice(&chunk);
+        while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=nl).collect();
+            let line = String::from_utf8_lossy(&line);
+            if let Some(data) = line.trim_end().strip_prefix("data:") {
+                on_data(data.trim_start())?;
+            }
+        }
+    }
+    let rest = String::from_utf8_lossy(&buf);
+    if let Some(data) = rest.trim_end().strip_prefix("data:") {
+        on_data(data.trim_start())?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since `start`, for events.
+pub(crate) fn elapsed_ms(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_error_messages_are_extracted() {
+        assert_eq!(
+            error_message(r#"{"error": {"message": "Rate limit reached"}}"#),
+            "Rate limit reached"
+        );
+        assert_eq!(
+            error_message("<html>bad gateway</html>"),
+            "<html>bad gateway</html>"
+        );
+        assert_eq!(error_message(""), "(empty body)");
+    }
+}

@@ -1,0 +1,407 @@
+//! Model providers: one small trait, one file per implementation.
+//!
+//! A pack's profiles name models as the seeds do (`gpt-4o-mini` at temperature 0.3 for the judge);
+//! the provider decides where a request goes: `openai` (any Chat Completions endpoint), `anthropic`
+//! (the Messages API), or `standin`, the pack's own deterministic offline model written in Rhai.
+//! [`LlmChoice::from_env`] reads DESIGN.md's variables; [`ModelMap`] renames models for endpoints
+//! that serve other ones (a local Ollama, Claude).
+
+mod anthropic;
+mod http;
+mod openai;
+pub(crate) mod standin;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use anthropic::{Anthropic, AnthropicConfig};
+pub use openai::{OpenAi, OpenAiConfig};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// A boxed future, as providers return them (the trait stays object-safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A callback that receives a streamed reply piece by piece.
+pub type TokenSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with `role` and `content`.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// What a node asks a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    /// The pack's profile the request was made from.
+    pub profile: String,
+    /// The model, as the profile names it.
+    pub model: String,
+    /// The conversation, system message first when there is one.
+    pub messages: Vec<Message>,
+    /// Sampling temperature.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// The most tokens the reply may have.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Ask for a JSON object (JSON mode where the provider has one).
+    #[serde(default)]
+    pub json: bool,
+}
+
+/// Token counts as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Tokens in the reply.
+    pub completion_tokens: u32,
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmResponse {
+    /// The reply text.
+    pub content: String,
+    /// The model that answered, as the provider reported it.
+    pub model: String,
+    /// Token counts.
+    pub usage: Usage,
+    /// Requests it took (1 without retries).
+    pub attempts: u32,
+}
+
+/// A model provider. Implementations retry what is worth retrying themselves; an error means the
+/// call is over.
+pub trait Provider: Send + Sync {
+    /// A short name for events and logs (`openai`).
+    fn name(&self) -> &str;
+
+    /// True for the offline stand-in, which is labelled as such wherever it answers.
+    fn is_standin(&self) -> bool {
+        false
+    }
+
+    /// Answers `request`. When `tokens` is given and the provider can stream, pieces of the reply
+    /// go to it as they arrive; the full reply is returned either way.
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        tokens: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<LlmResponse>>;
+}
+
+/// A model exchange as recorded in a turn's checkpoint: what was asked and what came back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// The node that asked.
+    pub node: String,
+    /// The provider that answered.
+    pub provider: String,
+    /// The request.
+    pub request: LlmRequest,
+    /// The answer, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<LlmResponse>,
+    /// Why there was none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall time of the call, in milliseconds.
+    pub latency_ms: f64,
+}
+
+/// Which provider answers a session's model calls.
+#[derive(Clone)]
+pub enum LlmChoice {
+    /// Each pack's own stand-in model (offline, deterministic).
+    Standin,
+    /// A provider shared by every pack.
+    Provider(Arc<dyn Provider>),
+}
+
+impl std::fmt::Debug for LlmChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LlmChoice::Standin => f.write_str("Standin"),
+            LlmChoice::Provider(p) => write!(f, "Provider({})", p.name()),
+        }
+    }
+}
+
+impl LlmChoice {
+    /// The choice DESIGN.md's environment makes: `RULEWEAVE_LLM=standin|openai|anthropic`; when
+    /// unset, `openai` if `OPENAI_API_KEY` is set, else `standin`. `RULEWEAVE_MODEL` and
+    /// `RULEWEAVE_MODEL_MAP` rename models (see [`ModelMap::from_env`]).
+    pub fn from_env() -> Result<Self> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`LlmChoice::from_env`] over any source of variables (tests pass a map).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let which = var("RULEWEAVE_LLM").filter(|v| !v.is_empty());
+        let which = which.unwrap_or_else(|| {
+            if var("OPENAI_API_KEY").is_some_and(|k| !k.is_empty()) {
+                "openai".into()
+            } else {
+                "standin".into()
+            }
+        });
+        let map = ModelMap::from_vars(&var)?;
+        let provider: Arc<dyn Provider> = match which.as_str() {
+            "standin" => return Ok(LlmChoice::Standin),
+            "openai" => Arc::new(OpenAi::new(OpenAiConfig::from_vars(&var)?)?),
+            "anthropic" => Arc::new(Anthropic::new(AnthropicConfig::from_vars(&var)?)?),
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Input,
+                    format!(
+                        "RULEWEAVE_LLM={other} is not a provider; use standin, openai or anthropic"
+                    ),
+                ));
+            }
+        };
+        Ok(LlmChoice::Provider(map.wrap(provider)))
+    }
+
+    /// A short description for banners: `stand-in model` or `openai`.
+    pub fn describe(&self) -> String {
+        match self {
+            LlmChoice::Standin => "stand-in model (offline, deterministic)".into(),
+            LlmChoice::Provider(p) => p.name().to_owned(),
+        }
+    }
+}
+
+/// How often and how long a provider retries a failed request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (429, 5xx, timeouts, dropped connections).
+    pub max_retries: u32,
+    /// The first wait; each further wait doubles, up to `max_backoff`.
+    pub base_backoff: Duration,
+    /// The longest wait, also the cap on a server's `Retry-After`.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Reads `RULEWEAVE_LLM_RETRIES` and `RULEWEAVE_LLM_BACKOFF_MS` over the defaults.
+    pub(crate) fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let mut p = RetryPolicy::default();
+        if let Some(n) = parse_var(var, "RULEWEAVE_LLM_RETRIES")? {
+            p.max_retries = n as u32;
+        }
+        if let Some(ms) = parse_var(var, "RULEWEAVE_LLM_BACKOFF_MS")? {
+            p.base_backoff = Duration::from_millis(ms);
+        }
+        Ok(p)
+    }
+
+    /// The wait before retry number `retry` (0-based), honouring a server's `Retry-After`.
+    pub(crate) fn backoff(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = self.base_backoff.saturating_mul(1u32 << retry.min(16));
+        retry_after.unwrap_or(exp).min(self.max_backoff)
+    }
+}
+
+/// Parses a numeric environment variable, with an error that names it.
+pub(crate) fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>> {
+    match var(name).filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            Error::new(
+                ErrorKind::Input,
+                format!("{name}={v} is not a whole number"),
+            )
+        }),
+    }
+}
+
+/// Renames the models packs ask for, so a pack written for gpt-4o-mini runs on a local Ollama
+/// model or on Claude without editing the pack.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelMap {
+    /// Model used for every request, whatever the pack names (`RULEWEAVE_MODEL`).
+    pub all: Option<String>,
+    /// Per-model renames (`RULEWEAVE_MODEL_MAP=gpt-4o-mini=llama3.2,gpt-4-turbo=qwen2.5`).
+    pub map: Vec<(String, String)>,
+}
+
+impl ModelMap {
+    /// Reads `RULEWEAVE_MODEL` and `RULEWEAVE_MODEL_MAP`.
+    pub fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let all = var("RULEWEAVE_MODEL").filter(|v| !v.is_empty());
+        let mut map = Vec::new();
+        for pair in var("RULEWEAVE_MODEL_MAP")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+        {
+            let (from, to) = pair.split_once('=').ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Input,
+                    format!("RULEWEAVE_MODEL_MAP entry `{pair}` is not from=to"),
+                )
+            })?;
+            map.push((from.trim().to_owned(), to.trim().to_owned()));
+        }
+        Ok(ModelMap { all, map })
+    }
+
+    /// The model to ask for `model`.
+    pub fn resolve<'a>(&'a self, model: &'a str) -> &'a str {
+        if let Some((_, to)) = self.map.iter().find(|(from, _)| from == model) {
+            return to;
+        }
+        self.all.as_deref().unwrap_or(model)
+    }
+
+    /// Wraps `provider` so that it sees renamed models; returns it as it is when nothing is renamed.
+    pub fn wrap(self, provider: Arc<dyn Provider>) -> Arc<dyn Provider> {
+        if self.all.is_none() && self.map.is_empty() {
+            provider
+        } else {
+            Arc::new(Mapped {
+                inner: provider,
+                map: self,
+            })
+        }
+    }
+}
+
+struct Mapped {
+    inner: Arc<dyn Provider>,
+    map: ModelMap,
+}
+
+impl Provider for Mapped {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        tokens: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<LlmResponse>> {
+        Box::pin(async move {
+            let mut request = request.clone();
+            request.model = self.map.resolve(&request.model).to_owned();
+            self.inner.complete(&request, tokens).await
+        })
+    }
+}
+
+/// A rough token count for providers that report none (the stand-in): words × 4/3.
+pub(crate) fn estimate_tokens(text: &str) -> u32 {
+    (crate::text::word_count(text) as u32)
+        .saturating_mul(4)
+        .div_ceil(3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn provider_choice_follows_the_environment() {
+        assert!(matches!(
+            LlmChoice::from_vars(vars(&[])).unwrap(),
+            LlmChoice::Standin
+        ));
+        let c = LlmChoice::from_vars(vars(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
+        assert!(matches!(&c, LlmChoice::Provider(p) if p.name() == "openai"));
+        let c = LlmChoice::from_vars(vars(&[
+            ("OPENAI_API_KEY", "sk-x"),
+            ("RULEWEAVE_LLM", "standin"),
+        ]))
+        .unwrap();
+        assert!(matches!(c, LlmChoice::Standin));
+        let c = LlmChoice::from_vars(vars(&[
+            ("RULEWEAVE_LLM", "anthropic"),
+            ("ANTHROPIC_API_KEY", "k"),
+        ]))
+        .unwrap();
+        assert!(matches!(&c, LlmChoice::Provider(p) if p.name() == "anthropic"));
+        let e = LlmChoice::from_vars(vars(&[("RULEWEAVE_LLM", "gemini")])).unwrap_err();
+        assert!(e.detail().contains("gemini"), "{e}");
+    }
+
+    #[test]
+    fn missing_keys_are_reported() {
+        let e = LlmChoice::from_vars(vars(&[("RULEWEAVE_LLM", "anthropic")])).unwrap_err();
+        assert!(e.detail().contains("ANTHROPIC_API_KEY"), "{e}");
+    }
+
+    #[test]
+    fn models_are_renamed() {
+        let m = ModelMap::from_vars(&vars(&[(
+            "RULEWEAVE_MODEL_MAP",
+            "gpt-4o-mini=llama3.2, a=b",
+        )]))
+        .unwrap();
+        assert_eq!(m.resolve("gpt-4o-mini"), "llama3.2");
+        assert_eq!(m.resolve("gpt-4-turbo"), "gpt-4-turbo");
+        let m = ModelMap::from_vars(&vars(&[
+            ("RULEWEAVE_MODEL", "qwen"),
+            ("RULEWEAVE_MODEL_MAP", "a=b"),
+        ]))
+        .unwrap();
+        assert_eq!(m.resolve("a"), "b");
+        assert_eq!(m.resolve("gpt-4o-mini"), "qwen");
+        assert!(ModelMap::from_vars(&vars(&[("RULEWEAVE_MODEL_MAP", "oops")])).is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let p = RetryPolicy {
+            max_retries: 5,
+            base_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(500),
+        };
+        assert_eq!(p.backoff(0, None), Duration::from_millis(100));
+        assert_eq!(p.backoff(2, None), Duration::from_millis(400));
+        assert_eq!(p.backoff(3, None), Duration::from_millis(500));
+        assert_eq!(
+            p.backoff(0, Some(Duration::from_secs(30))),
+            Duration::from_millis(500)
+        );
+    }
+}

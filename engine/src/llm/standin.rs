@@ -1,0 +1,131 @@
+//! `standin`: a pack's own offline model, a Rhai function `respond(request)` in the pack's
+//! scripts. Deterministic (it sees only the request, as a real model would), so every pack is
+//! playable and testable with no network and no key. Labelled as a stand-in wherever it answers.
+
+use std::sync::Arc;
+
+use rhai::{Array, Dynamic, Map};
+
+use super::{BoxFuture, LlmRequest, LlmResponse, Provider, TokenSink, Usage, estimate_tokens};
+use crate::error::{Error, ErrorKind, Result};
+use crate::script::{FnRef, Sandbox};
+use crate::value;
+
+/// A pack's stand-in model.
+pub(crate) struct Standin {
+    sandbox: Arc<Sandbox>,
+    respond: FnRef,
+}
+
+impl Standin {
+    pub fn new(sandbox: Arc<Sandbox>, respond: FnRef) -> Self {
+        Standin { sandbox, respond }
+    }
+
+    /// The request as the script sees it: `#{profile, model, messages: [#{role, content}], json,
+    /// temperature, max_tokens}`.
+    fn request_map(request: &LlmRequest) -> Map {
+        let mut m = Map::new();
+        m.insert("profile".into(), request.profile.clone().into());
+        m.insert("model".into(), request.model.clone().into());
+        let messages: Array = request
+            .messages
+            .iter()
+            .map(|msg| {
+                let mut x = Map::new();
+                x.insert("role".into(), msg.role.clone().into());
+                x.insert("content".into(), msg.content.clone().into());
+                Dynamic::from_map(x)
+            })
+            .collect();
+        m.insert("messages".into(), Dynamic::from_array(messages));
+        m.insert("json".into(), request.json.into());
+        m.insert(
+            "temperature".into(),
+            request
+                .temperature
+                .map_or(Dynamic::UNIT, Dynamic::from_float),
+        );
+        m.insert(
+            "max_tokens".into(),
+            request
+                .max_tokens
+                .map_or(Dynamic::UNIT, |n| Dynamic::from_int(n.into())),
+        );
+        m
+    }
+
+    fn answer(&self, request: &LlmRequest) -> Result<LlmResponse> {
+        let mut this = Dynamic::UNIT;
+        let reply = self
+            .sandbox
+            .call(
+                &self.respond,
+                &mut this,
+                (Dynamic::from_map(Self::request_map(request)),),
+                None,
+            )
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Llm,
+                    format!("the stand-in model failed: {}", e.detail()),
+                )
+                .at(e
+                    .origin()
+                    .cloned()
+                    .unwrap_or_else(|| crate::error::Origin::file("")))
+            })?;
+        let content = if reply.is_string() {
+            reply.to_string()
+        } else if reply.is_map() || reply.is_array() {
+            value::to_json(&reply).to_string()
+        } else {
+            return Err(Error::new(
+                ErrorKind::Llm,
+                format!(
+                    "the stand-in model returned a {}; it must return a string (or a map for JSON)",
+                    value::type_of(&reply)
+                ),
+            ));
+        };
+        let usage = Usage {
+            prompt_tokens: request
+                .messages
+                .iter()
+                .map(|m| estimate_tokens(&m.content))
+                .sum(),
+            completion_tokens: estimate_tokens(&content),
+        };
+        Ok(LlmResponse {
+            content,
+            model: format!("{} (stand-in)", request.model),
+            usage,
+            attempts: 1,
+        })
+    }
+}
+
+impl Provider for Standin {
+    fn name(&self) -> &str {
+        "standin"
+    }
+
+    fn is_standin(&self) -> bool {
+        true
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        tokens: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<LlmResponse>> {
+        let result = self.answer(request);
+        if let (Ok(r), Some(sink)) = (&result, tokens) {
+            // Stream word by word, so a console shows the stand-in the way it shows a real model.
+            for piece in r.content.split_inclusive(' ') {
+                sink(piece);
+            }
+        }
+        Box::pin(std::future::ready(result))
+    }
+}

@@ -1,0 +1,329 @@
+//! The manifest `config/<pack>.yaml` as plain serde data: what a pack may say, nothing that runs.
+//!
+//! Everything a later check may complain about is `Spanned`, so the complaint can name
+//! `file:line:col`. Shapes that are "one of two forms" (a route as cases or as a script) use small
+//! visitors instead of `#[serde(untagged)]`, which would lose positions and say only "did not match
+//! any variant".
+
+use std::fmt;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+
+/// A `Spanned` string: a name, script reference or template name with its position.
+pub(crate) type SpannedStr = Spanned<String>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Manifest {
+    /// Must match the file name when given.
+    pub name: Option<SpannedStr>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub options: IndexMap<String, Spanned<OptionDecl>>,
+    #[serde(default)]
+    pub params: IndexMap<String, Spanned<serde_json::Value>>,
+    #[serde(default)]
+    pub llm: IndexMap<String, Spanned<ProfileDecl>>,
+    /// `file.rhai::respond` (or just `file.rhai`): the pack's offline stand-in model.
+    pub standin: Option<SpannedStr>,
+    #[serde(default)]
+    pub limits: LimitsDecl,
+    /// `file.rhai::init`: computes the first state of a session from its options.
+    pub init: Option<SpannedStr>,
+    #[serde(default)]
+    pub state: IndexMap<String, Spanned<FieldDecl>>,
+    #[serde(default)]
+    pub input: IndexMap<String, Spanned<InputDecl>>,
+    #[serde(default)]
+    pub output: Vec<SpannedStr>,
+    pub finish: Option<Spanned<FinishDecl>>,
+    #[serde(default)]
+    pub display: DisplayDecl,
+    pub graph: GraphDecl,
+}
+
+/// A session option (`difficulty`), chosen when the session opens.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OptionDecl {
+    #[serde(rename = "type")]
+    pub ty: Option<TypeName>,
+    pub values: Option<Vec<serde_json::Value>>,
+    pub default: Option<serde_json::Value>,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// The value types a state field, input field or option may have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TypeName {
+    /// Text.
+    String,
+    /// A whole number.
+    Int,
+    /// A floating-point number.
+    Float,
+    /// An int or a float.
+    Number,
+    /// true or false.
+    Bool,
+    /// A list of values.
+    List,
+    /// A map from names to values.
+    Map,
+    /// Anything.
+    Any,
+}
+
+impl TypeName {
+    /// The name as written in a manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TypeName::String => "string",
+            TypeName::Int => "int",
+            TypeName::Float => "float",
+            TypeName::Number => "number",
+            TypeName::Bool => "bool",
+            TypeName::List => "list",
+            TypeName::Map => "map",
+            TypeName::Any => "any",
+        }
+    }
+}
+
+impl fmt::Display for TypeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a node's update to a field is folded into the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reducer {
+    /// The update replaces the value (the default).
+    #[default]
+    Replace,
+    /// Lists: the update's items (or the update itself) are added at the end.
+    Append,
+    /// Lists: like append, but only items not already present.
+    Union,
+    /// Maps: the update's keys replace those of the value; other keys stay.
+    Merge,
+    /// Numbers: the update is added to the value.
+    Add,
+}
+
+impl Reducer {
+    /// The name as written in a manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reducer::Replace => "replace",
+            Reducer::Append => "append",
+            Reducer::Union => "union",
+            Reducer::Merge => "merge",
+            Reducer::Add => "add",
+        }
+    }
+}
+
+/// An LLM profile: which model, how it is asked.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProfileDecl {
+    pub model: Spanned<ModelDecl>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    #[serde(default)]
+    pub json: bool,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A model name, or one name per value of a session option.
+#[derive(Debug)]
+pub(crate) enum ModelDecl {
+    Fixed(String),
+    /// `{difficulty: {easy: gpt-3.5-turbo, ...}}`: exactly one option name as the key.
+    ByOption(IndexMap<String, IndexMap<String, String>>),
+}
+
+impl<'de> Deserialize<'de> for ModelDecl {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ModelDecl;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a model name, or a map {option: {value: model}}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<ModelDecl, E> {
+                Ok(ModelDecl::Fixed(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelDecl, A::Error> {
+                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(ModelDecl::ByOption)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Script sandbox limits a pack may set (the host may lower them).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsDecl {
+    pub max_operations: Option<u64>,
+    pub max_wall_ms: Option<u64>,
+    pub max_call_levels: Option<usize>,
+    pub max_string_size: Option<usize>,
+    pub max_array_size: Option<usize>,
+    pub max_map_size: Option<usize>,
+}
+
+/// A state field: its type, first value and reducer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FieldDecl {
+    #[serde(rename = "type")]
+    pub ty: TypeName,
+    pub default: Option<serde_json::Value>,
+    #[serde(default)]
+    pub reducer: Reducer,
+    #[serde(default)]
+    pub doc: String,
+}
+
+/// A field of a turn's input.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InputDecl {
+    #[serde(rename = "type")]
+    pub ty: TypeName,
+    #[serde(default)]
+    pub required: bool,
+    pub default: Option<serde_json::Value>,
+    /// For strings: the most characters accepted; for lists: the most items.
+    pub max_length: Option<usize>,
+    #[serde(default)]
+    pub doc: String,
+}
+
+/// When a session is over, and what to say to a turn that comes after.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FinishDecl {
+    /// A bool state field; the session is finished once it is true.
+    pub when: SpannedStr,
+    pub message: String,
+}
+
+/// How `play` shows a turn: minijinja templates over the state.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DisplayDecl {
+    pub reply: Option<SpannedStr>,
+    pub status: Option<SpannedStr>,
+    pub details: Option<SpannedStr>,
+    pub finished: Option<SpannedStr>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GraphDecl {
+    pub recursion_limit: Option<u32>,
+    pub nodes: IndexMap<String, Spanned<NodeDecl>>,
+    pub edges: Vec<SpannedStr>,
+    #[serde(default)]
+    pub routes: IndexMap<String, Spanned<RouteDecl>>,
+}
+
+/// One node: exactly one of `script`, `llm`, `native`; the other keys refine an `llm` node.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NodeDecl {
+    pub script: Option<SpannedStr>,
+    pub llm: Option<SpannedStr>,
+    pub native: Option<SpannedStr>,
+    pub system: Option<SpannedStr>,
+    pub prompt: Option<SpannedStr>,
+    pub history: Option<Spanned<HistoryDecl>>,
+    pub vars: Option<SpannedStr>,
+    pub parse: Option<ParseMode>,
+    pub then: Option<SpannedStr>,
+    pub into: Option<SpannedStr>,
+    pub fallback: Option<SpannedStr>,
+    #[serde(default)]
+    pub doc: String,
+}
+
+/// Which part of a list field becomes the chat messages of an `llm` node.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HistoryDecl {
+    /// A list field of `{role, content}` maps.
+    pub from: SpannedStr,
+    /// Only the last N messages.
+    pub last: Option<usize>,
+    /// State role → chat role (`user`, `assistant`, `system`); unmapped roles are passed as they are.
+    #[serde(default)]
+    pub roles: IndexMap<String, String>,
+}
+
+/// How an `llm` node reads the model's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum ParseMode {
+    Text,
+    Json,
+}
+
+/// A conditional route out of a node: a list of cases, or a script function.
+#[derive(Debug)]
+pub(crate) enum RouteDecl {
+    Cases(Vec<CaseDecl>),
+    Script(ScriptRouteDecl),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CaseDecl {
+    /// A Rhai expression over `this` (the state); absent on the last, default case.
+    pub when: Option<SpannedStr>,
+    /// A node name or END; several names separated by commas fan out.
+    pub to: SpannedStr,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScriptRouteDecl {
+    #[serde(rename = "fn")]
+    pub func: SpannedStr,
+    /// Every node the function may name (END included), for validation and diagrams.
+    pub to: Vec<SpannedStr>,
+}
+
+impl<'de> Deserialize<'de> for RouteDecl {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RouteDecl;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of cases ({when, to}) or a map {fn, to}")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RouteDecl, A::Error> {
+                Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))
+                    .map(RouteDecl::Cases)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RouteDecl, A::Error> {
+                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RouteDecl::Script)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

@@ -1,0 +1,406 @@
+//! Packs: one game or flow, loaded from `config/<pack>.yaml`, `scripts/<pack>/` and
+//! `prompts/<pack>/`, validated whole, and frozen into an immutable [`Pack`].
+//!
+//! Loading compiles every script once and parses every template; every problem found is reported
+//! with `file:line:col` (all of them, not just the first). A pack's version is the hash of its
+//! files, so a checkpoint can say which rules produced it.
+
+mod load;
+pub(crate) mod manifest;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use rhai::{Dynamic, Map};
+use serde_json::Value as Json;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::graph::Graph;
+use crate::llm::{LlmRequest, Message, Provider};
+use crate::prompt::Prompts;
+use crate::script::{FnRef, Sandbox};
+use crate::state::Schema;
+use crate::value;
+
+pub(crate) use load::load;
+pub use manifest::{Reducer, TypeName};
+
+/// A loaded, validated pack: immutable, shared by every session that runs on this version.
+pub struct Pack {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) version: String,
+    pub(crate) root: PathBuf,
+    pub(crate) options: IndexMap<String, OptionSpec>,
+    pub(crate) params: Map,
+    pub(crate) profiles: Arc<IndexMap<String, Profile>>,
+    pub(crate) schema: Schema,
+    pub(crate) inputs: IndexMap<String, InputSpec>,
+    pub(crate) outputs: Vec<String>,
+    pub(crate) finish: Option<Finish>,
+    pub(crate) display: Display,
+    pub(crate) graph: Graph,
+    pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) prompts: Arc<Prompts>,
+    pub(crate) init: Option<FnRef>,
+    pub(crate) standin: Option<Arc<dyn Provider>>,
+    pub(crate) files: Vec<String>,
+}
+
+impl std::fmt::Debug for Pack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pack")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A session option as the pack declares it.
+#[derive(Debug, Clone)]
+pub struct OptionSpec {
+    /// The option's type.
+    pub ty: TypeName,
+    /// The values allowed, when the pack lists them.
+    pub values: Option<Vec<Json>>,
+    /// The value when a session does not choose one; an option without default is required.
+    pub default: Option<Json>,
+    /// What the option means.
+    pub description: String,
+}
+
+/// A field of a turn's input as the pack declares it.
+#[derive(Debug, Clone)]
+pub struct InputSpec {
+    /// The field's type.
+    pub ty: TypeName,
+    /// Whether every turn must give it.
+    pub required: bool,
+    /// The value when a turn does not give it.
+    pub default: Option<Json>,
+    /// For strings the most characters, for lists the most items.
+    pub max_length: Option<usize>,
+    /// What the field means.
+    pub doc: String,
+}
+
+/// When a session is over.
+#[derive(Debug, Clone)]
+pub(crate) struct Finish {
+    pub field: String,
+    pub message: String,
+}
+
+/// Which inline display templates the pack has (named `display.<part>`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Display {
+    pub reply: bool,
+    pub status: bool,
+    pub details: bool,
+    pub finished: bool,
+}
+
+/// An LLM profile: the model (fixed or chosen by an option) and how it is asked.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// The profile's name.
+    pub name: String,
+    pub(crate) model: ModelSpec,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Reply length limit.
+    pub max_tokens: Option<u32>,
+    /// Whether to ask for a JSON object.
+    pub json: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum ModelSpec {
+    Fixed(String),
+    ByOption {
+        option: String,
+        models: IndexMap<String, String>,
+    },
+}
+
+impl Profile {
+    /// The model this profile uses for a session with `options`.
+    pub(crate) fn model(&self, options: &Map) -> Result<&str> {
+        match &self.model {
+            ModelSpec::Fixed(m) => Ok(m),
+            ModelSpec::ByOption { option, models } => {
+                let chosen = options
+                    .get(option.as_str())
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                models.get(&chosen).map(String::as_str).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Input,
+                        format!(
+                            "profile `{}` has no model for {option} = {chosen}",
+                            self.name
+                        ),
+                    )
+                })
+            }
+        }
+    }
+
+    /// A request from this profile.
+    pub(crate) fn request(&self, options: &Map, messages: Vec<Message>) -> Result<LlmRequest> {
+        Ok(LlmRequest {
+            profile: self.name.clone(),
+            model: self.model(options)?.to_owned(),
+            messages,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            json: self.json,
+        })
+    }
+}
+
+impl Pack {
+    /// The pack's name (the manifest's file stem).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What the pack is, in a sentence.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The content hash of the pack's files (12 hex digits).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The directory the pack was loaded from.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The files the version hash covers, relative to the root.
+    pub fn files(&self) -> &[String] {
+        &self.files
+    }
+
+    /// The session options the pack declares.
+    pub fn options(&self) -> &IndexMap<String, OptionSpec> {
+        &self.options
+    }
+
+    /// The input fields a turn takes.
+    pub fn inputs(&self) -> &IndexMap<String, InputSpec> {
+        &self.inputs
+    }
+
+    /// The state fields a turn's output shows.
+    pub fn outputs(&self) -> &[String] {
+        &self.outputs
+    }
+
+    /// The LLM profiles.
+    pub fn profiles(&self) -> impl Iterator<Item = &Profile> {
+        self.profiles.values()
+    }
+
+    /// Whether the pack has an offline stand-in model.
+    pub fn has_standin(&self) -> bool {
+        self.standin.is_some()
+    }
+
+    /// The graph as a Mermaid flowchart.
+    pub fn mermaid(&self) -> String {
+        self.graph.mermaid()
+    }
+
+    /// The names of the graph's nodes, in declaration order.
+    pub fn nodes(&self) -> impl Iterator<Item = &str> {
+        self.graph.nodes.iter().map(|n| &*n.name)
+    }
+
+    /// Parses a `--set KEY=VALUE` value for option `name` by the option's type
+    /// (`hard` stays a string, `3` is an int for an int option, a list is JSON or comma-separated).
+    pub fn option_from_str(&self, name: &str, raw: &str) -> Result<Json> {
+        let spec = self
+            .options
+            .get(name)
+            .ok_or_else(|| self.unknown_option(name))?;
+        let bad = || {
+            Error::input(format!(
+                "option `{name}` is a {}, and `{raw}` is not one",
+                spec.ty
+            ))
+        };
+        Ok(match spec.ty {
+            TypeName::String => Json::String(raw.to_owned()),
+            TypeName::Int => Json::from(raw.trim().parse::<i64>().map_err(|_| bad())?),
+            TypeName::Float | TypeName::Number => {
+                let f: f64 = raw.trim().parse().map_err(|_| bad())?;
+                serde_json::Number::from_f64(f)
+                    .map(Json::Number)
+                    .ok_or_else(bad)?
+            }
+            TypeName::Bool => Json::Bool(raw.trim().parse().map_err(|_| bad())?),
+            TypeName::List => serde_json::from_str(raw).unwrap_or_else(|_| {
+                Json::Array(
+                    raw.split(',')
+                        .map(|s| Json::String(s.trim().to_owned()))
+                        .filter(|s| s != "")
+                        .collect(),
+                )
+            }),
+            TypeName::Map => serde_json::from_str(raw).map_err(|_| bad())?,
+            TypeName::Any => {
+                serde_json::from_str(raw).unwrap_or_else(|_| Json::String(raw.to_owned()))
+            }
+        })
+    }
+
+    fn unknown_option(&self, name: &str) -> Error {
+        let known: Vec<&str> = self.options.keys().map(String::as_str).collect();
+        let known = if known.is_empty() {
+            "none".to_owned()
+        } else {
+            known.join(", ")
+        };
+        Error::input(format!(
+            "pack `{}` has no option `{name}` (options: {known})",
+            self.name
+        ))
+    }
+
+    /// Checks chosen options against the declarations and fills in defaults.
+    pub fn resolve_options(&self, given: &serde_json::Map<String, Json>) -> Result<Map> {
+        if let Some(name) = given.keys().find(|k| !self.options.contains_key(*k)) {
+            return Err(self.unknown_option(name));
+        }
+        let mut out = Map::new();
+        for (name, spec) in &self.options {
+            let v = match (given.get(name), &spec.default) {
+                (Some(v), _) => v.clone(),
+                (None, Some(d)) => d.clone(),
+                (None, None) => {
+                    return Err(Error::input(format!(
+                        "option `{name}` is required ({})",
+                        spec.description
+                    )));
+                }
+            };
+            if !value::json_has_type(spec.ty, &v) {
+                return Err(Error::input(format!(
+                    "option `{name}` is a {}, not a {} ({v})",
+                    spec.ty,
+                    value::json_type_of(&v)
+                )));
+            }
+            if let Some(values) = &spec.values
+                && !values.contains(&v)
+            {
+                let allowed: Vec<String> = values.iter().map(show).collect();
+                return Err(Error::input(format!(
+                    "option `{name}` must be one of {}, not {}",
+                    allowed.join(", "),
+                    show(&v)
+                )));
+            }
+            out.insert(name.as_str().into(), value::from_json(&v));
+        }
+        Ok(out)
+    }
+
+    /// Checks a turn's input against the declarations and fills in defaults.
+    pub fn check_input(&self, input: &Json) -> Result<Map> {
+        let obj = input.as_object().ok_or_else(|| {
+            Error::input(format!(
+                "a turn's input is a map of fields, not a {}",
+                value::json_type_of(input)
+            ))
+        })?;
+        if let Some(name) = obj.keys().find(|k| !self.inputs.contains_key(*k)) {
+            let known: Vec<&str> = self.inputs.keys().map(String::as_str).collect();
+            return Err(Error::input(format!(
+                "unknown input field `{name}` (fields: {})",
+                known.join(", ")
+            )));
+        }
+        let mut out = Map::new();
+        for (name, spec) in &self.inputs {
+            let v = match (obj.get(name), &spec.default) {
+                (Some(v), _) => v.clone(),
+                (None, Some(d)) => d.clone(),
+                (None, None) if spec.required => {
+                    return Err(Error::input(format!("input field `{name}` is required")));
+                }
+                (None, None) => continue,
+            };
+            if !value::json_has_type(spec.ty, &v) {
+                return Err(Error::input(format!(
+                    "input field `{name}` is a {}, not a {}",
+                    spec.ty,
+                    value::json_type_of(&v)
+                )));
+            }
+            if let Some(max) = spec.max_length {
+                let len = match &v {
+                    Json::String(s) => s.chars().count(),
+                    Json::Array(a) => a.len(),
+                    _ => 0,
+                };
+                if len > max {
+                    return Err(Error::input(format!(
+                        "input field `{name}` is {len} long; the most is {max}"
+                    )));
+                }
+            }
+            if spec.required && v.as_str().is_some_and(|s| s.trim().is_empty()) {
+                return Err(Error::input(format!("input field `{name}` is empty")));
+            }
+            out.insert(name.as_str().into(), value::from_json(&v));
+        }
+        Ok(out)
+    }
+
+    /// The turn input for a bare string, when the pack takes exactly one string field.
+    pub fn input_from_text(&self, text: &str) -> Option<Json> {
+        let strings: Vec<&String> = self
+            .inputs
+            .iter()
+            .filter(|(_, s)| s.ty == TypeName::String)
+            .map(|(k, _)| k)
+            .collect();
+        match strings.as_slice() {
+            [one] if self.inputs.values().filter(|s| s.required).count() <= 1 => {
+                Some(serde_json::json!({ one.as_str(): text }))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `state` is finished (the `finish.when` field is true).
+    pub(crate) fn is_finished(&self, state: &Dynamic) -> bool {
+        let Some(finish) = &self.finish else {
+            return false;
+        };
+        state
+            .read_lock::<Map>()
+            .and_then(|m| m.get(finish.field.as_str()).and_then(|v| v.as_bool().ok()))
+            .unwrap_or(false)
+    }
+
+    /// What to tell a turn that arrives after the session finished.
+    pub(crate) fn finished_message(&self) -> &str {
+        self.finish
+            .as_ref()
+            .map_or("this session is finished", |f| f.message.as_str())
+    }
+}
+
+fn show(v: &Json) -> String {
+    match v {
+        Json::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

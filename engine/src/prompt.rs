@@ -1,0 +1,457 @@
+//! Prompt templates: minijinja over `prompts/<pack>/*.j2`, strict about undefined variables.
+//!
+//! A template sees the state's fields at the top level (`{{ merit_score }}`), plus `params`,
+//! `options`, `input` and `vars` (what a node's `vars` script returned). The names each template
+//! reads are found once at load, so a render converts only the fields it uses, and `check` can
+//! report a variable that is neither a field nor one of those names before the game runs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
+use rhai::Map;
+
+use crate::error::{Error, ErrorKind, Origin, Result};
+use crate::value::to_template;
+
+/// Names every template may read besides state fields.
+pub(crate) const CONTEXT_NAMES: &[&str] = &["params", "options", "input", "vars"];
+/// minijinja's global functions, which show up as undeclared variables.
+const GLOBALS: &[&str] = &[
+    "range",
+    "dict",
+    "namespace",
+    "debug",
+    "loop",
+    "self",
+    "super",
+    "caller",
+    "varargs",
+    "kwargs",
+];
+
+/// Where a template's source lives, to turn template lines into file lines.
+#[derive(Debug, Clone)]
+struct Source {
+    file: String,
+    /// The file line of the template's first line, minus one.
+    line_offset: u32,
+    /// Column of the template's first character in its file line, minus one (inline templates).
+    col_offset: u32,
+    text: String,
+}
+
+/// A pack's templates.
+pub(crate) struct Prompts {
+    env: Environment<'static>,
+    sources: HashMap<String, Source>,
+    /// Top-level names each template reads; `None` when it includes others (then it gets all).
+    reads: HashMap<String, Option<Vec<String>>>,
+    params: Value,
+}
+
+impl std::fmt::Debug for Prompts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prompts")
+            .field("templates", &self.sources.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Prompts {
+    /// Loads every `*.j2` under `prompts/<pack>/` and the manifest's inline templates (`display:`),
+    /// given as (name, source, origin).
+    pub fn load(
+        root: &Path,
+        pack: &str,
+        params: &Map,
+        inline: Vec<(String, String, Origin)>,
+    ) -> std::result::Result<Self, Vec<Error>> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build();
+        env.set_syntax(syntax.expect("the default delimiters are valid"));
+        env.set_fuel(Some(1_000_000));
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        let mut sources = HashMap::new();
+        let mut errors = Vec::new();
+        let dir = root.join("prompts").join(pack);
+        let mut files = Vec::new();
+        if dir.is_dir() {
+            collect_templates(&dir, &dir, &mut files).map_err(|e| vec![e])?;
+        }
+        files.sort();
+        for name in files {
+            let rel = format!("prompts/{pack}/{name}");
+            match std::fs::read_to_string(dir.join(&name)) {
+                Ok(text) => {
+                    sources.insert(
+                        name.clone(),
+                        Source {
+                            file: rel,
+                            line_offset: 0,
+                            col_offset: 0,
+                            text,
+                        },
+                    );
+                }
+                Err(e) => errors.push(
+                    Error::new(ErrorKind::Io, format!("cannot read the template: {e}"))
+                        .at(Origin::file(rel)),
+                ),
+            }
+        }
+        for (name, text, origin) in inline {
+            let source = Source {
+                file: origin.file.clone(),
+                line_offset: origin.line.saturating_sub(1),
+                col_offset: origin.column.saturating_sub(1),
+                text,
+            };
+            sources.insert(name, source);
+        }
+        let mut names: Vec<&String> = sources.keys().collect();
+        names.sort();
+        for name in names {
+            let src = &sources[name];
+            if let Err(e) = env.add_template_owned(name.clone(), src.text.clone()) {
+                errors.push(template_error(&e, &sources));
+            }
+        }
+        let mut reads = HashMap::new();
+        for name in sources.keys() {
+            let Ok(t) = env.get_template(name) else {
+                continue;
+            };
+            let uses_others = ["include", "import", "extends", "from "]
+                .iter()
+                .any(|k| sources[name].text.contains(k));
+            let vars: Option<Vec<String>> = if uses_others {
+                None
+            } else {
+                let mut v: Vec<String> = t.undeclared_variables(false).into_iter().collect();
+                v.sort();
+                Some(v)
+            };
+            reads.insert(name.clone(), vars);
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let params = Value::from_object(
+            params
+                .iter()
+                .map(|(k, v)| (k.to_string(), to_template(v)))
+                .collect::<BTreeMap<_, _>>(),
+        );
+        Ok(Prompts {
+            env,
+            sources,
+            reads,
+            params,
+        })
+    }
+
+    /// A set with no templates (to go on checking a pack whose templates failed to load).
+    pub fn empty(params: &Map) -> Self {
+        let params = Value::from_object(
+            params
+                .iter()
+                .map(|(k, v)| (k.to_string(), to_template(v)))
+                .collect::<BTreeMap<_, _>>(),
+        );
+        Prompts {
+            env: Environment::new(),
+            sources: HashMap::new(),
+            reads: HashMap::new(),
+            params,
+        }
+    }
+
+    /// Whether a template of that name exists.
+    pub fn contains(&self, name: &str) -> bool {
+        self.sources.contains_key(name)
+    }
+
+    /// The names of the file templates (not the inline ones), sorted.
+    pub fn file_templates(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self
+            .sources
+            .iter()
+            .filter(|(_, s)| s.line_offset == 0)
+            .map(|(k, _)| k.as_str())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The variables `name` reads that are neither in `known` nor context names or globals,
+    /// with the position of their first use. `params.x` is checked against `params` too.
+    pub fn unknown_variables(
+        &self,
+        name: &str,
+        known: &HashSet<&str>,
+        params: &Map,
+    ) -> Vec<(String, Origin)> {
+        let Ok(t) = self.env.get_template(name) else {
+            return Vec::new();
+        };
+        let mut unknown: Vec<String> = Vec::new();
+        for var in t.undeclared_variables(true) {
+            let mut parts = var.split('.');
+            let root = parts.next().unwrap_or_default();
+            if known.contains(root)
+                || GLOBALS.contains(&root)
+                || (CONTEXT_NAMES.contains(&root) && root != "params")
+            {
+                continue;
+            }
+            if root == "params" {
+                match parts.next() {
+                    Some(p) if !params.contains_key(p) => unknown.push(var.clone()),
+                    _ => {}
+                }
+                continue;
+            }
+            unknown.push(root.to_owned());
+        }
+        unknown.sort();
+        unknown.dedup();
+        let src = &self.sources[name];
+        unknown
+            .into_iter()
+            .map(|var| {
+                let last = var.rsplit('.').next().unwrap_or(&var);
+                let (line, col) = find_word(&src.text, &var)
+                    .or_else(|| find_word(&src.text, last))
+                    .unwrap_or((1, 1));
+                let col = if line == 1 { col + src.col_offset } else { col };
+                (var, Origin::new(&src.file, src.line_offset + line, col))
+            })
+            .collect()
+    }
+
+    /// Renders `name` for a node: state fields at the top level, plus params, options, input
+    /// and the node's vars.
+    pub fn render(
+        &self,
+        name: &str,
+        state: &Map,
+        options: &Map,
+        input: &Map,
+        vars: Option<&Map>,
+    ) -> Result<String> {
+        let mut ctx: BTreeMap<String, Value> = BTreeMap::new();
+        let put = |key: &str| match key {
+            "params" => Some(self.params.clone()),
+            "options" => Some(map_value(options)),
+            "input" => Some(map_value(input)),
+            "vars" => vars.map(map_value),
+            field => state.get(field).map(to_template),
+        };
+        match self.reads.get(name) {
+            Some(Some(reads)) => {
+                for key in reads {
+                    if let Some(v) = put(key) {
+                        ctx.insert(key.clone(), v);
+                    }
+                }
+            }
+            _ => {
+                for key in state
+                    .keys()
+                    .map(|k| k.as_str())
+                    .chain(CONTEXT_NAMES.iter().copied())
+                {
+                    if let Some(v) = put(key) {
+                        ctx.insert(key.to_owned(), v);
+                    }
+                }
+            }
+        }
+        self.render_ctx(name, Value::from_object(ctx))
+    }
+
+    /// Renders `name` for the `render()` host function: `vars` at the top level, plus params,
+    /// options and input.
+    pub fn render_vars(
+        &self,
+        name: &str,
+        vars: &Map,
+        options: &Map,
+        input: &Map,
+    ) -> Result<String> {
+        let mut ctx: BTreeMap<String, Value> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), to_template(v)))
+            .collect();
+        ctx.insert("params".into(), self.params.clone());
+        ctx.insert("options".into(), map_value(options));
+        ctx.insert("input".into(), map_value(input));
+        self.render_ctx(name, Value::from_object(ctx))
+    }
+
+    fn render_ctx(&self, name: &str, ctx: Value) -> Result<String> {
+        let t = self.env.get_template(name).map_err(|_| {
+            Error::new(
+                ErrorKind::Template,
+                format!(
+                    "there is no template `{name}` (templates: {})",
+                    self.file_templates().join(", ")
+                ),
+            )
+        })?;
+        t.render(ctx).map_err(|e| template_error(&e, &self.sources))
+    }
+}
+
+fn map_value(m: &Map) -> Value {
+    Value::from_object(
+        m.iter()
+            .map(|(k, v)| (k.to_string(), to_template(v)))
+            .collect::<BTreeMap<_, _>>(),
+    )
+}
+
+fn collect_templates(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display())))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_templates(base, &path, out)?;
+        } else if path.extension().is_some_and(|x| x == "j2") {
+            let rel = path.strip_prefix(base).unwrap_or(&path);
+            out.push(rel.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    Ok(())
+}
+
+/// 1-based line and column of the first whole-word occurrence of `word` in `text`.
+fn find_word(text: &str, word: &str) -> Option<(u32, u32)> {
+    let mut from = 0;
+    while let Some(i) = text[from..].find(word) {
+        let at = from + i;
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        if !ident(before) && !ident(after) {
+            return Some(line_col(text, at));
+        }
+        from = at + word.len();
+    }
+    None
+}
+
+fn line_col(text: &str, byte: usize) -> (u32, u32) {
+    let before = &text[..byte.min(text.len())];
+    let line = before.matches('\n').count() as u32 + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+    (line, col)
+}
+
+/// A minijinja error as an engine error at `file:line:col`.
+fn template_error(e: &minijinja::Error, sources: &HashMap<String, Source>) -> Error {
+    let mut detail = e.kind().to_string();
+    if let Some(d) = e.detail() {
+        detail = format!("{detail}: {d}");
+    }
+    let origin = e.name().and_then(|n| sources.get(n)).map(|src| {
+        let (line, col) = match e.range() {
+            Some(r) => line_col(&src.text, r.start),
+            None => (e.line().unwrap_or(0) as u32, 0),
+        };
+        let col = if line == 1 && col > 0 {
+            col + src.col_offset
+        } else {
+            col
+        };
+        Origin::new(&src.file, src.line_offset + line, col)
+    });
+    let err = Error::new(ErrorKind::Template, detail);
+    match origin {
+        Some(o) => err.at(o),
+        None => err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::from_json;
+    use serde_json::json;
+
+    fn prompts(
+        files: &[(&str, &str)],
+    ) -> (tempfile::TempDir, std::result::Result<Prompts, Vec<Error>>) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("prompts/p")).unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join("prompts/p").join(name), text).unwrap();
+        }
+        let params = from_json(&json!({"n": 3})).cast::<Map>();
+        let p = Prompts::load(dir.path(), "p", &params, vec![]);
+        (dir, p)
+    }
+
+    #[test]
+    fn renders_state_params_options_and_vars() {
+        let (_d, p) = prompts(&[(
+            "t.j2",
+            "{{ score }}/{{ params.n }}/{{ options.level }}/{{ vars.x }}/{{ input.m }}",
+        )]);
+        let p = p.unwrap();
+        let state = from_json(&json!({"score": 7, "other": [1]})).cast::<Map>();
+        let options = from_json(&json!({"level": "easy"})).cast::<Map>();
+        let input = from_json(&json!({"m": "hi"})).cast::<Map>();
+        let vars = from_json(&json!({"x": true})).cast::<Map>();
+        assert_eq!(
+            p.render("t.j2", &state, &options, &input, Some(&vars))
+                .unwrap(),
+            "7/3/easy/True/hi"
+        );
+    }
+
+    #[test]
+    fn undefined_variables_fail_with_the_template_line() {
+        let (_d, p) = prompts(&[("t.j2", "line one\n{{ nope.deeper }}")]);
+        let e = p
+            .unwrap()
+            .render("t.j2", &Map::new(), &Map::new(), &Map::new(), None)
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Template);
+        assert_eq!(e.origin().unwrap().to_string(), "prompts/p/t.j2:2:4");
+    }
+
+    #[test]
+    fn syntax_errors_name_the_spot() {
+        let (_d, p) = prompts(&[("bad.j2", "ok\n{% if x %}never closed")]);
+        let errs = p.unwrap_err();
+        assert_eq!(errs[0].origin().unwrap().file, "prompts/p/bad.j2");
+        assert!(errs[0].origin().unwrap().line >= 2, "{:?}", errs[0]);
+    }
+
+    #[test]
+    fn unknown_variables_are_found_statically() {
+        let (_d, p) = prompts(&[(
+            "t.j2",
+            "{{ score }}\n{% for m in history %}{{ m.x }}{% endfor %}\n{{ params.n }}{{ params.zz }}{{ missing }}",
+        )]);
+        let p = p.unwrap();
+        let known: HashSet<&str> = ["score", "history"].into();
+        let params = from_json(&json!({"n": 3})).cast::<Map>();
+        let unknown = p.unknown_variables("t.j2", &known, &params);
+        let names: Vec<String> = unknown.iter().map(|(v, o)| format!("{v}@{o}")).collect();
+        assert_eq!(
+            names,
+            [
+                "missing@prompts/p/t.j2:3:33",
+                "params.zz@prompts/p/t.j2:3:18"
+            ]
+        );
+    }
+}

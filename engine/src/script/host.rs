@@ -1,0 +1,685 @@
+//! Host functions: everything a script may do beyond pure computation, registered from one table
+//! with its documentation beside it (the pack author's reference is generated from this table).
+//!
+//! Functions that need the running turn (input, options, randomness, events, models) find it in the
+//! call's tag; outside a turn (while a library loads) they fail with a message saying so.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use indexmap::IndexMap;
+use rhai::{
+    Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, Map, NativeCallContext,
+};
+
+use super::{may_block, pause_deadline};
+use crate::event::Event;
+use crate::llm::Message;
+use crate::pack::Profile;
+use crate::prompt::Prompts;
+use crate::text;
+pub(crate) use crate::turn::TurnCtx;
+use crate::value;
+
+type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
+
+/// What host functions share for the whole life of a pack version.
+pub(crate) struct HostShared {
+    pub pack: String,
+    pub params: Map,
+    pub prompts: Arc<Prompts>,
+    pub profiles: Arc<IndexMap<String, Profile>>,
+    /// Parameters shaped like keyword lists or tables, folded once at load.
+    folded: HashMap<String, Folded>,
+    regexes: Mutex<HashMap<String, Arc<regex::Regex>>>,
+}
+
+/// A parameter prepared for matching: a list of phrases, or a table of name → phrases.
+enum Folded {
+    List(Vec<String>),
+    Table(Vec<(ImmutableString, Vec<String>)>),
+}
+
+impl HostShared {
+    pub fn new(
+        pack: String,
+        params: Map,
+        prompts: Arc<Prompts>,
+        profiles: Arc<IndexMap<String, Profile>>,
+    ) -> Self {
+        let folded = params
+            .iter()
+            .filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?)))
+            .collect();
+        HostShared {
+            pack,
+            params,
+            prompts,
+            profiles,
+            folded,
+            regexes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn regex(&self, pattern: &str) -> RhaiResult<Arc<regex::Regex>> {
+        let mut cache = self.regexes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = cache.get(pattern) {
+            return Ok(r.clone());
+        }
+        let r = regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| format!("bad pattern `{pattern}`: {e}"))?;
+        if cache.len() >= 512 {
+            cache.clear();
+        }
+        let r = Arc::new(r);
+        cache.insert(pattern.to_owned(), r.clone());
+        Ok(r)
+    }
+}
+
+fn phrases(v: &Dynamic) -> Option<Vec<String>> {
+    if let Some(s) = v.read_lock::<ImmutableString>() {
+        return Some(vec![text::fold(&s)]);
+    }
+    let arr = v.read_lock::<Array>()?;
+    arr.iter()
+        .map(|x| x.read_lock::<ImmutableString>().map(|s| text::fold(&s)))
+        .collect()
+}
+
+fn fold_param(v: &Dynamic) -> Option<Folded> {
+    if v.is_array() {
+        return phrases(v).map(Folded::List);
+    }
+    let map = v.read_lock::<Map>()?;
+    let table: Option<Vec<_>> = map
+        .iter()
+        .map(|(k, v)| Some((ImmutableString::from(k.as_str()), phrases(v)?)))
+        .collect();
+    table.map(Folded::Table)
+}
+
+/// The tag a script call carries: its turn and the node it runs for.
+#[derive(Clone)]
+pub(crate) struct CallTag {
+    pub turn: Arc<TurnCtx>,
+    pub node: Arc<str>,
+}
+
+/// One host function: its name, signature and documentation, and how it is registered.
+pub struct HostFn {
+    /// The name scripts call.
+    pub name: &'static str,
+    /// Its signature(s), as the pack author's reference shows them.
+    pub signature: &'static str,
+    /// What it does.
+    pub doc: &'static str,
+    register: fn(&mut Engine, &Arc<HostShared>),
+}
+
+/// Every host function, in the order the reference lists them.
+pub fn host_functions() -> &'static [HostFn] {
+    HOST_FUNCTIONS
+}
+
+pub(crate) fn register_all(engine: &mut Engine, shared: &Arc<HostShared>) {
+    for f in HOST_FUNCTIONS {
+        (f.register)(engine, shared);
+    }
+}
+
+fn with_turn<T>(
+    ctx: &NativeCallContext<'_>,
+    f: impl FnOnce(&CallTag) -> RhaiResult<T>,
+) -> RhaiResult<T> {
+    match ctx.tag().and_then(|t| t.read_lock::<CallTag>()) {
+        Some(tag) => f(&tag),
+        None => Err(format!("{}() is only available while a turn runs", ctx.fn_name()).into()),
+    }
+}
+
+fn str_list(v: &Array, what: &str) -> RhaiResult<Vec<ImmutableString>> {
+    v.iter()
+        .map(|x| {
+            x.read_lock::<ImmutableString>()
+                .map(|s| s.clone())
+                .ok_or_else(|| format!("{what} must be strings").into())
+        })
+        .collect()
+}
+
+fn ask(
+    ctx: &NativeCallContext<'_>,
+    shared: &HostShared,
+    profile: &str,
+    messages: Vec<Message>,
+) -> RhaiResult<String> {
+    with_turn(ctx, |tag| {
+        if !may_block() {
+            return Err(format!(
+                "{}() can only be called from a script node or an llm node's then/fallback script, \
+                 and only directly (not through a function pointer)",
+                ctx.fn_name()
+            )
+            .into());
+        }
+        let p = shared.profiles.get(profile).ok_or_else(|| {
+            let known: Vec<&str> = shared.profiles.keys().map(String::as_str).collect();
+            format!(
+                "unknown llm profile `{profile}` (profiles: {})",
+                known.join(", ")
+            )
+        })?;
+        let request = p
+            .request(&tag.turn.options, messages)
+            .map_err(|e| e.detail().to_owned())?;
+        let rt = tag
+            .turn
+            .runtime
+            .clone()
+            .ok_or("model calls need the async runtime the turn runs on")?;
+        pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request)))
+            .map(|r| r.content)
+            .map_err(|e| e.detail().to_owned().into())
+    })
+}
+
+fn as_messages(list: &Array) -> RhaiResult<Vec<Message>> {
+    list.iter()
+        .map(|m| {
+            let map = m
+                .read_lock::<Map>()
+                .ok_or("messages must be maps #{role, content}")?;
+            let get = |k: &str| {
+                map.get(k)
+                    .map(|v| v.to_string())
+                    .ok_or_else(|| format!("a message has no `{k}`"))
+            };
+            Ok(Message::new(get("role")?, get("content")?))
+        })
+        .collect()
+}
+
+fn random_f64(t: &TurnCtx) -> f64 {
+    (t.random_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// A uniform integer in [0, n) from 64 random bits (Lemire's multiply; bias below 2^-64 · n).
+fn below(t: &TurnCtx, n: u64) -> u64 {
+    ((u128::from(t.random_u64()) * u128::from(n)) >> 64) as u64
+}
+
+static HOST_FUNCTIONS: &[HostFn] = &[
+    // ---- the turn -------------------------------------------------------------------------
+    HostFn {
+        name: "input",
+        signature: "input() -> map",
+        doc: "This turn's input, as the pack's `input:` section declares it.",
+        register: |e, _| {
+            e.register_fn("input", |ctx: NativeCallContext<'_>| {
+                with_turn(&ctx, |t| Ok(t.turn.input.clone()))
+            });
+        },
+    },
+    HostFn {
+        name: "option",
+        signature: "option(name: string) -> value",
+        doc: "The session's value of an option (`option(\"difficulty\")`).",
+        register: |e, _| {
+            e.register_fn("option", |ctx: NativeCallContext<'_>, name: &str| {
+                with_turn(&ctx, |t| {
+                    t.turn.options.get(name).cloned().ok_or_else(|| {
+                        let known: Vec<&str> = t.turn.options.keys().map(|k| k.as_str()).collect();
+                        format!("unknown option `{name}` (options: {})", known.join(", ")).into()
+                    })
+                })
+            });
+        },
+    },
+    HostFn {
+        name: "param",
+        signature: "param(name: string) -> value",
+        doc: "A parameter from the pack's `params:` section (`param(\"thresholds\")`).",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn("param", move |name: &str| -> RhaiResult<Dynamic> {
+                shared.params.get(name).cloned().ok_or_else(|| {
+                    let known: Vec<&str> = shared.params.keys().map(|k| k.as_str()).collect();
+                    format!("unknown parameter `{name}` (params: {})", known.join(", ")).into()
+                })
+            });
+        },
+    },
+    HostFn {
+        name: "session_id",
+        signature: "session_id() -> string",
+        doc: "The id of the running session.",
+        register: |e, _| {
+            e.register_fn("session_id", |ctx: NativeCallContext<'_>| {
+                with_turn(&ctx, |t| Ok(t.turn.session_id.to_string()))
+            });
+        },
+    },
+    HostFn {
+        name: "turn_number",
+        signature: "turn_number() -> int",
+        doc: "The number of the running turn: 1 for a session's first turn, 0 while a session opens.",
+        register: |e, _| {
+            e.register_fn("turn_number", |ctx: NativeCallContext<'_>| {
+                with_turn(&ctx, |t| Ok(t.turn.turn as INT))
+            });
+        },
+    },
+    HostFn {
+        name: "now",
+        signature: "now() -> int",
+        doc: "When the turn began, in unix milliseconds: the same for every call in a turn, recorded \
+              with the turn so a replay sees the same time.",
+        register: |e, _| {
+            e.register_fn("now", |ctx: NativeCallContext<'_>| {
+                with_turn(&ctx, |t| Ok(t.turn.now_ms as INT))
+            });
+        },
+    },
+    // ---- prompts and models ---------------------------------------------------------------
+    HostFn {
+        name: "render",
+        signature: "render(template: string, vars: map) -> string",
+        doc: "Renders `prompts/<pack>/<template>` with `vars` at the top level, plus `params`, \
+              `options` and `input`. State fields are not visible unless passed in `vars`.",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn(
+                "render",
+                move |ctx: NativeCallContext<'_>, name: &str, vars: Map| {
+                    with_turn(&ctx, |t| {
+                        shared
+                            .prompts
+                            .render_vars(name, &vars, &t.turn.options, &t.turn.input)
+                            .map_err(|e| e.to_string().into())
+                    })
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "llm",
+        signature: "llm(profile: string, prompt: string) -> string",
+        doc: "Asks the profile's model with `prompt` as the user message and returns its reply. \
+              Only script nodes and llm nodes' then/fallback scripts may call models.",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn(
+                "llm",
+                move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| {
+                    ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "llm_json",
+        signature: "llm_json(profile: string, prompt: string) -> value",
+        doc: "Like `llm`, and parses the reply as JSON (fenced or surrounded by prose); throws when \
+              the reply holds no valid JSON, so a caller can fall back.",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn(
+                "llm_json",
+                move |ctx: NativeCallContext<'_>,
+                      profile: &str,
+                      prompt: &str|
+                      -> RhaiResult<Dynamic> {
+                    let reply = ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])?;
+                    value::parse_json_reply(&reply)
+                        .map(|v| value::from_json(&v))
+                        .map_err(|e| e.into())
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "llm_chat",
+        signature: "llm_chat(profile: string, messages: array) -> string",
+        doc: "Asks the profile's model with a whole conversation: an array of `#{role, content}` \
+              with roles `system`, `user`, `assistant`.",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn(
+                "llm_chat",
+                move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
+                    let messages = as_messages(&messages)?;
+                    ask(&ctx, &shared, profile, messages)
+                },
+            );
+        },
+    },
+    // ---- text -----------------------------------------------------------------------------
+    HostFn {
+        name: "fold",
+        signature: "fold(text: string) -> string",
+        doc: "Lowercase without diacritics: `fold(\"Załoga\") == \"zaloga\"`.",
+        register: |e, _| {
+            e.register_fn("fold", |s: &str| text::fold(s));
+        },
+    },
+    HostFn {
+        name: "words",
+        signature: "words(text: string) -> array",
+        doc: "The folded words of `text` (runs of letters and digits).",
+        register: |e, _| {
+            e.register_fn("words", |s: &str| -> Array {
+                text::words(&text::fold(s))
+                    .map(|w| Dynamic::from(w.to_owned()))
+                    .collect()
+            });
+        },
+    },
+    HostFn {
+        name: "word_count",
+        signature: "word_count(text: string) -> int",
+        doc: "How many whitespace-separated words `text` has.",
+        register: |e, _| {
+            e.register_fn("word_count", |s: &str| text::word_count(s) as INT);
+        },
+    },
+    HostFn {
+        name: "truncate_words",
+        signature: "truncate_words(text: string, limit: int) -> string",
+        doc: "The first `limit` words of `text`.",
+        register: |e, _| {
+            e.register_fn("truncate_words", |s: &str, n: INT| {
+                text::truncate_words(s, n.max(0) as usize)
+            });
+        },
+    },
+    HostFn {
+        name: "keywords_found",
+        signature: "keywords_found(text: string, table: string | map) -> array",
+        doc: "The names in a keyword table (a map of name → list of keywords, or the name of a \
+              parameter holding one) with a keyword in `text`, in table order. Matching ignores case \
+              and diacritics; a keyword matches at the start of a word, so stems work (`zalog` \
+              finds `załogi`).",
+        register: |e, shared| {
+            let s = shared.clone();
+            e.register_fn("keywords_found", move |t: &str, table: &str| -> RhaiResult<Array> {
+                match s.folded.get(table) {
+                    Some(Folded::Table(rows)) => {
+                        let t = text::fold(t);
+                        Ok(rows
+                            .iter()
+                            .filter(|(_, kws)| kws.iter().any(|k| text::has_phrase(&t, k)))
+                            .map(|(name, _)| Dynamic::from(name.clone()))
+                            .collect())
+                    }
+                    _ => Err(format!("parameter `{table}` is not a keyword table (a map of name → list of keywords)").into()),
+                }
+            });
+            e.register_fn(
+                "keywords_found",
+                |t: &str, table: Map| -> RhaiResult<Array> {
+                    let t = text::fold(t);
+                    let mut found = Array::new();
+                    for (name, kws) in &table {
+                        let kws =
+                            phrases(kws).ok_or("a keyword table maps names to lists of strings")?;
+                        if kws.iter().any(|k| text::has_phrase(&t, k)) {
+                            found.push(Dynamic::from(name.to_string()));
+                        }
+                    }
+                    Ok(found)
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "contains_any",
+        signature: "contains_any(text: string, phrases: array | string) -> bool",
+        doc: "Whether any phrase (a list, or the name of a parameter holding one) occurs in `text`, \
+              ignoring case and diacritics, at the start of a word.",
+        register: |e, shared| {
+            let s = shared.clone();
+            e.register_fn(
+                "contains_any",
+                move |t: &str, list: &str| -> RhaiResult<bool> {
+                    match s.folded.get(list) {
+                        Some(Folded::List(ps)) => {
+                            let t = text::fold(t);
+                            Ok(ps.iter().any(|p| text::has_phrase(&t, p)))
+                        }
+                        _ => Err(format!("parameter `{list}` is not a list of phrases").into()),
+                    }
+                },
+            );
+            e.register_fn("contains_any", |t: &str, list: Array| -> RhaiResult<bool> {
+                let t = text::fold(t);
+                Ok(str_list(&list, "phrases")?
+                    .iter()
+                    .any(|p| text::has_phrase(&t, &text::fold(p))))
+            });
+        },
+    },
+    HostFn {
+        name: "matches",
+        signature: "matches(text: string, pattern: string) -> bool",
+        doc: "Whether the regular expression `pattern` (case-insensitive, linear-time) matches `text`.",
+        register: |e, shared| {
+            let s = shared.clone();
+            e.register_fn("matches", move |t: &str, p: &str| -> RhaiResult<bool> {
+                Ok(s.regex(p)?.is_match(t))
+            });
+        },
+    },
+    HostFn {
+        name: "matches_any",
+        signature: "matches_any(text: string, patterns: array | string) -> bool",
+        doc: "Whether any of the patterns (a list, or the name of a parameter holding one) matches.",
+        register: |e, shared| {
+            let s = shared.clone();
+            e.register_fn(
+                "matches_any",
+                move |t: &str, list: Array| -> RhaiResult<bool> {
+                    for p in str_list(&list, "patterns")? {
+                        if s.regex(&p)?.is_match(t) {
+                            return Ok(true);
+                        }
+                    }
+                    Ok(false)
+                },
+            );
+            let s = shared.clone();
+            e.register_fn(
+                "matches_any",
+                move |t: &str, name: &str| -> RhaiResult<bool> {
+                    let list = s
+                        .params
+                        .get(name)
+                        .and_then(|v| v.read_lock::<Array>().map(|a| a.clone()));
+                    let list = list
+                        .ok_or_else(|| format!("parameter `{name}` is not a list of patterns"))?;
+                    for p in str_list(&list, "patterns")? {
+                        if s.regex(&p)?.is_match(t) {
+                            return Ok(true);
+                        }
+                    }
+                    Ok(false)
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "similarity",
+        signature: "similarity(a: string, b: string) -> float",
+        doc: "Lexical similarity in [0, 1]: cosine of the two texts' folded word counts.",
+        register: |e, _| {
+            e.register_fn("similarity", |a: &str, b: &str| {
+                text::similarity(a, b) as FLOAT
+            });
+        },
+    },
+    HostFn {
+        name: "parse_json",
+        signature: "parse_json(text: string) -> value",
+        doc: "Parses JSON (also inside a ```json fence or surrounded by prose); throws when there is none.",
+        register: |e, _| {
+            e.register_fn("parse_json", |s: &str| -> RhaiResult<Dynamic> {
+                value::parse_json_reply(s)
+                    .map(|v| value::from_json(&v))
+                    .map_err(|e| e.into())
+            });
+        },
+    },
+    HostFn {
+        name: "to_json",
+        signature: "to_json(value) -> string",
+        doc: "The value as compact JSON.",
+        register: |e, _| {
+            e.register_fn("to_json", |v: Dynamic| value::to_json(&v).to_string());
+        },
+    },
+    HostFn {
+        name: "hash",
+        signature: "hash(text: string) -> int",
+        doc: "A stable hash of `text` (the same on every machine and version), for deterministic \
+              choices such as a stand-in model's.",
+        register: |e, _| {
+            e.register_fn("hash", |s: &str| (text::hash(s) >> 1) as INT);
+        },
+    },
+    HostFn {
+        name: "clamp",
+        signature: "clamp(x: number, lo: number, hi: number) -> number",
+        doc: "`x` limited to [lo, hi].",
+        register: |e, _| {
+            e.register_fn("clamp", |x: INT, lo: INT, hi: INT| x.max(lo).min(hi));
+            e.register_fn("clamp", |x: FLOAT, lo: FLOAT, hi: FLOAT| x.max(lo).min(hi));
+            e.register_fn("clamp", |x: FLOAT, lo: INT, hi: INT| {
+                x.max(lo as FLOAT).min(hi as FLOAT)
+            });
+        },
+    },
+    // ---- randomness (seeded per session and turn, so replays repeat it) --------------------
+    HostFn {
+        name: "random",
+        signature: "random() -> float",
+        doc: "A random float in [0, 1), from the session's seeded generator.",
+        register: |e, _| {
+            e.register_fn("random", |ctx: NativeCallContext<'_>| {
+                with_turn(&ctx, |t| Ok(random_f64(&t.turn)))
+            });
+        },
+    },
+    HostFn {
+        name: "random_int",
+        signature: "random_int(lo: int, hi: int) -> int",
+        doc: "A random integer in [lo, hi], from the session's seeded generator.",
+        register: |e, _| {
+            e.register_fn(
+                "random_int",
+                |ctx: NativeCallContext<'_>, lo: INT, hi: INT| {
+                    with_turn(&ctx, |t| {
+                        if hi < lo {
+                            return Err(format!("random_int({lo}, {hi}): hi is below lo").into());
+                        }
+                        let span = (hi as i128 - lo as i128 + 1) as u128;
+                        Ok(
+                            (lo as i128 + below(&t.turn, span.min(u64::MAX as u128) as u64) as i128)
+                                as INT,
+                        )
+                    })
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "pick",
+        signature: "pick(list: array) -> value",
+        doc: "A random item of `list` (throws on an empty list).",
+        register: |e, _| {
+            e.register_fn("pick", |ctx: NativeCallContext<'_>, list: Array| {
+                with_turn(&ctx, |t| {
+                    if list.is_empty() {
+                        return Err("pick() of an empty list".into());
+                    }
+                    Ok(list[below(&t.turn, list.len() as u64) as usize].clone())
+                })
+            });
+        },
+    },
+    HostFn {
+        name: "shuffle",
+        signature: "shuffle(list: array) -> array",
+        doc: "The items of `list` in random order.",
+        register: |e, _| {
+            e.register_fn("shuffle", |ctx: NativeCallContext<'_>, mut list: Array| {
+                with_turn(&ctx, |t| {
+                    for i in (1..list.len()).rev() {
+                        let j = below(&t.turn, i as u64 + 1) as usize;
+                        list.swap(i, j);
+                    }
+                    Ok(list)
+                })
+            });
+        },
+    },
+    // ---- events and logging ---------------------------------------------------------------
+    HostFn {
+        name: "emit",
+        signature: "emit(name: string, data)",
+        doc: "Emits a custom event with the turn's events (shown by `run`, streamed by the server).",
+        register: |e, _| {
+            e.register_fn(
+                "emit",
+                |ctx: NativeCallContext<'_>, name: &str, data: Dynamic| {
+                    with_turn(&ctx, |t| {
+                        t.turn.emit(Event::Custom {
+                            node: t.node.to_string(),
+                            name: name.to_owned(),
+                            data: value::to_json(&data),
+                        });
+                        Ok(())
+                    })
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "log",
+        signature: "log(message: string)",
+        doc: "Logs a message (tracing at info level, and a `log` event).",
+        register: |e, _| {
+            e.register_fn("log", |ctx: NativeCallContext<'_>, msg: &str| {
+                with_turn(&ctx, |t| {
+                    tracing::info!(target: "ruleweave::script", node = %t.node, "{msg}");
+                    t.turn.emit(Event::Log {
+                        node: t.node.to_string(),
+                        level: "info".into(),
+                        message: msg.to_owned(),
+                    });
+                    Ok(())
+                })
+            });
+        },
+    },
+    HostFn {
+        name: "warn",
+        signature: "warn(message: string)",
+        doc: "Logs a warning (tracing at warn level, and a `log` event).",
+        register: |e, _| {
+            e.register_fn("warn", |ctx: NativeCallContext<'_>, msg: &str| {
+                with_turn(&ctx, |t| {
+                    tracing::warn!(target: "ruleweave::script", node = %t.node, "{msg}");
+                    t.turn.emit(Event::Log {
+                        node: t.node.to_string(),
+                        level: "warn".into(),
+                        message: msg.to_owned(),
+                    });
+                    Ok(())
+                })
+            });
+        },
+    },
+];

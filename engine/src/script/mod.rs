@@ -1,0 +1,492 @@
+//! The script sandbox: a Rhai engine per pack, started closed and opened deliberately.
+//!
+//! It starts from `Engine::new_raw()` with only pure packages (no `sleep`, no `exit`, no clock),
+//! strict variables, `eval` disabled, and limits on operations, call depth, string/array/map sizes
+//! and wall time. The only way out is the host functions of [`host`]. Scripts are compiled once at
+//! load; a call binds the session state as a read-only `this`, so no state is copied to run a node.
+//!
+//! A runaway script fails its call with an error naming the script and the position it was at.
+
+pub(crate) mod host;
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rhai::packages::{
+    ArithmeticPackage, BasicArrayPackage, BasicBlobPackage, BasicFnPackage, BasicIteratorPackage,
+    BasicMapPackage, BasicMathPackage, BasicStringPackage, BitFieldPackage, LogicPackage,
+    MoreStringPackage, Package,
+};
+use rhai::{
+    AST, ASTNode, CallFnOptions, Dynamic, Engine, EvalAltResult, Expr, FuncArgs, ImmutableString,
+    Position, Scope, Stmt,
+};
+
+use crate::error::{Error, ErrorKind, Origin, Result};
+pub(crate) use host::{CallTag, HostShared};
+
+/// How much a script may do in one call. A pack may set these in `limits:`; the defaults suit
+/// game rules, which are small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Rhai operations per call (roughly: expressions evaluated).
+    pub max_operations: u64,
+    /// Wall time per call, not counting time spent waiting for a model.
+    pub max_wall: Duration,
+    /// Nested function calls.
+    pub max_call_levels: usize,
+    /// Bytes in one string.
+    pub max_string_size: usize,
+    /// Items in one array.
+    pub max_array_size: usize,
+    /// Entries in one map.
+    pub max_map_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_operations: 1_000_000,
+            max_wall: Duration::from_millis(500),
+            max_call_levels: 32,
+            max_string_size: 1 << 20,
+            max_array_size: 100_000,
+            max_map_size: 10_000,
+        }
+    }
+}
+
+/// Host functions that wait for a model; a script calling them runs on a thread that may block.
+pub(crate) const MODEL_FUNCTIONS: &[&str] = &["llm", "llm_json", "llm_chat"];
+
+/// One compiled script file of a pack.
+#[derive(Debug)]
+pub(crate) struct ScriptFile {
+    /// Path relative to the root (`scripts/pirate/merit.rhai`).
+    pub path: String,
+    pub ast: AST,
+    source: String,
+    /// For an expression written in a manifest: where it stands there (its line 2 is this line).
+    anchor: Option<Origin>,
+    /// Whether any function in it (or a library it uses) may call a model.
+    pub calls_models: bool,
+}
+
+impl ScriptFile {
+    /// Whether the file defines `name` with `arity` parameters.
+    pub fn has_fn(&self, name: &str, arity: usize) -> bool {
+        self.ast
+            .iter_functions()
+            .any(|f| f.name == name && f.params.len() == arity)
+    }
+
+    /// Where `fn name(` is defined, for errors that Rhai reports without a position.
+    fn fn_origin(&self, name: &str) -> Origin {
+        if let Some(a) = &self.anchor {
+            return a.clone();
+        }
+        let pattern = format!(r"\bfn\s+{}\s*\(", regex::escape(name));
+        let found = regex::Regex::new(&pattern)
+            .ok()
+            .and_then(|re| re.find(&self.source))
+            .map(|m| {
+                let before = &self.source[..m.start()];
+                let line = before.matches('\n').count() as u32 + 1;
+                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+                (line, col)
+            });
+        let (line, col) = found.unwrap_or((0, 0));
+        Origin::new(&self.path, line, col)
+    }
+
+    /// An origin in this file as the user sees it (for manifest expressions, in the manifest).
+    fn map_origin(&self, o: Origin) -> Origin {
+        match &self.anchor {
+            None => o,
+            Some(a) if o.line <= 2 => {
+                Origin::new(&a.file, a.line, a.column + o.column.saturating_sub(1))
+            }
+            Some(a) => Origin::new(&a.file, a.line + o.line - 2, o.column),
+        }
+    }
+
+    /// The arities `name` is defined with, for error messages.
+    pub fn arities(&self, name: &str) -> Vec<usize> {
+        self.ast
+            .iter_functions()
+            .filter(|f| f.name == name)
+            .map(|f| f.params.len())
+            .collect()
+    }
+}
+
+/// A function in a script file: what `merit.rhai::from_judge` in a manifest resolves to.
+#[derive(Debug, Clone)]
+pub(crate) struct FnRef {
+    pub file: Arc<ScriptFile>,
+    pub name: ImmutableString,
+}
+
+impl FnRef {
+    /// `merit.rhai::from_judge`, as a manifest writes it.
+    pub fn display(&self) -> String {
+        let file = self.file.path.rsplit('/').next().unwrap_or(&self.file.path);
+        format!("{file}::{}", self.name)
+    }
+
+    /// Whether calling it may wait for a model.
+    pub fn calls_models(&self) -> bool {
+        self.file.calls_models
+    }
+}
+
+/// A pack's Rhai engine with its limits and host functions.
+pub(crate) struct Sandbox {
+    engine: Engine,
+    limits: Limits,
+    /// Libraries (`scripts/lib/*.rhai`) whose functions may call a model.
+    model_libs: HashSet<String>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+thread_local! {
+    /// When the script running on this thread must stop (set per call, paused during model calls).
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Whether this thread may block on a model call (true only on the engine's blocking threads).
+    static MAY_BLOCK: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Restores the previous deadline when a call ends (calls nest: a stand-in model called from a
+/// script has a deadline of its own).
+struct DeadlineGuard(Option<Instant>);
+
+impl DeadlineGuard {
+    fn set(limit: Duration) -> Self {
+        DeadlineGuard(DEADLINE.replace(Some(Instant::now() + limit)))
+    }
+}
+
+impl Drop for DeadlineGuard {
+    fn drop(&mut self) {
+        DEADLINE.set(self.0);
+    }
+}
+
+/// Runs `wait` (a model call) with the running script's wall-time limit paused.
+pub(crate) fn pause_deadline<R>(wait: impl FnOnce() -> R) -> R {
+    let deadline = DEADLINE.replace(None);
+    let start = Instant::now();
+    let r = wait();
+    DEADLINE.set(deadline.map(|d| d + start.elapsed()));
+    r
+}
+
+/// Runs `f` on this thread with blocking model calls allowed (called on `spawn_blocking` threads).
+pub(crate) fn allow_blocking<R>(f: impl FnOnce() -> R) -> R {
+    let before = MAY_BLOCK.replace(true);
+    let r = f();
+    MAY_BLOCK.set(before);
+    r
+}
+
+/// Whether a model call may block this thread.
+pub(crate) fn may_block() -> bool {
+    MAY_BLOCK.get()
+}
+
+impl Sandbox {
+    /// Builds the engine: limits, pure packages, host functions, and the shared libraries of
+    /// `scripts/lib/` (each available as `<file stem>::function`). `libs` holds (path, source).
+    pub fn new(
+        limits: Limits,
+        shared: Arc<HostShared>,
+        libs: &[(String, String)],
+    ) -> std::result::Result<Self, Vec<Error>> {
+        let mut engine = Engine::new_raw();
+        for pkg in [
+            ArithmeticPackage::new().as_shared_module(),
+            BasicStringPackage::new().as_shared_module(),
+            BasicIteratorPackage::new().as_shared_module(),
+            BasicFnPackage::new().as_shared_module(),
+            LogicPackage::new().as_shared_module(),
+            BitFieldPackage::new().as_shared_module(),
+            BasicMathPackage::new().as_shared_module(),
+            BasicArrayPackage::new().as_shared_module(),
+            BasicBlobPackage::new().as_shared_module(),
+            BasicMapPackage::new().as_shared_module(),
+            MoreStringPackage::new().as_shared_module(),
+        ] {
+            engine.register_global_module(pkg);
+        }
+        engine.set_strict_variables(true);
+        engine.disable_symbol("eval");
+        engine.set_max_operations(limits.max_operations);
+        engine.set_max_call_levels(limits.max_call_levels);
+        engine.set_max_string_size(limits.max_string_size);
+        engine.set_max_array_size(limits.max_array_size);
+        engine.set_max_map_size(limits.max_map_size);
+        engine.set_max_expr_depths(64, 64);
+        engine.set_max_modules(0);
+        engine.on_progress(|ops| {
+            if ops % 512 == 0
+                && let Some(deadline) = DEADLINE.get()
+                && Instant::now() > deadline
+            {
+                return Some(Dynamic::from("wall time"));
+            }
+            None
+        });
+        let pack = shared.pack.clone();
+        engine.on_print(move |s| tracing::info!(target: "ruleweave::script", pack = %pack, "{s}"));
+        let pack = shared.pack.clone();
+        engine.on_debug(move |s, src, pos| {
+            tracing::debug!(target: "ruleweave::script", pack = %pack, source = src.unwrap_or(""), %pos, "{s}")
+        });
+        host::register_all(&mut engine, &shared);
+
+        let mut errors = Vec::new();
+        let mut model_libs = HashSet::new();
+        let mut modules = Vec::new();
+        for (path, source) in libs {
+            let name = lib_name(path);
+            let ast = match compile(&engine, path, source) {
+                Ok(ast) => ast,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            if calls_models(&ast, &HashSet::new()) {
+                model_libs.insert(name.clone());
+            }
+            let _deadline = DeadlineGuard::set(limits.max_wall);
+            match rhai::Module::eval_ast_as_new(Scope::new(), &ast, &engine) {
+                Ok(mut module) => {
+                    module.set_id(path.as_str());
+                    modules.push((name, module));
+                }
+                Err(e) => errors.push(script_error(*e, path).context("while loading the library")),
+            }
+        }
+        for (name, module) in modules {
+            engine.register_static_module(name, module.into());
+        }
+        if errors.is_empty() {
+            Ok(Sandbox {
+                engine,
+                limits,
+                model_libs,
+            })
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Compiles one pack script; `path` is relative to the root.
+    pub fn compile(&self, path: &str, source: &str) -> Result<ScriptFile> {
+        let ast = compile(&self.engine, path, source)?;
+        let calls_models = calls_models(&ast, &self.model_libs);
+        Ok(ScriptFile {
+            path: path.to_owned(),
+            ast,
+            source: source.to_owned(),
+            anchor: None,
+            calls_models,
+        })
+    }
+
+    /// Compiles a Rhai expression written in a manifest (a route case's `when`) as a function
+    /// named `name`, reporting errors at their place in the manifest.
+    pub fn compile_expr(&self, name: &str, expr: &str, at: &Origin) -> Result<ScriptFile> {
+        let source = format!("fn {name}() {{\n{expr}\n}}");
+        let mut ast = self.engine.compile(&source).map_err(|e| {
+            let pos = e.position();
+            let line = pos.line().unwrap_or(2).saturating_sub(2) as u32;
+            let col = if line == 0 {
+                at.column + pos.position().unwrap_or(1) as u32 - 1
+            } else {
+                pos.position().unwrap_or(0) as u32
+            };
+            Error::pack(
+                format!("this expression does not compile: {}", e.err_type()),
+                Origin::new(&at.file, at.line + line, col),
+            )
+        })?;
+        ast.set_source(at.file.clone());
+        let calls_models = calls_models(&ast, &self.model_libs);
+        Ok(ScriptFile {
+            path: at.file.clone(),
+            ast,
+            source,
+            anchor: Some(at.clone()),
+            calls_models,
+        })
+    }
+
+    /// The limits scripts run under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.
+    pub fn call(
+        &self,
+        f: &FnRef,
+        this: &mut Dynamic,
+        args: impl FuncArgs,
+        tag: Option<CallTag>,
+    ) -> Result<Dynamic> {
+        let _deadline = DeadlineGuard::set(self.limits.max_wall);
+        let mut options = CallFnOptions::new()
+            .eval_ast(false)
+            .rewind_scope(true)
+            .bind_this_ptr(this);
+        if let Some(tag) = tag {
+            options = options.with_tag(tag);
+        }
+        self.engine
+            .call_fn_with_options::<Dynamic>(
+                options,
+                &mut Scope::new(),
+                &f.file.ast,
+                f.name.as_str(),
+                args,
+            )
+            .map_err(|e| {
+                let e = script_error(*e, &f.file.path);
+                // Rhai reports limit errors at the outermost call site, which is ours: no position.
+                let origin = match e.origin() {
+                    Some(o) if o.line > 0 && o.file == f.file.path => f.file.map_origin(o.clone()),
+                    Some(o) if o.line > 0 => o.clone(),
+                    _ => f.file.fn_origin(&f.name),
+                };
+                e.at(origin)
+                    .context(format_args!("{} failed", f.display()))
+                    .with_limit(&self.limits)
+            })
+    }
+}
+
+/// The module name of a library: its file stem (`scripts/lib/text.rhai` → `text`).
+fn lib_name(path: &str) -> String {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.strip_suffix(".rhai").unwrap_or(file).to_owned()
+}
+
+fn compile(engine: &Engine, path: &str, source: &str) -> Result<AST> {
+    let mut ast = engine.compile(source).map_err(|e| {
+        let pos = e.position();
+        Error::pack(
+            format!("syntax error: {}", e.err_type()),
+            Origin::new(
+                path,
+                pos.line().unwrap_or(0) as u32,
+                pos.position().unwrap_or(0) as u32,
+            ),
+        )
+    })?;
+    ast.set_source(path);
+    Ok(ast)
+}
+
+/// Whether `ast` calls a model host function, or a function of a library that does.
+fn calls_models(ast: &AST, model_libs: &HashSet<String>) -> bool {
+    let mut found = false;
+    ast.walk(&mut |path: &[ASTNode<'_>]| {
+        let call = match path.last() {
+            Some(ASTNode::Expr(Expr::FnCall(call, _)))
+            | Some(ASTNode::Stmt(Stmt::FnCall(call, _))) => Some(call),
+            _ => None,
+        };
+        if let Some(call) = call {
+            let hit = if call.namespace.is_empty() {
+                MODEL_FUNCTIONS.contains(&call.name.as_str())
+            } else {
+                model_libs.contains(call.namespace.root())
+            };
+            found |= hit;
+        }
+        !found
+    });
+    found
+}
+
+/// Turns a Rhai runtime error into an engine error at the innermost position that failed.
+pub(crate) fn script_error(err: EvalAltResult, file: &str) -> Error {
+    let mut err = err;
+    let mut source = file.to_owned();
+    loop {
+        match err {
+            EvalAltResult::ErrorInFunctionCall(_, src, inner, _) => {
+                if !src.is_empty() {
+                    source = src;
+                }
+                err = *inner;
+            }
+            EvalAltResult::ErrorInModule(_, inner, _) => err = *inner,
+            _ => break,
+        }
+    }
+    let pos: Position = err.take_position();
+    let kind = match err {
+        EvalAltResult::ErrorTooManyOperations(..)
+        | EvalAltResult::ErrorStackOverflow(..)
+        | EvalAltResult::ErrorDataTooLarge(..)
+        | EvalAltResult::ErrorTerminated(..)
+        | EvalAltResult::ErrorTooManyVariables(..) => ErrorKind::Limit,
+        _ => ErrorKind::Script,
+    };
+    let detail = match &err {
+        EvalAltResult::ErrorRuntime(d, _) if d.is_string() => d.to_string(),
+        _ => err.to_string(),
+    };
+    let origin = Origin::new(
+        source,
+        pos.line().unwrap_or(0) as u32,
+        pos.position().unwrap_or(0) as u32,
+    );
+    Error::new(kind, detail).at(origin)
+}
+
+impl Error {
+    /// Says which limit a limit error hit, in the pack's terms.
+    fn with_limit(self, limits: &Limits) -> Self {
+        if self.kind() != ErrorKind::Limit {
+            return self;
+        }
+        let detail = self.detail().to_owned();
+        let why = if detail.contains("Script terminated") {
+            format!(
+                "ran longer than {} ms (limits.max_wall_ms)",
+                limits.max_wall.as_millis()
+            )
+        } else if detail.contains("Too many operations") {
+            format!(
+                "used more than {} operations (limits.max_operations)",
+                limits.max_operations
+            )
+        } else if detail.contains("Stack overflow") {
+            format!(
+                "nested calls deeper than {} (limits.max_call_levels)",
+                limits.max_call_levels
+            )
+        } else {
+            return self;
+        };
+        let head = detail.split(": ").next().unwrap_or("the script");
+        Error::new(ErrorKind::Limit, format!("{head}: the script {why}"))
+            .at(self.origin().cloned().unwrap_or_else(|| Origin::file("")))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,200 @@
+//! The sandbox's promises: closed by default, bounded, read-only state, errors with positions.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use indexmap::IndexMap;
+use rhai::{Dynamic, Map};
+
+use super::*;
+use crate::prompt::Prompts;
+use crate::value::from_json;
+
+fn sandbox(limits: Limits) -> Sandbox {
+    let shared = Arc::new(HostShared::new(
+        "t".into(),
+        Map::new(),
+        Arc::new(Prompts::empty(&Map::new())),
+        Arc::new(IndexMap::new()),
+    ));
+    Sandbox::new(limits, shared, &[]).unwrap()
+}
+
+fn func(sb: &Sandbox, src: &str, name: &str) -> FnRef {
+    FnRef {
+        file: Arc::new(sb.compile("scripts/t/x.rhai", src).unwrap()),
+        name: name.into(),
+    }
+}
+
+fn call(sb: &Sandbox, src: &str) -> Result<Dynamic> {
+    let f = func(sb, src, "f");
+    let mut state = from_json(&serde_json::json!({"a": 1, "list": [1, 2]})).into_read_only();
+    sb.call(&f, &mut state, (), None)
+}
+
+#[test]
+fn an_infinite_loop_stops_at_the_operation_limit() {
+    let sb = sandbox(Limits {
+        max_operations: 10_000,
+        ..Limits::default()
+    });
+    let e = call(&sb, "fn f() {\n  loop { }\n}").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Limit);
+    assert!(e.detail().contains("more than 10000 operations"), "{e}");
+    // Rhai drops the position of limit errors; the error names the function that ran away.
+    assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:1:1");
+    assert!(e.detail().starts_with("x.rhai::f failed"), "{e}");
+}
+
+#[test]
+fn a_slow_script_stops_at_the_wall_time_limit() {
+    let sb = sandbox(Limits {
+        max_operations: 0,
+        max_wall: Duration::from_millis(50),
+        ..Limits::default()
+    });
+    let start = Instant::now();
+    let e = call(&sb, "fn f() { let x = 0; loop { x += 1; } }").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Limit);
+    assert!(e.detail().contains("ran longer than 50 ms"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn runaway_recursion_stops_at_the_call_depth_limit() {
+    let sb = sandbox(Limits {
+        max_call_levels: 8,
+        ..Limits::default()
+    });
+    let e = call(&sb, "fn down(n) { down(n + 1) }\nfn f() { down(0) }").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Limit);
+    assert!(e.detail().contains("nested calls deeper than 8"), "{e}");
+}
+
+#[test]
+fn strings_cannot_grow_past_the_size_limit() {
+    let sb = sandbox(Limits {
+        max_string_size: 100,
+        ..Limits::default()
+    });
+    let e = call(&sb, "fn f() { let s = \"x\"; loop { s += s; } }").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
+}
+
+#[test]
+fn the_state_is_read_only() {
+    let sb = sandbox(Limits::default());
+    assert!(
+        call(&sb, "fn f() { this.a = 2; }")
+            .unwrap_err()
+            .detail()
+            .contains("Cannot modify")
+    );
+    assert!(
+        call(&sb, "fn f() { this.list.push(3); }")
+            .unwrap_err()
+            .detail()
+            .contains("push")
+    );
+    // A copy is the script's own.
+    assert_eq!(
+        call(&sb, "fn f() { let l = this.list; l.push(3); l.len() }")
+            .unwrap()
+            .as_int()
+            .unwrap(),
+        3
+    );
+}
+
+#[test]
+fn the_sandbox_has_no_eval_sleep_or_clock() {
+    let sb = sandbox(Limits::default());
+    assert!(
+        sb.compile("scripts/t/x.rhai", "fn f() { eval(\"1\") }")
+            .is_err()
+    );
+    for src in [
+        "fn f() { sleep(1) }",
+        "fn f() { timestamp() }",
+        "fn f() { exit(1) }",
+    ] {
+        let e = call(&sb, src).unwrap_err();
+        assert!(e.detail().contains("Function not found"), "{src}: {e}");
+    }
+}
+
+#[test]
+fn undefined_variables_are_compile_errors_with_positions() {
+    let sb = sandbox(Limits::default());
+    let e = sb
+        .compile("scripts/t/x.rhai", "fn f() {\n  let a = 1;\n  a + nope\n}")
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Pack);
+    assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:3:7");
+}
+
+#[test]
+fn runtime_errors_point_into_the_function_that_failed() {
+    let sb = sandbox(Limits::default());
+    let e = call(&sb, "fn inner(x) {\n  x.nothing()\n}\nfn f() { inner(1) }").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Script);
+    assert_eq!(e.origin().unwrap().line, 2, "{e}");
+    let e = call(&sb, "fn f() {\n  throw \"custom failure\";\n}").unwrap_err();
+    assert_eq!(e.detail(), "x.rhai::f failed: custom failure");
+    assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:2:3");
+}
+
+#[test]
+fn model_calls_are_found_statically() {
+    let sb = sandbox(Limits::default());
+    assert!(
+        sb.compile("scripts/t/x.rhai", "fn f() { llm(\"judge\", \"hi\") }")
+            .unwrap()
+            .calls_models
+    );
+    assert!(
+        sb.compile(
+            "scripts/t/x.rhai",
+            "fn f() { let x = #{ a: llm_json(\"p\", \"q\") }; x }"
+        )
+        .unwrap()
+        .calls_models
+    );
+    assert!(
+        !sb.compile(
+            "scripts/t/x.rhai",
+            "// llm(\"judge\")\nfn f() { \"llm()\" }"
+        )
+        .unwrap()
+        .calls_models
+    );
+}
+
+#[test]
+fn host_functions_that_need_a_turn_say_so() {
+    let sb = sandbox(Limits::default());
+    let e = call(&sb, "fn f() { input() }").unwrap_err();
+    assert!(
+        e.detail()
+            .contains("input() is only available while a turn runs"),
+        "{e}"
+    );
+}
+
+#[test]
+fn text_host_functions_work_without_a_turn() {
+    let sb = sandbox(Limits::default());
+    let v = call(&sb, r#"fn f() { keywords_found("Jestem z twojej ZAŁOGI, kupcze", #{crew: ["zalog"], merchant: ["kupiec", "kupc"], king: ["krol"]}) }"#).unwrap();
+    assert_eq!(
+        crate::value::to_json(&v),
+        serde_json::json!(["crew", "merchant"])
+    );
+    let v = call(&sb, r#"fn f() { [matches("Skarb jest twój!", "skarb jest tw[oó]j"), contains_any("Oto mój skarb", ["moj skarb"]), clamp(140, 0, 100)] }"#).unwrap();
+    assert_eq!(
+        crate::value::to_json(&v),
+        serde_json::json!([true, true, 100])
+    );
+    let e = call(&sb, r#"fn f() { matches("x", "(unclosed") }"#).unwrap_err();
+    assert!(e.detail().contains("bad pattern"), "{e}");
+}

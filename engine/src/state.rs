@@ -1,0 +1,333 @@
+//! A pack's state schema and the reducers that fold node updates into a session's state.
+//!
+//! Nodes never mutate state; they return updates (a map of field → value) and each field's reducer
+//! folds them in. A turn applies updates in place and keeps an [`Undo`] log, so a failed turn is
+//! rolled back in time proportional to what it changed, not to the size of the state.
+
+use indexmap::IndexMap;
+use rhai::{Dynamic, Map};
+
+use crate::error::{Error, ErrorKind, Origin, Result};
+use crate::pack::manifest::{Reducer, TypeName};
+use crate::value;
+
+/// One state field as the pack declares it.
+#[derive(Debug, Clone)]
+pub(crate) struct Field {
+    pub ty: TypeName,
+    pub reducer: Reducer,
+    pub default: Dynamic,
+    pub doc: String,
+    pub origin: Origin,
+}
+
+/// The state fields of a pack, in declaration order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Schema {
+    pub fields: IndexMap<String, Field>,
+}
+
+/// How to undo one applied update.
+#[derive(Debug)]
+enum UndoOp {
+    /// Put back the old value of a field.
+    Restore(rhai::Identifier, Dynamic),
+    /// Shorten a list field back to its old length.
+    Truncate(rhai::Identifier, usize),
+    /// Put back (or remove) one key of a map field.
+    MapKey(rhai::Identifier, rhai::Identifier, Option<Dynamic>),
+}
+
+/// The log of everything a turn changed, to roll it back if the turn fails.
+#[derive(Debug, Default)]
+pub(crate) struct Undo(Vec<UndoOp>);
+
+impl Undo {
+    /// Reverts every change in the log, newest first.
+    pub fn rollback(self, state: &mut Dynamic) {
+        let mut map = state.write_lock::<Map>().expect("state is a map");
+        for op in self.0.into_iter().rev() {
+            match op {
+                UndoOp::Restore(field, old) => {
+                    map.insert(field, old);
+                }
+                UndoOp::Truncate(field, len) => {
+                    if let Some(mut list) = map
+                        .get_mut(&field)
+                        .and_then(|v| v.write_lock::<rhai::Array>())
+                    {
+                        list.truncate(len);
+                    }
+                }
+                UndoOp::MapKey(field, key, old) => {
+                    if let Some(mut inner) = map.get_mut(&field).and_then(|v| v.write_lock::<Map>())
+                    {
+                        match old {
+                            Some(v) => inner.insert(key, v),
+                            None => inner.remove(&key),
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Schema {
+    /// The state of a new session: every field at its default, read-only for scripts.
+    pub fn initial(&self) -> Dynamic {
+        let map: Map = self
+            .fields
+            .iter()
+            .map(|(k, f)| (k.as_str().into(), f.default.clone()))
+            .collect();
+        Dynamic::from_map(map).into_read_only()
+    }
+
+    /// Checks that `updates` name declared fields with values their reducers accept.
+    pub fn check(&self, updates: &Map) -> Result<()> {
+        for (name, value) in updates {
+            let field = self.field(name)?;
+            let ok = match field.reducer {
+                Reducer::Replace => {
+                    value::has_type(field.ty, value)
+                        || (field.ty == TypeName::Float && value.is_int())
+                }
+                // A list extends, anything else is one more item.
+                Reducer::Append | Reducer::Union => true,
+                Reducer::Merge => value.is_map(),
+                Reducer::Add => value.is_int() || value.is_float(),
+            };
+            if !ok {
+                return Err(Error::new(
+                    ErrorKind::Script,
+                    format!(
+                        "the update sets `{name}` to a {} but `{name}` is a {} field{}",
+                        value::type_of(value),
+                        field.ty,
+                        match field.reducer {
+                            Reducer::Replace => String::new(),
+                            r => format!(" with reducer {}", r.as_str()),
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn field(&self, name: &str) -> Result<&Field> {
+        self.fields.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.fields.keys().map(String::as_str).collect();
+            Error::new(
+                ErrorKind::Script,
+                format!(
+                    "the update names `{name}`, which is not a state field (fields: {})",
+                    known.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Folds checked `updates` into `state` through each field's reducer, logging undo steps.
+    pub fn apply(&self, state: &mut Dynamic, updates: Map, undo: &mut Undo) -> Result<()> {
+        let mut map = state
+            .write_lock::<Map>()
+            .ok_or_else(|| Error::internal("state is not a map"))?;
+        for (name, update) in updates {
+            let field = self.field(&name)?;
+            let update = update.into_read_only();
+            let slot = map
+                .entry(name.clone())
+                .or_insert_with(|| field.default.clone());
+            match field.reducer {
+                Reducer::Replace => {
+                    let update = if field.ty == TypeName::Float && update.is_int() {
+                        Dynamic::from_float(update.as_int().unwrap_or_default() as f64)
+                            .into_read_only()
+                    } else {
+                        update
+                    };
+                    let old = std::mem::replace(slot, update);
+                    undo.0.push(UndoOp::Restore(name, old));
+                }
+                Reducer::Append | Reducer::Union => {
+                    let mut list = slot.write_lock::<rhai::Array>().ok_or_else(|| {
+                        Error::internal(format!("list field `{name}` holds a non-list"))
+                    })?;
+                    undo.0.push(UndoOp::Truncate(name.clone(), list.len()));
+                    let items = if update.is_array() {
+                        update.cast::<rhai::Array>()
+                    } else {
+                        vec![update]
+                    };
+                    for item in items {
+                        if field.reducer == Reducer::Append || !list.iter().any(|x| eq(x, &item)) {
+                            list.push(item);
+                        }
+                    }
+                }
+                Reducer::Merge => {
+                    let mut inner = slot.write_lock::<Map>().ok_or_else(|| {
+                        Error::internal(format!("map field `{name}` holds a non-map"))
+                    })?;
+                    for (k, v) in update.cast::<Map>() {
+                        let old = inner.insert(k.clone(), v);
+                        undo.0.push(UndoOp::MapKey(name.clone(), k, old));
+                    }
+                }
+                Reducer::Add => {
+                    let sum = match (slot.as_int(), update.as_int()) {
+                        (Ok(a), Ok(b)) => Dynamic::from_int(a.saturating_add(b)),
+                        _ => Dynamic::from_float(as_f64(slot) + as_f64(&update)),
+                    };
+                    let old = std::mem::replace(slot, sum.into_read_only());
+                    undo.0.push(UndoOp::Restore(name, old));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn as_f64(d: &Dynamic) -> f64 {
+    d.as_float()
+        .or_else(|_| d.as_int().map(|i| i as f64))
+        .unwrap_or(0.0)
+}
+
+/// Structural equality of two values (Rhai's `Dynamic` has none of its own).
+pub(crate) fn eq(a: &Dynamic, b: &Dynamic) -> bool {
+    if let (Ok(x), Ok(y)) = (a.as_int(), b.as_int()) {
+        return x == y;
+    }
+    if let (Ok(x), Ok(y)) = (a.as_float(), b.as_float()) {
+        return x == y;
+    }
+    if let (Ok(x), Ok(y)) = (a.as_bool(), b.as_bool()) {
+        return x == y;
+    }
+    if a.is_unit() || b.is_unit() {
+        return a.is_unit() && b.is_unit();
+    }
+    if let (Some(x), Some(y)) = (
+        a.read_lock::<rhai::ImmutableString>(),
+        b.read_lock::<rhai::ImmutableString>(),
+    ) {
+        return *x == *y;
+    }
+    if let (Some(x), Some(y)) = (a.read_lock::<rhai::Array>(), b.read_lock::<rhai::Array>()) {
+        return x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| eq(p, q));
+    }
+    if let (Some(x), Some(y)) = (a.read_lock::<Map>(), b.read_lock::<Map>()) {
+        return x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| eq(v, w)));
+    }
+    if let (Ok(x), Ok(y)) = (a.as_char(), b.as_char()) {
+        return x == y;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{from_json, to_json};
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        let mk = |ty, reducer, default: serde_json::Value| Field {
+            ty,
+            reducer,
+            default: from_json(&default),
+            doc: String::new(),
+            origin: Origin::file("t.yaml"),
+        };
+        let mut fields = IndexMap::new();
+        fields.insert(
+            "score".into(),
+            mk(TypeName::Int, Reducer::Replace, json!(0)),
+        );
+        fields.insert(
+            "ratio".into(),
+            mk(TypeName::Float, Reducer::Replace, json!(0.0)),
+        );
+        fields.insert("log".into(), mk(TypeName::List, Reducer::Append, json!([])));
+        fields.insert(
+            "seen".into(),
+            mk(TypeName::List, Reducer::Union, json!(["a"])),
+        );
+        fields.insert(
+            "meta".into(),
+            mk(TypeName::Map, Reducer::Merge, json!({"x": 1})),
+        );
+        fields.insert("total".into(), mk(TypeName::Number, Reducer::Add, json!(1)));
+        Schema { fields }
+    }
+
+    fn updates(v: serde_json::Value) -> Map {
+        from_json(&v).cast::<Map>()
+    }
+
+    #[test]
+    fn every_reducer_folds_and_rolls_back() {
+        let s = schema();
+        let mut state = s.initial();
+        let before = to_json(&state);
+        let mut undo = Undo::default();
+        let u = updates(json!({
+            "score": 5, "ratio": 2, "log": ["m1", "m2"], "seen": ["a", "b", "b"],
+            "meta": {"y": 2, "x": 3}, "total": 2.5
+        }));
+        s.check(&u).unwrap();
+        s.apply(&mut state, u, &mut undo).unwrap();
+        s.apply(
+            &mut state,
+            updates(json!({"log": "m3", "total": 1})),
+            &mut undo,
+        )
+        .unwrap();
+        assert_eq!(
+            to_json(&state),
+            json!({"score": 5, "ratio": 2.0, "log": ["m1", "m2", "m3"], "seen": ["a", "b"],
+                   "meta": {"x": 3, "y": 2}, "total": 4.5})
+        );
+        undo.rollback(&mut state);
+        assert_eq!(to_json(&state), before);
+    }
+
+    #[test]
+    fn bad_updates_name_the_field() {
+        let s = schema();
+        let e = s.check(&updates(json!({"score": "high"}))).unwrap_err();
+        assert_eq!(
+            e.detail(),
+            "the update sets `score` to a string but `score` is a int field"
+        );
+        let e = s.check(&updates(json!({"nope": 1}))).unwrap_err();
+        assert!(
+            e.detail().contains("`nope`, which is not a state field"),
+            "{e}"
+        );
+        assert!(s.check(&updates(json!({"meta": [1]}))).is_err());
+        assert!(s.check(&updates(json!({"total": "x"}))).is_err());
+    }
+
+    #[test]
+    fn state_is_read_only_to_scripts() {
+        let state = schema().initial();
+        assert!(state.is_read_only());
+    }
+
+    #[test]
+    fn equality_is_structural() {
+        assert!(eq(
+            &from_json(&json!({"a": [1, "x"]})),
+            &from_json(&json!({"a": [1, "x"]}))
+        ));
+        assert!(!eq(
+            &from_json(&json!({"a": [1]})),
+            &from_json(&json!({"a": [2]}))
+        ));
+        assert!(!eq(&from_json(&json!(1)), &from_json(&json!("1"))));
+    }
+}

@@ -1,0 +1,155 @@
+//! Text primitives behind the host functions: folding, keyword tables, word counts, similarity.
+//!
+//! These are the "heavy primitives" of DESIGN.md: tokenizing and comparing text in Rhai would cost
+//! more than the rest of a script, so scripts call these instead.
+
+use std::collections::HashMap;
+
+use unicode_normalization::UnicodeNormalization;
+
+/// Lowercases and strips diacritics, so `Załoga`, `zaloga` and `ZAŁOGA` compare equal.
+/// Letters that do not decompose (`ł`, `ø`, `đ`, `ß`) are mapped by hand.
+pub(crate) fn fold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.nfd() {
+        if unicode_normalization::char::is_combining_mark(c) {
+            continue;
+        }
+        match c {
+            'ł' | 'Ł' => out.push('l'),
+            'ø' | 'Ø' => out.push('o'),
+            'đ' | 'Đ' => out.push('d'),
+            'ß' => out.push_str("ss"),
+            c => out.extend(c.to_lowercase()),
+        }
+    }
+    out
+}
+
+/// The words of already folded text: runs of letters and digits.
+pub(crate) fn words(folded: &str) -> impl Iterator<Item = &str> {
+    folded
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+}
+
+/// How many words `text` has.
+pub(crate) fn word_count(text: &str) -> usize {
+    text.split_whitespace().count()
+}
+
+/// The first `limit` words of `text` (whitespace between them kept as single spaces).
+pub(crate) fn truncate_words(text: &str, limit: usize) -> String {
+    text.split_whitespace()
+        .take(limit)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Whether `phrase` occurs in `text` starting at a word boundary, both folded.
+/// A keyword is a stem: `zalog` finds `załoga` and `załogi`, `lie` finds `lies` but not `believe`.
+pub(crate) fn has_phrase(folded_text: &str, folded_phrase: &str) -> bool {
+    let phrase = folded_phrase.trim();
+    if phrase.is_empty() {
+        return false;
+    }
+    let mut start = 0;
+    while let Some(i) = folded_text[start..].find(phrase) {
+        let at = start + i;
+        let boundary = folded_text[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !c.is_alphanumeric());
+        if boundary {
+            return true;
+        }
+        start = at + phrase.len();
+    }
+    false
+}
+
+/// Cosine similarity of two texts' word counts, in [0, 1]; 1 for identical wording.
+/// Words of one or two letters are ignored: they carry little meaning and much noise.
+pub(crate) fn similarity(a: &str, b: &str) -> f64 {
+    let (fa, fb) = (fold(a), fold(b));
+    let count = |t: &str| {
+        let mut m: HashMap<String, f64> = HashMap::new();
+        for w in words(t).filter(|w| w.chars().count() > 2) {
+            *m.entry(w.to_owned()).or_default() += 1.0;
+        }
+        m
+    };
+    let (ca, cb) = (count(&fa), count(&fb));
+    if ca.is_empty() || cb.is_empty() {
+        return 0.0;
+    }
+    let dot: f64 = ca
+        .iter()
+        .filter_map(|(w, x)| cb.get(w).map(|y| x * y))
+        .sum();
+    let norm = |m: &HashMap<String, f64>| m.values().map(|x| x * x).sum::<f64>().sqrt();
+    (dot / (norm(&ca) * norm(&cb))).clamp(0.0, 1.0)
+}
+
+/// A stable 64-bit FNV-1a hash, for deterministic choices (stand-in models, seeds).
+pub(crate) fn hash(text: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folding_strips_polish_diacritics() {
+        assert_eq!(
+            fold("Załoga ŻĄDA Złota, weź go!"),
+            "zaloga zada zlota, wez go!"
+        );
+        assert_eq!(fold("Oto mój skarb"), "oto moj skarb");
+    }
+
+    #[test]
+    fn phrases_match_at_word_starts() {
+        let t = fold("Jestem starym marynarzem z twojej załogi");
+        assert!(has_phrase(&t, "zalog"));
+        assert!(has_phrase(&t, &fold("marynarz")));
+        assert!(!has_phrase(&t, "arzem"));
+        assert!(has_phrase(&fold("I told lies"), "lie"));
+        assert!(!has_phrase(&fold("I believe you"), "lie"));
+        assert!(has_phrase(&fold("wasza wysokość"), &fold("wasza wysokosc")));
+        assert!(!has_phrase("anything", ""));
+    }
+
+    #[test]
+    fn similarity_is_one_for_same_words_and_zero_for_none_shared() {
+        assert!(
+            (similarity("What else about oat milk?", "what ELSE about oat milk") - 1.0).abs()
+                < 1e-9
+        );
+        assert_eq!(similarity("coffee helps focus", "oat milk taste"), 0.0);
+        let s = similarity(
+            "Explore new aspects about oat milk",
+            "What else do you notice about oat milk?",
+        );
+        assert!(s > 0.3 && s < 0.8, "{s}");
+        assert_eq!(similarity("", "x"), 0.0);
+    }
+
+    #[test]
+    fn words_are_counted_and_cut() {
+        assert_eq!(word_count("  one two\nthree "), 3);
+        assert_eq!(truncate_words("one two three four", 2), "one two");
+    }
+
+    #[test]
+    fn hash_is_stable() {
+        assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

@@ -1,0 +1,168 @@
+//! What one turn carries while it runs: its input and options, its seeded randomness, and the
+//! record of what happened (events, model exchanges). The graph runtime and the host functions
+//! share it, so events come out in one order whether a node or a script caused them.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use crate::error::Result;
+use crate::event::{Event, EventSink, LlmEvent};
+use crate::llm::{Exchange, LlmRequest, LlmResponse, Provider, TokenSink, estimate_tokens};
+
+/// The context of one running turn.
+pub(crate) struct TurnCtx {
+    pub session_id: Arc<str>,
+    /// 1 for a session's first turn.
+    pub turn: u64,
+    /// When the turn began, unix milliseconds; scripts see it through `now()`.
+    pub now_ms: i64,
+    pub options: rhai::Map,
+    pub input: rhai::Map,
+    pub provider: Arc<dyn Provider>,
+    /// The runtime scripts block on when they call a model.
+    pub runtime: Option<tokio::runtime::Handle>,
+    live: Option<EventSink>,
+    rng: Mutex<ChaCha8Rng>,
+    record: Mutex<Record>,
+}
+
+#[derive(Default)]
+struct Record {
+    events: Vec<Event>,
+    exchanges: Vec<Exchange>,
+}
+
+/// Everything a turn recorded.
+pub(crate) struct Recorded {
+    pub events: Vec<Event>,
+    pub exchanges: Vec<Exchange>,
+}
+
+/// The seed of a turn's randomness: the session's seed, a stream per turn.
+pub(crate) fn turn_rng(seed: u64, turn: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(turn);
+    rng
+}
+
+impl TurnCtx {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        session_id: Arc<str>,
+        turn: u64,
+        seed: u64,
+        now_ms: i64,
+        options: rhai::Map,
+        input: rhai::Map,
+        provider: Arc<dyn Provider>,
+        live: Option<EventSink>,
+    ) -> Self {
+        TurnCtx {
+            session_id,
+            turn,
+            now_ms,
+            options,
+            input,
+            provider,
+            runtime: tokio::runtime::Handle::try_current().ok(),
+            live,
+            rng: Mutex::new(turn_rng(seed, turn)),
+            record: Mutex::new(Record::default()),
+        }
+    }
+
+    fn record(&self) -> MutexGuard<'_, Record> {
+        // A panic while holding this lock would be a bug elsewhere; the record itself stays usable.
+        self.record.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records an event and passes it to the live sink.
+    pub fn emit(&self, event: Event) {
+        if let Some(live) = &self.live {
+            live(&event);
+        }
+        self.record().events.push(event);
+    }
+
+    /// Whether someone watches events live (worth streaming tokens to).
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// The next 64 random bits of this turn.
+    pub fn random_u64(&self) -> u64 {
+        self.rng
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_u64()
+    }
+
+    /// Takes everything recorded so far.
+    pub fn take(&self) -> Recorded {
+        let mut r = self.record();
+        Recorded {
+            events: std::mem::take(&mut r.events),
+            exchanges: std::mem::take(&mut r.exchanges),
+        }
+    }
+
+    /// Asks the turn's provider, records the exchange, and emits an `llm` event (and `token`
+    /// events while the reply streams, when someone watches).
+    pub async fn ask(&self, node: &str, request: LlmRequest) -> Result<LlmResponse> {
+        let start = Instant::now();
+        let tokens: Option<TokenSink> = self.live.clone().map(|live| {
+            let node = node.to_owned();
+            Arc::new(move |text: &str| {
+                live(&Event::Token {
+                    node: node.clone(),
+                    text: text.to_owned(),
+                })
+            }) as TokenSink
+        });
+        let result = self.provider.complete(&request, tokens).await;
+        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let standin = self.provider.is_standin();
+        let mut event = LlmEvent {
+            node: node.to_owned(),
+            profile: request.profile.clone(),
+            provider: self.provider.name().to_owned(),
+            model: request.model.clone(),
+            latency_ms,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            attempts: 1,
+            standin,
+            error: None,
+        };
+        match &result {
+            Ok(r) => {
+                event.model = r.model.clone();
+                event.attempts = r.attempts;
+                event.prompt_tokens = r.usage.prompt_tokens;
+                event.completion_tokens = r.usage.completion_tokens;
+                if standin && r.usage == Default::default() {
+                    event.prompt_tokens = request
+                        .messages
+                        .iter()
+                        .map(|m| estimate_tokens(&m.content))
+                        .sum();
+                    event.completion_tokens = estimate_tokens(&r.content);
+                }
+            }
+            Err(e) => event.error = Some(e.detail().to_owned()),
+        }
+        self.emit(Event::Llm(event));
+        self.record().exchanges.push(Exchange {
+            node: node.to_owned(),
+            provider: self.provider.name().to_owned(),
+            request,
+            response: result.as_ref().ok().cloned(),
+            error: result.as_ref().err().map(|e| e.detail().to_owned()),
+            latency_ms,
+        });
+        result
+    }
+}
