@@ -28,10 +28,7 @@ struct Inner {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("root", &self.inner.root)
-            .field("llm", &self.inner.llm)
-            .finish_non_exhaustive()
+        f.debug_struct("Engine").field("root", &self.inner.root).field("llm", &self.inner.llm).finish_non_exhaustive()
     }
 }
 
@@ -77,11 +74,7 @@ impl Engine {
     /// A builder for an engine reading packs under `root` (which holds `config/`, `scripts/`,
     /// `prompts/`).
     pub fn builder(root: impl Into<PathBuf>) -> EngineBuilder {
-        EngineBuilder {
-            root: root.into(),
-            llm: LlmChoice::Standin,
-            natives: NativeNodes::default(),
-        }
+        EngineBuilder { root: root.into(), llm: LlmChoice::Standin, natives: NativeNodes::default() }
     }
 
     /// The directory packs are read from.
@@ -101,16 +94,14 @@ impl Engine {
     /// The names of every pack under the root (`config/*.yaml`), sorted.
     pub fn pack_names(&self) -> Result<Vec<String>> {
         let dir = self.inner.root.join("config");
-        let entries = std::fs::read_dir(&dir).map_err(|e| {
-            Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display()))
-        })?;
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display())))?;
         let mut names: Vec<String> = entries
             .flatten()
             .filter_map(|e| {
                 let p = e.path();
                 let yaml = p.extension().is_some_and(|x| x == "yaml");
-                yaml.then(|| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-                    .flatten()
+                yaml.then(|| p.file_stem().map(|s| s.to_string_lossy().into_owned())).flatten()
             })
             .collect();
         names.sort();
@@ -119,13 +110,7 @@ impl Engine {
 
     /// The pack `name`, loading it on first use.
     pub fn pack(&self, name: &str) -> Result<Arc<Pack>> {
-        if let Some(p) = self
-            .inner
-            .packs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-        {
+        if let Some(p) = self.inner.packs.read().unwrap_or_else(|e| e.into_inner()).get(name) {
             return Ok(p.clone());
         }
         self.load(name)
@@ -134,38 +119,21 @@ impl Engine {
     /// Loads (or reloads) the pack `name` from disk and makes it the current version.
     pub fn load(&self, name: &str) -> Result<Arc<Pack>> {
         if !is_pack_name(name) {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!("`{name}` is not a pack name"),
-            ));
+            return Err(Error::new(ErrorKind::NotFound, format!("`{name}` is not a pack name")));
         }
         let natives = &self.inner.natives;
-        let pack = Arc::new(pack::load(&self.inner.root, name, &|n| {
-            natives.contains(n)
-        })?);
-        self.inner
-            .packs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_owned(), pack.clone());
+        let pack = Arc::new(pack::load(&self.inner.root, name, &|n| natives.contains(n))?);
+        self.inner.packs.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), pack.clone());
         Ok(pack)
     }
 
     /// Loads every pack, returning each one's result (for `check`).
     pub fn load_all(&self) -> Result<Vec<(String, Result<Arc<Pack>>)>> {
-        Ok(self
-            .pack_names()?
-            .into_iter()
-            .map(|n| (n.clone(), self.load(&n)))
-            .collect())
+        Ok(self.pack_names()?.into_iter().map(|n| (n.clone(), self.load(&n))).collect())
     }
 
     /// Opens a session of `pack` with `options` (a JSON map; missing options take defaults).
-    pub async fn open(
-        &self,
-        pack: &str,
-        options: &serde_json::Map<String, Json>,
-    ) -> Result<Session> {
+    pub async fn open(&self, pack: &str, options: &serde_json::Map<String, Json>) -> Result<Session> {
         self.open_with_id(pack, options, None).await
     }
 
@@ -193,10 +161,7 @@ impl Engine {
 
 /// Whether `name` can be a pack name (a file stem without path separators).
 fn is_pack_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Answers for a pack with no stand-in when no provider is configured: every call fails, saying why.
@@ -207,11 +172,7 @@ impl Provider for NoModel {
         "none"
     }
 
-    fn complete<'a>(
-        &'a self,
-        _: &'a LlmRequest,
-        _: Option<TokenSink>,
-    ) -> BoxFuture<'a, Result<LlmResponse>> {
+    fn complete<'a>(&'a self, _: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
         Box::pin(std::future::ready(Err(Error::new(
             ErrorKind::Llm,
             format!(

@@ -73,11 +73,7 @@ pub struct Origin {
 impl Origin {
     /// An origin at `file:line:col`.
     pub fn new(file: impl Into<String>, line: u32, column: u32) -> Self {
-        Origin {
-            file: file.into(),
-            line,
-            column,
-        }
+        Origin { file: file.into(), line, column }
     }
 
     /// An origin naming only a file.
@@ -116,13 +112,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A new error of `kind` saying `detail`.
     pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
-        Error {
-            kind,
-            detail: detail.into(),
-            origin: None,
-            node: None,
-            more: Vec::new(),
-        }
+        Error { kind, detail: detail.into(), origin: None, node: None, more: Vec::new() }
     }
 
     /// Shorthand for a pack (load/validation) error at `origin`.
@@ -227,27 +217,16 @@ mod tests {
         let e = Error::new(ErrorKind::Script, "x is not defined")
             .at(Origin::new("scripts/pirate/merit.rhai", 12, 5))
             .in_node("merit_check");
-        assert_eq!(
-            e.to_string(),
-            "x is not defined (in scripts/pirate/merit.rhai:12:5, node merit_check)"
-        );
+        assert_eq!(e.to_string(), "x is not defined (in scripts/pirate/merit.rhai:12:5, node merit_check)");
         let e = Error::new(ErrorKind::Pack, "bad").at(Origin::file("config/x.yaml"));
         assert_eq!(e.to_string(), "bad (in config/x.yaml)");
     }
 
     #[test]
     fn collect_keeps_every_problem() {
-        let e = Error::collect(vec![
-            Error::input("a"),
-            Error::input("b"),
-            Error::input("c"),
-        ])
-        .unwrap();
+        let e = Error::collect(vec![Error::input("a"), Error::input("b"), Error::input("c")]).unwrap();
         assert_eq!(e.count(), 3);
-        assert_eq!(
-            e.all().map(|e| e.detail()).collect::<Vec<_>>(),
-            ["a", "b", "c"]
-        );
+        assert_eq!(e.all().map(|e| e.detail()).collect::<Vec<_>>(), ["a", "b", "c"]);
         assert_eq!(e.to_string(), "a (and 2 more)");
         assert!(Error::collect(vec![]).is_none());
     }

@@ -17,18 +17,8 @@ use crate::value::to_template;
 /// Names every template may read besides state fields.
 pub(crate) const CONTEXT_NAMES: &[&str] = &["params", "options", "input", "vars"];
 /// minijinja's global functions, which show up as undeclared variables.
-const GLOBALS: &[&str] = &[
-    "range",
-    "dict",
-    "namespace",
-    "debug",
-    "loop",
-    "self",
-    "super",
-    "caller",
-    "varargs",
-    "kwargs",
-];
+const GLOBALS: &[&str] =
+    &["range", "dict", "namespace", "debug", "loop", "self", "super", "caller", "varargs", "kwargs"];
 
 /// Where a template's source lives, to turn template lines into file lines.
 #[derive(Debug, Clone)]
@@ -52,9 +42,7 @@ pub(crate) struct Prompts {
 
 impl std::fmt::Debug for Prompts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Prompts")
-            .field("templates", &self.sources.keys().collect::<Vec<_>>())
-            .finish()
+        f.debug_struct("Prompts").field("templates", &self.sources.keys().collect::<Vec<_>>()).finish()
     }
 }
 
@@ -65,14 +53,12 @@ impl Prompts {
         root: &Path,
         pack: &str,
         params: &Map,
+        fields: &HashSet<&str>,
         inline: Vec<(String, String, Origin)>,
     ) -> std::result::Result<Self, Vec<Error>> {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
-        let syntax = minijinja::syntax::SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build();
+        let syntax = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build();
         env.set_syntax(syntax.expect("the default delimiters are valid"));
         env.set_fuel(Some(1_000_000));
         env.set_auto_escape_callback(|_| AutoEscape::None);
@@ -88,20 +74,10 @@ impl Prompts {
             let rel = format!("prompts/{pack}/{name}");
             match std::fs::read_to_string(dir.join(&name)) {
                 Ok(text) => {
-                    sources.insert(
-                        name.clone(),
-                        Source {
-                            file: rel,
-                            line_offset: 0,
-                            col_offset: 0,
-                            text,
-                        },
-                    );
+                    sources.insert(name.clone(), Source { file: rel, line_offset: 0, col_offset: 0, text });
                 }
-                Err(e) => errors.push(
-                    Error::new(ErrorKind::Io, format!("cannot read the template: {e}"))
-                        .at(Origin::file(rel)),
-                ),
+                Err(e) => errors
+                    .push(Error::new(ErrorKind::Io, format!("cannot read the template: {e}")).at(Origin::file(rel))),
             }
         }
         for (name, text, origin) in inline {
@@ -121,19 +97,21 @@ impl Prompts {
                 errors.push(template_error(&e, &sources));
             }
         }
+        // What each template reads: every identifier in its source that names a field or a
+        // context variable. Textual on purpose: minijinja's own analysis misses some (the sequence
+        // of a sliced `for`), and reading a field too many only costs a conversion.
         let mut reads = HashMap::new();
-        for name in sources.keys() {
-            let Ok(t) = env.get_template(name) else {
-                continue;
-            };
-            let uses_others = ["include", "import", "extends", "from "]
-                .iter()
-                .any(|k| sources[name].text.contains(k));
+        for (name, src) in &sources {
+            let uses_others = ["include", "import", "extends", "from "].iter().any(|k| src.text.contains(k));
             let vars: Option<Vec<String>> = if uses_others {
                 None
             } else {
-                let mut v: Vec<String> = t.undeclared_variables(false).into_iter().collect();
+                let mut v: Vec<String> = identifiers(&src.text)
+                    .filter(|w| fields.contains(w) || CONTEXT_NAMES.contains(w))
+                    .map(str::to_owned)
+                    .collect();
                 v.sort();
+                v.dedup();
                 Some(v)
             };
             reads.insert(name.clone(), vars);
@@ -141,34 +119,16 @@ impl Prompts {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let params = Value::from_object(
-            params
-                .iter()
-                .map(|(k, v)| (k.to_string(), to_template(v)))
-                .collect::<BTreeMap<_, _>>(),
-        );
-        Ok(Prompts {
-            env,
-            sources,
-            reads,
-            params,
-        })
+        let params =
+            Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
+        Ok(Prompts { env, sources, reads, params })
     }
 
     /// A set with no templates (to go on checking a pack whose templates failed to load).
     pub fn empty(params: &Map) -> Self {
-        let params = Value::from_object(
-            params
-                .iter()
-                .map(|(k, v)| (k.to_string(), to_template(v)))
-                .collect::<BTreeMap<_, _>>(),
-        );
-        Prompts {
-            env: Environment::new(),
-            sources: HashMap::new(),
-            reads: HashMap::new(),
-            params,
-        }
+        let params =
+            Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
+        Prompts { env: Environment::new(), sources: HashMap::new(), reads: HashMap::new(), params }
     }
 
     /// Whether a template of that name exists.
@@ -178,24 +138,15 @@ impl Prompts {
 
     /// The names of the file templates (not the inline ones), sorted.
     pub fn file_templates(&self) -> Vec<&str> {
-        let mut v: Vec<&str> = self
-            .sources
-            .iter()
-            .filter(|(_, s)| s.line_offset == 0)
-            .map(|(k, _)| k.as_str())
-            .collect();
+        let mut v: Vec<&str> =
+            self.sources.iter().filter(|(_, s)| s.line_offset == 0).map(|(k, _)| k.as_str()).collect();
         v.sort();
         v
     }
 
     /// The variables `name` reads that are neither in `known` nor context names or globals,
     /// with the position of their first use. `params.x` is checked against `params` too.
-    pub fn unknown_variables(
-        &self,
-        name: &str,
-        known: &HashSet<&str>,
-        params: &Map,
-    ) -> Vec<(String, Origin)> {
+    pub fn unknown_variables(&self, name: &str, known: &HashSet<&str>, params: &Map) -> Vec<(String, Origin)> {
         let Ok(t) = self.env.get_template(name) else {
             return Vec::new();
         };
@@ -203,10 +154,7 @@ impl Prompts {
         for var in t.undeclared_variables(true) {
             let mut parts = var.split('.');
             let root = parts.next().unwrap_or_default();
-            if known.contains(root)
-                || GLOBALS.contains(&root)
-                || (CONTEXT_NAMES.contains(&root) && root != "params")
-            {
+            if known.contains(root) || GLOBALS.contains(&root) || (CONTEXT_NAMES.contains(&root) && root != "params") {
                 continue;
             }
             if root == "params" {
@@ -225,9 +173,7 @@ impl Prompts {
             .into_iter()
             .map(|var| {
                 let last = var.rsplit('.').next().unwrap_or(&var);
-                let (line, col) = find_word(&src.text, &var)
-                    .or_else(|| find_word(&src.text, last))
-                    .unwrap_or((1, 1));
+                let (line, col) = find_word(&src.text, &var).or_else(|| find_word(&src.text, last)).unwrap_or((1, 1));
                 let col = if line == 1 { col + src.col_offset } else { col };
                 (var, Origin::new(&src.file, src.line_offset + line, col))
             })
@@ -236,14 +182,7 @@ impl Prompts {
 
     /// Renders `name` for a node: state fields at the top level, plus params, options, input
     /// and the node's vars.
-    pub fn render(
-        &self,
-        name: &str,
-        state: &Map,
-        options: &Map,
-        input: &Map,
-        vars: Option<&Map>,
-    ) -> Result<String> {
+    pub fn render(&self, name: &str, state: &Map, options: &Map, input: &Map, vars: Option<&Map>) -> Result<String> {
         let mut ctx: BTreeMap<String, Value> = BTreeMap::new();
         let put = |key: &str| match key {
             "params" => Some(self.params.clone()),
@@ -261,11 +200,7 @@ impl Prompts {
                 }
             }
             _ => {
-                for key in state
-                    .keys()
-                    .map(|k| k.as_str())
-                    .chain(CONTEXT_NAMES.iter().copied())
-                {
+                for key in state.keys().map(|k| k.as_str()).chain(CONTEXT_NAMES.iter().copied()) {
                     if let Some(v) = put(key) {
                         ctx.insert(key.to_owned(), v);
                     }
@@ -277,17 +212,8 @@ impl Prompts {
 
     /// Renders `name` for the `render()` host function: `vars` at the top level, plus params,
     /// options and input.
-    pub fn render_vars(
-        &self,
-        name: &str,
-        vars: &Map,
-        options: &Map,
-        input: &Map,
-    ) -> Result<String> {
-        let mut ctx: BTreeMap<String, Value> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), to_template(v)))
-            .collect();
+    pub fn render_vars(&self, name: &str, vars: &Map, options: &Map, input: &Map) -> Result<String> {
+        let mut ctx: BTreeMap<String, Value> = vars.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect();
         ctx.insert("params".into(), self.params.clone());
         ctx.insert("options".into(), map_value(options));
         ctx.insert("input".into(), map_value(input));
@@ -298,27 +224,26 @@ impl Prompts {
         let t = self.env.get_template(name).map_err(|_| {
             Error::new(
                 ErrorKind::Template,
-                format!(
-                    "there is no template `{name}` (templates: {})",
-                    self.file_templates().join(", ")
-                ),
+                format!("there is no template `{name}` (templates: {})", self.file_templates().join(", ")),
             )
         })?;
         t.render(ctx).map_err(|e| template_error(&e, &self.sources))
     }
 }
 
+/// The identifiers (`[A-Za-z_][A-Za-z0-9_]*`) in `text`.
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_'))
+}
+
 fn map_value(m: &Map) -> Value {
-    Value::from_object(
-        m.iter()
-            .map(|(k, v)| (k.to_string(), to_template(v)))
-            .collect::<BTreeMap<_, _>>(),
-    )
+    Value::from_object(m.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>())
 }
 
 fn collect_templates(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display())))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display())))?;
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -365,11 +290,7 @@ fn template_error(e: &minijinja::Error, sources: &HashMap<String, Source>) -> Er
             Some(r) => line_col(&src.text, r.start),
             None => (e.line().unwrap_or(0) as u32, 0),
         };
-        let col = if line == 1 && col > 0 {
-            col + src.col_offset
-        } else {
-            col
-        };
+        let col = if line == 1 && col > 0 { col + src.col_offset } else { col };
         Origin::new(&src.file, src.line_offset + line, col)
     });
     let err = Error::new(ErrorKind::Template, detail);
@@ -385,44 +306,40 @@ mod tests {
     use crate::value::from_json;
     use serde_json::json;
 
-    fn prompts(
-        files: &[(&str, &str)],
-    ) -> (tempfile::TempDir, std::result::Result<Prompts, Vec<Error>>) {
+    fn prompts(files: &[(&str, &str)]) -> (tempfile::TempDir, std::result::Result<Prompts, Vec<Error>>) {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("prompts/p")).unwrap();
         for (name, text) in files {
             std::fs::write(dir.path().join("prompts/p").join(name), text).unwrap();
         }
         let params = from_json(&json!({"n": 3})).cast::<Map>();
-        let p = Prompts::load(dir.path(), "p", &params, vec![]);
+        let fields: HashSet<&str> = ["score", "other", "history"].into();
+        let p = Prompts::load(dir.path(), "p", &params, &fields, vec![]);
         (dir, p)
     }
 
     #[test]
     fn renders_state_params_options_and_vars() {
-        let (_d, p) = prompts(&[(
-            "t.j2",
-            "{{ score }}/{{ params.n }}/{{ options.level }}/{{ vars.x }}/{{ input.m }}",
-        )]);
+        let (_d, p) = prompts(&[("t.j2", "{{ score }}/{{ params.n }}/{{ options.level }}/{{ vars.x }}/{{ input.m }}")]);
         let p = p.unwrap();
         let state = from_json(&json!({"score": 7, "other": [1]})).cast::<Map>();
         let options = from_json(&json!({"level": "easy"})).cast::<Map>();
         let input = from_json(&json!({"m": "hi"})).cast::<Map>();
         let vars = from_json(&json!({"x": true})).cast::<Map>();
-        assert_eq!(
-            p.render("t.j2", &state, &options, &input, Some(&vars))
-                .unwrap(),
-            "7/3/easy/True/hi"
-        );
+        assert_eq!(p.render("t.j2", &state, &options, &input, Some(&vars)).unwrap(), "7/3/easy/True/hi");
+    }
+
+    #[test]
+    fn a_sliced_loop_sees_its_sequence() {
+        let (_d, p) = prompts(&[("t.j2", "{% for m in history[-params.n:] %}{{ m }},{% endfor %}")]);
+        let state = from_json(&json!({"history": [1, 2, 3, 4, 5]})).cast::<Map>();
+        assert_eq!(p.unwrap().render("t.j2", &state, &Map::new(), &Map::new(), None).unwrap(), "3,4,5,");
     }
 
     #[test]
     fn undefined_variables_fail_with_the_template_line() {
         let (_d, p) = prompts(&[("t.j2", "line one\n{{ nope.deeper }}")]);
-        let e = p
-            .unwrap()
-            .render("t.j2", &Map::new(), &Map::new(), &Map::new(), None)
-            .unwrap_err();
+        let e = p.unwrap().render("t.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Template);
         assert_eq!(e.origin().unwrap().to_string(), "prompts/p/t.j2:2:4");
     }
@@ -446,12 +363,6 @@ mod tests {
         let params = from_json(&json!({"n": 3})).cast::<Map>();
         let unknown = p.unknown_variables("t.j2", &known, &params);
         let names: Vec<String> = unknown.iter().map(|(v, o)| format!("{v}@{o}")).collect();
-        assert_eq!(
-            names,
-            [
-                "missing@prompts/p/t.j2:3:33",
-                "params.zz@prompts/p/t.j2:3:18"
-            ]
-        );
+        assert_eq!(names, ["missing@prompts/p/t.j2:3:33", "params.zz@prompts/p/t.j2:3:18"]);
     }
 }

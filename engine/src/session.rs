@@ -64,9 +64,7 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok
 /// A fresh random id: 80 bits from the standard library's randomly keyed hasher.
 pub(crate) fn new_id() -> String {
     use std::hash::{BuildHasher, Hasher};
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let mut out = String::new();
     for salt in 0..2u8 {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -79,20 +77,13 @@ pub(crate) fn new_id() -> String {
 }
 
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Session {
     /// Opens a session of `pack` with checked `options`: the state starts at the fields'
     /// defaults, then the pack's `init` script runs.
-    pub(crate) async fn open(
-        engine: Engine,
-        pack: Arc<Pack>,
-        options: Map,
-        id: Option<String>,
-    ) -> Result<Self> {
+    pub(crate) async fn open(engine: Engine, pack: Arc<Pack>, options: Map, id: Option<String>) -> Result<Self> {
         let id: Arc<str> = id.unwrap_or_else(new_id).into();
         let seed = crate::text::hash(&id);
         let mut state = pack.schema.initial();
@@ -109,15 +100,7 @@ impl Session {
             ));
             graph::run::init(&pack, init, &turn, &mut state).await?;
         }
-        Ok(Session {
-            engine,
-            id,
-            pack,
-            options,
-            seed,
-            state,
-            turns: 0,
-        })
+        Ok(Session { engine, id, pack, options, seed, state, turns: 0 })
     }
 
     /// The session's id.
@@ -147,9 +130,7 @@ impl Session {
 
     /// One state field as JSON.
     pub fn field(&self, name: &str) -> Option<Json> {
-        self.state
-            .read_lock::<Map>()
-            .and_then(|m| m.get(name).map(value::to_json))
+        self.state.read_lock::<Map>().and_then(|m| m.get(name).map(value::to_json))
     }
 
     /// The pack's output fields as JSON (the whole state when the pack declares no outputs).
@@ -163,12 +144,7 @@ impl Session {
             self.pack
                 .outputs
                 .iter()
-                .map(|k| {
-                    (
-                        k.clone(),
-                        map.get(k.as_str()).map_or(Json::Null, value::to_json),
-                    )
-                })
+                .map(|k| (k.clone(), map.get(k.as_str()).map_or(Json::Null, value::to_json)))
                 .collect(),
         )
     }
@@ -192,13 +168,7 @@ impl Session {
             return None;
         }
         let map = self.state.read_lock::<Map>()?;
-        Some(self.pack.prompts.render(
-            &format!("display.{part}"),
-            &map,
-            &self.options,
-            &Map::new(),
-            None,
-        ))
+        Some(self.pack.prompts.render(&format!("display.{part}"), &map, &self.options, &Map::new(), None))
     }
 
     /// Runs one turn with `input` (a map of the pack's input fields).

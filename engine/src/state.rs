@@ -52,16 +52,12 @@ impl Undo {
                     map.insert(field, old);
                 }
                 UndoOp::Truncate(field, len) => {
-                    if let Some(mut list) = map
-                        .get_mut(&field)
-                        .and_then(|v| v.write_lock::<rhai::Array>())
-                    {
+                    if let Some(mut list) = map.get_mut(&field).and_then(|v| v.write_lock::<rhai::Array>()) {
                         list.truncate(len);
                     }
                 }
                 UndoOp::MapKey(field, key, old) => {
-                    if let Some(mut inner) = map.get_mut(&field).and_then(|v| v.write_lock::<Map>())
-                    {
+                    if let Some(mut inner) = map.get_mut(&field).and_then(|v| v.write_lock::<Map>()) {
                         match old {
                             Some(v) => inner.insert(key, v),
                             None => inner.remove(&key),
@@ -76,11 +72,7 @@ impl Undo {
 impl Schema {
     /// The state of a new session: every field at its default, read-only for scripts.
     pub fn initial(&self) -> Dynamic {
-        let map: Map = self
-            .fields
-            .iter()
-            .map(|(k, f)| (k.as_str().into(), f.default.clone()))
-            .collect();
+        let map: Map = self.fields.iter().map(|(k, f)| (k.as_str().into(), f.default.clone())).collect();
         Dynamic::from_map(map).into_read_only()
     }
 
@@ -89,10 +81,7 @@ impl Schema {
         for (name, value) in updates {
             let field = self.field(name)?;
             let ok = match field.reducer {
-                Reducer::Replace => {
-                    value::has_type(field.ty, value)
-                        || (field.ty == TypeName::Float && value.is_int())
-                }
+                Reducer::Replace => value::has_type(field.ty, value) || (field.ty == TypeName::Float && value.is_int()),
                 // A list extends, anything else is one more item.
                 Reducer::Append | Reducer::Union => true,
                 Reducer::Merge => value.is_map(),
@@ -121,30 +110,22 @@ impl Schema {
             let known: Vec<&str> = self.fields.keys().map(String::as_str).collect();
             Error::new(
                 ErrorKind::Script,
-                format!(
-                    "the update names `{name}`, which is not a state field (fields: {})",
-                    known.join(", ")
-                ),
+                format!("the update names `{name}`, which is not a state field (fields: {})", known.join(", ")),
             )
         })
     }
 
     /// Folds checked `updates` into `state` through each field's reducer, logging undo steps.
     pub fn apply(&self, state: &mut Dynamic, updates: Map, undo: &mut Undo) -> Result<()> {
-        let mut map = state
-            .write_lock::<Map>()
-            .ok_or_else(|| Error::internal("state is not a map"))?;
+        let mut map = state.write_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         for (name, update) in updates {
             let field = self.field(&name)?;
             let update = update.into_read_only();
-            let slot = map
-                .entry(name.clone())
-                .or_insert_with(|| field.default.clone());
+            let slot = map.entry(name.clone()).or_insert_with(|| field.default.clone());
             match field.reducer {
                 Reducer::Replace => {
                     let update = if field.ty == TypeName::Float && update.is_int() {
-                        Dynamic::from_float(update.as_int().unwrap_or_default() as f64)
-                            .into_read_only()
+                        Dynamic::from_float(update.as_int().unwrap_or_default() as f64).into_read_only()
                     } else {
                         update
                     };
@@ -152,15 +133,11 @@ impl Schema {
                     undo.0.push(UndoOp::Restore(name, old));
                 }
                 Reducer::Append | Reducer::Union => {
-                    let mut list = slot.write_lock::<rhai::Array>().ok_or_else(|| {
-                        Error::internal(format!("list field `{name}` holds a non-list"))
-                    })?;
+                    let mut list = slot
+                        .write_lock::<rhai::Array>()
+                        .ok_or_else(|| Error::internal(format!("list field `{name}` holds a non-list")))?;
                     undo.0.push(UndoOp::Truncate(name.clone(), list.len()));
-                    let items = if update.is_array() {
-                        update.cast::<rhai::Array>()
-                    } else {
-                        vec![update]
-                    };
+                    let items = if update.is_array() { update.cast::<rhai::Array>() } else { vec![update] };
                     for item in items {
                         if field.reducer == Reducer::Append || !list.iter().any(|x| eq(x, &item)) {
                             list.push(item);
@@ -168,9 +145,9 @@ impl Schema {
                     }
                 }
                 Reducer::Merge => {
-                    let mut inner = slot.write_lock::<Map>().ok_or_else(|| {
-                        Error::internal(format!("map field `{name}` holds a non-map"))
-                    })?;
+                    let mut inner = slot
+                        .write_lock::<Map>()
+                        .ok_or_else(|| Error::internal(format!("map field `{name}` holds a non-map")))?;
                     for (k, v) in update.cast::<Map>() {
                         let old = inner.insert(k.clone(), v);
                         undo.0.push(UndoOp::MapKey(name.clone(), k, old));
@@ -191,9 +168,7 @@ impl Schema {
 }
 
 fn as_f64(d: &Dynamic) -> f64 {
-    d.as_float()
-        .or_else(|_| d.as_int().map(|i| i as f64))
-        .unwrap_or(0.0)
+    d.as_float().or_else(|_| d.as_int().map(|i| i as f64)).unwrap_or(0.0)
 }
 
 /// Structural equality of two values (Rhai's `Dynamic` has none of its own).
@@ -210,10 +185,7 @@ pub(crate) fn eq(a: &Dynamic, b: &Dynamic) -> bool {
     if a.is_unit() || b.is_unit() {
         return a.is_unit() && b.is_unit();
     }
-    if let (Some(x), Some(y)) = (
-        a.read_lock::<rhai::ImmutableString>(),
-        b.read_lock::<rhai::ImmutableString>(),
-    ) {
+    if let (Some(x), Some(y)) = (a.read_lock::<rhai::ImmutableString>(), b.read_lock::<rhai::ImmutableString>()) {
         return *x == *y;
     }
     if let (Some(x), Some(y)) = (a.read_lock::<rhai::Array>(), b.read_lock::<rhai::Array>()) {
@@ -243,23 +215,11 @@ mod tests {
             origin: Origin::file("t.yaml"),
         };
         let mut fields = IndexMap::new();
-        fields.insert(
-            "score".into(),
-            mk(TypeName::Int, Reducer::Replace, json!(0)),
-        );
-        fields.insert(
-            "ratio".into(),
-            mk(TypeName::Float, Reducer::Replace, json!(0.0)),
-        );
+        fields.insert("score".into(), mk(TypeName::Int, Reducer::Replace, json!(0)));
+        fields.insert("ratio".into(), mk(TypeName::Float, Reducer::Replace, json!(0.0)));
         fields.insert("log".into(), mk(TypeName::List, Reducer::Append, json!([])));
-        fields.insert(
-            "seen".into(),
-            mk(TypeName::List, Reducer::Union, json!(["a"])),
-        );
-        fields.insert(
-            "meta".into(),
-            mk(TypeName::Map, Reducer::Merge, json!({"x": 1})),
-        );
+        fields.insert("seen".into(), mk(TypeName::List, Reducer::Union, json!(["a"])));
+        fields.insert("meta".into(), mk(TypeName::Map, Reducer::Merge, json!({"x": 1})));
         fields.insert("total".into(), mk(TypeName::Number, Reducer::Add, json!(1)));
         Schema { fields }
     }
@@ -280,12 +240,7 @@ mod tests {
         }));
         s.check(&u).unwrap();
         s.apply(&mut state, u, &mut undo).unwrap();
-        s.apply(
-            &mut state,
-            updates(json!({"log": "m3", "total": 1})),
-            &mut undo,
-        )
-        .unwrap();
+        s.apply(&mut state, updates(json!({"log": "m3", "total": 1})), &mut undo).unwrap();
         assert_eq!(
             to_json(&state),
             json!({"score": 5, "ratio": 2.0, "log": ["m1", "m2", "m3"], "seen": ["a", "b"],
@@ -299,15 +254,9 @@ mod tests {
     fn bad_updates_name_the_field() {
         let s = schema();
         let e = s.check(&updates(json!({"score": "high"}))).unwrap_err();
-        assert_eq!(
-            e.detail(),
-            "the update sets `score` to a string but `score` is a int field"
-        );
+        assert_eq!(e.detail(), "the update sets `score` to a string but `score` is a int field");
         let e = s.check(&updates(json!({"nope": 1}))).unwrap_err();
-        assert!(
-            e.detail().contains("`nope`, which is not a state field"),
-            "{e}"
-        );
+        assert!(e.detail().contains("`nope`, which is not a state field"), "{e}");
         assert!(s.check(&updates(json!({"meta": [1]}))).is_err());
         assert!(s.check(&updates(json!({"total": "x"}))).is_err());
     }
@@ -320,14 +269,8 @@ mod tests {
 
     #[test]
     fn equality_is_structural() {
-        assert!(eq(
-            &from_json(&json!({"a": [1, "x"]})),
-            &from_json(&json!({"a": [1, "x"]}))
-        ));
-        assert!(!eq(
-            &from_json(&json!({"a": [1]})),
-            &from_json(&json!({"a": [2]}))
-        ));
+        assert!(eq(&from_json(&json!({"a": [1, "x"]})), &from_json(&json!({"a": [1, "x"]}))));
+        assert!(!eq(&from_json(&json!({"a": [1]})), &from_json(&json!({"a": [2]}))));
         assert!(!eq(&from_json(&json!(1)), &from_json(&json!("1"))));
     }
 }

@@ -28,9 +28,7 @@ pub(crate) fn fold(text: &str) -> String {
 
 /// The words of already folded text: runs of letters and digits.
 pub(crate) fn words(folded: &str) -> impl Iterator<Item = &str> {
-    folded
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
+    folded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
 }
 
 /// How many words `text` has.
@@ -40,10 +38,7 @@ pub(crate) fn word_count(text: &str) -> usize {
 
 /// The first `limit` words of `text` (whitespace between them kept as single spaces).
 pub(crate) fn truncate_words(text: &str, limit: usize) -> String {
-    text.split_whitespace()
-        .take(limit)
-        .collect::<Vec<_>>()
-        .join(" ")
+    text.split_whitespace().take(limit).collect::<Vec<_>>().join(" ")
 }
 
 /// Whether `phrase` occurs in `text` starting at a word boundary, both folded.
@@ -56,10 +51,7 @@ pub(crate) fn has_phrase(folded_text: &str, folded_phrase: &str) -> bool {
     let mut start = 0;
     while let Some(i) = folded_text[start..].find(phrase) {
         let at = start + i;
-        let boundary = folded_text[..at]
-            .chars()
-            .next_back()
-            .is_none_or(|c| !c.is_alphanumeric());
+        let boundary = folded_text[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
         if boundary {
             return true;
         }
@@ -83,10 +75,7 @@ pub(crate) fn similarity(a: &str, b: &str) -> f64 {
     if ca.is_empty() || cb.is_empty() {
         return 0.0;
     }
-    let dot: f64 = ca
-        .iter()
-        .filter_map(|(w, x)| cb.get(w).map(|y| x * y))
-        .sum();
+    let dot: f64 = ca.iter().filter_map(|(w, x)| cb.get(w).map(|y| x * y)).sum();
     let norm = |m: &HashMap<String, f64>| m.values().map(|x| x * x).sum::<f64>().sqrt();
     (dot / (norm(&ca) * norm(&cb))).clamp(0.0, 1.0)
 }
@@ -107,10 +96,7 @@ mod tests {
 
     #[test]
     fn folding_strips_polish_diacritics() {
-        assert_eq!(
-            fold("Załoga ŻĄDA Złota, weź go!"),
-            "zaloga zada zlota, wez go!"
-        );
+        assert_eq!(fold("Załoga ŻĄDA Złota, weź go!"), "zaloga zada zlota, wez go!");
         assert_eq!(fold("Oto mój skarb"), "oto moj skarb");
     }
 
@@ -128,15 +114,9 @@ mod tests {
 
     #[test]
     fn similarity_is_one_for_same_words_and_zero_for_none_shared() {
-        assert!(
-            (similarity("What else about oat milk?", "what ELSE about oat milk") - 1.0).abs()
-                < 1e-9
-        );
+        assert!((similarity("What else about oat milk?", "what ELSE about oat milk") - 1.0).abs() < 1e-9);
         assert_eq!(similarity("coffee helps focus", "oat milk taste"), 0.0);
-        let s = similarity(
-            "Explore new aspects about oat milk",
-            "What else do you notice about oat milk?",
-        );
+        let s = similarity("Explore new aspects about oat milk", "What else do you notice about oat milk?");
         assert!(s > 0.3 && s < 0.8, "{s}");
         assert_eq!(similarity("", "x"), 0.0);
     }

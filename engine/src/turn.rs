@@ -94,19 +94,13 @@ impl TurnCtx {
 
     /// The next 64 random bits of this turn.
     pub fn random_u64(&self) -> u64 {
-        self.rng
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .next_u64()
+        self.rng.lock().unwrap_or_else(|p| p.into_inner()).next_u64()
     }
 
     /// Takes everything recorded so far.
     pub fn take(&self) -> Recorded {
         let mut r = self.record();
-        Recorded {
-            events: std::mem::take(&mut r.events),
-            exchanges: std::mem::take(&mut r.exchanges),
-        }
+        Recorded { events: std::mem::take(&mut r.events), exchanges: std::mem::take(&mut r.exchanges) }
     }
 
     /// Asks the turn's provider, records the exchange, and emits an `llm` event (and `token`
@@ -115,12 +109,7 @@ impl TurnCtx {
         let start = Instant::now();
         let tokens: Option<TokenSink> = self.live.clone().map(|live| {
             let node = node.to_owned();
-            Arc::new(move |text: &str| {
-                live(&Event::Token {
-                    node: node.clone(),
-                    text: text.to_owned(),
-                })
-            }) as TokenSink
+            Arc::new(move |text: &str| live(&Event::Token { node: node.clone(), text: text.to_owned() })) as TokenSink
         });
         let result = self.provider.complete(&request, tokens).await;
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
@@ -144,11 +133,7 @@ impl TurnCtx {
                 event.prompt_tokens = r.usage.prompt_tokens;
                 event.completion_tokens = r.usage.completion_tokens;
                 if standin && r.usage == Default::default() {
-                    event.prompt_tokens = request
-                        .messages
-                        .iter()
-                        .map(|m| estimate_tokens(&m.content))
-                        .sum();
+                    event.prompt_tokens = request.messages.iter().map(|m| estimate_tokens(&m.content)).sum();
                     event.completion_tokens = estimate_tokens(&r.content);
                 }
             }

@@ -22,11 +22,7 @@ pub(crate) fn from_json(v: &Json) -> Dynamic {
         },
         Json::String(s) => Dynamic::from(ImmutableString::from(s.as_str())),
         Json::Array(items) => Dynamic::from_array(items.iter().map(from_json).collect()),
-        Json::Object(map) => Dynamic::from_map(
-            map.iter()
-                .map(|(k, v)| (k.as_str().into(), from_json(v)))
-                .collect(),
-        ),
+        Json::Object(map) => Dynamic::from_map(map.iter().map(|(k, v)| (k.as_str().into(), from_json(v))).collect()),
     }
 }
 
@@ -41,12 +37,7 @@ pub(crate) fn to_json(d: &Dynamic) -> Json {
     } else if let Ok(f) = d.as_float() {
         serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
     } else if d.is_string() {
-        Json::String(
-            d.clone()
-                .into_immutable_string()
-                .map(|s| s.to_string())
-                .unwrap_or_default(),
-        )
+        Json::String(d.clone().into_immutable_string().map(|s| s.to_string()).unwrap_or_default())
     } else if let Ok(c) = d.as_char() {
         Json::String(c.to_string())
     } else if d.is_array() {
@@ -54,11 +45,7 @@ pub(crate) fn to_json(d: &Dynamic) -> Json {
         Json::Array(arr.iter().map(to_json).collect())
     } else if d.is_map() {
         let map = d.read_lock::<Map>().expect("checked is_map");
-        Json::Object(
-            map.iter()
-                .map(|(k, v)| (k.to_string(), to_json(v)))
-                .collect(),
-        )
+        Json::Object(map.iter().map(|(k, v)| (k.to_string(), to_json(v))).collect())
     } else if d.is_blob() {
         let blob = d.read_lock::<rhai::Blob>().expect("checked is_blob");
         Json::Array(blob.iter().map(|b| Json::from(*b)).collect())
@@ -69,18 +56,12 @@ pub(crate) fn to_json(d: &Dynamic) -> Json {
 
 /// A JSON map → `rhai::Map`.
 pub(crate) fn map_from_json(map: &serde_json::Map<String, Json>) -> Map {
-    map.iter()
-        .map(|(k, v)| (k.as_str().into(), from_json(v)))
-        .collect()
+    map.iter().map(|(k, v)| (k.as_str().into(), from_json(v))).collect()
 }
 
 /// A `rhai::Map` → a JSON object.
 pub(crate) fn map_to_json(map: &Map) -> Json {
-    Json::Object(
-        map.iter()
-            .map(|(k, v)| (k.to_string(), to_json(v)))
-            .collect(),
-    )
+    Json::Object(map.iter().map(|(k, v)| (k.to_string(), to_json(v))).collect())
 }
 
 /// `Dynamic` → a template value.
@@ -101,11 +82,7 @@ pub(crate) fn to_template(d: &Dynamic) -> minijinja::Value {
     } else if let Some(arr) = d.read_lock::<Array>() {
         arr.iter().map(to_template).collect()
     } else if let Some(map) = d.read_lock::<Map>() {
-        Value::from_object(
-            map.iter()
-                .map(|(k, v)| (k.to_string(), to_template(v)))
-                .collect::<BTreeMap<_, _>>(),
-        )
+        Value::from_object(map.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>())
     } else {
         Value::from(format!("<{}>", d.type_name()))
     }
@@ -217,8 +194,9 @@ pub(crate) fn parse_json_reply(text: &str) -> Result<Json, String> {
     let open = body.find(['{', '[']);
     let close = body.rfind(['}', ']']);
     match (open, close) {
-        (Some(o), Some(c)) if c > o => serde_json::from_str::<Json>(&body[o..=c])
-            .map_err(|e| format!("the reply is not valid JSON: {e}")),
+        (Some(o), Some(c)) if c > o => {
+            serde_json::from_str::<Json>(&body[o..=c]).map_err(|e| format!("the reply is not valid JSON: {e}"))
+        }
         _ => Err("the reply contains no JSON object".into()),
     }
 }
@@ -253,14 +231,8 @@ mod tests {
     #[test]
     fn json_replies_are_found_in_fences_and_prose() {
         assert_eq!(parse_json_reply(r#"{"a": 1}"#).unwrap(), json!({"a": 1}));
-        assert_eq!(
-            parse_json_reply("```json\n{\"a\": 2}\n```").unwrap(),
-            json!({"a": 2})
-        );
-        assert_eq!(
-            parse_json_reply("Sure! {\"a\": 3} Hope it helps").unwrap(),
-            json!({"a": 3})
-        );
+        assert_eq!(parse_json_reply("```json\n{\"a\": 2}\n```").unwrap(), json!({"a": 2}));
+        assert_eq!(parse_json_reply("Sure! {\"a\": 3} Hope it helps").unwrap(), json!({"a": 3}));
         assert!(parse_json_reply("Niestety nie potrafie ocenic tej rozmowy.").is_err());
         assert!(parse_json_reply("{\"a\": ").is_err());
     }
@@ -270,11 +242,7 @@ mod tests {
         let d = from_json(&json!({"m": [{"role": "user", "content": "hi"}]}));
         let v = to_template(&d);
         let mut env = minijinja::Environment::new();
-        env.add_template(
-            "t",
-            "{% for x in m %}{{ x.role }}:{{ x.content }}{% endfor %}",
-        )
-        .unwrap();
+        env.add_template("t", "{% for x in m %}{{ x.role }}:{{ x.content }}{% endfor %}").unwrap();
         assert_eq!(env.get_template("t").unwrap().render(v).unwrap(), "user:hi");
     }
 }

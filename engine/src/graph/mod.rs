@@ -118,20 +118,9 @@ impl Graph {
         let mut out = String::from("flowchart TD\n    START([START])\n    END([END])\n");
         for n in &self.nodes {
             let shape = match &n.kind {
-                NodeKind::Script(f) => format!(
-                    "{}[\"{}<br/><small>{}</small>\"]",
-                    n.name,
-                    n.name,
-                    f.display()
-                ),
-                NodeKind::Llm(l) => format!(
-                    "{}[/\"{}<br/><small>llm: {}</small>\"/]",
-                    n.name, n.name, l.profile
-                ),
-                NodeKind::Native(f) => format!(
-                    "{}[[\"{}<br/><small>native: {f}</small>\"]]",
-                    n.name, n.name
-                ),
+                NodeKind::Script(f) => format!("{}[\"{}<br/><small>{}</small>\"]", n.name, n.name, f.display()),
+                NodeKind::Llm(l) => format!("{}[/\"{}<br/><small>llm: {}</small>\"/]", n.name, n.name, l.profile),
+                NodeKind::Native(f) => format!("{}[[\"{}<br/><small>native: {f}</small>\"]]", n.name, n.name),
             };
             let _ = writeln!(out, "    {shape}");
         }
@@ -180,11 +169,7 @@ impl Graph {
 fn mermaid_label(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let short: String = if one_line.chars().count() > 40 {
-        one_line
-            .chars()
-            .take(39)
-            .chain(std::iter::once('…'))
-            .collect()
+        one_line.chars().take(39).chain(std::iter::once('…')).collect()
     } else {
         one_line
     };

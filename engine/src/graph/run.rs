@@ -26,27 +26,13 @@ use crate::turn::TurnCtx;
 use crate::value;
 
 /// Runs a pack's `init` script on a new session's state (turn 0) and applies its updates.
-pub(crate) async fn init(
-    pack: &Arc<Pack>,
-    f: &FnRef,
-    turn: &Arc<TurnCtx>,
-    state: &mut Dynamic,
-) -> Result<()> {
+pub(crate) async fn init(pack: &Arc<Pack>, f: &FnRef, turn: &Arc<TurnCtx>, state: &mut Dynamic) -> Result<()> {
     let natives = NativeNodes::default();
-    let runner = Runner {
-        pack,
-        natives: &natives,
-        turn,
-    };
-    let tag = CallTag {
-        turn: turn.clone(),
-        node: "init".into(),
-    };
+    let runner = Runner { pack, natives: &natives, turn };
+    let tag = CallTag { turn: turn.clone(), node: "init".into() };
     let v = runner.call_as(tag, f, state, Vec::new()).await?;
     let updates = updates_of(v, &f.display())?;
-    pack.schema
-        .check(&updates)
-        .map_err(|e| e.context("the init script"))?;
+    pack.schema.check(&updates).map_err(|e| e.context("the init script"))?;
     pack.schema.apply(state, updates, &mut Undo::default())
 }
 
@@ -59,13 +45,7 @@ pub(crate) async fn run(
     state: &mut Dynamic,
 ) -> Result<()> {
     let mut undo = Undo::default();
-    let result = Runner {
-        pack,
-        natives,
-        turn,
-    }
-    .steps(state, &mut undo)
-    .await;
+    let result = Runner { pack, natives, turn }.steps(state, &mut undo).await;
     if result.is_err() {
         undo.rollback(state);
     }
@@ -94,45 +74,22 @@ enum Outcome {
 
 impl Runner<'_> {
     fn tag(&self, node: usize) -> CallTag {
-        CallTag {
-            turn: self.turn.clone(),
-            node: self.pack.graph.nodes[node].name.clone(),
-        }
+        CallTag { turn: self.turn.clone(), node: self.pack.graph.nodes[node].name.clone() }
     }
 
     /// Calls a script synchronously, or on a blocking thread when it may call a model.
-    async fn call(
-        &self,
-        node: usize,
-        f: &FnRef,
-        state: &mut Dynamic,
-        args: Vec<Dynamic>,
-    ) -> Result<Dynamic> {
+    async fn call(&self, node: usize, f: &FnRef, state: &mut Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
         self.call_as(self.tag(node), f, state, args).await
     }
 
-    async fn call_as(
-        &self,
-        tag: CallTag,
-        f: &FnRef,
-        state: &mut Dynamic,
-        args: Vec<Dynamic>,
-    ) -> Result<Dynamic> {
+    async fn call_as(&self, tag: CallTag, f: &FnRef, state: &mut Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
         if f.calls_models() {
-            return self
-                .call_blocking_as(tag, f.clone(), state.clone(), args)
-                .await;
+            return self.call_blocking_as(tag, f.clone(), state.clone(), args).await;
         }
         self.pack.sandbox.call(f, state, args, Some(tag))
     }
 
-    async fn call_blocking(
-        &self,
-        node: usize,
-        f: FnRef,
-        state: Dynamic,
-        args: Vec<Dynamic>,
-    ) -> Result<Dynamic> {
+    async fn call_blocking(&self, node: usize, f: FnRef, state: Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
         self.call_blocking_as(self.tag(node), f, state, args).await
     }
 
@@ -144,11 +101,9 @@ impl Runner<'_> {
         args: Vec<Dynamic>,
     ) -> Result<Dynamic> {
         let pack = self.pack.clone();
-        tokio::task::spawn_blocking(move || {
-            allow_blocking(|| pack.sandbox.call(&f, &mut state, args, Some(tag)))
-        })
-        .await
-        .map_err(|e| Error::internal(format!("a script thread failed: {e}")))?
+        tokio::task::spawn_blocking(move || allow_blocking(|| pack.sandbox.call(&f, &mut state, args, Some(tag))))
+            .await
+            .map_err(|e| Error::internal(format!("a script thread failed: {e}")))?
     }
 
     async fn steps(&self, state: &mut Dynamic, undo: &mut Undo) -> Result<()> {
@@ -198,58 +153,31 @@ impl Runner<'_> {
     }
 
     /// Runs the nodes of one step and returns each one's updates, in node order.
-    async fn step(
-        &self,
-        step: u32,
-        active: &[usize],
-        state: &mut Dynamic,
-    ) -> Result<Vec<(Map, u64)>> {
+    async fn step(&self, step: u32, active: &[usize], state: &mut Dynamic) -> Result<Vec<(Map, u64)>> {
         let g = &self.pack.graph;
         let mut started = Vec::with_capacity(active.len());
         let mut work = Vec::with_capacity(active.len());
         for &i in active {
-            self.turn.emit(Event::NodeStarted {
-                node: g.nodes[i].name.to_string(),
-                step,
-            });
+            self.turn.emit(Event::NodeStarted { node: g.nodes[i].name.to_string(), step });
             started.push(Instant::now());
-            work.push(
-                self.prepare(i, state)
-                    .await
-                    .map_err(|e| e.in_node(&g.nodes[i].name))?,
-            );
+            work.push(self.prepare(i, state).await.map_err(|e| e.in_node(&g.nodes[i].name))?);
         }
         let outcomes: Vec<Outcome> = if work.iter().all(|w| matches!(w, Work::Done(_))) {
-            work.into_iter()
-                .map(|w| {
-                    if let Work::Done(m) = w {
-                        Outcome::Done(m)
-                    } else {
-                        unreachable!()
-                    }
-                })
-                .collect()
+            work.into_iter().map(|w| if let Work::Done(m) = w { Outcome::Done(m) } else { unreachable!() }).collect()
         } else {
             let snapshot = &*state;
             join_all(work.into_iter().zip(active).map(|(w, &i)| async move {
                 match w {
                     Work::Done(m) => Outcome::Done(m),
-                    Work::Ask(request) => {
-                        Outcome::Reply(self.turn.ask(&g.nodes[i].name, request).await)
-                    }
-                    Work::Blocking(f, args) => {
-                        Outcome::Script(self.call_blocking(i, f, snapshot.clone(), args).await)
-                    }
+                    Work::Ask(request) => Outcome::Reply(self.turn.ask(&g.nodes[i].name, request).await),
+                    Work::Blocking(f, args) => Outcome::Script(self.call_blocking(i, f, snapshot.clone(), args).await),
                 }
             }))
             .await
         };
         let mut out = Vec::with_capacity(active.len());
         for ((&i, outcome), start) in active.iter().zip(outcomes).zip(started) {
-            let updates = self
-                .finish(i, outcome, state)
-                .await
-                .map_err(|e| e.in_node(&g.nodes[i].name))?;
+            let updates = self.finish(i, outcome, state).await.map_err(|e| e.in_node(&g.nodes[i].name))?;
             out.push((updates, start.elapsed().as_micros() as u64));
         }
         Ok(out)
@@ -264,19 +192,10 @@ impl Runner<'_> {
             }
             NodeKind::Native(name) => {
                 let node = self.natives.get(name).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Internal,
-                        format!("native node `{name}` is not registered"),
-                    )
+                    Error::new(ErrorKind::Internal, format!("native node `{name}` is not registered"))
                 })?;
-                let map = state
-                    .read_lock::<Map>()
-                    .ok_or_else(|| Error::internal("state is not a map"))?;
-                let ctx = NodeContext {
-                    state: &map,
-                    input: &self.turn.input,
-                    options: &self.turn.options,
-                };
+                let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+                let ctx = NodeContext { state: &map, input: &self.turn.input, options: &self.turn.options };
                 Ok(Work::Done(node.run(&ctx)?))
             }
             NodeKind::Llm(l) => Ok(Work::Ask(self.request(i, l, state).await?)),
@@ -290,20 +209,14 @@ impl Runner<'_> {
                 if !v.is_map() {
                     return Err(Error::new(
                         ErrorKind::Script,
-                        format!(
-                            "{} returned a {}; vars must be a map",
-                            f.display(),
-                            value::type_of(&v)
-                        ),
+                        format!("{} returned a {}; vars must be a map", f.display(), value::type_of(&v)),
                     ));
                 }
                 Some(v.cast::<Map>())
             }
             None => None,
         };
-        let map = state
-            .read_lock::<Map>()
-            .ok_or_else(|| Error::internal("state is not a map"))?;
+        let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         let prompts = &self.pack.prompts;
         let mut messages = Vec::new();
         if let Some(t) = &l.system {
@@ -336,9 +249,7 @@ impl Runner<'_> {
                     Ok(resp) => {
                         let parsed = match l.parse {
                             ParseMode::Text => Ok(Dynamic::from(resp.content)),
-                            ParseMode::Json => {
-                                value::parse_json_reply(&resp.content).map(|v| value::from_json(&v))
-                            }
+                            ParseMode::Json => value::parse_json_reply(&resp.content).map(|v| value::from_json(&v)),
                         };
                         match (parsed, &l.then) {
                             (Err(why), _) => why,
@@ -354,12 +265,7 @@ impl Runner<'_> {
                                     .and_then(|r| updates_of(r, &f.display()))
                                 {
                                     Ok(m) => return Ok(m),
-                                    Err(e)
-                                        if e.kind() == ErrorKind::Script
-                                            && l.fallback.is_some() =>
-                                    {
-                                        e.to_string()
-                                    }
+                                    Err(e) if e.kind() == ErrorKind::Script && l.fallback.is_some() => e.to_string(),
                                     Err(e) => return Err(e),
                                 }
                             }
@@ -374,9 +280,7 @@ impl Runner<'_> {
                     level: "warn".into(),
                     message: format!("falling back to {}: {why}", fallback.display()),
                 });
-                let r = self
-                    .call(i, fallback, state, vec![Dynamic::from(why)])
-                    .await?;
+                let r = self.call(i, fallback, state, vec![Dynamic::from(why)]).await?;
                 updates_of(r, &fallback.display())
             }
             _ => Err(Error::internal("a node's work and kind do not match")),
@@ -398,15 +302,9 @@ impl Runner<'_> {
             let mut seen: Vec<(&str, &str)> = Vec::new();
             for (&i, (m, _)) in active.iter().zip(&updates) {
                 for k in m.keys() {
-                    let replaces = schema
-                        .fields
-                        .get(k.as_str())
-                        .is_some_and(|f| f.reducer == crate::pack::Reducer::Replace);
-                    if let Some((_, other)) = seen
-                        .iter()
-                        .find(|(f, _)| *f == k.as_str())
-                        .filter(|_| replaces)
-                    {
+                    let replaces =
+                        schema.fields.get(k.as_str()).is_some_and(|f| f.reducer == crate::pack::Reducer::Replace);
+                    if let Some((_, other)) = seen.iter().find(|(f, _)| *f == k.as_str()).filter(|_| replaces) {
                         return Err(Error::new(
                             ErrorKind::Script,
                             format!(
@@ -424,12 +322,7 @@ impl Runner<'_> {
             schema.check(&m).map_err(|e| e.in_node(name))?;
             let json = value::map_to_json(&m);
             schema.apply(state, m, undo).map_err(|e| e.in_node(name))?;
-            self.turn.emit(Event::NodeFinished {
-                node: name.to_string(),
-                step,
-                duration_us,
-                updates: json,
-            });
+            self.turn.emit(Event::NodeFinished { node: name.to_string(), step, duration_us, updates: json });
         }
         Ok(())
     }
@@ -443,10 +336,7 @@ impl Runner<'_> {
                     let Some((f, text)) = &case.when else {
                         return Ok(case.to.clone());
                     };
-                    let v = self
-                        .call(i, f, state, Vec::new())
-                        .await
-                        .map_err(|e| e.in_node(node))?;
+                    let v = self.call(i, f, state, Vec::new()).await.map_err(|e| e.in_node(node))?;
                     match v.as_bool() {
                         Ok(true) => return Ok(case.to.clone()),
                         Ok(false) => {}
@@ -465,21 +355,19 @@ impl Runner<'_> {
                 Ok(vec![Target::End])
             }
             Route::Script { func, targets } => {
-                let v = self
-                    .call(i, func, state, Vec::new())
-                    .await
-                    .map_err(|e| e.in_node(node))?;
+                let v = self.call(i, func, state, Vec::new()).await.map_err(|e| e.in_node(node))?;
                 let names: Vec<String> = if v.is_array() {
-                    v.cast::<Array>()
-                        .into_iter()
-                        .map(|x| x.to_string())
-                        .collect()
+                    v.cast::<Array>().into_iter().map(|x| x.to_string()).collect()
                 } else if v.is_string() {
                     vec![v.to_string()]
                 } else {
                     return Err(Error::new(
                         ErrorKind::Script,
-                        format!("route {} returned a {}; it must return a node name, END, or a list of them", func.display(), value::type_of(&v)),
+                        format!(
+                            "route {} returned a {}; it must return a node name, END, or a list of them",
+                            func.display(),
+                            value::type_of(&v)
+                        ),
                     )
                     .in_node(node));
                 };
@@ -490,7 +378,11 @@ impl Runner<'_> {
                             let allowed: Vec<&str> = targets.iter().map(|t| g.target_name(*t)).collect();
                             Error::new(
                                 ErrorKind::Script,
-                                format!("route {} returned `{n}`, which its `to:` does not list ({})", func.display(), allowed.join(", ")),
+                                format!(
+                                    "route {} returned `{n}`, which its `to:` does not list ({})",
+                                    func.display(),
+                                    allowed.join(", ")
+                                ),
                             )
                             .in_node(node)
                         })
@@ -510,20 +402,14 @@ fn updates_of(v: Dynamic, what: &str) -> Result<Map> {
     } else {
         Err(Error::new(
             ErrorKind::Script,
-            format!(
-                "{what} returned a {}; a node returns a map of updates (or nothing)",
-                value::type_of(&v)
-            ),
+            format!("{what} returned a {}; a node returns a map of updates (or nothing)", value::type_of(&v)),
         ))
     }
 }
 
 /// The chat messages of a history window: the last N items, roles mapped, empty ones dropped.
 fn history(state: &Map, h: &History) -> Result<Vec<Message>> {
-    let Some(items) = state
-        .get(h.field.as_str())
-        .and_then(|v| v.read_lock::<Array>())
-    else {
+    let Some(items) = state.get(h.field.as_str()).and_then(|v| v.read_lock::<Array>()) else {
         return Ok(Vec::new());
     };
     let from = h.last.map_or(0, |n| items.len().saturating_sub(n));
@@ -543,11 +429,7 @@ fn history(state: &Map, h: &History) -> Result<Vec<Message>> {
         let (Some(role), Some(content)) = (map.get("role"), map.get("content")) else {
             return Err(Error::new(
                 ErrorKind::Script,
-                format!(
-                    "item {} of `{}` lacks `role` or `content`",
-                    from + k,
-                    h.field
-                ),
+                format!("item {} of `{}` lacks `role` or `content`", from + k, h.field),
             ));
         };
         let content = content.to_string();
@@ -555,11 +437,7 @@ fn history(state: &Map, h: &History) -> Result<Vec<Message>> {
             continue;
         }
         let role = role.to_string();
-        let role = h
-            .roles
-            .iter()
-            .find(|(from, _)| *from == role)
-            .map_or(role, |(_, to)| to.clone());
+        let role = h.roles.iter().find(|(from, _)| *from == role).map_or(role, |(_, to)| to.clone());
         out.push(Message::new(role, content));
     }
     Ok(out)

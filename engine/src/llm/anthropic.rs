@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{
-    BoxFuture, LlmRequest, LlmResponse, Provider, RetryPolicy, TokenSink, Usage, http, parse_var,
-};
+use super::{BoxFuture, LlmRequest, LlmResponse, Provider, RetryPolicy, TokenSink, Usage, http, parse_var};
 use crate::error::{Error, ErrorKind, Result};
 
 /// The Messages API requires a reply limit; used when a profile sets none.
@@ -38,23 +36,11 @@ impl AnthropicConfig {
     pub(crate) fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
         let api_key = var("ANTHROPIC_API_KEY")
             .filter(|k| !k.is_empty())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Input,
-                    "RULEWEAVE_LLM=anthropic needs ANTHROPIC_API_KEY to be set",
-                )
-            })?;
-        let base_url = var("ANTHROPIC_BASE_URL")
-            .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| "https://api.anthropic.com".into());
-        let timeout =
-            Duration::from_millis(parse_var(var, "RULEWEAVE_LLM_TIMEOUT_MS")?.unwrap_or(60_000));
-        Ok(AnthropicConfig {
-            api_key,
-            base_url,
-            timeout,
-            retry: RetryPolicy::from_vars(var)?,
-        })
+            .ok_or_else(|| Error::new(ErrorKind::Input, "RULEWEAVE_LLM=anthropic needs ANTHROPIC_API_KEY to be set"))?;
+        let base_url =
+            var("ANTHROPIC_BASE_URL").filter(|u| !u.is_empty()).unwrap_or_else(|| "https://api.anthropic.com".into());
+        let timeout = Duration::from_millis(parse_var(var, "RULEWEAVE_LLM_TIMEOUT_MS")?.unwrap_or(60_000));
+        Ok(AnthropicConfig { api_key, base_url, timeout, retry: RetryPolicy::from_vars(var)? })
     }
 }
 
@@ -70,11 +56,7 @@ impl Anthropic {
     pub fn new(config: AnthropicConfig) -> Result<Self> {
         let client = http::client(config.timeout)?;
         let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
-        Ok(Anthropic {
-            config,
-            client,
-            url,
-        })
+        Ok(Anthropic { config, client, url })
     }
 
     fn body(request: &LlmRequest, stream: bool) -> Value {
@@ -132,12 +114,7 @@ impl Anthropic {
                 .json(&body)
         })
         .await?;
-        let bad = |why: String| {
-            Error::new(
-                ErrorKind::Llm,
-                format!("anthropic: {why} (after {attempts} attempts)"),
-            )
-        };
+        let bad = |why: String| Error::new(ErrorKind::Llm, format!("anthropic: {why} (after {attempts} attempts)"));
         match tokens {
             None => {
                 let v = http::json_body("anthropic", resp, attempts).await?;
@@ -173,15 +150,11 @@ impl Anthropic {
                         }
                         Some("message_start") => {
                             usage.prompt_tokens =
-                                v.pointer("/message/usage/input_tokens")
-                                    .and_then(Value::as_u64)
-                                    .unwrap_or(0) as u32;
+                                v.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
                         }
                         Some("message_delta") => {
                             usage.completion_tokens =
-                                v.pointer("/usage/output_tokens")
-                                    .and_then(Value::as_u64)
-                                    .unwrap_or(0) as u32;
+                                v.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
                         }
                         Some("error") => {
                             return Err(bad(v
@@ -195,12 +168,7 @@ impl Anthropic {
                     Ok(())
                 })
                 .await?;
-                Ok(LlmResponse {
-                    content,
-                    model: request.model.clone(),
-                    usage,
-                    attempts,
-                })
+                Ok(LlmResponse { content, model: request.model.clone(), usage, attempts })
             }
         }
     }
@@ -230,19 +198,13 @@ mod tests {
         let r = LlmRequest {
             profile: "p".into(),
             model: "claude-x".into(),
-            messages: vec![
-                Message::new("system", "be a pirate"),
-                Message::new("user", "hi"),
-            ],
+            messages: vec![Message::new("system", "be a pirate"), Message::new("user", "hi")],
             temperature: Some(0.3),
             max_tokens: None,
             json: true,
         };
         let b = Anthropic::body(&r, false);
-        assert_eq!(
-            b["system"],
-            json!("be a pirate\n\nReply with a single JSON object and nothing else.")
-        );
+        assert_eq!(b["system"], json!("be a pirate\n\nReply with a single JSON object and nothing else."));
         assert_eq!(b["messages"], json!([{"role": "user", "content": "hi"}]));
         assert_eq!(b["max_tokens"], json!(1024));
     }

@@ -45,39 +45,27 @@ pub(crate) async fn send(
                     .map(Duration::from_secs_f64);
                 let body = resp.text().await.unwrap_or_default();
                 let why = format!("HTTP {status}: {}", error_message(&body));
-                let retryable =
-                    status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error();
+                let retryable = status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error();
                 if !retryable {
                     return Err(fail(provider, &why, attempt));
                 }
                 (why, retry_after)
             }
             Err(e) if e.is_timeout() => ("the request timed out".to_owned(), None),
-            Err(e) if e.is_connect() || e.is_request() => {
-                (format!("the connection failed: {}", root_cause(&e)), None)
-            }
+            Err(e) if e.is_connect() || e.is_request() => (format!("the connection failed: {}", root_cause(&e)), None),
             Err(e) => return Err(fail(provider, &root_cause(&e), attempt)),
         };
         if attempt > policy.max_retries {
             return Err(fail(provider, &why, attempt));
         }
         let wait = policy.backoff(attempt - 1, retry_after);
-        tracing::warn!(
-            provider,
-            attempt,
-            ?wait,
-            "model call failed, retrying: {why}"
-        );
+        tracing::warn!(provider, attempt, ?wait, "model call failed, retrying: {why}");
         tokio::time::sleep(wait).await;
     }
 }
 
 fn fail(provider: &str, why: &str, attempts: u32) -> Error {
-    let tries = if attempts == 1 {
-        "1 attempt".to_owned()
-    } else {
-        format!("{attempts} attempts")
-    };
+    let tries = if attempts == 1 { "1 attempt".to_owned() } else { format!("{attempts} attempts") };
     Error::new(ErrorKind::Llm, format!("{provider}: {why} (after {tries})"))
 }
 
@@ -95,11 +83,7 @@ fn error_message(body: &str) -> String {
     let v: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let msg = v
         .as_ref()
-        .and_then(|v| {
-            v.pointer("/error/message")
-                .or_else(|| v.get("message"))
-                .or_else(|| v.get("error"))
-        })
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")).or_else(|| v.get("error")))
         .and_then(|m| m.as_str())
         .map(str::to_owned)
         .unwrap_or_else(|| body.trim().to_owned());
@@ -111,25 +95,11 @@ fn error_message(body: &str) -> String {
 }
 
 /// Reads a successful response body as JSON, with an error that says the body was malformed.
-pub(crate) async fn json_body(
-    provider: &str,
-    resp: reqwest::Response,
-    attempts: u32,
-) -> Result<serde_json::Value> {
-    let text = resp.text().await.map_err(|e| {
-        fail(
-            provider,
-            &format!("reading the reply failed: {e}"),
-            attempts,
-        )
-    })?;
+pub(crate) async fn json_body(provider: &str, resp: reqwest::Response, attempts: u32) -> Result<serde_json::Value> {
+    let text = resp.text().await.map_err(|e| fail(provider, &format!("reading the reply failed: {e}"), attempts))?;
     serde_json::from_str(&text).map_err(|e| {
         let head: String = text.chars().take(120).collect();
-        fail(
-            provider,
-            &format!("the reply is not valid JSON ({e}): {head}"),
-            attempts,
-        )
+        fail(provider, &format!("the reply is not valid JSON ({e}): {head}"), attempts)
     })
 }
 
@@ -143,13 +113,8 @@ pub(crate) async fn read_sse(
     let mut stream = resp.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| {
-            fail(
-                provider,
-                &format!("the stream broke off: {}", root_cause(&e)),
-                attempts,
-            )
-        })?;
+        let chunk =
+            chunk.map_err(|e| fail(provider, &format!("the stream broke off: {}", root_cause(&e)), attempts))?;
         buf.extend_from_slice(&chunk);
         while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = buf.drain(..=nl).collect();
@@ -177,14 +142,8 @@ mod tests {
 
     #[test]
     fn api_error_messages_are_extracted() {
-        assert_eq!(
-            error_message(r#"{"error": {"message": "Rate limit reached"}}"#),
-            "Rate limit reached"
-        );
-        assert_eq!(
-            error_message("<html>bad gateway</html>"),
-            "<html>bad gateway</html>"
-        );
+        assert_eq!(error_message(r#"{"error": {"message": "Rate limit reached"}}"#), "Rate limit reached");
+        assert_eq!(error_message("<html>bad gateway</html>"), "<html>bad gateway</html>");
         assert_eq!(error_message(""), "(empty body)");
     }
 }

@@ -41,10 +41,7 @@ pub struct Message {
 impl Message {
     /// A message with `role` and `content`.
     pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            role: role.into(),
-            content: content.into(),
-        }
+        Message { role: role.into(), content: content.into() }
     }
 }
 
@@ -103,11 +100,8 @@ pub trait Provider: Send + Sync {
 
     /// Answers `request`. When `tokens` is given and the provider can stream, pieces of the reply
     /// go to it as they arrive; the full reply is returned either way.
-    fn complete<'a>(
-        &'a self,
-        request: &'a LlmRequest,
-        tokens: Option<TokenSink>,
-    ) -> BoxFuture<'a, Result<LlmResponse>>;
+    fn complete<'a>(&'a self, request: &'a LlmRequest, tokens: Option<TokenSink>)
+    -> BoxFuture<'a, Result<LlmResponse>>;
 }
 
 /// A model exchange as recorded in a turn's checkpoint: what was asked and what came back.
@@ -159,11 +153,7 @@ impl LlmChoice {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let which = var("RULEWEAVE_LLM").filter(|v| !v.is_empty());
         let which = which.unwrap_or_else(|| {
-            if var("OPENAI_API_KEY").is_some_and(|k| !k.is_empty()) {
-                "openai".into()
-            } else {
-                "standin".into()
-            }
+            if var("OPENAI_API_KEY").is_some_and(|k| !k.is_empty()) { "openai".into() } else { "standin".into() }
         });
         let map = ModelMap::from_vars(&var)?;
         let provider: Arc<dyn Provider> = match which.as_str() {
@@ -173,9 +163,7 @@ impl LlmChoice {
             other => {
                 return Err(Error::new(
                     ErrorKind::Input,
-                    format!(
-                        "RULEWEAVE_LLM={other} is not a provider; use standin, openai or anthropic"
-                    ),
+                    format!("RULEWEAVE_LLM={other} is not a provider; use standin, openai or anthropic"),
                 ));
             }
         };
@@ -204,11 +192,7 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy {
-            max_retries: 3,
-            base_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(8),
-        }
+        RetryPolicy { max_retries: 3, base_backoff: Duration::from_millis(500), max_backoff: Duration::from_secs(8) }
     }
 }
 
@@ -236,12 +220,11 @@ impl RetryPolicy {
 pub(crate) fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>> {
     match var(name).filter(|v| !v.is_empty()) {
         None => Ok(None),
-        Some(v) => v.trim().parse().map(Some).map_err(|_| {
-            Error::new(
-                ErrorKind::Input,
-                format!("{name}={v} is not a whole number"),
-            )
-        }),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::new(ErrorKind::Input, format!("{name}={v} is not a whole number"))),
     }
 }
 
@@ -260,16 +243,9 @@ impl ModelMap {
     pub fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
         let all = var("RULEWEAVE_MODEL").filter(|v| !v.is_empty());
         let mut map = Vec::new();
-        for pair in var("RULEWEAVE_MODEL_MAP")
-            .unwrap_or_default()
-            .split(',')
-            .filter(|p| !p.trim().is_empty())
-        {
+        for pair in var("RULEWEAVE_MODEL_MAP").unwrap_or_default().split(',').filter(|p| !p.trim().is_empty()) {
             let (from, to) = pair.split_once('=').ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Input,
-                    format!("RULEWEAVE_MODEL_MAP entry `{pair}` is not from=to"),
-                )
+                Error::new(ErrorKind::Input, format!("RULEWEAVE_MODEL_MAP entry `{pair}` is not from=to"))
             })?;
             map.push((from.trim().to_owned(), to.trim().to_owned()));
         }
@@ -289,10 +265,7 @@ impl ModelMap {
         if self.all.is_none() && self.map.is_empty() {
             provider
         } else {
-            Arc::new(Mapped {
-                inner: provider,
-                map: self,
-            })
+            Arc::new(Mapped { inner: provider, map: self })
         }
     }
 }
@@ -322,9 +295,7 @@ impl Provider for Mapped {
 
 /// A rough token count for providers that report none (the stand-in): words × 4/3.
 pub(crate) fn estimate_tokens(text: &str) -> u32 {
-    (crate::text::word_count(text) as u32)
-        .saturating_mul(4)
-        .div_ceil(3)
+    (crate::text::word_count(text) as u32).saturating_mul(4).div_ceil(3)
 }
 
 #[cfg(test)]
@@ -333,32 +304,18 @@ mod tests {
     use std::collections::HashMap;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |k| m.get(k).cloned()
     }
 
     #[test]
     fn provider_choice_follows_the_environment() {
-        assert!(matches!(
-            LlmChoice::from_vars(vars(&[])).unwrap(),
-            LlmChoice::Standin
-        ));
+        assert!(matches!(LlmChoice::from_vars(vars(&[])).unwrap(), LlmChoice::Standin));
         let c = LlmChoice::from_vars(vars(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
         assert!(matches!(&c, LlmChoice::Provider(p) if p.name() == "openai"));
-        let c = LlmChoice::from_vars(vars(&[
-            ("OPENAI_API_KEY", "sk-x"),
-            ("RULEWEAVE_LLM", "standin"),
-        ]))
-        .unwrap();
+        let c = LlmChoice::from_vars(vars(&[("OPENAI_API_KEY", "sk-x"), ("RULEWEAVE_LLM", "standin")])).unwrap();
         assert!(matches!(c, LlmChoice::Standin));
-        let c = LlmChoice::from_vars(vars(&[
-            ("RULEWEAVE_LLM", "anthropic"),
-            ("ANTHROPIC_API_KEY", "k"),
-        ]))
-        .unwrap();
+        let c = LlmChoice::from_vars(vars(&[("RULEWEAVE_LLM", "anthropic"), ("ANTHROPIC_API_KEY", "k")])).unwrap();
         assert!(matches!(&c, LlmChoice::Provider(p) if p.name() == "anthropic"));
         let e = LlmChoice::from_vars(vars(&[("RULEWEAVE_LLM", "gemini")])).unwrap_err();
         assert!(e.detail().contains("gemini"), "{e}");
@@ -372,18 +329,10 @@ mod tests {
 
     #[test]
     fn models_are_renamed() {
-        let m = ModelMap::from_vars(&vars(&[(
-            "RULEWEAVE_MODEL_MAP",
-            "gpt-4o-mini=llama3.2, a=b",
-        )]))
-        .unwrap();
+        let m = ModelMap::from_vars(&vars(&[("RULEWEAVE_MODEL_MAP", "gpt-4o-mini=llama3.2, a=b")])).unwrap();
         assert_eq!(m.resolve("gpt-4o-mini"), "llama3.2");
         assert_eq!(m.resolve("gpt-4-turbo"), "gpt-4-turbo");
-        let m = ModelMap::from_vars(&vars(&[
-            ("RULEWEAVE_MODEL", "qwen"),
-            ("RULEWEAVE_MODEL_MAP", "a=b"),
-        ]))
-        .unwrap();
+        let m = ModelMap::from_vars(&vars(&[("RULEWEAVE_MODEL", "qwen"), ("RULEWEAVE_MODEL_MAP", "a=b")])).unwrap();
         assert_eq!(m.resolve("a"), "b");
         assert_eq!(m.resolve("gpt-4o-mini"), "qwen");
         assert!(ModelMap::from_vars(&vars(&[("RULEWEAVE_MODEL_MAP", "oops")])).is_err());
@@ -399,9 +348,6 @@ mod tests {
         assert_eq!(p.backoff(0, None), Duration::from_millis(100));
         assert_eq!(p.backoff(2, None), Duration::from_millis(400));
         assert_eq!(p.backoff(3, None), Duration::from_millis(500));
-        assert_eq!(
-            p.backoff(0, Some(Duration::from_secs(30))),
-            Duration::from_millis(500)
-        );
+        assert_eq!(p.backoff(0, Some(Duration::from_secs(30))), Duration::from_millis(500));
     }
 }

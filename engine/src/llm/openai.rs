@@ -5,9 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::{
-    BoxFuture, LlmRequest, LlmResponse, Provider, RetryPolicy, TokenSink, Usage, http, parse_var,
-};
+use super::{BoxFuture, LlmRequest, LlmResponse, Provider, RetryPolicy, TokenSink, Usage, http, parse_var};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where and how the `openai` provider sends requests.
@@ -42,10 +40,7 @@ impl OpenAiConfig {
     }
 
     pub(crate) fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let mut c = OpenAiConfig {
-            api_key: var("OPENAI_API_KEY").filter(|k| !k.is_empty()),
-            ..Default::default()
-        };
+        let mut c = OpenAiConfig { api_key: var("OPENAI_API_KEY").filter(|k| !k.is_empty()), ..Default::default() };
         if let Some(url) = var("OPENAI_BASE_URL").filter(|u| !u.is_empty()) {
             c.base_url = url;
         }
@@ -69,11 +64,7 @@ impl OpenAi {
     pub fn new(config: OpenAiConfig) -> Result<Self> {
         let client = http::client(config.timeout)?;
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        Ok(OpenAi {
-            config,
-            client,
-            url,
-        })
+        Ok(OpenAi { config, client, url })
     }
 
     fn body(request: &LlmRequest, stream: bool) -> Value {
@@ -110,9 +101,7 @@ impl OpenAi {
                 let content = v
                     .pointer("/choices/0/message/content")
                     .and_then(Value::as_str)
-                    .ok_or_else(|| {
-                        malformed("the reply has no choices[0].message.content", attempts)
-                    })?;
+                    .ok_or_else(|| malformed("the reply has no choices[0].message.content", attempts))?;
                 Ok(LlmResponse {
                     content: content.to_owned(),
                     model: v["model"].as_str().unwrap_or(&request.model).to_owned(),
@@ -128,16 +117,9 @@ impl OpenAi {
                     if data == "[DONE]" {
                         return Ok(());
                     }
-                    let v: Value = serde_json::from_str(data).map_err(|e| {
-                        malformed(
-                            &format!("a streamed chunk is not valid JSON ({e})"),
-                            attempts,
-                        )
-                    })?;
-                    if let Some(piece) = v
-                        .pointer("/choices/0/delta/content")
-                        .and_then(Value::as_str)
-                    {
+                    let v: Value = serde_json::from_str(data)
+                        .map_err(|e| malformed(&format!("a streamed chunk is not valid JSON ({e})"), attempts))?;
+                    if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str) {
                         if !piece.is_empty() {
                             sink(piece);
                             content.push_str(piece);
@@ -152,12 +134,7 @@ impl OpenAi {
                     Ok(())
                 })
                 .await?;
-                Ok(LlmResponse {
-                    content,
-                    model,
-                    usage: use_,
-                    attempts,
-                })
+                Ok(LlmResponse { content, model, usage: use_, attempts })
             }
         }
     }
@@ -165,19 +142,13 @@ impl OpenAi {
 
 fn usage(v: &Value) -> Usage {
     let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
-    Usage {
-        prompt_tokens: n("/usage/prompt_tokens"),
-        completion_tokens: n("/usage/completion_tokens"),
-    }
+    Usage { prompt_tokens: n("/usage/prompt_tokens"), completion_tokens: n("/usage/completion_tokens") }
 }
 
 fn malformed(why: &str, attempts: u32) -> Error {
     Error::new(
         ErrorKind::Llm,
-        format!(
-            "openai: {why} (after {attempts} attempt{})",
-            if attempts == 1 { "" } else { "s" }
-        ),
+        format!("openai: {why} (after {attempts} attempt{})", if attempts == 1 { "" } else { "s" }),
     )
 }
 
@@ -220,15 +191,7 @@ mod tests {
             json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
                    "temperature": 0.3, "max_tokens": 500, "response_format": {"type": "json_object"}})
         );
-        let b = OpenAi::body(
-            &LlmRequest {
-                temperature: None,
-                max_tokens: None,
-                json: false,
-                ..r
-            },
-            true,
-        );
+        let b = OpenAi::body(&LlmRequest { temperature: None, max_tokens: None, json: false, ..r }, true);
         assert_eq!(b["stream"], json!(true));
         assert!(b.get("temperature").is_none() && b.get("response_format").is_none());
     }

@@ -40,18 +40,8 @@ impl Standin {
             .collect();
         m.insert("messages".into(), Dynamic::from_array(messages));
         m.insert("json".into(), request.json.into());
-        m.insert(
-            "temperature".into(),
-            request
-                .temperature
-                .map_or(Dynamic::UNIT, Dynamic::from_float),
-        );
-        m.insert(
-            "max_tokens".into(),
-            request
-                .max_tokens
-                .map_or(Dynamic::UNIT, |n| Dynamic::from_int(n.into())),
-        );
+        m.insert("temperature".into(), request.temperature.map_or(Dynamic::UNIT, Dynamic::from_float));
+        m.insert("max_tokens".into(), request.max_tokens.map_or(Dynamic::UNIT, |n| Dynamic::from_int(n.into())));
         m
     }
 
@@ -59,21 +49,10 @@ impl Standin {
         let mut this = Dynamic::UNIT;
         let reply = self
             .sandbox
-            .call(
-                &self.respond,
-                &mut this,
-                (Dynamic::from_map(Self::request_map(request)),),
-                None,
-            )
+            .call(&self.respond, &mut this, (Dynamic::from_map(Self::request_map(request)),), None)
             .map_err(|e| {
-                Error::new(
-                    ErrorKind::Llm,
-                    format!("the stand-in model failed: {}", e.detail()),
-                )
-                .at(e
-                    .origin()
-                    .cloned()
-                    .unwrap_or_else(|| crate::error::Origin::file("")))
+                Error::new(ErrorKind::Llm, format!("the stand-in model failed: {}", e.detail()))
+                    .at(e.origin().cloned().unwrap_or_else(|| crate::error::Origin::file("")))
             })?;
         let content = if reply.is_string() {
             reply.to_string()
@@ -89,19 +68,10 @@ impl Standin {
             ));
         };
         let usage = Usage {
-            prompt_tokens: request
-                .messages
-                .iter()
-                .map(|m| estimate_tokens(&m.content))
-                .sum(),
+            prompt_tokens: request.messages.iter().map(|m| estimate_tokens(&m.content)).sum(),
             completion_tokens: estimate_tokens(&content),
         };
-        Ok(LlmResponse {
-            content,
-            model: format!("{} (stand-in)", request.model),
-            usage,
-            attempts: 1,
-        })
+        Ok(LlmResponse { content, model: format!("{} (stand-in)", request.model), usage, attempts: 1 })
     }
 }
 

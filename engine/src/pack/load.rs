@@ -11,9 +11,7 @@ use rhai::Map;
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
-use super::manifest::{
-    self, Manifest, ModelDecl, NodeDecl, ParseMode, Reducer, RouteDecl, SpannedStr, TypeName,
-};
+use super::manifest::{self, Manifest, ModelDecl, NodeDecl, ParseMode, Reducer, RouteDecl, SpannedStr, TypeName};
 use super::{Display, Finish, InputSpec, ModelSpec, OptionSpec, Pack, Profile};
 use crate::error::{Error, ErrorKind, Origin, Result};
 use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, Target, Then};
@@ -33,26 +31,11 @@ const RESERVED: &[&str] = &["params", "options", "input", "vars", "this", "START
 pub(crate) fn load(root: &Path, name: &str, natives: NativeNames<'_>) -> Result<Pack> {
     let manifest_path = format!("config/{name}.yaml");
     let text = std::fs::read_to_string(root.join(&manifest_path)).map_err(|e| {
-        let kind = if e.kind() == std::io::ErrorKind::NotFound {
-            ErrorKind::NotFound
-        } else {
-            ErrorKind::Io
-        };
-        Error::new(
-            kind,
-            format!("cannot read the manifest of pack `{name}`: {e}"),
-        )
-        .at(Origin::file(&manifest_path))
+        let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Io };
+        Error::new(kind, format!("cannot read the manifest of pack `{name}`: {e}")).at(Origin::file(&manifest_path))
     })?;
-    let manifest: Manifest =
-        serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
-    let mut l = Loader {
-        root,
-        pack: name.to_owned(),
-        manifest_path,
-        errors: Vec::new(),
-        files: Vec::new(),
-    };
+    let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
+    let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), files: Vec::new() };
     l.files.push((l.manifest_path.clone(), text.into_bytes()));
     let pack = l.build(manifest, natives);
     match Error::collect(std::mem::take(&mut l.errors)) {
@@ -68,10 +51,7 @@ fn yaml_error(e: &serde_saphyr::Error, file: &str) -> Error {
         Some(loc) => {
             let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
             let msg = msg.strip_suffix(&suffix).unwrap_or(&msg).to_owned();
-            return Error::pack(
-                msg,
-                Origin::new(file, loc.line() as u32, loc.column() as u32),
-            );
+            return Error::pack(msg, Origin::new(file, loc.line() as u32, loc.column() as u32));
         }
         None => Origin::file(file),
     };
@@ -100,11 +80,7 @@ struct Refs<'a> {
 
 impl Loader<'_> {
     fn at<T>(&self, s: &Spanned<T>) -> Origin {
-        Origin::new(
-            &self.manifest_path,
-            s.referenced.line() as u32,
-            s.referenced.column() as u32,
-        )
+        Origin::new(&self.manifest_path, s.referenced.line() as u32, s.referenced.column() as u32)
     }
 
     fn error(&mut self, detail: impl Into<String>, origin: Origin) {
@@ -115,19 +91,9 @@ impl Loader<'_> {
         if let Some(n) = &m.name
             && n.value != self.pack
         {
-            self.error(
-                format!(
-                    "the manifest says `name: {}` but the file is {}.yaml",
-                    n.value, self.pack
-                ),
-                self.at(n),
-            );
+            self.error(format!("the manifest says `name: {}` but the file is {}.yaml", n.value, self.pack), self.at(n));
         }
-        let params: Map = m
-            .params
-            .iter()
-            .map(|(k, v)| (k.as_str().into(), value::from_json(&v.value)))
-            .collect();
+        let params: Map = m.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(&v.value))).collect();
         let options = self.options(&m.options);
         let profiles = Arc::new(self.profiles(&m.llm, &options));
         let schema = self.schema(&m.state);
@@ -146,7 +112,8 @@ impl Loader<'_> {
                 *flag = true;
             }
         }
-        let prompts = match Prompts::load(self.root, &self.pack, &params, inline) {
+        let fields: HashSet<&str> = schema.fields.keys().map(String::as_str).collect();
+        let prompts = match Prompts::load(self.root, &self.pack, &params, &fields, inline) {
             Ok(p) => p,
             Err(errs) => {
                 self.errors.extend(errs);
@@ -156,12 +123,7 @@ impl Loader<'_> {
         let prompts = Arc::new(prompts);
         self.add_dir_files("prompts", &self.pack.clone(), "j2");
 
-        let shared = Arc::new(HostShared::new(
-            self.pack.clone(),
-            params.clone(),
-            prompts.clone(),
-            profiles.clone(),
-        ));
+        let shared = Arc::new(HostShared::new(self.pack.clone(), params.clone(), prompts.clone(), profiles.clone()));
         let limits = self.limits(&m.limits);
         let libs = self.read_scripts("lib");
         let sandbox = match Sandbox::new(limits, shared.clone(), &libs) {
@@ -177,10 +139,7 @@ impl Loader<'_> {
         for (path, source) in self.read_scripts(&self.pack.clone()) {
             match sandbox.compile(&path, &source) {
                 Ok(f) => {
-                    scripts.insert(
-                        path.strip_prefix(&prefix).unwrap_or(&path).to_owned(),
-                        Arc::new(f),
-                    );
+                    scripts.insert(path.strip_prefix(&prefix).unwrap_or(&path).to_owned(), Arc::new(f));
                 }
                 Err(e) => self.errors.push(e),
             }
@@ -195,47 +154,31 @@ impl Loader<'_> {
             params: &params,
             natives,
         };
-        let init = m
-            .init
-            .as_ref()
-            .and_then(|r| self.resolve(&refs, r, None, 0));
-        let standin = m
-            .standin
-            .as_ref()
-            .and_then(|r| self.resolve(&refs, r, Some("respond"), 1));
+        let init = m.init.as_ref().and_then(|r| self.resolve(&refs, r, None, 0));
+        let standin = m.standin.as_ref().and_then(|r| self.resolve(&refs, r, Some("respond"), 1));
         let graph = self.graph(&m.graph, &refs);
 
         for out in &m.output {
             if !schema.fields.contains_key(&out.value) {
-                self.error(
-                    format!("output `{}` is not a state field", out.value),
-                    self.at(out),
-                );
+                self.error(format!("output `{}` is not a state field", out.value), self.at(out));
             }
         }
         let finish = m.finish.as_ref().and_then(|f| {
             let when = &f.value.when;
             match schema.fields.get(&when.value) {
-                Some(field) if field.ty == TypeName::Bool => Some(Finish {
-                    field: when.value.clone(),
-                    message: f.value.message.clone(),
-                }),
+                Some(field) if field.ty == TypeName::Bool => {
+                    Some(Finish { field: when.value.clone(), message: f.value.message.clone() })
+                }
                 Some(field) => {
                     self.error(
-                        format!(
-                            "finish.when must name a bool field; `{}` is a {}",
-                            when.value, field.ty
-                        ),
+                        format!("finish.when must name a bool field; `{}` is a {}", when.value, field.ty),
                         self.at(when),
                     );
                     None
                 }
                 None => {
                     self.error(
-                        format!(
-                            "finish.when names `{}`, which is not a state field",
-                            when.value
-                        ),
+                        format!("finish.when names `{}`, which is not a state field", when.value),
                         self.at(when),
                     );
                     None
@@ -247,10 +190,7 @@ impl Loader<'_> {
             let name = format!("display.{part}");
             if prompts.contains(&name) {
                 for (var, origin) in prompts.unknown_variables(&name, &known, &params) {
-                    self.error(
-                        format!("display.{part} reads `{var}`, which is not a state field"),
-                        origin,
-                    );
+                    self.error(format!("display.{part} reads `{var}`, which is not a state field"), origin);
                 }
             }
         }
@@ -259,8 +199,7 @@ impl Loader<'_> {
         if !self.errors.is_empty() {
             return None;
         }
-        let standin = standin
-            .map(|f| Arc::new(Standin::new(sandbox.clone(), f)) as Arc<dyn crate::llm::Provider>);
+        let standin = standin.map(|f| Arc::new(Standin::new(sandbox.clone(), f)) as Arc<dyn crate::llm::Provider>);
         Some(Pack {
             name: self.pack.clone(),
             description: m.description.trim().to_owned(),
@@ -283,44 +222,28 @@ impl Loader<'_> {
         })
     }
 
-    fn options(
-        &mut self,
-        decls: &IndexMap<String, Spanned<manifest::OptionDecl>>,
-    ) -> IndexMap<String, OptionSpec> {
+    fn options(&mut self, decls: &IndexMap<String, Spanned<manifest::OptionDecl>>) -> IndexMap<String, OptionSpec> {
         let mut out = IndexMap::new();
         for (name, d) in decls {
             let at = self.at(d);
             let d = &d.value;
-            let inferred = d
-                .default
-                .as_ref()
-                .or(d.values.as_ref().and_then(|v| v.first()))
-                .map(infer_type);
+            let inferred = d.default.as_ref().or(d.values.as_ref().and_then(|v| v.first())).map(infer_type);
             let ty = d.ty.or(inferred).unwrap_or(TypeName::String);
             if let Some(values) = &d.values {
                 if values.is_empty() {
                     self.error(format!("option `{name}` lists no values"), at.clone());
                 }
                 for v in values.iter().filter(|v| !value::json_has_type(ty, v)) {
-                    self.error(
-                        format!("option `{name}` is a {ty}, but value {v} is not"),
-                        at.clone(),
-                    );
+                    self.error(format!("option `{name}` is a {ty}, but value {v} is not"), at.clone());
                 }
             }
             if let Some(def) = &d.default {
                 if !value::json_has_type(ty, def) {
-                    self.error(
-                        format!("option `{name}` is a {ty}, but its default {def} is not"),
-                        at.clone(),
-                    );
+                    self.error(format!("option `{name}` is a {ty}, but its default {def} is not"), at.clone());
                 } else if let Some(values) = &d.values
                     && !values.contains(def)
                 {
-                    self.error(
-                        format!("the default of option `{name}` ({def}) is not one of its values"),
-                        at.clone(),
-                    );
+                    self.error(format!("the default of option `{name}` ({def}) is not one of its values"), at.clone());
                 }
             }
             let spec = OptionSpec {
@@ -348,7 +271,12 @@ impl Loader<'_> {
                 ModelDecl::ByOption(by) => {
                     let model_at = self.at(&d.model);
                     let Some((option, models)) = by.iter().next().filter(|_| by.len() == 1) else {
-                        self.error(format!("profile `{name}`: model is a name or {{option: {{value: model}}}} with one option"), model_at);
+                        self.error(
+                            format!(
+                                "profile `{name}`: model is a name or {{option: {{value: model}}}} with one option"
+                            ),
+                            model_at,
+                        );
                         continue;
                     };
                     match options.get(option).and_then(|o| o.values.as_ref()) {
@@ -370,25 +298,16 @@ impl Loader<'_> {
                             }
                         }
                     }
-                    ModelSpec::ByOption {
-                        option: option.clone(),
-                        models: models.clone(),
-                    }
+                    ModelSpec::ByOption { option: option.clone(), models: models.clone() }
                 }
             };
             if let Some(t) = d.temperature
                 && !(0.0..=2.0).contains(&t)
             {
-                self.error(
-                    format!("profile `{name}`: temperature {t} is outside 0..2"),
-                    at.clone(),
-                );
+                self.error(format!("profile `{name}`: temperature {t} is outside 0..2"), at.clone());
             }
             if d.max_tokens == Some(0) {
-                self.error(
-                    format!("profile `{name}`: max_tokens must be at least 1"),
-                    at.clone(),
-                );
+                self.error(format!("profile `{name}`: max_tokens must be at least 1"), at.clone());
             }
             let profile = Profile {
                 name: name.clone(),
@@ -408,7 +327,13 @@ impl Loader<'_> {
             let at = self.at(d);
             let d = &d.value;
             if !is_identifier(name) || RESERVED.contains(&name.as_str()) {
-                self.error(format!("`{name}` cannot name a state field (it must be an identifier other than {})", RESERVED.join(", ")), at.clone());
+                self.error(
+                    format!(
+                        "`{name}` cannot name a state field (it must be an identifier other than {})",
+                        RESERVED.join(", ")
+                    ),
+                    at.clone(),
+                );
             }
             let fits = match d.reducer {
                 Reducer::Replace => true,
@@ -418,52 +343,28 @@ impl Loader<'_> {
             };
             if !fits {
                 self.error(
-                    format!(
-                        "field `{name}`: reducer {} does not fit a {} field",
-                        d.reducer.as_str(),
-                        d.ty
-                    ),
+                    format!("field `{name}`: reducer {} does not fit a {} field", d.reducer.as_str(), d.ty),
                     at.clone(),
                 );
             }
             let default = match &d.default {
-                Some(v)
-                    if value::json_has_type(d.ty, v) || (d.ty == TypeName::Float && v.is_i64()) =>
-                {
-                    let v = if d.ty == TypeName::Float {
-                        serde_json::json!(v.as_f64())
-                    } else {
-                        v.clone()
-                    };
+                Some(v) if value::json_has_type(d.ty, v) || (d.ty == TypeName::Float && v.is_i64()) => {
+                    let v = if d.ty == TypeName::Float { serde_json::json!(v.as_f64()) } else { v.clone() };
                     value::from_json(&v)
                 }
                 Some(v) => {
-                    self.error(
-                        format!("field `{name}` is a {}, but its default {v} is not", d.ty),
-                        at.clone(),
-                    );
+                    self.error(format!("field `{name}` is a {}, but its default {v} is not", d.ty), at.clone());
                     value::zero(d.ty)
                 }
                 None => value::zero(d.ty),
             };
-            fields.insert(
-                name.clone(),
-                Field {
-                    ty: d.ty,
-                    reducer: d.reducer,
-                    default,
-                    doc: d.doc.clone(),
-                    origin: at,
-                },
-            );
+            fields
+                .insert(name.clone(), Field { ty: d.ty, reducer: d.reducer, default, doc: d.doc.clone(), origin: at });
         }
         Schema { fields }
     }
 
-    fn inputs(
-        &mut self,
-        decls: &IndexMap<String, Spanned<manifest::InputDecl>>,
-    ) -> IndexMap<String, InputSpec> {
+    fn inputs(&mut self, decls: &IndexMap<String, Spanned<manifest::InputDecl>>) -> IndexMap<String, InputSpec> {
         let mut out = IndexMap::new();
         for (name, d) in decls {
             let at = self.at(d);
@@ -471,10 +372,7 @@ impl Loader<'_> {
             if let Some(def) = &d.default
                 && !value::json_has_type(d.ty, def)
             {
-                self.error(
-                    format!("input `{name}` is a {}, but its default {def} is not", d.ty),
-                    at,
-                );
+                self.error(format!("input `{name}` is a {}, but its default {def} is not", d.ty), at);
             }
             let spec = InputSpec {
                 ty: d.ty,
@@ -492,9 +390,7 @@ impl Loader<'_> {
         let base = Limits::default();
         Limits {
             max_operations: d.max_operations.unwrap_or(base.max_operations),
-            max_wall: d
-                .max_wall_ms
-                .map_or(base.max_wall, std::time::Duration::from_millis),
+            max_wall: d.max_wall_ms.map_or(base.max_wall, std::time::Duration::from_millis),
             max_call_levels: d.max_call_levels.unwrap_or(base.max_call_levels),
             max_string_size: d.max_string_size.unwrap_or(base.max_string_size),
             max_array_size: d.max_array_size.unwrap_or(base.max_array_size),
@@ -528,16 +424,12 @@ impl Loader<'_> {
         paths.sort();
         let mut out = Vec::new();
         for p in paths {
-            let rel = p
-                .strip_prefix(self.root)
-                .unwrap_or(&p)
-                .to_string_lossy()
-                .replace('\\', "/");
+            let rel = p.strip_prefix(self.root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
             match std::fs::read(&p) {
                 Ok(bytes) => out.push((rel, bytes)),
-                Err(e) => self.errors.push(
-                    Error::new(ErrorKind::Io, format!("cannot read: {e}")).at(Origin::file(rel)),
-                ),
+                Err(e) => {
+                    self.errors.push(Error::new(ErrorKind::Io, format!("cannot read: {e}")).at(Origin::file(rel)))
+                }
             }
         }
         out
@@ -553,52 +445,26 @@ impl Loader<'_> {
             h.update((bytes.len() as u64).to_le_bytes());
             h.update(bytes);
         }
-        h.finalize()
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
     }
 
     /// Resolves `file.rhai::fn` (or `file.rhai` with a default function) to a function taking
     /// `arity` parameters.
-    fn resolve(
-        &mut self,
-        refs: &Refs<'_>,
-        r: &SpannedStr,
-        default_fn: Option<&str>,
-        arity: usize,
-    ) -> Option<FnRef> {
+    fn resolve(&mut self, refs: &Refs<'_>, r: &SpannedStr, default_fn: Option<&str>, arity: usize) -> Option<FnRef> {
         let at = self.at(r);
         let (file, func) = match (r.value.split_once("::"), default_fn) {
             (Some((f, n)), _) => (f.trim(), n.trim()),
             (None, Some(n)) => (r.value.trim(), n),
             (None, None) => {
-                self.error(
-                    format!(
-                        "`{}` is not a script reference; write file.rhai::function",
-                        r.value
-                    ),
-                    at,
-                );
+                self.error(format!("`{}` is not a script reference; write file.rhai::function", r.value), at);
                 return None;
             }
         };
         let Some(script) = refs.scripts.get(file) else {
             let mut known: Vec<&str> = refs.scripts.keys().map(String::as_str).collect();
             known.sort();
-            let known = if known.is_empty() {
-                "none".to_owned()
-            } else {
-                known.join(", ")
-            };
-            self.error(
-                format!(
-                    "there is no script `{file}` in scripts/{}/ (scripts: {known})",
-                    self.pack
-                ),
-                at,
-            );
+            let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+            self.error(format!("there is no script `{file}` in scripts/{}/ (scripts: {known})", self.pack), at);
             return None;
         };
         if !script.has_fn(func, arity) {
@@ -608,26 +474,13 @@ impl Loader<'_> {
             } else {
                 format!(
                     "defines it with {} parameter(s)",
-                    found
-                        .iter()
-                        .map(|n| n.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" or ")
+                    found.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" or ")
                 )
             };
-            self.error(
-                format!(
-                    "`{}::{func}` must be a function of {arity} parameter(s); {file} {why}",
-                    file
-                ),
-                at,
-            );
+            self.error(format!("`{}::{func}` must be a function of {arity} parameter(s); {file} {why}", file), at);
             return None;
         }
-        Some(FnRef {
-            file: script.clone(),
-            name: func.into(),
-        })
+        Some(FnRef { file: script.clone(), name: func.into() })
     }
 
     fn graph(&mut self, g: &manifest::GraphDecl, refs: &Refs<'_>) -> Option<Graph> {
@@ -636,7 +489,10 @@ impl Loader<'_> {
         for (i, (name, decl)) in g.nodes.iter().enumerate() {
             let at = self.at(decl);
             if !is_identifier(name) || name == "START" || name == "END" {
-                self.error(format!("`{name}` cannot name a node (it must be an identifier other than START and END)"), at.clone());
+                self.error(
+                    format!("`{name}` cannot name a node (it must be an identifier other than START and END)"),
+                    at.clone(),
+                );
             }
             index.insert(name.clone(), i);
             let kind = self.node(name, &decl.value, at.clone(), refs);
@@ -662,13 +518,7 @@ impl Loader<'_> {
         for (from, decl) in &g.routes {
             let at = self.at(decl);
             let Some(&i) = graph.index.get(from) else {
-                self.error(
-                    format!(
-                        "a route leaves `{from}`, which is not a node ({})",
-                        node_list(&graph)
-                    ),
-                    at,
-                );
+                self.error(format!("a route leaves `{from}`, which is not a node ({})", node_list(&graph)), at);
                 continue;
             };
             let route = match &decl.value {
@@ -680,16 +530,9 @@ impl Loader<'_> {
                         let when = match (&c.when, last) {
                             (Some(w), _) => {
                                 let at = self.at(w);
-                                match refs.sandbox.compile_expr(
-                                    &format!("when_{from}_{k}"),
-                                    &w.value,
-                                    &at,
-                                ) {
+                                match refs.sandbox.compile_expr(&format!("when_{from}_{k}"), &w.value, &at) {
                                     Ok(f) => Some((
-                                        FnRef {
-                                            file: Arc::new(f),
-                                            name: format!("when_{from}_{k}").into(),
-                                        },
+                                        FnRef { file: Arc::new(f), name: format!("when_{from}_{k}").into() },
                                         w.value.clone(),
                                     )),
                                     Err(e) => {
@@ -699,7 +542,10 @@ impl Loader<'_> {
                                 }
                             }
                             (None, false) => {
-                                self.error(format!("route out of `{from}`: only the last case may leave out `when`"), self.at(&c.to));
+                                self.error(
+                                    format!("route out of `{from}`: only the last case may leave out `when`"),
+                                    self.at(&c.to),
+                                );
                                 None
                             }
                             (None, true) => None,
@@ -707,7 +553,10 @@ impl Loader<'_> {
                         out.push(Case { when, to });
                     }
                     if cases.last().is_some_and(|c| c.when.is_some()) {
-                        self.error(format!("route out of `{from}`: the last case must have no `when` (it is the default)"), at);
+                        self.error(
+                            format!("route out of `{from}`: the last case must have no `when` (it is the default)"),
+                            at,
+                        );
                     }
                     Route::Cases(out)
                 }
@@ -730,15 +579,9 @@ impl Loader<'_> {
     }
 
     fn node(&mut self, name: &str, d: &NodeDecl, at: Origin, refs: &Refs<'_>) -> Option<NodeKind> {
-        let kinds = [d.script.is_some(), d.llm.is_some(), d.native.is_some()]
-            .iter()
-            .filter(|k| **k)
-            .count();
+        let kinds = [d.script.is_some(), d.llm.is_some(), d.native.is_some()].iter().filter(|k| **k).count();
         if kinds != 1 {
-            self.error(
-                format!("node `{name}` needs exactly one of `script`, `llm`, `native`"),
-                at,
-            );
+            self.error(format!("node `{name}` needs exactly one of `script`, `llm`, `native`"), at);
             return None;
         }
         if d.llm.is_none() {
@@ -763,7 +606,10 @@ impl Loader<'_> {
         if let Some(n) = &d.native {
             if !(refs.natives)(&n.value) {
                 self.error(
-                    format!("native node `{}` is not registered by this host (the `ruleweave` binary registers none)", n.value),
+                    format!(
+                        "native node `{}` is not registered by this host (the `ruleweave` binary registers none)",
+                        n.value
+                    ),
                     self.at(n),
                 );
                 return None;
@@ -773,7 +619,14 @@ impl Loader<'_> {
         let profile_ref = d.llm.as_ref()?;
         let Some(profile) = refs.profiles.get(&profile_ref.value) else {
             let known: Vec<&str> = refs.profiles.keys().map(String::as_str).collect();
-            self.error(format!("node `{name}` uses llm profile `{}`, which the pack does not define (profiles: {})", profile_ref.value, known.join(", ")), self.at(profile_ref));
+            self.error(
+                format!(
+                    "node `{name}` uses llm profile `{}`, which the pack does not define (profiles: {})",
+                    profile_ref.value,
+                    known.join(", ")
+                ),
+                self.at(profile_ref),
+            );
             return None;
         };
         let known: HashSet<&str> = refs.schema.fields.keys().map(String::as_str).collect();
@@ -781,29 +634,15 @@ impl Loader<'_> {
             let t = t.as_ref()?;
             if !refs.prompts.contains(&t.value) {
                 let files = refs.prompts.file_templates();
-                let files = if files.is_empty() {
-                    "none".to_owned()
-                } else {
-                    files.join(", ")
-                };
+                let files = if files.is_empty() { "none".to_owned() } else { files.join(", ") };
                 l.error(
-                    format!(
-                        "there is no template `{}` in prompts/{}/ (templates: {files})",
-                        t.value, l.pack
-                    ),
+                    format!("there is no template `{}` in prompts/{}/ (templates: {files})", t.value, l.pack),
                     l.at(t),
                 );
                 return None;
             }
-            for (var, origin) in refs
-                .prompts
-                .unknown_variables(&t.value, &known, refs.params)
-            {
-                let what = if var.starts_with("params.") {
-                    "a parameter"
-                } else {
-                    "a state field"
-                };
+            for (var, origin) in refs.prompts.unknown_variables(&t.value, &known, refs.params) {
+                let what = if var.starts_with("params.") { "a parameter" } else { "a state field" };
                 l.error(
                     format!(
                         "template `{}` reads `{var}`, which is not {what} or one of {}",
@@ -823,10 +662,7 @@ impl Loader<'_> {
                 Some(f) if f.ty == TypeName::List => {}
                 _ => {
                     self.error(
-                        format!(
-                            "history.from must name a list field; `{}` is not one",
-                            from.value
-                        ),
+                        format!("history.from must name a list field; `{}` is not one", from.value),
                         self.at(from),
                     );
                     return None;
@@ -835,9 +671,7 @@ impl Loader<'_> {
             for role in h.value.roles.values() {
                 if !["system", "user", "assistant"].contains(&role.as_str()) {
                     self.error(
-                        format!(
-                            "history.roles maps to `{role}`; chat roles are system, user, assistant"
-                        ),
+                        format!("history.roles maps to `{role}`; chat roles are system, user, assistant"),
                         self.at(h),
                     );
                 }
@@ -849,10 +683,7 @@ impl Loader<'_> {
             })
         });
         if d.system.is_none() && d.prompt.is_none() && d.history.is_none() {
-            self.error(
-                format!("llm node `{name}` needs a `prompt`, a `system` template or a `history`"),
-                at.clone(),
-            );
+            self.error(format!("llm node `{name}` needs a `prompt`, a `system` template or a `history`"), at.clone());
         }
         let vars = d.vars.as_ref().and_then(|v| self.resolve(refs, v, None, 0));
         let then = match (&d.then, &d.into) {
@@ -862,10 +693,7 @@ impl Loader<'_> {
                     Some(Then::Field(f.value.clone()))
                 }
                 _ => {
-                    self.error(
-                        format!("`into` must name a string field; `{}` is not one", f.value),
-                        self.at(f),
-                    );
+                    self.error(format!("`into` must name a string field; `{}` is not one", f.value), self.at(f));
                     None
                 }
             },
@@ -874,20 +702,10 @@ impl Loader<'_> {
                 None
             }
         };
-        let fallback = d
-            .fallback
-            .as_ref()
-            .and_then(|f| self.resolve(refs, f, None, 1));
-        let parse = d.parse.unwrap_or(if profile.json {
-            ParseMode::Json
-        } else {
-            ParseMode::Text
-        });
+        let fallback = d.fallback.as_ref().and_then(|f| self.resolve(refs, f, None, 1));
+        let parse = d.parse.unwrap_or(if profile.json { ParseMode::Json } else { ParseMode::Text });
         if parse == ParseMode::Json && matches!(then, Some(Then::Field(_))) {
-            self.error(
-                format!("llm node `{name}` parses JSON, which needs a `then` script, not `into`"),
-                at,
-            );
+            self.error(format!("llm node `{name}` parses JSON, which needs a `then` script, not `into`"), at);
         }
         Some(NodeKind::Llm(Box::new(LlmNode {
             profile: profile.name.clone(),
@@ -905,21 +723,11 @@ impl Loader<'_> {
     fn edge(&mut self, graph: &mut Graph, edge: &SpannedStr) {
         let at = self.at(edge);
         let Some((lhs, rhs)) = edge.value.split_once("->") else {
-            self.error(
-                format!("`{}` is not an edge; write `from -> to`", edge.value),
-                at,
-            );
+            self.error(format!("`{}` is not an edge; write `from -> to`", edge.value), at);
             return;
         };
-        let from: Vec<&str> = lhs
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        let to = self.targets(
-            graph,
-            &Spanned::new(rhs.to_owned(), edge.referenced, edge.defined),
-        );
+        let from: Vec<&str> = lhs.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+        let to = self.targets(graph, &Spanned::new(rhs.to_owned(), edge.referenced, edge.defined));
         match from.as_slice() {
             [] => self.error(format!("`{}` has nothing before `->`", edge.value), at),
             ["START"] => graph.entry.extend(to),
@@ -927,11 +735,7 @@ impl Loader<'_> {
                 Some(&i) => graph.edges[i].extend(to),
                 None if *one == "END" => self.error("no edge can leave END", at),
                 None => self.error(
-                    format!(
-                        "edge `{}` leaves `{one}`, which is not a node ({})",
-                        edge.value.trim(),
-                        node_list(graph)
-                    ),
+                    format!("edge `{}` leaves `{one}`, which is not a node ({})", edge.value.trim(), node_list(graph)),
                     at,
                 ),
             },
@@ -963,32 +767,19 @@ impl Loader<'_> {
                 ("END", _) => out.push(Target::End),
                 (_, Some(&i)) => out.push(Target::Node(i)),
                 ("", _) => self.error("an empty target", self.at(s)),
-                (_, None) => self.error(
-                    format!("`{name}` is not a node ({})", node_list(graph)),
-                    self.at(s),
-                ),
+                (_, None) => self.error(format!("`{name}` is not a node ({})", node_list(graph)), self.at(s)),
             }
         }
         out
     }
 
     fn check_graph(&mut self, graph: &Graph, g: &manifest::GraphDecl) {
-        let graph_at = g
-            .edges
-            .first()
-            .map_or_else(|| Origin::file(&self.manifest_path), |e| self.at(e));
+        let graph_at = g.edges.first().map_or_else(|| Origin::file(&self.manifest_path), |e| self.at(e));
         if graph.entry.is_empty() {
-            self.error(
-                "the graph has no entry: add an edge `START -> first_node`",
-                graph_at,
-            );
+            self.error("the graph has no entry: add an edge `START -> first_node`", graph_at);
             return;
         }
-        let joined: HashSet<usize> = graph
-            .joins
-            .iter()
-            .flat_map(|j| j.from.iter().copied())
-            .collect();
+        let joined: HashSet<usize> = graph.joins.iter().flat_map(|j| j.from.iter().copied()).collect();
         for (i, node) in graph.nodes.iter().enumerate() {
             if graph.edges[i].is_empty() && graph.routes[i].is_none() && !joined.contains(&i) {
                 self.error(
@@ -1009,9 +800,7 @@ impl Loader<'_> {
             }
             let mut next: Vec<Target> = graph.edges[i].clone();
             match &graph.routes[i] {
-                Some(Route::Cases(cases)) => {
-                    cases.iter().for_each(|c| next.extend(c.to.iter().copied()))
-                }
+                Some(Route::Cases(cases)) => cases.iter().for_each(|c| next.extend(c.to.iter().copied())),
                 Some(Route::Script { targets, .. }) => next.extend(targets.iter().copied()),
                 None => {}
             }
@@ -1022,10 +811,7 @@ impl Loader<'_> {
         }
         for (i, node) in graph.nodes.iter().enumerate() {
             if !seen[i] {
-                self.error(
-                    format!("node `{}` is never reached from START", node.name),
-                    node.origin.clone(),
-                );
+                self.error(format!("node `{}` is never reached from START", node.name), node.origin.clone());
             }
         }
     }
@@ -1059,9 +845,7 @@ fn walk(dir: &Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
 
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 

@@ -165,8 +165,7 @@ impl<'de> Deserialize<'de> for ModelDecl {
                 Ok(ModelDecl::Fixed(v.to_owned()))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<ModelDecl, A::Error> {
-                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(ModelDecl::ByOption)
+                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map)).map(ModelDecl::ByOption)
             }
         }
         d.deserialize_any(V)
@@ -316,12 +315,10 @@ impl<'de> Deserialize<'de> for RouteDecl {
                 f.write_str("a list of cases ({when, to}) or a map {fn, to}")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<RouteDecl, A::Error> {
-                Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq))
-                    .map(RouteDecl::Cases)
+                Deserialize::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(RouteDecl::Cases)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RouteDecl, A::Error> {
-                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RouteDecl::Script)
+                Deserialize::deserialize(de::value::MapAccessDeserializer::new(map)).map(RouteDecl::Script)
             }
         }
         d.deserialize_any(V)

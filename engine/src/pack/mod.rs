@@ -50,10 +50,7 @@ pub struct Pack {
 
 impl std::fmt::Debug for Pack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pack")
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .finish_non_exhaustive()
+        f.debug_struct("Pack").field("name", &self.name).field("version", &self.version).finish_non_exhaustive()
     }
 }
 
@@ -118,10 +115,7 @@ pub struct Profile {
 #[derive(Debug, Clone)]
 pub(crate) enum ModelSpec {
     Fixed(String),
-    ByOption {
-        option: String,
-        models: IndexMap<String, String>,
-    },
+    ByOption { option: String, models: IndexMap<String, String> },
 }
 
 impl Profile {
@@ -130,17 +124,11 @@ impl Profile {
         match &self.model {
             ModelSpec::Fixed(m) => Ok(m),
             ModelSpec::ByOption { option, models } => {
-                let chosen = options
-                    .get(option.as_str())
-                    .map(|v| v.to_string())
-                    .unwrap_or_default();
+                let chosen = options.get(option.as_str()).map(|v| v.to_string()).unwrap_or_default();
                 models.get(&chosen).map(String::as_str).ok_or_else(|| {
                     Error::new(
                         ErrorKind::Input,
-                        format!(
-                            "profile `{}` has no model for {option} = {chosen}",
-                            self.name
-                        ),
+                        format!("profile `{}` has no model for {option} = {chosen}", self.name),
                     )
                 })
             }
@@ -224,52 +212,28 @@ impl Pack {
     /// Parses a `--set KEY=VALUE` value for option `name` by the option's type
     /// (`hard` stays a string, `3` is an int for an int option, a list is JSON or comma-separated).
     pub fn option_from_str(&self, name: &str, raw: &str) -> Result<Json> {
-        let spec = self
-            .options
-            .get(name)
-            .ok_or_else(|| self.unknown_option(name))?;
-        let bad = || {
-            Error::input(format!(
-                "option `{name}` is a {}, and `{raw}` is not one",
-                spec.ty
-            ))
-        };
+        let spec = self.options.get(name).ok_or_else(|| self.unknown_option(name))?;
+        let bad = || Error::input(format!("option `{name}` is a {}, and `{raw}` is not one", spec.ty));
         Ok(match spec.ty {
             TypeName::String => Json::String(raw.to_owned()),
             TypeName::Int => Json::from(raw.trim().parse::<i64>().map_err(|_| bad())?),
             TypeName::Float | TypeName::Number => {
                 let f: f64 = raw.trim().parse().map_err(|_| bad())?;
-                serde_json::Number::from_f64(f)
-                    .map(Json::Number)
-                    .ok_or_else(bad)?
+                serde_json::Number::from_f64(f).map(Json::Number).ok_or_else(bad)?
             }
             TypeName::Bool => Json::Bool(raw.trim().parse().map_err(|_| bad())?),
             TypeName::List => serde_json::from_str(raw).unwrap_or_else(|_| {
-                Json::Array(
-                    raw.split(',')
-                        .map(|s| Json::String(s.trim().to_owned()))
-                        .filter(|s| s != "")
-                        .collect(),
-                )
+                Json::Array(raw.split(',').map(|s| Json::String(s.trim().to_owned())).filter(|s| s != "").collect())
             }),
             TypeName::Map => serde_json::from_str(raw).map_err(|_| bad())?,
-            TypeName::Any => {
-                serde_json::from_str(raw).unwrap_or_else(|_| Json::String(raw.to_owned()))
-            }
+            TypeName::Any => serde_json::from_str(raw).unwrap_or_else(|_| Json::String(raw.to_owned())),
         })
     }
 
     fn unknown_option(&self, name: &str) -> Error {
         let known: Vec<&str> = self.options.keys().map(String::as_str).collect();
-        let known = if known.is_empty() {
-            "none".to_owned()
-        } else {
-            known.join(", ")
-        };
-        Error::input(format!(
-            "pack `{}` has no option `{name}` (options: {known})",
-            self.name
-        ))
+        let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+        Error::input(format!("pack `{}` has no option `{name}` (options: {known})", self.name))
     }
 
     /// Checks chosen options against the declarations and fills in defaults.
@@ -283,10 +247,7 @@ impl Pack {
                 (Some(v), _) => v.clone(),
                 (None, Some(d)) => d.clone(),
                 (None, None) => {
-                    return Err(Error::input(format!(
-                        "option `{name}` is required ({})",
-                        spec.description
-                    )));
+                    return Err(Error::input(format!("option `{name}` is required ({})", spec.description)));
                 }
             };
             if !value::json_has_type(spec.ty, &v) {
@@ -314,17 +275,11 @@ impl Pack {
     /// Checks a turn's input against the declarations and fills in defaults.
     pub fn check_input(&self, input: &Json) -> Result<Map> {
         let obj = input.as_object().ok_or_else(|| {
-            Error::input(format!(
-                "a turn's input is a map of fields, not a {}",
-                value::json_type_of(input)
-            ))
+            Error::input(format!("a turn's input is a map of fields, not a {}", value::json_type_of(input)))
         })?;
         if let Some(name) = obj.keys().find(|k| !self.inputs.contains_key(*k)) {
             let known: Vec<&str> = self.inputs.keys().map(String::as_str).collect();
-            return Err(Error::input(format!(
-                "unknown input field `{name}` (fields: {})",
-                known.join(", ")
-            )));
+            return Err(Error::input(format!("unknown input field `{name}` (fields: {})", known.join(", "))));
         }
         let mut out = Map::new();
         for (name, spec) in &self.inputs {
@@ -350,9 +305,7 @@ impl Pack {
                     _ => 0,
                 };
                 if len > max {
-                    return Err(Error::input(format!(
-                        "input field `{name}` is {len} long; the most is {max}"
-                    )));
+                    return Err(Error::input(format!("input field `{name}` is {len} long; the most is {max}")));
                 }
             }
             if spec.required && v.as_str().is_some_and(|s| s.trim().is_empty()) {
@@ -365,12 +318,8 @@ impl Pack {
 
     /// The turn input for a bare string, when the pack takes exactly one string field.
     pub fn input_from_text(&self, text: &str) -> Option<Json> {
-        let strings: Vec<&String> = self
-            .inputs
-            .iter()
-            .filter(|(_, s)| s.ty == TypeName::String)
-            .map(|(k, _)| k)
-            .collect();
+        let strings: Vec<&String> =
+            self.inputs.iter().filter(|(_, s)| s.ty == TypeName::String).map(|(k, _)| k).collect();
         match strings.as_slice() {
             [one] if self.inputs.values().filter(|s| s.required).count() <= 1 => {
                 Some(serde_json::json!({ one.as_str(): text }))
@@ -392,9 +341,7 @@ impl Pack {
 
     /// What to tell a turn that arrives after the session finished.
     pub(crate) fn finished_message(&self) -> &str {
-        self.finish
-            .as_ref()
-            .map_or("this session is finished", |f| f.message.as_str())
+        self.finish.as_ref().map_or("this session is finished", |f| f.message.as_str())
     }
 }
 

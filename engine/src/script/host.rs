@@ -8,9 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use indexmap::IndexMap;
-use rhai::{
-    Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, Map, NativeCallContext,
-};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, Map, NativeCallContext};
 
 use super::{may_block, pause_deadline};
 use crate::event::Event;
@@ -41,24 +39,9 @@ enum Folded {
 }
 
 impl HostShared {
-    pub fn new(
-        pack: String,
-        params: Map,
-        prompts: Arc<Prompts>,
-        profiles: Arc<IndexMap<String, Profile>>,
-    ) -> Self {
-        let folded = params
-            .iter()
-            .filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?)))
-            .collect();
-        HostShared {
-            pack,
-            params,
-            prompts,
-            profiles,
-            folded,
-            regexes: Mutex::new(HashMap::new()),
-        }
+    pub fn new(pack: String, params: Map, prompts: Arc<Prompts>, profiles: Arc<IndexMap<String, Profile>>) -> Self {
+        let folded = params.iter().filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?))).collect();
+        HostShared { pack, params, prompts, profiles, folded, regexes: Mutex::new(HashMap::new()) }
     }
 
     fn regex(&self, pattern: &str) -> RhaiResult<Arc<regex::Regex>> {
@@ -85,9 +68,7 @@ fn phrases(v: &Dynamic) -> Option<Vec<String>> {
         return Some(vec![text::fold(&s)]);
     }
     let arr = v.read_lock::<Array>()?;
-    arr.iter()
-        .map(|x| x.read_lock::<ImmutableString>().map(|s| text::fold(&s)))
-        .collect()
+    arr.iter().map(|x| x.read_lock::<ImmutableString>().map(|s| text::fold(&s))).collect()
 }
 
 fn fold_param(v: &Dynamic) -> Option<Folded> {
@@ -95,10 +76,8 @@ fn fold_param(v: &Dynamic) -> Option<Folded> {
         return phrases(v).map(Folded::List);
     }
     let map = v.read_lock::<Map>()?;
-    let table: Option<Vec<_>> = map
-        .iter()
-        .map(|(k, v)| Some((ImmutableString::from(k.as_str()), phrases(v)?)))
-        .collect();
+    let table: Option<Vec<_>> =
+        map.iter().map(|(k, v)| Some((ImmutableString::from(k.as_str()), phrases(v)?))).collect();
     table.map(Folded::Table)
 }
 
@@ -131,10 +110,7 @@ pub(crate) fn register_all(engine: &mut Engine, shared: &Arc<HostShared>) {
     }
 }
 
-fn with_turn<T>(
-    ctx: &NativeCallContext<'_>,
-    f: impl FnOnce(&CallTag) -> RhaiResult<T>,
-) -> RhaiResult<T> {
+fn with_turn<T>(ctx: &NativeCallContext<'_>, f: impl FnOnce(&CallTag) -> RhaiResult<T>) -> RhaiResult<T> {
     match ctx.tag().and_then(|t| t.read_lock::<CallTag>()) {
         Some(tag) => f(&tag),
         None => Err(format!("{}() is only available while a turn runs", ctx.fn_name()).into()),
@@ -144,19 +120,12 @@ fn with_turn<T>(
 fn str_list(v: &Array, what: &str) -> RhaiResult<Vec<ImmutableString>> {
     v.iter()
         .map(|x| {
-            x.read_lock::<ImmutableString>()
-                .map(|s| s.clone())
-                .ok_or_else(|| format!("{what} must be strings").into())
+            x.read_lock::<ImmutableString>().map(|s| s.clone()).ok_or_else(|| format!("{what} must be strings").into())
         })
         .collect()
 }
 
-fn ask(
-    ctx: &NativeCallContext<'_>,
-    shared: &HostShared,
-    profile: &str,
-    messages: Vec<Message>,
-) -> RhaiResult<String> {
+fn ask(ctx: &NativeCallContext<'_>, shared: &HostShared, profile: &str, messages: Vec<Message>) -> RhaiResult<String> {
     with_turn(ctx, |tag| {
         if !may_block() {
             return Err(format!(
@@ -168,19 +137,10 @@ fn ask(
         }
         let p = shared.profiles.get(profile).ok_or_else(|| {
             let known: Vec<&str> = shared.profiles.keys().map(String::as_str).collect();
-            format!(
-                "unknown llm profile `{profile}` (profiles: {})",
-                known.join(", ")
-            )
+            format!("unknown llm profile `{profile}` (profiles: {})", known.join(", "))
         })?;
-        let request = p
-            .request(&tag.turn.options, messages)
-            .map_err(|e| e.detail().to_owned())?;
-        let rt = tag
-            .turn
-            .runtime
-            .clone()
-            .ok_or("model calls need the async runtime the turn runs on")?;
+        let request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
+        let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
         pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request)))
             .map(|r| r.content)
             .map_err(|e| e.detail().to_owned().into())
@@ -190,14 +150,8 @@ fn ask(
 fn as_messages(list: &Array) -> RhaiResult<Vec<Message>> {
     list.iter()
         .map(|m| {
-            let map = m
-                .read_lock::<Map>()
-                .ok_or("messages must be maps #{role, content}")?;
-            let get = |k: &str| {
-                map.get(k)
-                    .map(|v| v.to_string())
-                    .ok_or_else(|| format!("a message has no `{k}`"))
-            };
+            let map = m.read_lock::<Map>().ok_or("messages must be maps #{role, content}")?;
+            let get = |k: &str| map.get(k).map(|v| v.to_string()).ok_or_else(|| format!("a message has no `{k}`"));
             Ok(Message::new(get("role")?, get("content")?))
         })
         .collect()
@@ -219,9 +173,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "input() -> map",
         doc: "This turn's input, as the pack's `input:` section declares it.",
         register: |e, _| {
-            e.register_fn("input", |ctx: NativeCallContext<'_>| {
-                with_turn(&ctx, |t| Ok(t.turn.input.clone()))
-            });
+            e.register_fn("input", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.input.clone())));
         },
     },
     HostFn {
@@ -268,9 +220,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "turn_number() -> int",
         doc: "The number of the running turn: 1 for a session's first turn, 0 while a session opens.",
         register: |e, _| {
-            e.register_fn("turn_number", |ctx: NativeCallContext<'_>| {
-                with_turn(&ctx, |t| Ok(t.turn.turn as INT))
-            });
+            e.register_fn("turn_number", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.turn as INT)));
         },
     },
     HostFn {
@@ -279,9 +229,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "When the turn began, in unix milliseconds: the same for every call in a turn, recorded \
               with the turn so a replay sees the same time.",
         register: |e, _| {
-            e.register_fn("now", |ctx: NativeCallContext<'_>| {
-                with_turn(&ctx, |t| Ok(t.turn.now_ms as INT))
-            });
+            e.register_fn("now", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.now_ms as INT)));
         },
     },
     // ---- prompts and models ---------------------------------------------------------------
@@ -292,17 +240,14 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               `options` and `input`. State fields are not visible unless passed in `vars`.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn(
-                "render",
-                move |ctx: NativeCallContext<'_>, name: &str, vars: Map| {
-                    with_turn(&ctx, |t| {
-                        shared
-                            .prompts
-                            .render_vars(name, &vars, &t.turn.options, &t.turn.input)
-                            .map_err(|e| e.to_string().into())
-                    })
-                },
-            );
+            e.register_fn("render", move |ctx: NativeCallContext<'_>, name: &str, vars: Map| {
+                with_turn(&ctx, |t| {
+                    shared
+                        .prompts
+                        .render_vars(name, &vars, &t.turn.options, &t.turn.input)
+                        .map_err(|e| e.to_string().into())
+                })
+            });
         },
     },
     HostFn {
@@ -312,12 +257,9 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               Only script nodes and llm nodes' then/fallback scripts may call models.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn(
-                "llm",
-                move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| {
-                    ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])
-                },
-            );
+            e.register_fn("llm", move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| {
+                ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])
+            });
         },
     },
     HostFn {
@@ -329,14 +271,9 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             let shared = shared.clone();
             e.register_fn(
                 "llm_json",
-                move |ctx: NativeCallContext<'_>,
-                      profile: &str,
-                      prompt: &str|
-                      -> RhaiResult<Dynamic> {
+                move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| -> RhaiResult<Dynamic> {
                     let reply = ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])?;
-                    value::parse_json_reply(&reply)
-                        .map(|v| value::from_json(&v))
-                        .map_err(|e| e.into())
+                    value::parse_json_reply(&reply).map(|v| value::from_json(&v)).map_err(|e| e.into())
                 },
             );
         },
@@ -348,13 +285,10 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               with roles `system`, `user`, `assistant`.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn(
-                "llm_chat",
-                move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
-                    let messages = as_messages(&messages)?;
-                    ask(&ctx, &shared, profile, messages)
-                },
-            );
+            e.register_fn("llm_chat", move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
+                let messages = as_messages(&messages)?;
+                ask(&ctx, &shared, profile, messages)
+            });
         },
     },
     // ---- text -----------------------------------------------------------------------------
@@ -372,9 +306,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The folded words of `text` (runs of letters and digits).",
         register: |e, _| {
             e.register_fn("words", |s: &str| -> Array {
-                text::words(&text::fold(s))
-                    .map(|w| Dynamic::from(w.to_owned()))
-                    .collect()
+                text::words(&text::fold(s)).map(|w| Dynamic::from(w.to_owned())).collect()
             });
         },
     },
@@ -391,9 +323,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "truncate_words(text: string, limit: int) -> string",
         doc: "The first `limit` words of `text`.",
         register: |e, _| {
-            e.register_fn("truncate_words", |s: &str, n: INT| {
-                text::truncate_words(s, n.max(0) as usize)
-            });
+            e.register_fn("truncate_words", |s: &str, n: INT| text::truncate_words(s, n.max(0) as usize));
         },
     },
     HostFn {
@@ -415,24 +345,23 @@ static HOST_FUNCTIONS: &[HostFn] = &[
                             .map(|(name, _)| Dynamic::from(name.clone()))
                             .collect())
                     }
-                    _ => Err(format!("parameter `{table}` is not a keyword table (a map of name → list of keywords)").into()),
+                    _ => {
+                        Err(format!("parameter `{table}` is not a keyword table (a map of name → list of keywords)")
+                            .into())
+                    }
                 }
             });
-            e.register_fn(
-                "keywords_found",
-                |t: &str, table: Map| -> RhaiResult<Array> {
-                    let t = text::fold(t);
-                    let mut found = Array::new();
-                    for (name, kws) in &table {
-                        let kws =
-                            phrases(kws).ok_or("a keyword table maps names to lists of strings")?;
-                        if kws.iter().any(|k| text::has_phrase(&t, k)) {
-                            found.push(Dynamic::from(name.to_string()));
-                        }
+            e.register_fn("keywords_found", |t: &str, table: Map| -> RhaiResult<Array> {
+                let t = text::fold(t);
+                let mut found = Array::new();
+                for (name, kws) in &table {
+                    let kws = phrases(kws).ok_or("a keyword table maps names to lists of strings")?;
+                    if kws.iter().any(|k| text::has_phrase(&t, k)) {
+                        found.push(Dynamic::from(name.to_string()));
                     }
-                    Ok(found)
-                },
-            );
+                }
+                Ok(found)
+            });
         },
     },
     HostFn {
@@ -442,23 +371,18 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               ignoring case and diacritics, at the start of a word.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn(
-                "contains_any",
-                move |t: &str, list: &str| -> RhaiResult<bool> {
-                    match s.folded.get(list) {
-                        Some(Folded::List(ps)) => {
-                            let t = text::fold(t);
-                            Ok(ps.iter().any(|p| text::has_phrase(&t, p)))
-                        }
-                        _ => Err(format!("parameter `{list}` is not a list of phrases").into()),
+            e.register_fn("contains_any", move |t: &str, list: &str| -> RhaiResult<bool> {
+                match s.folded.get(list) {
+                    Some(Folded::List(ps)) => {
+                        let t = text::fold(t);
+                        Ok(ps.iter().any(|p| text::has_phrase(&t, p)))
                     }
-                },
-            );
+                    _ => Err(format!("parameter `{list}` is not a list of phrases").into()),
+                }
+            });
             e.register_fn("contains_any", |t: &str, list: Array| -> RhaiResult<bool> {
                 let t = text::fold(t);
-                Ok(str_list(&list, "phrases")?
-                    .iter()
-                    .any(|p| text::has_phrase(&t, &text::fold(p))))
+                Ok(str_list(&list, "phrases")?.iter().any(|p| text::has_phrase(&t, &text::fold(p))))
             });
         },
     },
@@ -468,9 +392,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Whether the regular expression `pattern` (case-insensitive, linear-time) matches `text`.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("matches", move |t: &str, p: &str| -> RhaiResult<bool> {
-                Ok(s.regex(p)?.is_match(t))
-            });
+            e.register_fn("matches", move |t: &str, p: &str| -> RhaiResult<bool> { Ok(s.regex(p)?.is_match(t)) });
         },
     },
     HostFn {
@@ -479,35 +401,25 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Whether any of the patterns (a list, or the name of a parameter holding one) matches.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn(
-                "matches_any",
-                move |t: &str, list: Array| -> RhaiResult<bool> {
-                    for p in str_list(&list, "patterns")? {
-                        if s.regex(&p)?.is_match(t) {
-                            return Ok(true);
-                        }
+            e.register_fn("matches_any", move |t: &str, list: Array| -> RhaiResult<bool> {
+                for p in str_list(&list, "patterns")? {
+                    if s.regex(&p)?.is_match(t) {
+                        return Ok(true);
                     }
-                    Ok(false)
-                },
-            );
+                }
+                Ok(false)
+            });
             let s = shared.clone();
-            e.register_fn(
-                "matches_any",
-                move |t: &str, name: &str| -> RhaiResult<bool> {
-                    let list = s
-                        .params
-                        .get(name)
-                        .and_then(|v| v.read_lock::<Array>().map(|a| a.clone()));
-                    let list = list
-                        .ok_or_else(|| format!("parameter `{name}` is not a list of patterns"))?;
-                    for p in str_list(&list, "patterns")? {
-                        if s.regex(&p)?.is_match(t) {
-                            return Ok(true);
-                        }
+            e.register_fn("matches_any", move |t: &str, name: &str| -> RhaiResult<bool> {
+                let list = s.params.get(name).and_then(|v| v.read_lock::<Array>().map(|a| a.clone()));
+                let list = list.ok_or_else(|| format!("parameter `{name}` is not a list of patterns"))?;
+                for p in str_list(&list, "patterns")? {
+                    if s.regex(&p)?.is_match(t) {
+                        return Ok(true);
                     }
-                    Ok(false)
-                },
-            );
+                }
+                Ok(false)
+            });
         },
     },
     HostFn {
@@ -515,9 +427,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "similarity(a: string, b: string) -> float",
         doc: "Lexical similarity in [0, 1]: cosine of the two texts' folded word counts.",
         register: |e, _| {
-            e.register_fn("similarity", |a: &str, b: &str| {
-                text::similarity(a, b) as FLOAT
-            });
+            e.register_fn("similarity", |a: &str, b: &str| text::similarity(a, b) as FLOAT);
         },
     },
     HostFn {
@@ -526,9 +436,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Parses JSON (also inside a ```json fence or surrounded by prose); throws when there is none.",
         register: |e, _| {
             e.register_fn("parse_json", |s: &str| -> RhaiResult<Dynamic> {
-                value::parse_json_reply(s)
-                    .map(|v| value::from_json(&v))
-                    .map_err(|e| e.into())
+                value::parse_json_reply(s).map(|v| value::from_json(&v)).map_err(|e| e.into())
             });
         },
     },
@@ -556,9 +464,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         register: |e, _| {
             e.register_fn("clamp", |x: INT, lo: INT, hi: INT| x.max(lo).min(hi));
             e.register_fn("clamp", |x: FLOAT, lo: FLOAT, hi: FLOAT| x.max(lo).min(hi));
-            e.register_fn("clamp", |x: FLOAT, lo: INT, hi: INT| {
-                x.max(lo as FLOAT).min(hi as FLOAT)
-            });
+            e.register_fn("clamp", |x: FLOAT, lo: INT, hi: INT| x.max(lo as FLOAT).min(hi as FLOAT));
         },
     },
     // ---- randomness (seeded per session and turn, so replays repeat it) --------------------
@@ -567,9 +473,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "random() -> float",
         doc: "A random float in [0, 1), from the session's seeded generator.",
         register: |e, _| {
-            e.register_fn("random", |ctx: NativeCallContext<'_>| {
-                with_turn(&ctx, |t| Ok(random_f64(&t.turn)))
-            });
+            e.register_fn("random", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(random_f64(&t.turn))));
         },
     },
     HostFn {
@@ -577,21 +481,15 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "random_int(lo: int, hi: int) -> int",
         doc: "A random integer in [lo, hi], from the session's seeded generator.",
         register: |e, _| {
-            e.register_fn(
-                "random_int",
-                |ctx: NativeCallContext<'_>, lo: INT, hi: INT| {
-                    with_turn(&ctx, |t| {
-                        if hi < lo {
-                            return Err(format!("random_int({lo}, {hi}): hi is below lo").into());
-                        }
-                        let span = (hi as i128 - lo as i128 + 1) as u128;
-                        Ok(
-                            (lo as i128 + below(&t.turn, span.min(u64::MAX as u128) as u64) as i128)
-                                as INT,
-                        )
-                    })
-                },
-            );
+            e.register_fn("random_int", |ctx: NativeCallContext<'_>, lo: INT, hi: INT| {
+                with_turn(&ctx, |t| {
+                    if hi < lo {
+                        return Err(format!("random_int({lo}, {hi}): hi is below lo").into());
+                    }
+                    let span = (hi as i128 - lo as i128 + 1) as u128;
+                    Ok((lo as i128 + below(&t.turn, span.min(u64::MAX as u128) as u64) as i128) as INT)
+                })
+            });
         },
     },
     HostFn {
@@ -631,19 +529,16 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "emit(name: string, data)",
         doc: "Emits a custom event with the turn's events (shown by `run`, streamed by the server).",
         register: |e, _| {
-            e.register_fn(
-                "emit",
-                |ctx: NativeCallContext<'_>, name: &str, data: Dynamic| {
-                    with_turn(&ctx, |t| {
-                        t.turn.emit(Event::Custom {
-                            node: t.node.to_string(),
-                            name: name.to_owned(),
-                            data: value::to_json(&data),
-                        });
-                        Ok(())
-                    })
-                },
-            );
+            e.register_fn("emit", |ctx: NativeCallContext<'_>, name: &str, data: Dynamic| {
+                with_turn(&ctx, |t| {
+                    t.turn.emit(Event::Custom {
+                        node: t.node.to_string(),
+                        name: name.to_owned(),
+                        data: value::to_json(&data),
+                    });
+                    Ok(())
+                })
+            });
         },
     },
     HostFn {
@@ -654,11 +549,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             e.register_fn("log", |ctx: NativeCallContext<'_>, msg: &str| {
                 with_turn(&ctx, |t| {
                     tracing::info!(target: "ruleweave::script", node = %t.node, "{msg}");
-                    t.turn.emit(Event::Log {
-                        node: t.node.to_string(),
-                        level: "info".into(),
-                        message: msg.to_owned(),
-                    });
+                    t.turn.emit(Event::Log { node: t.node.to_string(), level: "info".into(), message: msg.to_owned() });
                     Ok(())
                 })
             });
@@ -672,11 +563,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             e.register_fn("warn", |ctx: NativeCallContext<'_>, msg: &str| {
                 with_turn(&ctx, |t| {
                     tracing::warn!(target: "ruleweave::script", node = %t.node, "{msg}");
-                    t.turn.emit(Event::Log {
-                        node: t.node.to_string(),
-                        level: "warn".into(),
-                        message: msg.to_owned(),
-                    });
+                    t.turn.emit(Event::Log { node: t.node.to_string(), level: "warn".into(), message: msg.to_owned() });
                     Ok(())
                 })
             });

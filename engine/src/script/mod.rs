@@ -15,13 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rhai::packages::{
-    ArithmeticPackage, BasicArrayPackage, BasicBlobPackage, BasicFnPackage, BasicIteratorPackage,
-    BasicMapPackage, BasicMathPackage, BasicStringPackage, BitFieldPackage, LogicPackage,
-    MoreStringPackage, Package,
+    ArithmeticPackage, BasicArrayPackage, BasicBlobPackage, BasicFnPackage, BasicIteratorPackage, BasicMapPackage,
+    BasicMathPackage, BasicStringPackage, BitFieldPackage, LogicPackage, MoreStringPackage, Package,
 };
 use rhai::{
-    AST, ASTNode, CallFnOptions, Dynamic, Engine, EvalAltResult, Expr, FuncArgs, ImmutableString,
-    Position, Scope, Stmt,
+    AST, ASTNode, CallFnOptions, Dynamic, Engine, EvalAltResult, Expr, FuncArgs, ImmutableString, Position, Scope, Stmt,
 };
 
 use crate::error::{Error, ErrorKind, Origin, Result};
@@ -77,9 +75,7 @@ pub(crate) struct ScriptFile {
 impl ScriptFile {
     /// Whether the file defines `name` with `arity` parameters.
     pub fn has_fn(&self, name: &str, arity: usize) -> bool {
-        self.ast
-            .iter_functions()
-            .any(|f| f.name == name && f.params.len() == arity)
+        self.ast.iter_functions().any(|f| f.name == name && f.params.len() == arity)
     }
 
     /// Where `fn name(` is defined, for errors that Rhai reports without a position.
@@ -88,15 +84,12 @@ impl ScriptFile {
             return a.clone();
         }
         let pattern = format!(r"\bfn\s+{}\s*\(", regex::escape(name));
-        let found = regex::Regex::new(&pattern)
-            .ok()
-            .and_then(|re| re.find(&self.source))
-            .map(|m| {
-                let before = &self.source[..m.start()];
-                let line = before.matches('\n').count() as u32 + 1;
-                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
-                (line, col)
-            });
+        let found = regex::Regex::new(&pattern).ok().and_then(|re| re.find(&self.source)).map(|m| {
+            let before = &self.source[..m.start()];
+            let line = before.matches('\n').count() as u32 + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+            (line, col)
+        });
         let (line, col) = found.unwrap_or((0, 0));
         Origin::new(&self.path, line, col)
     }
@@ -105,20 +98,14 @@ impl ScriptFile {
     fn map_origin(&self, o: Origin) -> Origin {
         match &self.anchor {
             None => o,
-            Some(a) if o.line <= 2 => {
-                Origin::new(&a.file, a.line, a.column + o.column.saturating_sub(1))
-            }
+            Some(a) if o.line <= 2 => Origin::new(&a.file, a.line, a.column + o.column.saturating_sub(1)),
             Some(a) => Origin::new(&a.file, a.line + o.line - 2, o.column),
         }
     }
 
     /// The arities `name` is defined with, for error messages.
     pub fn arities(&self, name: &str) -> Vec<usize> {
-        self.ast
-            .iter_functions()
-            .filter(|f| f.name == name)
-            .map(|f| f.params.len())
-            .collect()
+        self.ast.iter_functions().filter(|f| f.name == name).map(|f| f.params.len()).collect()
     }
 }
 
@@ -152,9 +139,7 @@ pub(crate) struct Sandbox {
 
 impl std::fmt::Debug for Sandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sandbox")
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
+        f.debug_struct("Sandbox").field("limits", &self.limits).finish_non_exhaustive()
     }
 }
 
@@ -280,28 +265,14 @@ impl Sandbox {
         for (name, module) in modules {
             engine.register_static_module(name, module.into());
         }
-        if errors.is_empty() {
-            Ok(Sandbox {
-                engine,
-                limits,
-                model_libs,
-            })
-        } else {
-            Err(errors)
-        }
+        if errors.is_empty() { Ok(Sandbox { engine, limits, model_libs }) } else { Err(errors) }
     }
 
     /// Compiles one pack script; `path` is relative to the root.
     pub fn compile(&self, path: &str, source: &str) -> Result<ScriptFile> {
         let ast = compile(&self.engine, path, source)?;
         let calls_models = calls_models(&ast, &self.model_libs);
-        Ok(ScriptFile {
-            path: path.to_owned(),
-            ast,
-            source: source.to_owned(),
-            anchor: None,
-            calls_models,
-        })
+        Ok(ScriptFile { path: path.to_owned(), ast, source: source.to_owned(), anchor: None, calls_models })
     }
 
     /// Compiles a Rhai expression written in a manifest (a route case's `when`) as a function
@@ -323,13 +294,7 @@ impl Sandbox {
         })?;
         ast.set_source(at.file.clone());
         let calls_models = calls_models(&ast, &self.model_libs);
-        Ok(ScriptFile {
-            path: at.file.clone(),
-            ast,
-            source,
-            anchor: Some(at.clone()),
-            calls_models,
-        })
+        Ok(ScriptFile { path: at.file.clone(), ast, source, anchor: Some(at.clone()), calls_models })
     }
 
     /// The limits scripts run under.
@@ -338,29 +303,14 @@ impl Sandbox {
     }
 
     /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.
-    pub fn call(
-        &self,
-        f: &FnRef,
-        this: &mut Dynamic,
-        args: impl FuncArgs,
-        tag: Option<CallTag>,
-    ) -> Result<Dynamic> {
+    pub fn call(&self, f: &FnRef, this: &mut Dynamic, args: impl FuncArgs, tag: Option<CallTag>) -> Result<Dynamic> {
         let _deadline = DeadlineGuard::set(self.limits.max_wall);
-        let mut options = CallFnOptions::new()
-            .eval_ast(false)
-            .rewind_scope(true)
-            .bind_this_ptr(this);
+        let mut options = CallFnOptions::new().eval_ast(false).rewind_scope(true).bind_this_ptr(this);
         if let Some(tag) = tag {
             options = options.with_tag(tag);
         }
         self.engine
-            .call_fn_with_options::<Dynamic>(
-                options,
-                &mut Scope::new(),
-                &f.file.ast,
-                f.name.as_str(),
-                args,
-            )
+            .call_fn_with_options::<Dynamic>(options, &mut Scope::new(), &f.file.ast, f.name.as_str(), args)
             .map_err(|e| {
                 let e = script_error(*e, &f.file.path);
                 // Rhai reports limit errors at the outermost call site, which is ours: no position.
@@ -369,9 +319,7 @@ impl Sandbox {
                     Some(o) if o.line > 0 => o.clone(),
                     _ => f.file.fn_origin(&f.name),
                 };
-                e.at(origin)
-                    .context(format_args!("{} failed", f.display()))
-                    .with_limit(&self.limits)
+                e.at(origin).context(format_args!("{} failed", f.display())).with_limit(&self.limits)
             })
     }
 }
@@ -387,11 +335,7 @@ fn compile(engine: &Engine, path: &str, source: &str) -> Result<AST> {
         let pos = e.position();
         Error::pack(
             format!("syntax error: {}", e.err_type()),
-            Origin::new(
-                path,
-                pos.line().unwrap_or(0) as u32,
-                pos.position().unwrap_or(0) as u32,
-            ),
+            Origin::new(path, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32),
         )
     })?;
     ast.set_source(path);
@@ -403,8 +347,7 @@ fn calls_models(ast: &AST, model_libs: &HashSet<String>) -> bool {
     let mut found = false;
     ast.walk(&mut |path: &[ASTNode<'_>]| {
         let call = match path.last() {
-            Some(ASTNode::Expr(Expr::FnCall(call, _)))
-            | Some(ASTNode::Stmt(Stmt::FnCall(call, _))) => Some(call),
+            Some(ASTNode::Expr(Expr::FnCall(call, _))) | Some(ASTNode::Stmt(Stmt::FnCall(call, _))) => Some(call),
             _ => None,
         };
         if let Some(call) = call {
@@ -447,13 +390,13 @@ pub(crate) fn script_error(err: EvalAltResult, file: &str) -> Error {
     };
     let detail = match &err {
         EvalAltResult::ErrorRuntime(d, _) if d.is_string() => d.to_string(),
+        EvalAltResult::ErrorUnboundThis(_) => {
+            "`this` (the state) is not bound here: a helper sees it only when called as a method, `this.helper(...)`"
+                .to_owned()
+        }
         _ => err.to_string(),
     };
-    let origin = Origin::new(
-        source,
-        pos.line().unwrap_or(0) as u32,
-        pos.position().unwrap_or(0) as u32,
-    );
+    let origin = Origin::new(source, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32);
     Error::new(kind, detail).at(origin)
 }
 
@@ -465,20 +408,11 @@ impl Error {
         }
         let detail = self.detail().to_owned();
         let why = if detail.contains("Script terminated") {
-            format!(
-                "ran longer than {} ms (limits.max_wall_ms)",
-                limits.max_wall.as_millis()
-            )
+            format!("ran longer than {} ms (limits.max_wall_ms)", limits.max_wall.as_millis())
         } else if detail.contains("Too many operations") {
-            format!(
-                "used more than {} operations (limits.max_operations)",
-                limits.max_operations
-            )
+            format!("used more than {} operations (limits.max_operations)", limits.max_operations)
         } else if detail.contains("Stack overflow") {
-            format!(
-                "nested calls deeper than {} (limits.max_call_levels)",
-                limits.max_call_levels
-            )
+            format!("nested calls deeper than {} (limits.max_call_levels)", limits.max_call_levels)
         } else {
             return self;
         };

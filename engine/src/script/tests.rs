@@ -21,10 +21,7 @@ fn sandbox(limits: Limits) -> Sandbox {
 }
 
 fn func(sb: &Sandbox, src: &str, name: &str) -> FnRef {
-    FnRef {
-        file: Arc::new(sb.compile("scripts/t/x.rhai", src).unwrap()),
-        name: name.into(),
-    }
+    FnRef { file: Arc::new(sb.compile("scripts/t/x.rhai", src).unwrap()), name: name.into() }
 }
 
 fn call(sb: &Sandbox, src: &str) -> Result<Dynamic> {
@@ -35,10 +32,7 @@ fn call(sb: &Sandbox, src: &str) -> Result<Dynamic> {
 
 #[test]
 fn an_infinite_loop_stops_at_the_operation_limit() {
-    let sb = sandbox(Limits {
-        max_operations: 10_000,
-        ..Limits::default()
-    });
+    let sb = sandbox(Limits { max_operations: 10_000, ..Limits::default() });
     let e = call(&sb, "fn f() {\n  loop { }\n}").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
     assert!(e.detail().contains("more than 10000 operations"), "{e}");
@@ -49,11 +43,7 @@ fn an_infinite_loop_stops_at_the_operation_limit() {
 
 #[test]
 fn a_slow_script_stops_at_the_wall_time_limit() {
-    let sb = sandbox(Limits {
-        max_operations: 0,
-        max_wall: Duration::from_millis(50),
-        ..Limits::default()
-    });
+    let sb = sandbox(Limits { max_operations: 0, max_wall: Duration::from_millis(50), ..Limits::default() });
     let start = Instant::now();
     let e = call(&sb, "fn f() { let x = 0; loop { x += 1; } }").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
@@ -63,10 +53,7 @@ fn a_slow_script_stops_at_the_wall_time_limit() {
 
 #[test]
 fn runaway_recursion_stops_at_the_call_depth_limit() {
-    let sb = sandbox(Limits {
-        max_call_levels: 8,
-        ..Limits::default()
-    });
+    let sb = sandbox(Limits { max_call_levels: 8, ..Limits::default() });
     let e = call(&sb, "fn down(n) { down(n + 1) }\nfn f() { down(0) }").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
     assert!(e.detail().contains("nested calls deeper than 8"), "{e}");
@@ -74,10 +61,7 @@ fn runaway_recursion_stops_at_the_call_depth_limit() {
 
 #[test]
 fn strings_cannot_grow_past_the_size_limit() {
-    let sb = sandbox(Limits {
-        max_string_size: 100,
-        ..Limits::default()
-    });
+    let sb = sandbox(Limits { max_string_size: 100, ..Limits::default() });
     let e = call(&sb, "fn f() { let s = \"x\"; loop { s += s; } }").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
 }
@@ -85,40 +69,17 @@ fn strings_cannot_grow_past_the_size_limit() {
 #[test]
 fn the_state_is_read_only() {
     let sb = sandbox(Limits::default());
-    assert!(
-        call(&sb, "fn f() { this.a = 2; }")
-            .unwrap_err()
-            .detail()
-            .contains("Cannot modify")
-    );
-    assert!(
-        call(&sb, "fn f() { this.list.push(3); }")
-            .unwrap_err()
-            .detail()
-            .contains("push")
-    );
+    assert!(call(&sb, "fn f() { this.a = 2; }").unwrap_err().detail().contains("Cannot modify"));
+    assert!(call(&sb, "fn f() { this.list.push(3); }").unwrap_err().detail().contains("push"));
     // A copy is the script's own.
-    assert_eq!(
-        call(&sb, "fn f() { let l = this.list; l.push(3); l.len() }")
-            .unwrap()
-            .as_int()
-            .unwrap(),
-        3
-    );
+    assert_eq!(call(&sb, "fn f() { let l = this.list; l.push(3); l.len() }").unwrap().as_int().unwrap(), 3);
 }
 
 #[test]
 fn the_sandbox_has_no_eval_sleep_or_clock() {
     let sb = sandbox(Limits::default());
-    assert!(
-        sb.compile("scripts/t/x.rhai", "fn f() { eval(\"1\") }")
-            .is_err()
-    );
-    for src in [
-        "fn f() { sleep(1) }",
-        "fn f() { timestamp() }",
-        "fn f() { exit(1) }",
-    ] {
+    assert!(sb.compile("scripts/t/x.rhai", "fn f() { eval(\"1\") }").is_err());
+    for src in ["fn f() { sleep(1) }", "fn f() { timestamp() }", "fn f() { exit(1) }"] {
         let e = call(&sb, src).unwrap_err();
         assert!(e.detail().contains("Function not found"), "{src}: {e}");
     }
@@ -127,9 +88,7 @@ fn the_sandbox_has_no_eval_sleep_or_clock() {
 #[test]
 fn undefined_variables_are_compile_errors_with_positions() {
     let sb = sandbox(Limits::default());
-    let e = sb
-        .compile("scripts/t/x.rhai", "fn f() {\n  let a = 1;\n  a + nope\n}")
-        .unwrap_err();
+    let e = sb.compile("scripts/t/x.rhai", "fn f() {\n  let a = 1;\n  a + nope\n}").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Pack);
     assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:3:7");
 }
@@ -148,53 +107,27 @@ fn runtime_errors_point_into_the_function_that_failed() {
 #[test]
 fn model_calls_are_found_statically() {
     let sb = sandbox(Limits::default());
+    assert!(sb.compile("scripts/t/x.rhai", "fn f() { llm(\"judge\", \"hi\") }").unwrap().calls_models);
     assert!(
-        sb.compile("scripts/t/x.rhai", "fn f() { llm(\"judge\", \"hi\") }")
-            .unwrap()
-            .calls_models
+        sb.compile("scripts/t/x.rhai", "fn f() { let x = #{ a: llm_json(\"p\", \"q\") }; x }").unwrap().calls_models
     );
-    assert!(
-        sb.compile(
-            "scripts/t/x.rhai",
-            "fn f() { let x = #{ a: llm_json(\"p\", \"q\") }; x }"
-        )
-        .unwrap()
-        .calls_models
-    );
-    assert!(
-        !sb.compile(
-            "scripts/t/x.rhai",
-            "// llm(\"judge\")\nfn f() { \"llm()\" }"
-        )
-        .unwrap()
-        .calls_models
-    );
+    assert!(!sb.compile("scripts/t/x.rhai", "// llm(\"judge\")\nfn f() { \"llm()\" }").unwrap().calls_models);
 }
 
 #[test]
 fn host_functions_that_need_a_turn_say_so() {
     let sb = sandbox(Limits::default());
     let e = call(&sb, "fn f() { input() }").unwrap_err();
-    assert!(
-        e.detail()
-            .contains("input() is only available while a turn runs"),
-        "{e}"
-    );
+    assert!(e.detail().contains("input() is only available while a turn runs"), "{e}");
 }
 
 #[test]
 fn text_host_functions_work_without_a_turn() {
     let sb = sandbox(Limits::default());
     let v = call(&sb, r#"fn f() { keywords_found("Jestem z twojej ZAŁOGI, kupcze", #{crew: ["zalog"], merchant: ["kupiec", "kupc"], king: ["krol"]}) }"#).unwrap();
-    assert_eq!(
-        crate::value::to_json(&v),
-        serde_json::json!(["crew", "merchant"])
-    );
+    assert_eq!(crate::value::to_json(&v), serde_json::json!(["crew", "merchant"]));
     let v = call(&sb, r#"fn f() { [matches("Skarb jest twój!", "skarb jest tw[oó]j"), contains_any("Oto mój skarb", ["moj skarb"]), clamp(140, 0, 100)] }"#).unwrap();
-    assert_eq!(
-        crate::value::to_json(&v),
-        serde_json::json!([true, true, 100])
-    );
+    assert_eq!(crate::value::to_json(&v), serde_json::json!([true, true, 100]));
     let e = call(&sb, r#"fn f() { matches("x", "(unclosed") }"#).unwrap_err();
     assert!(e.detail().contains("bad pattern"), "{e}");
 }

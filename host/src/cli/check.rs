@@ -1,0 +1,34 @@
+//! `ruleweave check`: load and validate every pack.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use ruleweave::Engine;
+
+pub fn run(root: &Path) -> Result<ExitCode> {
+    // Checking needs no model: the stand-in choice keeps it offline whatever the environment says.
+    let engine = Engine::builder(root).build();
+    let packs = engine.load_all().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if packs.is_empty() {
+        println!("no packs under {} (config/*.yaml)", root.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut failed = 0;
+    for (name, result) in packs {
+        match result {
+            Ok(pack) => {
+                let nodes = pack.nodes().count();
+                let standin = if pack.has_standin() { ", stand-in model" } else { "" };
+                println!("ok      {name} (version {}, {nodes} nodes{standin})", pack.version());
+            }
+            Err(e) => {
+                failed += 1;
+                let n = e.count();
+                println!("FAILED  {name} ({n} problem{})", if n == 1 { "" } else { "s" });
+                eprint!("{}", crate::diagnostics::render(&e, root));
+            }
+        }
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

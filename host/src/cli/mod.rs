@@ -1,0 +1,125 @@
+//! The command line: one file per subcommand. `--root` is global, before or after the subcommand.
+
+mod check;
+mod graph;
+mod play;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use ruleweave::{Engine, LlmChoice, Pack};
+use serde_json::{Map, Value};
+
+/// Rules for LLM-driven games: packs of YAML, Rhai and minijinja, checked, played and served.
+#[derive(Parser)]
+#[command(name = "ruleweave", version, about, propagate_version = true)]
+struct Cli {
+    /// The directory holding config/, scripts/ and prompts/.
+    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+    root: PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Load and validate every pack; diagnostics name file:line:col.
+    Check,
+    /// Play a pack interactively in the terminal.
+    Play(play::Args),
+    /// Feed a YAML/JSON list of inputs to a pack; print one JSON line per turn.
+    Run(run::Args),
+    /// Print a pack's graph as a Mermaid diagram.
+    Graph(graph::Args),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match cli.command {
+        Command::Check => check::run(&cli.root),
+        Command::Play(args) => play::run(&cli.root, &runtime, args),
+        Command::Run(args) => run::run(&cli.root, &runtime, args),
+        Command::Graph(args) => graph::run(&cli.root, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// An engine over `root` with the provider the environment chooses.
+fn engine(root: &Path) -> Result<Engine> {
+    let llm = LlmChoice::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Engine::builder(root).llm(llm).build())
+}
+
+/// Loads `name`, printing its diagnostics when it does not load.
+fn load_pack(engine: &Engine, name: &str) -> Result<std::sync::Arc<Pack>> {
+    match engine.pack(name) {
+        Ok(p) => Ok(p),
+        Err(e) => {
+            eprint!("{}", crate::diagnostics::render(&e, engine.root()));
+            bail!("pack `{name}` did not load")
+        }
+    }
+}
+
+/// `--set KEY=VALUE` pairs as options, each value read by the option's type.
+fn options(pack: &Pack, set: &[String]) -> Result<Map<String, Value>> {
+    let mut out = Map::new();
+    for pair in set {
+        let (k, v) = pair.split_once('=').with_context(|| format!("--set {pair}: write KEY=VALUE"))?;
+        let value = pack.option_from_str(k.trim(), v).map_err(|e| anyhow::anyhow!("--set {pair}: {e}"))?;
+        out.insert(k.trim().to_owned(), value);
+    }
+    Ok(out)
+}
+
+/// What the banner says about the model: the provider, or that the stand-in answers.
+fn model_banner(engine: &Engine, pack: &Pack) -> String {
+    match engine.llm() {
+        LlmChoice::Standin if pack.has_standin() => {
+            "the pack's stand-in model (offline, deterministic; set OPENAI_API_KEY for real models)".into()
+        }
+        LlmChoice::Standin => "no model (the pack has no stand-in; set OPENAI_API_KEY)".into(),
+        other => other.describe(),
+    }
+}
+
+/// Parses the text of an inputs file or a typed line: YAML or JSON.
+fn parse_value(text: &str) -> Result<Value> {
+    serde_saphyr::from_str::<Value>(text).map_err(|e| anyhow::anyhow!("{}", e.without_snippet()))
+}
+
+/// A turn input from a value: a map as it is, a bare string for packs with one text field.
+fn turn_input(pack: &Pack, v: Value) -> Result<Value> {
+    match v {
+        Value::Object(_) => Ok(v),
+        Value::String(s) => pack.input_from_text(&s).with_context(|| {
+            let fields: Vec<&str> = pack.inputs().keys().map(String::as_str).collect();
+            format!("pack `{}` takes a map of input fields ({}), not a bare string", pack.name(), fields.join(", "))
+        }),
+        other => bail!("an input is a map of fields (or a string), not {other}"),
+    }
+}

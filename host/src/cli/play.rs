@@ -1,0 +1,119 @@
+//! `ruleweave play PACK`: an interactive session in the terminal.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use ruleweave::{ErrorKind, Session, TurnResult};
+use serde_json::Value;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The pack (config/<PACK>.yaml).
+    pack: String,
+    /// Choose a session option (repeatable): --set difficulty=hard.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Show each turn's details (the score breakdown) without asking.
+    #[arg(long)]
+    explain: bool,
+}
+
+const HELP: &str = "commands: /why (details of the last turn), /events, /state, /new (start over), /quit";
+
+pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+    let engine = super::engine(root)?;
+    let pack = super::load_pack(&engine, &args.pack)?;
+    let options = super::options(&pack, &args.set)?;
+    let mut session = rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let standin = matches!(engine.llm(), ruleweave::LlmChoice::Standin);
+    let speaker = if standin { format!("{} (stand-in)", pack.name()) } else { pack.name().to_owned() };
+    println!("{} (version {}): {}", pack.name(), pack.version(), pack.description());
+    println!("model: {}", super::model_banner(&engine, &pack));
+    if !pack.options().is_empty() {
+        println!("options: {}", session.options());
+    }
+    println!("{HELP}");
+    let mut last: Option<TurnResult> = None;
+    let stdin = std::io::stdin();
+    loop {
+        print!("> ");
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            println!();
+            return Ok(ExitCode::SUCCESS);
+        }
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/quit" | "/exit" => return Ok(ExitCode::SUCCESS),
+            "/help" => println!("{HELP}"),
+            "/state" => println!("{}", serde_json::to_string_pretty(&session.state())?),
+            "/why" => show_details(&session),
+            "/events" => match &last {
+                Some(r) => r.events.iter().for_each(|e| println!("{}", serde_json::to_string(e).unwrap_or_default())),
+                None => println!("no turn yet"),
+            },
+            "/new" => {
+                session = rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?;
+                last = None;
+                println!("new session {}", session.id());
+            }
+            text => {
+                let input = if text.starts_with('{') {
+                    super::parse_value(text)
+                } else {
+                    super::turn_input(&pack, Value::String(text.to_owned()))
+                };
+                let input = match input {
+                    Ok(i) => i,
+                    Err(e) => {
+                        println!("! {e:#}");
+                        continue;
+                    }
+                };
+                match rt.block_on(session.turn(input)) {
+                    Ok(r) => {
+                        show_turn(&session, &speaker, &r);
+                        if args.explain {
+                            show_details(&session);
+                        }
+                        last = Some(r);
+                    }
+                    Err(e) if e.kind() == ErrorKind::Finished => println!("! {} (/new starts a new game)", e.detail()),
+                    Err(e) => {
+                        print!("! the turn failed, nothing changed:\n{}", crate::diagnostics::render(&e, engine.root()))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn show_turn(session: &Session, speaker: &str, r: &TurnResult) {
+    let reply = match session.display("reply") {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => format!("(display.reply failed: {e})"),
+        None => r.output.to_string(),
+    };
+    println!("{speaker} › {}", reply.trim());
+    if let Some(status) = session.display("status") {
+        println!("  {}", status.unwrap_or_else(|e| format!("(display.status failed: {e})")).trim());
+    }
+    if r.finished {
+        match session.display("finished") {
+            Some(Ok(s)) => println!("{}", s.trim()),
+            _ => println!("The session is finished."),
+        }
+    }
+}
+
+fn show_details(session: &Session) {
+    match session.display("details") {
+        Some(Ok(s)) => println!("{}", s.trim()),
+        Some(Err(e)) => println!("(display.details failed: {e})"),
+        None => println!("{}", serde_json::to_string_pretty(&session.output()).unwrap_or_default()),
+    }
+}

@@ -1,0 +1,41 @@
+//! Showing engine errors the way compilers do: the message, `file:line:col`, the source line and
+//! a caret under the spot.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use ruleweave::Error;
+
+/// Every problem in `e`, each with its source line and a caret when the place is known.
+pub fn render(e: &Error, root: &Path) -> String {
+    let mut out = String::new();
+    for err in e.all() {
+        let _ = writeln!(out, "error: {}", err.detail());
+        if let Some(node) = err.node() {
+            let _ = writeln!(out, "  in node `{node}`");
+        }
+        let Some(origin) = err.origin() else { continue };
+        let _ = writeln!(out, "  --> {origin}");
+        if origin.line == 0 {
+            continue;
+        }
+        let text = std::fs::read_to_string(root.join(&origin.file)).unwrap_or_default();
+        if let Some(line) = text.lines().nth(origin.line as usize - 1) {
+            let n = origin.line.to_string();
+            let pad = " ".repeat(n.len());
+            let _ = writeln!(out, "{pad} |");
+            let _ = writeln!(out, "{n} | {line}");
+            if origin.column > 0 {
+                let lead: String =
+                    line.chars().take(origin.column as usize - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+                let _ = writeln!(out, "{pad} | {lead}^");
+            }
+        }
+    }
+    out
+}
+
+/// A one-line `{"code", "message"}` form of an error, as the HTTP API and `run` report it.
+pub fn json(e: &Error) -> serde_json::Value {
+    serde_json::json!({ "code": e.kind().code(), "message": e.to_string() })
+}
