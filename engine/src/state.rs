@@ -7,7 +7,7 @@
 use indexmap::IndexMap;
 use rhai::{Dynamic, Map};
 
-use crate::error::{Error, ErrorKind, Origin, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::pack::manifest::{Reducer, TypeName};
 use crate::value;
 
@@ -18,7 +18,6 @@ pub(crate) struct Field {
     pub reducer: Reducer,
     pub default: Dynamic,
     pub doc: String,
-    pub origin: Origin,
 }
 
 /// The state fields of a pack, in declaration order.
@@ -91,9 +90,9 @@ impl Schema {
                 return Err(Error::new(
                     ErrorKind::Script,
                     format!(
-                        "the update sets `{name}` to a {} but `{name}` is a {} field{}",
+                        "the update sets `{name}` to {} but `{name}` is {} field{}",
                         value::type_of(value),
-                        field.ty,
+                        field.ty.a(),
                         match field.reducer {
                             Reducer::Replace => String::new(),
                             r => format!(" with reducer {}", r.as_str()),
@@ -212,7 +211,6 @@ mod tests {
             reducer,
             default: from_json(&default),
             doc: String::new(),
-            origin: Origin::file("t.yaml"),
         };
         let mut fields = IndexMap::new();
         fields.insert("score".into(), mk(TypeName::Int, Reducer::Replace, json!(0)));
@@ -254,7 +252,7 @@ mod tests {
     fn bad_updates_name_the_field() {
         let s = schema();
         let e = s.check(&updates(json!({"score": "high"}))).unwrap_err();
-        assert_eq!(e.detail(), "the update sets `score` to a string but `score` is a int field");
+        assert_eq!(e.detail(), "the update sets `score` to a string but `score` is an int field");
         let e = s.check(&updates(json!({"nope": 1}))).unwrap_err();
         assert!(e.detail().contains("`nope`, which is not a state field"), "{e}");
         assert!(s.check(&updates(json!({"meta": [1]}))).is_err());

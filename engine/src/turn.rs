@@ -87,11 +87,6 @@ impl TurnCtx {
         self.record().events.push(event);
     }
 
-    /// Whether someone watches events live (worth streaming tokens to).
-    pub fn is_live(&self) -> bool {
-        self.live.is_some()
-    }
-
     /// The next 64 random bits of this turn.
     pub fn random_u64(&self) -> u64 {
         self.rng.lock().unwrap_or_else(|p| p.into_inner()).next_u64()

@@ -54,11 +54,6 @@ pub(crate) fn to_json(d: &Dynamic) -> Json {
     }
 }
 
-/// A JSON map → `rhai::Map`.
-pub(crate) fn map_from_json(map: &serde_json::Map<String, Json>) -> Map {
-    map.iter().map(|(k, v)| (k.as_str().into(), from_json(v))).collect()
-}
-
 /// A `rhai::Map` → a JSON object.
 pub(crate) fn map_to_json(map: &Map) -> Json {
     Json::Object(map.iter().map(|(k, v)| (k.to_string(), to_json(v))).collect())
@@ -86,11 +81,6 @@ pub(crate) fn to_template(d: &Dynamic) -> minijinja::Value {
     } else {
         Value::from(format!("<{}>", d.type_name()))
     }
-}
-
-/// A JSON value → a template value.
-pub(crate) fn json_to_template(v: &Json) -> minijinja::Value {
-    to_template(&from_json(v))
 }
 
 /// Whether `d` is a value of type `ty`.
@@ -134,39 +124,39 @@ pub(crate) fn zero(ty: TypeName) -> Dynamic {
     }
 }
 
-/// A user-facing name for the type of a value ("string", "int", "list", ...).
+/// A user-facing name for the type of a value, with its article ("a string", "an int", "nothing").
 pub(crate) fn type_of(d: &Dynamic) -> &'static str {
     if d.is_unit() {
-        "()"
+        "nothing"
     } else if d.is_string() {
-        "string"
+        "a string"
     } else if d.is_int() {
-        "int"
+        "an int"
     } else if d.is_float() {
-        "float"
+        "a float"
     } else if d.is_bool() {
-        "bool"
+        "a bool"
     } else if d.is_array() {
-        "list"
+        "a list"
     } else if d.is_map() {
-        "map"
+        "a map"
     } else if d.is_char() {
-        "char"
+        "a char"
     } else {
-        "host value"
+        "a host value"
     }
 }
 
-/// A user-facing name for the type of a JSON value.
+/// A user-facing name for the type of a JSON value, with its article.
 pub(crate) fn json_type_of(v: &Json) -> &'static str {
     match v {
         Json::Null => "null",
-        Json::Bool(_) => "bool",
-        Json::Number(n) if n.is_f64() => "float",
-        Json::Number(_) => "int",
-        Json::String(_) => "string",
-        Json::Array(_) => "list",
-        Json::Object(_) => "map",
+        Json::Bool(_) => "a bool",
+        Json::Number(n) if n.is_f64() => "a float",
+        Json::Number(_) => "an int",
+        Json::String(_) => "a string",
+        Json::Array(_) => "a list",
+        Json::Object(_) => "a map",
     }
 }
 

@@ -42,7 +42,19 @@ pub(crate) struct Graph {
 pub(crate) struct Node {
     pub name: std::sync::Arc<str>,
     pub kind: NodeKind,
+    pub doc: String,
     pub origin: Origin,
+}
+
+impl NodeKind {
+    /// `script`, `llm` or `native`, and what it runs.
+    pub fn describe(&self) -> (&'static str, String) {
+        match self {
+            NodeKind::Script(f) => ("script", f.display()),
+            NodeKind::Llm(l) => ("llm", l.profile.clone()),
+            NodeKind::Native(n) => ("native", n.clone()),
+        }
+    }
 }
 
 #[derive(Debug)]

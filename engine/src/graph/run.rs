@@ -209,7 +209,7 @@ impl Runner<'_> {
                 if !v.is_map() {
                     return Err(Error::new(
                         ErrorKind::Script,
-                        format!("{} returned a {}; vars must be a map", f.display(), value::type_of(&v)),
+                        format!("{} returned {}; vars must be a map", f.display(), value::type_of(&v)),
                     ));
                 }
                 Some(v.cast::<Map>())
@@ -344,7 +344,7 @@ impl Runner<'_> {
                             return Err(Error::new(
                                 ErrorKind::Script,
                                 format!(
-                                    "route condition `{text}` gave a {}; it must be true or false",
+                                    "route condition `{text}` gave {}; it must be true or false",
                                     value::type_of(&v)
                                 ),
                             )
@@ -364,7 +364,7 @@ impl Runner<'_> {
                     return Err(Error::new(
                         ErrorKind::Script,
                         format!(
-                            "route {} returned a {}; it must return a node name, END, or a list of them",
+                            "route {} returned {}; it must return a node name, END, or a list of them",
                             func.display(),
                             value::type_of(&v)
                         ),
@@ -402,7 +402,7 @@ fn updates_of(v: Dynamic, what: &str) -> Result<Map> {
     } else {
         Err(Error::new(
             ErrorKind::Script,
-            format!("{what} returned a {}; a node returns a map of updates (or nothing)", value::type_of(&v)),
+            format!("{what} returned {}; a node returns a map of updates (or nothing)", value::type_of(&v)),
         ))
     }
 }
@@ -418,12 +418,7 @@ fn history(state: &Map, h: &History) -> Result<Vec<Message>> {
         let map = item.read_lock::<Map>().ok_or_else(|| {
             Error::new(
                 ErrorKind::Script,
-                format!(
-                    "item {} of `{}` is a {}, not a {{role, content}} map",
-                    from + k,
-                    h.field,
-                    value::type_of(item)
-                ),
+                format!("item {} of `{}` is {}, not a {{role, content}} map", from + k, h.field, value::type_of(item)),
             )
         })?;
         let (Some(role), Some(content)) = (map.get("role"), map.get("content")) else {

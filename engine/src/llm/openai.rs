@@ -119,11 +119,11 @@ impl OpenAi {
                     }
                     let v: Value = serde_json::from_str(data)
                         .map_err(|e| malformed(&format!("a streamed chunk is not valid JSON ({e})"), attempts))?;
-                    if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str) {
-                        if !piece.is_empty() {
-                            sink(piece);
-                            content.push_str(piece);
-                        }
+                    if let Some(piece) = v.pointer("/choices/0/delta/content").and_then(Value::as_str)
+                        && !piece.is_empty()
+                    {
+                        sink(piece);
+                        content.push_str(piece);
                     }
                     if let Some(m) = v["model"].as_str() {
                         model = m.to_owned();

@@ -62,7 +62,7 @@ impl Standin {
             return Err(Error::new(
                 ErrorKind::Llm,
                 format!(
-                    "the stand-in model returned a {}; it must return a string (or a map for JSON)",
+                    "the stand-in model returned {}; it must return a string (or a map for JSON)",
                     value::type_of(&reply)
                 ),
             ));

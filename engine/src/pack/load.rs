@@ -35,7 +35,14 @@ pub(crate) fn load(root: &Path, name: &str, natives: NativeNames<'_>) -> Result<
         Error::new(kind, format!("cannot read the manifest of pack `{name}`: {e}")).at(Origin::file(&manifest_path))
     })?;
     let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
-    let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), files: Vec::new() };
+    let mut l = Loader {
+        root,
+        pack: name.to_owned(),
+        manifest_path,
+        errors: Vec::new(),
+        files: Vec::new(),
+        broken: HashSet::new(),
+    };
     l.files.push((l.manifest_path.clone(), text.into_bytes()));
     let pack = l.build(manifest, natives);
     match Error::collect(std::mem::take(&mut l.errors)) {
@@ -65,6 +72,8 @@ struct Loader<'a> {
     errors: Vec<Error>,
     /// (path, content) of every file the version covers.
     files: Vec<(String, Vec<u8>)>,
+    /// Scripts that failed to compile: references to them are not reported again.
+    broken: HashSet<String>,
 }
 
 /// What the graph builder needs to resolve references.
@@ -141,7 +150,10 @@ impl Loader<'_> {
                 Ok(f) => {
                     scripts.insert(path.strip_prefix(&prefix).unwrap_or(&path).to_owned(), Arc::new(f));
                 }
-                Err(e) => self.errors.push(e),
+                Err(e) => {
+                    self.broken.insert(path.strip_prefix(&prefix).unwrap_or(&path).to_owned());
+                    self.errors.push(e);
+                }
             }
         }
 
@@ -171,7 +183,7 @@ impl Loader<'_> {
                 }
                 Some(field) => {
                     self.error(
-                        format!("finish.when must name a bool field; `{}` is a {}", when.value, field.ty),
+                        format!("finish.when must name a bool field; `{}` is {}", when.value, field.ty.a()),
                         self.at(when),
                     );
                     None
@@ -234,12 +246,12 @@ impl Loader<'_> {
                     self.error(format!("option `{name}` lists no values"), at.clone());
                 }
                 for v in values.iter().filter(|v| !value::json_has_type(ty, v)) {
-                    self.error(format!("option `{name}` is a {ty}, but value {v} is not"), at.clone());
+                    self.error(format!("option `{name}` is {}, but value {v} is not", ty.a()), at.clone());
                 }
             }
             if let Some(def) = &d.default {
                 if !value::json_has_type(ty, def) {
-                    self.error(format!("option `{name}` is a {ty}, but its default {def} is not"), at.clone());
+                    self.error(format!("option `{name}` is {}, but its default {def} is not", ty.a()), at.clone());
                 } else if let Some(values) = &d.values
                     && !values.contains(def)
                 {
@@ -285,14 +297,16 @@ impl Loader<'_> {
                             model_at,
                         ),
                         Some(values) => {
-                            for v in values {
-                                let v = v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
-                                if !models.contains_key(&v) {
+                            // Option values as the keys a model map uses: strings as they are.
+                            let keys: Vec<String> =
+                                values.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned)).collect();
+                            for v in &keys {
+                                if !models.contains_key(v) {
                                     self.error(format!("profile `{name}` has no model for {option} = {v}"), model_at.clone());
                                 }
                             }
                             for k in models.keys() {
-                                if !values.iter().any(|v| v.as_str() == Some(k.as_str()) || v.to_string() == *k) {
+                                if !keys.contains(k) {
                                     self.error(format!("profile `{name}` names a model for {option} = {k}, which is not one of its values"), model_at.clone());
                                 }
                             }
@@ -311,6 +325,7 @@ impl Loader<'_> {
             }
             let profile = Profile {
                 name: name.clone(),
+                description: d.description.clone(),
                 model,
                 temperature: d.temperature,
                 max_tokens: d.max_tokens,
@@ -353,13 +368,12 @@ impl Loader<'_> {
                     value::from_json(&v)
                 }
                 Some(v) => {
-                    self.error(format!("field `{name}` is a {}, but its default {v} is not", d.ty), at.clone());
+                    self.error(format!("field `{name}` is {}, but its default {v} is not", d.ty.a()), at.clone());
                     value::zero(d.ty)
                 }
                 None => value::zero(d.ty),
             };
-            fields
-                .insert(name.clone(), Field { ty: d.ty, reducer: d.reducer, default, doc: d.doc.clone(), origin: at });
+            fields.insert(name.clone(), Field { ty: d.ty, reducer: d.reducer, default, doc: d.doc.clone() });
         }
         Schema { fields }
     }
@@ -372,7 +386,7 @@ impl Loader<'_> {
             if let Some(def) = &d.default
                 && !value::json_has_type(d.ty, def)
             {
-                self.error(format!("input `{name}` is a {}, but its default {def} is not", d.ty), at);
+                self.error(format!("input `{name}` is {}, but its default {def} is not", d.ty.a()), at);
             }
             let spec = InputSpec {
                 ty: d.ty,
@@ -460,6 +474,9 @@ impl Loader<'_> {
                 return None;
             }
         };
+        if self.broken.contains(file) {
+            return None;
+        }
         let Some(script) = refs.scripts.get(file) else {
             let mut known: Vec<&str> = refs.scripts.keys().map(String::as_str).collect();
             known.sort();
@@ -499,6 +516,7 @@ impl Loader<'_> {
             nodes.push(Node {
                 name: name.as_str().into(),
                 kind: kind.unwrap_or(NodeKind::Native(String::new())),
+                doc: decl.value.doc.clone(),
                 origin: at,
             });
         }
@@ -526,7 +544,7 @@ impl Loader<'_> {
                     let mut out = Vec::new();
                     for (k, c) in cases.iter().enumerate() {
                         let last = k + 1 == cases.len();
-                        let to = self.targets(&graph, &c.to);
+                        let to = self.targets(&graph, &c.to, &format!("the route out of `{from}`"));
                         let when = match (&c.when, last) {
                             (Some(w), _) => {
                                 let at = self.at(w);
@@ -564,7 +582,7 @@ impl Loader<'_> {
                     let func = self.resolve(refs, &s.func, None, 0);
                     let mut targets = Vec::new();
                     for t in &s.to {
-                        targets.extend(self.targets(&graph, t));
+                        targets.extend(self.targets(&graph, t, &format!("the route out of `{from}`")));
                     }
                     match func {
                         Some(func) => Route::Script { func, targets },
@@ -727,7 +745,8 @@ impl Loader<'_> {
             return;
         };
         let from: Vec<&str> = lhs.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-        let to = self.targets(graph, &Spanned::new(rhs.to_owned(), edge.referenced, edge.defined));
+        let what = format!("edge `{}`", edge.value.trim());
+        let to = self.targets(graph, &Spanned::new(rhs.to_owned(), edge.referenced, edge.defined), &what);
         match from.as_slice() {
             [] => self.error(format!("`{}` has nothing before `->`", edge.value), at),
             ["START"] => graph.entry.extend(to),
@@ -759,15 +778,26 @@ impl Loader<'_> {
         }
     }
 
-    /// Comma-separated node names (or END) as targets, reporting unknown ones.
-    fn targets(&mut self, graph: &Graph, s: &SpannedStr) -> Vec<Target> {
+    /// Comma-separated node names (or END) as targets, reporting unknown ones with `what` (the
+    /// edge or route they belong to). A bad target still counts as a way out, so one mistake is
+    /// reported once.
+    fn targets(&mut self, graph: &Graph, s: &SpannedStr, what: &str) -> Vec<Target> {
         let mut out = Vec::new();
         for name in s.value.split(',').map(str::trim) {
             match (name, graph.index.get(name)) {
                 ("END", _) => out.push(Target::End),
                 (_, Some(&i)) => out.push(Target::Node(i)),
-                ("", _) => self.error("an empty target", self.at(s)),
-                (_, None) => self.error(format!("`{name}` is not a node ({})", node_list(graph)), self.at(s)),
+                ("", _) => {
+                    self.error(format!("{what} has an empty target"), self.at(s));
+                    out.push(Target::End);
+                }
+                (_, None) => {
+                    self.error(
+                        format!("{what} goes to `{name}`, which is not a node ({})", node_list(graph)),
+                        self.at(s),
+                    );
+                    out.push(Target::End);
+                }
             }
         }
         out

@@ -96,6 +96,16 @@ impl TypeName {
     }
 }
 
+impl TypeName {
+    /// The name with its article: "an int", "a string".
+    pub fn a(self) -> String {
+        match self {
+            TypeName::Int | TypeName::Any => format!("an {}", self.as_str()),
+            _ => format!("a {}", self.as_str()),
+        }
+    }
+}
+
 impl fmt::Display for TypeName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -103,6 +103,8 @@ pub(crate) struct Display {
 pub struct Profile {
     /// The profile's name.
     pub name: String,
+    /// What the profile is for.
+    pub description: String,
     pub(crate) model: ModelSpec,
     /// Sampling temperature.
     pub temperature: Option<f64>,
@@ -209,11 +211,78 @@ impl Pack {
         self.graph.nodes.iter().map(|n| &*n.name)
     }
 
+    /// The pack's parameters (`params:`) as JSON.
+    pub fn params(&self) -> Json {
+        value::map_to_json(&self.params)
+    }
+
+    /// What the pack declares, as JSON: options, input, output, state fields, profiles and
+    /// nodes, each with its documentation (for `GET /v1/packs` and pack references).
+    pub fn describe(&self) -> Json {
+        let options: serde_json::Map<String, Json> = self
+            .options
+            .iter()
+            .map(|(k, o)| {
+                let v = serde_json::json!({"type": o.ty.as_str(), "values": o.values, "default": o.default, "description": o.description});
+                (k.clone(), v)
+            })
+            .collect();
+        let input: serde_json::Map<String, Json> = self
+            .inputs
+            .iter()
+            .map(|(k, i)| {
+                let v = serde_json::json!({"type": i.ty.as_str(), "required": i.required, "max_length": i.max_length, "doc": i.doc});
+                (k.clone(), v)
+            })
+            .collect();
+        let state: serde_json::Map<String, Json> = self
+            .schema
+            .fields
+            .iter()
+            .map(|(k, f)| {
+                (k.clone(), serde_json::json!({"type": f.ty.as_str(), "reducer": f.reducer.as_str(), "doc": f.doc}))
+            })
+            .collect();
+        let profiles: serde_json::Map<String, Json> = self
+            .profiles
+            .values()
+            .map(|p| {
+                let model = match &p.model {
+                    ModelSpec::Fixed(m) => Json::String(m.clone()),
+                    ModelSpec::ByOption { option, models } => serde_json::json!({ option.as_str(): models }),
+                };
+                let v = serde_json::json!({"model": model, "temperature": p.temperature, "max_tokens": p.max_tokens, "json": p.json, "description": p.description});
+                (p.name.clone(), v)
+            })
+            .collect();
+        let nodes: Vec<Json> = self
+            .graph
+            .nodes
+            .iter()
+            .map(|n| {
+                let (kind, runs) = n.kind.describe();
+                serde_json::json!({"name": &*n.name, "kind": kind, "runs": runs, "doc": n.doc})
+            })
+            .collect();
+        serde_json::json!({
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "options": options,
+            "input": input,
+            "output": self.outputs,
+            "state": state,
+            "profiles": profiles,
+            "nodes": nodes,
+            "standin": self.standin.is_some(),
+        })
+    }
+
     /// Parses a `--set KEY=VALUE` value for option `name` by the option's type
     /// (`hard` stays a string, `3` is an int for an int option, a list is JSON or comma-separated).
     pub fn option_from_str(&self, name: &str, raw: &str) -> Result<Json> {
         let spec = self.options.get(name).ok_or_else(|| self.unknown_option(name))?;
-        let bad = || Error::input(format!("option `{name}` is a {}, and `{raw}` is not one", spec.ty));
+        let bad = || Error::input(format!("option `{name}` is {}, and `{raw}` is not one", spec.ty.a()));
         Ok(match spec.ty {
             TypeName::String => Json::String(raw.to_owned()),
             TypeName::Int => Json::from(raw.trim().parse::<i64>().map_err(|_| bad())?),
@@ -252,8 +321,8 @@ impl Pack {
             };
             if !value::json_has_type(spec.ty, &v) {
                 return Err(Error::input(format!(
-                    "option `{name}` is a {}, not a {} ({v})",
-                    spec.ty,
+                    "option `{name}` is {}, not {} ({v})",
+                    spec.ty.a(),
                     value::json_type_of(&v)
                 )));
             }
@@ -275,7 +344,7 @@ impl Pack {
     /// Checks a turn's input against the declarations and fills in defaults.
     pub fn check_input(&self, input: &Json) -> Result<Map> {
         let obj = input.as_object().ok_or_else(|| {
-            Error::input(format!("a turn's input is a map of fields, not a {}", value::json_type_of(input)))
+            Error::input(format!("a turn's input is a map of fields, not {}", value::json_type_of(input)))
         })?;
         if let Some(name) = obj.keys().find(|k| !self.inputs.contains_key(*k)) {
             let known: Vec<&str> = self.inputs.keys().map(String::as_str).collect();
@@ -293,8 +362,8 @@ impl Pack {
             };
             if !value::json_has_type(spec.ty, &v) {
                 return Err(Error::input(format!(
-                    "input field `{name}` is a {}, not a {}",
-                    spec.ty,
+                    "input field `{name}` is {}, not {}",
+                    spec.ty.a(),
                     value::json_type_of(&v)
                 )));
             }

@@ -297,11 +297,6 @@ impl Sandbox {
         Ok(ScriptFile { path: at.file.clone(), ast, source, anchor: Some(at.clone()), calls_models })
     }
 
-    /// The limits scripts run under.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.
     pub fn call(&self, f: &FnRef, this: &mut Dynamic, args: impl FuncArgs, tag: Option<CallTag>) -> Result<Dynamic> {
         let _deadline = DeadlineGuard::set(self.limits.max_wall);

@@ -1,0 +1,93 @@
+//! The fixture packs of `tests/packs/`: each folder is a root holding one pack.
+//!
+//! - `err_*` folders must fail to load; `expected.txt` holds the diagnostics, one per line as
+//!   `file:line:col: detail`.
+//! - the others run `inputs.yaml` turn by turn on a fresh session; `expected.jsonl` holds one line
+//!   per input: the turn's output and the nodes each step ran, or the error.
+//!
+//! `UPDATE_FIXTURES=1 cargo test --test packs` rewrites the expectations; review the diff.
+
+mod support;
+
+use std::path::Path;
+
+use ruleweave::{Engine, Event};
+use serde_json::{Value, json};
+
+fn diagnostics(root: &Path) -> String {
+    let engine = Engine::builder(root).build();
+    let mut out = String::new();
+    for (name, result) in engine.load_all().unwrap() {
+        match result {
+            Ok(_) => out.push_str(&format!("{name}: loaded without error\n")),
+            Err(e) => {
+                for err in e.all() {
+                    let origin = err.origin().map(|o| o.to_string()).unwrap_or_else(|| "?".into());
+                    out.push_str(&format!("{origin}: {}\n", err.detail()));
+                }
+            }
+        }
+    }
+    out
+}
+
+async fn run(root: &Path) -> String {
+    let engine = Engine::builder(root).build();
+    let names = engine.pack_names().unwrap();
+    assert_eq!(names.len(), 1, "{}: one pack per fixture", root.display());
+    let mut session = engine.open(&names[0], &Default::default()).await.unwrap();
+    let text = std::fs::read_to_string(root.join("inputs.yaml")).unwrap();
+    let inputs: Vec<Value> = serde_saphyr::from_str(&text).unwrap();
+    let mut out = String::new();
+    for input in inputs {
+        let line = match session.turn(input).await {
+            Ok(r) => json!({"turn": r.turn, "output": r.output, "steps": steps(&r.events)}),
+            Err(e) => {
+                json!({"turn": session.turns() + 1, "error": {"code": e.kind().code(), "message": e.to_string()}})
+            }
+        };
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// The nodes each step ran: `["1: a, b, c", "2: a2", ...]`.
+fn steps(events: &[Event]) -> Vec<String> {
+    let mut steps: Vec<(u32, Vec<String>)> = Vec::new();
+    for e in events {
+        if let Event::NodeFinished { node, step, .. } = e {
+            match steps.last_mut() {
+                Some((s, nodes)) if s == step => nodes.push(node.clone()),
+                _ => steps.push((*step, vec![node.clone()])),
+            }
+        }
+    }
+    steps.into_iter().map(|(s, nodes)| format!("{s}: {}", nodes.join(", "))).collect()
+}
+
+#[tokio::test]
+async fn fixture_packs() {
+    let update = std::env::var_os("UPDATE_FIXTURES").is_some();
+    let mut dirs: Vec<_> = std::fs::read_dir(support::fixtures()).unwrap().flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    let mut failures = Vec::new();
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let (actual, file) = if name.starts_with("err_") {
+            (diagnostics(dir), "expected.txt")
+        } else {
+            (run(dir).await, "expected.jsonl")
+        };
+        let path = dir.join(file);
+        if update {
+            std::fs::write(&path, &actual).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_default();
+        if expected != actual {
+            failures.push(format!("{name}:\n--- expected ({file})\n{expected}--- actual\n{actual}"));
+        }
+    }
+    assert!(failures.is_empty(), "{} fixture(s) differ:\n\n{}", failures.len(), failures.join("\n"));
+}

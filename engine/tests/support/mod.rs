@@ -1,0 +1,81 @@
+//! Test helpers: a provider with canned replies that records what it was asked.
+
+#![allow(dead_code)]
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, TokenSink, Usage};
+use ruleweave::{Engine, Error, ErrorKind, Result};
+
+/// The repository root, where the shipped packs live.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The fixture packs of `tests/packs/`.
+pub fn fixtures() -> PathBuf {
+    repo_root().join("tests/packs")
+}
+
+/// Replies queued per profile; `Err` entries fail the call. Every request is recorded.
+#[derive(Default)]
+pub struct Canned {
+    queues: Mutex<HashMap<String, VecDeque<std::result::Result<String, String>>>>,
+    pub requests: Mutex<Vec<LlmRequest>>,
+}
+
+impl Canned {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Canned::default())
+    }
+
+    /// Queues a reply for `profile`.
+    pub fn reply(&self, profile: &str, text: impl Into<String>) -> &Self {
+        self.queues.lock().unwrap().entry(profile.into()).or_default().push_back(Ok(text.into()));
+        self
+    }
+
+    /// Queues a failure for `profile`.
+    pub fn fail(&self, profile: &str, why: &str) -> &Self {
+        self.queues.lock().unwrap().entry(profile.into()).or_default().push_back(Err(why.into()));
+        self
+    }
+
+    /// The requests made for `profile`, in order.
+    pub fn asked(&self, profile: &str) -> Vec<LlmRequest> {
+        self.requests.lock().unwrap().iter().filter(|r| r.profile == profile).cloned().collect()
+    }
+}
+
+impl Provider for Canned {
+    fn name(&self) -> &str {
+        "canned"
+    }
+
+    fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        self.requests.lock().unwrap().push(request.clone());
+        let next = self.queues.lock().unwrap().get_mut(&request.profile).and_then(|q| q.pop_front());
+        let result = match next {
+            Some(Ok(content)) => {
+                Ok(LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
+            }
+            Some(Err(why)) => Err(Error::new(ErrorKind::Llm, why)),
+            None => Err(Error::new(ErrorKind::Llm, format!("no canned reply for profile {}", request.profile))),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+/// An engine over the repository's packs answered by `canned`.
+pub fn engine(canned: &Arc<Canned>) -> Engine {
+    Engine::builder(repo_root()).provider(canned.clone()).build()
+}
+
+/// A judge reply with a total and nothing else.
+pub fn judged(total: i64) -> String {
+    format!(
+        r#"{{"total_score": {total}, "strategy_variety": 0, "conversation_depth": 0, "creativity": 0, "persistence": 0}}"#
+    )
+}
