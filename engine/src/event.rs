@@ -24,7 +24,7 @@ pub enum Event {
         /// Wall time of the node, including model calls.
         duration_us: u64,
         /// The updates it returned, before reducers.
-        updates: serde_json::Value,
+        updates: Updates,
     },
     /// A route chose where the graph goes next.
     Route {
@@ -93,6 +93,40 @@ pub struct LlmEvent {
     /// Why the call failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A node's updates as an event carries them: kept as the engine holds them and turned into JSON
+/// only when read or serialized (most turns' events are never looked at).
+#[derive(Debug, Clone)]
+pub struct Updates(pub(crate) rhai::Map);
+
+impl Updates {
+    /// The updates as a JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        crate::value::map_to_json(&self.0)
+    }
+
+    /// One field's update as JSON.
+    pub fn get(&self, field: &str) -> Option<serde_json::Value> {
+        self.0.get(field).map(crate::value::to_json)
+    }
+
+    /// The fields the node updated.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(|k| k.as_str())
+    }
+}
+
+impl PartialEq for Updates {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_json() == other.to_json()
+    }
+}
+
+impl Serialize for Updates {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::value::map_to_json(&self.0).serialize(s)
+    }
 }
 
 /// A callback that sees every event as it happens (for streaming); events are also returned

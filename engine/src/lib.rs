@@ -44,7 +44,7 @@ mod value;
 
 pub use engine::{Engine, EngineBuilder};
 pub use error::{Error, ErrorKind, Origin, Result};
-pub use event::{Event, EventSink, LlmEvent};
+pub use event::{Event, EventSink, LlmEvent, Updates};
 pub use llm::{LlmChoice, Provider};
 pub use native::{NativeNode, NodeContext};
 pub use pack::{InputSpec, OptionSpec, Pack, Profile, Reducer, TypeName};

@@ -62,6 +62,7 @@ impl Prompts {
         env.set_syntax(syntax.expect("the default delimiters are valid"));
         env.set_fuel(Some(1_000_000));
         env.set_auto_escape_callback(|_| AutoEscape::None);
+        env.add_filter("transcript", crate::value::transcript);
         let mut sources = HashMap::new();
         let mut errors = Vec::new();
         let dir = root.join("prompts").join(pack);

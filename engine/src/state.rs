@@ -71,7 +71,7 @@ impl Undo {
 impl Schema {
     /// The state of a new session: every field at its default, read-only for scripts.
     pub fn initial(&self) -> Dynamic {
-        let map: Map = self.fields.iter().map(|(k, f)| (k.as_str().into(), f.default.clone())).collect();
+        let map: Map = self.fields.iter().map(|(k, f)| (k.as_str().into(), stored(f.default.clone()))).collect();
         Dynamic::from_map(map).into_read_only()
     }
 
@@ -115,12 +115,13 @@ impl Schema {
     }
 
     /// Folds checked `updates` into `state` through each field's reducer, logging undo steps.
-    pub fn apply(&self, state: &mut Dynamic, updates: Map, undo: &mut Undo) -> Result<()> {
+    pub fn apply(&self, state: &mut Dynamic, updates: &Map, undo: &mut Undo) -> Result<()> {
         let mut map = state.write_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         for (name, update) in updates {
+            let name = name.clone();
             let field = self.field(&name)?;
-            let update = update.into_read_only();
-            let slot = map.entry(name.clone()).or_insert_with(|| field.default.clone());
+            let update = update.clone().flatten().into_read_only();
+            let slot = map.entry(name.clone()).or_insert_with(|| stored(field.default.clone()));
             match field.reducer {
                 Reducer::Replace => {
                     let update = if field.ty == TypeName::Float && update.is_int() {
@@ -128,7 +129,7 @@ impl Schema {
                     } else {
                         update
                     };
-                    let old = std::mem::replace(slot, update);
+                    let old = std::mem::replace(slot, stored(update));
                     undo.0.push(UndoOp::Restore(name, old));
                 }
                 Reducer::Append | Reducer::Union => {
@@ -164,6 +165,12 @@ impl Schema {
         }
         Ok(())
     }
+}
+
+/// A value as state keeps it: read-only, and shared when it is a list or a map.
+fn stored(v: Dynamic) -> Dynamic {
+    let v = v.flatten().into_read_only();
+    if v.is_array() || v.is_map() { v.into_shared() } else { v }
 }
 
 fn as_f64(d: &Dynamic) -> f64 {
@@ -237,8 +244,8 @@ mod tests {
             "meta": {"y": 2, "x": 3}, "total": 2.5
         }));
         s.check(&u).unwrap();
-        s.apply(&mut state, u, &mut undo).unwrap();
-        s.apply(&mut state, updates(json!({"log": "m3", "total": 1})), &mut undo).unwrap();
+        s.apply(&mut state, &u, &mut undo).unwrap();
+        s.apply(&mut state, &updates(json!({"log": "m3", "total": 1})), &mut undo).unwrap();
         assert_eq!(
             to_json(&state),
             json!({"score": 5, "ratio": 2.0, "log": ["m1", "m2", "m3"], "seen": ["a", "b"],
@@ -263,6 +270,21 @@ mod tests {
     fn state_is_read_only_to_scripts() {
         let state = schema().initial();
         assert!(state.is_read_only());
+    }
+
+    #[test]
+    fn lists_and_maps_are_stored_shared_and_survive_rollback() {
+        let s = schema();
+        let mut state = s.initial();
+        let mut undo = Undo::default();
+        s.apply(&mut state, &updates(json!({"log": ["a"], "meta": {"k": 1}, "seen": ["a", "z"]})), &mut undo).unwrap();
+        let map = state.read_lock::<Map>().unwrap();
+        assert!(map["log"].is_shared() && map["meta"].is_shared() && !map["score"].is_shared());
+        drop(map);
+        undo.rollback(&mut state);
+        assert_eq!(to_json(&state)["log"], json!([]));
+        assert_eq!(to_json(&state)["meta"], json!({"x": 1}));
+        assert_eq!(to_json(&state)["seen"], json!(["a"]));
     }
 
     #[test]

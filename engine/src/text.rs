@@ -5,11 +5,15 @@
 
 use std::collections::HashMap;
 
+use aho_corasick::AhoCorasick;
 use unicode_normalization::UnicodeNormalization;
 
 /// Lowercases and strips diacritics, so `Załoga`, `zaloga` and `ZAŁOGA` compare equal.
 /// Letters that do not decompose (`ł`, `ø`, `đ`, `ß`) are mapped by hand.
 pub(crate) fn fold(text: &str) -> String {
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
     let mut out = String::with_capacity(text.len());
     for c in text.nfd() {
         if unicode_normalization::char::is_combining_mark(c) {
@@ -58,6 +62,44 @@ pub(crate) fn has_phrase(folded_text: &str, folded_phrase: &str) -> bool {
         start = at + phrase.len();
     }
     false
+}
+
+/// Groups of folded phrases, compiled once into one automaton, found at word starts in one pass
+/// over a text (what `keywords_found` and `contains_any` run on parameters).
+#[derive(Debug)]
+pub(crate) struct PhraseSet {
+    automaton: AhoCorasick,
+    /// The group of each pattern.
+    group: Vec<usize>,
+    groups: usize,
+}
+
+impl PhraseSet {
+    /// A set from groups of already folded phrases; empty phrases never match.
+    pub fn new(groups: &[Vec<String>]) -> Option<Self> {
+        let mut patterns = Vec::new();
+        let mut group = Vec::new();
+        for (g, phrases) in groups.iter().enumerate() {
+            for p in phrases.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+                patterns.push(p.to_owned());
+                group.push(g);
+            }
+        }
+        let automaton = AhoCorasick::new(&patterns).ok()?;
+        Some(PhraseSet { automaton, group, groups: groups.len() })
+    }
+
+    /// Which groups have a phrase at a word start in `folded_text`.
+    pub fn found(&self, folded_text: &str) -> Vec<bool> {
+        let mut found = vec![false; self.groups];
+        for m in self.automaton.find_overlapping_iter(folded_text) {
+            let boundary = folded_text[..m.start()].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            if boundary {
+                found[self.group[m.pattern().as_usize()]] = true;
+            }
+        }
+        found
+    }
 }
 
 /// Cosine similarity of two texts' word counts, in [0, 1]; 1 for identical wording.
@@ -110,6 +152,17 @@ mod tests {
         assert!(!has_phrase(&fold("I believe you"), "lie"));
         assert!(has_phrase(&fold("wasza wysokość"), &fold("wasza wysokosc")));
         assert!(!has_phrase("anything", ""));
+    }
+
+    #[test]
+    fn phrase_sets_agree_with_has_phrase() {
+        let groups = vec![vec!["zalog".to_owned(), "crew".to_owned()], vec!["lie".to_owned()], vec![String::new()]];
+        let set = PhraseSet::new(&groups).unwrap();
+        for text in ["Jestem z twojej ZAŁOGI", "I believe you", "lies and crew", "", "nothing"] {
+            let t = fold(text);
+            let expected: Vec<bool> = groups.iter().map(|g| g.iter().any(|p| has_phrase(&t, p))).collect();
+            assert_eq!(set.found(&t), expected, "{text}");
+        }
     }
 
     #[test]

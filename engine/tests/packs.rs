@@ -35,7 +35,7 @@ async fn run(root: &Path) -> String {
     let engine = Engine::builder(root).build();
     let names = engine.pack_names().unwrap();
     assert_eq!(names.len(), 1, "{}: one pack per fixture", root.display());
-    let mut session = engine.open(&names[0], &Default::default()).await.unwrap();
+    let mut session = engine.open_with_id(&names[0], &Default::default(), Some("fixture".into())).await.unwrap();
     let text = std::fs::read_to_string(root.join("inputs.yaml")).unwrap();
     let inputs: Vec<Value> = serde_saphyr::from_str(&text).unwrap();
     let mut out = String::new();

@@ -104,8 +104,18 @@ pub(crate) enum Route {
 
 #[derive(Debug)]
 pub(crate) struct Case {
-    pub when: Option<(FnRef, String)>,
+    /// The condition and its text as written; `None` on the default case.
+    pub when: Option<(Test, String)>,
     pub to: Vec<Target>,
+}
+
+/// A route condition.
+#[derive(Debug)]
+pub(crate) enum Test {
+    /// A Rhai expression over `this`.
+    Script(FnRef),
+    /// `this.flag` or `!this.flag` on a bool field: read directly, no script call.
+    Flag { field: String, negate: bool },
 }
 
 /// `from₁, from₂ -> to`: `to` runs once every `from` has finished.

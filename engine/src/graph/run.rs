@@ -13,9 +13,9 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use rhai::{Array, Dynamic, Map};
 
-use super::{History, LlmNode, NodeKind, Route, Target, Then};
+use super::{History, LlmNode, NodeKind, Route, Target, Test, Then};
 use crate::error::{Error, ErrorKind, Result};
-use crate::event::Event;
+use crate::event::{Event, Updates};
 use crate::llm::{LlmRequest, LlmResponse, Message};
 use crate::native::{NativeNodes, NodeContext};
 use crate::pack::Pack;
@@ -33,7 +33,7 @@ pub(crate) async fn init(pack: &Arc<Pack>, f: &FnRef, turn: &Arc<TurnCtx>, state
     let v = runner.call_as(tag, f, state, Vec::new()).await?;
     let updates = updates_of(v, &f.display())?;
     pack.schema.check(&updates).map_err(|e| e.context("the init script"))?;
-    pack.schema.apply(state, updates, &mut Undo::default())
+    pack.schema.apply(state, &updates, &mut Undo::default())
 }
 
 /// Runs one turn of `pack`'s graph on `state`. On success the updates stay applied; on failure
@@ -320,9 +320,8 @@ impl Runner<'_> {
         for (&i, (m, duration_us)) in active.iter().zip(updates) {
             let name = &g.nodes[i].name;
             schema.check(&m).map_err(|e| e.in_node(name))?;
-            let json = value::map_to_json(&m);
-            schema.apply(state, m, undo).map_err(|e| e.in_node(name))?;
-            self.turn.emit(Event::NodeFinished { node: name.to_string(), step, duration_us, updates: json });
+            schema.apply(state, &m, undo).map_err(|e| e.in_node(name))?;
+            self.turn.emit(Event::NodeFinished { node: name.to_string(), step, duration_us, updates: Updates(m) });
         }
         Ok(())
     }
@@ -333,10 +332,17 @@ impl Runner<'_> {
         match route {
             Route::Cases(cases) => {
                 for case in cases {
-                    let Some((f, text)) = &case.when else {
+                    let Some((test, text)) = &case.when else {
                         return Ok(case.to.clone());
                     };
-                    let v = self.call(i, f, state, Vec::new()).await.map_err(|e| e.in_node(node))?;
+                    let v = match test {
+                        Test::Flag { field, negate } => {
+                            let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+                            let flag = map.get(field.as_str()).and_then(|v| v.as_bool().ok()).unwrap_or(false);
+                            Dynamic::from_bool(flag != *negate)
+                        }
+                        Test::Script(f) => self.call(i, f, state, Vec::new()).await.map_err(|e| e.in_node(node))?,
+                    };
                     match v.as_bool() {
                         Ok(true) => return Ok(case.to.clone()),
                         Ok(false) => {}

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::manifest::{self, Manifest, ModelDecl, NodeDecl, ParseMode, Reducer, RouteDecl, SpannedStr, TypeName};
 use super::{Display, Finish, InputSpec, ModelSpec, OptionSpec, Pack, Profile};
 use crate::error::{Error, ErrorKind, Origin, Result};
-use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, Target, Then};
+use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, Target, Test, Then};
 use crate::llm::standin::Standin;
 use crate::prompt::{CONTEXT_NAMES, Prompts};
 use crate::script::{FnRef, HostShared, Limits, Sandbox, ScriptFile};
@@ -546,19 +546,23 @@ impl Loader<'_> {
                         let last = k + 1 == cases.len();
                         let to = self.targets(&graph, &c.to, &format!("the route out of `{from}`"));
                         let when = match (&c.when, last) {
-                            (Some(w), _) => {
-                                let at = self.at(w);
-                                match refs.sandbox.compile_expr(&format!("when_{from}_{k}"), &w.value, &at) {
-                                    Ok(f) => Some((
-                                        FnRef { file: Arc::new(f), name: format!("when_{from}_{k}").into() },
-                                        w.value.clone(),
-                                    )),
-                                    Err(e) => {
-                                        self.errors.push(e);
-                                        None
+                            (Some(w), _) => match flag_test(&w.value, refs.schema) {
+                                Some(test) => Some((test, w.value.clone())),
+                                None => {
+                                    let at = self.at(w);
+                                    let name = format!("when_{from}_{k}");
+                                    match refs.sandbox.compile_expr(&name, &w.value, &at) {
+                                        Ok(f) => {
+                                            let f = FnRef { file: Arc::new(f), name: name.into() };
+                                            Some((Test::Script(f), w.value.clone()))
+                                        }
+                                        Err(e) => {
+                                            self.errors.push(e);
+                                            None
+                                        }
                                     }
                                 }
-                            }
+                            },
                             (None, false) => {
                                 self.error(
                                     format!("route out of `{from}`: only the last case may leave out `when`"),
@@ -845,6 +849,18 @@ impl Loader<'_> {
             }
         }
     }
+}
+
+/// `this.flag` or `!this.flag` on a bool field, as a test that needs no script.
+fn flag_test(expr: &str, schema: &Schema) -> Option<Test> {
+    let expr = expr.trim();
+    let (negate, rest) = match expr.strip_prefix('!') {
+        Some(rest) => (true, rest.trim_start()),
+        None => (false, expr),
+    };
+    let field = rest.strip_prefix("this.")?;
+    let is_bool = schema.fields.get(field).is_some_and(|f| f.ty == TypeName::Bool);
+    (is_identifier(field) && is_bool).then(|| Test::Flag { field: field.to_owned(), negate })
 }
 
 fn node_of(t: &Target) -> Option<usize> {

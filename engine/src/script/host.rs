@@ -27,21 +27,32 @@ pub(crate) struct HostShared {
     pub params: Map,
     pub prompts: Arc<Prompts>,
     pub profiles: Arc<IndexMap<String, Profile>>,
-    /// Parameters shaped like keyword lists or tables, folded once at load.
+    /// Parameters shaped like keyword lists or tables, folded and compiled once at load.
     folded: HashMap<String, Folded>,
     regexes: Mutex<HashMap<String, Arc<regex::Regex>>>,
+    /// Pattern lists named by parameter, compiled on first use.
+    regex_sets: Mutex<HashMap<String, Arc<regex::RegexSet>>>,
 }
 
-/// A parameter prepared for matching: a list of phrases, or a table of name → phrases.
+/// A parameter prepared for matching: a list of phrases (one group), or a table of name →
+/// phrases (a group per name).
 enum Folded {
-    List(Vec<String>),
-    Table(Vec<(ImmutableString, Vec<String>)>),
+    List(text::PhraseSet),
+    Table(Vec<ImmutableString>, text::PhraseSet),
 }
 
 impl HostShared {
     pub fn new(pack: String, params: Map, prompts: Arc<Prompts>, profiles: Arc<IndexMap<String, Profile>>) -> Self {
         let folded = params.iter().filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?))).collect();
-        HostShared { pack, params, prompts, profiles, folded, regexes: Mutex::new(HashMap::new()) }
+        HostShared {
+            pack,
+            params,
+            prompts,
+            profiles,
+            folded,
+            regexes: Mutex::new(HashMap::new()),
+            regex_sets: Mutex::new(HashMap::new()),
+        }
     }
 
     fn regex(&self, pattern: &str) -> RhaiResult<Arc<regex::Regex>> {
@@ -61,6 +72,25 @@ impl HostShared {
         cache.insert(pattern.to_owned(), r.clone());
         Ok(r)
     }
+
+    /// The patterns of parameter `name`, compiled once into a set.
+    fn regex_set(&self, name: &str) -> RhaiResult<Arc<regex::RegexSet>> {
+        let mut cache = self.regex_sets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = cache.get(name) {
+            return Ok(r.clone());
+        }
+        let list = self.params.get(name).and_then(|v| v.read_lock::<Array>().map(|a| a.clone()));
+        let list = list.ok_or_else(|| format!("parameter `{name}` is not a list of patterns"))?;
+        let patterns = str_list(&list, "patterns")?;
+        let set = regex::RegexSetBuilder::new(patterns.iter().map(|p| p.as_str()))
+            .case_insensitive(true)
+            .size_limit(1 << 22)
+            .build()
+            .map_err(|e| format!("bad pattern in parameter `{name}`: {e}"))?;
+        let set = Arc::new(set);
+        cache.insert(name.to_owned(), set.clone());
+        Ok(set)
+    }
 }
 
 fn phrases(v: &Dynamic) -> Option<Vec<String>> {
@@ -73,12 +103,16 @@ fn phrases(v: &Dynamic) -> Option<Vec<String>> {
 
 fn fold_param(v: &Dynamic) -> Option<Folded> {
     if v.is_array() {
-        return phrases(v).map(Folded::List);
+        return text::PhraseSet::new(&[phrases(v)?]).map(Folded::List);
     }
     let map = v.read_lock::<Map>()?;
-    let table: Option<Vec<_>> =
-        map.iter().map(|(k, v)| Some((ImmutableString::from(k.as_str()), phrases(v)?))).collect();
-    table.map(Folded::Table)
+    let mut names = Vec::with_capacity(map.len());
+    let mut groups = Vec::with_capacity(map.len());
+    for (k, v) in map.iter() {
+        names.push(ImmutableString::from(k.as_str()));
+        groups.push(phrases(v)?);
+    }
+    Some(Folded::Table(names, text::PhraseSet::new(&groups)?))
 }
 
 /// The tag a script call carries: its turn and the node it runs for.
@@ -330,18 +364,19 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         name: "keywords_found",
         signature: "keywords_found(text: string, table: string | map) -> array",
         doc: "The names in a keyword table (a map of name → list of keywords, or the name of a \
-              parameter holding one) with a keyword in `text`, in table order. Matching ignores case \
+              parameter holding one) with a keyword in `text`, in alphabetical order. Matching ignores case \
               and diacritics; a keyword matches at the start of a word, so stems work (`zalog` \
               finds `załogi`).",
         register: |e, shared| {
             let s = shared.clone();
             e.register_fn("keywords_found", move |t: &str, table: &str| -> RhaiResult<Array> {
                 match s.folded.get(table) {
-                    Some(Folded::Table(rows)) => {
-                        let t = text::fold(t);
-                        Ok(rows
+                    Some(Folded::Table(names, set)) => {
+                        let found = set.found(&text::fold(t));
+                        Ok(names
                             .iter()
-                            .filter(|(_, kws)| kws.iter().any(|k| text::has_phrase(&t, k)))
+                            .zip(found)
+                            .filter(|(_, f)| *f)
                             .map(|(name, _)| Dynamic::from(name.clone()))
                             .collect())
                     }
@@ -373,10 +408,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             let s = shared.clone();
             e.register_fn("contains_any", move |t: &str, list: &str| -> RhaiResult<bool> {
                 match s.folded.get(list) {
-                    Some(Folded::List(ps)) => {
-                        let t = text::fold(t);
-                        Ok(ps.iter().any(|p| text::has_phrase(&t, p)))
-                    }
+                    Some(Folded::List(set)) => Ok(set.found(&text::fold(t))[0]),
                     _ => Err(format!("parameter `{list}` is not a list of phrases").into()),
                 }
             });
@@ -411,14 +443,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             });
             let s = shared.clone();
             e.register_fn("matches_any", move |t: &str, name: &str| -> RhaiResult<bool> {
-                let list = s.params.get(name).and_then(|v| v.read_lock::<Array>().map(|a| a.clone()));
-                let list = list.ok_or_else(|| format!("parameter `{name}` is not a list of patterns"))?;
-                for p in str_list(&list, "patterns")? {
-                    if s.regex(&p)?.is_match(t) {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
+                Ok(s.regex_set(name)?.is_match(t))
             });
         },
     },

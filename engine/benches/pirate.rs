@@ -1,0 +1,195 @@
+//! One pirate turn through the engine with a model that answers instantly, so only the engine is
+//! timed: the same graph, user messages and paths as `shared/bench/langgraph/pirate_bench.py`.
+//!
+//! The baseline's canned judge scores would win the game by the fifth turn (its graph has no
+//! finish rule and keeps going); ours ends a won game, so the cycle below exercises the same paths
+//! (plain, fenced and clamped JSON, the rule-based fallback, a blocked treasure phrase, an
+//! agreement below the margin) without winning. Each sample is a 20-turn conversation.
+//!
+//! `cargo bench -p ruleweave-engine --bench pirate`; per-node means print once to stderr.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, TokenSink, Usage};
+use ruleweave::{Engine, Event, Result};
+use serde_json::json;
+
+/// The allocator the `ruleweave` binary uses, so the bench times what the product runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const PLAIN_35: &str =
+    r#"{"total_score": 35, "strategy_variety": 10, "conversation_depth": 10, "creativity": 10, "persistence": 5}"#;
+const PLAIN_48: &str =
+    r#"{"total_score": 48, "strategy_variety": 12, "conversation_depth": 12, "creativity": 14, "persistence": 10}"#;
+const PLAIN_30: &str =
+    r#"{"total_score": 30, "strategy_variety": 8, "conversation_depth": 8, "creativity": 8, "persistence": 6}"#;
+const PLAIN_51: &str =
+    r#"{"total_score": 51, "strategy_variety": 18, "conversation_depth": 16, "creativity": 17, "persistence": 0}"#;
+const PLAIN_42: &str =
+    r#"{"total_score": 42, "strategy_variety": 11, "conversation_depth": 11, "creativity": 10, "persistence": 10}"#;
+const FENCED_52: &str = "```json\n{\"total_score\": 52, \"strategy_variety\": 15, \"conversation_depth\": 15, \"creativity\": 12, \"persistence\": 10}\n```";
+const CLAMPED_44: &str =
+    r#"{"total_score": 44, "strategy_variety": 40, "conversation_depth": 40, "creativity": 40, "persistence": 40}"#;
+const NOT_JSON: &str = "Niestety nie potrafie ocenic tej rozmowy.";
+
+/// The judge's reply on each turn. The rule-based fallback (NOT_JSON) comes early: its score grows
+/// with the conversation and would win the game later on.
+const JUDGE: [&str; 20] = [
+    PLAIN_35, PLAIN_48, NOT_JSON, NOT_JSON, FENCED_52, PLAIN_30, CLAMPED_44, PLAIN_51, PLAIN_42, PLAIN_35, PLAIN_48,
+    FENCED_52, PLAIN_30, CLAMPED_44, PLAIN_51, PLAIN_42, PLAIN_35, PLAIN_48, PLAIN_30, CLAMPED_44,
+];
+
+const SUSPICIOUS: &str =
+    "Arrr! Myslisz, ze stary wilk morski odda swoj skarb byle szczurowi ladowemu? Pokaz, co potrafisz!";
+const MOCKING: &str = "Hahaha! Ladnie mowisz, ale slowa to wiatr w zaglach. Skarb zostaje w mojej skrzyni, kamracie.";
+const PHRASE: &str = "Oto mój skarb, weź go";
+const AGREEMENT: &str = "Niech ci bedzie, skarb jest twój, zasluzyles na niego!";
+const THREAT: &str = "Grozisz mi? Mnie, kapitanowi Czarnobrodemu? Rekiny w tej zatoce sa glodne, wiesz?";
+const GOLD: &str = "Zloto? Mam go wiecej niz ty kiedykolwiek zobaczysz. Sprobuj czegos innego.";
+
+/// The pirate's reply on each turn: the treasure phrase below the threshold (blocked, then
+/// handle_blocked) on turns 3, 9 and 15; agreements below the margin on turns 4, 11 and 17.
+const CHAT: [&str; 20] = [
+    SUSPICIOUS, MOCKING, PHRASE, AGREEMENT, SUSPICIOUS, THREAT, GOLD, MOCKING, PHRASE, SUSPICIOUS, AGREEMENT, MOCKING,
+    THREAT, GOLD, PHRASE, SUSPICIOUS, AGREEMENT, MOCKING, GOLD, SUSPICIOUS,
+];
+
+const USER_MESSAGES: [&str; 12] = [
+    "Ahoj kapitanie! Jestes najlepszym piratem na siedmiu morzach, podziwiam twoje legendarne przygody.",
+    "Zaplace ci sto zlotych dukatow za ten skarb, to uczciwa nagroda dla kogos takiego jak ty.",
+    "Jesli mi go nie oddasz, zatopie twoj statek z moich armat, pozalujesz tego dnia!",
+    "Prosze, moja rodzina jest chora i tylko ten skarb moze ich uratowac, blagam cie.",
+    "Jako krolewski wyslannik, w imieniu korony zadam wydania skarbu natychmiast.",
+    "Poniewaz skarb i tak ci sie nie przyda na dnie morza, logicznie rzecz biorac powinienes mi go dac.",
+    "Mam sekretna mape do jeszcze wiekszego skarbu, wymienie ja na twoja skrzynie.",
+    "Jestem starym marynarzem z twojej dawnej zalogi, nie pamietasz mnie, kapitanie?",
+    "Rzucilem na twoj statek klatwe, tylko oddanie skarbu moze ja zdjac, to potezna magia.",
+    "No dobrze, a gdybysmy po prostu porozmawiali o tym, co dla ciebie naprawde wazne?",
+    "Jako kupiec proponuje handel: twoj skarb za moj statek i cala jego zaloge.",
+    "Twoja slawa dotarla az do krola, ale prawdziwy pirat dzieli sie lupem z przyjaciolmi.",
+];
+
+const TURNS: usize = 20;
+
+/// Answers instantly from the cycles above.
+#[derive(Default)]
+struct InstantModel {
+    judge: AtomicUsize,
+    chat: AtomicUsize,
+}
+
+impl InstantModel {
+    fn reset(&self) {
+        self.judge.store(0, Ordering::Relaxed);
+        self.chat.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Provider for InstantModel {
+    fn name(&self) -> &str {
+        "instant"
+    }
+
+    fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        let content = if request.profile == "judge" {
+            JUDGE[self.judge.fetch_add(1, Ordering::Relaxed) % JUDGE.len()]
+        } else {
+            CHAT[self.chat.fetch_add(1, Ordering::Relaxed) % CHAT.len()]
+        };
+        let response = LlmResponse {
+            content: content.to_owned(),
+            model: request.model.clone(),
+            usage: Usage::default(),
+            attempts: 1,
+        };
+        Box::pin(std::future::ready(Ok(response)))
+    }
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Plays one 20-turn conversation; returns the time spent in turns and every turn's events.
+async fn conversation(engine: &Engine, model: &InstantModel, keep_events: bool) -> (Duration, Vec<Event>) {
+    model.reset();
+    let options = json!({"difficulty": "medium"});
+    let mut session = engine.open_with_id("pirate", options.as_object().unwrap(), Some("bench".into())).await.unwrap();
+    let mut events = Vec::new();
+    let start = Instant::now();
+    for t in 0..TURNS {
+        let r = session.turn(json!({"message": USER_MESSAGES[t % USER_MESSAGES.len()]})).await.unwrap();
+        if keep_events {
+            events.extend(r.events);
+        }
+    }
+    let elapsed = start.elapsed();
+    assert!(!session.is_finished(), "the bench conversation must not end the game");
+    (elapsed, events)
+}
+
+/// Mean wall time per node over a few conversations, printed once.
+fn report_nodes(rt: &tokio::runtime::Runtime, engine: &Engine, model: &InstantModel) {
+    let mut per_node: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut steps = 0u64;
+    for _ in 0..200 {
+        let (_, events) = rt.block_on(conversation(engine, model, true));
+        for e in events {
+            if let Event::NodeFinished { node, duration_us, .. } = e {
+                let entry = per_node.entry(node).or_default();
+                entry.0 += duration_us;
+                entry.1 += 1;
+                steps += 1;
+            }
+        }
+    }
+    let turns = 200 * TURNS as u64;
+    eprintln!(
+        "pirate: {:.2} node steps per turn; mean µs per node (from events, µs resolution):",
+        steps as f64 / turns as f64
+    );
+    for (node, (total, n)) in per_node {
+        eprintln!("  {node:<18} {:>6.2} µs  ({n} runs)", total as f64 / n as f64);
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let model = Arc::new(InstantModel::default());
+    let engine = Engine::builder(repo_root()).provider(model.clone()).build();
+    engine.pack("pirate").unwrap();
+    report_nodes(&rt, &engine, &model);
+
+    let mut group = c.benchmark_group("pirate");
+    group.throughput(Throughput::Elements(TURNS as u64));
+    group.bench_function("turn (20-turn conversation, in memory)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                total += rt.block_on(conversation(&engine, &model, false)).0;
+            }
+            total
+        })
+    });
+    group.finish();
+
+    // The floor: three trivial script nodes, what a turn costs with (almost) nothing to do.
+    let floor = Engine::builder(repo_root().join("tests/packs/floor")).build();
+    let mut session = rt.block_on(floor.open("floor", &Default::default())).unwrap();
+    let mut group = c.benchmark_group("floor");
+    group.bench_function("turn (3 trivial script nodes)", |b| b.iter(|| rt.block_on(session.turn(json!({}))).unwrap()));
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().measurement_time(Duration::from_secs(8));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,317 @@
+//! The `ruleweave` binary as a user runs it: `check`, `graph`, `run` and `play` on the shipped
+//! packs, offline on the stand-in and against a local Chat Completions server that answers 429,
+//! 500, slowly, and with malformed JSON.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::mock_llm::{MockLlm, Reply, judged};
+use support::{json_lines, repo_root, ruleweave, run_with_stdin, stderr, stdout, temp_file};
+
+/// `ruleweave run pirate` against the mock, with quick retries and a short timeout.
+fn run_against(mock: &MockLlm, inputs: &str, difficulty: &str) -> std::process::Output {
+    let (_dir, file) = temp_file("inputs.yaml", inputs);
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["run", "pirate", "--events", "--set", &format!("difficulty={difficulty}"), "--input"])
+        .arg(&file)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env("RULEWEAVE_LLM_RETRIES", "2")
+        .env("RULEWEAVE_LLM_BACKOFF_MS", "1")
+        .env("RULEWEAVE_LLM_TIMEOUT_MS", "400");
+    cmd.output().unwrap()
+}
+
+fn llm_events(line: &Value, profile: &str) -> Vec<Value> {
+    line["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "llm" && e["profile"] == profile)
+        .cloned()
+        .collect()
+}
+
+// ---- check and graph ----------------------------------------------------------------------------
+
+#[test]
+fn check_passes_on_the_shipped_packs() {
+    let out = ruleweave(&repo_root()).arg("check").output().unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("ok      pirate (version "), "{}", stdout(&out));
+}
+
+#[test]
+fn root_is_a_global_flag_before_or_after_the_subcommand() {
+    let fixture = repo_root().join("tests/packs/cycle");
+    for args in [vec!["--root", fixture.to_str().unwrap(), "check"], vec!["check", "--root", fixture.to_str().unwrap()]]
+    {
+        let out = ruleweave(&std::env::temp_dir()).args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains("ok      cycle"), "{}", stdout(&out));
+    }
+}
+
+#[test]
+fn check_fails_bad_packs_with_the_spot() {
+    for (case, spot, line) in [
+        ("err_yaml", "config/game.yaml:2:21", "  score: {type: int}}"),
+        ("err_rhai", "scripts/game/score.rhai:2:25", "    let x = this.score +;"),
+        ("err_template_var", "prompts/game/ask.j2:2:14", "You said: {{ last_mesage }}"),
+        ("err_unknown_edge", "config/game.yaml:8:7", "    - add -> judge"),
+        ("err_route_missing", "config/game.yaml:11:13", "        to: celebrate"),
+    ] {
+        let root = repo_root().join("tests/packs").join(case);
+        let out = ruleweave(&root).arg("check").output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{case}");
+        let err = stderr(&out);
+        assert!(err.contains(&format!("--> {spot}")), "{case}: {err}");
+        assert!(err.contains(line), "{case}: the source line is shown: {err}");
+        let col: usize = spot.rsplit(':').next().unwrap().parse().unwrap();
+        let caret = format!("| {}^", " ".repeat(col - 1));
+        assert!(err.contains(&caret), "{case}: a caret under column {col}: {err}");
+    }
+}
+
+#[test]
+fn graph_prints_mermaid() {
+    let out = ruleweave(&repo_root()).args(["graph", "pirate"]).output().unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.starts_with("flowchart TD\n"), "{text}");
+    for edge in [
+        "START --> intake",
+        "intake --> merit_check",
+        "merit_check --> generate_response",
+        "generate_response --> validate_response",
+        "validate_response -.->|\"this.is_blocked\"| handle_blocked",
+        "validate_response -.->|\"otherwise\"| END",
+        "handle_blocked --> END",
+    ] {
+        assert!(text.contains(edge), "missing `{edge}` in\n{text}");
+    }
+}
+
+#[test]
+fn an_unknown_pack_is_an_error() {
+    let out = ruleweave(&repo_root()).args(["graph", "nope"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read the manifest of pack `nope`"), "{}", stderr(&out));
+}
+
+// ---- run, offline --------------------------------------------------------------------------------
+
+const WINNING_MOVES: &str = r#"
+- Ahoy captain! I am your old shipmate from the crew, don't you remember me? We sailed together to Tortuga.
+- You are the greatest and most legendary pirate of the seven seas, I truly admire your courage and your famous ship.
+- Please, my family is starving and sick, the treasure could save my little daughter who is dying of fever.
+- I will pay you with gold coins and silver, a generous reward for a famous captain, because it makes sense for both of us.
+- One more thing, captain.
+"#;
+
+#[test]
+fn run_prints_one_json_line_per_turn_and_a_won_game_refuses_more() {
+    let (_dir, file) = temp_file("moves.yaml", WINNING_MOVES);
+    let out = ruleweave(&repo_root())
+        .args(["run", "pirate", "--set", "difficulty=medium", "--input"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 5, "{}", stderr(&out));
+    for (i, line) in lines[..4].iter().enumerate() {
+        let keys: Vec<&str> = line.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["output", "state", "turn"], "exactly the contract's keys");
+        assert_eq!(line["turn"], i as u64 + 1);
+        assert_eq!(line["state"]["conversation_history"].as_array().unwrap().len(), 2 * (i + 1));
+    }
+    let won = &lines[3]["output"];
+    assert_eq!(won["is_won"], true, "{won}");
+    assert_eq!(won["outcome"], "won_exact_phrase");
+    assert!(won["pirate_response"].as_str().unwrap().contains("Oto mój skarb, weź go"));
+    assert_eq!(lines[4]["turn"], 5);
+    assert_eq!(lines[4]["error"]["code"], "session_finished");
+    assert!(lines[4]["error"]["message"].as_str().unwrap().contains("won and over"));
+    assert_eq!(out.status.code(), Some(1), "a refused input makes the exit status 1");
+    assert!(stderr(&out).contains("stand-in model"), "the stand-in is labelled: {}", stderr(&out));
+}
+
+#[test]
+fn run_is_deterministic_on_the_stand_in() {
+    let (_dir, file) = temp_file("moves.yaml", WINNING_MOVES);
+    let run = || {
+        let out = ruleweave(&repo_root()).args(["run", "pirate", "--input"]).arg(&file).output().unwrap();
+        json_lines(&out)
+            .into_iter()
+            .map(|mut l| {
+                l["state"]["game_id"] = json!("");
+                l
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn run_refuses_an_inputs_file_that_is_not_a_list() {
+    let (_dir, file) = temp_file("moves.yaml", "message: hello\n");
+    let out = ruleweave(&repo_root()).args(["run", "pirate", "--input"]).arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("must hold a list of inputs"), "{}", stderr(&out));
+}
+
+// ---- run, against a Chat Completions server ------------------------------------------------------
+
+#[test]
+fn requests_carry_the_profiles_and_windows_of_seed_000() {
+    let mock = MockLlm::start();
+    mock.judge(judged(20)).chat(Reply::Content("Arr, who goes there?".into()));
+    mock.judge(judged(30)).chat(Reply::Content("Still no.".into()));
+    let out = run_against(&mock, "- Ahoy, I am a sailor!\n- Please, captain.\n", "hard");
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let seen = mock.seen();
+    assert!(seen.iter().all(|s| s.authorization.as_deref() == Some("Bearer sk-test")));
+    let judge = mock.seen_kind("judge");
+    assert_eq!(judge.len(), 2);
+    let mut first = judge[0].clone();
+    let prompt = first["messages"][0]["content"].take();
+    assert_eq!(
+        first,
+        json!({"model": "gpt-4o-mini", "temperature": 0.3, "max_tokens": 500,
+               "response_format": {"type": "json_object"}, "messages": [{"role": "user", "content": null}]})
+    );
+    let prompt = prompt.as_str().unwrap();
+    assert!(prompt.contains("Poziom trudności: hard"));
+    assert!(prompt.contains("Persony gracza: crew_member"));
+    assert!(prompt.contains("\nGracz: Ahoy, I am a sailor!\n"), "{prompt}");
+
+    let chat = mock.seen_kind("chat");
+    assert_eq!(chat.len(), 2);
+    let second = &chat[1];
+    assert_eq!(second["model"], "gpt-4-turbo");
+    assert_eq!(second["temperature"], 0.8);
+    assert_eq!(second["max_tokens"], 300);
+    let roles: Vec<(&str, &str)> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(roles[0].0, "system");
+    assert_eq!(
+        &roles[1..],
+        [("user", "Ahoy, I am a sailor!"), ("assistant", "Arr, who goes there?"), ("user", "Please, captain.")]
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines[1]["output"]["merit_score"], 30);
+    assert_eq!(lines[1]["output"]["pirate_response"], "Still no.");
+    let judge_events = llm_events(&lines[0], "judge");
+    assert_eq!(judge_events[0]["provider"], "openai");
+    assert_eq!(judge_events[0]["prompt_tokens"], 11);
+    assert_eq!(judge_events[0]["completion_tokens"], 7);
+}
+
+#[test]
+fn a_429_is_retried() {
+    let mock = MockLlm::start();
+    mock.judge(Reply::Status(429, "Rate limit reached".into())).judge(judged(25));
+    let out = run_against(&mock, "- Ahoy!\n", "medium");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = &json_lines(&out)[0];
+    assert_eq!(line["output"]["merit_breakdown"]["source"], "judge");
+    assert_eq!(line["output"]["merit_score"], 25);
+    assert_eq!(llm_events(line, "judge")[0]["attempts"], 2);
+    assert_eq!(mock.seen_kind("judge").len(), 2);
+}
+
+#[test]
+fn a_judge_that_keeps_failing_falls_back_to_the_rules() {
+    let mock = MockLlm::start();
+    for _ in 0..3 {
+        mock.judge(Reply::Status(500, "The server had an error".into()));
+    }
+    let out = run_against(&mock, "- I am a sailor, please, I will pay you gold\n", "medium");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = &json_lines(&out)[0];
+    let breakdown = &line["output"]["merit_breakdown"];
+    assert_eq!(breakdown["source"], "fallback");
+    assert_eq!(line["output"]["merit_score"], 2 * 5 + 3 + 2);
+    let reason = breakdown["reason"].as_str().unwrap();
+    assert!(reason.contains("HTTP 500") && reason.contains("after 3 attempts"), "{reason}");
+    assert_eq!(mock.seen_kind("judge").len(), 3, "1 try and 2 retries");
+    assert_eq!(llm_events(line, "judge")[0]["error"].as_str().map(|e| e.contains("HTTP 500")), Some(true));
+}
+
+#[test]
+fn a_timeout_is_retried() {
+    let mock = MockLlm::start();
+    mock.judge(Reply::Slow(Duration::from_millis(1500), Box::new(judged(90)))).judge(judged(44));
+    let out = run_against(&mock, "- Ahoy!\n", "medium");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = &json_lines(&out)[0];
+    assert_eq!(line["output"]["merit_score"], 44, "the slow answer was abandoned");
+    assert_eq!(llm_events(line, "judge")[0]["attempts"], 2);
+}
+
+#[test]
+fn malformed_json_from_the_model_falls_back() {
+    let mock = MockLlm::start();
+    mock.judge(Reply::Content("Niestety nie potrafię ocenić tej rozmowy.".into()));
+    mock.judge(Reply::Raw("{\"choices\": [ this is not json".into()));
+    let out = run_against(&mock, "- Ahoy!\n- Ahoy again!\n", "medium");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    let first = &lines[0]["output"]["merit_breakdown"];
+    assert_eq!(first["source"], "fallback");
+    assert!(first["reason"].as_str().unwrap().contains("contains no JSON"), "{first}");
+    let second = &lines[1]["output"]["merit_breakdown"];
+    assert_eq!(second["source"], "fallback");
+    assert!(second["reason"].as_str().unwrap().contains("the reply is not valid JSON"), "{second}");
+}
+
+#[test]
+fn a_failed_pirate_call_fails_the_turn_and_loses_nothing() {
+    let mock = MockLlm::start();
+    mock.chat(Reply::Content("First answer.".into()));
+    for _ in 0..3 {
+        mock.chat(Reply::Status(503, "overloaded".into()));
+    }
+    mock.chat(Reply::Content("Third answer.".into()));
+    let out = run_against(&mock, "- one\n- two\n- three\n", "easy");
+    assert_eq!(out.status.code(), Some(1));
+    let lines = json_lines(&out);
+    assert_eq!(lines[1]["turn"], 2);
+    assert_eq!(lines[1]["error"]["code"], "llm_error");
+    assert!(lines[1]["error"]["message"].as_str().unwrap().contains("node generate_response"), "{}", lines[1]);
+    // The third input is turn 2: the failed one left no trace.
+    assert_eq!(lines[2]["turn"], 2);
+    let history: Vec<&str> = lines[2]["state"]["conversation_history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(history, ["one", "First answer.", "three", "Third answer."]);
+}
+
+// ---- play ------------------------------------------------------------------------------------------
+
+#[test]
+fn play_shows_replies_scores_and_the_breakdown_on_request() {
+    let moves: Vec<&str> = WINNING_MOVES.lines().filter_map(|l| l.strip_prefix("- ")).collect();
+    let input = format!("{}\n/why\n{}\n{}\n{}\n{}\n/quit\n", moves[0], moves[1], moves[2], moves[3], moves[4]);
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["play", "pirate"]);
+    let out = run_with_stdin(cmd, &input);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("model: the pack's stand-in model"), "{text}");
+    assert!(text.contains("pirate (stand-in) › "), "replies are labelled: {text}");
+    assert!(text.contains("merit 15/100, needs 60 on medium"), "{text}");
+    assert!(text.contains("judge: strategy variety 5/30"), "/why shows the breakdown: {text}");
+    assert!(text.contains("You won! The captain hands over his treasure"), "{text}");
+    assert!(text.contains("won and over"), "a further move is refused: {text}");
+}

@@ -1,0 +1,167 @@
+//! A local server speaking OpenAI's Chat Completions protocol, failing the way real ones do.
+//!
+//! Replies are queued per kind of request: `judge` for requests in JSON mode (they carry
+//! `response_format`), `chat` for the others. Every request is recorded with its headers.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// 200 with a completion whose message content is this text.
+    Content(String),
+    /// This status with this body (and `Retry-After: 0` for 429).
+    Status(u16, String),
+    /// 200 with this raw body (malformed on purpose).
+    Raw(String),
+    /// Wait, then answer.
+    Slow(Duration, Box<Reply>),
+}
+
+/// A recorded request.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub kind: &'static str,
+    pub body: Value,
+    pub authorization: Option<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    judge: VecDeque<Reply>,
+    chat: VecDeque<Reply>,
+    seen: Vec<Seen>,
+}
+
+/// The running server; stops when dropped.
+pub struct MockLlm {
+    pub base_url: String,
+    inner: Arc<Mutex<Inner>>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl MockLlm {
+    pub fn start() -> Self {
+        let inner = Arc::new(Mutex::new(Inner::default()));
+        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(inner.clone());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+        });
+        MockLlm { base_url: format!("http://{addr}/v1"), inner, _stop: stop }
+    }
+
+    pub fn judge(&self, reply: Reply) -> &Self {
+        self.inner.lock().unwrap().judge.push_back(reply);
+        self
+    }
+
+    pub fn chat(&self, reply: Reply) -> &Self {
+        self.inner.lock().unwrap().chat.push_back(reply);
+        self
+    }
+
+    /// Every request so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.inner.lock().unwrap().seen.clone()
+    }
+
+    /// The requests of one kind (`judge` or `chat`).
+    pub fn seen_kind(&self, kind: &str) -> Vec<Value> {
+        self.seen().into_iter().filter(|s| s.kind == kind).map(|s| s.body).collect()
+    }
+}
+
+/// A judge reply with this total.
+pub fn judged(total: i64) -> Reply {
+    Reply::Content(
+        json!({"total_score": total, "strategy_variety": 10, "conversation_depth": 10, "creativity": 10, "persistence": 5})
+            .to_string(),
+    )
+}
+
+async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, body: String) -> Response {
+    let body: Value = match serde_json::from_str(&body) {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad JSON: {e}")).into_response(),
+    };
+    let kind = if body.get("response_format").is_some() { "judge" } else { "chat" };
+    let reply =
+        {
+            let mut inner = inner.lock().unwrap();
+            inner.seen.push(Seen {
+                kind,
+                body: body.clone(),
+                authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
+            });
+            let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
+            queue
+                .pop_front()
+                .unwrap_or_else(|| if kind == "judge" { judged(10) } else { Reply::Content("Arrr, no.".into()) })
+        };
+    let streaming = body["stream"] == json!(true);
+    answer(reply, &body, streaming).await
+}
+
+async fn answer(mut reply: Reply, request: &Value, streaming: bool) -> Response {
+    while let Reply::Slow(wait, next) = reply {
+        tokio::time::sleep(wait).await;
+        reply = *next;
+    }
+    let model = request["model"].as_str().unwrap_or("unknown").to_owned();
+    match reply {
+        Reply::Content(text) if streaming => {
+            let mut sse = String::new();
+            for piece in text.split_inclusive(' ') {
+                let chunk = json!({"model": model, "choices": [{"index": 0, "delta": {"content": piece}}]});
+                sse.push_str(&format!("data: {chunk}\n\n"));
+            }
+            let usage = json!({"model": model, "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}});
+            sse.push_str(&format!("data: {usage}\n\ndata: [DONE]\n\n"));
+            Response::builder().header("content-type", "text/event-stream").body(Body::from(sse)).unwrap()
+        }
+        Reply::Content(text) => axum::Json(json!({
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }))
+        .into_response(),
+        Reply::Status(code, text) => {
+            let status = StatusCode::from_u16(code).unwrap();
+            let body = json!({"error": {"message": text, "type": "test"}}).to_string();
+            let mut resp = Response::builder().status(status).header("content-type", "application/json");
+            if code == 429 {
+                resp = resp.header("retry-after", "0");
+            }
+            resp.body(Body::from(body)).unwrap()
+        }
+        Reply::Raw(text) => {
+            Response::builder().header("content-type", "application/json").body(Body::from(text)).unwrap()
+        }
+        Reply::Slow(..) => unreachable!(),
+    }
+}

@@ -1,0 +1,66 @@
+//! Helpers for the end-to-end tests: the `ruleweave` binary and a local model server.
+
+#![allow(dead_code)]
+
+pub mod mock_llm;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The repository root (the shipped packs).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `ruleweave` with a clean model environment: no keys, stand-in unless a test says otherwise.
+pub fn ruleweave(root: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ruleweave"));
+    cmd.current_dir(root);
+    for var in [
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "RULEWEAVE_LLM",
+        "RULEWEAVE_MODEL",
+        "RULEWEAVE_MODEL_MAP",
+        "RULEWEAVE_LLM_RETRIES",
+        "RULEWEAVE_LLM_BACKOFF_MS",
+        "RULEWEAVE_LLM_TIMEOUT_MS",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// Runs `cmd` with `stdin` as its input.
+pub fn run_with_stdin(mut cmd: Command, stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The JSON lines of stdout.
+pub fn json_lines(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A file in a fresh temporary directory.
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
