@@ -108,19 +108,18 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
         Err(e) => return (StatusCode::BAD_REQUEST, format!("bad JSON: {e}")).into_response(),
     };
     let kind = if body.get("response_format").is_some() { "judge" } else { "chat" };
-    let reply =
-        {
-            let mut inner = inner.lock().unwrap();
-            inner.seen.push(Seen {
-                kind,
-                body: body.clone(),
-                authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
-            });
-            let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
-            queue
-                .pop_front()
-                .unwrap_or_else(|| if kind == "judge" { judged(10) } else { Reply::Content("Arrr, no.".into()) })
-        };
+    let reply = {
+        let mut inner = inner.lock().unwrap();
+        inner.seen.push(Seen {
+            kind,
+            body: body.clone(),
+            authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        });
+        let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
+        queue
+            .pop_front()
+            .unwrap_or_else(|| if kind == "judge" { judged(10) } else { Reply::Content("Arrr, no.".into()) })
+    };
     let streaming = body["stream"] == json!(true);
     answer(reply, &body, streaming).await
 }

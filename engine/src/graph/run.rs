@@ -36,20 +36,35 @@ pub(crate) async fn init(pack: &Arc<Pack>, f: &FnRef, turn: &Arc<TurnCtx>, state
     pack.schema.apply(state, &updates, &mut Undo::default())
 }
 
-/// Runs one turn of `pack`'s graph on `state`. On success the updates stay applied; on failure
-/// they are rolled back and `state` is as it was.
+/// Runs one turn of `pack`'s graph on `state`. On success the updates stay applied; on failure,
+/// or when the future is dropped before it finishes (a client went away), they are rolled back
+/// and `state` is as it was.
 pub(crate) async fn run(
     pack: &Arc<Pack>,
     natives: &NativeNodes,
     turn: &Arc<TurnCtx>,
     state: &mut Dynamic,
 ) -> Result<()> {
-    let mut undo = Undo::default();
-    let result = Runner { pack, natives, turn }.steps(state, &mut undo).await;
-    if result.is_err() {
-        undo.rollback(state);
+    let mut guard = Rollback { state, undo: Some(Undo::default()) };
+    let Rollback { state, undo } = &mut guard;
+    let undo = undo.as_mut().expect("set above");
+    Runner { pack, natives, turn }.steps(state, undo).await?;
+    guard.undo = None;
+    Ok(())
+}
+
+/// Undoes a turn's changes when dropped, unless the turn committed (took the log away).
+struct Rollback<'a> {
+    state: &'a mut Dynamic,
+    undo: Option<Undo>,
+}
+
+impl Drop for Rollback<'_> {
+    fn drop(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            undo.rollback(self.state);
+        }
     }
-    result
 }
 
 struct Runner<'a> {

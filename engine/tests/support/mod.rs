@@ -79,3 +79,27 @@ pub fn judged(total: i64) -> String {
         r#"{{"total_score": {total}, "strategy_variety": 0, "conversation_depth": 0, "creativity": 0, "persistence": 0}}"#
     )
 }
+
+/// Writes a pack root into a fresh temporary directory: `files` are (path, contents).
+pub fn write_root(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+/// A provider that never answers.
+pub struct Silent;
+
+impl Provider for Silent {
+    fn name(&self) -> &str {
+        "silent"
+    }
+
+    fn complete<'a>(&'a self, _: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        Box::pin(std::future::pending())
+    }
+}

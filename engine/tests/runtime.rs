@@ -1,0 +1,121 @@
+//! The runtime as an embedding program sees it: cancelled turns, native nodes, live events.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ruleweave::values::{Dynamic, Map};
+use ruleweave::{Engine, ErrorKind, Event, NodeContext};
+use serde_json::json;
+use support::{Silent, write_root};
+
+const TALKER: &str = r#"
+llm:
+  chat: {model: m}
+standin: standin.rhai::respond
+state:
+  log: {type: list, reducer: append}
+  reply: {type: string}
+input:
+  text: {type: string, required: true}
+output: [log, reply]
+graph:
+  nodes:
+    note: {script: note.rhai::note}
+    talk: {llm: chat, prompt: ask.j2, into: reply}
+  edges:
+    - START -> note
+    - note -> talk
+    - talk -> END
+"#;
+
+fn talker() -> tempfile::TempDir {
+    write_root(&[
+        ("config/talker.yaml", TALKER),
+        ("scripts/talker/note.rhai", "fn note() { #{ log: input().text } }"),
+        ("scripts/talker/standin.rhai", "fn respond(r) { `you said: ${r.messages[-1].content}` }"),
+        ("prompts/talker/ask.j2", "{{ log[-1] }}"),
+    ])
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_leaves_the_session_as_it_was() {
+    let root = talker();
+    let engine = Engine::builder(root.path()).provider(Arc::new(Silent)).build();
+    let mut s = engine.open("talker", &Default::default()).await.unwrap();
+    // `note` has run and appended to the log when the model call hangs and the turn is dropped.
+    let cut = tokio::time::timeout(Duration::from_millis(50), s.turn(json!({"text": "hello"}))).await;
+    assert!(cut.is_err(), "the turn should have timed out");
+    assert_eq!(s.state(), json!({"log": [], "reply": ""}));
+    assert_eq!(s.turns(), 0);
+}
+
+#[tokio::test]
+async fn events_stream_live_in_order_with_the_stand_in_labelled() {
+    let root = talker();
+    let engine = Engine::builder(root.path()).build();
+    let mut s = engine.open("talker", &Default::default()).await.unwrap();
+    let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let sink = seen.clone();
+    let r = s
+        .turn_with_events(
+            json!({"text": "ahoy there"}),
+            Arc::new(move |e: &Event| sink.lock().unwrap().push(e.clone())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.output["reply"], "you said: ahoy there");
+    let seen = seen.lock().unwrap();
+    let tokens: String = seen
+        .iter()
+        .filter_map(|e| match e {
+            Event::Token { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tokens, "you said: ahoy there", "the stand-in streams its reply");
+    let kinds: Vec<&str> = seen
+        .iter()
+        .filter(|e| !matches!(e, Event::Token { .. }))
+        .map(|e| match e {
+            Event::NodeStarted { .. } => "started",
+            Event::NodeFinished { .. } => "finished",
+            Event::Llm(l) => {
+                assert!(l.standin, "the stand-in is labelled as one");
+                assert_eq!(l.provider, "standin");
+                "llm"
+            }
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["started", "finished", "started", "llm", "finished"]);
+    // The result carries the same events, without the tokens.
+    assert_eq!(r.events.len(), kinds.len());
+}
+
+#[tokio::test]
+async fn native_nodes_are_registered_by_the_embedding_program() {
+    let root = write_root(&[(
+        "config/counter.yaml",
+        "state:\n  n: {type: int}\n  label: {type: string}\ninput:\n  by: {type: int, default: 1}\noutput: [n, label]\ngraph:\n  nodes:\n    bump: {native: bump}\n  edges:\n    - START -> bump\n    - bump -> END\n",
+    )]);
+    let bump = |ctx: &NodeContext<'_>| -> ruleweave::Result<Map> {
+        let n = ctx.get("n").and_then(|v| v.as_int().ok()).unwrap_or(0);
+        let by = ctx.input().get("by").and_then(|v| v.as_int().ok()).unwrap_or(1);
+        let mut m = Map::new();
+        m.insert("n".into(), Dynamic::from_int(n + by));
+        m.insert("label".into(), Dynamic::from(format!("counted to {}", n + by)));
+        Ok(m)
+    };
+    let engine = Engine::builder(root.path()).native_node("bump", bump).build();
+    let mut s = engine.open("counter", &Default::default()).await.unwrap();
+    s.turn(json!({})).await.unwrap();
+    let out = s.turn(json!({"by": 5})).await.unwrap().output;
+    assert_eq!(out, json!({"n": 6, "label": "counted to 6"}));
+
+    // Without the registration the pack does not load, and says why.
+    let e = Engine::builder(root.path()).build().pack("counter").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Pack);
+    assert!(e.detail().contains("native node `bump` is not registered by this host"), "{e}");
+}
