@@ -34,12 +34,14 @@ pub struct Seen {
     pub kind: &'static str,
     pub body: Value,
     pub authorization: Option<String>,
+    pub headers: HeaderMap,
 }
 
 #[derive(Default)]
 struct Inner {
     judge: VecDeque<Reply>,
     chat: VecDeque<Reply>,
+    messages: VecDeque<Reply>,
     seen: Vec<Seen>,
 }
 
@@ -53,7 +55,10 @@ pub struct MockLlm {
 impl MockLlm {
     pub fn start() -> Self {
         let inner = Arc::new(Mutex::new(Inner::default()));
-        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(inner.clone());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .route("/v1/messages", post(messages))
+            .with_state(inner.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -81,6 +86,17 @@ impl MockLlm {
     pub fn chat(&self, reply: Reply) -> &Self {
         self.inner.lock().unwrap().chat.push_back(reply);
         self
+    }
+
+    /// Queues a reply for the Anthropic Messages API (`/v1/messages`).
+    pub fn message(&self, reply: Reply) -> &Self {
+        self.inner.lock().unwrap().messages.push_back(reply);
+        self
+    }
+
+    /// The server's root, for `ANTHROPIC_BASE_URL` (which has no `/v1`).
+    pub fn root_url(&self) -> String {
+        self.base_url.trim_end_matches("/v1").to_owned()
     }
 
     /// Every request so far.
@@ -114,6 +130,7 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
             kind,
             body: body.clone(),
             authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
+            headers: headers.clone(),
         });
         let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
         queue
@@ -122,6 +139,53 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     };
     let streaming = body["stream"] == json!(true);
     answer(reply, &body, streaming).await
+}
+
+async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, body: String) -> Response {
+    let body: Value = match serde_json::from_str(&body) {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad JSON: {e}")).into_response(),
+    };
+    let mut reply = {
+        let mut inner = inner.lock().unwrap();
+        inner.seen.push(Seen { kind: "messages", body: body.clone(), authorization: None, headers: headers.clone() });
+        inner.messages.pop_front().unwrap_or_else(|| Reply::Content("Arrr.".into()))
+    };
+    while let Reply::Slow(wait, next) = reply {
+        tokio::time::sleep(wait).await;
+        reply = *next;
+    }
+    let model = body["model"].as_str().unwrap_or("unknown").to_owned();
+    match reply {
+        Reply::Content(text) if body["stream"] == json!(true) => {
+            let mut sse = String::new();
+            let start = json!({"type": "message_start", "message": {"model": model, "usage": {"input_tokens": 13, "output_tokens": 1}}});
+            sse.push_str(&format!("event: message_start\ndata: {start}\n\n"));
+            for piece in text.split_inclusive(' ') {
+                let d =
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}});
+                sse.push_str(&format!("event: content_block_delta\ndata: {d}\n\n"));
+            }
+            let end =
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}});
+            sse.push_str(&format!(
+                "event: message_delta\ndata: {end}\n\nevent: message_stop\ndata: {{\"type\": \"message_stop\"}}\n\n"
+            ));
+            Response::builder().header("content-type", "text/event-stream").body(Body::from(sse)).unwrap()
+        }
+        Reply::Content(text) => axum::Json(json!({
+            "id": "msg_test", "type": "message", "role": "assistant", "model": model,
+            "content": [{"type": "text", "text": text}],
+            "usage": {"input_tokens": 13, "output_tokens": 5},
+        }))
+        .into_response(),
+        Reply::Status(code, text) => {
+            let body = json!({"type": "error", "error": {"type": "test", "message": text}}).to_string();
+            Response::builder().status(StatusCode::from_u16(code).unwrap()).body(Body::from(body)).unwrap()
+        }
+        Reply::Raw(text) => Response::builder().body(Body::from(text)).unwrap(),
+        Reply::Slow(..) => unreachable!(),
+    }
 }
 
 async fn answer(mut reply: Reply, request: &Value, streaming: bool) -> Response {
