@@ -163,8 +163,8 @@ fn ask(ctx: &NativeCallContext<'_>, shared: &HostShared, profile: &str, messages
     with_turn(ctx, |tag| {
         if !may_block() {
             return Err(format!(
-                "{}() can only be called from a script node or an llm node's then/fallback script, \
-                 and only directly (not through a function pointer)",
+                "{}() can only be called by name from a pack script (not through a function pointer, \
+                 and not from a stand-in model)",
                 ctx.fn_name()
             )
             .into());
@@ -287,8 +287,9 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     HostFn {
         name: "llm",
         signature: "llm(profile: string, prompt: string) -> string",
-        doc: "Asks the profile's model with `prompt` as the user message and returns its reply. \
-              Only script nodes and llm nodes' then/fallback scripts may call models.",
+        doc: "Asks the profile's model with `prompt` as the user message and returns its reply. A \
+              script that calls a model runs on a thread that may wait; call it by name (a call \
+              through a function pointer is refused).",
         register: |e, shared| {
             let shared = shared.clone();
             e.register_fn("llm", move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| {
