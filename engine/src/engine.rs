@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::Value as Json;
 
@@ -12,6 +12,13 @@ use crate::llm::{BoxFuture, LlmChoice, LlmRequest, LlmResponse, Provider, TokenS
 use crate::native::{NativeNode, NativeNodes};
 use crate::pack::{self, Pack};
 use crate::session::Session;
+use crate::store::{CheckpointInfo, MemoryStore, Retention, SessionInfo, Store};
+
+/// A session kept live in the engine, shared by whoever runs its turns (one at a time).
+pub type LiveSession = Arc<tokio::sync::Mutex<Session>>;
+
+/// How many sessions the engine keeps loaded before it lets idle ones go.
+const LIVE_SESSIONS: usize = 10_000;
 
 /// Loads packs from a root directory and opens sessions on them.
 #[derive(Clone)]
@@ -24,6 +31,9 @@ struct Inner {
     llm: LlmChoice,
     natives: NativeNodes,
     packs: RwLock<HashMap<String, Arc<Pack>>>,
+    store: Arc<dyn Store>,
+    retention: Retention,
+    live: Mutex<HashMap<String, LiveSession>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -37,6 +47,8 @@ pub struct EngineBuilder {
     root: PathBuf,
     llm: LlmChoice,
     natives: NativeNodes,
+    store: Option<Arc<dyn Store>>,
+    retention: Retention,
 }
 
 impl EngineBuilder {
@@ -57,6 +69,18 @@ impl EngineBuilder {
         self
     }
 
+    /// Where sessions are kept (default: in memory; see [`crate::store::open`]).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// How much of each session's past is kept.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// The engine.
     pub fn build(self) -> Engine {
         Engine {
@@ -65,6 +89,9 @@ impl EngineBuilder {
                 llm: self.llm,
                 natives: self.natives,
                 packs: RwLock::new(HashMap::new()),
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                retention: self.retention,
+                live: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -74,7 +101,13 @@ impl Engine {
     /// A builder for an engine reading packs under `root` (which holds `config/`, `scripts/`,
     /// `prompts/`).
     pub fn builder(root: impl Into<PathBuf>) -> EngineBuilder {
-        EngineBuilder { root: root.into(), llm: LlmChoice::Standin, natives: NativeNodes::default() }
+        EngineBuilder {
+            root: root.into(),
+            llm: LlmChoice::Standin,
+            natives: NativeNodes::default(),
+            store: None,
+            retention: Retention::default(),
+        }
     }
 
     /// The directory packs are read from.
@@ -89,6 +122,16 @@ impl Engine {
 
     pub(crate) fn natives(&self) -> &NativeNodes {
         &self.inner.natives
+    }
+
+    /// Where sessions are kept.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// How much of each session's past is kept.
+    pub fn retention(&self) -> Retention {
+        self.inner.retention
     }
 
     /// The names of every pack under the root (`config/*.yaml`), sorted.
@@ -146,7 +189,109 @@ impl Engine {
     ) -> Result<Session> {
         let pack = self.pack(pack)?;
         let options = pack.resolve_options(options)?;
-        Session::open(self.clone(), pack, options, id).await
+        Session::open(self.clone(), pack, options, id, None).await
+    }
+
+    /// Loads a session from the store, on the pack's current version.
+    pub async fn resume(&self, id: &str) -> Result<Session> {
+        let stored = self.inner.store.load(id).await?.ok_or_else(|| no_session(id))?;
+        let pack = self.pack(&stored.info.pack)?;
+        Session::from_stored(self.clone(), pack, stored)
+    }
+
+    /// The session `id`, kept live in the engine so the next turn needs no load; turns on it are
+    /// run one at a time by locking it.
+    pub async fn session(&self, id: &str) -> Result<LiveSession> {
+        if let Some(s) = self.live().get(id) {
+            return Ok(s.clone());
+        }
+        let session = self.resume(id).await?;
+        Ok(self.keep(session))
+    }
+
+    /// Keeps `session` live in the engine (see [`Engine::session`]) and returns it.
+    pub fn keep(&self, session: Session) -> LiveSession {
+        let mut live = self.live();
+        if live.len() >= LIVE_SESSIONS {
+            // Let idle sessions go: they reload from the store when next used.
+            live.retain(|_, s| Arc::strong_count(s) > 1 || s.try_lock().is_err());
+        }
+        let id = session.id().to_owned();
+        live.entry(id).or_insert_with(|| Arc::new(tokio::sync::Mutex::new(session))).clone()
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, LiveSession>> {
+        self.inner.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new session from checkpoint `seq` of session `id` (time travel): the state as it was
+    /// after that turn, the same options, a new id and its own randomness.
+    pub async fn fork(&self, id: &str, seq: u64) -> Result<Session> {
+        let history = self.inner.store.history(id, seq).await?.ok_or_else(|| no_session(id))?;
+        let reached = history.after.last().map_or(0, |c| c.seq);
+        if reached != seq {
+            return Err(Error::new(ErrorKind::NotFound, format!("session {id} has no checkpoint {seq}")));
+        }
+        if history.after.last().is_some_and(|c| c.kind == crate::store::CheckpointKind::Step) {
+            return Err(Error::input(format!(
+                "checkpoint {seq} is in the middle of a turn; fork from a turn's checkpoint"
+            )));
+        }
+        let options = history.info.options.as_object().cloned().unwrap_or_default();
+        let pack = self.pack(&history.info.pack)?;
+        let options = pack.resolve_options(&options)?;
+        let at = Session::from_stored(self.clone(), pack.clone(), history)?;
+        let state = at.state.clone();
+        Session::open(self.clone(), pack, options, None, Some((id.to_owned(), seq, state))).await
+    }
+
+    /// What the store knows of session `id`.
+    pub async fn info(&self, id: &str) -> Result<SessionInfo> {
+        self.inner.store.info(id).await?.ok_or_else(|| no_session(id))
+    }
+
+    /// The checkpoints of session `id`, oldest first.
+    pub async fn checkpoints(&self, id: &str) -> Result<Vec<CheckpointInfo>> {
+        self.info(id).await?;
+        self.inner.store.checkpoints(id).await
+    }
+
+    /// Deletes session `id` and its checkpoints.
+    pub async fn delete(&self, id: &str) -> Result<()> {
+        self.live().remove(id);
+        if self.inner.store.delete(id).await? { Ok(()) } else { Err(no_session(id)) }
+    }
+
+    /// Deletes the sessions that finished longer ago than the retention allows; returns how many.
+    pub async fn expire_finished(&self) -> Result<u64> {
+        let Some(after) = self.inner.retention.expire_finished_after else { return Ok(0) };
+        let before = crate::session::now_ms() - after.as_millis() as i64;
+        let n = self.inner.store.expire(before).await?;
+        if n > 0 {
+            // Let expired sessions go from memory too: the store no longer has them.
+            let ids: Vec<String> = self.live().keys().cloned().collect();
+            for id in ids {
+                if self.inner.store.info(&id).await?.is_none() {
+                    self.live().remove(&id);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Finishes every long turn a crash interrupted (for a host starting up); returns how many.
+    pub async fn finish_interrupted(&self) -> Result<usize> {
+        let mut n = 0;
+        for id in self.inner.store.pending().await? {
+            let live = self.session(&id).await?;
+            let mut session = live.lock().await;
+            match session.finish_interrupted().await {
+                Ok(Some(_)) => n += 1,
+                Ok(None) => {}
+                Err(e) => tracing::error!(session = %id, "cannot finish an interrupted turn: {e}"),
+            }
+        }
+        Ok(n)
     }
 
     /// The provider that answers `pack`'s model calls.
@@ -157,6 +302,10 @@ impl Engine {
             (LlmChoice::Standin, None) => Arc::new(NoModel(pack.name.clone())),
         }
     }
+}
+
+fn no_session(id: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("there is no session {id}"))
 }
 
 /// Whether `name` can be a pack name (a file stem without path separators).

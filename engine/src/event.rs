@@ -98,7 +98,7 @@ pub struct LlmEvent {
 /// A node's updates as an event carries them: kept as the engine holds them and turned into JSON
 /// only when read or serialized (most turns' events are never looked at).
 #[derive(Debug, Clone)]
-pub struct Updates(pub(crate) rhai::Map);
+pub struct Updates(pub(crate) Arc<rhai::Map>);
 
 impl Updates {
     /// The updates as a JSON object.

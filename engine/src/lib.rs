@@ -38,11 +38,12 @@ mod prompt;
 mod script;
 mod session;
 mod state;
+pub mod store;
 mod text;
 mod turn;
 mod value;
 
-pub use engine::{Engine, EngineBuilder};
+pub use engine::{Engine, EngineBuilder, LiveSession};
 pub use error::{Error, ErrorKind, Origin, Result};
 pub use event::{Event, EventSink, LlmEvent, Updates};
 pub use llm::{LlmChoice, Provider};

@@ -1,4 +1,8 @@
 //! Sessions: one running instance of a pack (a game, an interview, a debate) and its turns.
+//!
+//! A turn is recorded in the engine's store before it returns: the checkpoint holds the updates
+//! it made, its input, its model exchanges and the pack version. Until that write succeeds the turn
+//! can still be undone, and it is, if anything fails or the turn's future is dropped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,10 +13,12 @@ use serde_json::Value as Json;
 
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
-use crate::event::{Event, EventSink};
-use crate::graph;
+use crate::event::{Event, EventSink, Updates};
+use crate::graph::run::Run;
 use crate::llm::Exchange;
 use crate::pack::Pack;
+use crate::state::Undo;
+use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
 use crate::turn::TurnCtx;
 use crate::value;
 
@@ -25,6 +31,21 @@ pub struct Session {
     pub(crate) seed: u64,
     pub(crate) state: Dynamic,
     pub(crate) turns: u64,
+    /// The newest checkpoint this object has seen.
+    pub(crate) seq: u64,
+    /// A long turn a crash interrupted, to finish before anything else.
+    pending: Option<Interrupted>,
+    /// True while a turn runs: a turn whose future was dropped leaves it set, and the session
+    /// reloads from the store (its step checkpoints may be there) before doing anything else.
+    dirty: bool,
+}
+
+/// Where an interrupted turn stood.
+struct Interrupted {
+    turn: u64,
+    input: Json,
+    resume: Json,
+    exchanges: Vec<Exchange>,
 }
 
 impl std::fmt::Debug for Session {
@@ -50,6 +71,8 @@ pub struct TurnResult {
     pub exchanges: Vec<Exchange>,
     /// The pack version that ran the turn.
     pub pack_version: String,
+    /// The checkpoint that recorded the turn.
+    pub checkpoint: u64,
     /// Whether the session is finished now (a won game).
     pub finished: bool,
     /// Wall time of the turn.
@@ -80,27 +103,130 @@ pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
+/// Undoes a turn's changes when dropped, unless the turn committed.
+struct Rollback<'a> {
+    state: &'a mut Dynamic,
+    undo: Option<Undo>,
+}
+
+impl Drop for Rollback<'_> {
+    fn drop(&mut self) {
+        if let Some(undo) = self.undo.take() {
+            undo.rollback(self.state);
+        }
+    }
+}
+
 impl Session {
     /// Opens a session of `pack` with checked `options`: the state starts at the fields'
-    /// defaults, then the pack's `init` script runs.
-    pub(crate) async fn open(engine: Engine, pack: Arc<Pack>, options: Map, id: Option<String>) -> Result<Self> {
+    /// defaults, the pack's `init` script runs, and the start is recorded in the store.
+    pub(crate) async fn open(
+        engine: Engine,
+        pack: Arc<Pack>,
+        options: Map,
+        id: Option<String>,
+        parent: Option<(String, u64, Dynamic)>,
+    ) -> Result<Self> {
         let id: Arc<str> = id.unwrap_or_else(new_id).into();
         let seed = crate::text::hash(&id);
-        let mut state = pack.schema.initial();
-        if let Some(init) = &pack.init {
-            let turn = Arc::new(TurnCtx::new(
-                id.clone(),
-                0,
-                seed,
-                now_ms(),
-                options.clone(),
-                Map::new(),
-                engine.provider_for(&pack),
-                None,
-            ));
-            graph::run::init(&pack, init, &turn, &mut state).await?;
+        let now = now_ms();
+        let mut exchanges = Vec::new();
+        let mut updates = Vec::new();
+        let (state, parent) = match parent {
+            Some((from, seq, state)) => (state, Some((from, seq))),
+            None => {
+                let mut state = pack.schema.initial();
+                if let Some(init) = &pack.init {
+                    let turn = Arc::new(TurnCtx::new(
+                        id.clone(),
+                        0,
+                        seed,
+                        now,
+                        options.clone(),
+                        Map::new(),
+                        engine.provider_for(&pack),
+                        None,
+                    ));
+                    let made = crate::graph::run::init(&pack, init, &turn, &mut state).await?;
+                    updates.push(("init".to_owned(), Updates(Arc::new(made))));
+                    exchanges = turn.take_exchanges();
+                }
+                (state, None)
+            }
+        };
+        let info = SessionInfo {
+            id: id.to_string(),
+            pack: pack.name.clone(),
+            pack_version: pack.version.clone(),
+            options: value::map_to_json(&options),
+            seed,
+            turns: 0,
+            head: 0,
+            head_kind: CheckpointKind::Start,
+            snapshot_seq: 0,
+            finished: false,
+            finished_at: None,
+            created_at: now,
+            updated_at: now,
+            parent,
+        };
+        let start = Checkpoint {
+            seq: 0,
+            turn: 0,
+            kind: CheckpointKind::Start,
+            step: None,
+            pack_version: pack.version.clone(),
+            input: None,
+            updates,
+            snapshot: Some(value::to_json(&state)),
+            exchanges: Arc::new(exchanges),
+            resume: None,
+            finished: pack.is_finished(&state),
+            created_at: now,
+        };
+        engine.store().create(&info, &start).await?;
+        Ok(Session { engine, id, pack, options, seed, state, turns: 0, seq: 0, pending: None, dirty: false })
+    }
+
+    /// A session loaded from its store: the snapshot, with every later checkpoint folded in.
+    pub(crate) fn from_stored(engine: Engine, pack: Arc<Pack>, stored: Stored) -> Result<Self> {
+        let Stored { info, snapshot, after } = stored;
+        let options = match &info.options {
+            Json::Object(o) => value::map_of_json(o),
+            _ => Map::new(),
+        };
+        let mut state = pack.schema.restore(&snapshot);
+        let mut pending: Option<Interrupted> = None;
+        for c in &after {
+            for (_, u) in &c.updates {
+                pack.schema.replay(&mut state, &u.0);
+            }
+            match c.kind {
+                CheckpointKind::Step => {
+                    let p = pending.get_or_insert_with(|| Interrupted {
+                        turn: c.turn,
+                        input: c.input.clone().unwrap_or(Json::Null),
+                        resume: Json::Null,
+                        exchanges: Vec::new(),
+                    });
+                    p.resume = c.resume.clone().unwrap_or(Json::Null);
+                    p.exchanges.extend(c.exchanges.iter().cloned());
+                }
+                _ => pending = None,
+            }
         }
-        Ok(Session { engine, id, pack, options, seed, state, turns: 0 })
+        Ok(Session {
+            engine,
+            id: info.id.as_str().into(),
+            pack,
+            options,
+            seed: info.seed,
+            state,
+            turns: info.turns,
+            seq: info.head,
+            pending,
+            dirty: false,
+        })
     }
 
     /// The session's id.
@@ -116,6 +242,11 @@ impl Session {
     /// How many turns have completed.
     pub fn turns(&self) -> u64 {
         self.turns
+    }
+
+    /// The number of the newest checkpoint.
+    pub fn checkpoint(&self) -> u64 {
+        self.seq
     }
 
     /// The options chosen when the session opened.
@@ -154,6 +285,11 @@ impl Session {
         self.pack.is_finished(&self.state)
     }
 
+    /// Whether a long turn was interrupted (by a crash) and is still to be finished.
+    pub fn is_interrupted(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// Renders one of the pack's `display:` templates (`reply`, `status`, `details`,
     /// `finished`) over the state; `None` when the pack has no such template.
     pub fn display(&self, part: &str) -> Option<Result<String>> {
@@ -181,36 +317,169 @@ impl Session {
         self.run_turn(input, Some(sink)).await
     }
 
+    /// Finishes a long turn a crash interrupted, from its last step checkpoint, without repeating
+    /// the model calls of the steps already recorded. `None` when no turn was interrupted.
+    pub async fn finish_interrupted(&mut self) -> Result<Option<TurnResult>> {
+        let store = self.engine.store().clone();
+        let _lock = store.lock(&self.id).await?;
+        self.refresh().await?;
+        self.finish_pending(None).await
+    }
+
+    async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
+        let Some(p) = self.pending.take() else { return Ok(None) };
+        let input = self.pack.check_input(&p.input)?;
+        let result = self.play(p.turn, p.input.clone(), input, Some(p.resume.clone()), p.exchanges.clone(), live).await;
+        if result.is_err() {
+            self.pending = Some(p);
+        }
+        result.map(Some)
+    }
+
+    /// Reloads the session when another writer (a replica) recorded checkpoints since, or when a
+    /// turn of this one was dropped half-way.
+    async fn refresh(&mut self) -> Result<()> {
+        let store = self.engine.store().clone();
+        if store.exclusive() && !self.dirty {
+            return Ok(());
+        }
+        let info = store.info(&self.id).await?.ok_or_else(|| gone(&self.id))?;
+        if info.head != self.seq || self.dirty {
+            let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
+            *self = Session::from_stored(self.engine.clone(), self.engine.pack(&stored.info.pack)?, stored)?;
+        }
+        Ok(())
+    }
+
     async fn run_turn(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
+        let store = self.engine.store().clone();
+        let _lock = store.lock(&self.id).await?;
+        self.refresh().await?;
+        self.finish_pending(live.clone()).await?;
+        if self.pack.is_finished(&self.state) {
+            return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
+        }
+        let checked = self.pack.check_input(&input)?;
+        self.play(self.turns + 1, input, checked, None, Vec::new(), live).await
+    }
+
+    /// Runs turn `number` (from the entry, or from `resume`) and records it.
+    async fn play(
+        &mut self,
+        number: u64,
+        input: Json,
+        checked: Map,
+        resume: Option<Json>,
+        mut exchanges: Vec<Exchange>,
+        live: Option<EventSink>,
+    ) -> Result<TurnResult> {
         let start = Instant::now();
         let pack = self.pack.clone();
-        if pack.is_finished(&self.state) {
-            return Err(Error::new(ErrorKind::Finished, pack.finished_message()));
-        }
-        let input = pack.check_input(&input)?;
-        let number = self.turns + 1;
+        let engine = self.engine.clone();
+        let store = engine.store().clone();
+        let id = self.id.clone();
         let turn = Arc::new(TurnCtx::new(
-            self.id.clone(),
+            id.clone(),
             number,
             self.seed,
-            now_ms(),
+            crate::session::now_ms(),
             self.options.clone(),
-            input,
-            self.engine.provider_for(&pack),
+            checked,
+            engine.provider_for(&pack),
             live,
         ));
-        let result = graph::run::run(&pack, self.engine.natives(), &turn, &mut self.state).await;
+        let first_seq = self.seq;
+        let mut seq = self.seq;
+        self.dirty = true;
+        let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
+        let outcome: Result<(Vec<(String, Updates)>, bool)> = async {
+            let mut run = Run::new(&pack, engine.natives(), &turn, resume.as_ref())?;
+            let mut updates: Vec<(String, Updates)> = Vec::new();
+            let undo = guard.undo.as_mut().expect("set above");
+            while let Some(done) = run.step(guard.state, undo).await? {
+                updates.extend(done.updates.into_iter().map(|(n, u)| (n.to_string(), u)));
+                if pack.graph.checkpoint_steps && !run.done() {
+                    let made = turn.take_exchanges();
+                    exchanges.extend(made.iter().cloned());
+                    let step = Checkpoint {
+                        seq: seq + 1,
+                        turn: number,
+                        kind: CheckpointKind::Step,
+                        step: Some(done.step),
+                        pack_version: pack.version.clone(),
+                        input: Some(input.clone()),
+                        updates: std::mem::take(&mut updates),
+                        snapshot: None,
+                        exchanges: Arc::new(made),
+                        resume: Some(run.resume_point()),
+                        finished: false,
+                        created_at: now_ms(),
+                    };
+                    store.append(&id, &step).await?;
+                    seq += 1;
+                }
+            }
+            Ok((updates, pack.is_finished(guard.state)))
+        }
+        .await;
         let recorded = turn.take();
-        result?;
-        self.turns = number;
-        Ok(TurnResult {
-            turn: number,
-            output: self.output(),
-            events: recorded.events,
-            exchanges: recorded.exchanges,
-            pack_version: pack.version.clone(),
-            finished: pack.is_finished(&self.state),
-            duration: start.elapsed(),
-        })
+        let result = match outcome {
+            Ok((updates, finished)) => {
+                let every = engine.retention().snapshot_every.max(1);
+                exchanges.extend(recorded.exchanges.iter().cloned());
+                let last = Checkpoint {
+                    seq: seq + 1,
+                    turn: number,
+                    kind: CheckpointKind::Turn,
+                    step: None,
+                    pack_version: pack.version.clone(),
+                    input: Some(input),
+                    updates,
+                    snapshot: number.is_multiple_of(every).then(|| value::to_json(guard.state)),
+                    exchanges: Arc::new(recorded.exchanges),
+                    resume: None,
+                    finished,
+                    created_at: now_ms(),
+                };
+                store.append(&id, &last).await.map(|()| (last.seq, finished))
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok((checkpoint, finished)) => {
+                guard.undo = None;
+                drop(guard);
+                self.dirty = false;
+                self.seq = checkpoint;
+                self.turns = number;
+                Ok(TurnResult {
+                    turn: number,
+                    output: self.output(),
+                    events: recorded.events,
+                    exchanges,
+                    pack_version: pack.version.clone(),
+                    checkpoint,
+                    finished,
+                    duration: start.elapsed(),
+                })
+            }
+            Err(e) => {
+                drop(guard);
+                if seq > first_seq {
+                    // The turn failed after some steps were recorded: withdraw them, so the turn
+                    // is undone in the store as it is here.
+                    if let Err(t) = store.truncate(&id, first_seq).await {
+                        tracing::error!(session = %id, "cannot withdraw a failed turn's steps: {t}");
+                        return Err(e);
+                    }
+                }
+                self.dirty = false;
+                Err(e)
+            }
+        }
     }
+}
+
+fn gone(id: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("session {id} no longer exists"))
 }

@@ -75,6 +75,37 @@ impl Schema {
         Dynamic::from_map(map).into_read_only()
     }
 
+    /// The state a snapshot records, fitted to this schema: a field the snapshot lacks (or holds
+    /// with another type) takes its default; a field the schema no longer has is dropped. This is
+    /// how sessions survive a pack whose fields changed.
+    pub fn restore(&self, snapshot: &serde_json::Value) -> Dynamic {
+        let mut map = Map::new();
+        for (name, field) in &self.fields {
+            let v = snapshot
+                .get(name)
+                .map(value::from_json)
+                .filter(|v| value::has_type(field.ty, v) || (field.ty == TypeName::Float && v.is_int()))
+                .unwrap_or_else(|| field.default.clone());
+            map.insert(name.as_str().into(), stored(v));
+        }
+        Dynamic::from_map(map).into_read_only()
+    }
+
+    /// Folds recorded updates in again (replaying checkpoints). Updates to fields the schema no
+    /// longer has, or no longer accepts, are skipped.
+    pub fn replay(&self, state: &mut Dynamic, updates: &Map) {
+        let fitting: Map = updates
+            .iter()
+            .filter(|(k, v)| {
+                let mut one = Map::new();
+                one.insert((*k).clone(), (*v).clone());
+                self.check(&one).is_ok()
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let _ = self.apply(state, &fitting, &mut Undo::default());
+    }
+
     /// Checks that `updates` name declared fields with values their reducers accept.
     pub fn check(&self, updates: &Map) -> Result<()> {
         for (name, value) in updates {
@@ -270,6 +301,21 @@ mod tests {
     fn state_is_read_only_to_scripts() {
         let state = schema().initial();
         assert!(state.is_read_only());
+    }
+
+    #[test]
+    fn restoring_fits_a_snapshot_to_the_schema() {
+        let s = schema();
+        let state = s.restore(&json!({"score": "not an int", "log": ["a"], "gone": 1}));
+        let j = to_json(&state);
+        assert_eq!(j["score"], json!(0), "a mistyped field takes its default");
+        assert_eq!(j["log"], json!(["a"]));
+        assert_eq!(j["meta"], json!({"x": 1}), "a missing field takes its default");
+        assert!(j.get("gone").is_none(), "a removed field is dropped");
+        let mut state = state;
+        s.replay(&mut state, &updates(json!({"log": "b", "gone": 2, "score": "x", "total": 1})));
+        let j = to_json(&state);
+        assert_eq!((j["log"].clone(), j["score"].clone(), j["total"].clone()), (json!(["a", "b"]), json!(0), json!(2)));
     }
 
     #[test]

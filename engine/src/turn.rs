@@ -92,6 +92,21 @@ impl TurnCtx {
         self.rng.lock().unwrap_or_else(|p| p.into_inner()).next_u64()
     }
 
+    /// Where the turn's randomness stands (for resuming an interrupted turn exactly).
+    pub fn random_position(&self) -> u128 {
+        self.rng.lock().unwrap_or_else(|p| p.into_inner()).get_word_pos()
+    }
+
+    /// Moves the turn's randomness to a saved position.
+    pub fn set_random_position(&self, position: u128) {
+        self.rng.lock().unwrap_or_else(|p| p.into_inner()).set_word_pos(position);
+    }
+
+    /// Takes the model exchanges recorded so far (a step checkpoint keeps them).
+    pub fn take_exchanges(&self) -> Vec<Exchange> {
+        std::mem::take(&mut self.record().exchanges)
+    }
+
     /// Takes everything recorded so far.
     pub fn take(&self) -> Recorded {
         let mut r = self.record();

@@ -55,6 +55,11 @@ pub(crate) fn to_json(d: &Dynamic) -> Json {
     }
 }
 
+/// A JSON object → a `rhai::Map`.
+pub(crate) fn map_of_json(map: &serde_json::Map<String, Json>) -> Map {
+    map.iter().map(|(k, v)| (k.as_str().into(), from_json(v))).collect()
+}
+
 /// A `rhai::Map` → a JSON object.
 pub(crate) fn map_to_json(map: &Map) -> Json {
     Json::Object(map.iter().map(|(k, v)| (k.to_string(), to_json(v))).collect())

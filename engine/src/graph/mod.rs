@@ -36,6 +36,8 @@ pub(crate) struct Graph {
     pub joins: Vec<Join>,
     /// The most supersteps one turn may take.
     pub recursion_limit: u32,
+    /// Whether every step is checkpointed (long turns), not only every turn.
+    pub checkpoint_steps: bool,
 }
 
 #[derive(Debug)]

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 use rhai::{Array, Dynamic, Map};
+use serde_json::Value as Json;
 
 use super::{History, LlmNode, NodeKind, Route, Target, Test, Then};
 use crate::error::{Error, ErrorKind, Result};
@@ -25,45 +26,148 @@ use crate::state::Undo;
 use crate::turn::TurnCtx;
 use crate::value;
 
-/// Runs a pack's `init` script on a new session's state (turn 0) and applies its updates.
-pub(crate) async fn init(pack: &Arc<Pack>, f: &FnRef, turn: &Arc<TurnCtx>, state: &mut Dynamic) -> Result<()> {
+/// Runs a pack's `init` script on a new session's state (turn 0), applies its updates and
+/// returns them.
+pub(crate) async fn init(pack: &Arc<Pack>, f: &FnRef, turn: &Arc<TurnCtx>, state: &mut Dynamic) -> Result<Map> {
     let natives = NativeNodes::default();
     let runner = Runner { pack, natives: &natives, turn };
     let tag = CallTag { turn: turn.clone(), node: "init".into() };
     let v = runner.call_as(tag, f, state, Vec::new()).await?;
     let updates = updates_of(v, &f.display())?;
     pack.schema.check(&updates).map_err(|e| e.context("the init script"))?;
-    pack.schema.apply(state, &updates, &mut Undo::default())
+    pack.schema.apply(state, &updates, &mut Undo::default())?;
+    Ok(updates)
 }
 
-/// Runs one turn of `pack`'s graph on `state`. On success the updates stay applied; on failure,
-/// or when the future is dropped before it finishes (a client went away), they are rolled back
-/// and `state` is as it was.
-pub(crate) async fn run(
-    pack: &Arc<Pack>,
-    natives: &NativeNodes,
-    turn: &Arc<TurnCtx>,
-    state: &mut Dynamic,
-) -> Result<()> {
-    let mut guard = Rollback { state, undo: Some(Undo::default()) };
-    let Rollback { state, undo } = &mut guard;
-    let undo = undo.as_mut().expect("set above");
-    Runner { pack, natives, turn }.steps(state, undo).await?;
-    guard.undo = None;
-    Ok(())
+/// One turn of a graph, run a step at a time so the session can checkpoint between steps and
+/// resume an interrupted turn where it stopped. It folds updates into the state and logs how to
+/// undo them; committing or rolling back is the caller's.
+pub(crate) struct Run<'a> {
+    runner: Runner<'a>,
+    active: Vec<usize>,
+    join_seen: Vec<HashSet<usize>>,
+    step: u32,
 }
 
-/// Undoes a turn's changes when dropped, unless the turn committed (took the log away).
-struct Rollback<'a> {
-    state: &'a mut Dynamic,
-    undo: Option<Undo>,
+/// What one step did.
+pub(crate) struct StepDone {
+    pub step: u32,
+    /// Each node's updates, in the order they were folded in.
+    pub updates: Vec<(Arc<str>, Updates)>,
 }
 
-impl Drop for Rollback<'_> {
-    fn drop(&mut self) {
-        if let Some(undo) = self.undo.take() {
-            undo.rollback(self.state);
+impl<'a> Run<'a> {
+    /// A turn from the graph's entry, or from `resume` (where an interrupted turn stopped).
+    pub fn new(
+        pack: &'a Arc<Pack>,
+        natives: &'a NativeNodes,
+        turn: &'a Arc<TurnCtx>,
+        resume: Option<&Json>,
+    ) -> Result<Self> {
+        let g = &pack.graph;
+        let mut run = Run {
+            runner: Runner { pack, natives, turn },
+            active: dedup(g.entry.iter().copied()),
+            join_seen: vec![HashSet::new(); g.joins.len()],
+            step: 0,
+        };
+        if let Some(point) = resume {
+            run.restore(point)?;
         }
+        Ok(run)
+    }
+
+    /// Runs the next step; `None` when the turn has reached END.
+    pub async fn step(&mut self, state: &mut Dynamic, undo: &mut Undo) -> Result<Option<StepDone>> {
+        let r = &self.runner;
+        let g = &r.pack.graph;
+        if self.active.is_empty() {
+            return Ok(None);
+        }
+        self.step += 1;
+        if self.step > g.recursion_limit {
+            let names: Vec<&str> = self.active.iter().map(|i| &*g.nodes[*i].name).collect();
+            return Err(Error::new(
+                ErrorKind::Limit,
+                format!(
+                    "the graph did not reach END within {} steps (graph.recursion_limit); it was about to run {}",
+                    g.recursion_limit,
+                    names.join(", ")
+                ),
+            ));
+        }
+        let results = r.step(self.step, &self.active, state).await?;
+        let updates = r.apply(self.step, &self.active, results, state, undo)?;
+        let mut next = Vec::new();
+        for &i in &self.active {
+            next.extend(g.edges[i].iter().copied());
+            if let Some(route) = &g.routes[i] {
+                let to = r.route(i, route, state).await?;
+                r.turn.emit(Event::Route {
+                    from: g.nodes[i].name.to_string(),
+                    to: to.iter().map(|t| g.target_name(*t).to_owned()).collect(),
+                });
+                next.extend(to);
+            }
+            for (k, join) in g.joins.iter().enumerate() {
+                if join.from.contains(&i) {
+                    self.join_seen[k].insert(i);
+                    if self.join_seen[k].len() == join.from.len() {
+                        self.join_seen[k].clear();
+                        next.extend(join.to.iter().copied());
+                    }
+                }
+            }
+        }
+        self.active = dedup(next.into_iter());
+        Ok(Some(StepDone { step: self.step, updates }))
+    }
+
+    /// Whether the turn has reached END.
+    pub fn done(&self) -> bool {
+        self.active.is_empty()
+    }
+
+    /// Where the turn goes on: the step reached, the nodes to run next, the joins half-met, and
+    /// the position of the turn's randomness.
+    pub fn resume_point(&self) -> Json {
+        let g = &self.runner.pack.graph;
+        let names = |ids: &mut dyn Iterator<Item = usize>| -> Vec<Json> {
+            ids.map(|i| Json::from(&*g.nodes[i].name)).collect()
+        };
+        serde_json::json!({
+            "step": self.step,
+            "next": names(&mut self.active.iter().copied()),
+            "joins": self.join_seen.iter().map(|s| names(&mut s.iter().copied())).collect::<Vec<_>>(),
+            "random": self.runner.turn.random_position().to_string(),
+        })
+    }
+
+    fn restore(&mut self, point: &Json) -> Result<()> {
+        let g = &self.runner.pack.graph;
+        let bad = |why: &str| Error::new(ErrorKind::Store, format!("cannot resume the interrupted turn: {why}"));
+        let ids = |v: &Json| -> Result<Vec<usize>> {
+            let list = v.as_array().ok_or_else(|| bad("a node list is not a list"))?;
+            list.iter()
+                .map(|n| {
+                    let name = n.as_str().unwrap_or_default();
+                    g.index.get(name).copied().ok_or_else(|| bad(&format!("node `{name}` is no longer in the graph")))
+                })
+                .collect()
+        };
+        self.step = point["step"].as_u64().ok_or_else(|| bad("no step"))? as u32;
+        self.active = ids(&point["next"])?;
+        let joins = point["joins"].as_array().ok_or_else(|| bad("no joins"))?;
+        if joins.len() != self.join_seen.len() {
+            return Err(bad("the graph's joins changed"));
+        }
+        for (seen, v) in self.join_seen.iter_mut().zip(joins) {
+            *seen = ids(v)?.into_iter().collect();
+        }
+        let random =
+            point["random"].as_str().and_then(|r| r.parse::<u128>().ok()).ok_or_else(|| bad("no random position"))?;
+        self.runner.turn.set_random_position(random);
+        Ok(())
     }
 }
 
@@ -119,52 +223,6 @@ impl Runner<'_> {
         tokio::task::spawn_blocking(move || allow_blocking(|| pack.sandbox.call(&f, &mut state, args, Some(tag))))
             .await
             .map_err(|e| Error::internal(format!("a script thread failed: {e}")))?
-    }
-
-    async fn steps(&self, state: &mut Dynamic, undo: &mut Undo) -> Result<()> {
-        let g = &self.pack.graph;
-        let mut active = dedup(g.entry.iter().copied());
-        let mut join_seen: Vec<HashSet<usize>> = vec![HashSet::new(); g.joins.len()];
-        let mut step = 0u32;
-        while !active.is_empty() {
-            step += 1;
-            if step > g.recursion_limit {
-                let names: Vec<&str> = active.iter().map(|i| &*g.nodes[*i].name).collect();
-                return Err(Error::new(
-                    ErrorKind::Limit,
-                    format!(
-                        "the graph did not reach END within {} steps (graph.recursion_limit); it was about to run {}",
-                        g.recursion_limit,
-                        names.join(", ")
-                    ),
-                ));
-            }
-            let updates = self.step(step, &active, state).await?;
-            self.apply(step, &active, updates, state, undo)?;
-            let mut next = Vec::new();
-            for &i in &active {
-                next.extend(g.edges[i].iter().copied());
-                if let Some(route) = &g.routes[i] {
-                    let to = self.route(i, route, state).await?;
-                    self.turn.emit(Event::Route {
-                        from: g.nodes[i].name.to_string(),
-                        to: to.iter().map(|t| g.target_name(*t).to_owned()).collect(),
-                    });
-                    next.extend(to);
-                }
-                for (k, join) in g.joins.iter().enumerate() {
-                    if join.from.contains(&i) {
-                        join_seen[k].insert(i);
-                        if join_seen[k].len() == join.from.len() {
-                            join_seen[k].clear();
-                            next.extend(join.to.iter().copied());
-                        }
-                    }
-                }
-            }
-            active = dedup(next.into_iter());
-        }
-        Ok(())
     }
 
     /// Runs the nodes of one step and returns each one's updates, in node order.
@@ -309,7 +367,7 @@ impl Runner<'_> {
         updates: Vec<(Map, u64)>,
         state: &mut Dynamic,
         undo: &mut Undo,
-    ) -> Result<()> {
+    ) -> Result<Vec<(Arc<str>, Updates)>> {
         let g = &self.pack.graph;
         let schema = &self.pack.schema;
         if active.len() > 1 {
@@ -332,13 +390,16 @@ impl Runner<'_> {
                 }
             }
         }
+        let mut applied = Vec::with_capacity(active.len());
         for (&i, (m, duration_us)) in active.iter().zip(updates) {
             let name = &g.nodes[i].name;
             schema.check(&m).map_err(|e| e.in_node(name))?;
             schema.apply(state, &m, undo).map_err(|e| e.in_node(name))?;
-            self.turn.emit(Event::NodeFinished { node: name.to_string(), step, duration_us, updates: Updates(m) });
+            let m = Updates(Arc::new(m));
+            self.turn.emit(Event::NodeFinished { node: name.to_string(), step, duration_us, updates: m.clone() });
+            applied.push((name.clone(), m));
         }
-        Ok(())
+        Ok(applied)
     }
 
     async fn route(&self, i: usize, route: &Route, state: &mut Dynamic) -> Result<Vec<Target>> {

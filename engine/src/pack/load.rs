@@ -529,6 +529,7 @@ impl Loader<'_> {
             routes: (0..n).map(|_| None).collect(),
             joins: Vec::new(),
             recursion_limit: g.recursion_limit.unwrap_or(25),
+            checkpoint_steps: g.checkpoint == manifest::CheckpointEvery::Step,
         };
         for edge in &g.edges {
             self.edge(&mut graph, edge);

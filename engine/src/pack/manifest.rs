@@ -245,10 +245,23 @@ pub(crate) struct DisplayDecl {
 #[serde(deny_unknown_fields)]
 pub(crate) struct GraphDecl {
     pub recursion_limit: Option<u32>,
+    /// `turn` (default): one checkpoint per turn; `step`: one after every step as well, so a
+    /// crash in a long turn resumes from the last finished step.
+    #[serde(default)]
+    pub checkpoint: CheckpointEvery,
     pub nodes: IndexMap<String, Spanned<NodeDecl>>,
     pub edges: Vec<SpannedStr>,
     #[serde(default)]
     pub routes: IndexMap<String, Spanned<RouteDecl>>,
+}
+
+/// How often a turn is checkpointed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum CheckpointEvery {
+    #[default]
+    Turn,
+    Step,
 }
 
 /// One node: exactly one of `script`, `llm`, `native`; the other keys refine an `llm` node.

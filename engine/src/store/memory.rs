@@ -1,0 +1,137 @@
+//! `memory`: sessions in this process, for tests and for games that need no persistence.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::{Checkpoint, CheckpointInfo, CheckpointKind, SessionInfo, SessionLock, Store, Stored, conflict};
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::BoxFuture;
+
+/// Sessions kept in memory. Checkpoints stay as the engine made them (no serialization).
+#[derive(Default)]
+pub struct MemoryStore {
+    sessions: Mutex<HashMap<String, Entry>>,
+}
+
+struct Entry {
+    info: SessionInfo,
+    /// Every checkpoint, seq 0 first; only the start and the newest snapshot keep their snapshot.
+    rows: Vec<Checkpoint>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Entry>) -> R) -> R {
+        f(&mut self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(v))
+}
+
+fn stored(e: &Entry, snapshot_seq: u64, upto: u64) -> Option<Stored> {
+    let snapshot = e.rows.get(snapshot_seq as usize)?.snapshot.clone()?;
+    let after = e.rows.iter().filter(|c| c.seq > snapshot_seq && c.seq <= upto).cloned().collect();
+    Some(Stored { info: e.info.clone(), snapshot, after })
+}
+
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn exclusive(&self) -> bool {
+        true
+    }
+
+    fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
+        ready(self.with(|m| {
+            if m.contains_key(&info.id) {
+                return Err(Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id)));
+            }
+            m.insert(info.id.clone(), Entry { info: info.clone(), rows: vec![start.clone()] });
+            Ok(())
+        }))
+    }
+
+    fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
+        ready(Ok(self.with(|m| m.get(id).map(|e| e.info.clone()))))
+    }
+
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>> {
+        ready(Ok(self.with(|m| m.get(id).and_then(|e| stored(e, e.info.snapshot_seq, u64::MAX)))))
+    }
+
+    fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>> {
+        ready(Ok(self.with(|m| m.get(id).and_then(|e| stored(e, 0, seq)))))
+    }
+
+    fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
+        ready(self.with(|m| {
+            let e = m.get_mut(id).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no session {id}")))?;
+            if c.seq != e.info.head + 1 {
+                return Err(conflict(id, c.seq));
+            }
+            if c.snapshot.is_some() {
+                for old in e.rows.iter_mut().skip(1) {
+                    old.snapshot = None;
+                }
+                e.info.snapshot_seq = c.seq;
+            }
+            e.rows.push(c.clone());
+            e.info.head = c.seq;
+            e.info.head_kind = c.kind;
+            if c.kind == CheckpointKind::Turn {
+                e.info.turns = c.turn;
+            }
+            if c.finished && !e.info.finished {
+                e.info.finished_at = Some(c.created_at);
+            }
+            e.info.finished = c.finished;
+            e.info.updated_at = c.created_at;
+            Ok(())
+        }))
+    }
+
+    fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
+        ready(self.with(|m| {
+            let e = m.get_mut(id).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no session {id}")))?;
+            e.rows.truncate(keep as usize + 1);
+            let last = e.rows.last().expect("the start checkpoint stays");
+            e.info.head = last.seq;
+            e.info.head_kind = last.kind;
+            Ok(())
+        }))
+    }
+
+    fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>> {
+        ready(Ok(self.with(|m| m.get(id).map(|e| e.rows.iter().map(Checkpoint::info).collect()).unwrap_or_default())))
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        ready(Ok(self.with(|m| m.remove(id).is_some())))
+    }
+
+    fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>> {
+        ready(Ok(self.with(|m| {
+            let before = m.len();
+            m.retain(|_, e| !(e.info.finished && e.info.finished_at.is_some_and(|t| t < finished_before)));
+            (before - m.len()) as u64
+        })))
+    }
+
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        ready(Ok(self.with(|m| {
+            m.values().filter(|e| e.info.head_kind == CheckpointKind::Step).map(|e| e.info.id.clone()).collect()
+        })))
+    }
+
+    fn lock<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<SessionLock>> {
+        ready(Ok(SessionLock::none()))
+    }
+}

@@ -1,0 +1,277 @@
+//! Session stores: where sessions and their checkpoints live between turns.
+//!
+//! A checkpoint records what a turn (or one step of a long turn) *did*: the updates each node
+//! returned, in the order they were folded in, with the turn's input, its model exchanges and the
+//! pack version that ran it. The state at any checkpoint is the session's start snapshot with every
+//! later checkpoint's updates folded in through the reducers. A full snapshot is also kept every
+//! few turns ([`Retention`]), so loading replays only the last few; older snapshots are pruned and
+//! a long session stores each message once, not once per turn.
+//!
+//! Three stores: [`MemoryStore`] (tests, single process), [`SqliteStore`] (the default: one file,
+//! WAL, one host process), [`PostgresStore`] (several host replicas sharing sessions).
+
+mod memory;
+mod postgres;
+mod sql;
+mod sqlite;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+pub use sqlite::SqliteStore;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::event::Updates;
+use crate::llm::{BoxFuture, Exchange};
+
+/// What kind of moment a checkpoint records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointKind {
+    /// The session opened (holds the first state as a snapshot).
+    Start,
+    /// One step of a turn that checkpoints every step (the turn is not over).
+    Step,
+    /// A finished turn.
+    Turn,
+}
+
+impl CheckpointKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            CheckpointKind::Start => "start",
+            CheckpointKind::Step => "step",
+            CheckpointKind::Turn => "turn",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Result<Self> {
+        match s {
+            "start" => Ok(CheckpointKind::Start),
+            "step" => Ok(CheckpointKind::Step),
+            "turn" => Ok(CheckpointKind::Turn),
+            other => Err(Error::new(ErrorKind::Store, format!("unknown checkpoint kind `{other}`"))),
+        }
+    }
+}
+
+/// A session as a store keeps it: what it is and how far it got.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionInfo {
+    /// The session's id.
+    pub id: String,
+    /// The pack it plays.
+    pub pack: String,
+    /// The pack version it was opened on.
+    pub pack_version: String,
+    /// The options chosen when it opened.
+    pub options: Json,
+    /// The seed of its randomness.
+    pub seed: u64,
+    /// Finished turns.
+    pub turns: u64,
+    /// The number of its newest checkpoint.
+    pub head: u64,
+    /// The kind of its newest checkpoint (`step` while a long turn is under way).
+    pub head_kind: CheckpointKind,
+    /// The newest checkpoint holding a full snapshot.
+    pub snapshot_seq: u64,
+    /// Whether the session is over (a won game).
+    pub finished: bool,
+    /// When it finished, unix milliseconds.
+    pub finished_at: Option<i64>,
+    /// When it opened, unix milliseconds.
+    pub created_at: i64,
+    /// When its newest checkpoint was written, unix milliseconds.
+    pub updated_at: i64,
+    /// The session and checkpoint it was forked from.
+    pub parent: Option<(String, u64)>,
+}
+
+/// One checkpoint.
+#[derive(Debug, Clone)]
+pub struct Checkpoint {
+    /// Its number in the session: 0 for the start, then one per turn (and per step of long turns).
+    pub seq: u64,
+    /// The turn it belongs to (0 for the start).
+    pub turn: u64,
+    /// What it records.
+    pub kind: CheckpointKind,
+    /// For a step checkpoint, the step.
+    pub step: Option<u32>,
+    /// The pack version that produced it.
+    pub pack_version: String,
+    /// The turn's input.
+    pub input: Option<Json>,
+    /// The updates each node returned, in the order they were folded in.
+    pub updates: Vec<(String, Updates)>,
+    /// The whole state after this checkpoint, when it holds a snapshot.
+    pub snapshot: Option<Json>,
+    /// The model exchanges it used.
+    pub exchanges: Arc<Vec<Exchange>>,
+    /// For a step checkpoint: where the turn goes on after a crash.
+    pub resume: Option<Json>,
+    /// Whether the session is finished after it.
+    pub finished: bool,
+    /// When it was written, unix milliseconds.
+    pub created_at: i64,
+}
+
+/// A checkpoint as the checkpoint list shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointInfo {
+    /// Its number.
+    pub seq: u64,
+    /// The turn it belongs to.
+    pub turn: u64,
+    /// What it records.
+    pub kind: CheckpointKind,
+    /// For a step checkpoint, the step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u32>,
+    /// The pack version that produced it.
+    pub pack_version: String,
+    /// The nodes whose updates it holds, in order.
+    pub nodes: Vec<String>,
+    /// How many model exchanges it used.
+    pub llm_calls: usize,
+    /// Whether it holds a full snapshot.
+    pub snapshot: bool,
+    /// When it was written, unix milliseconds.
+    pub created_at: i64,
+}
+
+impl Checkpoint {
+    pub(crate) fn info(&self) -> CheckpointInfo {
+        CheckpointInfo {
+            seq: self.seq,
+            turn: self.turn,
+            kind: self.kind,
+            step: self.step,
+            pack_version: self.pack_version.clone(),
+            nodes: self.updates.iter().map(|(n, _)| n.clone()).collect(),
+            llm_calls: self.exchanges.len(),
+            snapshot: self.snapshot.is_some(),
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// What loading a session returns: its info, a snapshot, and the checkpoints after it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The session.
+    pub info: SessionInfo,
+    /// The state at `info.snapshot_seq` (or at the start, for a history).
+    pub snapshot: Json,
+    /// The checkpoints after the snapshot, oldest first.
+    pub after: Vec<Checkpoint>,
+}
+
+/// How much of a session's past the engine keeps in its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// A full snapshot every this many turns (older ones are pruned; the start stays).
+    pub snapshot_every: u64,
+    /// Finished sessions are deleted this long after they finished (`None`: kept).
+    pub expire_finished_after: Option<std::time::Duration>,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention { snapshot_every: 16, expire_finished_after: None }
+    }
+}
+
+/// Holds a session for one writer until dropped.
+pub struct SessionLock(#[allow(dead_code)] Option<Box<dyn std::any::Any + Send>>);
+
+impl SessionLock {
+    /// A lock that holds nothing (stores whose process is the only writer).
+    pub fn none() -> Self {
+        SessionLock(None)
+    }
+
+    pub(crate) fn holding(guard: impl std::any::Any + Send) -> Self {
+        SessionLock(Some(Box::new(guard)))
+    }
+}
+
+/// A session store. Implementations are shared by every session of an engine.
+pub trait Store: Send + Sync {
+    /// `memory`, `sqlite` or `postgres`.
+    fn kind(&self) -> &'static str;
+
+    /// Whether this process is the store's only writer (so a session cached in memory is current).
+    fn exclusive(&self) -> bool;
+
+    /// Creates a session with its start checkpoint (seq 0, holding the first state).
+    fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>>;
+
+    /// The session's info.
+    fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>>;
+
+    /// The session's newest snapshot and the checkpoints after it.
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>>;
+
+    /// The start snapshot and every checkpoint up to `seq` (for forks and replays).
+    fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>>;
+
+    /// Appends a checkpoint. Its `seq` must be the session's head + 1: a store never lets two
+    /// writers record the same checkpoint, so a lost update is an error, not a silent overwrite.
+    fn append<'a>(&'a self, id: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<()>>;
+
+    /// Withdraws the checkpoints after `keep` (the step checkpoints of a turn that then failed),
+    /// making `keep` the head again.
+    fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>>;
+
+    /// Every checkpoint of the session, oldest first.
+    fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>>;
+
+    /// Deletes a session and its checkpoints; false when there was none.
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Deletes the sessions that finished before `finished_before` (unix ms); returns how many.
+    fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>>;
+
+    /// The sessions whose newest checkpoint is a step: a long turn a crash interrupted.
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+
+    /// Locks the session against writers in other processes, until the lock is dropped.
+    fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>>;
+}
+
+/// Opens the store a URL names: `memory`, `sqlite://PATH` (created if missing), `postgres://...`.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    if url == "memory" || url == "memory://" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if url.starts_with("sqlite:") {
+        return Ok(Arc::new(SqliteStore::open(url).await?));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Arc::new(PostgresStore::open(url).await?));
+    }
+    Err(Error::new(
+        ErrorKind::Input,
+        format!("`{url}` is not a store URL: use memory, sqlite://PATH or postgres://..."),
+    ))
+}
+
+pub(crate) fn conflict(id: &str, seq: u64) -> Error {
+    Error::new(
+        ErrorKind::Conflict,
+        format!("session {id} already has checkpoint {seq}: another turn was recorded first; reload and retry"),
+    )
+}
+
+pub(crate) fn store_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::new(ErrorKind::Store, format!("{what}: {e}"))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,338 @@
+//! `postgres`: sessions in PostgreSQL, shared by several host replicas.
+//!
+//! A turn holds a transaction-scoped advisory lock on its session for as long as it runs, so two
+//! replicas never run turns on one session at once; if a replica dies, its connection closes and
+//! the database releases the lock. Checkpoints are written in their own short transactions, so a
+//! long turn's step checkpoints are durable while the turn is still running.
+
+use std::hash::{Hash, Hasher};
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Postgres, Transaction};
+
+use super::sql::{self, encode};
+use super::{Checkpoint, CheckpointInfo, SessionInfo, SessionLock, Store, Stored, conflict, store_error};
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::BoxFuture;
+
+/// Sessions in a PostgreSQL database.
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+/// Holds a session's advisory lock: a transaction, rolled back (releasing the lock) when dropped.
+struct PgLock(Option<Transaction<'static, Postgres>>);
+
+impl Drop for PgLock {
+    fn drop(&mut self) {
+        if let Some(tx) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move {
+                let _ = tx.rollback().await;
+            });
+        }
+    }
+}
+
+/// The advisory lock key of a session id.
+fn lock_key(id: &str) -> i64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    "ruleweave-session".hash(&mut h);
+    id.hash(&mut h);
+    h.finish() as i64
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:pass@host/db`) and migrates the database.
+    pub async fn open(url: &str) -> Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(32)
+            .connect(url)
+            .await
+            .map_err(|e| store_error(&format!("cannot connect to {}", redact(url)), e))?;
+        sqlx::migrate!("migrations/postgres")
+            .run(&pool)
+            .await
+            .map_err(|e| store_error("cannot migrate the database", e))?;
+        Ok(PostgresStore { pool })
+    }
+
+    async fn info_of(&self, id: &str) -> Result<Option<SessionInfo>> {
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| store_error("cannot read a session", e))?;
+        row.as_ref().map(sql::session).transpose()
+    }
+
+    async fn stored(&self, id: &str, from_snapshot: Option<u64>, upto: i64) -> Result<Option<Stored>> {
+        // One read transaction: a writer pruning snapshots meanwhile cannot pull one from under us.
+        let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot begin a consistent read", e))?;
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot read a session", e))?;
+        let Some(info) = row.as_ref().map(sql::session).transpose()? else { return Ok(None) };
+        let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
+        let snapshot: Option<String> =
+            sqlx::query_scalar("SELECT snapshot FROM checkpoints WHERE session_id = $1 AND seq = $2")
+                .bind(id)
+                .bind(at)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot read a snapshot", e))?
+                .flatten();
+        let snapshot =
+            snapshot.ok_or_else(|| store_error("a session", format!("{id} has no snapshot at checkpoint {at}")))?;
+        let rows =
+            sqlx::query("SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq")
+                .bind(id)
+                .bind(at)
+                .bind(upto)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot read checkpoints", e))?;
+        let after = rows.iter().map(sql::checkpoint).collect::<Result<Vec<_>>>()?;
+        let snapshot = serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
+        tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
+        Ok(Some(Stored { info, snapshot, after }))
+    }
+}
+
+/// A URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl Store for PostgresStore {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn exclusive(&self) -> bool {
+        false
+    }
+
+    fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let e = encode(start);
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+            sqlx::query(
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .bind(&info.id)
+            .bind(&info.pack)
+            .bind(&info.pack_version)
+            .bind(info.options.to_string())
+            .bind(info.seed as i64)
+            .bind(info.created_at)
+            .bind(info.updated_at)
+            .bind(info.parent.as_ref().map(|p| p.0.clone()))
+            .bind(info.parent.as_ref().map(|p| p.1 as i64))
+            .execute(&mut *tx)
+            .await
+            .map_err(|err| match &err {
+                sqlx::Error::Database(d) if d.is_unique_violation() => {
+                    Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id))
+                }
+                _ => store_error("cannot create the session", err),
+            })?;
+            sqlx::query(
+                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
+                 VALUES ($1, 0, 0, 'start', $2, $3, $4, $5, $6)",
+            )
+            .bind(&info.id)
+            .bind(&start.pack_version)
+            .bind(&e.updates)
+            .bind(&e.snapshot)
+            .bind(&e.exchanges)
+            .bind(start.created_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot write the start checkpoint", e))?;
+            tx.commit().await.map_err(|e| store_error("cannot commit", e))
+        })
+    }
+
+    fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
+        Box::pin(self.info_of(id))
+    }
+
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>> {
+        Box::pin(self.stored(id, None, i64::MAX))
+    }
+
+    fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>> {
+        Box::pin(self.stored(id, Some(0), seq as i64))
+    }
+
+    fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let e = encode(c);
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+            // The session advances only from the checkpoint before this one: a second writer finds
+            // the head moved and gets a conflict instead of overwriting.
+            let advanced = sqlx::query(
+                "UPDATE sessions SET head = $2, head_kind = $3, \
+                 turns = CASE WHEN $3 = 'turn' THEN $4 ELSE turns END, \
+                 snapshot_seq = CASE WHEN $5 THEN $2 ELSE snapshot_seq END, \
+                 finished = $6, \
+                 finished_at = CASE WHEN $6 AND finished_at IS NULL THEN $7 ELSE finished_at END, \
+                 updated_at = $7 \
+                 WHERE id = $1 AND head = $2 - 1",
+            )
+            .bind(id)
+            .bind(c.seq as i64)
+            .bind(c.kind.as_str())
+            .bind(c.turn as i64)
+            .bind(c.snapshot.is_some())
+            .bind(c.finished)
+            .bind(c.created_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot advance the session", e))?;
+            if advanced.rows_affected() == 0 {
+                drop(tx);
+                return match self.info_of(id).await? {
+                    None => Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))),
+                    Some(_) => Err(conflict(id, c.seq)),
+                };
+            }
+            sqlx::query(
+                "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            )
+            .bind(id)
+            .bind(c.seq as i64)
+            .bind(c.turn as i64)
+            .bind(c.kind.as_str())
+            .bind(c.step.map(i64::from))
+            .bind(&c.pack_version)
+            .bind(&e.input)
+            .bind(&e.updates)
+            .bind(&e.snapshot)
+            .bind(&e.exchanges)
+            .bind(&e.resume)
+            .bind(c.finished)
+            .bind(c.created_at)
+            .execute(&mut *tx)
+            .await
+            .map_err(|err| match &err {
+                sqlx::Error::Database(d) if d.is_unique_violation() => conflict(id, c.seq),
+                _ => store_error("cannot write the checkpoint", err),
+            })?;
+            if c.snapshot.is_some() {
+                sqlx::query(
+                    "UPDATE checkpoints SET snapshot = NULL \
+                     WHERE session_id = $1 AND seq > 0 AND seq < $2 AND snapshot IS NOT NULL",
+                )
+                .bind(id)
+                .bind(c.seq as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot prune snapshots", e))?;
+            }
+            tx.commit().await.map_err(|e| store_error("cannot commit", e))
+        })
+    }
+
+    fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+            sqlx::query("DELETE FROM checkpoints WHERE session_id = $1 AND seq > $2")
+                .bind(id)
+                .bind(keep as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
+            sqlx::query("UPDATE sessions SET head = $2, head_kind = (SELECT kind FROM checkpoints WHERE session_id = $1 AND seq = $2) WHERE id = $1")
+                .bind(id)
+                .bind(keep as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
+            tx.commit().await.map_err(|e| store_error("cannot commit", e))
+        })
+    }
+
+    fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT seq, turn, kind, step, pack_version, updates, exchanges, snapshot IS NOT NULL AS has_snapshot, created_at \
+                 FROM checkpoints WHERE session_id = $1 ORDER BY seq",
+            )
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| store_error("cannot list checkpoints", e))?;
+            rows.iter().map(sql::checkpoint_info).collect()
+        })
+    }
+
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let r = sqlx::query("DELETE FROM sessions WHERE id = $1")
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot delete the session", e))?;
+            Ok(r.rows_affected() > 0)
+        })
+    }
+
+    fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move {
+            let r = sqlx::query("DELETE FROM sessions WHERE finished AND finished_at < $1")
+                .bind(finished_before)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot expire sessions", e))?;
+            Ok(r.rows_affected())
+        })
+    }
+
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(async move {
+            sqlx::query_scalar("SELECT id FROM sessions WHERE head_kind = 'step'")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot list interrupted turns", e))
+        })
+    }
+
+    fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+            sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                .bind(lock_key(id))
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot lock the session", e))?;
+            Ok(SessionLock::holding(PgLock(Some(tx))))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(super::redact("postgres://me:secret@db/x"), "postgres://me:***@db/x");
+        assert_eq!(super::redact("postgres://db/x"), "postgres://db/x");
+    }
+}

@@ -1,0 +1,148 @@
+//! What the SQL stores share: checkpoints and sessions to and from rows.
+
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use super::{Checkpoint, CheckpointInfo, CheckpointKind, SessionInfo, store_error};
+use crate::error::Result;
+use crate::event::Updates;
+use crate::llm::Exchange;
+use crate::value;
+
+/// A checkpoint's columns, as text for the database.
+pub(super) struct Encoded {
+    pub input: Option<String>,
+    pub updates: String,
+    pub snapshot: Option<String>,
+    pub exchanges: String,
+    pub resume: Option<String>,
+}
+
+pub(super) fn encode(c: &Checkpoint) -> Encoded {
+    let updates: Vec<Json> =
+        c.updates.iter().map(|(node, u)| Json::Array(vec![Json::from(node.as_str()), u.to_json()])).collect();
+    Encoded {
+        input: c.input.as_ref().map(Json::to_string),
+        updates: Json::Array(updates).to_string(),
+        snapshot: c.snapshot.as_ref().map(Json::to_string),
+        exchanges: serde_json::to_string(&*c.exchanges).unwrap_or_else(|_| "[]".into()),
+        resume: c.resume.as_ref().map(Json::to_string),
+    }
+}
+
+fn json(what: &str, text: &str) -> Result<Json> {
+    serde_json::from_str(text).map_err(|e| store_error(&format!("a stored {what} is not JSON"), e))
+}
+
+fn updates(text: &str) -> Result<Vec<(String, Updates)>> {
+    let Json::Array(items) = json("update list", text)? else {
+        return Err(store_error("stored updates", "not a list"));
+    };
+    items
+        .into_iter()
+        .map(|item| match item {
+            Json::Array(mut pair) if pair.len() == 2 => {
+                let map = pair.pop().and_then(|m| m.as_object().map(value::map_of_json)).unwrap_or_default();
+                let node = pair.pop().and_then(|n| n.as_str().map(str::to_owned)).unwrap_or_default();
+                Ok((node, Updates(Arc::new(map))))
+            }
+            _ => Err(store_error("stored updates", "an entry is not [node, updates]")),
+        })
+        .collect()
+}
+
+/// A checkpoint from a row with every checkpoint column.
+pub(super) fn checkpoint<R>(r: &R) -> Result<Checkpoint>
+where
+    R: Row,
+    for<'r> &'r str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let get = |col: &str| -> Result<String> { r.try_get::<String, _>(col).map_err(|e| store_error(col, e)) };
+    let opt =
+        |col: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(col).map_err(|e| store_error(col, e)) };
+    let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
+    let exchanges: Vec<Exchange> =
+        serde_json::from_str(&get("exchanges")?).map_err(|e| store_error("stored model exchanges", e))?;
+    Ok(Checkpoint {
+        seq: int("seq")? as u64,
+        turn: int("turn")? as u64,
+        kind: CheckpointKind::parse(&get("kind")?)?,
+        step: r.try_get::<Option<i64>, _>("step").map_err(|e| store_error("step", e))?.map(|s| s as u32),
+        pack_version: get("pack_version")?,
+        input: opt("input")?.map(|t| json("input", &t)).transpose()?,
+        updates: updates(&get("updates")?)?,
+        snapshot: opt("snapshot")?.map(|t| json("snapshot", &t)).transpose()?,
+        exchanges: Arc::new(exchanges),
+        resume: opt("resume")?.map(|t| json("resume point", &t)).transpose()?,
+        finished: r.try_get::<bool, _>("finished").map_err(|e| store_error("finished", e))?,
+        created_at: int("created_at")?,
+    })
+}
+
+/// A checkpoint's summary from a row with `seq, turn, kind, step, pack_version, updates,
+/// exchanges, has_snapshot, created_at`.
+pub(super) fn checkpoint_info<R>(r: &R) -> Result<CheckpointInfo>
+where
+    R: Row,
+    for<'r> &'r str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let get = |col: &str| -> Result<String> { r.try_get::<String, _>(col).map_err(|e| store_error(col, e)) };
+    let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
+    let exchanges = json("model exchanges", &get("exchanges")?)?;
+    Ok(CheckpointInfo {
+        seq: int("seq")? as u64,
+        turn: int("turn")? as u64,
+        kind: CheckpointKind::parse(&get("kind")?)?,
+        step: r.try_get::<Option<i64>, _>("step").map_err(|e| store_error("step", e))?.map(|s| s as u32),
+        pack_version: get("pack_version")?,
+        nodes: updates(&get("updates")?)?.into_iter().map(|(n, _)| n).collect(),
+        llm_calls: exchanges.as_array().map_or(0, Vec::len),
+        snapshot: r.try_get::<bool, _>("has_snapshot").map_err(|e| store_error("has_snapshot", e))?,
+        created_at: int("created_at")?,
+    })
+}
+
+/// A session from a row of the sessions table.
+pub(super) fn session<R>(r: &R) -> Result<SessionInfo>
+where
+    R: Row,
+    for<'r> &'r str: ColumnIndex<R>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let get = |col: &str| -> Result<String> { r.try_get::<String, _>(col).map_err(|e| store_error(col, e)) };
+    let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
+    let parent = r.try_get::<Option<String>, _>("parent").map_err(|e| store_error("parent", e))?;
+    let parent_cp =
+        r.try_get::<Option<i64>, _>("parent_checkpoint").map_err(|e| store_error("parent_checkpoint", e))?;
+    Ok(SessionInfo {
+        id: get("id")?,
+        pack: get("pack")?,
+        pack_version: get("pack_version")?,
+        options: json("options", &get("options")?)?,
+        seed: int("seed")? as u64,
+        turns: int("turns")? as u64,
+        head: int("head")? as u64,
+        head_kind: CheckpointKind::parse(&get("head_kind")?)?,
+        snapshot_seq: int("snapshot_seq")? as u64,
+        finished: r.try_get::<bool, _>("finished").map_err(|e| store_error("finished", e))?,
+        finished_at: r.try_get::<Option<i64>, _>("finished_at").map_err(|e| store_error("finished_at", e))?,
+        created_at: int("created_at")?,
+        updated_at: int("updated_at")?,
+        parent: parent.zip(parent_cp.map(|c| c as u64)),
+    })
+}

@@ -1,0 +1,180 @@
+//! One suite every store passes: memory and SQLite always, PostgreSQL when
+//! `RULEWEAVE_TEST_POSTGRES` names a database (CI starts one).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+use crate::event::Updates;
+use crate::value::from_json;
+
+fn updates(node: &str, v: serde_json::Value) -> (String, Updates) {
+    (node.to_owned(), Updates(Arc::new(from_json(&v).cast())))
+}
+
+fn session(id: &str) -> SessionInfo {
+    SessionInfo {
+        id: id.to_owned(),
+        pack: "p".into(),
+        pack_version: "v1".into(),
+        options: json!({"difficulty": "easy"}),
+        seed: u64::MAX - 7,
+        turns: 0,
+        head: 0,
+        head_kind: CheckpointKind::Start,
+        snapshot_seq: 0,
+        finished: false,
+        finished_at: None,
+        created_at: 1_000,
+        updated_at: 1_000,
+        parent: None,
+    }
+}
+
+fn start() -> Checkpoint {
+    Checkpoint {
+        seq: 0,
+        turn: 0,
+        kind: CheckpointKind::Start,
+        step: None,
+        pack_version: "v1".into(),
+        input: None,
+        updates: vec![updates("init", json!({"n": 0}))],
+        snapshot: Some(json!({"n": 0, "log": []})),
+        exchanges: Arc::new(Vec::new()),
+        resume: None,
+        finished: false,
+        created_at: 1_000,
+    }
+}
+
+fn turn(seq: u64, n: u64) -> Checkpoint {
+    Checkpoint {
+        seq,
+        turn: n,
+        kind: CheckpointKind::Turn,
+        input: Some(json!({"message": format!("m{n}")})),
+        updates: vec![updates("a", json!({"n": n, "log": format!("m{n}")})), updates("b", json!({}))],
+        snapshot: None,
+        created_at: 1_000 + seq as i64,
+        ..start()
+    }
+}
+
+fn id(tag: &str) -> String {
+    format!("{tag}-{}", crate::session::new_id())
+}
+
+async fn suite(store: Arc<dyn Store>) {
+    let s = id("suite");
+    store.create(&session(&s), &start()).await.unwrap();
+    assert_eq!(store.create(&session(&s), &start()).await.unwrap_err().kind(), ErrorKind::Conflict);
+    let info = store.info(&s).await.unwrap().unwrap();
+    assert_eq!((info.turns, info.head, info.head_kind, info.seed), (0, 0, CheckpointKind::Start, u64::MAX - 7));
+    assert_eq!(info.options, json!({"difficulty": "easy"}));
+
+    // Turns append in order; a repeated or skipped number is a conflict, never an overwrite.
+    store.append(&s, &turn(1, 1)).await.unwrap();
+    assert_eq!(store.append(&s, &turn(1, 1)).await.unwrap_err().kind(), ErrorKind::Conflict);
+    assert_eq!(store.append(&s, &turn(3, 3)).await.unwrap_err().kind(), ErrorKind::Conflict);
+    store.append(&s, &turn(2, 2)).await.unwrap();
+    let mut third = turn(3, 3);
+    third.snapshot = Some(json!({"n": 3, "log": ["m1", "m2", "m3"]}));
+    store.append(&s, &third).await.unwrap();
+    store.append(&s, &turn(4, 4)).await.unwrap();
+    let info = store.info(&s).await.unwrap().unwrap();
+    assert_eq!((info.turns, info.head, info.snapshot_seq), (4, 4, 3));
+
+    // Loading starts from the newest snapshot.
+    let loaded = store.load(&s).await.unwrap().unwrap();
+    assert_eq!(loaded.snapshot, json!({"n": 3, "log": ["m1", "m2", "m3"]}));
+    assert_eq!(loaded.after.iter().map(|c| c.seq).collect::<Vec<_>>(), [4]);
+    let c = &loaded.after[0];
+    assert_eq!(c.input, Some(json!({"message": "m4"})));
+    assert_eq!(c.updates[0].0, "a");
+    assert_eq!(c.updates[0].1.to_json(), json!({"n": 4, "log": "m4"}));
+
+    // A history starts from the start snapshot.
+    let h = store.history(&s, 2).await.unwrap().unwrap();
+    assert_eq!(h.snapshot, json!({"n": 0, "log": []}));
+    assert_eq!(h.after.iter().map(|c| c.seq).collect::<Vec<_>>(), [1, 2]);
+
+    let list = store.checkpoints(&s).await.unwrap();
+    assert_eq!(
+        list.iter().map(|c| (c.seq, c.kind, c.snapshot)).collect::<Vec<_>>(),
+        [
+            (0, CheckpointKind::Start, true),
+            (1, CheckpointKind::Turn, false),
+            (2, CheckpointKind::Turn, false),
+            (3, CheckpointKind::Turn, true),
+            (4, CheckpointKind::Turn, false),
+        ]
+    );
+    assert_eq!(list[1].nodes, ["a", "b"]);
+
+    // A step checkpoint leaves the turn pending until its turn checkpoint.
+    let mut step = turn(5, 5);
+    step.kind = CheckpointKind::Step;
+    step.step = Some(2);
+    step.resume = Some(json!({"next": ["c"]}));
+    store.append(&s, &step).await.unwrap();
+    assert!(store.pending().await.unwrap().contains(&s));
+    assert_eq!(store.info(&s).await.unwrap().unwrap().turns, 4, "a step does not finish a turn");
+    let resumed = store.load(&s).await.unwrap().unwrap();
+    assert_eq!(resumed.after.last().unwrap().resume, Some(json!({"next": ["c"]})));
+    store.append(&s, &turn(6, 5)).await.unwrap();
+    assert!(!store.pending().await.unwrap().contains(&s));
+
+    // Finished sessions expire after their time; others stay.
+    let mut last = turn(7, 6);
+    last.finished = true;
+    store.append(&s, &last).await.unwrap();
+    let other = id("other");
+    store.create(&session(&other), &start()).await.unwrap();
+    let info = store.info(&s).await.unwrap().unwrap();
+    assert!(info.finished);
+    assert_eq!(info.finished_at, Some(1_007));
+    assert!(store.expire(1_007).await.unwrap() == 0 || store.info(&s).await.unwrap().is_some());
+    store.expire(1_008).await.unwrap();
+    assert!(store.info(&s).await.unwrap().is_none(), "expired");
+    assert!(store.info(&other).await.unwrap().is_some(), "unfinished sessions stay");
+
+    assert!(store.delete(&other).await.unwrap());
+    assert!(!store.delete(&other).await.unwrap());
+    assert!(store.load(&other).await.unwrap().is_none());
+    assert_eq!(store.append(&other, &turn(1, 1)).await.unwrap_err().kind(), ErrorKind::NotFound);
+    drop(store.lock(&other).await.unwrap());
+}
+
+#[tokio::test]
+async fn memory_store() {
+    suite(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test]
+async fn sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    suite(open(&url).await.unwrap()).await;
+    // Reopening migrates nothing twice and finds what was written.
+    let store = open(&url).await.unwrap();
+    let s = id("again");
+    store.create(&session(&s), &start()).await.unwrap();
+    assert!(open(&url).await.unwrap().info(&s).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn postgres_store() {
+    let Ok(url) = std::env::var("RULEWEAVE_TEST_POSTGRES") else {
+        eprintln!("RULEWEAVE_TEST_POSTGRES is not set: PostgreSQL store not tested here (CI sets it)");
+        return;
+    };
+    suite(open(&url).await.unwrap()).await;
+}
+
+#[tokio::test]
+async fn store_urls_are_checked() {
+    assert_eq!(open("redis://x").await.err().unwrap().kind(), ErrorKind::Input);
+    assert_eq!(open("memory").await.unwrap().kind(), "memory");
+}
