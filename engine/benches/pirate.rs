@@ -120,7 +120,7 @@ fn repo_root() -> PathBuf {
 async fn conversation(engine: &Engine, model: &InstantModel, keep_events: bool) -> (Duration, Vec<Event>) {
     model.reset();
     let options = json!({"difficulty": "medium"});
-    let mut session = engine.open_with_id("pirate", options.as_object().unwrap(), Some("bench".into())).await.unwrap();
+    let mut session = engine.open("pirate", options.as_object().unwrap()).await.unwrap();
     let mut events = Vec::new();
     let start = Instant::now();
     for t in 0..TURNS {
@@ -131,6 +131,8 @@ async fn conversation(engine: &Engine, model: &InstantModel, keep_events: bool) 
     }
     let elapsed = start.elapsed();
     assert!(!session.is_finished(), "the bench conversation must not end the game");
+    // Outside the timed region, as the baseline deletes its threads: keep the store bounded.
+    engine.delete(session.id()).await.unwrap();
     (elapsed, events)
 }
 
@@ -177,13 +179,44 @@ fn bench(c: &mut Criterion) {
             total
         })
     });
+
+    // The same conversations recorded in SQLite (WAL, synchronous=NORMAL), as `ruleweave serve`
+    // keeps them by default.
+    let db = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", db.path().join("bench.db").display());
+    let store = rt.block_on(ruleweave::store::open(&url)).unwrap();
+    let persisted = Engine::builder(repo_root()).provider(model.clone()).store(store).build();
+    group.bench_function("turn (20-turn conversation, SQLite)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                total += rt.block_on(conversation(&persisted, &model, false)).0;
+            }
+            total
+        })
+    });
     group.finish();
 
     // The floor: three trivial script nodes, what a turn costs with (almost) nothing to do.
+    // Sessions of 100 turns, deleted outside the timed region, so the store stays small.
     let floor = Engine::builder(repo_root().join("tests/packs/floor")).build();
-    let mut session = rt.block_on(floor.open("floor", &Default::default())).unwrap();
     let mut group = c.benchmark_group("floor");
-    group.bench_function("turn (3 trivial script nodes)", |b| b.iter(|| rt.block_on(session.turn(json!({}))).unwrap()));
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("turn (3 trivial script nodes, in memory)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let mut session = rt.block_on(floor.open("floor", &Default::default())).unwrap();
+                let start = Instant::now();
+                for _ in 0..100 {
+                    rt.block_on(session.turn(json!({}))).unwrap();
+                }
+                total += start.elapsed();
+                rt.block_on(floor.delete(session.id())).unwrap();
+            }
+            total
+        })
+    });
     group.finish();
 }
 

@@ -78,7 +78,11 @@ impl Store for MemoryStore {
                 return Err(conflict(id, c.seq));
             }
             if c.snapshot.is_some() {
-                for old in e.rows.iter_mut().skip(1) {
+                // Only the newest snapshot (and the start) is kept: drop the previous one.
+                let previous = e.info.snapshot_seq as usize;
+                if previous > 0
+                    && let Some(old) = e.rows.get_mut(previous)
+                {
                     old.snapshot = None;
                 }
                 e.info.snapshot_seq = c.seq;
