@@ -241,8 +241,8 @@ impl Engine {
         let pack = self.pack(&history.info.pack)?;
         let options = pack.resolve_options(&options)?;
         let at = Session::from_stored(self.clone(), pack.clone(), history)?;
-        let state = at.state.clone();
-        Session::open(self.clone(), pack, options, None, Some((id.to_owned(), seq, state))).await
+        let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state.clone() };
+        Session::open(self.clone(), pack, options, None, Some(fork)).await
     }
 
     /// What the store knows of session `id`.

@@ -40,6 +40,14 @@ pub struct Session {
     dirty: bool,
 }
 
+/// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
+pub(crate) struct Fork {
+    pub from: String,
+    pub seq: u64,
+    pub turns: u64,
+    pub state: Dynamic,
+}
+
 /// Where an interrupted turn stood.
 struct Interrupted {
     turn: u64,
@@ -125,15 +133,15 @@ impl Session {
         pack: Arc<Pack>,
         options: Map,
         id: Option<String>,
-        parent: Option<(String, u64, Dynamic)>,
+        parent: Option<Fork>,
     ) -> Result<Self> {
         let id: Arc<str> = id.unwrap_or_else(new_id).into();
         let seed = crate::text::hash(&id);
         let now = now_ms();
         let mut exchanges = Vec::new();
         let mut updates = Vec::new();
-        let (state, parent) = match parent {
-            Some((from, seq, state)) => (state, Some((from, seq))),
+        let (state, parent, turns) = match parent {
+            Some(f) => (f.state, Some((f.from, f.seq)), f.turns),
             None => {
                 let mut state = pack.schema.initial();
                 if let Some(init) = &pack.init {
@@ -151,7 +159,7 @@ impl Session {
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = turn.take_exchanges();
                 }
-                (state, None)
+                (state, None, 0)
             }
         };
         let info = SessionInfo {
@@ -160,7 +168,7 @@ impl Session {
             pack_version: pack.version.clone(),
             options: value::map_to_json(&options),
             seed,
-            turns: 0,
+            turns,
             head: 0,
             head_kind: CheckpointKind::Start,
             snapshot_seq: 0,
@@ -172,7 +180,7 @@ impl Session {
         };
         let start = Checkpoint {
             seq: 0,
-            turn: 0,
+            turn: turns,
             kind: CheckpointKind::Start,
             step: None,
             pack_version: pack.version.clone(),
@@ -185,19 +193,26 @@ impl Session {
             created_at: now,
         };
         engine.store().create(&info, &start).await?;
-        Ok(Session { engine, id, pack, options, seed, state, turns: 0, seq: 0, pending: None, dirty: false })
+        Ok(Session { engine, id, pack, options, seed, state, turns, seq: 0, pending: None, dirty: false })
     }
 
     /// A session loaded from its store: the snapshot, with every later checkpoint folded in.
     pub(crate) fn from_stored(engine: Engine, pack: Arc<Pack>, stored: Stored) -> Result<Self> {
-        let Stored { info, snapshot, after } = stored;
+        let Stored { info, snapshot_seq, snapshot_turn, snapshot, after } = stored;
         let options = match &info.options {
             Json::Object(o) => value::map_of_json(o),
             _ => Map::new(),
         };
         let mut state = pack.schema.restore(&snapshot);
         let mut pending: Option<Interrupted> = None;
+        // What the replayed checkpoints reached (a history may stop before the session's head).
+        let mut turns = snapshot_turn;
+        let mut seq = snapshot_seq;
         for c in &after {
+            seq = c.seq;
+            if c.kind == CheckpointKind::Turn {
+                turns = c.turn;
+            }
             for (_, u) in &c.updates {
                 pack.schema.replay(&mut state, &u.0);
             }
@@ -222,8 +237,8 @@ impl Session {
             options,
             seed: info.seed,
             state,
-            turns: info.turns,
-            seq: info.head,
+            turns,
+            seq,
             pending,
             dirty: false,
         })

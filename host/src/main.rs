@@ -1,13 +1,10 @@
 //! `ruleweave`: check, play, run, graph and serve ruleweave packs.
 
-mod cli;
-mod diagnostics;
-
 /// Scripts and templates allocate a value at a time; mimalloc makes a turn ~18% faster than the
 /// system allocator (engine/benches/pirate.rs).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    cli::main()
+    ruleweave_host::cli::main()
 }

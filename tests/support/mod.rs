@@ -64,3 +64,48 @@ pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
     std::fs::write(&path, text).unwrap();
     (dir, path)
 }
+
+/// An HTTP client for tests (rustls needs its crypto provider chosen first).
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(std::time::Duration::from_secs(30)).build().unwrap()
+}
+
+/// A server started in this process on a free port.
+pub struct Server {
+    pub url: String,
+    pub state: ruleweave_host::server::Shared,
+}
+
+/// Starts the API for `engine` on 127.0.0.1 (a free port).
+pub async fn serve(engine: ruleweave::Engine, token: Option<&str>, body_limit: usize) -> Server {
+    use std::sync::Arc;
+    let state = Arc::new(ruleweave_host::server::AppState::new(engine, token.map(str::to_owned), body_limit));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = ruleweave_host::server::app(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Server { url, state }
+}
+
+/// Writes a pack root into a fresh temporary directory: `files` are (path, contents).
+pub fn write_root(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+/// A pack that counts turns and never finishes unless told "stop".
+pub fn counter_root() -> tempfile::TempDir {
+    write_root(&[
+        (
+            "config/counter.yaml",
+            "state:\n  n: {type: int, reducer: add}\n  log: {type: list, reducer: append}\n  done: {type: bool}\ninput:\n  text: {type: string, required: true}\noutput: [n]\nfinish: {when: done, message: Counted to the end.}\ngraph:\n  nodes:\n    count: {script: count.rhai::count}\n  edges:\n    - START -> count\n    - count -> END\n",
+        ),
+        ("scripts/counter/count.rhai", r#"fn count() { #{ n: 1, log: input().text, done: input().text == "stop" } }"#),
+    ])
+}

@@ -35,9 +35,10 @@ fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
 }
 
 fn stored(e: &Entry, snapshot_seq: u64, upto: u64) -> Option<Stored> {
-    let snapshot = e.rows.get(snapshot_seq as usize)?.snapshot.clone()?;
+    let at = e.rows.get(snapshot_seq as usize)?;
+    let snapshot = at.snapshot.clone()?;
     let after = e.rows.iter().filter(|c| c.seq > snapshot_seq && c.seq <= upto).cloned().collect();
-    Some(Stored { info: e.info.clone(), snapshot, after })
+    Some(Stored { info: e.info.clone(), snapshot_seq, snapshot_turn: at.turn, snapshot, after })
 }
 
 impl Store for MemoryStore {

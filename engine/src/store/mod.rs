@@ -166,7 +166,11 @@ impl Checkpoint {
 pub struct Stored {
     /// The session.
     pub info: SessionInfo,
-    /// The state at `info.snapshot_seq` (or at the start, for a history).
+    /// The checkpoint the snapshot belongs to (`info.snapshot_seq`, or 0 for a history).
+    pub snapshot_seq: u64,
+    /// The turns finished at that checkpoint.
+    pub snapshot_turn: u64,
+    /// The state at that checkpoint.
     pub snapshot: Json,
     /// The checkpoints after the snapshot, oldest first.
     pub after: Vec<Checkpoint>,

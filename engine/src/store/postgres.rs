@@ -81,16 +81,17 @@ impl PostgresStore {
             .map_err(|e| store_error("cannot read a session", e))?;
         let Some(info) = row.as_ref().map(sql::session).transpose()? else { return Ok(None) };
         let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
-        let snapshot: Option<String> =
-            sqlx::query_scalar("SELECT snapshot FROM checkpoints WHERE session_id = $1 AND seq = $2")
+        let found: Option<(Option<String>, i64)> =
+            sqlx::query_as("SELECT snapshot, turn FROM checkpoints WHERE session_id = $1 AND seq = $2")
                 .bind(id)
                 .bind(at)
                 .fetch_optional(&mut *tx)
                 .await
-                .map_err(|e| store_error("cannot read a snapshot", e))?
-                .flatten();
-        let snapshot =
-            snapshot.ok_or_else(|| store_error("a session", format!("{id} has no snapshot at checkpoint {at}")))?;
+                .map_err(|e| store_error("cannot read a snapshot", e))?;
+        let (snapshot, snapshot_turn) = match found {
+            Some((Some(s), turn)) => (s, turn as u64),
+            _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
+        };
         let rows =
             sqlx::query("SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq")
                 .bind(id)
@@ -102,7 +103,7 @@ impl PostgresStore {
         let after = rows.iter().map(sql::checkpoint).collect::<Result<Vec<_>>>()?;
         let snapshot = serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
         tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
-        Ok(Some(Stored { info, snapshot, after }))
+        Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, after }))
     }
 }
 
@@ -132,8 +133,8 @@ impl Store for PostgresStore {
             let e = encode(start);
             let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
             sqlx::query(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&info.id)
             .bind(&info.pack)
@@ -144,6 +145,7 @@ impl Store for PostgresStore {
             .bind(info.updated_at)
             .bind(info.parent.as_ref().map(|p| p.0.clone()))
             .bind(info.parent.as_ref().map(|p| p.1 as i64))
+            .bind(info.turns as i64)
             .execute(&mut *tx)
             .await
             .map_err(|err| match &err {
@@ -154,9 +156,10 @@ impl Store for PostgresStore {
             })?;
             sqlx::query(
                 "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                 VALUES ($1, 0, 0, 'start', $2, $3, $4, $5, $6)",
+                 VALUES ($1, 0, $2, 'start', $3, $4, $5, $6, $7)",
             )
             .bind(&info.id)
+            .bind(start.turn as i64)
             .bind(&start.pack_version)
             .bind(&e.updates)
             .bind(&e.snapshot)

@@ -89,16 +89,17 @@ impl SqliteStore {
             .map_err(|e| store_error("cannot read a session", e))?;
         let Some(info) = row.as_ref().map(sql::session).transpose()? else { return Ok(None) };
         let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
-        let snapshot: Option<String> =
-            sqlx::query_scalar("SELECT snapshot FROM checkpoints WHERE session_id = ? AND seq = ?")
+        let found: Option<(Option<String>, i64)> =
+            sqlx::query_as("SELECT snapshot, turn FROM checkpoints WHERE session_id = ? AND seq = ?")
                 .bind(id)
                 .bind(at)
                 .fetch_optional(&mut *tx)
                 .await
-                .map_err(|e| store_error("cannot read a snapshot", e))?
-                .flatten();
-        let snapshot =
-            snapshot.ok_or_else(|| store_error("a session", format!("{id} has no snapshot at checkpoint {at}")))?;
+                .map_err(|e| store_error("cannot read a snapshot", e))?;
+        let (snapshot, snapshot_turn) = match found {
+            Some((Some(s), turn)) => (s, turn as u64),
+            _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
+        };
         let rows = sqlx::query("SELECT * FROM checkpoints WHERE session_id = ? AND seq > ? AND seq <= ? ORDER BY seq")
             .bind(id)
             .bind(at)
@@ -109,7 +110,7 @@ impl SqliteStore {
         let after = rows.iter().map(sql::checkpoint).collect::<Result<Vec<_>>>()?;
         let snapshot = serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
         tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
-        Ok(Some(Stored { info, snapshot, after }))
+        Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, after }))
     }
 
     async fn info_of(&self, id: &str) -> Result<Option<SessionInfo>> {
@@ -136,8 +137,8 @@ impl Store for SqliteStore {
             let e = encode(start);
             let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
             sqlx::query(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )
             .bind(&info.id)
             .bind(&info.pack)
@@ -148,6 +149,7 @@ impl Store for SqliteStore {
             .bind(info.updated_at)
             .bind(info.parent.as_ref().map(|p| p.0.clone()))
             .bind(info.parent.as_ref().map(|p| p.1 as i64))
+            .bind(info.turns as i64)
             .execute(&mut *tx)
             .await
             .map_err(|err| match &err {
@@ -158,9 +160,10 @@ impl Store for SqliteStore {
             })?;
             sqlx::query(
                 "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                 VALUES (?, 0, 0, 'start', ?, ?, ?, ?, ?)",
+                 VALUES (?, 0, ?, 'start', ?, ?, ?, ?, ?)",
             )
             .bind(&info.id)
+            .bind(start.turn as i64)
             .bind(&start.pack_version)
             .bind(&e.updates)
             .bind(&e.snapshot)

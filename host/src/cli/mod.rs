@@ -4,6 +4,7 @@ mod check;
 mod graph;
 mod play;
 mod run;
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +12,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use ruleweave::{Engine, LlmChoice, Pack};
+
+use crate::config::Config;
 use serde_json::{Map, Value};
 
 /// Rules for LLM-driven games: packs of YAML, Rhai and minijinja, checked, played and served.
@@ -35,8 +38,11 @@ enum Command {
     Run(run::Args),
     /// Print a pack's graph as a Mermaid diagram.
     Graph(graph::Args),
+    /// Serve the HTTP API and the web console.
+    Serve(serve::Args),
 }
 
+/// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -58,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Play(args) => play::run(&cli.root, &runtime, args),
         Command::Run(args) => run::run(&cli.root, &runtime, args),
         Command::Graph(args) => graph::run(&cli.root, args),
+        Command::Serve(args) => serve::run(&cli.root, &runtime, args),
     };
     match result {
         Ok(code) => code,
@@ -68,10 +75,11 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// An engine over `root` with the provider the environment chooses.
-fn engine(root: &Path) -> Result<Engine> {
-    let llm = LlmChoice::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Engine::builder(root).llm(llm).build())
+/// An engine over `root`: the provider the environment (and ruleweave.toml) chooses, sessions in
+/// the store `store` names.
+async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
+    let store = ruleweave::store::open(store).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Engine::builder(root).llm(config.llm()?).store(store).retention(config.retention).build())
 }
 
 /// Loads `name`, printing its diagnostics when it does not load.

@@ -18,21 +18,45 @@ pub struct Args {
     /// Show each turn's details (the score breakdown) without asking.
     #[arg(long)]
     explain: bool,
+    /// Where sessions are kept (default sqlite://ruleweave.db, or RULEWEAVE_STORE).
+    #[arg(long)]
+    store: Option<String>,
+    /// Go on with an earlier session instead of opening a new one.
+    #[arg(long)]
+    session: Option<String>,
 }
 
 const HELP: &str = "commands: /why (details of the last turn), /events, /state, /new (start over), /quit";
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
-    let engine = super::engine(root)?;
+    let config = crate::config::Config::load(root)?;
+    let store = args.store.clone().unwrap_or_else(|| config.store.clone());
+    let engine = rt.block_on(super::engine(root, &config, &store))?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
-    let mut session = rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut session = match &args.session {
+        Some(id) => {
+            let s = rt.block_on(engine.resume(id)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if s.pack().name() != pack.name() {
+                anyhow::bail!("session {id} plays `{}`, not `{}`", s.pack().name(), pack.name());
+            }
+            if !args.set.is_empty() {
+                anyhow::bail!("--set chooses options for a new session; session {id} keeps its own");
+            }
+            s
+        }
+        None => rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?,
+    };
     let standin = matches!(engine.llm(), ruleweave::LlmChoice::Standin);
     let speaker = if standin { format!("{} (stand-in)", pack.name()) } else { pack.name().to_owned() };
     println!("{} (version {}): {}", pack.name(), pack.version(), pack.description());
     println!("model: {}", super::model_banner(&engine, &pack));
     if !pack.options().is_empty() {
         println!("options: {}", session.options());
+    }
+    match session.turns() {
+        0 => println!("session {} (go on later with --session {})", session.id(), session.id()),
+        n => println!("session {} resumed after turn {n}", session.id()),
     }
     println!("{HELP}");
     let mut last: Option<TurnResult> = None;

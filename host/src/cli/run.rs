@@ -24,10 +24,14 @@ pub struct Args {
     /// Add each turn's events to its line.
     #[arg(long)]
     events: bool,
+    /// Keep the session in a store: sqlite://PATH, postgres://... (default: memory, kept nowhere).
+    #[arg(long)]
+    store: Option<String>,
 }
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
-    let engine = super::engine(root)?;
+    let config = crate::config::Config::load(root)?;
+    let engine = rt.block_on(super::engine(root, &config, args.store.as_deref().unwrap_or("memory")))?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
     let text = std::fs::read_to_string(&args.input).with_context(|| format!("cannot read {}", args.input.display()))?;

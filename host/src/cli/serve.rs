@@ -1,0 +1,44 @@
+//! `ruleweave serve`: the HTTP API and the web console.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::config::{Config, redact};
+use crate::server::{self, AppState};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The address to listen on (default 127.0.0.1:8080, or RULEWEAVE_ADDR, or ruleweave.toml).
+    #[arg(long)]
+    addr: Option<SocketAddr>,
+    /// Where sessions are kept: memory, sqlite://PATH, postgres://... (default sqlite://ruleweave.db).
+    #[arg(long)]
+    store: Option<String>,
+}
+
+pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+    let mut config = Config::load(root)?;
+    if let Some(addr) = args.addr {
+        config.addr = addr;
+    }
+    if let Some(store) = args.store {
+        config.store = store;
+    }
+    config.check_exposure()?;
+    rt.block_on(async {
+        let engine = super::engine(root, &config, &config.store).await?;
+        eprintln!(
+            "ruleweave: packs from {}, sessions in {}, models: {}",
+            root.display(),
+            redact(&config.store),
+            engine.llm().describe()
+        );
+        let state = Arc::new(AppState::new(engine, config.token.clone(), config.body_limit));
+        server::run(state, config.addr).await
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,253 @@
+//! Host configuration: `ruleweave.toml` in the root, then the environment, then flags.
+//!
+//! ```toml
+//! [server]
+//! addr = "127.0.0.1:8080"
+//! token = "..."                  # or RULEWEAVE_TOKEN; required beyond loopback
+//! body_limit = 1048576           # bytes
+//!
+//! [store]
+//! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
+//! snapshot_every = 16
+//! expire_finished_after = "24h"  # s, m, h, d; "never" keeps them
+//!
+//! [llm]                          # defaults for the RULEWEAVE_LLM_* / OPENAI_BASE_URL variables
+//! provider = "openai"
+//! base_url = "http://localhost:11434/v1"
+//! model = "llama3.2"
+//! timeout_ms = 60000
+//! retries = 3
+//! ```
+//!
+//! API keys come only from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`): a file in the
+//! repository is the wrong place for them. Nothing secret is logged or reaches scripts.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use ruleweave::store::Retention;
+use serde::Deserialize;
+
+/// The file, as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    server: ServerSection,
+    #[serde(default)]
+    store: StoreSection,
+    #[serde(default)]
+    llm: LlmSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerSection {
+    addr: Option<String>,
+    token: Option<String>,
+    body_limit: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreSection {
+    url: Option<String>,
+    snapshot_every: Option<u64>,
+    expire_finished_after: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LlmSection {
+    provider: Option<String>,
+    base_url: Option<String>,
+    model: Option<String>,
+    model_map: Option<String>,
+    timeout_ms: Option<u64>,
+    retries: Option<u64>,
+    backoff_ms: Option<u64>,
+}
+
+/// The host's settings after the file, the environment and flags have had their say.
+#[derive(Clone)]
+pub struct Config {
+    pub addr: SocketAddr,
+    pub token: Option<String>,
+    pub body_limit: usize,
+    pub store: String,
+    pub retention: Retention,
+    llm: Vec<(&'static str, String)>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("addr", &self.addr)
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("body_limit", &self.body_limit)
+            .field("store", &redact(&self.store))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where `play` keeps its sessions when nothing says otherwise (resumable with `--session`).
+pub const DEFAULT_STORE: &str = "sqlite://ruleweave.db";
+
+impl Config {
+    /// Reads `ruleweave.toml` under `root` (if there is one) and the environment.
+    pub fn load(root: &Path) -> Result<Self> {
+        Self::load_with(root, &|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+
+    pub fn load_with(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let path = root.join("ruleweave.toml");
+        let file: File = match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                toml::from_str(&text).with_context(|| format!("{} is not a valid configuration", path.display()))?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => File::default(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        let addr = env("RULEWEAVE_ADDR").or(file.server.addr).unwrap_or_else(|| "127.0.0.1:8080".into());
+        let addr = addr.parse().with_context(|| format!("`{addr}` is not an address like 127.0.0.1:8080"))?;
+        let body_limit = match env("RULEWEAVE_BODY_LIMIT") {
+            Some(v) => v.parse().with_context(|| format!("RULEWEAVE_BODY_LIMIT={v} is not a number of bytes"))?,
+            None => file.server.body_limit.unwrap_or(1 << 20),
+        };
+        let expire =
+            env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());
+        let retention = Retention {
+            snapshot_every: file.store.snapshot_every.unwrap_or(16).max(1),
+            expire_finished_after: parse_duration(&expire)?,
+        };
+        let mut llm = Vec::new();
+        for (var, value) in [
+            ("RULEWEAVE_LLM", file.llm.provider),
+            ("OPENAI_BASE_URL", file.llm.base_url),
+            ("RULEWEAVE_MODEL", file.llm.model),
+            ("RULEWEAVE_MODEL_MAP", file.llm.model_map),
+            ("RULEWEAVE_LLM_TIMEOUT_MS", file.llm.timeout_ms.map(|v| v.to_string())),
+            ("RULEWEAVE_LLM_RETRIES", file.llm.retries.map(|v| v.to_string())),
+            ("RULEWEAVE_LLM_BACKOFF_MS", file.llm.backoff_ms.map(|v| v.to_string())),
+        ] {
+            if let Some(v) = value {
+                llm.push((var, v));
+            }
+        }
+        Ok(Config {
+            addr,
+            token: env("RULEWEAVE_TOKEN").or(file.server.token),
+            body_limit,
+            store: env("RULEWEAVE_STORE").or(file.store.url).unwrap_or_else(|| DEFAULT_STORE.into()),
+            retention,
+            llm,
+        })
+    }
+
+    /// The model choice: the environment, with the file's `[llm]` values where it says nothing.
+    pub fn llm(&self) -> Result<ruleweave::LlmChoice> {
+        let from_file = |k: &str| self.llm.iter().find(|(var, _)| *var == k).map(|(_, v)| v.clone());
+        ruleweave::LlmChoice::from_vars(|k| std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| from_file(k)))
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// Refuses to serve beyond loopback without a token.
+    pub fn check_exposure(&self) -> Result<()> {
+        if !self.addr.ip().is_loopback() && self.token.is_none() {
+            bail!(
+                "serving on {} (beyond this machine) needs a token: set RULEWEAVE_TOKEN or [server] token in ruleweave.toml",
+                self.addr
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `90s`, `30m`, `24h`, `7d`, or `never`.
+fn parse_duration(s: &str) -> Result<Option<Duration>> {
+    let s = s.trim();
+    if s == "never" {
+        return Ok(None);
+    }
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().with_context(|| format!("`{s}` is not a duration like 90s, 30m, 24h, 7d or never"))?;
+    let secs = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => bail!("`{s}` is not a duration like 90s, 30m, 24h, 7d or never"),
+    };
+    Ok(Some(Duration::from_secs(secs)))
+}
+
+/// A store URL without its password, for logs.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user = url[s + 3..at].split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(toml: &str, env: &[(&str, &str)]) -> Result<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ruleweave.toml"), toml).unwrap();
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::load_with(dir.path(), &|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file() {
+        let c = load(
+            "[server]\naddr = \"0.0.0.0:9000\"\ntoken = \"file\"\n[store]\nurl = \"memory\"\n",
+            &[("RULEWEAVE_TOKEN", "env")],
+        )
+        .unwrap();
+        assert_eq!(c.addr.to_string(), "0.0.0.0:9000");
+        assert_eq!(c.token.as_deref(), Some("env"));
+        assert_eq!(c.store, "memory");
+        let c = load("", &[]).unwrap();
+        assert_eq!(
+            (c.addr.to_string(), c.store.as_str(), c.body_limit),
+            ("127.0.0.1:8080".into(), DEFAULT_STORE, 1 << 20)
+        );
+        assert_eq!(c.retention.expire_finished_after, Some(Duration::from_secs(86_400)));
+    }
+
+    #[test]
+    fn bad_settings_are_refused_with_their_names() {
+        assert!(load("[server]\nport = 1\n", &[]).unwrap_err().to_string().contains("not a valid configuration"));
+        assert!(load("", &[("RULEWEAVE_ADDR", "nowhere")]).unwrap_err().to_string().contains("nowhere"));
+        assert!(load("[store]\nexpire_finished_after = \"soon\"\n", &[]).unwrap_err().to_string().contains("soon"));
+        assert_eq!(
+            load("[store]\nexpire_finished_after = \"never\"\n", &[]).unwrap().retention.expire_finished_after,
+            None
+        );
+    }
+
+    #[test]
+    fn serving_beyond_loopback_needs_a_token() {
+        assert!(load("", &[("RULEWEAVE_ADDR", "0.0.0.0:8080")]).unwrap().check_exposure().is_err());
+        assert!(
+            load("", &[("RULEWEAVE_ADDR", "0.0.0.0:8080"), ("RULEWEAVE_TOKEN", "t")]).unwrap().check_exposure().is_ok()
+        );
+        assert!(load("", &[]).unwrap().check_exposure().is_ok());
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_output() {
+        let c = load("[server]\ntoken = \"s3cret\"\n[store]\nurl = \"postgres://u:pw@db/x\"\n", &[]).unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret") && !shown.contains("pw@"), "{shown}");
+    }
+}

@@ -1,0 +1,7 @@
+//! The ruleweave host: the `ruleweave` command line, the HTTP server and its configuration.
+//! A library so the server can be started in-process (tests, or a program embedding the API).
+
+pub mod cli;
+pub mod config;
+pub mod diagnostics;
+pub mod server;

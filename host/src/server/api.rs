@@ -1,0 +1,249 @@
+//! The handlers of DESIGN.md's HTTP API.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use futures_util::stream::{self, Stream};
+use ruleweave::{Event, EventSink, LiveSession, TurnResult};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{ApiError, Shared};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// A JSON body whose rejections are API errors (JSON bodies, 400/413/415/422).
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(r) => Err(ApiError::from(r as JsonRejection)),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    pack: String,
+    #[serde(default)]
+    options: serde_json::Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTurn {
+    input: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewFork {
+    checkpoint: u64,
+}
+
+/// `GET /v1/packs`: every pack, its version and status, and its diagnostics when it failed.
+pub async fn packs(State(s): State<Shared>) -> Json<Value> {
+    let packs = s.packs.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let list: Vec<Value> = packs
+        .into_iter()
+        .map(|(name, status)| match (status.pack, status.error) {
+            (Some(p), _) => {
+                let mut v = p.describe();
+                v["status"] = json!("ok");
+                v["diagnostics"] = json!([]);
+                v
+            }
+            (None, e) => json!({
+                "name": name,
+                "version": null,
+                "status": "error",
+                "diagnostics": e.map(|e| e.all().map(diagnostic).collect::<Vec<_>>()).unwrap_or_default(),
+            }),
+        })
+        .collect();
+    Json(json!({ "packs": list }))
+}
+
+fn diagnostic(e: &ruleweave::Error) -> Value {
+    let mut d = json!({"message": e.detail(), "code": e.kind().code()});
+    if let Some(o) = e.origin() {
+        d["file"] = json!(o.file);
+        d["line"] = json!(o.line);
+        d["column"] = json!(o.column);
+    }
+    d
+}
+
+/// `POST /v1/sessions`: a new session of a pack.
+pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Value>)> {
+    let session = s.engine.open(&req.pack, &req.options).await.map_err(|e| failed(&s, &req.pack, e))?;
+    s.metrics.session_opened(&req.pack);
+    let body = json!({"id": session.id(), "pack": req.pack, "state": session.state()});
+    s.engine.keep(session);
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// `GET /v1/sessions/{id}`: a session's state and how far it got.
+pub async fn session(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let live = s.engine.session(&id).await?;
+    let session = live.lock().await;
+    Ok(Json(json!({
+        "id": session.id(),
+        "pack": session.pack().name(),
+        "pack_version": session.pack().version(),
+        "options": session.options(),
+        "state": session.state(),
+        "turns": session.turns(),
+        "checkpoint": session.checkpoint(),
+        "finished": session.is_finished(),
+    })))
+}
+
+/// `DELETE /v1/sessions/{id}`.
+pub async fn delete(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    s.engine.delete(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/sessions/{id}/checkpoints`.
+pub async fn checkpoints(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let list = s.engine.checkpoints(&id).await?;
+    Ok(Json(json!({ "id": id, "checkpoints": list })))
+}
+
+/// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
+pub async fn fork(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Body(req): Body<NewFork>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let session = s.engine.fork(&id, req.checkpoint).await?;
+    let body = json!({
+        "id": session.id(),
+        "pack": session.pack().name(),
+        "state": session.state(),
+        "forked_from": {"id": id, "checkpoint": req.checkpoint},
+    });
+    s.engine.keep(session);
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+/// `POST /v1/sessions/{id}/turns`: runs a turn; with `Accept: text/event-stream`, streams its
+/// events as they happen and the result last.
+pub async fn turn(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Body(req): Body<NewTurn>,
+) -> ApiResult<Response> {
+    let live = s.engine.session(&id).await?;
+    let streaming =
+        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
+    if !streaming {
+        let task = s.tasks.spawn(play(s.clone(), live, req.input, None));
+        let (result, state) = task
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
+        return Ok(Json(json!({"turn": result.turn, "output": result.output, "state": state})).into_response());
+    }
+    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
+    let events = tx.clone();
+    let sink: EventSink = Arc::new(move |e: &Event| {
+        let _ = events.send(sse(kind(e), &serde_json::to_value(e).unwrap_or(Value::Null)));
+    });
+    let state = s.clone();
+    s.tasks.spawn(async move {
+        let last = match play(state, live, req.input, Some(sink)).await {
+            Ok((r, st)) => sse("result", &json!({"turn": r.turn, "output": r.output, "state": st})),
+            Err(e) => sse("error", &json!({"error": {"code": e.code, "message": e.message}})),
+        };
+        let _ = tx.send(last);
+    });
+    Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Runs one turn on a live session (waiting for the turns before it) and counts it.
+async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink>) -> ApiResult<(TurnResult, Value)> {
+    let mut session = live.lock().await;
+    let pack = session.pack().name().to_owned();
+    let result = match sink {
+        Some(sink) => session.turn_with_events(input, sink).await,
+        None => session.turn(input).await,
+    };
+    match result {
+        Ok(r) => {
+            s.metrics.turn(&pack, &r);
+            Ok((r, session.state()))
+        }
+        Err(e) => {
+            s.metrics.failed_turn(&pack);
+            Err(failed(&s, &pack, e))
+        }
+    }
+}
+
+/// An engine error as an API error, counted.
+fn failed(s: &Shared, pack: &str, e: ruleweave::Error) -> ApiError {
+    s.metrics.error(pack, e.kind().code());
+    if e.kind() == ruleweave::ErrorKind::Internal || e.kind() == ruleweave::ErrorKind::Store {
+        tracing::error!(pack, "{e}");
+    }
+    e.into()
+}
+
+fn kind(e: &Event) -> &'static str {
+    match e {
+        Event::NodeStarted { .. } => "node_started",
+        Event::NodeFinished { .. } => "node_finished",
+        Event::Route { .. } => "route",
+        Event::Llm(_) => "llm",
+        Event::Token { .. } => "token",
+        Event::Decision { .. } => "decision",
+        Event::Custom { .. } => "custom",
+        Event::Log { .. } => "log",
+    }
+}
+
+fn sse(name: &str, data: &Value) -> SseEvent {
+    SseEvent::default().event(name).data(data.to_string())
+}
+
+fn stream_of(rx: mpsc::UnboundedReceiver<SseEvent>) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) })
+}
+
+/// `GET /metrics`: Prometheus' text format.
+pub async fn metrics(State(s): State<Shared>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render()).into_response()
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(s): State<Shared>) -> Json<Value> {
+    Json(json!({"status": "ok", "store": s.engine.store().kind()}))
+}
+
+/// `GET /`: the web console.
+pub async fn console() -> Html<&'static str> {
+    Html(include_str!("console.html"))
+}
+
+pub async fn no_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route; the API is under /v1 (see README)")
+}
+
+pub async fn wrong_method() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+}

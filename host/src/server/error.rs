@@ -1,0 +1,91 @@
+//! Errors as the HTTP API returns them: `{"error": {"code": "...", "message": "..."}}` with a
+//! status that fits. One mapping from the engine's error kinds, so the API and the console say
+//! what the CLI says.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use ruleweave::{Error, ErrorKind};
+use serde_json::json;
+
+/// An API error: a status, a stable code, a message.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into() }
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this API needs `Authorization: Bearer <token>`")
+    }
+}
+
+/// The status for each kind of engine error.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::Input => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Finished | ErrorKind::Conflict => StatusCode::CONFLICT,
+        ErrorKind::Llm => StatusCode::BAD_GATEWAY,
+        ErrorKind::Pack | ErrorKind::Store => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Script | ErrorKind::Template | ErrorKind::Limit | ErrorKind::Io | ErrorKind::Internal => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError::new(status_of(e.kind()), e.kind().code(), e.to_string())
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r {
+            JsonRejection::JsonSyntaxError(e) => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the body is not valid JSON: {}", source(&e)),
+            ),
+            JsonRejection::JsonDataError(e) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_request",
+                format!("the body does not fit: {}", source(&e)),
+            ),
+            JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `Content-Type: application/json`",
+            ),
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "the body is larger than this server accepts",
+            ),
+            other => ApiError::new(other.status(), "invalid_request", other.body_text()),
+        }
+    }
+}
+
+/// The innermost message of a rejection (serde's, with its line and column).
+fn source(e: &dyn std::error::Error) -> String {
+    let mut s: &dyn std::error::Error = e;
+    while let Some(next) = s.source() {
+        s = next;
+    }
+    s.to_string()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(json!({"error": {"code": self.code, "message": self.message}}))).into_response()
+    }
+}

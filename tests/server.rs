@@ -1,0 +1,332 @@
+//! The HTTP API through a real client and socket: every route, the SSE stream, errors, the token,
+//! metrics, and turns racing on one session. Servers start in-process on free ports.
+
+mod support;
+
+use std::sync::Arc;
+
+use reqwest::StatusCode;
+use ruleweave::Engine;
+use ruleweave::store::{self, Store};
+use serde_json::{Value, json};
+use support::mock_llm::{MockLlm, Reply, judged};
+use support::{counter_root, http, repo_root, serve};
+
+async fn memory_engine(root: &std::path::Path) -> Engine {
+    Engine::builder(root).store(Arc::new(store::MemoryStore::new())).build()
+}
+
+async fn post(url: &str, body: Value) -> (StatusCode, Value) {
+    let r = http().post(url).json(&body).send().await.unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(url: &str) -> (StatusCode, Value) {
+    let r = http().get(url).send().await.unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The SSE events of a streamed turn, as (event name, data).
+async fn stream_turn(url: &str, input: Value) -> Vec<(String, Value)> {
+    let r = http().post(url).header("accept", "text/event-stream").json(&json!({"input": input})).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let text = r.text().await.unwrap();
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut name = None;
+            let mut data = String::new();
+            for line in block.lines() {
+                if let Some(n) = line.strip_prefix("event:") {
+                    name = Some(n.trim().to_owned());
+                } else if let Some(d) = line.strip_prefix("data:") {
+                    data.push_str(d.trim_start());
+                }
+            }
+            Some((name?, serde_json::from_str(&data).ok()?))
+        })
+        .collect()
+}
+
+async fn the_whole_api(store: Arc<dyn Store>) {
+    let engine = Engine::builder(repo_root()).store(store).build();
+    let s = serve(engine, None, 1 << 20).await;
+    let base = &s.url;
+
+    let (status, packs) = get(&format!("{base}/v1/packs")).await;
+    assert_eq!(status, StatusCode::OK);
+    let pirate = packs["packs"].as_array().unwrap().iter().find(|p| p["name"] == "pirate").unwrap().clone();
+    assert_eq!(pirate["status"], "ok");
+    assert_eq!(pirate["version"].as_str().unwrap().len(), 12);
+    assert_eq!(pirate["options"]["difficulty"]["values"], json!(["easy", "medium", "hard"]));
+
+    let (status, created) =
+        post(&format!("{base}/v1/sessions"), json!({"pack": "pirate", "options": {"difficulty": "easy"}})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["pack"], "pirate");
+    assert_eq!(created["state"]["difficulty"], "easy");
+    assert_eq!(created["state"]["game_id"], id);
+
+    let (status, turn) =
+        post(&format!("{base}/v1/sessions/{id}/turns"), json!({"input": {"message": "Ahoy, I sailed in your crew!"}}))
+            .await;
+    assert_eq!(status, StatusCode::OK, "{turn}");
+    let keys: Vec<&str> = turn.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["output", "state", "turn"]);
+    assert_eq!(turn["turn"], 1);
+    assert!(turn["output"]["pirate_response"].as_str().unwrap().len() > 10);
+    assert_eq!(turn["state"]["conversation_history"].as_array().unwrap().len(), 2);
+
+    // The same turn, streamed: node events, the stand-in's tokens, the result last.
+    let events =
+        stream_turn(&format!("{base}/v1/sessions/{id}/turns"), json!({"message": "Please, my family is starving."}))
+            .await;
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"node_started"));
+    assert!(names.contains(&"token") && names.contains(&"llm") && names.contains(&"route"), "{names:?}");
+    let (last, result) = events.last().unwrap();
+    assert_eq!(last, "result");
+    assert_eq!(result["turn"], 2);
+    let tokens: String = events
+        .iter()
+        .filter(|(n, d)| n == "token" && d["node"] == "generate_response")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(tokens, result["output"]["pirate_response"].as_str().unwrap(), "the reply streamed whole");
+
+    let (status, got) = get(&format!("{base}/v1/sessions/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (got["id"].as_str(), got["pack"].as_str(), got["turns"].as_u64()),
+        (Some(id.as_str()), Some("pirate"), Some(2))
+    );
+    assert_eq!(got["state"], result["state"]);
+
+    let (status, cps) = get(&format!("{base}/v1/sessions/{id}/checkpoints")).await;
+    assert_eq!(status, StatusCode::OK);
+    let kinds: Vec<(u64, &str)> = cps["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["seq"].as_u64().unwrap(), c["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [(0, "start"), (1, "turn"), (2, "turn")]);
+    assert_eq!(cps["checkpoints"][1]["pack_version"], pirate["version"]);
+
+    let (status, fork) = post(&format!("{base}/v1/sessions/{id}/fork"), json!({"checkpoint": 1})).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    assert_ne!(fork["id"], json!(id));
+    assert_eq!(fork["state"]["conversation_history"], turn["state"]["conversation_history"], "the state after turn 1");
+    let fork_id = fork["id"].as_str().unwrap();
+    let (_, forked_turn) =
+        post(&format!("{base}/v1/sessions/{fork_id}/turns"), json!({"input": {"message": "Another way."}})).await;
+    assert_eq!(forked_turn["turn"], 2);
+
+    let r = http().delete(format!("{base}/v1/sessions/{id}")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let (status, body) = get(&format!("{base}/v1/sessions/{id}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], "not_found");
+
+    let (status, health) = get(&format!("{base}/healthz")).await;
+    assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")));
+    let metrics = http().get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"ruleweave_turns_total{pack="pirate",outcome="ok"} 3"#), "{metrics}");
+    assert!(
+        metrics.contains(r#"ruleweave_llm_calls_total{pack="pirate",provider="standin",outcome="ok"} 6"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("ruleweave_llm_tokens_total"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_api_in_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    the_whole_api(store::open(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_api_in_postgres() {
+    let Ok(url) = std::env::var("RULEWEAVE_TEST_POSTGRES") else {
+        eprintln!("RULEWEAVE_TEST_POSTGRES is not set: skipped here (CI sets it)");
+        return;
+    };
+    the_whole_api(store::open(&url).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_stream_a_real_models_tokens() {
+    let mock = MockLlm::start();
+    mock.judge(judged(21)).chat(Reply::Content("Arr, who goes there, stranger?".into()));
+    let config = ruleweave::llm::OpenAiConfig { base_url: mock.base_url.clone(), ..Default::default() };
+    let provider = Arc::new(ruleweave::llm::OpenAi::new(config).unwrap());
+    let engine = Engine::builder(repo_root()).provider(provider).build();
+    let s = serve(engine, None, 1 << 20).await;
+    let (_, created) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "pirate"})).await;
+    let id = created["id"].as_str().unwrap();
+    let events = stream_turn(&format!("{}/v1/sessions/{id}/turns", s.url), json!({"message": "Ahoy!"})).await;
+    let pieces: Vec<&str> = events
+        .iter()
+        .filter(|(n, d)| n == "token" && d["node"] == "generate_response")
+        .map(|(_, d)| d["text"].as_str().unwrap())
+        .collect();
+    assert!(pieces.len() > 1, "{pieces:?}");
+    assert_eq!(pieces.concat(), "Arr, who goes there, stranger?");
+    assert_eq!(events.last().unwrap().1["output"]["merit_score"], 21);
+    assert!(mock.seen_kind("chat")[0]["stream"] == json!(true), "the server asked the model to stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors_and_change_nothing() {
+    let s = serve(memory_engine(&repo_root()).await, None, 4096).await;
+    let base = &s.url;
+    let raw = |path: &str, body: &str, ctype: Option<&str>| {
+        let mut r = http().post(format!("{base}{path}")).body(body.to_owned());
+        if let Some(t) = ctype {
+            r = r.header("content-type", t);
+        }
+        r.send()
+    };
+    let expect = |r: reqwest::Response, status: StatusCode, code: &'static str| async move {
+        assert_eq!(r.status(), status);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().len() > 10, "{body}");
+        body
+    };
+    expect(
+        raw("/v1/sessions", "{\"pack\": ", Some("application/json")).await.unwrap(),
+        StatusCode::BAD_REQUEST,
+        "invalid_json",
+    )
+    .await;
+    expect(
+        raw("/v1/sessions", "{\"pack\": 3}", Some("application/json")).await.unwrap(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_request",
+    )
+    .await;
+    expect(
+        raw("/v1/sessions", "{\"pack\": \"pirate\"}", None).await.unwrap(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+    )
+    .await;
+    let big = format!("{{\"pack\": \"pirate\", \"options\": {{\"x\": \"{}\"}}}}", "a".repeat(10_000));
+    expect(
+        raw("/v1/sessions", &big, Some("application/json")).await.unwrap(),
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+    )
+    .await;
+    let (status, body) = post(&format!("{base}/v1/sessions"), json!({"pack": "no-such-pack"})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
+    let (status, body) =
+        post(&format!("{base}/v1/sessions"), json!({"pack": "pirate", "options": {"difficulty": "insane"}})).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")));
+    let (status, _) = post(&format!("{base}/v1/sessions/nope/turns"), json!({"input": {"message": "hi"}})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (_, created) =
+        post(&format!("{base}/v1/sessions"), json!({"pack": "pirate", "options": {"difficulty": "easy"}})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let turns = format!("{base}/v1/sessions/{id}/turns");
+    for (input, code) in [
+        (json!({}), "invalid_input"),
+        (json!({"message": 42}), "invalid_input"),
+        (json!({"message": "x".repeat(2001)}), "invalid_input"),
+    ] {
+        let (status, body) = post(&turns, json!({"input": input})).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some(code)), "{body}");
+    }
+    let (status, _) = post(&turns, json!({"message": "the input key is missing"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (_, unchanged) = get(&format!("{base}/v1/sessions/{id}")).await;
+    assert_eq!(unchanged["turns"], 0, "nothing changed");
+
+    // Win the game, then a move gets 409 and changes nothing.
+    for m in [
+        "Ahoy captain! I am your old shipmate from the crew, don't you remember me? We sailed together to Tortuga.",
+        "You are the greatest and most legendary pirate of the seven seas, I truly admire your courage and your famous ship.",
+        "Please, my family is starving and sick, the treasure could save my little daughter who is dying of fever.",
+    ] {
+        post(&turns, json!({"input": {"message": m}})).await;
+    }
+    let (_, won) = get(&format!("{base}/v1/sessions/{id}")).await;
+    assert_eq!(won["state"]["is_won"], true, "{won}");
+    let (status, body) = post(&turns, json!({"input": {"message": "and more"}})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(body["error"]["code"], "session_finished");
+    assert!(body["error"]["message"].as_str().unwrap().contains("won and over"));
+    let (_, after) = get(&format!("{base}/v1/sessions/{id}")).await;
+    assert_eq!(after["state"], won["state"]);
+
+    let (status, body) = get(&format!("{base}/nowhere")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
+    let r = http().put(format!("{base}/v1/sessions")).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let (status, _) = post(&format!("{base}/v1/sessions/{id}/fork"), json!({"checkpoint": 99})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_guards_the_api_but_not_health() {
+    let s = serve(memory_engine(&repo_root()).await, Some("s3cret"), 1 << 20).await;
+    let r = http().get(format!("{}/v1/packs", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "unauthorized");
+    let r = http().get(format!("{}/v1/packs", s.url)).bearer_auth("wrong").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = http().get(format!("{}/metrics", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = http().get(format!("{}/v1/packs", s.url)).bearer_auth("s3cret").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(http().get(format!("{}/healthz", s.url)).send().await.unwrap().status(), StatusCode::OK);
+    assert!(http().get(&s.url).send().await.unwrap().text().await.unwrap().contains("ruleweave console"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_turns_on_one_session() {
+    let root = counter_root();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store::open(&format!("sqlite://{}", dir.path().join("c.db").display())).await.unwrap();
+    let s = serve(Engine::builder(root.path()).store(store).build(), None, 1 << 20).await;
+    let (_, created) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "counter"})).await;
+    let turns = format!("{}/v1/sessions/{}/turns", s.url, created["id"].as_str().unwrap());
+    let tasks: Vec<_> = (0..100)
+        .map(|i| {
+            let turns = turns.clone();
+            tokio::spawn(async move { post(&turns, json!({"input": {"text": format!("t{i}")}})).await })
+        })
+        .collect();
+    let mut numbers = Vec::new();
+    for t in tasks {
+        let (status, body) = t.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        numbers.push(body["turn"].as_u64().unwrap());
+    }
+    numbers.sort();
+    assert_eq!(numbers, (1..=100).collect::<Vec<_>>());
+    let (_, got) = get(turns.trim_end_matches("/turns")).await;
+    assert_eq!((got["turns"].as_u64(), got["state"]["n"].as_u64()), (Some(100), Some(100)));
+    assert_eq!(got["state"]["log"].as_array().unwrap().len(), 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_packs_are_listed_with_their_diagnostics() {
+    let s = serve(memory_engine(&repo_root().join("tests/packs/err_unknown_edge")).await, None, 1 << 20).await;
+    let (_, packs) = get(&format!("{}/v1/packs", s.url)).await;
+    let game = &packs["packs"][0];
+    assert_eq!((game["name"].as_str(), game["status"].as_str()), (Some("game"), Some("error")));
+    assert_eq!(game["diagnostics"][0]["file"], "config/game.yaml");
+    assert_eq!(
+        (game["diagnostics"][0]["line"].as_u64(), game["diagnostics"][0]["column"].as_u64()),
+        (Some(8), Some(7))
+    );
+    let (status, body) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "game"})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"]["code"], "invalid_pack");
+}
