@@ -351,9 +351,10 @@ impl Session {
         result.map(Some)
     }
 
-    /// Reloads the session when another writer (a replica) recorded checkpoints since, or when a
-    /// turn of this one was dropped half-way.
-    async fn refresh(&mut self) -> Result<()> {
+    /// Reloads the session when another writer (a replica sharing the store) recorded checkpoints
+    /// since, or when a turn of this one was dropped half-way. Turns do this themselves; call it
+    /// before reading a session another process may have moved on.
+    pub async fn refresh(&mut self) -> Result<()> {
         let store = self.engine.store().clone();
         if store.exclusive() && !self.dirty {
             return Ok(());

@@ -99,7 +99,8 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
 /// `GET /v1/sessions/{id}`: a session's state and how far it got.
 pub async fn session(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let live = s.engine.session(&id).await?;
-    let session = live.lock().await;
+    let mut session = live.lock().await;
+    session.refresh().await?;
     Ok(Json(json!({
         "id": session.id(),
         "pack": session.pack().name(),
