@@ -197,6 +197,31 @@ fn bench(c: &mut Criterion) {
     });
     group.finish();
 
+    // The pack's own stand-in model (a Rhai script playing judge and captain), as `ruleweave
+    // serve` runs it with no API key and as the load benchmark measures it. Games end when the
+    // captain yields (after 6-7 turns on these messages), so a sample is one whole game.
+    let standin = Engine::builder(repo_root()).build();
+    let mut group = c.benchmark_group("pirate (stand-in model)");
+    group.bench_function("game (until the captain yields, in memory)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let options = json!({"difficulty": "hard"});
+                let mut session = rt.block_on(standin.open("pirate", options.as_object().unwrap())).unwrap();
+                let start = Instant::now();
+                for message in USER_MESSAGES.iter().cycle().take(TURNS) {
+                    if rt.block_on(session.turn(json!({"message": message}))).unwrap().finished {
+                        break;
+                    }
+                }
+                total += start.elapsed();
+                rt.block_on(standin.delete(session.id())).unwrap();
+            }
+            total
+        })
+    });
+    group.finish();
+
     // The floor: three trivial script nodes, what a turn costs with (almost) nothing to do.
     // Sessions of 100 turns, deleted outside the timed region, so the store stays small.
     let floor = Engine::builder(repo_root().join("tests/packs/floor")).build();

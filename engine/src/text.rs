@@ -105,21 +105,39 @@ impl PhraseSet {
 /// Cosine similarity of two texts' word counts, in [0, 1]; 1 for identical wording.
 /// Words of one or two letters are ignored: they carry little meaning and much noise.
 pub(crate) fn similarity(a: &str, b: &str) -> f64 {
-    let (fa, fb) = (fold(a), fold(b));
-    let count = |t: &str| {
-        let mut m: HashMap<String, f64> = HashMap::new();
-        for w in words(t).filter(|w| w.chars().count() > 2) {
-            *m.entry(w.to_owned()).or_default() += 1.0;
+    WordCounts::of(a).cosine(&WordCounts::of(b))
+}
+
+/// The highest [`similarity`] of `text` to any of `others`; 0 when there are none.
+pub(crate) fn max_similarity<'a>(text: &str, others: impl IntoIterator<Item = &'a str>) -> f64 {
+    let counts = WordCounts::of(text);
+    others.into_iter().map(|o| counts.cosine(&WordCounts::of(o))).fold(0.0, f64::max)
+}
+
+/// A text's folded words of three letters or more, counted, with the vector's norm.
+struct WordCounts {
+    counts: HashMap<String, f64>,
+    norm: f64,
+}
+
+impl WordCounts {
+    fn of(text: &str) -> Self {
+        let mut counts: HashMap<String, f64> = HashMap::new();
+        for w in words(&fold(text)).filter(|w| w.chars().count() > 2) {
+            *counts.entry(w.to_owned()).or_default() += 1.0;
         }
-        m
-    };
-    let (ca, cb) = (count(&fa), count(&fb));
-    if ca.is_empty() || cb.is_empty() {
-        return 0.0;
+        let norm = counts.values().map(|x| x * x).sum::<f64>().sqrt();
+        WordCounts { counts, norm }
     }
-    let dot: f64 = ca.iter().filter_map(|(w, x)| cb.get(w).map(|y| x * y)).sum();
-    let norm = |m: &HashMap<String, f64>| m.values().map(|x| x * x).sum::<f64>().sqrt();
-    (dot / (norm(&ca) * norm(&cb))).clamp(0.0, 1.0)
+
+    fn cosine(&self, other: &WordCounts) -> f64 {
+        if self.counts.is_empty() || other.counts.is_empty() {
+            return 0.0;
+        }
+        let (small, large) = if self.counts.len() <= other.counts.len() { (self, other) } else { (other, self) };
+        let dot: f64 = small.counts.iter().filter_map(|(w, x)| large.counts.get(w).map(|y| x * y)).sum();
+        (dot / (self.norm * other.norm)).clamp(0.0, 1.0)
+    }
 }
 
 /// A stable 64-bit FNV-1a hash, for deterministic choices (stand-in models, seeds).
@@ -140,6 +158,15 @@ mod tests {
     fn folding_strips_polish_diacritics() {
         assert_eq!(fold("Załoga ŻĄDA Złota, weź go!"), "zaloga zada zlota, wez go!");
         assert_eq!(fold("Oto mój skarb"), "oto moj skarb");
+    }
+
+    #[test]
+    fn max_similarity_is_the_best_match() {
+        let said = ["Give me the treasure now", "I am a royal envoy of the crown"];
+        assert_eq!(max_similarity("anything", []), 0.0);
+        assert!((max_similarity("give me the treasure now!", said) - 1.0).abs() < 1e-9);
+        let m = max_similarity("the crown sends its envoy", said);
+        assert!((m - similarity("the crown sends its envoy", said[1])).abs() < 1e-12 && m > 0.0 && m < 1.0);
     }
 
     #[test]

@@ -337,11 +337,30 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "words",
-        signature: "words(text: string) -> array",
-        doc: "The folded words of `text` (runs of letters and digits).",
+        signature: "words(text: string [, min_chars: int]) -> array",
+        doc: "The folded words of `text` (runs of letters and digits); with `min_chars`, only the words \
+              that long or longer.",
         register: |e, _| {
             e.register_fn("words", |s: &str| -> Array {
                 text::words(&text::fold(s)).map(|w| Dynamic::from(w.to_owned())).collect()
+            });
+            e.register_fn("words", |s: &str, min: INT| -> Array {
+                let min = min.max(0) as usize;
+                text::words(&text::fold(s))
+                    .filter(|w| w.chars().count() >= min)
+                    .map(|w| Dynamic::from(w.to_owned()))
+                    .collect()
+            });
+        },
+    },
+    HostFn {
+        name: "distinct",
+        signature: "distinct(list: array) -> array",
+        doc: "The items of `list` without repeats, in the order they first appear.",
+        register: |e, _| {
+            e.register_fn("distinct", |list: Array| -> Array {
+                let mut seen = std::collections::HashSet::new();
+                list.into_iter().filter(|v| seen.insert(crate::value::to_json(v).to_string())).collect()
             });
         },
     },
@@ -454,6 +473,18 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Lexical similarity in [0, 1]: cosine of the two texts' folded word counts.",
         register: |e, _| {
             e.register_fn("similarity", |a: &str, b: &str| text::similarity(a, b) as FLOAT);
+        },
+    },
+    HostFn {
+        name: "max_similarity",
+        signature: "max_similarity(text: string, others: array) -> float",
+        doc: "The highest `similarity` of `text` to any of `others` (0.0 when there are none): is this \
+              what was said before?",
+        register: |e, _| {
+            e.register_fn("max_similarity", |t: &str, others: Array| -> RhaiResult<FLOAT> {
+                let others = str_list(&others, "others")?;
+                Ok(text::max_similarity(t, others.iter().map(|o| o.as_str())) as FLOAT)
+            });
         },
     },
     HostFn {
