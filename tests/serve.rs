@@ -1,5 +1,6 @@
 //! `ruleweave serve` as a process: killed under load and restarted, two replicas on one
-//! PostgreSQL, a graceful shutdown with a turn in flight; and `play` resuming a stored session.
+//! PostgreSQL, a graceful shutdown with a turn in flight, reloading packs with `--watch`; and
+//! `play` resuming a stored session and showing reloads.
 
 mod support;
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply, judged};
-use support::{counter_root, http, repo_root, ruleweave, run_with_stdin, stdout};
+use support::{counter_root, edit, http, reload_root, repo_root, ruleweave, run_with_stdin, stdout};
 
 /// A running `ruleweave serve`; killed when dropped.
 struct Process {
@@ -29,8 +30,13 @@ impl Drop for Process {
 
 /// Starts `ruleweave serve` on a free port and waits until it listens.
 fn start(root: &Path, store: &str, env: &[(&str, &str)]) -> Process {
+    start_with(root, store, env, &[])
+}
+
+fn start_with(root: &Path, store: &str, env: &[(&str, &str)], args: &[&str]) -> Process {
     let mut cmd = ruleweave(root);
-    cmd.args(["serve", "--addr", "127.0.0.1:0", "--store", store]).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--store", store]).args(args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -208,4 +214,107 @@ fn play_resumes_a_stored_session() {
     let out = run_with_stdin(cmd, "/quit\n");
     assert_eq!(out.status.code(), Some(2));
     assert!(support::stderr(&out).contains("there is no session nope"), "{}", support::stderr(&out));
+}
+
+/// The next `event: reload` of a `GET /v1/events` stream, as JSON.
+async fn next_reload(events: &mut reqwest::Response, buffer: &mut String) -> Value {
+    loop {
+        if let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            if block.contains("event: reload") {
+                let data = block.lines().find_map(|l| l.strip_prefix("data: ")).expect(&block);
+                return serde_json::from_str(data).unwrap();
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.chunk())
+            .await
+            .expect("no reload event within 10 s")
+            .unwrap()
+            .expect("the event stream ended");
+        buffer.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_watch_reloads_reports_and_streams_each_edit() {
+    let root = reload_root();
+    let server = start_with(root.path(), "memory", &[], &["--watch"]);
+    let (status, body) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "marker"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let turns = format!("{}/v1/sessions/{}/turns", server.url, body["id"].as_str().unwrap());
+    let (_, first) = post(&turns, json!({"input": {}})).await;
+    assert_eq!(first["output"]["count"], json!(1));
+    let packs = get(&format!("{}/v1/packs", server.url)).await;
+    let old = packs["packs"][0]["version"].as_str().unwrap().to_owned();
+    assert_eq!(packs["packs"][0]["status"], "ok");
+
+    let mut events = http().get(format!("{}/v1/events", server.url)).send().await.unwrap();
+    assert!(events.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let mut buffer = String::new();
+    edit(root.path(), "config/marker.yaml", "step: 1", "step: 10");
+    let e = next_reload(&mut events, &mut buffer).await;
+    assert_eq!((&e["pack"], &e["status"], &e["previous"]), (&json!("marker"), &json!("reloaded"), &json!(old)));
+    let new = e["version"].as_str().unwrap().to_owned();
+    let (_, second) = post(&turns, json!({"input": {}})).await;
+    assert_eq!(second["output"]["count"], json!(11), "the next turn runs the edited rules");
+    let packs = get(&format!("{}/v1/packs", server.url)).await;
+    assert_eq!((&packs["packs"][0]["version"], &packs["packs"][0]["reloads"]), (&json!(new), &json!(1)));
+
+    // A broken save: reported with its place, and the last good version goes on serving.
+    edit(root.path(), "config/marker.yaml", "- b -> END", "- nowhere -> END");
+    let e = next_reload(&mut events, &mut buffer).await;
+    assert_eq!((&e["status"], &e["version"]), (&json!("rejected"), &json!(new)));
+    assert_eq!(
+        (&e["diagnostics"][0]["file"], &e["diagnostics"][0]["line"]),
+        (&json!("config/marker.yaml"), &json!(23))
+    );
+    let packs = get(&format!("{}/v1/packs", server.url)).await;
+    let marker = &packs["packs"][0];
+    assert_eq!((&marker["status"], &marker["version"]), (&json!("rejected"), &json!(new)));
+    assert!(marker["last_error"].as_str().unwrap().contains("nowhere"), "{marker}");
+    let (status, third) = post(&turns, json!({"input": {}})).await;
+    assert_eq!((status, &third["output"]["count"]), (StatusCode::OK, &json!(21)));
+}
+
+#[test]
+fn play_shows_reloads_between_turns() {
+    use std::io::Write;
+    let root = reload_root();
+    let mut cmd = ruleweave(root.path());
+    cmd.args(["play", "marker", "--store", "memory"]).stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !seen.contains(what) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => seen.push_str(&(line + "\n")),
+                Err(_) => panic!("`{what}` never showed; play printed:\n{seen}"),
+            }
+        }
+        std::mem::take(&mut seen)
+    };
+    writeln!(stdin, "{{}}").unwrap();
+    wait_for("\"count\":1");
+    edit(root.path(), "config/marker.yaml", "step: 1", "step: 5");
+    wait_for("marker reloaded (version ");
+    writeln!(stdin, "{{}}").unwrap();
+    wait_for("\"count\":6");
+    edit(root.path(), "scripts/marker/marker.rhai", "first: param(\"marker\") }", "first: param(\"marker\") ");
+    let refused = wait_for("scripts/marker/marker.rhai:5:1");
+    assert!(refused.contains("marker not reloaded, version "), "{refused}");
+    writeln!(stdin, "{{}}").unwrap();
+    wait_for("\"count\":11");
+    writeln!(stdin, "/quit").unwrap();
+    assert!(child.wait().unwrap().success());
 }

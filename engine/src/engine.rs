@@ -11,6 +11,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{BoxFuture, LlmChoice, LlmRequest, LlmResponse, Provider, TokenSink};
 use crate::native::{NativeNode, NativeNodes};
 use crate::pack::{self, Pack};
+use crate::reload::{PackEvent, PackStatus, ReloadStatus};
 use crate::session::Session;
 use crate::store::{CheckpointInfo, MemoryStore, Retention, SessionInfo, Store};
 
@@ -30,7 +31,10 @@ struct Inner {
     root: PathBuf,
     llm: LlmChoice,
     natives: NativeNodes,
-    packs: RwLock<HashMap<String, Arc<Pack>>>,
+    packs: RwLock<HashMap<String, Slot>>,
+    /// Held while a pack rebuilds, so two saves in a row swap in in the order they were made.
+    rebuilding: Mutex<()>,
+    events: tokio::sync::broadcast::Sender<PackEvent>,
     store: Arc<dyn Store>,
     retention: Retention,
     live: Mutex<HashMap<String, LiveSession>>,
@@ -40,6 +44,14 @@ impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine").field("root", &self.inner.root).field("llm", &self.inner.llm).finish_non_exhaustive()
     }
+}
+
+/// One pack's place in the engine: the version serving and the newest refusal.
+#[derive(Default)]
+struct Slot {
+    pack: Option<Arc<Pack>>,
+    error: Option<Error>,
+    reloads: u64,
 }
 
 /// Builds an [`Engine`].
@@ -89,6 +101,8 @@ impl EngineBuilder {
                 llm: self.llm,
                 natives: self.natives,
                 packs: RwLock::new(HashMap::new()),
+                rebuilding: Mutex::new(()),
+                events: tokio::sync::broadcast::channel(256).0,
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
                 retention: self.retention,
                 live: Mutex::new(HashMap::new()),
@@ -151,23 +165,119 @@ impl Engine {
         Ok(names)
     }
 
-    /// The pack `name`, loading it on first use.
+    /// The pack `name` at its current version, loading it on first use.
     pub fn pack(&self, name: &str) -> Result<Arc<Pack>> {
-        if let Some(p) = self.inner.packs.read().unwrap_or_else(|e| e.into_inner()).get(name) {
-            return Ok(p.clone());
+        if let Some(p) = self.current(name) {
+            return Ok(p);
         }
         self.load(name)
     }
 
-    /// Loads (or reloads) the pack `name` from disk and makes it the current version.
+    /// The version of `name` serving now, if it ever loaded.
+    pub(crate) fn current(&self, name: &str) -> Option<Arc<Pack>> {
+        self.inner.packs.read().unwrap_or_else(|e| e.into_inner()).get(name).and_then(|s| s.pack.clone())
+    }
+
+    /// Loads (or reloads) the pack `name` from disk and makes it the current version. When the
+    /// files do not validate, the error is returned and kept for [`Engine::pack_status`], and the
+    /// version that served before (if any) goes on serving.
     pub fn load(&self, name: &str) -> Result<Arc<Pack>> {
+        self.rebuild(name, Vec::new()).0
+    }
+
+    /// Rebuilds `name` off to the side and swaps it in when it validates; reports what happened
+    /// when a version was already serving or a watcher noticed the change (`files`).
+    pub(crate) fn reload(&self, name: &str, files: Vec<String>) -> Option<PackEvent> {
+        self.rebuild(name, files).1
+    }
+
+    fn rebuild(&self, name: &str, files: Vec<String>) -> (Result<Arc<Pack>>, Option<PackEvent>) {
         if !is_pack_name(name) {
-            return Err(Error::new(ErrorKind::NotFound, format!("`{name}` is not a pack name")));
+            return (Err(Error::new(ErrorKind::NotFound, format!("`{name}` is not a pack name"))), None);
         }
+        let _one_at_a_time = self.inner.rebuilding.lock().unwrap_or_else(|p| p.into_inner());
+        let started = std::time::Instant::now();
+        let previous = self.current(name);
         let natives = &self.inner.natives;
-        let pack = Arc::new(pack::load(&self.inner.root, name, &|n| natives.contains(n))?);
-        self.inner.packs.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), pack.clone());
-        Ok(pack)
+        let built = pack::load(&self.inner.root, name, &|n| natives.contains(n)).and_then(|new| match &previous {
+            Some(old) => crate::reload::compatible(old, &new).map(|()| new),
+            None => Ok(new),
+        });
+        let noticed = previous.is_some() || !files.is_empty();
+        let mut packs = self.inner.packs.write().unwrap_or_else(|e| e.into_inner());
+        let slot = packs.entry(name.to_owned()).or_default();
+        let (result, status, diagnostics) = match built {
+            Ok(new) => {
+                let was_refused = slot.error.take().is_some();
+                match previous.as_ref().filter(|old| old.version == new.version) {
+                    // The same files (an editor touched them): nothing to swap, nothing to say,
+                    // unless they put back the serving version after a refused edit.
+                    Some(old) if !was_refused => return (Ok(old.clone()), None),
+                    Some(old) => (Ok(old.clone()), ReloadStatus::Reloaded, Vec::new()),
+                    None => {
+                        let new = Arc::new(new);
+                        slot.pack = Some(new.clone());
+                        if previous.is_some() {
+                            slot.reloads += 1;
+                        }
+                        (Ok(new), ReloadStatus::Reloaded, Vec::new())
+                    }
+                }
+            }
+            Err(e) => {
+                if slot.error.as_ref() == Some(&e) {
+                    // Refused again for the same reasons (one save seen twice): said already.
+                    return (Err(e), None);
+                }
+                slot.error = Some(e.clone());
+                let diagnostics = e.all().map(Error::alone).collect();
+                (Err(e), ReloadStatus::Rejected, diagnostics)
+            }
+        };
+        let version = slot.pack.as_ref().map(|p| p.version.clone());
+        drop(packs);
+        let event = noticed.then(|| PackEvent {
+            pack: name.to_owned(),
+            status,
+            version,
+            previous: previous.map(|p| p.version.clone()),
+            diagnostics,
+            files,
+            at: crate::session::now_ms(),
+            took_us: started.elapsed().as_micros() as u64,
+        });
+        if let Some(e) = &event {
+            // Nobody listening is fine: the event is also in the pack's status.
+            let _ = self.inner.events.send(e.clone());
+        }
+        (result, event)
+    }
+
+    /// Every pack's standing, sorted by name: the packs under the root and any the engine has
+    /// loaded, each with the version serving and the newest refusal.
+    pub fn pack_status(&self) -> Vec<PackStatus> {
+        let mut names = self.pack_names().unwrap_or_default();
+        let packs = self.inner.packs.read().unwrap_or_else(|e| e.into_inner());
+        names.extend(packs.keys().cloned());
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| {
+                let slot = packs.get(&name);
+                PackStatus {
+                    pack: slot.and_then(|s| s.pack.clone()),
+                    error: slot.and_then(|s| s.error.clone()),
+                    reloads: slot.map_or(0, |s| s.reloads),
+                    name,
+                }
+            })
+            .collect()
+    }
+
+    /// Hears of every reload from now on: versions swapped in and edits refused.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<PackEvent> {
+        self.inner.events.subscribe()
     }
 
     /// Loads every pack, returning each one's result (for `check`).
@@ -309,7 +419,7 @@ fn no_session(id: &str) -> Error {
 }
 
 /// Whether `name` can be a pack name (a file stem without path separators).
-fn is_pack_name(name: &str) -> bool {
+pub(crate) fn is_pack_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 

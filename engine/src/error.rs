@@ -153,6 +153,11 @@ impl Error {
         Some(first)
     }
 
+    /// This error alone, without the ones [`Error::collect`] put behind it.
+    pub(crate) fn alone(&self) -> Error {
+        Error { more: Vec::new(), ..self.clone() }
+    }
+
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         self.kind

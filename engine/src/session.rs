@@ -38,6 +38,9 @@ pub struct Session {
     /// True while a turn runs: a turn whose future was dropped leaves it set, and the session
     /// reloads from the store (its step checkpoints may be there) before doing anything else.
     dirty: bool,
+    /// The state moved to a new pack version: the next turn's checkpoint carries a snapshot, so
+    /// the store holds what `migrate` made of it.
+    snapshot_due: bool,
 }
 
 /// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
@@ -193,7 +196,19 @@ impl Session {
             created_at: now,
         };
         engine.store().create(&info, &start).await?;
-        Ok(Session { engine, id, pack, options, seed, state, turns, seq: 0, pending: None, dirty: false })
+        Ok(Session {
+            engine,
+            id,
+            pack,
+            options,
+            seed,
+            state,
+            turns,
+            seq: 0,
+            pending: None,
+            dirty: false,
+            snapshot_due: false,
+        })
     }
 
     /// A session loaded from its store: the snapshot, with every later checkpoint folded in.
@@ -241,6 +256,7 @@ impl Session {
             seq,
             pending,
             dirty: false,
+            snapshot_due: false,
         })
     }
 
@@ -372,11 +388,61 @@ impl Session {
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
         self.finish_pending(live.clone()).await?;
+        let before = self.upgrade();
+        let result = self.begin(input, live).await;
+        if let (Err(_), Some((pack, state))) = (&result, before) {
+            // The turn failed: the session stays where it was, on the version it was on.
+            self.pack = pack;
+            self.state = state;
+            self.snapshot_due = false;
+        }
+        result
+    }
+
+    async fn begin(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
         if self.pack.is_finished(&self.state) {
             return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
         }
         let checked = self.pack.check_input(&input)?;
         self.play(self.turns + 1, input, checked, None, Vec::new(), live).await
+    }
+
+    /// Moves the session onto the pack's current version when a reload swapped in a new one: each
+    /// field keeps its value if the new version still has it with a fitting type, takes its
+    /// default otherwise, and fields the new version dropped go; then the pack's `migrate` script,
+    /// if it has one, sees the old state and sets what it returns. Returns the version and state
+    /// the session leaves, to put back if the turn fails. A `migrate` that fails keeps the session
+    /// on its version (logged), so a broken migration never breaks a game.
+    fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
+        let current = self.engine.current(&self.pack.name)?;
+        if Arc::ptr_eq(&current, &self.pack) || current.version == self.pack.version {
+            return None;
+        }
+        let old = value::to_json(&self.state);
+        let mut state = current.schema.restore(&old);
+        if let Some(migrate) = &current.migrate {
+            let args = (value::from_json(&old), Dynamic::from(self.pack.version.clone()));
+            let mut this = Dynamic::UNIT;
+            let set = current.sandbox.call(migrate, &mut this, args, None).and_then(|v| {
+                let map = v
+                    .try_cast::<Map>()
+                    .ok_or_else(|| Error::new(ErrorKind::Script, "migrate must return a map of the fields to set"))?;
+                current.schema.overwrite(&mut state, &map)
+            });
+            if let Err(e) = set {
+                tracing::warn!(
+                    session = %self.id,
+                    pack = %current.name,
+                    "cannot move the session to version {}, it stays on {}: migrate failed: {e}",
+                    current.version,
+                    self.pack.version
+                );
+                return None;
+            }
+        }
+        tracing::debug!(session = %self.id, from = %self.pack.version, to = %current.version, "session moved to a new pack version");
+        self.snapshot_due = true;
+        Some((std::mem::replace(&mut self.pack, current), std::mem::replace(&mut self.state, state)))
     }
 
     /// Runs turn `number` (from the entry, or from `resume`) and records it.
@@ -451,7 +517,7 @@ impl Session {
                     pack_version: pack.version.clone(),
                     input: Some(input),
                     updates,
-                    snapshot: number.is_multiple_of(every).then(|| value::to_json(guard.state)),
+                    snapshot: (self.snapshot_due || number.is_multiple_of(every)).then(|| value::to_json(guard.state)),
                     exchanges: Arc::new(recorded.exchanges),
                     resume: None,
                     finished,
@@ -466,6 +532,7 @@ impl Session {
                 guard.undo = None;
                 drop(guard);
                 self.dirty = false;
+                self.snapshot_due = false;
                 self.seq = checkpoint;
                 self.turns = number;
                 Ok(TurnResult {

@@ -18,6 +18,8 @@ pub(crate) struct Field {
     pub reducer: Reducer,
     pub default: Dynamic,
     pub doc: String,
+    /// Where the manifest declares it.
+    pub origin: crate::error::Origin,
 }
 
 /// The state fields of a pack, in declaration order.
@@ -104,6 +106,25 @@ impl Schema {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let _ = self.apply(state, &fitting, &mut Undo::default());
+    }
+
+    /// Sets fields to `values` outright (what a pack's `migrate` script returns), checking that
+    /// each names a field and fits its type.
+    pub fn overwrite(&self, state: &mut Dynamic, values: &Map) -> Result<()> {
+        for (name, v) in values {
+            let field = self.field(name)?;
+            if !(value::has_type(field.ty, v) || (field.ty == TypeName::Float && v.is_int())) {
+                return Err(Error::new(
+                    ErrorKind::Script,
+                    format!("`{name}` is {}, not {}", field.ty.a(), value::type_of(v)),
+                ));
+            }
+        }
+        let mut map = state.write_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+        for (name, v) in values {
+            map.insert(name.clone(), stored(v.clone()));
+        }
+        Ok(())
     }
 
     /// Checks that `updates` name declared fields with values their reducers accept.
@@ -249,6 +270,7 @@ mod tests {
             reducer,
             default: from_json(&default),
             doc: String::new(),
+            origin: crate::error::Origin::file("config/test.yaml"),
         };
         let mut fields = IndexMap::new();
         fields.insert("score".into(), mk(TypeName::Int, Reducer::Replace, json!(0)));

@@ -109,3 +109,33 @@ pub fn counter_root() -> tempfile::TempDir {
         ("scripts/counter/count.rhai", r#"fn count() { #{ n: 1, log: input().text, done: input().text == "stop" } }"#),
     ])
 }
+
+/// A fresh copy of `tests/reload/` (the `marker` pack), to edit while it serves.
+#[allow(dead_code)]
+pub fn reload_root() -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy(&repo_root().join("tests/reload"), dir.path());
+    dir
+}
+
+/// Replaces `from` by `to` in `file` under `root`, saving as editors do (write aside, rename over).
+#[allow(dead_code)]
+pub fn edit(root: &Path, file: &str, from: &str, to: &str) {
+    let path = root.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no `{from}`");
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, text.replacen(from, to, 1)).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+}

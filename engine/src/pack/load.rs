@@ -167,6 +167,15 @@ impl Loader<'_> {
             natives,
         };
         let init = m.init.as_ref().and_then(|r| self.resolve(&refs, r, None, 0));
+        let migrate = m.migrate.as_ref().and_then(|r| self.resolve(&refs, r, None, 2));
+        if let (Some(f), Some(r)) = (&migrate, &m.migrate)
+            && f.calls_models()
+        {
+            self.error(
+                "the migrate script cannot call models: it runs as a session moves to a new version",
+                self.at(r),
+            );
+        }
         let standin = m.standin.as_ref().and_then(|r| self.resolve(&refs, r, Some("respond"), 1));
         let graph = self.graph(&m.graph, &refs);
 
@@ -229,6 +238,7 @@ impl Loader<'_> {
             sandbox,
             prompts,
             init,
+            migrate,
             standin,
             files: self.files.iter().map(|(p, _)| p.clone()).collect(),
         })
@@ -373,7 +383,8 @@ impl Loader<'_> {
                 }
                 None => value::zero(d.ty),
             };
-            fields.insert(name.clone(), Field { ty: d.ty, reducer: d.reducer, default, doc: d.doc.clone() });
+            fields
+                .insert(name.clone(), Field { ty: d.ty, reducer: d.reducer, default, doc: d.doc.clone(), origin: at });
         }
         Schema { fields }
     }

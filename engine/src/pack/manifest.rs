@@ -34,6 +34,9 @@ pub(crate) struct Manifest {
     pub limits: LimitsDecl,
     /// `file.rhai::init`: computes the first state of a session from its options.
     pub init: Option<SpannedStr>,
+    /// `file.rhai::migrate`: `migrate(state, from_version)` moves a live session's state onto a
+    /// new version of the pack; returns the fields to set.
+    pub migrate: Option<SpannedStr>,
     #[serde(default)]
     pub state: IndexMap<String, Spanned<FieldDecl>>,
     #[serde(default)]

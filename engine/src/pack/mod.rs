@@ -44,6 +44,7 @@ pub struct Pack {
     pub(crate) sandbox: Arc<Sandbox>,
     pub(crate) prompts: Arc<Prompts>,
     pub(crate) init: Option<FnRef>,
+    pub(crate) migrate: Option<FnRef>,
     pub(crate) standin: Option<Arc<dyn Provider>>,
     pub(crate) files: Vec<String>,
 }

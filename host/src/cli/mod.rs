@@ -105,6 +105,21 @@ fn options(pack: &Pack, set: &[String]) -> Result<Map<String, Value>> {
 }
 
 /// What the banner says about the model: the provider, or that the stand-in answers.
+/// A reload as `play` and `serve --watch` print it: "pirate reloaded (version ...)", or the
+/// diagnostics of a refused edit with the version that goes on serving.
+fn describe_reload(e: &ruleweave::PackEvent, root: &std::path::Path) -> String {
+    let version = e.version.as_deref().unwrap_or("none");
+    match e.status {
+        ruleweave::ReloadStatus::Reloaded => format!("{} reloaded (version {version})\n", e.pack),
+        ruleweave::ReloadStatus::Rejected => {
+            let diagnostics = ruleweave::Error::collect(e.diagnostics.clone())
+                .map(|d| crate::diagnostics::render(&d, root))
+                .unwrap_or_default();
+            format!("{} not reloaded, version {version} goes on serving:\n{diagnostics}", e.pack)
+        }
+    }
+}
+
 fn model_banner(engine: &Engine, pack: &Pack) -> String {
     match engine.llm() {
         LlmChoice::Standin if pack.has_standin() => {

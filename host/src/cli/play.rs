@@ -24,6 +24,10 @@ pub struct Args {
     /// Go on with an earlier session instead of opening a new one.
     #[arg(long)]
     session: Option<String>,
+    /// Do not reload the pack when its files change (by default every save that validates is
+    /// live on the next turn).
+    #[arg(long)]
+    no_watch: bool,
 }
 
 const HELP: &str = "commands: /why (details of the last turn), /events, /state, /new (start over), /quit";
@@ -59,6 +63,29 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         n => println!("session {} resumed after turn {n}", session.id()),
     }
     println!("{HELP}");
+    let _watcher = if args.no_watch {
+        None
+    } else {
+        match engine.watch() {
+            Ok(w) => {
+                // Reloads show as they happen: "pirate reloaded (version ...)", or why an edit was refused.
+                let (mut rx, name, root) = (engine.subscribe(), pack.name().to_owned(), engine.root().to_path_buf());
+                rt.spawn(async move {
+                    while let Ok(e) = rx.recv().await {
+                        if e.pack == name {
+                            print!("{}", super::describe_reload(&e, &root));
+                            let _ = std::io::stdout().flush();
+                        }
+                    }
+                });
+                Some(w)
+            }
+            Err(e) => {
+                println!("(not watching for edits: {e})");
+                None
+            }
+        }
+    };
     let mut last: Option<TurnResult> = None;
     let stdin = std::io::stdin();
     loop {

@@ -18,6 +18,10 @@ pub struct Args {
     /// Where sessions are kept: memory, sqlite://PATH, postgres://... (default sqlite://ruleweave.db).
     #[arg(long)]
     store: Option<String>,
+    /// Reload packs as their files change (config/, scripts/, prompts/): each edit that validates
+    /// serves from the next turn on; a broken one is logged and the last good version serves.
+    #[arg(long)]
+    watch: bool,
 }
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
@@ -37,8 +41,28 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             redact(&config.store),
             engine.llm().describe()
         );
-        let state = Arc::new(AppState::new(engine, config.token.clone(), config.body_limit));
+        let state = Arc::new(AppState::new(engine.clone(), config.token.clone(), config.body_limit));
+        let _watcher = match args.watch {
+            true => {
+                let w = engine.watch().map_err(|e| anyhow::anyhow!("{e}"))?;
+                eprintln!("ruleweave: watching config/, scripts/ and prompts/ for edits");
+                tokio::spawn(log_reloads(engine.subscribe(), engine.root().to_path_buf()));
+                Some(w)
+            }
+            false => None,
+        };
         server::run(state, config.addr).await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints each reload on stderr, the way `play` does, for whoever watches the server's log.
+async fn log_reloads(mut rx: tokio::sync::broadcast::Receiver<ruleweave::PackEvent>, root: std::path::PathBuf) {
+    loop {
+        match rx.recv().await {
+            Ok(e) => eprint!("ruleweave: {}", super::describe_reload(&e, &root)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }

@@ -54,27 +54,62 @@ pub struct NewFork {
     checkpoint: u64,
 }
 
-/// `GET /v1/packs`: every pack, its version and status, and its diagnostics when it failed.
+/// `GET /v1/packs`: every pack with the version serving, its status (`ok`; `rejected` when the
+/// newest edit was refused and an older version serves; `error` when none ever loaded), the
+/// newest error and its diagnostics.
 pub async fn packs(State(s): State<Shared>) -> Json<Value> {
-    let packs = s.packs.read().unwrap_or_else(|p| p.into_inner()).clone();
-    let list: Vec<Value> = packs
+    let list: Vec<Value> = s
+        .engine
+        .pack_status()
         .into_iter()
-        .map(|(name, status)| match (status.pack, status.error) {
-            (Some(p), _) => {
-                let mut v = p.describe();
-                v["status"] = json!("ok");
-                v["diagnostics"] = json!([]);
-                v
-            }
-            (None, e) => json!({
-                "name": name,
-                "version": null,
-                "status": "error",
-                "diagnostics": e.map(|e| e.all().map(diagnostic).collect::<Vec<_>>()).unwrap_or_default(),
-            }),
+        .map(|status| {
+            let mut v = match &status.pack {
+                Some(p) => p.describe(),
+                None => json!({"name": status.name, "version": null}),
+            };
+            v["status"] = json!(match (&status.pack, &status.error) {
+                (_, None) => "ok",
+                (Some(_), Some(_)) => "rejected",
+                (None, Some(_)) => "error",
+            });
+            v["last_error"] = status.error.as_ref().map_or(Value::Null, |e| json!(e.to_string()));
+            v["diagnostics"] =
+                json!(status.error.map(|e| e.all().map(diagnostic).collect::<Vec<_>>()).unwrap_or_default());
+            v["reloads"] = json!(status.reloads);
+            v
         })
         .collect();
     Json(json!({ "packs": list }))
+}
+
+/// `GET /v1/events`: reload events as SSE (`event: reload`), as they happen, for a console to
+/// show; a comment every 15 s keeps the stream open.
+pub async fn events(State(s): State<Shared>) -> Response {
+    let rx = s.engine.subscribe();
+    let stream = stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(e) => return Some((Ok::<_, Infallible>(sse("reload", &reload_event(&e))), rx)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// A reload as the API shows it: diagnostics in the shape `GET /v1/packs` uses.
+pub fn reload_event(e: &ruleweave::PackEvent) -> Value {
+    json!({
+        "pack": e.pack,
+        "status": e.status,
+        "version": e.version,
+        "previous": e.previous,
+        "diagnostics": e.diagnostics.iter().map(diagnostic).collect::<Vec<_>>(),
+        "files": e.files,
+        "at": e.at,
+        "took_us": e.took_us,
+    })
 }
 
 fn diagnostic(e: &ruleweave::Error) -> Value {

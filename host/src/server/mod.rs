@@ -8,8 +8,7 @@ mod api;
 mod error;
 mod metrics;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -24,17 +23,9 @@ use tokio_util::task::TaskTracker;
 pub use error::ApiError;
 pub use metrics::Metrics;
 
-/// A pack as `GET /v1/packs` reports it: its version when it loaded, its diagnostics when not.
-#[derive(Clone, Debug)]
-pub struct PackStatus {
-    pub pack: Option<Arc<ruleweave::Pack>>,
-    pub error: Option<ruleweave::Error>,
-}
-
 /// What every request shares.
 pub struct AppState {
     pub engine: Engine,
-    pub packs: RwLock<BTreeMap<String, PackStatus>>,
     pub metrics: Metrics,
     /// Turns in flight: they finish (and are recorded) even when their client has gone, and a
     /// graceful shutdown waits for them.
@@ -48,37 +39,23 @@ pub type Shared = Arc<AppState>;
 
 impl AppState {
     pub fn new(engine: Engine, token: Option<String>, body_limit: usize) -> Self {
-        let state = AppState {
-            engine,
-            packs: RwLock::new(BTreeMap::new()),
-            metrics: Metrics::default(),
-            tasks: TaskTracker::new(),
-            token,
-            body_limit,
-        };
+        let state = AppState { engine, metrics: Metrics::default(), tasks: TaskTracker::new(), token, body_limit };
         state.load_packs();
         state
     }
 
-    /// Loads every pack and records how each fared.
+    /// Loads every pack (the engine keeps how each fared, for `GET /v1/packs`).
     pub fn load_packs(&self) {
-        let mut packs = BTreeMap::new();
         match self.engine.load_all() {
             Ok(all) => {
                 for (name, result) in all {
-                    let status = match result {
-                        Ok(p) => PackStatus { pack: Some(p), error: None },
-                        Err(e) => {
-                            tracing::error!(pack = %name, "the pack did not load: {e}");
-                            PackStatus { pack: None, error: Some(e) }
-                        }
-                    };
-                    packs.insert(name, status);
+                    if let Err(e) = result {
+                        tracing::error!(pack = %name, "the pack did not load: {e}");
+                    }
                 }
             }
             Err(e) => tracing::error!("cannot list the packs: {e}"),
         }
-        *self.packs.write().unwrap_or_else(|p| p.into_inner()) = packs;
     }
 }
 
@@ -87,6 +64,7 @@ impl AppState {
 pub fn app(state: Shared) -> Router {
     let guarded = Router::new()
         .route("/v1/packs", get(api::packs))
+        .route("/v1/events", get(api::events))
         .route("/v1/sessions", post(api::create))
         .route("/v1/sessions/{id}", get(api::session).delete(api::delete))
         .route("/v1/sessions/{id}/turns", post(api::turn))
