@@ -81,6 +81,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Registers a Rust scorer that selectors can use as `native: <name>` (the twin of a
+    /// scripted scorer, or one that only exists in Rust).
+    pub fn native_scorer(mut self, name: impl Into<String>, scorer: impl crate::NativeScorer + 'static) -> Self {
+        self.natives.insert_scorer(name.into(), Arc::new(scorer));
+        self
+    }
+
     /// Where sessions are kept (default: in memory; see [`crate::store::open`]).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
@@ -199,7 +206,7 @@ impl Engine {
         let started = std::time::Instant::now();
         let previous = self.current(name);
         let natives = &self.inner.natives;
-        let built = pack::load(&self.inner.root, name, &|n| natives.contains(n)).and_then(|new| match &previous {
+        let built = pack::load(&self.inner.root, name, natives).and_then(|new| match &previous {
             Some(old) => crate::reload::compatible(old, &new).map(|()| new),
             None => Ok(new),
         });

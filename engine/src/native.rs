@@ -1,5 +1,6 @@
-//! Native nodes: Rust functions an embedding program registers under a name, so a manifest can
-//! say `native: name` for a step that belongs in Rust (a database lookup, a heavy computation).
+//! Native nodes and scorers: Rust functions an embedding program registers under a name, so a
+//! manifest can say `native: name` for a step that belongs in Rust (a database lookup, a heavy
+//! computation), or for a selector's scorer (the twin of a scripted one).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,20 +53,87 @@ impl NodeContext<'_> {
     }
 }
 
-/// The native nodes an engine knows, by name.
+/// A selector's scorer written in Rust (see [`crate::select`]): the same inputs as a scripted
+/// scorer, the same output. A veto scorer sets `veto`; a weighted one sets `score` in [0, 2].
+pub trait NativeScorer: Send + Sync {
+    /// Scores one candidate.
+    fn score(&self, ctx: &ScorerContext<'_>) -> Result<ScorerOutput>;
+}
+
+impl<F> NativeScorer for F
+where
+    F: Fn(&ScorerContext<'_>) -> Result<ScorerOutput> + Send + Sync,
+{
+    fn score(&self, ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+        self(ctx)
+    }
+}
+
+/// What a scorer sees: the state, the candidate's strategy and focus, the scorer's `params`, the
+/// phase and the turn count.
+pub struct ScorerContext<'a> {
+    /// The whole state.
+    pub state: &'a Map,
+    /// The strategy as the manifest declares it (`id`, `name`, `prompt_hint`, ...).
+    pub strategy: &'a Map,
+    /// The focus the strategy's generator made (`description`, and whatever else it set).
+    pub focus: &'a Map,
+    /// The scorer's `params` from the manifest.
+    pub params: &'a Map,
+    /// The phase the turn count falls in.
+    pub phase: &'a str,
+    /// The turn count that chose the phase.
+    pub turn_count: i64,
+}
+
+impl ScorerContext<'_> {
+    /// The strategy's id.
+    pub fn strategy_id(&self) -> rhai::ImmutableString {
+        self.strategy
+            .get("id")
+            .and_then(|v| v.read_lock::<rhai::ImmutableString>().map(|s| s.clone()))
+            .unwrap_or_default()
+    }
+}
+
+/// What a scorer says of a candidate.
+#[derive(Debug, Clone, Default)]
+pub struct ScorerOutput {
+    /// For a veto scorer: whether the candidate is rejected.
+    pub veto: bool,
+    /// For a weighted scorer: the raw score, in [0, 2] (1.0 is neutral).
+    pub score: f64,
+    /// Why, in a sentence, for the breakdown.
+    pub reasoning: String,
+    /// The evidence, for the breakdown.
+    pub signals: Map,
+}
+
+/// The native nodes and scorers an engine knows, by name.
 #[derive(Clone, Default)]
-pub(crate) struct NativeNodes(HashMap<String, Arc<dyn NativeNode>>);
+pub(crate) struct NativeNodes {
+    nodes: HashMap<String, Arc<dyn NativeNode>>,
+    scorers: HashMap<String, Arc<dyn NativeScorer>>,
+}
 
 impl NativeNodes {
     pub fn insert(&mut self, name: String, node: Arc<dyn NativeNode>) {
-        self.0.insert(name, node);
+        self.nodes.insert(name, node);
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn NativeNode>> {
-        self.0.get(name)
+        self.nodes.get(name)
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.0.contains_key(name)
+        self.nodes.contains_key(name)
+    }
+
+    pub fn insert_scorer(&mut self, name: String, scorer: Arc<dyn NativeScorer>) {
+        self.scorers.insert(name, scorer);
+    }
+
+    pub fn scorer(&self, name: &str) -> Option<&Arc<dyn NativeScorer>> {
+        self.scorers.get(name)
     }
 }

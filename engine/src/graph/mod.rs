@@ -55,6 +55,7 @@ impl NodeKind {
             NodeKind::Script(f) => ("script", f.display()),
             NodeKind::Llm(l) => ("llm", l.profile.clone()),
             NodeKind::Native(n) => ("native", n.clone()),
+            NodeKind::Select(s, _) => ("select", s.name.clone()),
         }
     }
 }
@@ -64,6 +65,8 @@ pub(crate) enum NodeKind {
     Script(FnRef),
     Llm(Box<LlmNode>),
     Native(String),
+    /// A selector of the pack's, its winner put in the field named.
+    Select(std::sync::Arc<crate::select::Selector>, String),
 }
 
 /// A declarative model call: profile + templates + parsing, with a fallback script.
@@ -145,6 +148,9 @@ impl Graph {
                 NodeKind::Script(f) => format!("{}[\"{}<br/><small>{}</small>\"]", n.name, n.name, f.display()),
                 NodeKind::Llm(l) => format!("{}[/\"{}<br/><small>llm: {}</small>\"/]", n.name, n.name, l.profile),
                 NodeKind::Native(f) => format!("{}[[\"{}<br/><small>native: {f}</small>\"]]", n.name, n.name),
+                NodeKind::Select(s, _) => {
+                    format!("{}{{{{\"{}<br/><small>select: {}</small>\"}}}}", n.name, n.name, s.name)
+                }
             };
             let _ = writeln!(out, "    {shape}");
         }

@@ -272,6 +272,24 @@ impl Runner<'_> {
                 Ok(Work::Done(node.run(&ctx)?))
             }
             NodeKind::Llm(l) => Ok(Work::Ask(self.request(i, l, state).await?)),
+            NodeKind::Select(selector, into) => {
+                let mut run = crate::select::Run {
+                    sandbox: &self.pack.sandbox,
+                    natives: self.natives,
+                    state,
+                    tag: self.tag(i),
+                    turns_done: self.turn.turn.saturating_sub(1),
+                    force: None,
+                };
+                let decision = selector.select(&mut run)?;
+                self.turn.emit(Event::Decision {
+                    node: self.pack.graph.nodes[i].name.to_string(),
+                    breakdown: decision.breakdown,
+                });
+                let mut updates = Map::new();
+                updates.insert(into.as_str().into(), Dynamic::from_map(decision.winner));
+                Ok(Work::Done(updates))
+            }
         }
     }
 

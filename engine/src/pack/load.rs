@@ -18,11 +18,12 @@ use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, T
 use crate::llm::standin::Standin;
 use crate::prompt::{CONTEXT_NAMES, Prompts};
 use crate::script::{FnRef, HostShared, Limits, Sandbox, ScriptFile};
+use crate::select::{Focus, Scorer, Selector, Strategy};
 use crate::state::{Field, Schema};
 use crate::value;
 
 /// Which native node names the embedding program registered.
-pub(crate) type NativeNames<'a> = &'a dyn Fn(&str) -> bool;
+pub(crate) type NativeNames<'a> = &'a crate::native::NativeNodes;
 
 /// Names a state field may not have: they are the template context's own.
 const RESERVED: &[&str] = &["params", "options", "input", "vars", "this", "START", "END"];
@@ -85,6 +86,7 @@ struct Refs<'a> {
     profiles: &'a IndexMap<String, Profile>,
     params: &'a Map,
     natives: NativeNames<'a>,
+    selectors: &'a IndexMap<String, Arc<Selector>>,
 }
 
 impl Loader<'_> {
@@ -157,6 +159,7 @@ impl Loader<'_> {
             }
         }
 
+        let none = IndexMap::new();
         let refs = Refs {
             scripts: &scripts,
             sandbox: &sandbox,
@@ -165,7 +168,10 @@ impl Loader<'_> {
             profiles: &profiles,
             params: &params,
             natives,
+            selectors: &none,
         };
+        let selectors = self.selectors(&m.selectors, &refs);
+        let refs = Refs { selectors: &selectors, ..refs };
         let init = m.init.as_ref().and_then(|r| self.resolve(&refs, r, None, 0));
         let migrate = m.migrate.as_ref().and_then(|r| self.resolve(&refs, r, None, 2));
         if let (Some(f), Some(r)) = (&migrate, &m.migrate)
@@ -239,6 +245,7 @@ impl Loader<'_> {
             prompts,
             init,
             migrate,
+            selectors,
             standin,
             files: self.files.iter().map(|(p, _)| p.clone()).collect(),
         })
@@ -409,6 +416,239 @@ impl Loader<'_> {
             out.insert(name.clone(), spec);
         }
         out
+    }
+
+    /// Compiles the manifest's selectors: phases, strategies and their focus generators, phase
+    /// profiles (naming only phases and strategies the selector has), vetoes and weighted scorers.
+    fn selectors(
+        &mut self,
+        decls: &IndexMap<String, Spanned<manifest::SelectorDecl>>,
+        refs: &Refs<'_>,
+    ) -> IndexMap<String, Arc<Selector>> {
+        let mut out = IndexMap::new();
+        for (name, decl) in decls {
+            let at = self.at(decl);
+            let d = &decl.value;
+            if d.phases.is_empty() {
+                self.error(format!("selector `{name}` needs at least one phase"), at.clone());
+            }
+            let mut phases = Vec::new();
+            for p in &d.phases {
+                if phases.iter().any(|(n, _)| n == &p.value.name) {
+                    self.error(format!("selector `{name}` has two phases named `{}`", p.value.name), self.at(p));
+                }
+                phases.push((p.value.name.clone(), p.value.turns));
+            }
+            let turn_field = d.turn_field.as_ref().and_then(|f| match refs.schema.fields.get(&f.value) {
+                Some(field) if field.ty == TypeName::Int => Some(f.value.clone()),
+                Some(field) => {
+                    self.error(
+                        format!("turn_field must name an int field; `{}` is {}", f.value, field.ty.a()),
+                        self.at(f),
+                    );
+                    None
+                }
+                None => {
+                    self.error(format!("turn_field names `{}`, which is not a state field", f.value), self.at(f));
+                    None
+                }
+            });
+            let mut strategies = Vec::new();
+            let mut ids: Vec<&str> = Vec::new();
+            for sd in &d.strategies {
+                let s = &sd.value;
+                if ids.contains(&s.id.as_str()) {
+                    self.error(format!("selector `{name}` has two strategies with id `{}`", s.id), self.at(sd));
+                }
+                ids.push(&s.id);
+                if !s.enabled {
+                    continue;
+                }
+                let focus = if s.focus.value == "open" {
+                    Some(Focus::Open)
+                } else {
+                    match self.resolve(refs, &s.focus, None, 1) {
+                        Some(f) if f.calls_models() => {
+                            self.error("a focus generator cannot call models", self.at(&s.focus));
+                            None
+                        }
+                        f => f.map(Focus::Script),
+                    }
+                };
+                let mut info = Map::new();
+                info.insert("id".into(), s.id.clone().into());
+                info.insert("name".into(), s.name.clone().unwrap_or_else(|| s.id.clone()).into());
+                info.insert("type_category".into(), s.type_category.clone().unwrap_or_default().into());
+                info.insert("prompt_hint".into(), s.prompt_hint.clone().unwrap_or_default().into());
+                if let Some(focus) = focus {
+                    strategies.push(Strategy { id: s.id.as_str().into(), info, focus });
+                }
+            }
+            let mut profiles = HashMap::new();
+            for (phase, p) in &d.phase_profiles {
+                if !phases.iter().any(|(n, _)| n == phase) {
+                    let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
+                    self.error(
+                        format!(
+                            "phase profile `{phase}` is not a phase of selector `{name}` (phases: {})",
+                            names.join(", ")
+                        ),
+                        self.at(p),
+                    );
+                }
+                for (sid, m) in &p.value {
+                    if !ids.contains(&sid.as_str()) {
+                        self.error(
+                            format!(
+                                "phase profile `{phase}` sets `{sid}`, which is not a strategy of selector `{name}` (strategies: {})",
+                                ids.join(", ")
+                            ),
+                            self.at(p),
+                        );
+                    } else if !(m.is_finite() && *m >= 0.0) {
+                        self.error(format!("phase profile `{phase}`: `{sid}: {m}` must be a number ≥ 0"), self.at(p));
+                    }
+                }
+                profiles.insert(phase.clone(), p.value.iter().map(|(k, v)| (k.clone(), *v)).collect());
+            }
+            let default = d.implementation.unwrap_or(manifest::ScorerImpl::Script);
+            let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
+            let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
+            out.insert(
+                name.clone(),
+                Arc::new(Selector { name: name.clone(), phases, turn_field, strategies, profiles, vetoes, scorers }),
+            );
+        }
+        out
+    }
+
+    fn scorer(
+        &mut self,
+        selector: &str,
+        decl: &Spanned<manifest::ScorerDecl>,
+        refs: &Refs<'_>,
+        default: manifest::ScorerImpl,
+        weighted: bool,
+    ) -> Option<Scorer> {
+        use manifest::ScorerImpl::{Native, Script};
+        let at = self.at(decl);
+        let d = &decl.value;
+        if !d.enabled {
+            return None;
+        }
+        let weight = match (weighted, d.weight) {
+            (true, Some(w)) if w.is_finite() && w >= 0.0 => w,
+            (true, Some(w)) => {
+                self.error(format!("scorer `{}`: weight {w} must be a number ≥ 0", d.id), at);
+                return None;
+            }
+            (true, None) => {
+                self.error(format!("scorer `{}` of selector `{selector}` needs a weight", d.id), at);
+                return None;
+            }
+            (false, Some(_)) => {
+                self.error(format!("veto `{}` takes no weight: any veto rejects a candidate", d.id), at);
+                return None;
+            }
+            (false, None) => 0.0,
+        };
+        if d.script.is_none() && d.native.is_none() {
+            self.error(format!("scorer `{}` needs `script`, `native`, or both", d.id), at);
+            return None;
+        }
+        let uses = match (d.implementation, d.script.is_some(), d.native.is_some()) {
+            (Some(Script), false, _) | (Some(Native), _, false) => {
+                self.error(format!("scorer `{}` says impl {:?} but does not name one", d.id, d.implementation), at);
+                return None;
+            }
+            (Some(i), _, _) => i,
+            (None, true, false) => Script,
+            (None, false, true) => Native,
+            (None, true, true) | (None, false, false) => default,
+        };
+        let script = match &d.script {
+            Some(s) => match self.resolve(refs, s, None, 2) {
+                Some(f) if f.calls_models() => {
+                    self.error(
+                        "a scorer cannot call models (extract signals in an llm node before the selector)",
+                        self.at(s),
+                    );
+                    return None;
+                }
+                Some(f) => Some(f),
+                None => return None,
+            },
+            None => None,
+        };
+        let native = match &d.native {
+            Some(n) if refs.natives.scorer(&n.value).is_some() => Some(n.value.clone()),
+            Some(n) if uses == Native => {
+                self.error(format!("native scorer `{}` is not registered by this host", n.value), self.at(n));
+                return None;
+            }
+            // A twin this host lacks: the script runs.
+            _ => None,
+        };
+        Some(Scorer {
+            id: d.id.clone(),
+            weight,
+            params: d.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(v))).collect(),
+            script,
+            native,
+            uses,
+        })
+    }
+
+    /// A `select:` node: the selector must exist and `into` name a map (or any) field it replaces.
+    fn select_node(
+        &mut self,
+        name: &str,
+        d: &NodeDecl,
+        sel: &SpannedStr,
+        at: Origin,
+        refs: &Refs<'_>,
+    ) -> Option<NodeKind> {
+        let extra = [
+            ("system", d.system.is_some()),
+            ("prompt", d.prompt.is_some()),
+            ("history", d.history.is_some()),
+            ("vars", d.vars.is_some()),
+            ("parse", d.parse.is_some()),
+            ("then", d.then.is_some()),
+            ("fallback", d.fallback.is_some()),
+        ];
+        if let Some((key, _)) = extra.iter().find(|(_, set)| *set) {
+            self.error(format!("node `{name}`: `{key}` belongs to llm nodes"), at);
+            return None;
+        }
+        let Some(selector) = refs.selectors.get(&sel.value) else {
+            let known: Vec<&str> = refs.selectors.keys().map(String::as_str).collect();
+            self.error(
+                format!(
+                    "node `{name}` selects with `{}`, which the pack does not define (selectors: {})",
+                    sel.value,
+                    known.join(", ")
+                ),
+                self.at(sel),
+            );
+            return None;
+        };
+        let Some(into) = &d.into else {
+            self.error(format!("node `{name}` needs `into`: the state field the selector's winner goes to"), at);
+            return None;
+        };
+        match refs.schema.fields.get(&into.value) {
+            Some(f) if matches!(f.ty, TypeName::Map | TypeName::Any) && f.reducer == Reducer::Replace => {}
+            Some(_) => {
+                self.error(format!("`into: {}` must name a map field with reducer replace", into.value), self.at(into));
+                return None;
+            }
+            None => {
+                self.error(format!("`into: {}` is not a state field", into.value), self.at(into));
+                return None;
+            }
+        }
+        Some(NodeKind::Select(selector.clone(), into.value.clone()))
     }
 
     fn limits(&self, d: &manifest::LimitsDecl) -> Limits {
@@ -613,10 +853,16 @@ impl Loader<'_> {
     }
 
     fn node(&mut self, name: &str, d: &NodeDecl, at: Origin, refs: &Refs<'_>) -> Option<NodeKind> {
-        let kinds = [d.script.is_some(), d.llm.is_some(), d.native.is_some()].iter().filter(|k| **k).count();
+        let kinds = [d.script.is_some(), d.llm.is_some(), d.native.is_some(), d.select.is_some()]
+            .iter()
+            .filter(|k| **k)
+            .count();
         if kinds != 1 {
-            self.error(format!("node `{name}` needs exactly one of `script`, `llm`, `native`"), at);
+            self.error(format!("node `{name}` needs exactly one of `script`, `llm`, `native`, `select`"), at);
             return None;
+        }
+        if let Some(sel) = &d.select {
+            return self.select_node(name, d, sel, at, refs);
         }
         if d.llm.is_none() {
             let llm_keys = [
@@ -638,7 +884,7 @@ impl Loader<'_> {
             return self.resolve(refs, s, None, 0).map(NodeKind::Script);
         }
         if let Some(n) = &d.native {
-            if !(refs.natives)(&n.value) {
+            if !refs.natives.contains(&n.value) {
                 self.error(
                     format!(
                         "native node `{}` is not registered by this host (the `ruleweave` binary registers none)",

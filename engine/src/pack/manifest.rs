@@ -46,7 +46,90 @@ pub(crate) struct Manifest {
     pub finish: Option<Spanned<FinishDecl>>,
     #[serde(default)]
     pub display: DisplayDecl,
+    /// Two-tier selectors (seed 001's scoring pipeline), used by `select:` nodes.
+    #[serde(default)]
+    pub selectors: IndexMap<String, Spanned<SelectorDecl>>,
     pub graph: GraphDecl,
+}
+
+/// A selector: strategies make candidates, veto scorers reject, weighted scorers rank.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SelectorDecl {
+    /// The phases in order, each lasting `turns` turns; the last (or one without `turns`) lasts
+    /// the rest.
+    pub phases: Vec<Spanned<PhaseDecl>>,
+    /// An int state field holding the turn count that picks the phase (default: the turns done
+    /// before this one).
+    pub turn_field: Option<SpannedStr>,
+    pub strategies: Vec<Spanned<StrategyDecl>>,
+    /// phase → strategy → multiplier; strategies a phase does not name get 1.0.
+    #[serde(default)]
+    pub phase_profiles: IndexMap<String, Spanned<IndexMap<String, f64>>>,
+    /// Tier 1: any veto rejects the candidate; the first veto ends its checks.
+    #[serde(default)]
+    pub vetoes: Vec<Spanned<ScorerDecl>>,
+    /// Tier 2: Σ weight × raw score, raw scores in [0, 2].
+    #[serde(default)]
+    pub scorers: Vec<Spanned<ScorerDecl>>,
+    /// Which implementation scorers that have both use (default `script`).
+    #[serde(rename = "impl")]
+    pub implementation: Option<ScorerImpl>,
+}
+
+/// A phase of a selector.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PhaseDecl {
+    pub name: String,
+    pub turns: Option<u64>,
+}
+
+/// A strategy: every enabled one is a candidate, once per focus its generator makes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StrategyDecl {
+    pub id: String,
+    pub name: Option<String>,
+    pub type_category: Option<String>,
+    pub prompt_hint: Option<String>,
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    /// `open` (one focus on nothing in particular) or `file.rhai::fn`: `fn(strategy) -> [focus]`.
+    pub focus: SpannedStr,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// A scorer: a Rhai function, a registered native one, or both (the selector's `impl` picks).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScorerDecl {
+    pub id: String,
+    /// `file.rhai::fn`: `fn(candidate, params)` with the state as `this`.
+    pub script: Option<SpannedStr>,
+    /// The name a host registered the native twin under.
+    pub native: Option<SpannedStr>,
+    #[serde(rename = "impl")]
+    pub implementation: Option<ScorerImpl>,
+    /// Tier 2 only.
+    pub weight: Option<f64>,
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub params: IndexMap<String, serde_json::Value>,
+}
+
+/// Which implementation of a scorer runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScorerImpl {
+    /// The Rhai function.
+    Script,
+    /// The registered native function.
+    Native,
 }
 
 /// A session option (`difficulty`), chosen when the session opens.
@@ -282,6 +365,8 @@ pub(crate) struct NodeDecl {
     pub then: Option<SpannedStr>,
     pub into: Option<SpannedStr>,
     pub fallback: Option<SpannedStr>,
+    /// A selector of the manifest's `selectors:`; its winner goes into the field `into` names.
+    pub select: Option<SpannedStr>,
     #[serde(default)]
     pub doc: String,
 }

@@ -45,6 +45,7 @@ pub struct Pack {
     pub(crate) prompts: Arc<Prompts>,
     pub(crate) init: Option<FnRef>,
     pub(crate) migrate: Option<FnRef>,
+    pub(crate) selectors: IndexMap<String, Arc<crate::select::Selector>>,
     pub(crate) standin: Option<Arc<dyn Provider>>,
     pub(crate) files: Vec<String>,
 }

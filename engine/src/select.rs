@@ -1,0 +1,415 @@
+//! The scoring pipeline (seed 001): a two-tier selector any pack can declare under `selectors:`
+//! and run with a `select:` node.
+//!
+//! Every enabled strategy is a candidate once per focus its generator makes. Tier 1 (vetoes)
+//! rejects a candidate at the first veto; tier 2 sums `weight × raw score` (raw in [0, 2], 1.0
+//! neutral) and multiplies by the phase's multiplier for the strategy (1.0 when the phase does not
+//! name it). The highest final score wins; ties go to the candidate generated first. Every
+//! decision is explained: each candidate's vetoes with their reasons, or each scorer's raw score,
+//! weight, contribution, reasoning and signals, in an [`Event::Decision`](crate::Event).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rhai::{Dynamic, ImmutableString, Map};
+use serde_json::{Value as Json, json};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::native::{NativeNodes, NativeScorer, ScorerContext, ScorerOutput};
+pub use crate::pack::manifest::ScorerImpl;
+use crate::script::{CallTag, FnRef, Sandbox};
+use crate::value;
+
+/// A compiled selector.
+#[derive(Debug)]
+pub(crate) struct Selector {
+    pub name: String,
+    /// (phase, how many turns it lasts; `None` for the rest).
+    pub phases: Vec<(String, Option<u64>)>,
+    pub turn_field: Option<String>,
+    pub strategies: Vec<Strategy>,
+    /// phase → strategy id → multiplier.
+    pub profiles: HashMap<String, HashMap<String, f64>>,
+    pub vetoes: Vec<Scorer>,
+    pub scorers: Vec<Scorer>,
+}
+
+/// A strategy: its manifest entry as a map scripts see, and how its focuses are made.
+#[derive(Debug)]
+pub(crate) struct Strategy {
+    pub id: ImmutableString,
+    pub info: Map,
+    pub focus: Focus,
+}
+
+/// How a strategy's focuses are made.
+#[derive(Debug)]
+pub(crate) enum Focus {
+    /// One focus on nothing in particular.
+    Open,
+    /// `fn(strategy) -> [focus]`, with the state as `this`.
+    Script(FnRef),
+}
+
+/// A scorer as the selector runs it.
+#[derive(Debug)]
+pub(crate) struct Scorer {
+    pub id: String,
+    pub weight: f64,
+    pub params: Map,
+    pub script: Option<FnRef>,
+    pub native: Option<String>,
+    pub uses: ScorerImpl,
+}
+
+/// One candidate and what the scorers said of it.
+struct Candidate {
+    strategy: usize,
+    focus: Map,
+    vetoes: Vec<Json>,
+    vetoed: bool,
+    scores: Vec<Json>,
+    sum: f64,
+    multiplier: f64,
+    total: f64,
+}
+
+/// What a selection decided.
+pub(crate) struct Decision {
+    /// The winner as the `into` field holds it: `#{strategy, focus, score, phase}`, or an empty
+    /// map when every candidate was vetoed.
+    pub winner: Map,
+    /// The full breakdown, for the event.
+    pub breakdown: Json,
+}
+
+/// What a selection runs with.
+pub(crate) struct Run<'a> {
+    pub sandbox: &'a Sandbox,
+    pub natives: &'a NativeNodes,
+    pub state: &'a mut Dynamic,
+    pub tag: CallTag,
+    /// The turns done before this one (the default turn count).
+    pub turns_done: u64,
+    /// Overrides every scorer's implementation (benchmarks compare the two on the same pack).
+    pub force: Option<ScorerImpl>,
+}
+
+impl Selector {
+    /// The phase a turn count falls in.
+    pub fn phase(&self, count: i64) -> &str {
+        let mut end: i64 = 0;
+        for (name, turns) in &self.phases {
+            match turns {
+                Some(t) => {
+                    end = end.saturating_add(*t as i64);
+                    if count < end {
+                        return name;
+                    }
+                }
+                None => return name,
+            }
+        }
+        self.phases.last().map_or("", |(n, _)| n)
+    }
+
+    /// Runs the selection over the state.
+    pub fn select(&self, run: &mut Run<'_>) -> Result<Decision> {
+        let count = match &self.turn_field {
+            Some(f) => {
+                run.state.read_lock::<Map>().and_then(|m| m.get(f.as_str()).and_then(|v| v.as_int().ok())).unwrap_or(0)
+            }
+            None => run.turns_done as i64,
+        };
+        let phase = self.phase(count).to_owned();
+        let profile = self.profiles.get(&phase);
+        let mut candidates = Vec::new();
+        for (i, s) in self.strategies.iter().enumerate() {
+            for focus in self.focuses(s, run)? {
+                let multiplier = profile.and_then(|p| p.get(s.id.as_str())).copied().unwrap_or(1.0);
+                candidates.push(Candidate {
+                    strategy: i,
+                    focus,
+                    vetoes: Vec::new(),
+                    vetoed: false,
+                    scores: Vec::new(),
+                    sum: 0.0,
+                    multiplier,
+                    total: 0.0,
+                });
+            }
+        }
+        for c in candidates.iter_mut() {
+            let strategy = &self.strategies[c.strategy].info;
+            for v in &self.vetoes {
+                let out = self.call(v, strategy, &c.focus, &phase, count, run)?;
+                c.vetoes.push(json!({
+                    "scorer": v.id,
+                    "veto": out.veto,
+                    "reasoning": out.reasoning,
+                    "signals": value::map_to_json(&out.signals),
+                }));
+                if out.veto {
+                    c.vetoed = true;
+                    break;
+                }
+            }
+            if c.vetoed {
+                continue;
+            }
+            for s in &self.scorers {
+                let out = self.call(s, strategy, &c.focus, &phase, count, run)?;
+                if !(0.0..=2.0).contains(&out.score) || out.score.is_nan() {
+                    return Err(Error::new(
+                        ErrorKind::Script,
+                        format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.score),
+                    ));
+                }
+                let contribution = s.weight * out.score;
+                c.sum += contribution;
+                c.scores.push(json!({
+                    "scorer": s.id,
+                    "raw": out.score,
+                    "weight": s.weight,
+                    "contribution": contribution,
+                    "reasoning": out.reasoning,
+                    "signals": value::map_to_json(&out.signals),
+                }));
+            }
+            c.total = c.sum * c.multiplier;
+        }
+        // Ties go to the candidate generated first: strictly greater replaces.
+        let mut best: Option<usize> = None;
+        for (i, c) in candidates.iter().enumerate() {
+            if !c.vetoed && best.is_none_or(|b| c.total > candidates[b].total) {
+                best = Some(i);
+            }
+        }
+        let mut winner = Map::new();
+        if let Some(b) = best {
+            let c = &candidates[b];
+            winner.insert("strategy".into(), Dynamic::from_map(self.strategies[c.strategy].info.clone()));
+            winner.insert("focus".into(), Dynamic::from_map(c.focus.clone()));
+            winner.insert("score".into(), Dynamic::from_float(c.total));
+            winner.insert("phase".into(), phase.clone().into());
+        }
+        let breakdown = json!({
+            "selector": self.name,
+            "phase": phase,
+            "turn_count": count,
+            "winner": best,
+            "candidates": candidates.iter().map(|c| {
+                let mut v = json!({
+                    "strategy": self.strategies[c.strategy].id.as_str(),
+                    "focus": value::map_to_json(&c.focus),
+                    "vetoed": c.vetoed,
+                    "vetoes": c.vetoes,
+                });
+                if !c.vetoed {
+                    v["scores"] = json!(c.scores);
+                    v["scorer_sum"] = json!(c.sum);
+                    v["phase_multiplier"] = json!(c.multiplier);
+                    v["final"] = json!(c.total);
+                }
+                v
+            }).collect::<Vec<_>>(),
+        });
+        Ok(Decision { winner, breakdown })
+    }
+
+    /// The focuses of strategy `s`: maps with at least a `description`.
+    fn focuses(&self, s: &Strategy, run: &mut Run<'_>) -> Result<Vec<Map>> {
+        match &s.focus {
+            Focus::Open => {
+                let mut f = Map::new();
+                f.insert("type".into(), "open".into());
+                f.insert("description".into(), format!("{}: open", s.id).into());
+                Ok(vec![f])
+            }
+            Focus::Script(func) => {
+                let out =
+                    run.sandbox.call(func, run.state, (Dynamic::from_map(s.info.clone()),), Some(run.tag.clone()))?;
+                let list = out.try_cast::<rhai::Array>().ok_or_else(|| {
+                    Error::new(ErrorKind::Script, format!("{} must return an array of focus maps", func.display()))
+                })?;
+                list.into_iter()
+                    .map(|f| {
+                        f.try_cast::<Map>().ok_or_else(|| {
+                            Error::new(
+                                ErrorKind::Script,
+                                format!("{} returned a focus that is not a map", func.display()),
+                            )
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn call(
+        &self,
+        s: &Scorer,
+        strategy: &Map,
+        focus: &Map,
+        phase: &str,
+        count: i64,
+        run: &mut Run<'_>,
+    ) -> Result<ScorerOutput> {
+        let uses = run.force.filter(|f| match f {
+            ScorerImpl::Script => s.script.is_some(),
+            ScorerImpl::Native => s.native.is_some(),
+        });
+        match uses.unwrap_or(s.uses) {
+            ScorerImpl::Native => {
+                let name = s.native.as_deref().unwrap_or("");
+                let native: &Arc<dyn NativeScorer> = run.natives.scorer(name).ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, format!("native scorer `{name}` is not registered"))
+                })?;
+                let state = run.state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+                let ctx = ScorerContext { state: &state, strategy, focus, params: &s.params, phase, turn_count: count };
+                native.score(&ctx).map_err(|e| e.context(format_args!("scorer `{}`", s.id)))
+            }
+            ScorerImpl::Script => {
+                let f = s.script.as_ref().ok_or_else(|| Error::internal("a scripted scorer without a script"))?;
+                let mut candidate = Map::new();
+                candidate.insert("strategy".into(), Dynamic::from_map(strategy.clone()));
+                candidate.insert("focus".into(), Dynamic::from_map(focus.clone()));
+                candidate.insert("phase".into(), phase.into());
+                candidate.insert("turn_count".into(), Dynamic::from_int(count));
+                let out = run.sandbox.call(
+                    f,
+                    run.state,
+                    (Dynamic::from_map(candidate), Dynamic::from_map(s.params.clone())),
+                    Some(run.tag.clone()),
+                )?;
+                output_of(out).map_err(|e| e.context(format_args!("{}", f.display())))
+            }
+        }
+    }
+}
+
+/// A scripted scorer's result: a number (a raw score), a bool (a veto), or a map with `score` or
+/// `veto`, and optionally `reasoning` and `signals`.
+fn output_of(v: Dynamic) -> Result<ScorerOutput> {
+    if let Ok(b) = v.as_bool() {
+        return Ok(ScorerOutput { veto: b, ..Default::default() });
+    }
+    if let Some(x) = number(&v) {
+        return Ok(ScorerOutput { score: x, ..Default::default() });
+    }
+    let Some(m) = v.clone().try_cast::<Map>() else {
+        return Err(Error::new(
+            ErrorKind::Script,
+            format!("a scorer returned {}; it must return a number, a bool or a map", value::type_of(&v)),
+        ));
+    };
+    Ok(ScorerOutput {
+        veto: m.get("veto").and_then(|x| x.as_bool().ok()).unwrap_or(false),
+        score: m.get("score").and_then(number).unwrap_or(1.0),
+        reasoning: m.get("reasoning").map(|r| r.to_string()).unwrap_or_default(),
+        signals: m.get("signals").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default(),
+    })
+}
+
+fn number(v: &Dynamic) -> Option<f64> {
+    v.as_float().ok().or_else(|| v.as_int().ok().map(|i| i as f64))
+}
+
+/// A selector ready to run over one recorded state, outside any turn: what `ruleweave bench`
+/// and the benchmarks time, scripted against native.
+pub struct Selection {
+    pack: Arc<crate::Pack>,
+    natives: NativeNodes,
+    selector: Arc<Selector>,
+    state: Dynamic,
+    tag: CallTag,
+    turns_done: u64,
+}
+
+impl Selection {
+    /// Selector `name` of `pack` over `state` (a JSON map of the pack's fields; missing ones take
+    /// their defaults), as in the turn after `turns_done` turns.
+    pub fn new(engine: &crate::Engine, pack: &str, name: &str, state: &Json, turns_done: u64) -> Result<Self> {
+        let pack = engine.pack(pack)?;
+        let selector = pack.selectors.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = pack.selectors.keys().map(String::as_str).collect();
+            Error::new(
+                ErrorKind::NotFound,
+                format!("pack `{}` has no selector `{name}` (selectors: {})", pack.name, known.join(", ")),
+            )
+        })?;
+        let state = pack.schema.restore(state);
+        let turn = Arc::new(crate::turn::TurnCtx::new(
+            "bench".into(),
+            turns_done + 1,
+            0,
+            0,
+            Map::new(),
+            Map::new(),
+            engine.provider_for(&pack),
+            None,
+        ));
+        let tag = CallTag { turn, node: "bench".into() };
+        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
+    }
+
+    /// The selector's scorers, vetoes first: (id, has a script, has a native twin this host registered).
+    pub fn scorers(&self) -> Vec<(String, bool, bool)> {
+        let s = &self.selector;
+        s.vetoes.iter().chain(&s.scorers).map(|x| (x.id.clone(), x.script.is_some(), x.native.is_some())).collect()
+    }
+
+    /// Runs the whole selection (every scorer with `implementation` where it has one, else as the
+    /// manifest says); returns the breakdown, `winner` its index into `candidates`.
+    pub fn run(&mut self, implementation: Option<ScorerImpl>) -> Result<Json> {
+        let mut run = Run {
+            sandbox: &self.pack.sandbox,
+            natives: &self.natives,
+            state: &mut self.state,
+            tag: self.tag.clone(),
+            turns_done: self.turns_done,
+            force: implementation,
+        };
+        self.selector.select(&mut run).map(|d| d.breakdown)
+    }
+
+    /// Runs scorer `id` alone over every candidate (as if every other scorer passed); returns
+    /// each candidate's raw score (or 1.0 / 0.0 for a veto that passes / rejects).
+    pub fn run_scorer(&mut self, id: &str, implementation: ScorerImpl) -> Result<Vec<f64>> {
+        let sel = self.selector.clone();
+        let scorer =
+            sel.vetoes.iter().chain(&sel.scorers).find(|s| s.id == id).ok_or_else(|| {
+                Error::new(ErrorKind::NotFound, format!("selector `{}` has no scorer `{id}`", sel.name))
+            })?;
+        let weighted = sel.scorers.iter().any(|s| s.id == id);
+        let mut run = Run {
+            sandbox: &self.pack.sandbox,
+            natives: &self.natives,
+            state: &mut self.state,
+            tag: self.tag.clone(),
+            turns_done: self.turns_done,
+            force: Some(implementation),
+        };
+        let count = match &sel.turn_field {
+            Some(f) => {
+                run.state.read_lock::<Map>().and_then(|m| m.get(f.as_str()).and_then(|v| v.as_int().ok())).unwrap_or(0)
+            }
+            None => run.turns_done as i64,
+        };
+        let phase = sel.phase(count).to_owned();
+        let mut out = Vec::new();
+        for s in &sel.strategies {
+            for focus in sel.focuses(s, &mut run)? {
+                let o = sel.call(scorer, &s.info, &focus, &phase, count, &mut run)?;
+                out.push(if weighted {
+                    o.score
+                } else if o.veto {
+                    0.0
+                } else {
+                    1.0
+                });
+            }
+        }
+        Ok(out)
+    }
+}

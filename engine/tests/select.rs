@@ -1,0 +1,244 @@
+//! The scoring pipeline on seed 001's worked example (`tests/select/`): final scores, the winner,
+//! vetoes, phases, scripted and native scorers agreeing, and a strategy added by YAML alone.
+
+use std::path::{Path, PathBuf};
+
+use ruleweave::select::{ScorerImpl, Selection};
+use ruleweave::values::{Dynamic, Map};
+use ruleweave::{Engine, Event, ScorerContext, ScorerOutput};
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/select")
+}
+
+/// The raw values of `config/worked.yaml`'s table, for the native twins.
+fn raw(key: &str, scorer: &str) -> f64 {
+    match (key, scorer) {
+        ("deepen", _) => 0.85,
+        ("broaden", "coverage_gap" | "engagement") => 1.2,
+        ("broaden", "ambiguity" | "novelty") => 1.0,
+        ("broaden", "depth_breadth_balance") => 0.6,
+        ("broaden", _) => 0.4,
+        ("synthesis", _) => 0.95,
+        _ => 1.1,
+    }
+}
+
+fn key(ctx: &ScorerContext<'_>) -> String {
+    let id = ctx.strategy_id().to_string();
+    match ctx.focus.get("element") {
+        Some(e) if id == "cover_element" => format!("{id}/{e}"),
+        _ => id,
+    }
+}
+
+/// An engine with native twins of the pack's table scorers.
+fn engine(root: &Path) -> Engine {
+    Engine::builder(root)
+        .native_scorer("table", |ctx: &ScorerContext<'_>| {
+            let name = ctx.params.get("name").map(|n| n.to_string()).unwrap_or_default();
+            Ok(ScorerOutput {
+                score: raw(&key(ctx), &name),
+                reasoning: format!("the table's {name}"),
+                ..Default::default()
+            })
+        })
+        .native_scorer("table_veto", |ctx: &ScorerContext<'_>| {
+            let k = key(ctx);
+            let vetoed = ctx.state["vetoed"].clone().into_array().unwrap_or_default();
+            let shown = Dynamic::from_array(vetoed.clone()).to_string();
+            let mut signals = Map::new();
+            signals.insert("key".into(), k.clone().into());
+            Ok(ScorerOutput {
+                veto: vetoed.iter().any(|v| v.to_string() == k),
+                reasoning: format!("the test vetoes {shown}"),
+                signals,
+                ..Default::default()
+            })
+        })
+        .build()
+}
+
+fn finals(breakdown: &Value) -> Vec<(String, Value)> {
+    breakdown["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let label = match c["focus"]["element"].as_str() {
+                Some(e) => format!("{}/{e}", c["strategy"].as_str().unwrap()),
+                None => c["strategy"].as_str().unwrap().to_owned(),
+            };
+            let total = c["final"].as_f64().map_or(Value::Null, |f| json!((f * 1000.0).round() / 1000.0));
+            (label, total)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
+    let engine = engine(&root());
+    let mut s = engine.open("worked", &Default::default()).await.unwrap();
+    let turn = s.turn(json!({})).await.unwrap();
+    let breakdown = turn
+        .events
+        .iter()
+        .find_map(|e| match e {
+            Event::Decision { node, breakdown } if node == "choose" => Some(breakdown.clone()),
+            _ => None,
+        })
+        .expect("a decision event");
+    assert_eq!((&breakdown["phase"], &breakdown["turn_count"]), (&json!("exploratory"), &json!(3)));
+    // The seed's table: 0.68, 1.08, 1.21, 1.21, 0.29 (0.285 unrounded).
+    assert_eq!(
+        finals(&breakdown),
+        [
+            ("deepen".to_owned(), json!(0.68)),
+            ("broaden".to_owned(), json!(1.08)),
+            ("cover_element/taste".to_owned(), json!(1.21)),
+            ("cover_element/texture".to_owned(), json!(1.21)),
+            ("synthesis".to_owned(), json!(0.285)),
+        ]
+    );
+    // cover_element + taste wins: the highest final score, and generated before texture.
+    assert_eq!(breakdown["winner"], json!(2));
+    let decision = &turn.output["decision"];
+    assert_eq!(
+        (&decision["strategy"]["id"], &decision["focus"]["element"]),
+        (&json!("cover_element"), &json!("taste"))
+    );
+    assert_eq!(decision["strategy"]["prompt_hint"], "Ask about an element not yet covered.");
+
+    // Candidate #2, (broaden, open), scorer by scorer as the seed walks through it.
+    let broaden = &breakdown["candidates"][1];
+    let contributions: Vec<(String, f64, f64, f64)> = broaden["scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let r = |k: &str| (s[k].as_f64().unwrap() * 1000.0).round() / 1000.0;
+            (s["scorer"].as_str().unwrap().to_owned(), r("raw"), r("weight"), r("contribution"))
+        })
+        .collect();
+    let expected = [
+        ("coverage_gap", 1.2, 0.2, 0.24),
+        ("ambiguity", 1.0, 0.15, 0.15),
+        ("depth_breadth_balance", 0.6, 0.2, 0.12),
+        ("engagement", 1.2, 0.15, 0.18),
+        ("strategy_diversity", 0.4, 0.15, 0.06),
+        ("novelty", 1.0, 0.15, 0.15),
+    ];
+    assert_eq!(contributions, expected.map(|(a, b, c, d)| (a.to_owned(), b, c, d)));
+    assert!((broaden["scorer_sum"].as_f64().unwrap() - 0.90).abs() < 1e-9);
+    assert_eq!(broaden["phase_multiplier"], json!(1.2));
+    assert_eq!(broaden["vetoes"][0]["veto"], json!(false));
+}
+
+#[test]
+fn scripted_and_native_scorers_decide_identically() {
+    let engine = engine(&root());
+    for state in [json!({}), json!({"vetoed": ["cover_element/taste", "deepen"]}), json!({"turn_count": 5})] {
+        let mut sel = Selection::new(&engine, "worked", "next", &state, 0).unwrap();
+        let scripted = sel.run(Some(ScorerImpl::Script)).unwrap();
+        let native = sel.run(Some(ScorerImpl::Native)).unwrap();
+        assert_eq!(scripted, native, "state {state}");
+    }
+}
+
+#[test]
+fn vetoes_reject_and_phases_multiply_only_the_strategies_they_name() {
+    let engine = engine(&root());
+    // A veto rejects its candidate with the reason; the tie now goes to texture.
+    let mut sel = Selection::new(&engine, "worked", "next", &json!({"vetoed": ["cover_element/taste"]}), 0).unwrap();
+    let b = sel.run(None).unwrap();
+    assert_eq!(b["winner"], json!(3));
+    let taste = &b["candidates"][2];
+    assert_eq!(
+        (&taste["vetoed"], &taste["vetoes"][0]["signals"]["key"]),
+        (&json!(true), &json!("cover_element/taste"))
+    );
+    assert!(taste.get("final").is_none(), "a vetoed candidate is not scored");
+
+    // Turn 5 is focused: deepen × 1.3 = 1.105 beats cover_element's unmultiplied 1.10.
+    let mut sel = Selection::new(&engine, "worked", "next", &json!({"turn_count": 5}), 0).unwrap();
+    let b = sel.run(None).unwrap();
+    assert_eq!(b["phase"], "focused");
+    assert_eq!(finals(&b)[0], ("deepen".to_owned(), json!(1.105)));
+    assert_eq!(finals(&b)[2], ("cover_element/taste".to_owned(), json!(1.1)));
+    assert_eq!(b["winner"], json!(0));
+
+    // Turn 10 and on is closing (the last phase lasts the rest).
+    let mut sel = Selection::new(&engine, "worked", "next", &json!({"turn_count": 40}), 0).unwrap();
+    assert_eq!(sel.run(None).unwrap()["phase"], "closing");
+
+    // Everything vetoed: no winner, an empty decision.
+    let all = json!({"vetoed": ["deepen", "broaden", "cover_element/taste", "cover_element/texture", "synthesis"]});
+    let mut sel = Selection::new(&engine, "worked", "next", &all, 0).unwrap();
+    assert_eq!(sel.run(None).unwrap()["winner"], Value::Null);
+
+    // Each scorer alone, both ways.
+    let mut sel = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap();
+    for imp in [ScorerImpl::Script, ScorerImpl::Native] {
+        assert_eq!(sel.run_scorer("depth_breadth_balance", imp).unwrap(), [0.85, 0.6, 1.1, 1.1, 0.95]);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&root(), dir.path());
+    let config = dir.path().join("config/worked.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let yaml = yaml
+        .replace(
+            "      - {id: synthesis,",
+            "      - {id: contrast, prompt_hint: Offer a counter-example., focus: focus.rhai::contrast}\n      - {id: synthesis,",
+        )
+        .replace("exploratory: {deepen: 0.8,", "exploratory: {contrast: 1.5, deepen: 0.8,")
+        .replace(
+            "    synthesis: {coverage_gap: 0.95",
+            "    contrast: {coverage_gap: 1, ambiguity: 1, depth_breadth_balance: 1, engagement: 1, strategy_diversity: 1, novelty: 1}\n    synthesis: {coverage_gap: 0.95",
+        );
+    std::fs::write(&config, yaml).unwrap();
+    let focus = dir.path().join("scripts/worked/focus.rhai");
+    let mut script = std::fs::read_to_string(&focus).unwrap();
+    script.push_str("\nfn contrast(strategy) {\n    [#{ type: \"contrast\", node: this.nodes[0], description: `Contrast ${this.nodes[0]}` }]\n}\n");
+    std::fs::write(&focus, script).unwrap();
+
+    let engine = Engine::builder(dir.path()).build();
+    let mut sel = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap();
+    let b = sel.run(None).unwrap();
+    let contrast = &b["candidates"][4];
+    assert_eq!(
+        (&contrast["strategy"], &contrast["focus"]["description"]),
+        (&json!("contrast"), &json!("Contrast node_milk"))
+    );
+    assert_eq!(finals(&b)[4].1, json!(1.5));
+    assert_eq!(b["winner"], json!(4), "the new strategy wins with its phase boost");
+
+    // A phase profile naming a strategy the selector does not have is refused at its line.
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("focused: {deepen: 1.3}", "focused: {deepen: 1.3, bridge: 2}"),
+    )
+    .unwrap();
+    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    assert!(err.detail().contains("sets `bridge`, which is not a strategy"), "{err}");
+    let origin = err.origin().unwrap();
+    assert_eq!((origin.file.as_str(), origin.line), ("config/worked.yaml", 35), "{err}");
+}
