@@ -57,6 +57,8 @@ pub(crate) struct Scorer {
     pub id: String,
     pub weight: f64,
     pub params: Map,
+    /// `params` as scripts get it: shared and read-only, so passing it copies nothing.
+    pub shared_params: Dynamic,
     pub script: Option<FnRef>,
     pub native: Option<String>,
     pub uses: ScorerImpl,
@@ -72,6 +74,15 @@ struct Candidate {
     sum: f64,
     multiplier: f64,
     total: f64,
+}
+
+/// Which candidate a scorer is asked about, and when.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    strategy: &'a Map,
+    focus: &'a Map,
+    phase: &'a str,
+    count: i64,
 }
 
 /// What a selection decided.
@@ -141,8 +152,9 @@ impl Selector {
         }
         for c in candidates.iter_mut() {
             let strategy = &self.strategies[c.strategy].info;
+            let mut shared = None;
             for v in &self.vetoes {
-                let out = self.call(v, strategy, &c.focus, &phase, count, run)?;
+                let out = self.call(v, &At { strategy, focus: &c.focus, phase: &phase, count }, run, &mut shared)?;
                 c.vetoes.push(json!({
                     "scorer": v.id,
                     "veto": out.veto,
@@ -158,7 +170,7 @@ impl Selector {
                 continue;
             }
             for s in &self.scorers {
-                let out = self.call(s, strategy, &c.focus, &phase, count, run)?;
+                let out = self.call(s, &At { strategy, focus: &c.focus, phase: &phase, count }, run, &mut shared)?;
                 if !(0.0..=2.0).contains(&out.score) || out.score.is_nan() {
                     return Err(Error::new(
                         ErrorKind::Script,
@@ -246,15 +258,8 @@ impl Selector {
         }
     }
 
-    fn call(
-        &self,
-        s: &Scorer,
-        strategy: &Map,
-        focus: &Map,
-        phase: &str,
-        count: i64,
-        run: &mut Run<'_>,
-    ) -> Result<ScorerOutput> {
+    fn call(&self, s: &Scorer, at: &At<'_>, run: &mut Run<'_>, shared: &mut Option<Dynamic>) -> Result<ScorerOutput> {
+        let At { strategy, focus, phase, count } = *at;
         let uses = run.force.filter(|f| match f {
             ScorerImpl::Script => s.script.is_some(),
             ScorerImpl::Native => s.native.is_some(),
@@ -271,15 +276,20 @@ impl Selector {
             }
             ScorerImpl::Script => {
                 let f = s.script.as_ref().ok_or_else(|| Error::internal("a scripted scorer without a script"))?;
-                let mut candidate = Map::new();
-                candidate.insert("strategy".into(), Dynamic::from_map(strategy.clone()));
-                candidate.insert("focus".into(), Dynamic::from_map(focus.clone()));
-                candidate.insert("phase".into(), phase.into());
-                candidate.insert("turn_count".into(), Dynamic::from_int(count));
+                // Built once per candidate and shared (read-only) by its scorers: a clone is a
+                // reference count, not a copy of the maps.
+                let candidate = shared.get_or_insert_with(|| {
+                    let mut candidate = Map::new();
+                    candidate.insert("strategy".into(), Dynamic::from_map(strategy.clone()));
+                    candidate.insert("focus".into(), Dynamic::from_map(focus.clone()));
+                    candidate.insert("phase".into(), phase.into());
+                    candidate.insert("turn_count".into(), Dynamic::from_int(count));
+                    Dynamic::from_map(candidate).into_read_only().into_shared()
+                });
                 let out = run.sandbox.call(
                     f,
                     run.state,
-                    (Dynamic::from_map(candidate), Dynamic::from_map(s.params.clone())),
+                    (candidate.clone(), s.shared_params.clone()),
                     Some(run.tag.clone()),
                 )?;
                 output_of(out).map_err(|e| e.context(format_args!("{}", f.display())))
@@ -400,7 +410,8 @@ impl Selection {
         let mut out = Vec::new();
         for s in &sel.strategies {
             for focus in sel.focuses(s, &mut run)? {
-                let o = sel.call(scorer, &s.info, &focus, &phase, count, &mut run)?;
+                let at = At { strategy: &s.info, focus: &focus, phase: &phase, count };
+                let o = sel.call(scorer, &at, &mut run, &mut None)?;
                 out.push(if weighted {
                     o.score
                 } else if o.veto {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use rhai::Map;
+use rhai::{Dynamic, Map};
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
@@ -589,10 +589,12 @@ impl Loader<'_> {
             // A twin this host lacks: the script runs.
             _ => None,
         };
+        let params: Map = d.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(v))).collect();
         Some(Scorer {
             id: d.id.clone(),
             weight,
-            params: d.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(v))).collect(),
+            shared_params: Dynamic::from_map(params.clone()).into_read_only().into_shared(),
+            params,
             script,
             native,
             uses,
