@@ -124,14 +124,18 @@ impl Selector {
         self.phases.last().map_or("", |(n, _)| n)
     }
 
+    /// The turn count that picks the phase: the `turn_field`, or the turns done.
+    fn turn_count(&self, run: &Run<'_>) -> i64 {
+        let field = |f: &String| run.state.read_lock::<Map>()?.get(f.as_str())?.as_int().ok();
+        match &self.turn_field {
+            Some(f) => field(f).unwrap_or(0),
+            None => run.turns_done as i64,
+        }
+    }
+
     /// Runs the selection over the state.
     pub fn select(&self, run: &mut Run<'_>) -> Result<Decision> {
-        let count = match &self.turn_field {
-            Some(f) => {
-                run.state.read_lock::<Map>().and_then(|m| m.get(f.as_str()).and_then(|v| v.as_int().ok())).unwrap_or(0)
-            }
-            None => run.turns_done as i64,
-        };
+        let count = self.turn_count(run);
         let phase = self.phase(count).to_owned();
         let profile = self.profiles.get(&phase);
         let mut candidates = Vec::new();
@@ -372,15 +376,19 @@ impl Selection {
     /// Runs the whole selection (every scorer with `implementation` where it has one, else as the
     /// manifest says); returns the breakdown, `winner` its index into `candidates`.
     pub fn run(&mut self, implementation: Option<ScorerImpl>) -> Result<Json> {
-        let mut run = Run {
+        let selector = self.selector.clone();
+        selector.select(&mut self.runner(implementation)).map(|d| d.breakdown)
+    }
+
+    fn runner(&mut self, force: Option<ScorerImpl>) -> Run<'_> {
+        Run {
             sandbox: &self.pack.sandbox,
             natives: &self.natives,
             state: &mut self.state,
             tag: self.tag.clone(),
             turns_done: self.turns_done,
-            force: implementation,
-        };
-        self.selector.select(&mut run).map(|d| d.breakdown)
+            force,
+        }
     }
 
     /// Runs scorer `id` alone over every candidate (as if every other scorer passed); returns
@@ -392,20 +400,8 @@ impl Selection {
                 Error::new(ErrorKind::NotFound, format!("selector `{}` has no scorer `{id}`", sel.name))
             })?;
         let weighted = sel.scorers.iter().any(|s| s.id == id);
-        let mut run = Run {
-            sandbox: &self.pack.sandbox,
-            natives: &self.natives,
-            state: &mut self.state,
-            tag: self.tag.clone(),
-            turns_done: self.turns_done,
-            force: Some(implementation),
-        };
-        let count = match &sel.turn_field {
-            Some(f) => {
-                run.state.read_lock::<Map>().and_then(|m| m.get(f.as_str()).and_then(|v| v.as_int().ok())).unwrap_or(0)
-            }
-            None => run.turns_done as i64,
-        };
+        let mut run = self.runner(Some(implementation));
+        let count = sel.turn_count(&run);
         let phase = sel.phase(count).to_owned();
         let mut out = Vec::new();
         for s in &sel.strategies {

@@ -1,5 +1,7 @@
 //! Hot reload: edits to a copy of `tests/reload/` while sessions play, seen through the watcher.
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,23 +14,7 @@ use tokio::sync::broadcast::Receiver;
 
 /// A fresh copy of the reload pack's root.
 fn pack_root() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reload");
-    copy_dir(&from, dir.path());
-    dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    support::copy_root("reload")
 }
 
 /// Replaces `from` by `to` in `file` the way editors save: a temporary file renamed over it.

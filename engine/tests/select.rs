@@ -1,6 +1,8 @@
 //! The scoring pipeline on seed 001's worked example (`tests/select/`): final scores, the winner,
 //! vetoes, phases, scripted and native scorers agreeing, and a strategy added by YAML alone.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use ruleweave::select::{ScorerImpl, Selection};
@@ -184,22 +186,9 @@ fn vetoes_reject_and_phases_multiply_only_the_strategies_they_name() {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&root(), dir.path());
+    let dir = support::copy_root("select");
     let config = dir.path().join("config/worked.yaml");
     let yaml = std::fs::read_to_string(&config).unwrap();
     let yaml = yaml

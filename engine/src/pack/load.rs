@@ -610,16 +610,7 @@ impl Loader<'_> {
         at: Origin,
         refs: &Refs<'_>,
     ) -> Option<NodeKind> {
-        let extra = [
-            ("system", d.system.is_some()),
-            ("prompt", d.prompt.is_some()),
-            ("history", d.history.is_some()),
-            ("vars", d.vars.is_some()),
-            ("parse", d.parse.is_some()),
-            ("then", d.then.is_some()),
-            ("fallback", d.fallback.is_some()),
-        ];
-        if let Some((key, _)) = extra.iter().find(|(_, set)| *set) {
+        if let Some(key) = llm_key(d, false) {
             self.error(format!("node `{name}`: `{key}` belongs to llm nodes"), at);
             return None;
         }
@@ -866,21 +857,11 @@ impl Loader<'_> {
         if let Some(sel) = &d.select {
             return self.select_node(name, d, sel, at, refs);
         }
-        if d.llm.is_none() {
-            let llm_keys = [
-                ("system", d.system.is_some()),
-                ("prompt", d.prompt.is_some()),
-                ("history", d.history.is_some()),
-                ("vars", d.vars.is_some()),
-                ("parse", d.parse.is_some()),
-                ("then", d.then.is_some()),
-                ("into", d.into.is_some()),
-                ("fallback", d.fallback.is_some()),
-            ];
-            if let Some((key, _)) = llm_keys.iter().find(|(_, set)| *set) {
-                self.error(format!("node `{name}`: `{key}` belongs to llm nodes"), at);
-                return None;
-            }
+        if d.llm.is_none()
+            && let Some(key) = llm_key(d, true)
+        {
+            self.error(format!("node `{name}`: `{key}` belongs to llm nodes"), at);
+            return None;
         }
         if let Some(s) = &d.script {
             return self.resolve(refs, s, None, 0).map(NodeKind::Script);
@@ -1112,6 +1093,22 @@ impl Loader<'_> {
 }
 
 /// `this.flag` or `!this.flag` on a bool field, as a test that needs no script.
+/// The first key of `d` that only llm nodes take (`into` too, unless a select node uses it).
+fn llm_key(d: &NodeDecl, with_into: bool) -> Option<&'static str> {
+    [
+        ("system", d.system.is_some()),
+        ("prompt", d.prompt.is_some()),
+        ("history", d.history.is_some()),
+        ("vars", d.vars.is_some()),
+        ("parse", d.parse.is_some()),
+        ("then", d.then.is_some()),
+        ("into", with_into && d.into.is_some()),
+        ("fallback", d.fallback.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, set)| set.then_some(key))
+}
+
 fn flag_test(expr: &str, schema: &Schema) -> Option<Test> {
     let expr = expr.trim();
     let (negate, rest) = match expr.strip_prefix('!') {

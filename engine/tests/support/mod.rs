@@ -103,3 +103,21 @@ impl Provider for Silent {
         Box::pin(std::future::pending())
     }
 }
+
+/// A copy of the pack root `tests/<name>/` in a temporary directory, to edit freely.
+pub fn copy_root(name: &str) -> tempfile::TempDir {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap().map(std::result::Result::unwrap) {
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy(&repo_root().join("tests").join(name), dir.path());
+    dir
+}
