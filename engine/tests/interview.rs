@@ -1,0 +1,187 @@
+//! The interview pack (seed 001): a session on the stand-in model, and each scorer at its edges,
+//! through the selector over hand-made states.
+
+mod support;
+
+use ruleweave::select::Selection;
+use ruleweave::{Engine, Event};
+use serde_json::{Value, json};
+use support::repo_root;
+
+fn engine() -> Engine {
+    Engine::builder(repo_root()).build()
+}
+
+/// A state after some answers: `answers` from the respondent, `asked` questions before them.
+fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) -> Value {
+    let mut history = Vec::new();
+    for (i, a) in answers.iter().enumerate() {
+        if let Some(q) = asked.get(i) {
+            history.push(json!({"role": "interviewer", "content": q}));
+        }
+        history.push(json!({"role": "respondent", "content": a}));
+    }
+    let mut s = json!({
+        "topic": "oat milk in coffee",
+        "elements": ["taste", "texture", "price", "packaging", "sustainability"],
+        "turn_count": answers.len(),
+        "history": history,
+        "strategy_history": strategies,
+        "nodes": [
+            {"id": "n1", "label": "coffee shop", "turn": 1},
+            {"id": "n2", "label": "texture", "turn": 2},
+            {"id": "n3", "label": "morning", "turn": answers.len()},
+        ],
+        "edges": [{"from": "n1", "to": "n3"}],
+        "mentions": {"texture": 1},
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        s[k] = v.clone();
+    }
+    s
+}
+
+fn select(state: &Value) -> Value {
+    Selection::new(&engine(), "interview", "next_question", state, 0).unwrap().run(None).unwrap()
+}
+
+/// The candidate of `strategy` (and `element`, for cover_element).
+fn candidate<'a>(b: &'a Value, strategy: &str, element: Option<&str>) -> &'a Value {
+    b["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["strategy"] == strategy && element.is_none_or(|e| c["focus"]["element"] == e))
+        .unwrap_or_else(|| panic!("no candidate {strategy} {element:?} in {b:#}"))
+}
+
+fn veto<'a>(c: &'a Value, scorer: &str) -> &'a Value {
+    c["vetoes"].as_array().unwrap().iter().find(|v| v["scorer"] == scorer).unwrap_or(&Value::Null)
+}
+
+fn raw(c: &Value, scorer: &str) -> f64 {
+    c["scores"].as_array().unwrap().iter().find(|s| s["scorer"] == scorer).unwrap()["raw"].as_f64().unwrap()
+}
+
+#[tokio::test]
+async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
+    let engine = engine();
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
+    assert_eq!(s.state()["question"], "Let's talk about oat milk in coffee. What comes to mind first?");
+    let answers = [
+        "I like oat milk because it tastes nutty and it foams nicely for my morning cappuccino.",
+        "The texture is creamy, but the price is a bit high compared to dairy.",
+        "It is fine.",
+    ];
+    let mut decisions = Vec::new();
+    for a in answers {
+        let r = s.turn(json!({"answer": a})).await.unwrap();
+        let b = r
+            .events
+            .iter()
+            .find_map(|e| match e {
+                Event::Decision { breakdown, .. } => Some(breakdown.clone()),
+                _ => None,
+            })
+            .expect("every turn decides");
+        let winner = &b["candidates"][b["winner"].as_u64().unwrap() as usize];
+        assert_eq!(r.output["decision"]["strategy"]["id"], winner["strategy"]);
+        assert!(!r.output["question"].as_str().unwrap().is_empty());
+        decisions.push(b);
+    }
+    let state = s.state();
+    // Elements counted per answer that mentions them: foams and creamy are texture, nutty taste.
+    assert_eq!(state["mentions"], json!({"taste": 1, "texture": 2, "price": 1}));
+    assert_eq!(state["strategy_history"].as_array().unwrap().len(), 4, "the opening and three");
+    assert!(state["nodes"].as_array().unwrap().len() >= 4, "{}", state["nodes"]);
+    // By the third turn every strategy with a focus is a candidate: all nine are.
+    let strategies: std::collections::BTreeSet<&str> =
+        decisions[2]["candidates"].as_array().unwrap().iter().map(|c| c["strategy"].as_str().unwrap()).collect();
+    assert_eq!(strategies.len(), 9, "{strategies:?}");
+    // "It is fine." is short: the ambiguity scorer favours reflecting it back.
+    assert_eq!(s.state()["decision"]["strategy"]["id"], "reflection");
+}
+
+#[test]
+fn knowledge_ceiling_vetoes_digging_after_dont_know_unless_the_model_says_it_is_exploratory() {
+    let dont_know = ["I don't know much about that, but I am curious about the texture."];
+    let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], json!({})));
+    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(true));
+    assert_eq!(veto(candidate(&b, "broaden", None), "knowledge_ceiling")["veto"], json!(false));
+    // Layer 3: this turn's LLM signal says the "don't know" is exploratory: deepen may go on.
+    let llm =
+        json!({"signals": {"source": "llm", "turn": 1, "says_dont_know": true, "terminal": false, "engagement": 0.7}});
+    let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], llm));
+    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(false));
+    let terminal =
+        json!({"signals": {"source": "llm", "turn": 1, "says_dont_know": true, "terminal": true, "engagement": 0.1}});
+    let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], terminal));
+    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(true));
+    // A signal from an earlier turn is stale: the rules decide.
+    let stale = json!({"signals": {"source": "llm", "turn": 0, "says_dont_know": false, "terminal": false}});
+    let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], stale));
+    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(true));
+}
+
+#[test]
+fn element_exhausted_and_recent_redundancy_veto_at_their_limits() {
+    // The latest concept is "texture", an element: deepening on it is fine at 3 mentions, not at 4.
+    let mut nodes = json!([{"id": "n1", "label": "texture", "turn": 1}]);
+    let answers = ["The texture is creamy."];
+    let at = |n: i64, nodes: &Value| {
+        select(&state(&answers, &["Hi?"], &["opening"], json!({"mentions": {"texture": n}, "nodes": nodes})))
+    };
+    let c3 = at(3, &nodes);
+    assert_eq!(veto(candidate(&c3, "deepen", None), "element_exhausted")["veto"], json!(false));
+    let c4 = at(4, &nodes);
+    let v = veto(candidate(&c4, "deepen", None), "element_exhausted");
+    assert_eq!((&v["veto"], &v["signals"]["mentions"]), (&json!(true), &json!(4)));
+    nodes[0]["label"] = json!("morning");
+    assert_eq!(veto(candidate(&at(4, &nodes), "deepen", None), "element_exhausted")["veto"], json!(false));
+
+    // A focus close to a question just asked is vetoed; the same focus passes once it is old.
+    let asked = ["Why does morning matter to you?"];
+    let b = select(&state(&["It wakes me up."], &asked, &["deepen"], json!({})));
+    let v = veto(candidate(&b, "deepen", None), "recent_redundancy");
+    assert_eq!(v["veto"], json!(true), "{v}");
+    assert!(v["signals"]["similarity"].as_f64().unwrap() > 0.45);
+    let old = ["Why does morning matter to you?", "Tea?", "Milk?", "Sugar?"];
+    let b = select(&state(&["It wakes me up.", "No.", "Yes.", "Two."], &old, &["deepen"], json!({})));
+    assert_ne!(veto(candidate(&b, "deepen", None), "recent_redundancy")["veto"], json!(true));
+}
+
+#[test]
+fn weighted_scorers_at_their_edges() {
+    // StrategyDiversity: broaden three times in a row gives the seed's 0.4; unused 1.2.
+    let s = state(
+        &["a b c d e f g", "h i j k l m", "n o p q r s"],
+        &["q1", "q2", "q3"],
+        &["broaden", "broaden", "broaden"],
+        json!({}),
+    );
+    let b = select(&s);
+    let deepen = candidate(&b, "deepen", None);
+    assert!((raw(candidate(&b, "cover_element", Some("taste")), "strategy_diversity") - 1.2).abs() < 1e-9);
+    assert!((raw(candidate(&b, "broaden", None), "strategy_diversity") - 0.4).abs() < 1e-9);
+    // DepthBreadthBalance: three breadth questions lean towards depth.
+    assert!((raw(deepen, "depth_breadth_balance") - 1.8).abs() < 1e-9);
+    // CoverageGap: 4 of 5 elements uncovered.
+    assert!((raw(candidate(&b, "cover_element", Some("price")), "coverage_gap") - 1.8).abs() < 1e-9);
+    assert!((raw(deepen, "coverage_gap") - 0.6).abs() < 1e-9);
+
+    // Ambiguity and Engagement on a terse, hedging answer.
+    let b = select(&state(&["maybe, I guess"], &["q1"], &["opening"], json!({})));
+    assert!((raw(candidate(&b, "reflection", None), "ambiguity") - 1.6).abs() < 1e-9);
+    let ease = candidate(&b, "ease", None);
+    assert!((raw(ease, "engagement") - (1.6 - 3.0 / 40.0)).abs() < 1e-9);
+    // Novelty: a concept from this very answer is fresh.
+    assert!((raw(candidate(&b, "deepen", None), "novelty") - 1.3).abs() < 1e-9);
+
+    // Phases: turn 10 on is closing, where closing is boosted 1.5 and wins.
+    let many: Vec<String> = (0..10).map(|i| format!("answer number {i} about various things")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let b = select(&state(&many, &[], &[], json!({})));
+    assert_eq!(b["phase"], "closing");
+    let closing = candidate(&b, "closing", None);
+    assert_eq!(closing["phase_multiplier"], json!(1.5));
+}
