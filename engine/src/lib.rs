@@ -41,7 +41,7 @@ pub mod select;
 mod session;
 mod state;
 pub mod store;
-mod text;
+pub mod text;
 mod turn;
 mod value;
 

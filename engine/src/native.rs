@@ -80,6 +80,8 @@ pub struct ScorerContext<'a> {
     pub focus: &'a Map,
     /// The scorer's `params` from the manifest.
     pub params: &'a Map,
+    /// The pack's `params:` (what `param(name)` gives scripts).
+    pub pack_params: &'a Map,
     /// The phase the turn count falls in.
     pub phase: &'a str,
     /// The turn count that chose the phase.

@@ -104,6 +104,8 @@ pub(crate) struct Run<'a> {
     pub turns_done: u64,
     /// Overrides every scorer's implementation (benchmarks compare the two on the same pack).
     pub force: Option<ScorerImpl>,
+    /// The pack's params, for native scorers.
+    pub pack_params: &'a Map,
 }
 
 impl Selector {
@@ -275,7 +277,15 @@ impl Selector {
                     Error::new(ErrorKind::Internal, format!("native scorer `{name}` is not registered"))
                 })?;
                 let state = run.state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
-                let ctx = ScorerContext { state: &state, strategy, focus, params: &s.params, phase, turn_count: count };
+                let ctx = ScorerContext {
+                    state: &state,
+                    strategy,
+                    focus,
+                    params: &s.params,
+                    pack_params: run.pack_params,
+                    phase,
+                    turn_count: count,
+                };
                 native.score(&ctx).map_err(|e| e.context(format_args!("scorer `{}`", s.id)))
             }
             ScorerImpl::Script => {
@@ -388,6 +398,7 @@ impl Selection {
             tag: self.tag.clone(),
             turns_done: self.turns_done,
             force,
+            pack_params: &self.pack.params,
         }
     }
 

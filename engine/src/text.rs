@@ -1,7 +1,8 @@
 //! Text primitives behind the host functions: folding, keyword tables, word counts, similarity.
 //!
 //! These are the "heavy primitives" of DESIGN.md: tokenizing and comparing text in Rhai would cost
-//! more than the rest of a script, so scripts call these instead.
+//! more than the rest of a script, so scripts call these instead. They are public so that native
+//! twins of scripted scorers compute exactly what the host functions do.
 
 use std::collections::HashMap;
 
@@ -10,7 +11,7 @@ use unicode_normalization::UnicodeNormalization;
 
 /// Lowercases and strips diacritics, so `Załoga`, `zaloga` and `ZAŁOGA` compare equal.
 /// Letters that do not decompose (`ł`, `ø`, `đ`, `ß`) are mapped by hand.
-pub(crate) fn fold(text: &str) -> String {
+pub fn fold(text: &str) -> String {
     if text.is_ascii() {
         return text.to_ascii_lowercase();
     }
@@ -31,23 +32,23 @@ pub(crate) fn fold(text: &str) -> String {
 }
 
 /// The words of already folded text: runs of letters and digits.
-pub(crate) fn words(folded: &str) -> impl Iterator<Item = &str> {
+pub fn words(folded: &str) -> impl Iterator<Item = &str> {
     folded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
 }
 
 /// How many words `text` has.
-pub(crate) fn word_count(text: &str) -> usize {
+pub fn word_count(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
 /// The first `limit` words of `text` (whitespace between them kept as single spaces).
-pub(crate) fn truncate_words(text: &str, limit: usize) -> String {
+pub fn truncate_words(text: &str, limit: usize) -> String {
     text.split_whitespace().take(limit).collect::<Vec<_>>().join(" ")
 }
 
 /// Whether `phrase` occurs in `text` starting at a word boundary, both folded.
 /// A keyword is a stem: `zalog` finds `załoga` and `załogi`, `lie` finds `lies` but not `believe`.
-pub(crate) fn has_phrase(folded_text: &str, folded_phrase: &str) -> bool {
+pub fn has_phrase(folded_text: &str, folded_phrase: &str) -> bool {
     let phrase = folded_phrase.trim();
     if phrase.is_empty() {
         return false;
@@ -104,12 +105,12 @@ impl PhraseSet {
 
 /// Cosine similarity of two texts' word counts, in [0, 1]; 1 for identical wording.
 /// Words of one or two letters are ignored: they carry little meaning and much noise.
-pub(crate) fn similarity(a: &str, b: &str) -> f64 {
+pub fn similarity(a: &str, b: &str) -> f64 {
     WordCounts::of(a).cosine(&WordCounts::of(b))
 }
 
 /// The highest [`similarity`] of `text` to any of `others`; 0 when there are none.
-pub(crate) fn max_similarity<'a>(text: &str, others: impl IntoIterator<Item = &'a str>) -> f64 {
+pub fn max_similarity<'a>(text: &str, others: impl IntoIterator<Item = &'a str>) -> f64 {
     let counts = WordCounts::of(text);
     others.into_iter().map(|o| counts.cosine(&WordCounts::of(o))).fold(0.0, f64::max)
 }
@@ -138,6 +139,13 @@ impl WordCounts {
         let dot: f64 = small.counts.iter().filter_map(|(w, x)| large.counts.get(w).map(|y| x * y)).sum();
         (dot / (self.norm * other.norm)).clamp(0.0, 1.0)
     }
+}
+
+/// Whether any of `phrases` occurs in `text` at the start of a word, ignoring case and
+/// diacritics: the host function `contains_any`.
+pub fn contains_any<'a>(text: &str, phrases: impl IntoIterator<Item = &'a str>) -> bool {
+    let t = fold(text);
+    phrases.into_iter().any(|p| has_phrase(&t, &fold(p)))
 }
 
 /// A stable 64-bit FNV-1a hash, for deterministic choices (stand-in models, seeds).

@@ -21,7 +21,10 @@ fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) ->
         }
         history.push(json!({"role": "respondent", "content": a}));
     }
+    let questions: Vec<&str> = asked.iter().take(answers.len()).copied().collect();
     let mut s = json!({
+        "last_answer": answers.last().copied().unwrap_or(""),
+        "questions": questions,
         "topic": "oat milk in coffee",
         "elements": ["taste", "texture", "price", "packaging", "sustainability"],
         "turn_count": answers.len(),

@@ -280,6 +280,7 @@ impl Runner<'_> {
                     tag: self.tag(i),
                     turns_done: self.turn.turn.saturating_sub(1),
                     force: None,
+                    pack_params: &self.pack.params,
                 };
                 let decision = selector.select(&mut run)?;
                 self.turn.emit(Event::Decision {

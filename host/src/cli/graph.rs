@@ -13,7 +13,7 @@ pub struct Args {
 }
 
 pub fn run(root: &Path, args: Args) -> Result<ExitCode> {
-    let engine = Engine::builder(root).build();
+    let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let pack = super::load_pack(&engine, &args.pack)?;
     print!("{}", pack.mermaid());
     Ok(ExitCode::SUCCESS)

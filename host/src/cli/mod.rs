@@ -79,7 +79,9 @@ pub fn main() -> ExitCode {
 /// the store `store` names.
 async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
     let store = ruleweave::store::open(store).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Engine::builder(root).llm(config.llm()?).store(store).retention(config.retention).build())
+    // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
+    let builder = ruleweave_natives::register(Engine::builder(root));
+    Ok(builder.llm(config.llm()?).store(store).retention(config.retention).build())
 }
 
 /// Loads `name`, printing its diagnostics when it does not load.

@@ -1,0 +1,233 @@
+//! The interview pack's scorers (`scripts/interview/scorers.rhai`), rule for rule.
+
+use ruleweave::values::{Array, Dynamic, ImmutableString, Map};
+use ruleweave::{EngineBuilder, Result, ScorerContext, ScorerOutput, text};
+
+/// Registers the nine scorers under the names `config/interview.yaml` gives them.
+pub fn register(builder: EngineBuilder) -> EngineBuilder {
+    builder
+        .native_scorer("interview_knowledge_ceiling", knowledge_ceiling)
+        .native_scorer("interview_element_exhausted", element_exhausted)
+        .native_scorer("interview_recent_redundancy", recent_redundancy)
+        .native_scorer("interview_coverage_gap", coverage_gap)
+        .native_scorer("interview_ambiguity", ambiguity)
+        .native_scorer("interview_depth_breadth_balance", depth_breadth_balance)
+        .native_scorer("interview_engagement", engagement)
+        .native_scorer("interview_strategy_diversity", strategy_diversity)
+        .native_scorer("interview_novelty", novelty)
+}
+
+const DEPTH: [&str; 4] = ["deepen", "contrast", "reflection", "synthesis"];
+const BREADTH: [&str; 3] = ["broaden", "bridge", "cover_element"];
+
+// ---- reading Rhai values ----------------------------------------------------------------------
+
+fn string(v: Option<&Dynamic>) -> Option<ImmutableString> {
+    v.and_then(|v| v.read_lock::<ImmutableString>().map(|s| s.clone()))
+}
+
+fn int(v: Option<&Dynamic>) -> Option<i64> {
+    v.and_then(|v| v.as_int().ok())
+}
+
+fn float(v: Option<&Dynamic>) -> Option<f64> {
+    v.and_then(|v| v.as_float().ok().or_else(|| v.as_int().ok().map(|i| i as f64)))
+}
+
+fn boolean(v: Option<&Dynamic>) -> bool {
+    v.and_then(|v| v.as_bool().ok()).unwrap_or(false)
+}
+
+/// Lends the array in `v` (empty when there is none) without copying it.
+fn with_list<T>(v: Option<&Dynamic>, f: impl FnOnce(&[Dynamic]) -> T) -> T {
+    match v.and_then(|v| v.read_lock::<Array>()) {
+        Some(a) => f(&a),
+        None => f(&[]),
+    }
+}
+
+/// Lends the map in `v` (empty when there is none) without copying it.
+fn with_map<T>(v: Option<&Dynamic>, f: impl FnOnce(&Map) -> T) -> T {
+    match v.and_then(|v| v.read_lock::<Map>()) {
+        Some(m) => f(&m),
+        None => f(&Map::new()),
+    }
+}
+
+fn strings(v: Option<&Dynamic>) -> Vec<ImmutableString> {
+    with_list(v, |a| a.iter().filter_map(|x| x.read_lock::<ImmutableString>().map(|s| s.clone())).collect())
+}
+
+/// The respondent's last answer ("" before any).
+fn last_answer(state: &Map) -> ImmutableString {
+    string(state.get("last_answer")).unwrap_or_default()
+}
+
+/// The last `n` items of `items` (all of them when there are fewer).
+fn last<T>(items: &[T], n: i64) -> &[T] {
+    let n = n.max(0) as usize;
+    if items.len() > n { &items[items.len() - n..] } else { items }
+}
+
+/// Whether this turn's LLM signals decide (the pack's flag, the scorer's opt-in, fresh signals).
+fn llm_signals(ctx: &ScorerContext<'_>) -> Option<Map> {
+    with_map(ctx.state.get("signals"), |s| {
+        let fresh = boolean(ctx.params.get("use_llm_signals"))
+            && boolean(ctx.pack_params.get("use_llm_signals"))
+            && string(s.get("source")).as_deref() == Some("llm")
+            && int(s.get("turn")).is_some()
+            && int(s.get("turn")) == int(ctx.state.get("turn_count"));
+        fresh.then(|| s.clone())
+    })
+}
+
+fn contains_param(ctx: &ScorerContext<'_>, text: &str, phrases: &str) -> bool {
+    let list = strings(ctx.pack_params.get(phrases));
+    text::contains_any(text, list.iter().map(|s| s.as_str()))
+}
+
+fn scored(score: f64, reasoning: String) -> Result<ScorerOutput> {
+    Ok(ScorerOutput { score, reasoning, ..Default::default() })
+}
+
+fn vetoed(veto: bool, reasoning: String) -> Result<ScorerOutput> {
+    Ok(ScorerOutput { veto, reasoning, ..Default::default() })
+}
+
+// ---- tier 1 -----------------------------------------------------------------------------------
+
+/// KnowledgeCeiling: after "I don't know", no digging; with fresh LLM signals, only a terminal one.
+pub fn knowledge_ceiling(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let id = ctx.strategy_id();
+    if !strings(ctx.params.get("strategies")).contains(&id) {
+        return vetoed(false, format!("{id} is not limited by knowledge"));
+    }
+    if let Some(s) = llm_signals(ctx) {
+        let veto = boolean(s.get("says_dont_know")) && boolean(s.get("terminal"));
+        return vetoed(veto, format!("terminal \"don't know\" (LLM signal): {veto}"));
+    }
+    let veto = contains_param(ctx, &last_answer(ctx.state), "dont_know");
+    vetoed(veto, format!("the respondent does not know (rules): {veto}"))
+}
+
+/// ElementExhausted: an element mentioned more than `max_mentions` times is not asked about again.
+pub fn element_exhausted(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let Some(e) = string(ctx.focus.get("element")) else {
+        return vetoed(false, "no element in focus".into());
+    };
+    let n = with_map(ctx.state.get("mentions"), |m| int(m.get(e.as_str()))).unwrap_or(0);
+    let limit = int(ctx.params.get("max_mentions")).unwrap_or(0);
+    vetoed(n > limit, format!("{e} mentioned {n} times (limit {limit})"))
+}
+
+/// RecentRedundancy: the focus description against the questions actually asked recently.
+pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let asked = strings(ctx.state.get("questions"));
+    let recent = last(&asked, int(ctx.params.get("recent")).unwrap_or(0));
+    let description = string(ctx.focus.get("description")).unwrap_or_default();
+    let s = text::max_similarity(&description, recent.iter().map(|q| q.as_str()));
+    let limit = float(ctx.params.get("threshold")).unwrap_or(1.0);
+    vetoed(s > limit, format!("similarity {s} to recent questions (limit {limit})"))
+}
+
+// ---- tier 2 -----------------------------------------------------------------------------------
+
+/// CoverageGap: the more elements are uncovered, the more covering one is worth.
+pub fn coverage_gap(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let elements = strings(ctx.state.get("elements"));
+    let open = with_map(ctx.state.get("mentions"), |m| {
+        elements.iter().filter(|e| int(m.get(e.as_str())).unwrap_or(0) == 0).count()
+    });
+    let gap = if elements.is_empty() { 0.0 } else { open as f64 / elements.len() as f64 };
+    let id = ctx.strategy_id();
+    let score = match id.as_str() {
+        "cover_element" => 1.0 + gap,
+        "broaden" | "bridge" => 1.0 + gap / 2.0,
+        s if DEPTH.contains(&s) => 1.0 - gap / 2.0,
+        _ => 1.0,
+    };
+    scored(score, format!("{open} of {} elements uncovered", elements.len()))
+}
+
+/// Ambiguity: a short or hedging answer asks for clarification.
+pub fn ambiguity(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let answer = last_answer(ctx.state);
+    let words = text::word_count(&answer);
+    let hedging = contains_param(ctx, &answer, "hedges");
+    let unclear = !answer.is_empty() && (words < 6 || hedging);
+    let score = match ctx.strategy_id().as_str() {
+        _ if !unclear => 1.0,
+        "reflection" => 1.6,
+        "deepen" => 1.3,
+        "synthesis" => 0.8,
+        _ => 1.0,
+    };
+    scored(score, format!("the last answer is {}", if unclear { "unclear" } else { "clear" }))
+}
+
+/// DepthBreadthBalance: lean against whichever kind the recent questions overused.
+pub fn depth_breadth_balance(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let history = strings(ctx.state.get("strategy_history"));
+    let recent = last(&history, int(ctx.params.get("window")).unwrap_or(0));
+    let depth = recent.iter().filter(|s| DEPTH.contains(&s.as_str())).count() as i64;
+    let breadth = recent.iter().filter(|s| BREADTH.contains(&s.as_str())).count() as i64;
+    let n = depth + breadth;
+    let lean = if n == 0 { 0.0 } else { (breadth - depth) as f64 / n as f64 };
+    let id = ctx.strategy_id();
+    let score = if DEPTH.contains(&id.as_str()) {
+        1.0 + 0.8 * lean
+    } else if BREADTH.contains(&id.as_str()) {
+        1.0 - 0.8 * lean
+    } else {
+        1.0
+    };
+    scored(score, format!("{depth} depth, {breadth} breadth of the last {}", recent.len()))
+}
+
+/// Engagement: a talkative respondent can go deeper; a terse one needs an easy question.
+pub fn engagement(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let level = match llm_signals(ctx) {
+        Some(s) => float(s.get("engagement")).unwrap_or(0.0),
+        None => (text::word_count(&last_answer(ctx.state)) as f64 / 40.0).clamp(0.0, 1.0),
+    };
+    let score = match ctx.strategy_id().as_str() {
+        "deepen" | "contrast" => 0.6 + 0.8 * level,
+        "ease" => 1.6 - level,
+        _ => 1.0,
+    };
+    scored(score, format!("engagement {level}"))
+}
+
+/// StrategyDiversity: a strategy used often lately scores lower; one not used lately higher.
+pub fn strategy_diversity(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let history = strings(ctx.state.get("strategy_history"));
+    let recent = last(&history, int(ctx.params.get("window")).unwrap_or(0));
+    let id = ctx.strategy_id();
+    let used = recent.iter().filter(|s| s.as_str() == id.as_str()).count();
+    let score = if used == 0 { 1.2 } else { (1.0 - 0.2 * used as f64).max(0.0) };
+    scored(score, format!("{id} used {used} times in the last {}", recent.len()))
+}
+
+/// Novelty: a focus on something just brought up, or never touched, is fresh.
+pub fn novelty(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
+    let kind = string(ctx.focus.get("type")).unwrap_or_default();
+    let score = if kind == "coverage" {
+        1.2
+    } else if let Some(node) = ctx.focus.get("node").filter(|n| !n.is_unit()) {
+        let node = node.to_string();
+        let now = int(ctx.state.get("turn_count"));
+        let fresh = with_list(ctx.state.get("nodes"), |nodes| {
+            nodes.iter().any(|n| {
+                with_map(Some(n), |n| {
+                    n.get("id").map(|i| i.to_string()).as_deref() == Some(node.as_str()) && int(n.get("turn")) == now
+                })
+            })
+        });
+        if fresh { 1.3 } else { 0.9 }
+    } else if kind == "summary" {
+        0.9
+    } else {
+        1.0
+    };
+    scored(score, format!("focus of type {kind}"))
+}
