@@ -362,6 +362,21 @@ impl Engine {
         Session::open(self.clone(), pack, options, None, Some(fork)).await
     }
 
+    /// The state after each turn of session `id`, as its checkpoints record it, oldest first,
+    /// with the turn's number: states from real sessions, for benchmarks and replays.
+    pub async fn turn_states(&self, id: &str) -> Result<Vec<(u64, Json)>> {
+        let mut out = Vec::new();
+        for c in self.checkpoints(id).await? {
+            if c.kind != crate::store::CheckpointKind::Turn {
+                continue;
+            }
+            let history = self.inner.store.history(id, c.seq).await?.ok_or_else(|| no_session(id))?;
+            let pack = self.pack(&history.info.pack)?;
+            out.push((c.turn, Session::from_stored(self.clone(), pack, history)?.state()));
+        }
+        Ok(out)
+    }
+
     /// What the store knows of session `id`.
     pub async fn info(&self, id: &str) -> Result<SessionInfo> {
         self.inner.store.info(id).await?.ok_or_else(|| no_session(id))

@@ -173,6 +173,11 @@ impl Pack {
         &self.root
     }
 
+    /// The names of the pack's selectors (`selectors:`), in manifest order.
+    pub fn selectors(&self) -> Vec<&str> {
+        self.selectors.keys().map(String::as_str).collect()
+    }
+
     /// The files the version hash covers, relative to the root.
     pub fn files(&self) -> &[String] {
         &self.files

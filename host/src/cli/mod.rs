@@ -1,5 +1,6 @@
 //! The command line: one file per subcommand. `--root` is global, before or after the subcommand.
 
+mod bench;
 mod check;
 mod graph;
 mod play;
@@ -40,6 +41,8 @@ enum Command {
     Graph(graph::Args),
     /// Serve the HTTP API and the web console.
     Serve(serve::Args),
+    /// Time a pack's selectors, scripted against native, on recorded states.
+    Bench(bench::Args),
 }
 
 /// Parses the command line and runs it.
@@ -65,6 +68,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&cli.root, &runtime, args),
         Command::Graph(args) => graph::run(&cli.root, args),
         Command::Serve(args) => serve::run(&cli.root, &runtime, args),
+        Command::Bench(args) => bench::run(&cli.root, &runtime, args),
     };
     match result {
         Ok(code) => code,

@@ -102,7 +102,12 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             "/quit" | "/exit" => return Ok(ExitCode::SUCCESS),
             "/help" => println!("{HELP}"),
             "/state" => println!("{}", serde_json::to_string_pretty(&session.state())?),
-            "/why" => show_details(&session),
+            "/why" => {
+                show_details(&session);
+                if let Some(r) = &last {
+                    show_decisions(r);
+                }
+            }
             "/events" => match &last {
                 Some(r) => r.events.iter().for_each(|e| println!("{}", serde_json::to_string(e).unwrap_or_default())),
                 None => println!("no turn yet"),
@@ -130,6 +135,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
                         show_turn(&session, &speaker, &r);
                         if args.explain {
                             show_details(&session);
+                            show_decisions(&r);
                         }
                         last = Some(r);
                     }
@@ -166,5 +172,52 @@ fn show_details(session: &Session) {
         Some(Ok(s)) => println!("{}", s.trim()),
         Some(Err(e)) => println!("(display.details failed: {e})"),
         None => println!("{}", serde_json::to_string_pretty(&session.output()).unwrap_or_default()),
+    }
+}
+
+/// Each selector decision of a turn, candidate by candidate: vetoes with their reasons, or each
+/// scorer's raw score × weight, the sum × the phase multiplier, the final score; the winner marked.
+fn show_decisions(r: &TurnResult) {
+    for e in &r.events {
+        let ruleweave::Event::Decision { node, breakdown: b } = e else { continue };
+        println!("{node}: {} phase (turn count {})", b["phase"].as_str().unwrap_or("?"), b["turn_count"]);
+        let winner = b["winner"].as_u64();
+        for (i, c) in b["candidates"].as_array().into_iter().flatten().enumerate() {
+            let mark = if winner == Some(i as u64) { "→" } else { " " };
+            let what = format!(
+                "{} · {}",
+                c["strategy"].as_str().unwrap_or("?"),
+                c["focus"]["description"].as_str().unwrap_or("")
+            );
+            if c["vetoed"] == true {
+                let why = c["vetoes"].as_array().and_then(|v| v.last()).cloned().unwrap_or_default();
+                println!(
+                    " {mark} {what}: vetoed by {} ({})",
+                    why["scorer"].as_str().unwrap_or("?"),
+                    why["reasoning"].as_str().unwrap_or("")
+                );
+                continue;
+            }
+            let parts: Vec<String> = c["scores"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    format!(
+                        "{} {:.2}×{:.2}",
+                        s["scorer"].as_str().unwrap_or("?"),
+                        s["raw"].as_f64().unwrap_or(0.0),
+                        s["weight"].as_f64().unwrap_or(0.0)
+                    )
+                })
+                .collect();
+            println!(
+                " {mark} {what}: {:.3} × {:.2} = {:.3}  [{}]",
+                c["scorer_sum"].as_f64().unwrap_or(0.0),
+                c["phase_multiplier"].as_f64().unwrap_or(0.0),
+                c["final"].as_f64().unwrap_or(0.0),
+                parts.join(", ")
+            );
+        }
     }
 }
