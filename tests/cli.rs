@@ -377,3 +377,56 @@ fn bench_times_every_scorer_scripted_and_native_on_recorded_states() {
     let out = cmd.output().unwrap();
     assert!(stderr(&out).contains("declares no selectors"), "{}", stderr(&out));
 }
+
+// ---- interview against a Chat Completions server ---------------------------------------------------
+
+#[test]
+fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
+    let mock = MockLlm::start();
+    // Turn 1: extraction and signals answer; turn 2: extraction fails three times, signals are not JSON.
+    mock.judge(Reply::Content(json!({"concepts": ["oat milk", "foam"], "links": [["oat milk", "foam"]]}).to_string()))
+        .judge(Reply::Content(
+            json!({"says_dont_know": true, "terminal": false, "engagement": 0.9, "reasoning": "curious"}).to_string(),
+        ))
+        .chat(Reply::Content("What makes the foam matter to you?".into()))
+        .judge(Reply::Status(500, "overloaded".into()))
+        .judge(Reply::Status(500, "overloaded".into()))
+        .judge(Reply::Status(500, "overloaded".into()))
+        .judge(Reply::Content("I think the respondent is curious.".into()))
+        .chat(Reply::Content("And the price?".into()));
+    let (_dir, file) = temp_file(
+        "answers.yaml",
+        "- I don't know why, but oat milk makes a lovely foam.\n- Cheaper would be better, honestly.\n",
+    );
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["run", "interview", "--input"])
+        .arg(&file)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env("RULEWEAVE_LLM_RETRIES", "2")
+        .env("RULEWEAVE_LLM_BACKOFF_MS", "1");
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    let (first, second) = (&lines[0]["state"], &lines[1]["state"]);
+    let labels = |s: &Value| s["nodes"].as_array().unwrap().iter().map(|n| n["label"].clone()).collect::<Vec<_>>();
+    assert_eq!(labels(first), [json!("oat milk"), json!("foam")]);
+    assert_eq!(first["edges"], json!([{"from": "n1", "to": "n2"}]));
+    assert_eq!((&first["signals"]["source"], &first["signals"]["says_dont_know"]), (&json!("llm"), &json!(true)));
+    assert_eq!(first["question"], "What makes the foam matter to you?");
+    // The "don't know" was exploratory by the model's reading: deepening was not vetoed for it.
+    assert_eq!(first["decision"]["strategy"]["id"].as_str().map(|_| ()), Some(()));
+    // Turn 2: the heuristic grew the graph, the rules read the signals.
+    assert_eq!(labels(second)[2..], [json!("cheaper"), json!("better")]);
+    assert_eq!(second["signals"]["source"], "rules");
+    assert_eq!(second["question"], "And the price?");
+    assert_eq!(second["mentions"], json!({"price": 1, "texture": 1}));
+    // What the models were asked.
+    let asked = mock.seen_kind("judge");
+    assert_eq!(asked.len(), 6);
+    assert_eq!(asked[0]["model"], "gpt-4o-mini");
+    assert!(asked[0]["messages"][0]["content"].as_str().unwrap().contains("Answer: I don't know why, but oat milk"));
+    let chat = mock.seen_kind("chat");
+    assert!(chat[0]["messages"][0]["content"].as_str().unwrap().contains("studying oat milk in coffee"));
+    assert!(chat[0]["messages"][1]["content"].as_str().unwrap().contains("Strategy: "));
+}
