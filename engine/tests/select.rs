@@ -6,60 +6,19 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use ruleweave::select::{ScorerImpl, Selection};
-use ruleweave::values::{Dynamic, Map};
-use ruleweave::{Engine, Event, ScorerContext, ScorerOutput};
+use ruleweave::{Engine, Event};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/select")
 }
 
-/// The raw values of `config/worked.yaml`'s table, for the native twins.
-fn raw(key: &str, scorer: &str) -> f64 {
-    match (key, scorer) {
-        ("deepen", _) => 0.85,
-        ("broaden", "coverage_gap" | "engagement") => 1.2,
-        ("broaden", "ambiguity" | "novelty") => 1.0,
-        ("broaden", "depth_breadth_balance") => 0.6,
-        ("broaden", _) => 0.4,
-        ("synthesis", _) => 0.95,
-        _ => 1.1,
-    }
-}
-
-fn key(ctx: &ScorerContext<'_>) -> String {
-    let id = ctx.strategy_id().to_string();
-    match ctx.focus.get("element") {
-        Some(e) if id == "cover_element" => format!("{id}/{e}"),
-        _ => id,
-    }
-}
+#[path = "../../tests/select/natives.rs"]
+mod worked;
 
 /// An engine with native twins of the pack's table scorers.
 fn engine(root: &Path) -> Engine {
-    Engine::builder(root)
-        .native_scorer("table", |ctx: &ScorerContext<'_>| {
-            let name = ctx.params.get("name").map(|n| n.to_string()).unwrap_or_default();
-            Ok(ScorerOutput {
-                score: raw(&key(ctx), &name),
-                reasoning: format!("the table's {name}"),
-                ..Default::default()
-            })
-        })
-        .native_scorer("table_veto", |ctx: &ScorerContext<'_>| {
-            let k = key(ctx);
-            let vetoed = ctx.state["vetoed"].clone().into_array().unwrap_or_default();
-            let shown = Dynamic::from_array(vetoed.clone()).to_string();
-            let mut signals = Map::new();
-            signals.insert("key".into(), k.clone().into());
-            Ok(ScorerOutput {
-                veto: vetoed.iter().any(|v| v.to_string() == k),
-                reasoning: format!("the test vetoes {shown}"),
-                signals,
-                ..Default::default()
-            })
-        })
-        .build()
+    worked::natives(Engine::builder(root)).build()
 }
 
 fn finals(breakdown: &Value) -> Vec<(String, Value)> {
