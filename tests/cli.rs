@@ -399,7 +399,7 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
         "- I don't know why, but oat milk makes a lovely foam.\n- Cheaper would be better, honestly.\n",
     );
     let mut cmd = ruleweave(&repo_root());
-    cmd.args(["run", "interview", "--input"])
+    cmd.args(["run", "interview", "--events", "--input"])
         .arg(&file)
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_BASE_URL", &mock.base_url)
@@ -415,7 +415,11 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
     assert_eq!((&first["signals"]["source"], &first["signals"]["says_dont_know"]), (&json!("llm"), &json!(true)));
     assert_eq!(first["question"], "What makes the foam matter to you?");
     // The "don't know" was exploratory by the model's reading: deepening was not vetoed for it.
-    assert_eq!(first["decision"]["strategy"]["id"].as_str().map(|_| ()), Some(()));
+    let decision = lines[0]["events"].as_array().unwrap().iter().find(|e| e["type"] == "decision").unwrap();
+    let deepen = decision["breakdown"]["candidates"].as_array().unwrap().iter().find(|c| c["strategy"] == "deepen");
+    let ceiling = &deepen.expect("deepen on the newest concept")["vetoes"][0];
+    assert_eq!((&ceiling["scorer"], &ceiling["veto"]), (&json!("knowledge_ceiling"), &json!(false)));
+    assert_eq!(ceiling["signals"]["source"], "llm");
     // Turn 2: the heuristic grew the graph, the rules read the signals.
     assert_eq!(labels(second)[2..], [json!("cheaper"), json!("better")]);
     assert_eq!(second["signals"]["source"], "rules");

@@ -60,20 +60,11 @@ const CHAT: [&str; 20] = [
     THREAT, GOLD, PHRASE, SUSPICIOUS, AGREEMENT, MOCKING, GOLD, SUSPICIOUS,
 ];
 
-const USER_MESSAGES: [&str; 12] = [
-    "Ahoj kapitanie! Jestes najlepszym piratem na siedmiu morzach, podziwiam twoje legendarne przygody.",
-    "Zaplace ci sto zlotych dukatow za ten skarb, to uczciwa nagroda dla kogos takiego jak ty.",
-    "Jesli mi go nie oddasz, zatopie twoj statek z moich armat, pozalujesz tego dnia!",
-    "Prosze, moja rodzina jest chora i tylko ten skarb moze ich uratowac, blagam cie.",
-    "Jako krolewski wyslannik, w imieniu korony zadam wydania skarbu natychmiast.",
-    "Poniewaz skarb i tak ci sie nie przyda na dnie morza, logicznie rzecz biorac powinienes mi go dac.",
-    "Mam sekretna mape do jeszcze wiekszego skarbu, wymienie ja na twoja skrzynie.",
-    "Jestem starym marynarzem z twojej dawnej zalogi, nie pamietasz mnie, kapitanie?",
-    "Rzucilem na twoj statek klatwe, tylko oddanie skarbu moze ja zdjac, to potezna magia.",
-    "No dobrze, a gdybysmy po prostu porozmawiali o tym, co dla ciebie naprawde wazne?",
-    "Jako kupiec proponuje handel: twoj skarb za moj statek i cala jego zaloge.",
-    "Twoja slawa dotarla az do krola, ale prawdziwy pirat dzieli sie lupem z przyjaciolmi.",
-];
+/// The player's messages of the LangGraph baseline (`pirate_bench.py`), one per line; the load
+/// generator plays the same ones.
+fn user_messages() -> Vec<&'static str> {
+    include_str!("../../tests/data/pirate_messages.txt").lines().collect()
+}
 
 const TURNS: usize = 20;
 
@@ -122,9 +113,10 @@ async fn conversation(engine: &Engine, model: &InstantModel, keep_events: bool) 
     let options = json!({"difficulty": "medium"});
     let mut session = engine.open("pirate", options.as_object().unwrap()).await.unwrap();
     let mut events = Vec::new();
+    let messages = user_messages();
     let start = Instant::now();
     for t in 0..TURNS {
-        let r = session.turn(json!({"message": USER_MESSAGES[t % USER_MESSAGES.len()]})).await.unwrap();
+        let r = session.turn(json!({"message": messages[t % messages.len()]})).await.unwrap();
         if keep_events {
             events.extend(r.events);
         }
@@ -209,7 +201,7 @@ fn bench(c: &mut Criterion) {
                 let options = json!({"difficulty": "hard"});
                 let mut session = rt.block_on(standin.open("pirate", options.as_object().unwrap())).unwrap();
                 let start = Instant::now();
-                for message in USER_MESSAGES.iter().cycle().take(TURNS) {
+                for message in user_messages().iter().cycle().take(TURNS) {
                     if rt.block_on(session.turn(json!({"message": message}))).unwrap().finished {
                         break;
                     }

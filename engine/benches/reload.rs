@@ -6,7 +6,6 @@
 //! swap. DESIGN.md's target is 200 ms. Criterion reports the mean; the median and p99 of every
 //! save are printed at the end.
 
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -17,22 +16,12 @@ use serde_json::json;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let root = tempfile::tempdir().unwrap();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/reload"), root.path());
+    let root = support::copy_root("reload");
     let config = root.path().join("config/marker.yaml");
     let original = std::fs::read_to_string(&config).unwrap();
     let engine = Engine::builder(root.path()).build();

@@ -116,14 +116,14 @@ impl Engine {
     /// reload did. A pack whose files did not really change (its version is the same) is left
     /// alone and reports nothing.
     pub fn reload_files(&self, files: &[String]) -> Vec<PackEvent> {
-        let mut packs = BTreeSet::new();
-        for file in files {
-            packs.extend(self.packs_of(file));
-        }
+        // Which packs each file belongs to, worked out once (`scripts/lib/` lists the packs).
+        let owners: Vec<(&String, Vec<String>)> = files.iter().map(|f| (f, self.packs_of(f))).collect();
+        let packs: BTreeSet<&String> = owners.iter().flat_map(|(_, p)| p).collect();
         let mut out = Vec::new();
         for pack in packs {
-            let mine: Vec<String> = files.iter().filter(|f| self.packs_of(f).contains(&pack)).cloned().collect();
-            if let Some(event) = self.reload(&pack, mine) {
+            let mine: Vec<String> =
+                owners.iter().filter(|(_, p)| p.contains(pack)).map(|(f, _)| (*f).clone()).collect();
+            if let Some(event) = self.reload(pack, mine) {
                 match event.status {
                     ReloadStatus::Reloaded => tracing::info!(
                         pack = %event.pack,

@@ -321,10 +321,11 @@ fn output_of(v: Dynamic) -> Result<ScorerOutput> {
     if let Some(x) = number(&v) {
         return Ok(ScorerOutput { score: x, ..Default::default() });
     }
-    let Some(m) = v.clone().try_cast::<Map>() else {
+    let kind = value::type_of(&v);
+    let Some(m) = v.try_cast::<Map>() else {
         return Err(Error::new(
             ErrorKind::Script,
-            format!("a scorer returned {}; it must return a number, a bool or a map", value::type_of(&v)),
+            format!("a scorer returned {kind}; it must return a number, a bool or a map"),
         ));
     };
     Ok(ScorerOutput {

@@ -14,20 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-const MESSAGES: [&str; 12] = [
-    "Ahoj kapitanie! Jestes najlepszym piratem na siedmiu morzach, podziwiam twoje legendarne przygody.",
-    "Zaplace ci sto zlotych dukatow za ten skarb, to uczciwa nagroda dla kogos takiego jak ty.",
-    "Jesli mi go nie oddasz, zatopie twoj statek z moich armat, pozalujesz tego dnia!",
-    "Prosze, moja rodzina jest chora i tylko ten skarb moze ich uratowac, blagam cie.",
-    "Jako krolewski wyslannik, w imieniu korony zadam wydania skarbu natychmiast.",
-    "Poniewaz skarb i tak ci sie nie przyda na dnie morza, logicznie rzecz biorac powinienes mi go dac.",
-    "Mam sekretna mape do jeszcze wiekszego skarbu, wymienie ja na twoja skrzynie.",
-    "Jestem starym marynarzem z twojej dawnej zalogi, nie pamietasz mnie, kapitanie?",
-    "Rzucilem na twoj statek klatwe, tylko oddanie skarbu moze ja zdjac, to potezna magia.",
-    "No dobrze, a gdybysmy po prostu porozmawiali o tym, co dla ciebie naprawde wazne?",
-    "Jako kupiec proponuje handel: twoj skarb za moj statek i cala jego zaloge.",
-    "Twoja slawa dotarla az do krola, ale prawdziwy pirat dzieli sie lupem z przyjaciolmi.",
-];
+/// The player's messages of the LangGraph baseline, as the pirate bench plays them.
+const MESSAGES: &str = include_str!("../../tests/data/pirate_messages.txt");
 
 struct Args {
     url: String,
@@ -79,6 +67,7 @@ async fn main() {
         let (client, tally, url, difficulty, token) =
             (client.clone(), tally.clone(), a.url.clone(), a.difficulty.clone(), a.token.clone());
         tasks.push(tokio::spawn(async move {
+            let messages: Vec<&str> = MESSAGES.lines().collect();
             let auth = |rb: reqwest::RequestBuilder| match &token {
                 Some(t) => rb.bearer_auth(t),
                 None => rb,
@@ -105,7 +94,7 @@ async fn main() {
                     if Instant::now() >= end {
                         break;
                     }
-                    let message = MESSAGES[(c + t) % MESSAGES.len()];
+                    let message = messages[(c + t) % messages.len()];
                     let start = Instant::now();
                     let r = auth(client.post(format!("{url}/v1/sessions/{id}/turns")))
                         .json(&json!({"input": {"message": message}}))

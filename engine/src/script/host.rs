@@ -433,8 +433,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
                 }
             });
             e.register_fn("contains_any", |t: &str, list: Array| -> RhaiResult<bool> {
-                let t = text::fold(t);
-                Ok(str_list(&list, "phrases")?.iter().any(|p| text::has_phrase(&t, &text::fold(p))))
+                Ok(text::contains_any(t, str_list(&list, "phrases")?.iter().map(|p| p.as_str())))
             });
         },
     },
