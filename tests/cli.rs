@@ -434,3 +434,86 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
     assert!(chat[0]["messages"][0]["content"].as_str().unwrap().contains("studying oat milk in coffee"));
     assert!(chat[0]["messages"][1]["content"].as_str().unwrap().contains("Strategy: "));
 }
+
+#[test]
+fn the_interview_compares_by_embeddings_when_asked_and_by_words_when_they_fail() {
+    let mock = MockLlm::start();
+    let signals =
+        json!({"says_dont_know": false, "terminal": false, "engagement": 0.8, "reasoning": "fine"}).to_string();
+    let morning = json!({"concepts": ["morning"], "links": []}).to_string();
+    let asked = "What gets you going at the start of the day?";
+    for (question, embeddings) in
+        [(asked, Reply::Content(String::new())), ("And the price?", Reply::Content(String::new()))]
+    {
+        mock.judge(Reply::Content(morning.clone())).judge(Reply::Content(signals.clone())).embedding(embeddings);
+        mock.chat(Reply::Content(question.into()));
+    }
+    // Turn 3: the embeddings endpoint is down.
+    mock.judge(Reply::Content(morning.clone()))
+        .judge(Reply::Content(signals.clone()))
+        .chat(Reply::Content("Thanks!".into()));
+    for _ in 0..3 {
+        mock.embedding(Reply::Status(500, "down".into()));
+    }
+    // The question asked means what deepening on "morning" would ask, in other words.
+    let pair = |x: f32, y: f32| (0..26).map(|i| [x, y].get(i).copied().unwrap_or(0.0)).collect::<Vec<f32>>();
+    mock.vector("why morning matters", &pair(0.6, 0.8)).vector(asked, &pair(0.8, 0.6));
+    let (_dir, file) = temp_file("answers.yaml", "- I drink it every morning.\n- Mornings are slow.\n- Yes.\n");
+    let out = ruleweave(&repo_root())
+        .args(["run", "interview", "--events", "--set", "similarity=embedding", "--input"])
+        .arg(&file)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env("RULEWEAVE_LLM_RETRIES", "2")
+        .env("RULEWEAVE_LLM_BACKOFF_MS", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    let decision = |n: usize| {
+        lines[n]["events"].as_array().unwrap().iter().find(|e| e["type"] == "decision").unwrap()["breakdown"].clone()
+    };
+    let deepen = |b: &Value| {
+        let c = b["candidates"].as_array().unwrap().iter().find(|c| c["strategy"] == "deepen").unwrap().clone();
+        c["vetoes"].as_array().unwrap().iter().find(|v| v["scorer"] == "recent_redundancy").cloned()
+    };
+    let (first, second, third) = (decision(0), decision(1), decision(2));
+    assert_eq!(first["similarity"]["kind"], "embedding", "{}", first["similarity"]);
+    assert_eq!(first["similarity"]["model"], "text-embedding-3-small");
+    // Turn 2: the paraphrase is caught (cos 0.96 > 0.8); by words the two share nothing.
+    assert_eq!(second["similarity"]["kind"], "embedding");
+    let v = deepen(&second).expect("deepen reached recent_redundancy");
+    assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(true), &json!("embedding")), "{v}");
+    assert_eq!(lines[1]["state"]["question"], "And the price?");
+    // What was sent: focus descriptions and recent questions, each text once per provider.
+    let sent = mock.seen_kind("embeddings");
+    let inputs = |i: usize| {
+        sent[i]["input"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    assert!(inputs(0).contains(&"why morning matters".to_owned()), "{:?}", inputs(0));
+    assert!(inputs(1).contains(&asked.to_owned()), "{:?}", inputs(1));
+    assert!(!inputs(1).contains(&"why morning matters".to_owned()), "embedded in turn 1, cached since");
+    assert!(second["similarity"]["cached"].as_u64().unwrap() > 0, "{}", second["similarity"]);
+    // Turn 3: three 500s; the turn goes on comparing words and says why.
+    assert_eq!(third["similarity"]["kind"], "lexical");
+    assert!(third["similarity"]["why"].as_str().unwrap().contains("500"), "{}", third["similarity"]);
+    assert_eq!(lines[2]["state"]["question"], "Thanks!");
+    let failed =
+        lines[2]["events"].as_array().unwrap().iter().find(|e| e["type"] == "llm" && e["embedded"].is_object());
+    assert!(failed.unwrap()["error"].is_string());
+}
+
+#[test]
+fn play_explains_how_a_selection_compared_texts() {
+    for (set, says) in [
+        ("similarity=embedding", "similarity by embeddings (text-embedding-3-small (stand-in), "),
+        ("similarity=lexical", "similarity by words"),
+    ] {
+        let mut cmd = ruleweave(&repo_root());
+        cmd.args(["play", "interview", "--explain", "--no-watch", "--store", "memory", "--set", set]);
+        let out = run_with_stdin(cmd, "I love the foam in the morning.\n/quit\n");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.contains(&format!("choose: exploratory phase (turn count 1), {says}")), "{text}");
+    }
+}

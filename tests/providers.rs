@@ -1,15 +1,18 @@
-//! The model providers against a local server speaking their protocols: OpenAI's streaming,
-//! Anthropic's Messages API (plain and streaming), and renamed models.
+//! The model providers against a local server speaking their protocols: OpenAI's streaming and
+//! embeddings, Anthropic's Messages API (plain and streaming), and renamed models.
 
 mod support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use ruleweave::llm::{Anthropic, AnthropicConfig, LlmRequest, Message, OpenAi, OpenAiConfig, Provider, RetryPolicy};
+use ruleweave::llm::{
+    Anthropic, AnthropicConfig, EmbedRequest, LlmRequest, Message, ModelMap, OpenAi, OpenAiConfig, Provider,
+    RetryPolicy,
+};
 use ruleweave::{Engine, Event, LlmChoice};
 use serde_json::json;
-use support::mock_llm::{MockLlm, Reply};
+use support::mock_llm::{MockLlm, Reply, letter_counts};
 
 fn request(model: &str, json_mode: bool) -> LlmRequest {
     LlmRequest {
@@ -142,4 +145,97 @@ async fn the_environment_picks_and_maps_models_for_a_whole_game() {
     assert_eq!(models, ["claude-for-everything", "claude-for-everything"]);
     let tokens = events.lock().unwrap().iter().filter(|e| matches!(e, Event::Token { .. })).count();
     assert!(tokens > 0, "a watched turn streams");
+}
+
+fn embed(texts: &[&str]) -> EmbedRequest {
+    EmbedRequest {
+        profile: "embedder".into(),
+        model: "text-embedding-3-small".into(),
+        texts: texts.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+#[tokio::test]
+async fn openai_embeds_in_input_order_and_never_sends_a_text_twice() {
+    let mock = MockLlm::start();
+    let config = OpenAiConfig { api_key: Some("sk-e".into()), base_url: mock.base_url.clone(), ..Default::default() };
+    let p = OpenAi::new(config).unwrap();
+    // The mock answers in reverse order; `index` puts each vector back with its text.
+    let r = p.embed(&embed(&["abc", "why foam matters", "abc"])).await.unwrap();
+    assert_eq!(r.vectors.len(), 3);
+    assert_eq!(&r.vectors[0][..], &letter_counts("abc")[..]);
+    assert_eq!(&r.vectors[1][..], &letter_counts("why foam matters")[..]);
+    assert_eq!(r.vectors[0], r.vectors[2]);
+    assert_eq!((r.model.as_str(), r.prompt_tokens, r.cached, r.attempts), ("text-embedding-3-small", 4, 0, 1));
+    let sent = mock.seen_kind("embeddings");
+    assert_eq!(sent[0]["input"], json!(["abc", "why foam matters"]), "each distinct text once");
+    assert_eq!(sent[0]["model"], "text-embedding-3-small");
+    assert_eq!(mock.seen()[0].authorization.as_deref(), Some("Bearer sk-e"));
+    // Asked again with one new text: only that one is sent.
+    let r = p.embed(&embed(&["why foam matters", "the price"])).await.unwrap();
+    assert_eq!((r.cached, r.attempts), (1, 1));
+    assert_eq!(&r.vectors[1][..], &letter_counts("the price")[..]);
+    assert_eq!(mock.seen_kind("embeddings")[1]["input"], json!(["the price"]));
+    // All cached: no request at all.
+    let r = p.embed(&embed(&["abc"])).await.unwrap();
+    assert_eq!((r.cached, r.attempts, r.prompt_tokens), (1, 0, 0));
+    assert_eq!(mock.seen_kind("embeddings").len(), 2);
+}
+
+#[tokio::test]
+async fn openai_embeddings_retry_429_and_report_failures() {
+    let mock = MockLlm::start();
+    let config = OpenAiConfig { base_url: mock.base_url.clone(), retry: quick(), ..Default::default() };
+    let p = OpenAi::new(config).unwrap();
+    mock.embedding(Reply::Status(429, "slow down".into()));
+    let r = p.embed(&embed(&["one"])).await.unwrap();
+    assert_eq!(r.attempts, 2);
+    // 500 until the retries run out: an error, and nothing cached.
+    mock.embedding(Reply::Status(500, "down".into())).embedding(Reply::Status(500, "down".into()));
+    let e = p.embed(&embed(&["two"])).await.unwrap_err();
+    assert!(e.detail().contains("500"), "{e}");
+    // Replies that break the protocol are errors that say how.
+    let cases = [
+        ("not json", "not valid JSON"),
+        (r#"{"object": "list"}"#, "no data list"),
+        (
+            r#"{"data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": [1.0]}]}"#,
+            "1 texts were sent but 2",
+        ),
+        (r#"{"data": [{"index": 0, "embedding": "AAAA"}]}"#, "no embedding list"),
+        (r#"{"data": [{"index": 0, "embedding": [1.0, "x"]}]}"#, "not all numbers"),
+        (r#"{"data": [{"index": 5, "embedding": [1.0]}]}"#, "index 5"),
+    ];
+    for (body, says) in cases {
+        mock.embedding(Reply::Raw(body.into()));
+        let e = p.embed(&embed(&["three"])).await.unwrap_err();
+        assert!(e.detail().contains(says), "{body}: {e}");
+    }
+    // Once the server behaves, the text is embedded (no failure was cached).
+    assert_eq!(&p.embed(&embed(&["three"])).await.unwrap().vectors[0][..], &letter_counts("three")[..]);
+}
+
+#[tokio::test]
+async fn embeddings_follow_model_renames_and_anthropic_has_none() {
+    let mock = MockLlm::start();
+    let openai: Arc<dyn Provider> =
+        Arc::new(OpenAi::new(OpenAiConfig { base_url: mock.base_url.clone(), ..Default::default() }).unwrap());
+    // RULEWEAVE_MODEL names a chat model: it does not rename embedding models; the map does.
+    let map = ModelMap {
+        all: Some("llama3.2".into()),
+        map: vec![("text-embedding-3-small".into(), "nomic-embed-text".into())],
+    };
+    let mapped = map.wrap(openai);
+    mapped.embed(&embed(&["x"])).await.unwrap();
+    mapped.embed(&EmbedRequest { model: "text-embedding-3-large".into(), ..embed(&["y"]) }).await.unwrap();
+    let models: Vec<_> = mock.seen_kind("embeddings").iter().map(|b| b["model"].clone()).collect();
+    assert_eq!(models, [json!("nomic-embed-text"), json!("text-embedding-3-large")]);
+    let config = AnthropicConfig {
+        api_key: "k".into(),
+        base_url: mock.root_url(),
+        timeout: std::time::Duration::from_secs(5),
+        retry: quick(),
+    };
+    let e = Anthropic::new(config).unwrap().embed(&embed(&["x"])).await.unwrap_err();
+    assert!(e.detail().contains("anthropic provider has no embeddings endpoint"), "{e}");
 }

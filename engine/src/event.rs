@@ -93,6 +93,19 @@ pub struct LlmEvent {
     /// Why the call failed, when it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For an embeddings call (a selector's `similarity:`): how many texts, and how many of them
+    /// the provider had cached.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded: Option<EmbedCount>,
+}
+
+/// The texts of an embeddings call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct EmbedCount {
+    /// Texts asked for.
+    pub texts: usize,
+    /// Texts answered from the provider's cache.
+    pub cached: usize,
 }
 
 /// A node's updates as an event carries them: kept as the engine holds them and turned into JSON

@@ -47,7 +47,7 @@ mod value;
 
 pub use engine::{Engine, EngineBuilder, LiveSession};
 pub use error::{Error, ErrorKind, Origin, Result};
-pub use event::{Event, EventSink, LlmEvent, Updates};
+pub use event::{EmbedCount, Event, EventSink, LlmEvent, Updates};
 pub use llm::{LlmChoice, Provider};
 pub use native::{NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
 pub use pack::{InputSpec, OptionSpec, Pack, Profile, Reducer, TypeName};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use rhai::{Dynamic, Map};
 
 use crate::error::Result;
+use crate::text::{self, Embeddings};
 
 /// A node written in Rust. It sees the state read-only and returns updates, like a script node.
 pub trait NativeNode: Send + Sync {
@@ -70,7 +71,7 @@ where
 }
 
 /// What a scorer sees: the state, the candidate's strategy and focus, the scorer's `params`, the
-/// phase and the turn count.
+/// phase, the turn count, and the selection's embeddings (through [`ScorerContext::similarity`]).
 pub struct ScorerContext<'a> {
     /// The whole state.
     pub state: &'a Map,
@@ -86,6 +87,8 @@ pub struct ScorerContext<'a> {
     pub phase: &'a str,
     /// The turn count that chose the phase.
     pub turn_count: i64,
+    /// The selection's vectors, when its selector embeds (`similarity:`) and the call succeeded.
+    pub embeddings: Option<&'a Embeddings>,
 }
 
 impl ScorerContext<'_> {
@@ -95,6 +98,21 @@ impl ScorerContext<'_> {
             .get("id")
             .and_then(|v| v.read_lock::<rhai::ImmutableString>().map(|s| s.clone()))
             .unwrap_or_default()
+    }
+
+    /// What the `similarity` host function gives a scripted scorer of the same selection.
+    pub fn similarity(&self, a: &str, b: &str) -> f64 {
+        text::similarity_in(self.embeddings, a, b)
+    }
+
+    /// What the `max_similarity` host function gives a scripted scorer of the same selection.
+    pub fn max_similarity<'t>(&self, text: &str, others: impl IntoIterator<Item = &'t str>) -> f64 {
+        text::max_similarity_in(self.embeddings, text, others)
+    }
+
+    /// What `similarity_kind()` gives a scripted scorer: `embedding` or `lexical`.
+    pub fn similarity_kind(&self) -> &'static str {
+        if self.embeddings.is_some() { "embedding" } else { "lexical" }
     }
 }
 

@@ -7,6 +7,11 @@
 //! name it). The highest final score wins; ties go to the candidate generated first. Every
 //! decision is explained: each candidate's vetoes with their reasons, or each scorer's raw score,
 //! weight, contribution, reasoning and signals, in an [`Event::Decision`](crate::Event).
+//!
+//! A selector with `similarity:` embeds every focus description and the texts it names before
+//! scoring (one call to the pack's embedding profile; the provider caches), so the `similarity`
+//! host function and [`ScorerContext::similarity`] compare meanings while its scorers run. When
+//! the condition is off or the call fails, they compare words, and the breakdown says which.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,9 +20,11 @@ use rhai::{Dynamic, ImmutableString, Map};
 use serde_json::{Value as Json, json};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::graph::Test;
 use crate::native::{NativeNodes, NativeScorer, ScorerContext, ScorerOutput};
 pub use crate::pack::manifest::ScorerImpl;
 use crate::script::{CallTag, FnRef, Sandbox};
+use crate::text::Embeddings;
 use crate::value;
 
 /// A compiled selector.
@@ -32,6 +39,20 @@ pub(crate) struct Selector {
     pub profiles: HashMap<String, HashMap<String, f64>>,
     pub vetoes: Vec<Scorer>,
     pub scorers: Vec<Scorer>,
+    pub similarity: Option<Similarity>,
+}
+
+/// Embeddings made before scoring, so `similarity` compares meanings.
+#[derive(Debug)]
+pub(crate) struct Similarity {
+    /// The llm profile whose model embeds.
+    pub profile: String,
+    /// State fields whose texts get vectors beside the focus descriptions.
+    pub texts: Vec<String>,
+    /// Only the last items of list fields.
+    pub last: Option<usize>,
+    /// When to embed (always when `None`).
+    pub when: Option<Test>,
 }
 
 /// A strategy: its manifest entry as a map scripts see, and how its focuses are made.
@@ -85,6 +106,13 @@ struct At<'a> {
     count: i64,
 }
 
+/// A selection's candidates, before they are scored.
+pub(crate) struct Candidates {
+    count: i64,
+    phase: String,
+    list: Vec<Candidate>,
+}
+
 /// What a selection decided.
 pub(crate) struct Decision {
     /// The winner as the `into` field holds it: `#{strategy, focus, score, phase}`, or an empty
@@ -106,6 +134,8 @@ pub(crate) struct Run<'a> {
     pub force: Option<ScorerImpl>,
     /// The pack's params, for native scorers.
     pub pack_params: &'a Map,
+    /// Vectors for `similarity`, when the selector made them.
+    pub embeddings: Option<Arc<Embeddings>>,
 }
 
 impl Selector {
@@ -135,8 +165,14 @@ impl Selector {
         }
     }
 
-    /// Runs the selection over the state.
+    /// Runs the selection over the state: [`Selector::candidates`], then [`Selector::decide`].
     pub fn select(&self, run: &mut Run<'_>) -> Result<Decision> {
+        let candidates = self.candidates(run)?;
+        self.decide(candidates, run)
+    }
+
+    /// Every enabled strategy once per focus its generator makes, with its phase multiplier.
+    pub fn candidates(&self, run: &mut Run<'_>) -> Result<Candidates> {
         let count = self.turn_count(run);
         let phase = self.phase(count).to_owned();
         let profile = self.profiles.get(&phase);
@@ -156,6 +192,44 @@ impl Selector {
                 });
             }
         }
+        Ok(Candidates { count, phase, list: candidates })
+    }
+
+    /// The texts `similarity:` embeds for these candidates: each distinct focus description,
+    /// then the strings of the fields it names (the last `last` of a list), in that order.
+    pub fn texts_to_embed(&self, candidates: &Candidates, state: &Dynamic) -> Vec<String> {
+        let mut texts: Vec<String> = Vec::new();
+        let mut push = |t: &str| {
+            if !t.is_empty() && !texts.iter().any(|x| x == t) {
+                texts.push(t.to_owned());
+            }
+        };
+        for c in &candidates.list {
+            if let Some(d) = c.focus.get("description").and_then(|d| d.read_lock::<ImmutableString>()) {
+                push(&d);
+            }
+        }
+        let Some(sim) = &self.similarity else { return texts };
+        let Some(map) = state.read_lock::<Map>() else { return texts };
+        for field in &sim.texts {
+            let Some(v) = map.get(field.as_str()) else { continue };
+            if let Some(t) = v.read_lock::<ImmutableString>() {
+                push(&t);
+            } else if let Some(list) = v.read_lock::<rhai::Array>() {
+                let from = sim.last.map_or(0, |n| list.len().saturating_sub(n));
+                for item in &list[from..] {
+                    if let Some(t) = item.read_lock::<ImmutableString>() {
+                        push(&t);
+                    }
+                }
+            }
+        }
+        texts
+    }
+
+    /// Scores the candidates and picks the winner.
+    pub fn decide(&self, candidates: Candidates, run: &mut Run<'_>) -> Result<Decision> {
+        let Candidates { count, phase, list: mut candidates } = candidates;
         for c in candidates.iter_mut() {
             let strategy = &self.strategies[c.strategy].info;
             let mut shared = None;
@@ -285,6 +359,7 @@ impl Selector {
                     pack_params: run.pack_params,
                     phase,
                     turn_count: count,
+                    embeddings: run.embeddings.as_deref(),
                 };
                 native.score(&ctx).map_err(|e| e.context(format_args!("scorer `{}`", s.id)))
             }
@@ -300,12 +375,9 @@ impl Selector {
                     candidate.insert("turn_count".into(), Dynamic::from_int(count));
                     Dynamic::from_map(candidate).into_read_only().into_shared()
                 });
-                let out = run.sandbox.call(
-                    f,
-                    run.state,
-                    (candidate.clone(), s.shared_params.clone()),
-                    Some(run.tag.clone()),
-                )?;
+                let mut tag = run.tag.clone();
+                tag.embeddings = run.embeddings.clone();
+                let out = run.sandbox.call(f, run.state, (candidate.clone(), s.shared_params.clone()), Some(tag))?;
                 output_of(out).map_err(|e| e.context(format_args!("{}", f.display())))
             }
         }
@@ -349,6 +421,7 @@ pub struct Selection {
     state: Dynamic,
     tag: CallTag,
     turns_done: u64,
+    embeddings: Option<Arc<Embeddings>>,
 }
 
 impl Selection {
@@ -374,8 +447,24 @@ impl Selection {
             engine.provider_for(&pack),
             None,
         ));
-        let tag = CallTag { turn, node: "bench".into() };
-        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
+        let tag = CallTag::new(turn, "bench".into());
+        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done, embeddings: None })
+    }
+
+    /// The texts the selector would embed over this state (every focus description, then the
+    /// texts its `similarity:` names); empty without `similarity:`.
+    pub fn texts_to_embed(&mut self) -> Result<Vec<String>> {
+        let selector = self.selector.clone();
+        if selector.similarity.is_none() {
+            return Ok(Vec::new());
+        }
+        let candidates = selector.candidates(&mut self.runner(None))?;
+        Ok(selector.texts_to_embed(&candidates, &self.state))
+    }
+
+    /// Scores with these vectors from now on (`None`: lexical similarity, the default here).
+    pub fn set_embeddings(&mut self, embeddings: Option<Embeddings>) {
+        self.embeddings = embeddings.map(Arc::new);
     }
 
     /// The selector's scorers, vetoes first: (id, has a script, has a native twin this host registered).
@@ -400,6 +489,7 @@ impl Selection {
             turns_done: self.turns_done,
             force,
             pack_params: &self.pack.params,
+            embeddings: self.embeddings.clone(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! twins of scripted scorers compute exactly what the host functions do.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use aho_corasick::AhoCorasick;
 use unicode_normalization::UnicodeNormalization;
@@ -141,6 +142,127 @@ impl WordCounts {
     }
 }
 
+/// Vectors an embedding model made for texts (a selection's focus descriptions and the texts its
+/// pack named). Two texts that both have one compare by the cosine of their vectors; any other
+/// pair compares lexically, by [`similarity`]. Either way the result is in [0, 1].
+#[derive(Debug, Clone, Default)]
+pub struct Embeddings {
+    model: String,
+    vectors: HashMap<String, Arc<[f32]>>,
+}
+
+impl Embeddings {
+    /// An empty table for vectors made by `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        Embeddings { model: model.into(), vectors: HashMap::new() }
+    }
+
+    /// The model that made the vectors.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Adds (or replaces) the vector of `text`.
+    pub fn insert(&mut self, text: impl Into<String>, vector: Arc<[f32]>) {
+        self.vectors.insert(text.into(), vector);
+    }
+
+    /// The vector of `text`, when it has one.
+    pub fn get(&self, text: &str) -> Option<&[f32]> {
+        self.vectors.get(text).map(|v| &v[..])
+    }
+
+    /// How many texts have vectors.
+    pub fn len(&self) -> usize {
+        self.vectors.len()
+    }
+
+    /// True when no text has a vector.
+    pub fn is_empty(&self) -> bool {
+        self.vectors.is_empty()
+    }
+
+    /// The similarity of `a` and `b`: their vectors' cosine (clamped to [0, 1]) when both have
+    /// one, else [`similarity`].
+    pub fn similarity(&self, a: &str, b: &str) -> f64 {
+        match (self.get(a), self.get(b)) {
+            (Some(x), Some(y)) => cosine(x, y).clamp(0.0, 1.0),
+            _ => similarity(a, b),
+        }
+    }
+
+    /// The highest [`Embeddings::similarity`] of `text` to any of `others`; 0 when there are none.
+    pub fn max_similarity<'a>(&self, text: &str, others: impl IntoIterator<Item = &'a str>) -> f64 {
+        others.into_iter().map(|o| self.similarity(text, o)).fold(0.0, f64::max)
+    }
+}
+
+/// [`Embeddings::similarity`] when there are embeddings, [`similarity`] when there are none: what
+/// the `similarity` host function computes.
+pub fn similarity_in(embeddings: Option<&Embeddings>, a: &str, b: &str) -> f64 {
+    match embeddings {
+        Some(e) => e.similarity(a, b),
+        None => similarity(a, b),
+    }
+}
+
+/// [`Embeddings::max_similarity`] when there are embeddings, [`max_similarity`] when there are
+/// none: what the `max_similarity` host function computes.
+pub fn max_similarity_in<'a>(
+    embeddings: Option<&Embeddings>,
+    text: &str,
+    others: impl IntoIterator<Item = &'a str>,
+) -> f64 {
+    match embeddings {
+        Some(e) => e.max_similarity(text, others),
+        None => max_similarity(text, others),
+    }
+}
+
+/// The cosine of two vectors; 0 when either is all zeros or their lengths differ.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+}
+
+/// Dimensions of [`hashed_embedding`].
+pub const HASHED_DIMENSIONS: usize = 256;
+
+/// The stand-in model's embedding: the folded words of three letters or more and their
+/// character trigrams, hashed (with a sign) into [`HASHED_DIMENSIONS`] dimensions and normalized.
+/// Deterministic and offline; closer than [`similarity`] for words that share a stem (`foam`,
+/// `foamy`), but it knows no synonyms: it stands in for a real model, it does not replace one.
+pub fn hashed_embedding(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; HASHED_DIMENSIONS];
+    let mut add = |feature: &str, weight: f32| {
+        let h = hash(feature);
+        let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
+        v[(h % HASHED_DIMENSIONS as u64) as usize] += sign * weight;
+    };
+    let folded = fold(text);
+    for w in words(&folded).filter(|w| w.chars().count() > 2) {
+        add(w, 1.0);
+        let padded: Vec<char> = format!("<{w}>").chars().collect();
+        for t in padded.windows(3) {
+            add(&t.iter().collect::<String>(), 0.5);
+        }
+    }
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
 /// Whether any of `phrases` occurs in `text` at the start of a word, ignoring case and
 /// diacritics: the host function `contains_any`.
 pub fn contains_any<'a>(text: &str, phrases: impl IntoIterator<Item = &'a str>) -> bool {
@@ -213,6 +335,35 @@ mod tests {
     fn words_are_counted_and_cut() {
         assert_eq!(word_count("  one two\nthree "), 3);
         assert_eq!(truncate_words("one two three four", 2), "one two");
+    }
+
+    #[test]
+    fn embeddings_compare_by_vector_when_both_texts_have_one() {
+        let mut e = Embeddings::new("m");
+        e.insert("a", Arc::from([1.0f32, 0.0]));
+        e.insert("b", Arc::from([0.6f32, 0.8]));
+        e.insert("c", Arc::from([-1.0f32, 0.0]));
+        assert!((e.similarity("a", "b") - 0.6).abs() < 1e-6);
+        assert_eq!(e.similarity("a", "c"), 0.0, "opposite vectors clamp to 0");
+        // A pair where a text has no vector compares by words.
+        assert_eq!(e.similarity("a", "the crown"), 0.0);
+        assert!((e.similarity("the crown", "the crown") - 1.0).abs() < 1e-9);
+        assert!((e.max_similarity("a", ["c", "b"]) - 0.6).abs() < 1e-6);
+        assert!((max_similarity_in(None, "give gold", ["give gold"]) - 1.0).abs() < 1e-9);
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0, "lengths differ");
+    }
+
+    #[test]
+    fn hashed_embeddings_are_deterministic_and_see_shared_stems() {
+        let a = hashed_embedding("What makes the foam matter?");
+        assert_eq!(a, hashed_embedding("what makes the FOAM matter"));
+        assert_eq!(a.len(), HASHED_DIMENSIONS);
+        assert!((a.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+        let stem = cosine(&hashed_embedding("foamy milk"), &hashed_embedding("the foam of the milk"));
+        assert!(stem > similarity("foamy milk", "the foam of the milk"), "{stem}");
+        let unrelated = cosine(&hashed_embedding("price of the carton"), &hashed_embedding("why texture matters"));
+        assert!(unrelated < 0.3, "{unrelated}");
+        assert!(hashed_embedding("a b").iter().all(|x| *x == 0.0));
     }
 
     #[test]

@@ -9,8 +9,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 use crate::error::Result;
-use crate::event::{Event, EventSink, LlmEvent};
-use crate::llm::{Exchange, LlmRequest, LlmResponse, Provider, TokenSink, estimate_tokens};
+use crate::event::{EmbedCount, Event, EventSink, LlmEvent};
+use crate::llm::{
+    EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, Provider, TokenSink, estimate_tokens,
+};
 
 /// The context of one running turn.
 pub(crate) struct TurnCtx {
@@ -135,6 +137,7 @@ impl TurnCtx {
             attempts: 1,
             standin,
             error: None,
+            embedded: None,
         };
         match &result {
             Ok(r) => {
@@ -158,6 +161,38 @@ impl TurnCtx {
             error: result.as_ref().err().map(|e| e.detail().to_owned()),
             latency_ms,
         });
+        result
+    }
+
+    /// Asks the turn's provider for embeddings and emits an `llm` event with the texts counted.
+    /// The vectors are not recorded in the checkpoint (they are large, and the provider caches
+    /// them): a resumed turn asks again.
+    pub async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
+        let start = Instant::now();
+        let result = self.provider.embed(request).await;
+        let mut event = LlmEvent {
+            node: node.to_owned(),
+            profile: request.profile.clone(),
+            provider: self.provider.name().to_owned(),
+            model: request.model.clone(),
+            latency_ms: start.elapsed().as_secs_f64() * 1000.0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            attempts: 1,
+            standin: self.provider.is_standin(),
+            error: None,
+            embedded: Some(EmbedCount { texts: request.texts.len(), cached: 0 }),
+        };
+        match &result {
+            Ok(r) => {
+                event.model = r.model.clone();
+                event.attempts = r.attempts;
+                event.prompt_tokens = r.prompt_tokens;
+                event.embedded = Some(EmbedCount { texts: request.texts.len(), cached: r.cached });
+            }
+            Err(e) => event.error = Some(e.detail().to_owned()),
+        }
+        self.emit(Event::Llm(event));
         result
     }
 }

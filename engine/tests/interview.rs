@@ -188,3 +188,110 @@ fn weighted_scorers_at_their_edges() {
     let closing = candidate(&b, "closing", None);
     assert_eq!(closing["phase_multiplier"], json!(1.5));
 }
+
+#[test]
+fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
+    use ruleweave::select::ScorerImpl;
+    use ruleweave::text::{Embeddings, hashed_embedding};
+    // The newest concept is "morning"; the question just asked means the same as deepening on
+    // it but shares none of its words.
+    let asked = ["What gets you going at the start of the day?"];
+    let s = state(&["It wakes me up."], &asked, &["deepen"], json!({}));
+    let engine = engine();
+    let mut sel = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap();
+    let lexical = sel.run(None).unwrap();
+    let v = veto(candidate(&lexical, "deepen", None), "recent_redundancy");
+    assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(false), &json!("lexical")), "{v}");
+
+    // What the selector embeds: every focus description, then the last three questions.
+    let texts = sel.texts_to_embed().unwrap();
+    assert!(texts.contains(&"why morning matters".to_owned()), "{texts:?}");
+    assert_eq!(texts.last().unwrap(), asked[0]);
+    let mut e = Embeddings::new("test");
+    for t in &texts {
+        e.insert(t.as_str(), hashed_embedding(t).into());
+    }
+    e.insert("why morning matters", vec![0.6f32, 0.8].into());
+    e.insert(asked[0], vec![0.8f32, 0.6].into());
+    sel.set_embeddings(Some(e));
+    for imp in [ScorerImpl::Script, ScorerImpl::Native] {
+        let b = sel.run(Some(imp)).unwrap();
+        let v = veto(candidate(&b, "deepen", None), "recent_redundancy");
+        assert_eq!((&v["veto"], &v["signals"]["kind"]).0, &json!(true), "{imp:?}: {v}");
+        if imp == ScorerImpl::Script {
+            // cos = 0.96 > the embedding threshold 0.8 (the lexical 0.45 does not apply).
+            assert!((v["signals"]["similarity"].as_f64().unwrap() - 0.96).abs() < 1e-6, "{v}");
+            assert_eq!(v["signals"]["kind"], "embedding");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_embedding_option_embeds_once_per_turn_and_falls_back_to_words() {
+    let options = json!({"similarity": "embedding"});
+    let decision = |r: &ruleweave::TurnResult| {
+        r.events
+            .iter()
+            .find_map(|e| match e {
+                Event::Decision { breakdown, .. } => Some(breakdown.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let embeds = |r: &ruleweave::TurnResult| -> Vec<ruleweave::LlmEvent> {
+        r.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Llm(l) if l.embedded.is_some() => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // On the stand-in: hashed features, labelled as the stand-in's.
+    let engine = engine();
+    let mut s = engine.open("interview", options.as_object().unwrap()).await.unwrap();
+    let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
+    let b = decision(&r);
+    assert_eq!(
+        (&b["similarity"]["kind"], &b["similarity"]["model"]),
+        (&json!("embedding"), &json!("text-embedding-3-small (stand-in)"))
+    );
+    let calls = embeds(&r);
+    assert_eq!(calls.len(), 1, "one call per selection");
+    assert!(calls[0].standin && calls[0].error.is_none());
+    assert_eq!(calls[0].embedded.unwrap().texts, b["similarity"]["texts"].as_u64().unwrap() as usize);
+    // The default option compares words and embeds nothing.
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
+    let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
+    assert_eq!(decision(&r)["similarity"], json!({"kind": "lexical"}));
+    assert!(embeds(&r).is_empty());
+
+    // A provider without embeddings: the turn goes on, comparing words, and says why.
+    let canned = support::Canned::new();
+    canned.reply("interviewer", "And the taste?");
+    let engine = support::engine(&canned);
+    let mut s = engine.open("interview", options.as_object().unwrap()).await.unwrap();
+    let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
+    let b = decision(&r);
+    assert_eq!(b["similarity"]["kind"], "lexical");
+    assert!(b["similarity"]["why"].as_str().unwrap().contains("no embeddings endpoint"), "{b}");
+    assert!(embeds(&r)[0].error.is_some());
+    assert_eq!(r.output["question"], "And the taste?");
+}
+
+#[test]
+fn a_similarity_block_is_checked_at_its_lines() {
+    let dir = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let config = dir.path().join("config/interview.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let line_of = |needle: &str| yaml.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1;
+    let broken =
+        yaml.replace("embed: embedder", "embed: embedding_model").replace("texts: [questions]", "texts: [turn_count]");
+    std::fs::write(&config, broken).unwrap();
+    let err = Engine::builder(dir.path()).build().load("interview").unwrap_err();
+    let text: String = err.all().map(|e| format!("{e}\n")).collect();
+    assert!(text.contains("embeds with `embedding_model`, which is not an llm profile"), "{text}");
+    assert!(text.contains(&format!("config/interview.yaml:{}", line_of("embed: embedder"))), "{text}");
+    assert!(text.contains("similarity texts must be string or list fields; `turn_count` is an int"), "{text}");
+    assert!(text.contains(&format!("config/interview.yaml:{}", line_of("texts: [questions]"))), "{text}");
+}

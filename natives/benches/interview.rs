@@ -7,6 +7,7 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
 use ruleweave::select::{ScorerImpl, Selection};
+use ruleweave::text::{Embeddings, hashed_embedding};
 use serde_json::json;
 
 #[global_allocator]
@@ -62,6 +63,27 @@ fn bench(c: &mut Criterion) {
     group.bench_function("scripted", |b| b.iter(|| sel.run(Some(ScorerImpl::Script)).unwrap()));
     group.bench_function("native", |b| b.iter(|| sel.run(Some(ScorerImpl::Native)).unwrap()));
     group.finish();
+
+    // The same selection comparing texts by embeddings (vectors made beforehand, as the
+    // selector's one embeddings call makes them): what `similarity:` costs while scoring, and
+    // what making the stand-in's vectors costs.
+    let texts = sel.texts_to_embed().unwrap();
+    let embed = || {
+        let mut e = Embeddings::new("stand-in");
+        for t in &texts {
+            e.insert(t.as_str(), hashed_embedding(t).into());
+        }
+        e
+    };
+    eprintln!("interview selection: {} texts to embed", texts.len());
+    let mut group = c.benchmark_group("interview selection (whole, by embeddings)");
+    group.bench_function("stand-in vectors", |b| b.iter(embed));
+    sel.set_embeddings(Some(embed()));
+    group.bench_function("scripted", |b| b.iter(|| sel.run(Some(ScorerImpl::Script)).unwrap()));
+    group.bench_function("native", |b| b.iter(|| sel.run(Some(ScorerImpl::Native)).unwrap()));
+    group.finish();
+    sel.set_embeddings(None);
+
     for (id, _, _) in sel.scorers() {
         let mut group = c.benchmark_group(format!("interview scorer {id} (every candidate)"));
         group.bench_function("scripted", |b| b.iter(|| sel.run_scorer(&id, ScorerImpl::Script).unwrap()));

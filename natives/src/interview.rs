@@ -120,14 +120,17 @@ pub fn element_exhausted(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     vetoed(n > limit, format!("{e} mentioned {n} times (limit {limit})"))
 }
 
-/// RecentRedundancy: the focus description against the questions actually asked recently.
+/// RecentRedundancy: the focus description against the questions actually asked recently, by
+/// embeddings when the selection has them, else by words; each kind has its own threshold.
 pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let asked = strings(ctx.state.get("questions"));
     let recent = last(&asked, int(ctx.params.get("recent")).unwrap_or(0));
     let description = string(ctx.focus.get("description")).unwrap_or_default();
-    let s = text::max_similarity(&description, recent.iter().map(|q| q.as_str()));
-    let limit = float(ctx.params.get("threshold")).unwrap_or(1.0);
-    vetoed(s > limit, format!("similarity {s} to recent questions (limit {limit})"))
+    let s = ctx.max_similarity(&description, recent.iter().map(|q| q.as_str()));
+    let kind = ctx.similarity_kind();
+    let threshold = if kind == "embedding" { "embedding_threshold" } else { "threshold" };
+    let limit = float(ctx.params.get(threshold)).unwrap_or(1.0);
+    vetoed(s > limit, format!("{kind} similarity {s} to recent questions (limit {limit})"))
 }
 
 // ---- tier 2 -----------------------------------------------------------------------------------

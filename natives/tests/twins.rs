@@ -1,5 +1,6 @@
 //! The interview's scorers, scripted and native, give the same results on the same inputs: every
-//! candidate's vetoes and raw scores, the finals and the winner, over generated states.
+//! candidate's vetoes and raw scores, the finals and the winner, over generated states, comparing
+//! texts by words and by embeddings.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -7,6 +8,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use ruleweave::Engine;
 use ruleweave::select::{ScorerImpl, Selection};
+use ruleweave::text::{Embeddings, hashed_embedding};
 use serde_json::{Value, json};
 
 fn engine() -> &'static Engine {
@@ -132,5 +134,15 @@ proptest! {
             prop_assert!(script && native, "{} lacks a twin", id);
             prop_assert_eq!(sel.run_scorer(&id, ScorerImpl::Script).unwrap(), sel.run_scorer(&id, ScorerImpl::Native).unwrap(), "scorer {}", id);
         }
+        // With embeddings (the stand-in's, for the texts the selector would embed), too.
+        let mut e = Embeddings::new("stand-in");
+        for t in sel.texts_to_embed().unwrap() {
+            let v = hashed_embedding(&t);
+            e.insert(t, v.into());
+        }
+        sel.set_embeddings(Some(e));
+        let scripted = sel.run(Some(ScorerImpl::Script)).unwrap();
+        let native = sel.run(Some(ScorerImpl::Native)).unwrap();
+        prop_assert_eq!(results(&scripted), results(&native));
     }
 }

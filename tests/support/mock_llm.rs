@@ -1,9 +1,12 @@
 //! A local server speaking OpenAI's Chat Completions protocol, failing the way real ones do.
 //!
 //! Replies are queued per kind of request: `judge` for requests in JSON mode (they carry
-//! `response_format`), `chat` for the others. Every request is recorded with its headers.
+//! `response_format`), `chat` for the others, `embeddings` for `/v1/embeddings` (where any
+//! `Content` reply means "answer": each input gets the vector set for it with `vector`, else its
+//! letter counts, and the data come back in reverse order, as the protocol's `index` allows).
+//! Every request is recorded with its headers.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +45,8 @@ struct Inner {
     judge: VecDeque<Reply>,
     chat: VecDeque<Reply>,
     messages: VecDeque<Reply>,
+    embeddings: VecDeque<Reply>,
+    vectors: HashMap<String, Vec<f32>>,
     seen: Vec<Seen>,
 }
 
@@ -58,6 +63,7 @@ impl MockLlm {
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
             .route("/v1/messages", post(messages))
+            .route("/v1/embeddings", post(embeddings))
             .with_state(inner.clone());
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
@@ -85,6 +91,18 @@ impl MockLlm {
 
     pub fn chat(&self, reply: Reply) -> &Self {
         self.inner.lock().unwrap().chat.push_back(reply);
+        self
+    }
+
+    /// Queues a reply for `/v1/embeddings` (without one, it answers).
+    pub fn embedding(&self, reply: Reply) -> &Self {
+        self.inner.lock().unwrap().embeddings.push_back(reply);
+        self
+    }
+
+    /// The vector `/v1/embeddings` gives `text`.
+    pub fn vector(&self, text: &str, vector: &[f32]) -> &Self {
+        self.inner.lock().unwrap().vectors.insert(text.to_owned(), vector.to_vec());
         self
     }
 
@@ -139,6 +157,60 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     };
     let streaming = body["stream"] == json!(true);
     answer(reply, &body, streaming).await
+}
+
+/// A text's letter counts, a-z: a vector a test can predict.
+pub fn letter_counts(text: &str) -> Vec<f32> {
+    let mut v = vec![0f32; 26];
+    for c in text.to_ascii_lowercase().bytes().filter(u8::is_ascii_lowercase) {
+        v[usize::from(c - b'a')] += 1.0;
+    }
+    v
+}
+
+async fn embeddings(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, body: String) -> Response {
+    let body: Value = match serde_json::from_str(&body) {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad JSON: {e}")).into_response(),
+    };
+    let (mut reply, vectors) = {
+        let mut inner = inner.lock().unwrap();
+        inner.seen.push(Seen {
+            kind: "embeddings",
+            body: body.clone(),
+            authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
+            headers: headers.clone(),
+        });
+        (inner.embeddings.pop_front().unwrap_or(Reply::Content(String::new())), inner.vectors.clone())
+    };
+    while let Reply::Slow(wait, next) = reply {
+        tokio::time::sleep(wait).await;
+        reply = *next;
+    }
+    let Some(input) = body["input"].as_array() else {
+        return (StatusCode::BAD_REQUEST, "input must be a list").into_response();
+    };
+    match reply {
+        Reply::Content(_) => {
+            let data: Vec<Value> = input
+                .iter()
+                .enumerate()
+                .rev()
+                .map(|(i, t)| {
+                    let t = t.as_str().unwrap_or("");
+                    let v = vectors.get(t).cloned().unwrap_or_else(|| letter_counts(t));
+                    json!({"object": "embedding", "index": i, "embedding": v})
+                })
+                .collect();
+            let tokens: usize = input.iter().map(|t| t.as_str().unwrap_or("").split_whitespace().count()).sum();
+            axum::Json(json!({
+                "object": "list", "data": data, "model": body["model"],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }))
+            .into_response()
+        }
+        other => answer(other, &body, false).await,
+    }
 }
 
 async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, body: String) -> Response {

@@ -12,17 +12,19 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 use rhai::{Array, Dynamic, Map};
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 
 use super::{History, LlmNode, NodeKind, Route, Target, Test, Then};
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, Updates};
-use crate::llm::{LlmRequest, LlmResponse, Message};
+use crate::llm::{EmbedRequest, LlmRequest, LlmResponse, Message};
 use crate::native::{NativeNodes, NodeContext};
 use crate::pack::Pack;
 use crate::pack::manifest::ParseMode;
 use crate::script::{CallTag, FnRef, allow_blocking};
+use crate::select::Similarity;
 use crate::state::Undo;
+use crate::text::Embeddings;
 use crate::turn::TurnCtx;
 use crate::value;
 
@@ -31,7 +33,7 @@ use crate::value;
 pub(crate) async fn init(pack: &Arc<Pack>, f: &FnRef, turn: &Arc<TurnCtx>, state: &mut Dynamic) -> Result<Map> {
     let natives = NativeNodes::default();
     let runner = Runner { pack, natives: &natives, turn };
-    let tag = CallTag { turn: turn.clone(), node: "init".into() };
+    let tag = CallTag::new(turn.clone(), "init".into());
     let v = runner.call_as(tag, f, state, Vec::new()).await?;
     let updates = updates_of(v, &f.display())?;
     pack.schema.check(&updates).map_err(|e| e.context("the init script"))?;
@@ -193,7 +195,7 @@ enum Outcome {
 
 impl Runner<'_> {
     fn tag(&self, node: usize) -> CallTag {
-        CallTag { turn: self.turn.clone(), node: self.pack.graph.nodes[node].name.clone() }
+        CallTag::new(self.turn.clone(), self.pack.graph.nodes[node].name.clone())
     }
 
     /// Calls a script synchronously, or on a blocking thread when it may call a model.
@@ -273,16 +275,16 @@ impl Runner<'_> {
             }
             NodeKind::Llm(l) => Ok(Work::Ask(self.request(i, l, state).await?)),
             NodeKind::Select(selector, into) => {
-                let mut run = crate::select::Run {
-                    sandbox: &self.pack.sandbox,
-                    natives: self.natives,
-                    state,
-                    tag: self.tag(i),
-                    turns_done: self.turn.turn.saturating_sub(1),
-                    force: None,
-                    pack_params: &self.pack.params,
+                let candidates = selector.candidates(&mut self.selection(i, state, None))?;
+                let (embeddings, similarity) = match &selector.similarity {
+                    Some(sim) if self.holds(i, sim.when.as_ref(), "similarity.when", state).await? => {
+                        let texts = selector.texts_to_embed(&candidates, state);
+                        self.embed(i, sim, texts).await
+                    }
+                    _ => (None, json!({"kind": "lexical"})),
                 };
-                let decision = selector.select(&mut run)?;
+                let mut decision = selector.decide(candidates, &mut self.selection(i, state, embeddings))?;
+                decision.breakdown["similarity"] = similarity;
                 self.turn.emit(Event::Decision {
                     node: self.pack.graph.nodes[i].name.to_string(),
                     breakdown: decision.breakdown,
@@ -292,6 +294,75 @@ impl Runner<'_> {
                 Ok(Work::Done(updates))
             }
         }
+    }
+
+    fn selection<'s>(
+        &'s self,
+        i: usize,
+        state: &'s mut Dynamic,
+        embeddings: Option<Arc<Embeddings>>,
+    ) -> crate::select::Run<'s> {
+        crate::select::Run {
+            sandbox: &self.pack.sandbox,
+            natives: self.natives,
+            state,
+            tag: self.tag(i),
+            turns_done: self.turn.turn.saturating_sub(1),
+            force: None,
+            pack_params: &self.pack.params,
+            embeddings,
+        }
+    }
+
+    /// Embeds a selection's texts; on failure (or with nothing to embed) scorers compare words.
+    /// Returns the vectors and what the breakdown says of them.
+    async fn embed(&self, i: usize, sim: &Similarity, texts: Vec<String>) -> (Option<Arc<Embeddings>>, Json) {
+        if texts.is_empty() {
+            return (None, json!({"kind": "lexical", "why": "nothing to embed"}));
+        }
+        let profile = &self.pack.profiles[sim.profile.as_str()];
+        let model = match profile.model(&self.turn.options) {
+            Ok(m) => m.to_owned(),
+            Err(e) => return (None, json!({"kind": "lexical", "why": e.detail()})),
+        };
+        let request = EmbedRequest { profile: sim.profile.clone(), model, texts };
+        match self.turn.embed(&self.pack.graph.nodes[i].name, &request).await {
+            Ok(r) if r.vectors.len() == request.texts.len() => {
+                let mut e = Embeddings::new(r.model.clone());
+                for (text, vector) in request.texts.into_iter().zip(r.vectors) {
+                    e.insert(text, vector);
+                }
+                let note = json!({"kind": "embedding", "model": r.model, "texts": e.len(), "cached": r.cached});
+                (Some(Arc::new(e)), note)
+            }
+            Ok(r) => {
+                let why = format!("{} texts sent, {} vectors back", request.texts.len(), r.vectors.len());
+                (None, json!({"kind": "lexical", "why": why}))
+            }
+            Err(e) => {
+                tracing::warn!(node = %self.pack.graph.nodes[i].name, error = %e, "embeddings failed; comparing words");
+                (None, json!({"kind": "lexical", "why": e.detail()}))
+            }
+        }
+    }
+
+    /// Whether a condition holds (`None` always does).
+    async fn holds(&self, i: usize, test: Option<&Test>, text: &str, state: &mut Dynamic) -> Result<bool> {
+        let v = match test {
+            None => return Ok(true),
+            Some(Test::Flag { field, negate }) => {
+                let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+                let flag = map.get(field.as_str()).and_then(|v| v.as_bool().ok()).unwrap_or(false);
+                return Ok(flag != *negate);
+            }
+            Some(Test::Script(f)) => self.call(i, f, state, Vec::new()).await?,
+        };
+        v.as_bool().map_err(|_| {
+            Error::new(
+                ErrorKind::Script,
+                format!("condition `{text}` gave {}; it must be true or false", value::type_of(&v)),
+            )
+        })
     }
 
     async fn request(&self, i: usize, l: &LlmNode, state: &mut Dynamic) -> Result<LlmRequest> {
@@ -430,27 +501,8 @@ impl Runner<'_> {
                     let Some((test, text)) = &case.when else {
                         return Ok(case.to.clone());
                     };
-                    let v = match test {
-                        Test::Flag { field, negate } => {
-                            let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
-                            let flag = map.get(field.as_str()).and_then(|v| v.as_bool().ok()).unwrap_or(false);
-                            Dynamic::from_bool(flag != *negate)
-                        }
-                        Test::Script(f) => self.call(i, f, state, Vec::new()).await.map_err(|e| e.in_node(node))?,
-                    };
-                    match v.as_bool() {
-                        Ok(true) => return Ok(case.to.clone()),
-                        Ok(false) => {}
-                        Err(_) => {
-                            return Err(Error::new(
-                                ErrorKind::Script,
-                                format!(
-                                    "route condition `{text}` gave {}; it must be true or false",
-                                    value::type_of(&v)
-                                ),
-                            )
-                            .in_node(node));
-                        }
+                    if self.holds(i, Some(test), text, state).await.map_err(|e| e.in_node(node))? {
+                        return Ok(case.to.clone());
                     }
                 }
                 Ok(vec![Target::End])

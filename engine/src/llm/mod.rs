@@ -87,6 +87,32 @@ pub struct LlmResponse {
     pub attempts: u32,
 }
 
+/// What a selector asks an embedding model: one vector per text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmbedRequest {
+    /// The pack's profile the request was made from.
+    pub profile: String,
+    /// The embedding model, as the profile names it.
+    pub model: String,
+    /// The texts, in order.
+    pub texts: Vec<String>,
+}
+
+/// An embedding model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbedResponse {
+    /// One vector per text of the request, in its order.
+    pub vectors: Vec<Arc<[f32]>>,
+    /// The model that answered, as the provider reported it.
+    pub model: String,
+    /// Tokens the provider counted (0 when every text came from its cache).
+    pub prompt_tokens: u32,
+    /// How many of the texts came from the provider's cache rather than a request.
+    pub cached: usize,
+    /// Requests it took (0 when every text was cached, 1 without retries).
+    pub attempts: u32,
+}
+
 /// A model provider. Implementations retry what is worth retrying themselves; an error means the
 /// call is over.
 pub trait Provider: Send + Sync {
@@ -102,6 +128,14 @@ pub trait Provider: Send + Sync {
     /// go to it as they arrive; the full reply is returned either way.
     fn complete<'a>(&'a self, request: &'a LlmRequest, tokens: Option<TokenSink>)
     -> BoxFuture<'a, Result<LlmResponse>>;
+
+    /// Embeds `request.texts`. Providers without an embeddings endpoint answer with an error
+    /// (the default), and selectors compare texts lexically instead.
+    fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
+        let _ = request;
+        let e = Error::new(ErrorKind::Llm, format!("the {} provider has no embeddings endpoint", self.name()));
+        Box::pin(std::future::ready(Err(e)))
+    }
 }
 
 /// A model exchange as recorded in a turn's checkpoint: what was asked and what came back.
@@ -260,6 +294,12 @@ impl ModelMap {
         self.all.as_deref().unwrap_or(model)
     }
 
+    /// The embedding model to ask for `model`: only `map` renames it (`all` names a chat model,
+    /// which usually cannot embed).
+    pub fn resolve_embedding<'a>(&'a self, model: &'a str) -> &'a str {
+        self.map.iter().find(|(from, _)| from == model).map_or(model, |(_, to)| to)
+    }
+
     /// Wraps `provider` so that it sees renamed models; returns it as it is when nothing is renamed.
     pub fn wrap(self, provider: Arc<dyn Provider>) -> Arc<dyn Provider> {
         if self.all.is_none() && self.map.is_empty() {
@@ -289,6 +329,14 @@ impl Provider for Mapped {
             let mut request = request.clone();
             request.model = self.map.resolve(&request.model).to_owned();
             self.inner.complete(&request, tokens).await
+        })
+    }
+
+    fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
+        Box::pin(async move {
+            let mut request = request.clone();
+            request.model = self.map.resolve_embedding(&request.model).to_owned();
+            self.inner.embed(&request).await
         })
     }
 }

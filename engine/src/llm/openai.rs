@@ -1,11 +1,17 @@
 //! `openai`: any OpenAI-compatible Chat Completions endpoint (OpenAI, Groq, Ollama, vLLM,
-//! llama.cpp server, ...), with a bearer key, JSON mode, streaming, timeouts and retries.
+//! llama.cpp server, ...), with a bearer key, JSON mode, streaming, timeouts and retries; and its
+//! `/embeddings` endpoint, with a cache so a text is embedded once.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hashlink::LruCache;
 use serde_json::{Value, json};
 
-use super::{BoxFuture, LlmRequest, LlmResponse, Provider, RetryPolicy, TokenSink, Usage, http, parse_var};
+use super::{
+    BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Provider, RetryPolicy, TokenSink, Usage, http,
+    parse_var,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where and how the `openai` provider sends requests.
@@ -52,19 +58,32 @@ impl OpenAiConfig {
     }
 }
 
+/// How many embeddings the provider keeps: the texts a game compares again and again (questions
+/// asked, focus descriptions) are embedded once.
+const EMBEDDING_CACHE: usize = 4096;
+
+/// Texts per embeddings request.
+const EMBEDDING_BATCH: usize = 256;
+
 /// The `openai` provider.
 pub struct OpenAi {
     config: OpenAiConfig,
     client: reqwest::Client,
     url: String,
+    embeddings_url: String,
+    /// `model \0 text` → vector, least recently used first out.
+    embeddings: Mutex<LruCache<String, Arc<[f32]>>>,
 }
 
 impl OpenAi {
     /// A provider sending to `config.base_url`.
     pub fn new(config: OpenAiConfig) -> Result<Self> {
         let client = http::client(config.timeout)?;
-        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        Ok(OpenAi { config, client, url })
+        let base = config.base_url.trim_end_matches('/');
+        let url = format!("{base}/chat/completions");
+        let embeddings_url = format!("{base}/embeddings");
+        let embeddings = Mutex::new(LruCache::new(EMBEDDING_CACHE));
+        Ok(OpenAi { config, client, url, embeddings_url, embeddings })
     }
 
     fn body(request: &LlmRequest, stream: bool) -> Value {
@@ -140,6 +159,89 @@ impl OpenAi {
     }
 }
 
+impl OpenAi {
+    /// Embeds the texts the cache does not have, in batches, and answers from the cache.
+    async fn embed_texts(&self, request: &EmbedRequest) -> Result<EmbedResponse> {
+        let key = |t: &str| format!("{}\0{t}", request.model);
+        let mut vectors: Vec<Option<Arc<[f32]>>> = {
+            let mut cache = self.embeddings.lock().unwrap_or_else(|p| p.into_inner());
+            request.texts.iter().map(|t| cache.get(&key(t)).cloned()).collect()
+        };
+        let cached = vectors.iter().filter(|v| v.is_some()).count();
+        let mut missing: Vec<&str> =
+            request.texts.iter().zip(&vectors).filter(|(_, v)| v.is_none()).map(|(t, _)| t.as_str()).collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let (mut model, mut prompt_tokens, mut attempts) = (request.model.clone(), 0u32, 0u32);
+        let mut fetched = std::collections::HashMap::new();
+        for batch in missing.chunks(EMBEDDING_BATCH) {
+            let body = json!({ "model": request.model, "input": batch });
+            let (resp, tries) = http::send("openai", &self.config.retry, || {
+                let mut rb = self.client.post(&self.embeddings_url).json(&body);
+                if let Some(key) = &self.config.api_key {
+                    rb = rb.bearer_auth(key);
+                }
+                rb
+            })
+            .await?;
+            attempts += tries;
+            let v = http::json_body("openai", resp, tries).await?;
+            for (text, vector) in batch.iter().zip(embeddings_of(&v, batch.len(), tries)?) {
+                fetched.insert(*text, vector);
+            }
+            if let Some(m) = v["model"].as_str() {
+                model = m.to_owned();
+            }
+            prompt_tokens += v.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
+        }
+        if !fetched.is_empty() {
+            let mut cache = self.embeddings.lock().unwrap_or_else(|p| p.into_inner());
+            for (text, vector) in &fetched {
+                cache.insert(key(text), vector.clone());
+            }
+        }
+        for (slot, text) in vectors.iter_mut().zip(&request.texts) {
+            if slot.is_none() {
+                *slot = fetched.get(text.as_str()).cloned();
+            }
+        }
+        let vectors = vectors
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::internal("a text lost its embedding"))?;
+        Ok(EmbedResponse { vectors, model, prompt_tokens, cached, attempts })
+    }
+}
+
+/// The vectors of an embeddings reply, in input order (`data[i].index` says which input each is).
+fn embeddings_of(v: &Value, expected: usize, attempts: u32) -> Result<Vec<Arc<[f32]>>> {
+    let data = v["data"].as_array().ok_or_else(|| malformed("the embeddings reply has no data list", attempts))?;
+    if data.len() != expected {
+        return Err(malformed(
+            &format!("{expected} texts were sent but {} embeddings came back", data.len()),
+            attempts,
+        ));
+    }
+    let mut out: Vec<Option<Arc<[f32]>>> = vec![None; expected];
+    let mut dimensions = None;
+    for (k, item) in data.iter().enumerate() {
+        let index = item["index"].as_u64().map_or(k, |i| i as usize);
+        let numbers = item["embedding"].as_array().ok_or_else(|| {
+            malformed(&format!("data[{k}] has no embedding list (base64 replies are not asked for)"), attempts)
+        })?;
+        let vector: Option<Vec<f32>> = numbers.iter().map(|x| x.as_f64().map(|x| x as f32)).collect();
+        let vector = vector.ok_or_else(|| malformed(&format!("data[{k}].embedding is not all numbers"), attempts))?;
+        if vector.is_empty() || *dimensions.get_or_insert(vector.len()) != vector.len() {
+            return Err(malformed(&format!("data[{k}].embedding has {} dimensions", vector.len()), attempts));
+        }
+        match out.get_mut(index) {
+            Some(slot @ None) => *slot = Some(vector.into()),
+            _ => return Err(malformed(&format!("data[{k}] has index {index}, out of place"), attempts)),
+        }
+    }
+    out.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| malformed("an embedding is missing", attempts))
+}
+
 fn usage(v: &Value) -> Usage {
     let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
     Usage { prompt_tokens: n("/usage/prompt_tokens"), completion_tokens: n("/usage/completion_tokens") }
@@ -166,6 +268,16 @@ impl Provider for OpenAi {
         Box::pin(async move {
             let r = self.call(request, tokens).await;
             tracing::debug!(model = %request.model, ms = http::elapsed_ms(start), ok = r.is_ok(), "openai call");
+            r
+        })
+    }
+
+    fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
+        let start = Instant::now();
+        Box::pin(async move {
+            let r = self.embed_texts(request).await;
+            tracing::debug!(model = %request.model, texts = request.texts.len(), ms = http::elapsed_ms(start),
+                ok = r.is_ok(), "openai embeddings");
             r
         })
     }

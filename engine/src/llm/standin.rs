@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use rhai::{Array, Dynamic, Map};
 
-use super::{BoxFuture, LlmRequest, LlmResponse, Provider, TokenSink, Usage, estimate_tokens};
+use super::{
+    BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Provider, TokenSink, Usage, estimate_tokens,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::script::{FnRef, Sandbox};
 use crate::value;
@@ -97,5 +99,18 @@ impl Provider for Standin {
             }
         }
         Box::pin(std::future::ready(result))
+    }
+
+    /// The engine's hashed features ([`crate::text::hashed_embedding`]), not the pack's script:
+    /// deterministic and offline, like the rest of the stand-in.
+    fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
+        let vectors = request.texts.iter().map(|t| Arc::from(crate::text::hashed_embedding(t))).collect();
+        Box::pin(std::future::ready(Ok(EmbedResponse {
+            vectors,
+            model: format!("{} (stand-in)", request.model),
+            prompt_tokens: request.texts.iter().map(|t| estimate_tokens(t)).sum(),
+            cached: 0,
+            attempts: 1,
+        })))
     }
 }

@@ -18,7 +18,7 @@ use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, T
 use crate::llm::standin::Standin;
 use crate::prompt::{CONTEXT_NAMES, Prompts};
 use crate::script::{FnRef, HostShared, Limits, Sandbox, ScriptFile};
-use crate::select::{Focus, Scorer, Selector, Strategy};
+use crate::select::{Focus, Scorer, Selector, Similarity, Strategy};
 use crate::state::{Field, Schema};
 use crate::value;
 
@@ -514,12 +514,77 @@ impl Loader<'_> {
             let default = d.implementation.unwrap_or(manifest::ScorerImpl::Script);
             let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
             let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
+            let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, s, refs));
             out.insert(
                 name.clone(),
-                Arc::new(Selector { name: name.clone(), phases, turn_field, strategies, profiles, vetoes, scorers }),
+                Arc::new(Selector {
+                    name: name.clone(),
+                    phases,
+                    turn_field,
+                    strategies,
+                    profiles,
+                    vetoes,
+                    scorers,
+                    similarity,
+                }),
             );
         }
         out
+    }
+
+    /// A condition (`this.flag`, `!this.flag`, or any Rhai expression over `this`).
+    fn test(&mut self, w: &SpannedStr, name: &str, refs: &Refs<'_>) -> Option<Test> {
+        if let Some(test) = flag_test(&w.value, refs.schema) {
+            return Some(test);
+        }
+        match refs.sandbox.compile_expr(name, &w.value, &self.at(w)) {
+            Ok(f) => Some(Test::Script(FnRef { file: Arc::new(f), name: name.into() })),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
+        }
+    }
+
+    /// A selector's `similarity:`: the profile must exist and each text field hold strings.
+    fn similarity(
+        &mut self,
+        selector: &str,
+        decl: &Spanned<manifest::SimilarityDecl>,
+        refs: &Refs<'_>,
+    ) -> Option<Similarity> {
+        let d = &decl.value;
+        let profile = d.embed.value.clone();
+        if !refs.profiles.contains_key(&profile) {
+            let known: Vec<&str> = refs.profiles.keys().map(String::as_str).collect();
+            self.error(
+                format!(
+                    "selector `{selector}` embeds with `{profile}`, which is not an llm profile (profiles: {})",
+                    known.join(", ")
+                ),
+                self.at(&d.embed),
+            );
+        }
+        for f in &d.texts {
+            match refs.schema.fields.get(&f.value) {
+                Some(field) if matches!(field.ty, TypeName::String | TypeName::List | TypeName::Any) => {}
+                Some(field) => self.error(
+                    format!("similarity texts must be string or list fields; `{}` is {}", f.value, field.ty.a()),
+                    self.at(f),
+                ),
+                None => {
+                    self.error(format!("similarity texts name `{}`, which is not a state field", f.value), self.at(f))
+                }
+            }
+        }
+        if d.last == Some(0) {
+            self.error("similarity `last` must be at least 1 (leave it out for every item)", self.at(decl));
+        }
+        let when = match &d.when {
+            Some(w) => Some(self.test(w, &format!("similarity_{selector}"), refs)?),
+            None => None,
+        };
+        Some(Similarity { profile, texts: d.texts.iter().map(|t| t.value.clone()).collect(), last: d.last, when })
     }
 
     fn scorer(
@@ -791,23 +856,9 @@ impl Loader<'_> {
                         let last = k + 1 == cases.len();
                         let to = self.targets(&graph, &c.to, &format!("the route out of `{from}`"));
                         let when = match (&c.when, last) {
-                            (Some(w), _) => match flag_test(&w.value, refs.schema) {
-                                Some(test) => Some((test, w.value.clone())),
-                                None => {
-                                    let at = self.at(w);
-                                    let name = format!("when_{from}_{k}");
-                                    match refs.sandbox.compile_expr(&name, &w.value, &at) {
-                                        Ok(f) => {
-                                            let f = FnRef { file: Arc::new(f), name: name.into() };
-                                            Some((Test::Script(f), w.value.clone()))
-                                        }
-                                        Err(e) => {
-                                            self.errors.push(e);
-                                            None
-                                        }
-                                    }
-                                }
-                            },
+                            (Some(w), _) => {
+                                self.test(w, &format!("when_{from}_{k}"), refs).map(|t| (t, w.value.clone()))
+                            }
                             (None, false) => {
                                 self.error(
                                     format!("route out of `{from}`: only the last case may leave out `when`"),

@@ -75,6 +75,24 @@ pub(crate) struct SelectorDecl {
     /// Which implementation scorers that have both use (default `script`).
     #[serde(rename = "impl")]
     pub implementation: Option<ScorerImpl>,
+    /// Embeddings for `similarity` while the selector scores (lexical without).
+    pub similarity: Option<Spanned<SimilarityDecl>>,
+}
+
+/// Embeddings a selector makes before scoring, so `similarity` compares meanings, not words.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SimilarityDecl {
+    /// The `llm:` profile whose model embeds.
+    pub embed: SpannedStr,
+    /// State fields (strings or lists of strings) whose texts get vectors, beside every
+    /// candidate's focus description.
+    #[serde(default)]
+    pub texts: Vec<SpannedStr>,
+    /// Only the last `last` items of each list field (default: all of them).
+    pub last: Option<usize>,
+    /// When to embed, written like a route's `when` (default: always).
+    pub when: Option<SpannedStr>,
 }
 
 /// A phase of a selector.

@@ -120,6 +120,19 @@ fn fold_param(v: &Dynamic) -> Option<Folded> {
 pub(crate) struct CallTag {
     pub turn: Arc<TurnCtx>,
     pub node: Arc<str>,
+    /// Vectors for `similarity` while a selector with embeddings scores.
+    pub embeddings: Option<Arc<text::Embeddings>>,
+}
+
+impl CallTag {
+    pub fn new(turn: Arc<TurnCtx>, node: Arc<str>) -> Self {
+        CallTag { turn, node, embeddings: None }
+    }
+}
+
+/// The vectors of the selection running this call, if it made any.
+fn embeddings(ctx: &NativeCallContext<'_>) -> Option<Arc<text::Embeddings>> {
+    ctx.tag()?.read_lock::<CallTag>()?.embeddings.clone()
 }
 
 /// One host function: its name, signature and documentation, and how it is registered.
@@ -469,9 +482,13 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     HostFn {
         name: "similarity",
         signature: "similarity(a: string, b: string) -> float",
-        doc: "Lexical similarity in [0, 1]: cosine of the two texts' folded word counts.",
+        doc: "Similarity in [0, 1]. Lexical (the cosine of the two texts' folded word counts), except \
+              in the scorers of a selector with `similarity:` embeddings: there two texts that both \
+              have vectors (focus descriptions, the texts it names) compare by the cosine of those.",
         register: |e, _| {
-            e.register_fn("similarity", |a: &str, b: &str| text::similarity(a, b) as FLOAT);
+            e.register_fn("similarity", |ctx: NativeCallContext<'_>, a: &str, b: &str| {
+                text::similarity_in(embeddings(&ctx).as_deref(), a, b) as FLOAT
+            });
         },
     },
     HostFn {
@@ -480,9 +497,25 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The highest `similarity` of `text` to any of `others` (0.0 when there are none): is this \
               what was said before?",
         register: |e, _| {
-            e.register_fn("max_similarity", |t: &str, others: Array| -> RhaiResult<FLOAT> {
-                let others = str_list(&others, "others")?;
-                Ok(text::max_similarity(t, others.iter().map(|o| o.as_str())) as FLOAT)
+            e.register_fn(
+                "max_similarity",
+                |ctx: NativeCallContext<'_>, t: &str, others: Array| -> RhaiResult<FLOAT> {
+                    let others = str_list(&others, "others")?;
+                    let e = embeddings(&ctx);
+                    Ok(text::max_similarity_in(e.as_deref(), t, others.iter().map(|o| o.as_str())) as FLOAT)
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "similarity_kind",
+        signature: "similarity_kind() -> string",
+        doc: "`\"embedding\"` while a selector's scorers run with embeddings (`similarity:` on, and the \
+              call succeeded), else `\"lexical\"`: the two have different scales, so a threshold can \
+              depend on it.",
+        register: |e, _| {
+            e.register_fn("similarity_kind", |ctx: NativeCallContext<'_>| -> ImmutableString {
+                if embeddings(&ctx).is_some() { "embedding".into() } else { "lexical".into() }
             });
         },
     },

@@ -104,20 +104,30 @@ impl Provider for Silent {
     }
 }
 
+fn copy(from: &std::path::Path, to: &std::path::Path) {
+    if from.is_file() {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+        return;
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().map(std::result::Result::unwrap) {
+        copy(&entry.path(), &to.join(entry.file_name()));
+    }
+}
+
 /// A copy of the pack root `tests/<name>/` in a temporary directory, to edit freely.
 pub fn copy_root(name: &str) -> tempfile::TempDir {
-    fn copy(from: &std::path::Path, to: &std::path::Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap().map(std::result::Result::unwrap) {
-            let target = to.join(entry.file_name());
-            if entry.file_type().unwrap().is_dir() {
-                copy(&entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), target).unwrap();
-            }
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     copy(&repo_root().join("tests").join(name), dir.path());
+    dir
+}
+
+/// Copies of the repository's files and directories at `paths` in a temporary root.
+pub fn copy_of(paths: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for p in paths {
+        copy(&repo_root().join(p), &dir.path().join(p));
+    }
     dir
 }

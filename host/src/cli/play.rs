@@ -175,12 +175,34 @@ fn show_details(session: &Session) {
     }
 }
 
+/// How the selection compared texts: `similarity by embeddings (model, 12 texts, 9 cached)`, or
+/// `by words` with the reason embeddings were not used.
+fn similarity(s: &serde_json::Value) -> String {
+    match s["kind"].as_str() {
+        Some("embedding") => format!(
+            "similarity by embeddings ({}, {} texts, {} cached)",
+            s["model"].as_str().unwrap_or("?"),
+            s["texts"],
+            s["cached"]
+        ),
+        _ => match s["why"].as_str() {
+            Some(why) => format!("similarity by words (embeddings failed: {why})"),
+            None => "similarity by words".to_owned(),
+        },
+    }
+}
+
 /// Each selector decision of a turn, candidate by candidate: vetoes with their reasons, or each
 /// scorer's raw score × weight, the sum × the phase multiplier, the final score; the winner marked.
 fn show_decisions(r: &TurnResult) {
     for e in &r.events {
         let ruleweave::Event::Decision { node, breakdown: b } = e else { continue };
-        println!("{node}: {} phase (turn count {})", b["phase"].as_str().unwrap_or("?"), b["turn_count"]);
+        println!(
+            "{node}: {} phase (turn count {}), {}",
+            b["phase"].as_str().unwrap_or("?"),
+            b["turn_count"],
+            similarity(&b["similarity"])
+        );
         let winner = b["winner"].as_u64();
         for (i, c) in b["candidates"].as_array().into_iter().flatten().enumerate() {
             let mark = if winner == Some(i as u64) { "→" } else { " " };
