@@ -161,14 +161,14 @@ async fn openai_embeds_in_input_order_and_never_sends_a_text_twice() {
     let config = OpenAiConfig { api_key: Some("sk-e".into()), base_url: mock.base_url.clone(), ..Default::default() };
     let p = OpenAi::new(config).unwrap();
     // The mock answers in reverse order; `index` puts each vector back with its text.
-    let r = p.embed(&embed(&["abc", "why foam matters", "abc"])).await.unwrap();
+    let r = p.embed(&embed(&["why foam matters", "abc", "why foam matters"])).await.unwrap();
     assert_eq!(r.vectors.len(), 3);
-    assert_eq!(&r.vectors[0][..], &letter_counts("abc")[..]);
-    assert_eq!(&r.vectors[1][..], &letter_counts("why foam matters")[..]);
+    assert_eq!(&r.vectors[0][..], &letter_counts("why foam matters")[..]);
+    assert_eq!(&r.vectors[1][..], &letter_counts("abc")[..]);
     assert_eq!(r.vectors[0], r.vectors[2]);
     assert_eq!((r.model.as_str(), r.prompt_tokens, r.cached, r.attempts), ("text-embedding-3-small", 4, 0, 1));
     let sent = mock.seen_kind("embeddings");
-    assert_eq!(sent[0]["input"], json!(["abc", "why foam matters"]), "each distinct text once");
+    assert_eq!(sent[0]["input"], json!(["why foam matters", "abc"]), "each distinct text once, in order");
     assert_eq!(sent[0]["model"], "text-embedding-3-small");
     assert_eq!(mock.seen()[0].authorization.as_deref(), Some("Bearer sk-e"));
     // Asked again with one new text: only that one is sent.
@@ -203,7 +203,8 @@ async fn openai_embeddings_retry_429_and_report_failures() {
             "1 texts were sent but 2",
         ),
         (r#"{"data": [{"index": 0, "embedding": "AAAA"}]}"#, "no embedding list"),
-        (r#"{"data": [{"index": 0, "embedding": [1.0, "x"]}]}"#, "not all numbers"),
+        (r#"{"data": [{"index": 0, "embedding": [1.0, "x"]}]}"#, "not all finite numbers"),
+        (r#"{"data": [{"index": 0, "embedding": [1.0, 1e39]}]}"#, "not all finite numbers"),
         (r#"{"data": [{"index": 5, "embedding": [1.0]}]}"#, "index 5"),
     ];
     for (body, says) in cases {

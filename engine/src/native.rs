@@ -72,6 +72,7 @@ where
 
 /// What a scorer sees: the state, the candidate's strategy and focus, the scorer's `params`, the
 /// phase, the turn count, and the selection's embeddings (through [`ScorerContext::similarity`]).
+#[non_exhaustive]
 pub struct ScorerContext<'a> {
     /// The whole state.
     pub state: &'a Map,

@@ -51,8 +51,8 @@ pub(crate) struct Similarity {
     pub texts: Vec<String>,
     /// Only the last items of list fields.
     pub last: Option<usize>,
-    /// When to embed (always when `None`).
-    pub when: Option<Test>,
+    /// When to embed (always when `None`), with the condition as written.
+    pub when: Option<(Test, String)>,
 }
 
 /// A strategy: its manifest entry as a map scripts see, and how its focuses are made.
@@ -127,6 +127,7 @@ pub(crate) struct Run<'a> {
     pub sandbox: &'a Sandbox,
     pub natives: &'a NativeNodes,
     pub state: &'a mut Dynamic,
+    /// Scripts' tag; carries the vectors for `similarity` when the selector made them.
     pub tag: CallTag,
     /// The turns done before this one (the default turn count).
     pub turns_done: u64,
@@ -134,8 +135,6 @@ pub(crate) struct Run<'a> {
     pub force: Option<ScorerImpl>,
     /// The pack's params, for native scorers.
     pub pack_params: &'a Map,
-    /// Vectors for `similarity`, when the selector made them.
-    pub embeddings: Option<Arc<Embeddings>>,
 }
 
 impl Selector {
@@ -359,7 +358,7 @@ impl Selector {
                     pack_params: run.pack_params,
                     phase,
                     turn_count: count,
-                    embeddings: run.embeddings.as_deref(),
+                    embeddings: run.tag.embeddings.as_deref(),
                 };
                 native.score(&ctx).map_err(|e| e.context(format_args!("scorer `{}`", s.id)))
             }
@@ -375,9 +374,12 @@ impl Selector {
                     candidate.insert("turn_count".into(), Dynamic::from_int(count));
                     Dynamic::from_map(candidate).into_read_only().into_shared()
                 });
-                let mut tag = run.tag.clone();
-                tag.embeddings = run.embeddings.clone();
-                let out = run.sandbox.call(f, run.state, (candidate.clone(), s.shared_params.clone()), Some(tag))?;
+                let out = run.sandbox.call(
+                    f,
+                    run.state,
+                    (candidate.clone(), s.shared_params.clone()),
+                    Some(run.tag.clone()),
+                )?;
                 output_of(out).map_err(|e| e.context(format_args!("{}", f.display())))
             }
         }
@@ -421,7 +423,6 @@ pub struct Selection {
     state: Dynamic,
     tag: CallTag,
     turns_done: u64,
-    embeddings: Option<Arc<Embeddings>>,
 }
 
 impl Selection {
@@ -448,7 +449,7 @@ impl Selection {
             None,
         ));
         let tag = CallTag::new(turn, "bench".into());
-        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done, embeddings: None })
+        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
     }
 
     /// The texts the selector would embed over this state (every focus description, then the
@@ -464,7 +465,7 @@ impl Selection {
 
     /// Scores with these vectors from now on (`None`: lexical similarity, the default here).
     pub fn set_embeddings(&mut self, embeddings: Option<Embeddings>) {
-        self.embeddings = embeddings.map(Arc::new);
+        self.tag.embeddings = embeddings.map(Arc::new);
     }
 
     /// The selector's scorers, vetoes first: (id, has a script, has a native twin this host registered).
@@ -489,7 +490,6 @@ impl Selection {
             turns_done: self.turns_done,
             force,
             pack_params: &self.pack.params,
-            embeddings: self.embeddings.clone(),
         }
     }
 

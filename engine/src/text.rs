@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aho_corasick::AhoCorasick;
 use unicode_normalization::UnicodeNormalization;
@@ -144,17 +145,19 @@ impl WordCounts {
 
 /// Vectors an embedding model made for texts (a selection's focus descriptions and the texts its
 /// pack named). Two texts that both have one compare by the cosine of their vectors; any other
-/// pair compares lexically, by [`similarity`]. Either way the result is in [0, 1].
-#[derive(Debug, Clone, Default)]
+/// pair compares lexically, by [`similarity`], and is counted ([`Embeddings::compared_by_words`]):
+/// the two scales differ, so a selection's breakdown says how many pairs fell back.
+#[derive(Debug, Default)]
 pub struct Embeddings {
     model: String,
     vectors: HashMap<String, Arc<[f32]>>,
+    by_words: AtomicUsize,
 }
 
 impl Embeddings {
     /// An empty table for vectors made by `model`.
     pub fn new(model: impl Into<String>) -> Self {
-        Embeddings { model: model.into(), vectors: HashMap::new() }
+        Embeddings { model: model.into(), vectors: HashMap::new(), by_words: AtomicUsize::new(0) }
     }
 
     /// The model that made the vectors.
@@ -187,8 +190,16 @@ impl Embeddings {
     pub fn similarity(&self, a: &str, b: &str) -> f64 {
         match (self.get(a), self.get(b)) {
             (Some(x), Some(y)) => cosine(x, y).clamp(0.0, 1.0),
-            _ => similarity(a, b),
+            _ => {
+                self.by_words.fetch_add(1, Ordering::Relaxed);
+                similarity(a, b)
+            }
         }
+    }
+
+    /// How many pairs were compared by words so far because a text had no vector.
+    pub fn compared_by_words(&self) -> usize {
+        self.by_words.load(Ordering::Relaxed)
     }
 
     /// The highest [`Embeddings::similarity`] of `text` to any of `others`; 0 when there are none.
@@ -219,7 +230,8 @@ pub fn max_similarity_in<'a>(
     }
 }
 
-/// The cosine of two vectors; 0 when either is all zeros or their lengths differ.
+/// The cosine of two vectors; 0 when either is all zeros, their lengths differ, or it is not a
+/// number.
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() {
         return 0.0;
@@ -231,14 +243,16 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
         na += x * x;
         nb += y * y;
     }
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+    let c = dot / (na.sqrt() * nb.sqrt());
+    if c.is_finite() { c } else { 0.0 }
 }
 
 /// Dimensions of [`hashed_embedding`].
 pub const HASHED_DIMENSIONS: usize = 256;
 
 /// The stand-in model's embedding: the folded words of three letters or more and their
-/// character trigrams, hashed (with a sign) into [`HASHED_DIMENSIONS`] dimensions and normalized.
+/// character trigrams, hashed (with a sign; words and trigrams apart) into [`HASHED_DIMENSIONS`]
+/// dimensions and normalized.
 /// Deterministic and offline; closer than [`similarity`] for words that share a stem (`foam`,
 /// `foamy`), but it knows no synonyms: it stands in for a real model, it does not replace one.
 pub fn hashed_embedding(text: &str) -> Vec<f32> {
@@ -250,10 +264,10 @@ pub fn hashed_embedding(text: &str) -> Vec<f32> {
     };
     let folded = fold(text);
     for w in words(&folded).filter(|w| w.chars().count() > 2) {
-        add(w, 1.0);
+        add(&format!("w:{w}"), 1.0);
         let padded: Vec<char> = format!("<{w}>").chars().collect();
         for t in padded.windows(3) {
-            add(&t.iter().collect::<String>(), 0.5);
+            add(&format!("t:{}", t.iter().collect::<String>()), 0.5);
         }
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -345,12 +359,15 @@ mod tests {
         e.insert("c", Arc::from([-1.0f32, 0.0]));
         assert!((e.similarity("a", "b") - 0.6).abs() < 1e-6);
         assert_eq!(e.similarity("a", "c"), 0.0, "opposite vectors clamp to 0");
-        // A pair where a text has no vector compares by words.
+        // A pair where a text has no vector compares by words, and is counted.
+        assert_eq!(e.compared_by_words(), 0);
         assert_eq!(e.similarity("a", "the crown"), 0.0);
         assert!((e.similarity("the crown", "the crown") - 1.0).abs() < 1e-9);
+        assert_eq!(e.compared_by_words(), 2);
         assert!((e.max_similarity("a", ["c", "b"]) - 0.6).abs() < 1e-6);
         assert!((max_similarity_in(None, "give gold", ["give gold"]) - 1.0).abs() < 1e-9);
         assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0, "lengths differ");
+        assert_eq!(cosine(&[f32::INFINITY, 1.0], &[1.0, 1.0]), 0.0, "not a number");
     }
 
     #[test]

@@ -126,19 +126,7 @@ impl TurnCtx {
         let result = self.provider.complete(&request, tokens).await;
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let standin = self.provider.is_standin();
-        let mut event = LlmEvent {
-            node: node.to_owned(),
-            profile: request.profile.clone(),
-            provider: self.provider.name().to_owned(),
-            model: request.model.clone(),
-            latency_ms,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            attempts: 1,
-            standin,
-            error: None,
-            embedded: None,
-        };
+        let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
         match &result {
             Ok(r) => {
                 event.model = r.model.clone();
@@ -164,25 +152,32 @@ impl TurnCtx {
         result
     }
 
+    /// The `llm` event of a call by `node`, before its outcome is known.
+    fn llm_event(&self, node: &str, profile: &str, model: &str, latency_ms: f64) -> LlmEvent {
+        LlmEvent {
+            node: node.to_owned(),
+            profile: profile.to_owned(),
+            provider: self.provider.name().to_owned(),
+            model: model.to_owned(),
+            latency_ms,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            attempts: 1,
+            standin: self.provider.is_standin(),
+            error: None,
+            embedded: None,
+        }
+    }
+
     /// Asks the turn's provider for embeddings and emits an `llm` event with the texts counted.
     /// The vectors are not recorded in the checkpoint (they are large, and the provider caches
     /// them): a resumed turn asks again.
     pub async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
         let start = Instant::now();
         let result = self.provider.embed(request).await;
-        let mut event = LlmEvent {
-            node: node.to_owned(),
-            profile: request.profile.clone(),
-            provider: self.provider.name().to_owned(),
-            model: request.model.clone(),
-            latency_ms: start.elapsed().as_secs_f64() * 1000.0,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            attempts: 1,
-            standin: self.provider.is_standin(),
-            error: None,
-            embedded: Some(EmbedCount { texts: request.texts.len(), cached: 0 }),
-        };
+        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
+        event.embedded = Some(EmbedCount { texts: request.texts.len(), cached: 0 });
         match &result {
             Ok(r) => {
                 event.model = r.model.clone();

@@ -203,7 +203,7 @@ fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     let v = veto(candidate(&lexical, "deepen", None), "recent_redundancy");
     assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(false), &json!("lexical")), "{v}");
 
-    // What the selector embeds: every focus description, then the last three questions.
+    // What the selector embeds: every focus description, then the questions asked.
     let texts = sel.texts_to_embed().unwrap();
     assert!(texts.contains(&"why morning matters".to_owned()), "{texts:?}");
     assert_eq!(texts.last().unwrap(), asked[0]);
@@ -217,12 +217,9 @@ fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     for imp in [ScorerImpl::Script, ScorerImpl::Native] {
         let b = sel.run(Some(imp)).unwrap();
         let v = veto(candidate(&b, "deepen", None), "recent_redundancy");
-        assert_eq!((&v["veto"], &v["signals"]["kind"]).0, &json!(true), "{imp:?}: {v}");
-        if imp == ScorerImpl::Script {
-            // cos = 0.96 > the embedding threshold 0.8 (the lexical 0.45 does not apply).
-            assert!((v["signals"]["similarity"].as_f64().unwrap() - 0.96).abs() < 1e-6, "{v}");
-            assert_eq!(v["signals"]["kind"], "embedding");
-        }
+        // cos = 0.96 > the embedding threshold 0.8 (the lexical 0.45 does not apply).
+        assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(true), &json!("embedding")), "{imp:?}: {v}");
+        assert!((v["signals"]["similarity"].as_f64().unwrap() - 0.96).abs() < 1e-6, "{imp:?}: {v}");
     }
 }
 
@@ -260,6 +257,7 @@ async fn the_embedding_option_embeds_once_per_turn_and_falls_back_to_words() {
     assert_eq!(calls.len(), 1, "one call per selection");
     assert!(calls[0].standin && calls[0].error.is_none());
     assert_eq!(calls[0].embedded.unwrap().texts, b["similarity"]["texts"].as_u64().unwrap() as usize);
+    assert_eq!(b["similarity"]["compared_by_words"], 0, "every pair the scorers compared had vectors");
     // The default option compares words and embeds nothing.
     let mut s = engine.open("interview", &Default::default()).await.unwrap();
     let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
@@ -294,4 +292,16 @@ fn a_similarity_block_is_checked_at_its_lines() {
     assert!(text.contains(&format!("config/interview.yaml:{}", line_of("embed: embedder"))), "{text}");
     assert!(text.contains("similarity texts must be string or list fields; `turn_count` is an int"), "{text}");
     assert!(text.contains(&format!("config/interview.yaml:{}", line_of("texts: [questions]"))), "{text}");
+
+    // `last: 0` and a condition that does not compile.
+    let broken = yaml
+        .replace("texts: [questions]", "texts: [questions]\n      last: 0")
+        .replace(r#"when: option("similarity") == "embedding""#, r#"when: option("similarity") =="#);
+    std::fs::write(&config, &broken).unwrap();
+    let err = Engine::builder(dir.path()).build().load("interview").unwrap_err();
+    let text: String = err.all().map(|e| format!("{e}\n")).collect();
+    assert!(text.contains("similarity `last` must be at least 1"), "{text}");
+    let when = broken.lines().position(|l| l.contains("when: option")).unwrap() + 1;
+    assert!(text.contains(&format!("it ends too early (Unexpected '}}') (in config/interview.yaml:{when}:")), "{text}");
+    assert_eq!(err.count(), 2, "{text}");
 }

@@ -130,7 +130,10 @@ pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let kind = ctx.similarity_kind();
     let threshold = if kind == "embedding" { "embedding_threshold" } else { "threshold" };
     let limit = float(ctx.params.get(threshold)).unwrap_or(1.0);
-    vetoed(s > limit, format!("{kind} similarity {s} to recent questions (limit {limit})"))
+    let mut out = vetoed(s > limit, format!("{kind} similarity {s} to recent questions (limit {limit})"))?;
+    out.signals.insert("similarity".into(), Dynamic::from_float(s));
+    out.signals.insert("kind".into(), kind.into());
+    Ok(out)
 }
 
 // ---- tier 2 -----------------------------------------------------------------------------------

@@ -276,14 +276,18 @@ impl Runner<'_> {
             NodeKind::Llm(l) => Ok(Work::Ask(self.request(i, l, state).await?)),
             NodeKind::Select(selector, into) => {
                 let candidates = selector.candidates(&mut self.selection(i, state, None))?;
-                let (embeddings, similarity) = match &selector.similarity {
-                    Some(sim) if self.holds(i, sim.when.as_ref(), "similarity.when", state).await? => {
+                let (embeddings, mut similarity) = match &selector.similarity {
+                    Some(sim) if self.embeds(i, &selector.name, sim, state).await? => {
                         let texts = selector.texts_to_embed(&candidates, state);
                         self.embed(i, sim, texts).await
                     }
+                    // Not asked for: no `why`.
                     _ => (None, json!({"kind": "lexical"})),
                 };
-                let mut decision = selector.decide(candidates, &mut self.selection(i, state, embeddings))?;
+                let mut decision = selector.decide(candidates, &mut self.selection(i, state, embeddings.clone()))?;
+                if let Some(e) = embeddings {
+                    similarity["compared_by_words"] = json!(e.compared_by_words());
+                }
                 decision.breakdown["similarity"] = similarity;
                 self.turn.emit(Event::Decision {
                     node: self.pack.graph.nodes[i].name.to_string(),
@@ -302,15 +306,16 @@ impl Runner<'_> {
         state: &'s mut Dynamic,
         embeddings: Option<Arc<Embeddings>>,
     ) -> crate::select::Run<'s> {
+        let mut tag = self.tag(i);
+        tag.embeddings = embeddings;
         crate::select::Run {
             sandbox: &self.pack.sandbox,
             natives: self.natives,
             state,
-            tag: self.tag(i),
+            tag,
             turns_done: self.turn.turn.saturating_sub(1),
             force: None,
             pack_params: &self.pack.params,
-            embeddings,
         }
     }
 
@@ -346,22 +351,29 @@ impl Runner<'_> {
         }
     }
 
-    /// Whether a condition holds (`None` always does).
-    async fn holds(&self, i: usize, test: Option<&Test>, text: &str, state: &mut Dynamic) -> Result<bool> {
+    /// Whether a selector's `similarity:` applies now (its `when`, if any, holds).
+    async fn embeds(&self, i: usize, selector: &str, sim: &Similarity, state: &mut Dynamic) -> Result<bool> {
+        match &sim.when {
+            None => Ok(true),
+            Some((test, text)) => {
+                let what = format!("selector `{selector}`: similarity.when `{text}`");
+                self.holds(i, test, &what, state).await
+            }
+        }
+    }
+
+    /// Whether a condition holds; `what` names it in the error when it is not a bool.
+    async fn holds(&self, i: usize, test: &Test, what: &str, state: &mut Dynamic) -> Result<bool> {
         let v = match test {
-            None => return Ok(true),
-            Some(Test::Flag { field, negate }) => {
+            Test::Flag { field, negate } => {
                 let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
                 let flag = map.get(field.as_str()).and_then(|v| v.as_bool().ok()).unwrap_or(false);
                 return Ok(flag != *negate);
             }
-            Some(Test::Script(f)) => self.call(i, f, state, Vec::new()).await?,
+            Test::Script(f) => self.call(i, f, state, Vec::new()).await?,
         };
         v.as_bool().map_err(|_| {
-            Error::new(
-                ErrorKind::Script,
-                format!("condition `{text}` gave {}; it must be true or false", value::type_of(&v)),
-            )
+            Error::new(ErrorKind::Script, format!("{what} gave {}; it must be true or false", value::type_of(&v)))
         })
     }
 
@@ -501,7 +513,8 @@ impl Runner<'_> {
                     let Some((test, text)) = &case.when else {
                         return Ok(case.to.clone());
                     };
-                    if self.holds(i, Some(test), text, state).await.map_err(|e| e.in_node(node))? {
+                    let what = format!("route condition `{text}`");
+                    if self.holds(i, test, &what, state).await.map_err(|e| e.in_node(node))? {
                         return Ok(case.to.clone());
                     }
                 }

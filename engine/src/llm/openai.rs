@@ -2,6 +2,7 @@
 //! llama.cpp server, ...), with a bearer key, JSON mode, streaming, timeouts and retries; and its
 //! `/embeddings` endpoint, with a cache so a text is embedded once.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -71,9 +72,11 @@ pub struct OpenAi {
     client: reqwest::Client,
     url: String,
     embeddings_url: String,
-    /// `model \0 text` → vector, least recently used first out.
-    embeddings: Mutex<LruCache<String, Arc<[f32]>>>,
+    /// `model \0 text` → (the model that answered, the vector); least recently used first out.
+    embeddings: Mutex<LruCache<String, Cached>>,
 }
+
+type Cached = (Arc<str>, Arc<[f32]>);
 
 impl OpenAi {
     /// A provider sending to `config.base_url`.
@@ -157,23 +160,25 @@ impl OpenAi {
             }
         }
     }
-}
 
-impl OpenAi {
-    /// Embeds the texts the cache does not have, in batches, and answers from the cache.
+    /// Embeds the texts the cache does not have, each once, in batches, and answers from the cache.
     async fn embed_texts(&self, request: &EmbedRequest) -> Result<EmbedResponse> {
         let key = |t: &str| format!("{}\0{t}", request.model);
-        let mut vectors: Vec<Option<Arc<[f32]>>> = {
+        let mut vectors: Vec<Option<Cached>> = {
             let mut cache = self.embeddings.lock().unwrap_or_else(|p| p.into_inner());
             request.texts.iter().map(|t| cache.get(&key(t)).cloned()).collect()
         };
         let cached = vectors.iter().filter(|v| v.is_some()).count();
-        let mut missing: Vec<&str> =
-            request.texts.iter().zip(&vectors).filter(|(_, v)| v.is_none()).map(|(t, _)| t.as_str()).collect();
-        missing.sort_unstable();
-        missing.dedup();
-        let (mut model, mut prompt_tokens, mut attempts) = (request.model.clone(), 0u32, 0u32);
-        let mut fetched = std::collections::HashMap::new();
+        let mut seen = HashSet::new();
+        let missing: Vec<&str> = request
+            .texts
+            .iter()
+            .zip(&vectors)
+            .filter(|(t, v)| v.is_none() && seen.insert(t.as_str()))
+            .map(|(t, _)| t.as_str())
+            .collect();
+        let (mut prompt_tokens, mut attempts) = (0u32, 0u32);
+        let mut fetched: HashMap<&str, Cached> = HashMap::new();
         for batch in missing.chunks(EMBEDDING_BATCH) {
             let body = json!({ "model": request.model, "input": batch });
             let (resp, tries) = http::send("openai", &self.config.retry, || {
@@ -186,29 +191,26 @@ impl OpenAi {
             .await?;
             attempts += tries;
             let v = http::json_body("openai", resp, tries).await?;
-            for (text, vector) in batch.iter().zip(embeddings_of(&v, batch.len(), tries)?) {
-                fetched.insert(*text, vector);
-            }
-            if let Some(m) = v["model"].as_str() {
-                model = m.to_owned();
-            }
-            prompt_tokens += v.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
-        }
-        if !fetched.is_empty() {
+            let batch_vectors = embeddings_of(&v, batch.len(), tries)?;
+            let model: Arc<str> = v["model"].as_str().unwrap_or(&request.model).into();
+            // Cached batch by batch: a later batch failing keeps what was paid for.
             let mut cache = self.embeddings.lock().unwrap_or_else(|p| p.into_inner());
-            for (text, vector) in &fetched {
-                cache.insert(key(text), vector.clone());
+            for (text, vector) in batch.iter().zip(batch_vectors) {
+                cache.insert(key(text), (model.clone(), vector.clone()));
+                fetched.insert(text, (model.clone(), vector));
             }
+            drop(cache);
+            prompt_tokens += v.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
         }
         for (slot, text) in vectors.iter_mut().zip(&request.texts) {
             if slot.is_none() {
                 *slot = fetched.get(text.as_str()).cloned();
             }
         }
-        let vectors = vectors
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::internal("a text lost its embedding"))?;
+        let vectors: Vec<Cached> =
+            vectors.into_iter().collect::<Option<_>>().ok_or_else(|| Error::internal("a text lost its embedding"))?;
+        let model = vectors.first().map_or_else(|| request.model.clone(), |(m, _)| m.to_string());
+        let vectors = vectors.into_iter().map(|(_, v)| v).collect();
         Ok(EmbedResponse { vectors, model, prompt_tokens, cached, attempts })
     }
 }
@@ -229,8 +231,10 @@ fn embeddings_of(v: &Value, expected: usize, attempts: u32) -> Result<Vec<Arc<[f
         let numbers = item["embedding"].as_array().ok_or_else(|| {
             malformed(&format!("data[{k}] has no embedding list (base64 replies are not asked for)"), attempts)
         })?;
-        let vector: Option<Vec<f32>> = numbers.iter().map(|x| x.as_f64().map(|x| x as f32)).collect();
-        let vector = vector.ok_or_else(|| malformed(&format!("data[{k}].embedding is not all numbers"), attempts))?;
+        let vector: Option<Vec<f32>> =
+            numbers.iter().map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite())).collect();
+        let vector =
+            vector.ok_or_else(|| malformed(&format!("data[{k}].embedding is not all finite numbers"), attempts))?;
         if vector.is_empty() || *dimensions.get_or_insert(vector.len()) != vector.len() {
             return Err(malformed(&format!("data[{k}].embedding has {} dimensions", vector.len()), attempts));
         }

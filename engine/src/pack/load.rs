@@ -426,7 +426,7 @@ impl Loader<'_> {
         refs: &Refs<'_>,
     ) -> IndexMap<String, Arc<Selector>> {
         let mut out = IndexMap::new();
-        for (name, decl) in decls {
+        for (index, (name, decl)) in decls.iter().enumerate() {
             let at = self.at(decl);
             let d = &decl.value;
             if d.phases.is_empty() {
@@ -514,7 +514,7 @@ impl Loader<'_> {
             let default = d.implementation.unwrap_or(manifest::ScorerImpl::Script);
             let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
             let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
-            let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, s, refs));
+            let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, index, s, refs));
             out.insert(
                 name.clone(),
                 Arc::new(Selector {
@@ -550,6 +550,7 @@ impl Loader<'_> {
     fn similarity(
         &mut self,
         selector: &str,
+        index: usize,
         decl: &Spanned<manifest::SimilarityDecl>,
         refs: &Refs<'_>,
     ) -> Option<Similarity> {
@@ -580,8 +581,9 @@ impl Loader<'_> {
         if d.last == Some(0) {
             self.error("similarity `last` must be at least 1 (leave it out for every item)", self.at(decl));
         }
+        // Named by position: a selector's name need not be an identifier.
         let when = match &d.when {
-            Some(w) => Some(self.test(w, &format!("similarity_{selector}"), refs)?),
+            Some(w) => Some((self.test(w, &format!("similarity_when_{index}"), refs)?, w.value.clone())),
             None => None,
         };
         Some(Similarity { profile, texts: d.texts.iter().map(|t| t.value.clone()).collect(), last: d.last, when })

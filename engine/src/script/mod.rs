@@ -281,15 +281,24 @@ impl Sandbox {
         let source = format!("fn {name}() {{\n{expr}\n}}");
         let mut ast = self.engine.compile(&source).map_err(|e| {
             let pos = e.position();
-            let line = pos.line().unwrap_or(2).saturating_sub(2) as u32;
-            let col = if line == 0 {
-                at.column + pos.position().unwrap_or(1) as u32 - 1
-            } else {
-                pos.position().unwrap_or(0) as u32
+            let lines: Vec<&str> = expr.lines().collect();
+            let line = pos.line().unwrap_or(2).saturating_sub(2);
+            let column = |line: usize, position: usize| {
+                let from = if line == 0 { at.column } else { 1 };
+                from + position.saturating_sub(1) as u32
             };
+            // Past the expression (the wrapper's closing brace): it ends too early; point at its end.
+            if line >= lines.len() {
+                let last = lines.len().saturating_sub(1);
+                let end = lines.get(last).map_or(0, |l| l.chars().count());
+                return Error::pack(
+                    format!("this expression does not compile: it ends too early ({})", e.err_type()),
+                    Origin::new(&at.file, at.line + last as u32, column(last, end + 1)),
+                );
+            }
             Error::pack(
                 format!("this expression does not compile: {}", e.err_type()),
-                Origin::new(&at.file, at.line + line, col),
+                Origin::new(&at.file, at.line + line as u32, column(line, pos.position().unwrap_or(1))),
             )
         })?;
         ast.set_source(at.file.clone());

@@ -176,7 +176,7 @@ fn show_details(session: &Session) {
 }
 
 /// How the selection compared texts: `similarity by embeddings (model, 12 texts, 9 cached)`, or
-/// `by words` with the reason embeddings were not used.
+/// `by words`, with the reason when embeddings were asked for and not used.
 fn similarity(s: &serde_json::Value) -> String {
     match s["kind"].as_str() {
         Some("embedding") => format!(
@@ -186,7 +186,7 @@ fn similarity(s: &serde_json::Value) -> String {
             s["cached"]
         ),
         _ => match s["why"].as_str() {
-            Some(why) => format!("similarity by words (embeddings failed: {why})"),
+            Some(why) => format!("similarity by words (embeddings not used: {why})"),
             None => "similarity by words".to_owned(),
         },
     }
