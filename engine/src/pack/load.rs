@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
-use rhai::{Dynamic, Map};
+use rhai::Map;
 use serde_saphyr::Spanned;
 use sha2::{Digest, Sha256};
 
@@ -18,9 +18,11 @@ use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, T
 use crate::llm::standin::Standin;
 use crate::prompt::{CONTEXT_NAMES, Prompts};
 use crate::script::{FnRef, HostShared, Limits, Sandbox, ScriptFile};
-use crate::select::{Focus, Scorer, Selector, Similarity, Strategy};
+use crate::select::Selector;
 use crate::state::{Field, Schema};
 use crate::value;
+
+mod selectors;
 
 /// Which native node names the embedding program registered.
 pub(crate) type NativeNames<'a> = &'a crate::native::NativeNodes;
@@ -418,120 +420,6 @@ impl Loader<'_> {
         out
     }
 
-    /// Compiles the manifest's selectors: phases, strategies and their focus generators, phase
-    /// profiles (naming only phases and strategies the selector has), vetoes and weighted scorers.
-    fn selectors(
-        &mut self,
-        decls: &IndexMap<String, Spanned<manifest::SelectorDecl>>,
-        refs: &Refs<'_>,
-    ) -> IndexMap<String, Arc<Selector>> {
-        let mut out = IndexMap::new();
-        for (index, (name, decl)) in decls.iter().enumerate() {
-            let at = self.at(decl);
-            let d = &decl.value;
-            if d.phases.is_empty() {
-                self.error(format!("selector `{name}` needs at least one phase"), at.clone());
-            }
-            let mut phases = Vec::new();
-            for p in &d.phases {
-                if phases.iter().any(|(n, _)| n == &p.value.name) {
-                    self.error(format!("selector `{name}` has two phases named `{}`", p.value.name), self.at(p));
-                }
-                phases.push((p.value.name.clone(), p.value.turns));
-            }
-            let turn_field = d.turn_field.as_ref().and_then(|f| match refs.schema.fields.get(&f.value) {
-                Some(field) if field.ty == TypeName::Int => Some(f.value.clone()),
-                Some(field) => {
-                    self.error(
-                        format!("turn_field must name an int field; `{}` is {}", f.value, field.ty.a()),
-                        self.at(f),
-                    );
-                    None
-                }
-                None => {
-                    self.error(format!("turn_field names `{}`, which is not a state field", f.value), self.at(f));
-                    None
-                }
-            });
-            let mut strategies = Vec::new();
-            let mut ids: Vec<&str> = Vec::new();
-            for sd in &d.strategies {
-                let s = &sd.value;
-                if ids.contains(&s.id.as_str()) {
-                    self.error(format!("selector `{name}` has two strategies with id `{}`", s.id), self.at(sd));
-                }
-                ids.push(&s.id);
-                if !s.enabled {
-                    continue;
-                }
-                let focus = if s.focus.value == "open" {
-                    Some(Focus::Open)
-                } else {
-                    match self.resolve(refs, &s.focus, None, 1) {
-                        Some(f) if f.calls_models() => {
-                            self.error("a focus generator cannot call models", self.at(&s.focus));
-                            None
-                        }
-                        f => f.map(Focus::Script),
-                    }
-                };
-                let mut info = Map::new();
-                info.insert("id".into(), s.id.clone().into());
-                info.insert("name".into(), s.name.clone().unwrap_or_else(|| s.id.clone()).into());
-                info.insert("type_category".into(), s.type_category.clone().unwrap_or_default().into());
-                info.insert("prompt_hint".into(), s.prompt_hint.clone().unwrap_or_default().into());
-                if let Some(focus) = focus {
-                    strategies.push(Strategy { id: s.id.as_str().into(), info, focus });
-                }
-            }
-            let mut profiles = HashMap::new();
-            for (phase, p) in &d.phase_profiles {
-                if !phases.iter().any(|(n, _)| n == phase) {
-                    let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
-                    self.error(
-                        format!(
-                            "phase profile `{phase}` is not a phase of selector `{name}` (phases: {})",
-                            names.join(", ")
-                        ),
-                        self.at(p),
-                    );
-                }
-                for (sid, m) in &p.value {
-                    if !ids.contains(&sid.as_str()) {
-                        self.error(
-                            format!(
-                                "phase profile `{phase}` sets `{sid}`, which is not a strategy of selector `{name}` (strategies: {})",
-                                ids.join(", ")
-                            ),
-                            self.at(p),
-                        );
-                    } else if !(m.is_finite() && *m >= 0.0) {
-                        self.error(format!("phase profile `{phase}`: `{sid}: {m}` must be a number ≥ 0"), self.at(p));
-                    }
-                }
-                profiles.insert(phase.clone(), p.value.iter().map(|(k, v)| (k.clone(), *v)).collect());
-            }
-            let default = d.implementation.unwrap_or(manifest::ScorerImpl::Script);
-            let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
-            let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
-            let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, index, s, refs));
-            out.insert(
-                name.clone(),
-                Arc::new(Selector {
-                    name: name.clone(),
-                    phases,
-                    turn_field,
-                    strategies,
-                    profiles,
-                    vetoes,
-                    scorers,
-                    similarity,
-                }),
-            );
-        }
-        out
-    }
-
     /// A condition (`this.flag`, `!this.flag`, or any Rhai expression over `this`).
     fn test(&mut self, w: &SpannedStr, name: &str, refs: &Refs<'_>) -> Option<Test> {
         if let Some(test) = flag_test(&w.value, refs.schema) {
@@ -544,171 +432,6 @@ impl Loader<'_> {
                 None
             }
         }
-    }
-
-    /// A selector's `similarity:`: the profile must exist and each text field hold strings.
-    fn similarity(
-        &mut self,
-        selector: &str,
-        index: usize,
-        decl: &Spanned<manifest::SimilarityDecl>,
-        refs: &Refs<'_>,
-    ) -> Option<Similarity> {
-        let d = &decl.value;
-        let profile = d.embed.value.clone();
-        if !refs.profiles.contains_key(&profile) {
-            let known: Vec<&str> = refs.profiles.keys().map(String::as_str).collect();
-            self.error(
-                format!(
-                    "selector `{selector}` embeds with `{profile}`, which is not an llm profile (profiles: {})",
-                    known.join(", ")
-                ),
-                self.at(&d.embed),
-            );
-        }
-        for f in &d.texts {
-            match refs.schema.fields.get(&f.value) {
-                Some(field) if matches!(field.ty, TypeName::String | TypeName::List | TypeName::Any) => {}
-                Some(field) => self.error(
-                    format!("similarity texts must be string or list fields; `{}` is {}", f.value, field.ty.a()),
-                    self.at(f),
-                ),
-                None => {
-                    self.error(format!("similarity texts name `{}`, which is not a state field", f.value), self.at(f))
-                }
-            }
-        }
-        if d.last == Some(0) {
-            self.error("similarity `last` must be at least 1 (leave it out for every item)", self.at(decl));
-        }
-        // Named by position: a selector's name need not be an identifier.
-        let when = match &d.when {
-            Some(w) => Some((self.test(w, &format!("similarity_when_{index}"), refs)?, w.value.clone())),
-            None => None,
-        };
-        Some(Similarity { profile, texts: d.texts.iter().map(|t| t.value.clone()).collect(), last: d.last, when })
-    }
-
-    fn scorer(
-        &mut self,
-        selector: &str,
-        decl: &Spanned<manifest::ScorerDecl>,
-        refs: &Refs<'_>,
-        default: manifest::ScorerImpl,
-        weighted: bool,
-    ) -> Option<Scorer> {
-        use manifest::ScorerImpl::{Native, Script};
-        let at = self.at(decl);
-        let d = &decl.value;
-        if !d.enabled {
-            return None;
-        }
-        let weight = match (weighted, d.weight) {
-            (true, Some(w)) if w.is_finite() && w >= 0.0 => w,
-            (true, Some(w)) => {
-                self.error(format!("scorer `{}`: weight {w} must be a number ≥ 0", d.id), at);
-                return None;
-            }
-            (true, None) => {
-                self.error(format!("scorer `{}` of selector `{selector}` needs a weight", d.id), at);
-                return None;
-            }
-            (false, Some(_)) => {
-                self.error(format!("veto `{}` takes no weight: any veto rejects a candidate", d.id), at);
-                return None;
-            }
-            (false, None) => 0.0,
-        };
-        if d.script.is_none() && d.native.is_none() {
-            self.error(format!("scorer `{}` needs `script`, `native`, or both", d.id), at);
-            return None;
-        }
-        let uses = match (d.implementation, d.script.is_some(), d.native.is_some()) {
-            (Some(Script), false, _) | (Some(Native), _, false) => {
-                self.error(format!("scorer `{}` says impl {:?} but does not name one", d.id, d.implementation), at);
-                return None;
-            }
-            (Some(i), _, _) => i,
-            (None, true, false) => Script,
-            (None, false, true) => Native,
-            (None, true, true) | (None, false, false) => default,
-        };
-        let script = match &d.script {
-            Some(s) => match self.resolve(refs, s, None, 2) {
-                Some(f) if f.calls_models() => {
-                    self.error(
-                        "a scorer cannot call models (extract signals in an llm node before the selector)",
-                        self.at(s),
-                    );
-                    return None;
-                }
-                Some(f) => Some(f),
-                None => return None,
-            },
-            None => None,
-        };
-        let native = match &d.native {
-            Some(n) if refs.natives.scorer(&n.value).is_some() => Some(n.value.clone()),
-            Some(n) if uses == Native => {
-                self.error(format!("native scorer `{}` is not registered by this host", n.value), self.at(n));
-                return None;
-            }
-            // A twin this host lacks: the script runs.
-            _ => None,
-        };
-        let params: Map = d.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(v))).collect();
-        Some(Scorer {
-            id: d.id.clone(),
-            weight,
-            shared_params: Dynamic::from_map(params.clone()).into_read_only().into_shared(),
-            params,
-            script,
-            native,
-            uses,
-        })
-    }
-
-    /// A `select:` node: the selector must exist and `into` name a map (or any) field it replaces.
-    fn select_node(
-        &mut self,
-        name: &str,
-        d: &NodeDecl,
-        sel: &SpannedStr,
-        at: Origin,
-        refs: &Refs<'_>,
-    ) -> Option<NodeKind> {
-        if let Some(key) = llm_key(d, false) {
-            self.error(format!("node `{name}`: `{key}` belongs to llm nodes"), at);
-            return None;
-        }
-        let Some(selector) = refs.selectors.get(&sel.value) else {
-            let known: Vec<&str> = refs.selectors.keys().map(String::as_str).collect();
-            self.error(
-                format!(
-                    "node `{name}` selects with `{}`, which the pack does not define (selectors: {})",
-                    sel.value,
-                    known.join(", ")
-                ),
-                self.at(sel),
-            );
-            return None;
-        };
-        let Some(into) = &d.into else {
-            self.error(format!("node `{name}` needs `into`: the state field the selector's winner goes to"), at);
-            return None;
-        };
-        match refs.schema.fields.get(&into.value) {
-            Some(f) if matches!(f.ty, TypeName::Map | TypeName::Any) && f.reducer == Reducer::Replace => {}
-            Some(_) => {
-                self.error(format!("`into: {}` must name a map field with reducer replace", into.value), self.at(into));
-                return None;
-            }
-            None => {
-                self.error(format!("`into: {}` is not a state field", into.value), self.at(into));
-                return None;
-            }
-        }
-        Some(NodeKind::Select(selector.clone(), into.value.clone()))
     }
 
     fn limits(&self, d: &manifest::LimitsDecl) -> Limits {
