@@ -335,7 +335,7 @@ fn bench_times_every_scorer_scripted_and_native_on_recorded_states() {
     let out = cmd.output().unwrap();
     let text = stdout(&out);
     assert!(out.status.success(), "{text}{}", stderr(&out));
-    assert!(text.contains("interview / next_question: 2 states, 1 runs each"), "{text}");
+    assert!(text.contains("interview / next_question: 2 states, 1 runs each, similarity by words;"), "{text}");
     for row in [
         "whole selection",
         "knowledge_ceiling",
@@ -352,6 +352,18 @@ fn bench_times_every_scorer_scripted_and_native_on_recorded_states() {
         assert_eq!(line.matches("µs").count(), 2, "{line}");
         assert!(line.trim_end().ends_with('x'), "{line}");
     }
+
+    // The same states with embeddings on: the focus descriptions and questions get vectors.
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["bench", "interview", "--states", states.to_str().unwrap(), "--iterations", "1", "--embeddings"]);
+    let out = cmd.output().unwrap();
+    let text = stdout(&out);
+    assert!(
+        text.contains("2 states, 1 runs each, similarity by the stand-in's embeddings ("),
+        "{text}{}",
+        stderr(&out)
+    );
+    assert!(text.lines().any(|l| l.starts_with("recent_redundancy") && l.trim_end().ends_with('x')), "{text}");
 
     // States from a stored session, turn by turn.
     let store = format!("sqlite://{}", dir.path().join("s.db").display());

@@ -257,17 +257,24 @@ pub const HASHED_DIMENSIONS: usize = 256;
 /// `foamy`), but it knows no synonyms: it stands in for a real model, it does not replace one.
 pub fn hashed_embedding(text: &str) -> Vec<f32> {
     let mut v = vec![0f32; HASHED_DIMENSIONS];
-    let mut add = |feature: &str, weight: f32| {
-        let h = hash(feature);
+    let mut add = |h: u64, weight: f32| {
         let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
         v[(h % HASHED_DIMENSIONS as u64) as usize] += sign * weight;
     };
     let folded = fold(text);
+    let mut padded: Vec<char> = Vec::new();
     for w in words(&folded).filter(|w| w.chars().count() > 2) {
-        add(&format!("w:{w}"), 1.0);
-        let padded: Vec<char> = format!("<{w}>").chars().collect();
+        add(fnv(fnv(FNV_OFFSET, b"w:"), w.as_bytes()), 1.0);
+        padded.clear();
+        padded.push('<');
+        padded.extend(w.chars());
+        padded.push('>');
         for t in padded.windows(3) {
-            add(&format!("t:{}", t.iter().collect::<String>()), 0.5);
+            let mut h = fnv(FNV_OFFSET, b"t:");
+            for c in t {
+                h = fnv(h, c.encode_utf8(&mut [0; 4]).as_bytes());
+            }
+            add(h, 0.5);
         }
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -286,8 +293,14 @@ pub fn contains_any<'a>(text: &str, phrases: impl IntoIterator<Item = &'a str>) 
 
 /// A stable 64-bit FNV-1a hash, for deterministic choices (stand-in models, seeds).
 pub(crate) fn hash(text: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.as_bytes() {
+    fnv(FNV_OFFSET, text.as_bytes())
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a from `h` on over `bytes`: hashing in parts hashes the parts joined.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -381,6 +394,11 @@ mod tests {
         let unrelated = cosine(&hashed_embedding("price of the carton"), &hashed_embedding("why texture matters"));
         assert!(unrelated < 0.3, "{unrelated}");
         assert!(hashed_embedding("a b").iter().all(|x| *x == 0.0));
+    }
+
+    #[test]
+    fn hashing_in_parts_is_hashing_the_whole() {
+        assert_eq!(fnv(fnv(FNV_OFFSET, b"w:"), "załoga".as_bytes()), hash("w:załoga"));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! States come from `ruleweave run` output (`--states FILE`: JSON lines with `turn` and `state`)
 //! or from stored sessions (`--session ID`, from `play` or `serve`). Each state is timed as the
-//! selection would see it in the turn after the one that recorded it.
+//! selection would see it in the turn after the one that recorded it. With `--embeddings`, a
+//! selector's `similarity:` compares by the stand-in's vectors, made once per state before timing.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use ruleweave::select::{ScorerImpl, Selection};
+use ruleweave::text::{Embeddings, hashed_embedding};
 use serde_json::Value;
 
 #[derive(clap::Args)]
@@ -33,6 +35,10 @@ pub struct Args {
     /// Runs over every state, per scorer and implementation.
     #[arg(long, default_value_t = 100)]
     iterations: u32,
+    /// Score as with embeddings on: a selector's `similarity:` texts get the stand-in's vectors
+    /// (made once per state, not timed). Default: similarity by words.
+    #[arg(long)]
+    embeddings: bool,
 }
 
 /// One row of the table: the whole selection, or one scorer over every candidate.
@@ -71,8 +77,21 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     let iterations = args.iterations.max(1);
     for name in selectors {
         let mut runs = Vec::new();
+        let mut embedded = 0;
         for (turn, state) in &states {
-            runs.push(Selection::new(&engine, pack.name(), &name, state, *turn).map_err(|e| anyhow::anyhow!("{e}"))?);
+            let mut sel =
+                Selection::new(&engine, pack.name(), &name, state, *turn).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if args.embeddings {
+                let texts = sel.texts_to_embed().map_err(|e| anyhow::anyhow!("{e}"))?;
+                embedded += texts.len();
+                let mut vectors = Embeddings::new("stand-in");
+                for t in texts {
+                    let v = hashed_embedding(&t);
+                    vectors.insert(t, v.into());
+                }
+                sel.set_embeddings(Some(vectors));
+            }
+            runs.push(sel);
         }
         let scorers = runs[0].scorers();
         let all_native = scorers.iter().all(|(_, _, native)| *native);
@@ -113,7 +132,16 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             table.push((label, scripted, native_t));
         }
         bar.finish_and_clear();
-        println!("{} / {name}: {} states, {iterations} runs each; mean per state", pack.name(), runs.len());
+        let similarity = match (args.embeddings, embedded) {
+            (false, _) => "similarity by words".to_owned(),
+            (true, 0) => "similarity by words (the selector has no `similarity:`)".to_owned(),
+            (true, n) => format!("similarity by the stand-in's embeddings ({n} texts)"),
+        };
+        println!(
+            "{} / {name}: {} states, {iterations} runs each, {similarity}; mean per state",
+            pack.name(),
+            runs.len()
+        );
         println!("{:<28} {:>12} {:>12} {:>8}", "", "scripted", "native", "ratio");
         for (label, scripted, native) in table {
             let cell = |d: Option<Duration>| d.map_or("—".to_owned(), |d| format!("{:.1} µs", d.as_secs_f64() * 1e6));
