@@ -516,16 +516,21 @@ fn the_interview_compares_by_embeddings_when_asked_and_by_words_when_they_fail()
 }
 
 #[test]
-fn play_explains_how_a_selection_compared_texts() {
+fn play_opens_with_the_first_question_and_explains_how_texts_were_compared() {
     for (set, says) in [
         ("similarity=embedding", "similarity by embeddings (text-embedding-3-small (stand-in), "),
         ("similarity=lexical", "similarity by words"),
     ] {
         let mut cmd = ruleweave(&repo_root());
         cmd.args(["play", "interview", "--explain", "--no-watch", "--store", "memory", "--set", set]);
-        let out = run_with_stdin(cmd, "I love the foam in the morning.\n/quit\n");
+        let out = run_with_stdin(cmd, "/bogus\nI love the foam in the morning.\n/quit\n");
         assert!(out.status.success(), "{}", stderr(&out));
         let text = stdout(&out);
         assert!(text.contains(&format!("choose: exploratory phase (turn count 1), {says}")), "{text}");
+        // The opening question comes before the first prompt; an unknown command is not an answer.
+        let opening = "interview (stand-in) › Let's talk about oat milk in coffee. What comes to mind first?\n> ";
+        assert!(text.contains(opening), "{text}");
+        assert!(text.contains("unknown command /bogus; commands: /why"), "{text}");
+        assert!(text.contains("turn 1, exploratory"), "the answer after it is turn 1: {text}");
     }
 }

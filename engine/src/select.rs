@@ -76,6 +76,8 @@ pub(crate) enum Focus {
 #[derive(Debug)]
 pub(crate) struct Scorer {
     pub id: String,
+    /// Tier 2 (a weight and a raw score) rather than tier 1 (a veto).
+    pub weighted: bool,
     pub weight: f64,
     pub params: Map,
     /// `params` as scripts get it: shared and read-only, so passing it copies nothing.
@@ -268,6 +270,15 @@ impl Selector {
                 }));
             }
             c.total = c.sum * c.multiplier;
+            if !c.total.is_finite() {
+                return Err(Error::new(
+                    ErrorKind::Script,
+                    format!(
+                        "candidate {} scored {}: the weights are too large",
+                        self.strategies[c.strategy].id, c.total
+                    ),
+                ));
+            }
         }
         // Ties go to the candidate generated first: strictly greater replaces.
         let mut best: Option<usize> = None;
@@ -320,17 +331,18 @@ impl Selector {
             Focus::Script(func) => {
                 let out =
                     run.sandbox.call(func, run.state, (Dynamic::from_map(s.info.clone()),), Some(run.tag.clone()))?;
-                let list = out.try_cast::<rhai::Array>().ok_or_else(|| {
-                    Error::new(ErrorKind::Script, format!("{} must return an array of focus maps", func.display()))
-                })?;
+                let bad = |what: &str| {
+                    Error::new(ErrorKind::Script, format!("{} {what}", func.display()))
+                        .at(func.file.fn_origin(&func.name))
+                };
+                let list = out.try_cast::<rhai::Array>().ok_or_else(|| bad("must return an array of focus maps"))?;
                 list.into_iter()
                     .map(|f| {
-                        f.try_cast::<Map>().ok_or_else(|| {
-                            Error::new(
-                                ErrorKind::Script,
-                                format!("{} returned a focus that is not a map", func.display()),
-                            )
-                        })
+                        let f = f.try_cast::<Map>().ok_or_else(|| bad("returned a focus that is not a map"))?;
+                        match f.get("description") {
+                            Some(d) if d.is_string() => Ok(f),
+                            _ => Err(bad("returned a focus without a string `description` (what scorers compare)")),
+                        }
                     })
                     .collect()
             }
@@ -380,31 +392,38 @@ impl Selector {
                     (candidate.clone(), s.shared_params.clone()),
                     Some(run.tag.clone()),
                 )?;
-                output_of(out).map_err(|e| e.context(format_args!("{}", f.display())))
+                output_of(out, s.weighted).map_err(|e| e.context(format_args!("{}", f.display())))
             }
         }
     }
 }
 
-/// A scripted scorer's result: a number (a raw score), a bool (a veto), or a map with `score` or
-/// `veto`, and optionally `reasoning` and `signals`.
-fn output_of(v: Dynamic) -> Result<ScorerOutput> {
-    if let Ok(b) = v.as_bool() {
-        return Ok(ScorerOutput { veto: b, ..Default::default() });
+/// A scripted scorer's result. A veto returns a bool or `#{veto: bool, ...}`, a weighted scorer a
+/// number or `#{score: number, ...}`; either map may add `reasoning` and `signals`. Anything else
+/// is an error rather than a silent 0 or "no veto".
+fn output_of(v: Dynamic, weighted: bool) -> Result<ScorerOutput> {
+    let wrong = |got: &str| {
+        let want = if weighted { "a number or #{score, ...}" } else { "a bool or #{veto, ...}" };
+        let tier = if weighted { "weighted scorer" } else { "veto" };
+        Error::new(ErrorKind::Script, format!("a {tier} returns {want}; this one returned {got}"))
+    };
+    match (weighted, v.as_bool(), number(&v)) {
+        (false, Ok(veto), _) => return Ok(ScorerOutput { veto, ..Default::default() }),
+        (true, _, Some(score)) => return Ok(ScorerOutput { score, ..Default::default() }),
+        _ => {}
     }
-    if let Some(x) = number(&v) {
-        return Ok(ScorerOutput { score: x, ..Default::default() });
+    if !v.is_map() {
+        return Err(wrong(value::type_of(&v)));
     }
-    let kind = value::type_of(&v);
-    let Some(m) = v.try_cast::<Map>() else {
-        return Err(Error::new(
-            ErrorKind::Script,
-            format!("a scorer returned {kind}; it must return a number, a bool or a map"),
-        ));
+    let m = v.cast::<Map>();
+    let (veto, score) = if weighted {
+        (false, m.get("score").and_then(number).ok_or_else(|| wrong("a map without a numeric `score`"))?)
+    } else {
+        (m.get("veto").and_then(|x| x.as_bool().ok()).ok_or_else(|| wrong("a map without a bool `veto`"))?, 0.0)
     };
     Ok(ScorerOutput {
-        veto: m.get("veto").and_then(|x| x.as_bool().ok()).unwrap_or(false),
-        score: m.get("score").and_then(number).unwrap_or(1.0),
+        veto,
+        score,
         reasoning: m.get("reasoning").map(|r| r.to_string()).unwrap_or_default(),
         signals: m.get("signals").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default(),
     })

@@ -302,6 +302,31 @@ fn a_similarity_block_is_checked_at_its_lines() {
     let text: String = err.all().map(|e| format!("{e}\n")).collect();
     assert!(text.contains("similarity `last` must be at least 1"), "{text}");
     let when = broken.lines().position(|l| l.contains("when: option")).unwrap() + 1;
-    assert!(text.contains(&format!("it ends too early (Unexpected '}}') (in config/interview.yaml:{when}:")), "{text}");
+    assert!(text.contains(&format!("it ends too early (in config/interview.yaml:{when}:36)")), "{text}");
+    let last = broken.lines().position(|l| l.contains("last: 0")).unwrap() + 1;
+    assert!(
+        text.contains(&format!("at least 1 (leave it out for every item) (in config/interview.yaml:{last}:")),
+        "{text}"
+    );
     assert_eq!(err.count(), 2, "{text}");
+}
+
+#[tokio::test]
+async fn a_similarity_condition_that_is_not_a_bool_fails_the_turn_at_its_line() {
+    let dir = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let config = dir.path().join("config/interview.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let yaml = yaml.replace(r#"when: option("similarity") == "embedding""#, r#"when: option("similarity")"#);
+    std::fs::write(&config, &yaml).unwrap();
+    let line = yaml.lines().position(|l| l.contains(r#"when: option("similarity")"#)).unwrap() as u32 + 1;
+    let engine = Engine::builder(dir.path()).build();
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
+    let err = s.turn(json!({"answer": "Oat milk foams well."})).await.unwrap_err();
+    assert!(
+        err.detail().contains(r#"selector `next_question`: similarity.when `option("similarity")` gave a string"#),
+        "{err}"
+    );
+    let origin = err.origin().unwrap();
+    assert_eq!((origin.file.as_str(), origin.line), ("config/interview.yaml", line), "{err}");
+    assert_eq!(s.turns(), 0, "the failed turn changed nothing");
 }

@@ -190,3 +190,66 @@ fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
     let origin = err.origin().unwrap();
     assert_eq!((origin.file.as_str(), origin.line), ("config/worked.yaml", 35), "{err}");
 }
+
+#[test]
+fn scorers_and_focuses_that_break_the_contract_are_errors_not_silent_scores() {
+    let dir = support::copy_root("select");
+    let config = dir.path().join("config/worked.yaml");
+    let table = dir.path().join("scripts/worked/table.rhai");
+    let focus = dir.path().join("scripts/worked/focus.rhai");
+    let (yaml, rhai, focus_rhai) = (
+        std::fs::read_to_string(&config).unwrap(),
+        std::fs::read_to_string(&table).unwrap(),
+        std::fs::read_to_string(&focus).unwrap(),
+    );
+    let run = |table_src: &str, focus_src: &str| {
+        std::fs::write(&table, table_src).unwrap();
+        std::fs::write(&focus, focus_src).unwrap();
+        let engine = Engine::builder(dir.path()).build();
+        Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap().run(Some(ScorerImpl::Script))
+    };
+    // A weighted scorer returning a bool, a veto returning a number, maps missing their key.
+    let cases = [
+        (
+            "#{ score: param",
+            "return true; #{ score: param",
+            "a weighted scorer returns a number or #{score, ...}; this one returned a bool",
+        ),
+        (
+            "#{ veto: this.vetoed",
+            "return 1.5; #{ veto: this.vetoed",
+            "a veto returns a bool or #{veto, ...}; this one returned a float",
+        ),
+        ("#{ score: param(\"raw\")", "#{ points: param(\"raw\")", "this one returned a map without a numeric `score`"),
+        (
+            "#{ veto: this.vetoed.contains(k)",
+            "#{ no: this.vetoed.contains(k)",
+            "this one returned a map without a bool `veto`",
+        ),
+    ];
+    for (from, to, says) in cases {
+        let err = run(&rhai.replacen(from, to, 1), &focus_rhai).map(|_| ()).expect_err(to);
+        assert!(err.detail().contains(says), "{to}: {err}");
+    }
+    // A focus without a description, named with its generator's place.
+    let err = run(&rhai, &focus_rhai.replace("description: `Deepen: ${node}`", "label: node")).unwrap_err();
+    assert!(err.detail().contains("focus.rhai::recent_node returned a focus without a string `description`"), "{err}");
+    assert_eq!(err.origin().unwrap().file, "scripts/worked/focus.rhai", "{err}");
+    std::fs::write(&focus, &focus_rhai).unwrap();
+    std::fs::write(&table, &rhai).unwrap();
+
+    // Refused at load: two scorers with one id, no strategies, a focus that is neither.
+    let broken =
+        yaml.replace("{id: ambiguity, weight", "{id: coverage_gap, weight").replace("focus: open}", "focus: opne}");
+    std::fs::write(&config, broken).unwrap();
+    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    let text: String = err.all().map(|e| format!("{e}\n")).collect();
+    assert!(text.contains("has two scorers with id `coverage_gap`"), "{text}");
+    assert!(text.contains("focus `opne` is neither `open` nor a generator"), "{text}");
+    let start = yaml.find("    strategies:\n").unwrap();
+    let end = yaml.find("    phase_profiles:").unwrap();
+    let none = format!("{}    strategies: []\n{}", &yaml[..start], &yaml[end..]).replace("    phase_profiles:\n      exploratory: {deepen: 0.8, broaden: 1.2, cover_element: 1.1, synthesis: 0.3}\n      focused: {deepen: 1.3}\n      closing: {synthesis: 1.2, broaden: 0.2}\n", "");
+    std::fs::write(&config, none).unwrap();
+    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    assert!(err.detail().contains("selector `next` needs at least one strategy"), "{err}");
+}

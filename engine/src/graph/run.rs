@@ -325,10 +325,11 @@ impl Runner<'_> {
         if texts.is_empty() {
             return (None, json!({"kind": "lexical", "why": "nothing to embed"}));
         }
-        let profile = &self.pack.profiles[sim.profile.as_str()];
-        let model = match profile.model(&self.turn.options) {
-            Ok(m) => m.to_owned(),
-            Err(e) => return (None, json!({"kind": "lexical", "why": e.detail()})),
+        // The loader refused packs whose profile is missing; a lookup still costs nothing.
+        let model = match self.pack.profiles.get(sim.profile.as_str()).map(|p| p.model(&self.turn.options)) {
+            Some(Ok(m)) => m.to_owned(),
+            Some(Err(e)) => return (None, json!({"kind": "lexical", "why": e.detail()})),
+            None => return (None, json!({"kind": "lexical", "why": format!("no llm profile `{}`", sim.profile)})),
         };
         let request = EmbedRequest { profile: sim.profile.clone(), model, texts };
         match self.turn.embed(&self.pack.graph.nodes[i].name, &request).await {
@@ -370,10 +371,15 @@ impl Runner<'_> {
                 let flag = map.get(field.as_str()).and_then(|v| v.as_bool().ok()).unwrap_or(false);
                 return Ok(flag != *negate);
             }
-            Test::Script(f) => self.call(i, f, state, Vec::new()).await?,
+            Test::Script(f) => self.call(i, f, state, Vec::new()).await.map_err(|e| e.context(what))?,
         };
         v.as_bool().map_err(|_| {
-            Error::new(ErrorKind::Script, format!("{what} gave {}; it must be true or false", value::type_of(&v)))
+            let e =
+                Error::new(ErrorKind::Script, format!("{what} gave {}; it must be true or false", value::type_of(&v)));
+            match test {
+                Test::Script(f) => e.at(f.file.fn_origin(&f.name)),
+                Test::Flag { .. } => e,
+            }
         })
     }
 

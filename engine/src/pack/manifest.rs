@@ -90,7 +90,7 @@ pub(crate) struct SimilarityDecl {
     #[serde(default)]
     pub texts: Vec<SpannedStr>,
     /// Only the last `last` items of each list field (default: all of them).
-    pub last: Option<usize>,
+    pub last: Option<Spanned<usize>>,
     /// When to embed, written like a route's `when` (default: always).
     pub when: Option<SpannedStr>,
 }

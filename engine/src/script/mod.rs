@@ -79,7 +79,7 @@ impl ScriptFile {
     }
 
     /// Where `fn name(` is defined, for errors that Rhai reports without a position.
-    fn fn_origin(&self, name: &str) -> Origin {
+    pub(crate) fn fn_origin(&self, name: &str) -> Origin {
         if let Some(a) = &self.anchor {
             return a.clone();
         }
@@ -120,7 +120,11 @@ impl FnRef {
     /// `merit.rhai::from_judge`, as a manifest writes it.
     pub fn display(&self) -> String {
         let file = self.file.path.rsplit('/').next().unwrap_or(&self.file.path);
-        format!("{file}::{}", self.name)
+        match &self.file.anchor {
+            // An expression from the manifest (a condition): its generated name means nothing.
+            Some(at) => format!("the expression at {file}:{}:{}", at.line, at.column),
+            None => format!("{file}::{}", self.name),
+        }
     }
 
     /// Whether calling it may wait for a model.
@@ -292,7 +296,7 @@ impl Sandbox {
                 let last = lines.len().saturating_sub(1);
                 let end = lines.get(last).map_or(0, |l| l.chars().count());
                 return Error::pack(
-                    format!("this expression does not compile: it ends too early ({})", e.err_type()),
+                    "this expression does not compile: it ends too early",
                     Origin::new(&at.file, at.line + last as u32, column(last, end + 1)),
                 );
             }

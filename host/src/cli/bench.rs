@@ -33,7 +33,7 @@ pub struct Args {
     #[arg(long)]
     selector: Option<String>,
     /// Runs over every state, per scorer and implementation.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     iterations: u32,
     /// Score as with embeddings on: a selector's `similarity:` texts get the stand-in's vectors
     /// (made once per state, not timed). Default: similarity by words.
@@ -49,7 +49,12 @@ enum Row {
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
-    let store = args.store.clone().unwrap_or_else(|| config.store.clone());
+    // Only `--session` reads a store: without one, nothing is opened (or created) on disk.
+    let store = match (&args.store, args.session.is_empty()) {
+        (_, true) => "memory".to_owned(),
+        (Some(s), false) => s.clone(),
+        (None, false) => config.store.clone(),
+    };
     let engine = rt.block_on(super::engine(root, &config, &store))?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let mut states = Vec::new();
@@ -74,7 +79,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     if selectors.is_empty() {
         bail!("pack `{}` declares no selectors: there is nothing to time", pack.name());
     }
-    let iterations = args.iterations.max(1);
+    let iterations = args.iterations;
     for name in selectors {
         let mut runs = Vec::new();
         let mut embedded = 0;

@@ -63,6 +63,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         n => println!("session {} resumed after turn {n}", session.id()),
     }
     println!("{HELP}");
+    show_opening(&session, &speaker);
     let _watcher = if args.no_watch {
         None
     } else {
@@ -116,6 +117,11 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
                 session = rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?;
                 last = None;
                 println!("new session {}", session.id());
+                show_opening(&session, &speaker);
+            }
+            // `/word` is a command; anything else starting with `/` is an answer.
+            command if command.starts_with('/') && command[1..].chars().all(|c| c.is_ascii_alphabetic()) => {
+                println!("unknown command {command}; {HELP}");
             }
             text => {
                 let input = if text.starts_with('{') {
@@ -146,6 +152,16 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
                 }
             }
         }
+    }
+}
+
+/// What the game says before the first move (the interview's opening question), or last said
+/// (a resumed session): the reply display, when it renders to something.
+fn show_opening(session: &Session, speaker: &str) {
+    if let Some(Ok(reply)) = session.display("reply")
+        && !reply.trim().is_empty()
+    {
+        println!("{speaker} › {}", reply.trim());
     }
 }
 

@@ -64,6 +64,11 @@ impl Loader<'_> {
                 }
                 let focus = if s.focus.value == "open" {
                     Some(Focus::Open)
+                } else if !s.focus.value.contains("::") {
+                    let what =
+                        format!("focus `{}` is neither `open` nor a generator (file.rhai::function)", s.focus.value);
+                    self.error(what, self.at(&s.focus));
+                    None
                 } else {
                     match self.resolve(refs, &s.focus, None, 1) {
                         Some(f) if f.calls_models() => {
@@ -108,6 +113,17 @@ impl Loader<'_> {
                     }
                 }
                 profiles.insert(phase.clone(), p.value.iter().map(|(k, v)| (k.clone(), *v)).collect());
+            }
+            if d.strategies.is_empty() {
+                self.error(format!("selector `{name}` needs at least one strategy"), at.clone());
+            }
+            let mut scorer_ids: Vec<&str> = Vec::new();
+            for sd in d.vetoes.iter().chain(&d.scorers) {
+                if scorer_ids.contains(&sd.value.id.as_str()) {
+                    let what = format!("selector `{name}` has two scorers with id `{}`", sd.value.id);
+                    self.error(format!("{what} (vetoes and weighted scorers share ids)"), self.at(sd));
+                }
+                scorer_ids.push(&sd.value.id);
             }
             let default = d.implementation.unwrap_or(manifest::ScorerImpl::Script);
             let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
@@ -162,15 +178,16 @@ impl Loader<'_> {
                 }
             }
         }
-        if d.last == Some(0) {
-            self.error("similarity `last` must be at least 1 (leave it out for every item)", self.at(decl));
+        if let Some(last) = d.last.as_ref().filter(|l| l.value == 0) {
+            self.error("similarity `last` must be at least 1 (leave it out for every item)", self.at(last));
         }
         // Named by position: a selector's name need not be an identifier.
         let when = match &d.when {
             Some(w) => Some((self.test(w, &format!("similarity_when_{index}"), refs)?, w.value.clone())),
             None => None,
         };
-        Some(Similarity { profile, texts: d.texts.iter().map(|t| t.value.clone()).collect(), last: d.last, when })
+        let texts = d.texts.iter().map(|t| t.value.clone()).collect();
+        Some(Similarity { profile, texts, last: d.last.as_ref().map(|l| l.value), when })
     }
 
     fn scorer(
@@ -243,6 +260,7 @@ impl Loader<'_> {
         let params: Map = d.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(v))).collect();
         Some(Scorer {
             id: d.id.clone(),
+            weighted,
             weight,
             shared_params: Dynamic::from_map(params.clone()).into_read_only().into_shared(),
             params,
