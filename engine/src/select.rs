@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use indexmap::IndexSet;
 use rhai::{Dynamic, ImmutableString, Map};
 use serde_json::{Value as Json, json};
 
@@ -199,10 +200,10 @@ impl Selector {
     /// The texts `similarity:` embeds for these candidates: each distinct focus description,
     /// then the strings of the fields it names (the last `last` of a list), in that order.
     pub fn texts_to_embed(&self, candidates: &Candidates, state: &Dynamic) -> Vec<String> {
-        let mut texts: Vec<String> = Vec::new();
+        let mut texts: IndexSet<String> = IndexSet::new();
         let mut push = |t: &str| {
-            if !t.is_empty() && !texts.iter().any(|x| x == t) {
-                texts.push(t.to_owned());
+            if !t.is_empty() && !texts.contains(t) {
+                texts.insert(t.to_owned());
             }
         };
         for c in &candidates.list {
@@ -210,8 +211,8 @@ impl Selector {
                 push(&d);
             }
         }
-        let Some(sim) = &self.similarity else { return texts };
-        let Some(map) = state.read_lock::<Map>() else { return texts };
+        let fields = self.similarity.as_ref().zip(state.read_lock::<Map>());
+        let Some((sim, map)) = fields else { return texts.into_iter().collect() };
         for field in &sim.texts {
             let Some(v) = map.get(field.as_str()) else { continue };
             if let Some(t) = v.read_lock::<ImmutableString>() {
@@ -225,7 +226,7 @@ impl Selector {
                 }
             }
         }
-        texts
+        texts.into_iter().collect()
     }
 
     /// Scores the candidates and picks the winner.
