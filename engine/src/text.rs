@@ -160,6 +160,18 @@ impl Embeddings {
         Embeddings { model: model.into(), vectors: HashMap::new(), by_words: AtomicUsize::new(0) }
     }
 
+    /// The stand-in's vectors ([`hashed_embedding`]) for `texts`: what a selection gets offline,
+    /// and what benchmarks and tests score with.
+    pub fn hashed<T: Into<String>>(texts: impl IntoIterator<Item = T>) -> Self {
+        let mut e = Embeddings::new("stand-in");
+        for t in texts {
+            let t = t.into();
+            let v = hashed_embedding(&t);
+            e.insert(t, v.into());
+        }
+        e
+    }
+
     /// The model that made the vectors.
     pub fn model(&self) -> &str {
         &self.model

@@ -177,16 +177,17 @@ impl TurnCtx {
         let result = self.provider.embed(request).await;
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
-        event.embedded = Some(EmbedCount { texts: request.texts.len(), cached: 0 });
+        let mut cached = 0;
         match &result {
             Ok(r) => {
                 event.model = r.model.clone();
                 event.attempts = r.attempts;
                 event.prompt_tokens = r.prompt_tokens;
-                event.embedded = Some(EmbedCount { texts: request.texts.len(), cached: r.cached });
+                cached = r.cached;
             }
             Err(e) => event.error = Some(e.detail().to_owned()),
         }
+        event.embedded = Some(EmbedCount { texts: request.texts.len(), cached });
         self.emit(Event::Llm(event));
         result
     }

@@ -192,7 +192,7 @@ fn weighted_scorers_at_their_edges() {
 #[test]
 fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     use ruleweave::select::ScorerImpl;
-    use ruleweave::text::{Embeddings, hashed_embedding};
+    use ruleweave::text::Embeddings;
     // The newest concept is "morning"; the question just asked means the same as deepening on
     // it but shares none of its words.
     let asked = ["What gets you going at the start of the day?"];
@@ -207,10 +207,7 @@ fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     let texts = sel.texts_to_embed().unwrap();
     assert!(texts.contains(&"why morning matters".to_owned()), "{texts:?}");
     assert_eq!(texts.last().unwrap(), asked[0]);
-    let mut e = Embeddings::new("test");
-    for t in &texts {
-        e.insert(t.as_str(), hashed_embedding(t).into());
-    }
+    let mut e = Embeddings::hashed(&texts);
     e.insert("why morning matters", vec![0.6f32, 0.8].into());
     e.insert(asked[0], vec![0.8f32, 0.6].into());
     sel.set_embeddings(Some(e));

@@ -7,7 +7,7 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
 use ruleweave::select::{ScorerImpl, Selection};
-use ruleweave::text::{Embeddings, hashed_embedding};
+use ruleweave::text::Embeddings;
 use serde_json::json;
 
 #[global_allocator]
@@ -68,13 +68,7 @@ fn bench(c: &mut Criterion) {
     // selector's one embeddings call makes them): what `similarity:` costs while scoring, and
     // what making the stand-in's vectors costs.
     let texts = sel.texts_to_embed().unwrap();
-    let embed = || {
-        let mut e = Embeddings::new("stand-in");
-        for t in &texts {
-            e.insert(t.as_str(), hashed_embedding(t).into());
-        }
-        e
-    };
+    let embed = || Embeddings::hashed(&texts);
     eprintln!("interview selection: {} texts to embed", texts.len());
     let mut group = c.benchmark_group("interview selection (whole, by embeddings)");
     group.bench_function("stand-in vectors", |b| b.iter(embed));

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 use ruleweave::Engine;
 use ruleweave::select::{ScorerImpl, Selection};
-use ruleweave::text::{Embeddings, hashed_embedding};
+use ruleweave::text::Embeddings;
 use serde_json::{Value, json};
 
 fn engine() -> &'static Engine {
@@ -135,12 +135,8 @@ proptest! {
             prop_assert_eq!(sel.run_scorer(&id, ScorerImpl::Script).unwrap(), sel.run_scorer(&id, ScorerImpl::Native).unwrap(), "scorer {}", id);
         }
         // With embeddings (the stand-in's, for the texts the selector would embed), too.
-        let mut e = Embeddings::new("stand-in");
-        for t in sel.texts_to_embed().unwrap() {
-            let v = hashed_embedding(&t);
-            e.insert(t, v.into());
-        }
-        sel.set_embeddings(Some(e));
+        let texts = sel.texts_to_embed().unwrap();
+        sel.set_embeddings(Some(Embeddings::hashed(texts)));
         let scripted = sel.run(Some(ScorerImpl::Script)).unwrap();
         let native = sel.run(Some(ScorerImpl::Native)).unwrap();
         prop_assert_eq!(results(&scripted), results(&native));

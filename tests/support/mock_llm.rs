@@ -40,6 +40,13 @@ pub struct Seen {
     pub headers: HeaderMap,
 }
 
+impl Seen {
+    fn new(kind: &'static str, body: &Value, headers: &HeaderMap) -> Self {
+        let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        Seen { kind, body: body.clone(), authorization, headers: headers.clone() }
+    }
+}
+
 #[derive(Default)]
 struct Inner {
     judge: VecDeque<Reply>,
@@ -144,12 +151,7 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     let kind = if body.get("response_format").is_some() { "judge" } else { "chat" };
     let reply = {
         let mut inner = inner.lock().unwrap();
-        inner.seen.push(Seen {
-            kind,
-            body: body.clone(),
-            authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
-            headers: headers.clone(),
-        });
+        inner.seen.push(Seen::new(kind, &body, &headers));
         let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
         queue
             .pop_front()
@@ -175,12 +177,7 @@ async fn embeddings(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, 
     };
     let (mut reply, vectors) = {
         let mut inner = inner.lock().unwrap();
-        inner.seen.push(Seen {
-            kind: "embeddings",
-            body: body.clone(),
-            authorization: headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned),
-            headers: headers.clone(),
-        });
+        inner.seen.push(Seen::new("embeddings", &body, &headers));
         (inner.embeddings.pop_front().unwrap_or(Reply::Content(String::new())), inner.vectors.clone())
     };
     while let Reply::Slow(wait, next) = reply {
@@ -220,7 +217,7 @@ async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     };
     let mut reply = {
         let mut inner = inner.lock().unwrap();
-        inner.seen.push(Seen { kind: "messages", body: body.clone(), authorization: None, headers: headers.clone() });
+        inner.seen.push(Seen::new("messages", &body, &headers));
         inner.messages.pop_front().unwrap_or_else(|| Reply::Content("Arrr.".into()))
     };
     while let Reply::Slow(wait, next) = reply {

@@ -109,14 +109,7 @@ impl OpenAi {
 
     async fn call(&self, request: &LlmRequest, tokens: Option<TokenSink>) -> Result<LlmResponse> {
         let body = Self::body(request, tokens.is_some());
-        let (resp, attempts) = http::send("openai", &self.config.retry, || {
-            let mut rb = self.client.post(&self.url).json(&body);
-            if let Some(key) = &self.config.api_key {
-                rb = rb.bearer_auth(key);
-            }
-            rb
-        })
-        .await?;
+        let (resp, attempts) = http::send("openai", &self.config.retry, || self.post(&self.url, &body)).await?;
         match tokens {
             None => {
                 let v = http::json_body("openai", resp, attempts).await?;
@@ -161,6 +154,15 @@ impl OpenAi {
         }
     }
 
+    /// A POST of `body` to `url`, with the key when there is one.
+    fn post(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
+        let rb = self.client.post(url).json(body);
+        match &self.config.api_key {
+            Some(key) => rb.bearer_auth(key),
+            None => rb,
+        }
+    }
+
     /// Embeds the texts the cache does not have, each once, in batches, and answers from the cache.
     async fn embed_texts(&self, request: &EmbedRequest) -> Result<EmbedResponse> {
         let key = |t: &str| format!("{}\0{t}", request.model);
@@ -181,14 +183,8 @@ impl OpenAi {
         let mut fetched: HashMap<&str, Cached> = HashMap::new();
         for batch in missing.chunks(EMBEDDING_BATCH) {
             let body = json!({ "model": request.model, "input": batch });
-            let (resp, tries) = http::send("openai", &self.config.retry, || {
-                let mut rb = self.client.post(&self.embeddings_url).json(&body);
-                if let Some(key) = &self.config.api_key {
-                    rb = rb.bearer_auth(key);
-                }
-                rb
-            })
-            .await?;
+            let (resp, tries) =
+                http::send("openai", &self.config.retry, || self.post(&self.embeddings_url, &body)).await?;
             attempts += tries;
             let v = http::json_body("openai", resp, tries).await?;
             let batch_vectors = embeddings_of(&v, batch.len(), tries)?;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use ruleweave::select::{ScorerImpl, Selection};
-use ruleweave::text::{Embeddings, hashed_embedding};
+use ruleweave::text::Embeddings;
 use serde_json::Value;
 
 #[derive(clap::Args)]
@@ -89,12 +89,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             if args.embeddings {
                 let texts = sel.texts_to_embed().map_err(|e| anyhow::anyhow!("{e}"))?;
                 embedded += texts.len();
-                let mut vectors = Embeddings::new("stand-in");
-                for t in texts {
-                    let v = hashed_embedding(&t);
-                    vectors.insert(t, v.into());
-                }
-                sel.set_embeddings(Some(vectors));
+                sel.set_embeddings(Some(Embeddings::hashed(texts)));
             }
             runs.push(sel);
         }
