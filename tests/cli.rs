@@ -454,10 +454,10 @@ fn the_interview_compares_by_embeddings_when_asked_and_by_words_when_they_fail()
         json!({"says_dont_know": false, "terminal": false, "engagement": 0.8, "reasoning": "fine"}).to_string();
     let morning = json!({"concepts": ["morning"], "links": []}).to_string();
     let asked = "What gets you going at the start of the day?";
-    // Turns 1 and 2: the embeddings endpoint answers (its default).
+    // Turns 1 and 2: the embeddings endpoint answers (queued, since turn 3's failures queue after).
     for question in [asked, "And the price?"] {
         mock.judge(Reply::Content(morning.clone())).judge(Reply::Content(signals.clone()));
-        mock.chat(Reply::Content(question.into()));
+        mock.embedding(Reply::Content(String::new())).chat(Reply::Content(question.into()));
     }
     // Turn 3: the embeddings endpoint is down.
     mock.judge(Reply::Content(morning.clone()))
