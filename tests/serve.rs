@@ -5,70 +5,16 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply, judged};
-use support::{counter_root, edit, http, reload_root, repo_root, ruleweave, run_with_stdin, stdout};
-
-/// A running `ruleweave serve`; killed when dropped.
-struct Process {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `ruleweave serve` on a free port and waits until it listens.
-fn start(root: &Path, store: &str, env: &[(&str, &str)]) -> Process {
-    start_with(root, store, env, &[])
-}
-
-fn start_with(root: &Path, store: &str, env: &[(&str, &str)], args: &[&str]) -> Process {
-    let mut cmd = ruleweave(root);
-    cmd.args(["serve", "--addr", "127.0.0.1:0", "--store", store]).args(args);
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !sent && let Some(url) = line.strip_prefix("ruleweave: listening on ") {
-                let _ = tx.send(url.to_owned());
-                sent = true;
-            }
-        }
-    });
-    let url = rx.recv_timeout(Duration::from_secs(60)).expect("the server did not start");
-    Process { child, url }
-}
-
-async fn post(url: &str, body: Value) -> (StatusCode, Value) {
-    match http().post(url).json(&body).send().await {
-        Ok(r) => {
-            let status = r.status();
-            (status, r.json().await.unwrap_or(Value::Null))
-        }
-        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, json!({"error": e.to_string()})),
-    }
-}
-
-async fn get(url: &str) -> Value {
-    http().get(url).send().await.unwrap().json().await.unwrap()
-}
+use support::{
+    counter_root, edit, get, http, post, reload_root, repo_root, ruleweave, run_with_stdin, start, start_with, stdout,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_keeps_every_acknowledged_turn() {

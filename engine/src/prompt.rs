@@ -6,7 +6,6 @@
 //! report a variable that is neither a field nor one of those names before the game runs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
 
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
 use rhai::Map;
@@ -38,6 +37,8 @@ pub(crate) struct Prompts {
     /// Top-level names each template reads; `None` when it includes others (then it gets all).
     reads: HashMap<String, Option<Vec<String>>>,
     params: Value,
+    /// The most bytes one render may produce (`limits.max_render_size`).
+    max_output: usize,
 }
 
 impl std::fmt::Debug for Prompts {
@@ -47,13 +48,14 @@ impl std::fmt::Debug for Prompts {
 }
 
 impl Prompts {
-    /// Loads every `*.j2` under `prompts/<pack>/` and the manifest's inline templates (`display:`),
-    /// given as (name, source, origin).
+    /// Builds the pack's templates: `files` are its `prompts/<pack>/` files as (path relative to
+    /// the root, text), named by their path under that folder; `inline` are the manifest's own
+    /// templates (`display:`) as (name, source, origin).
     pub fn load(
-        root: &Path,
         pack: &str,
         params: &Map,
         fields: &HashSet<&str>,
+        files: Vec<(String, String)>,
         inline: Vec<(String, String, Origin)>,
     ) -> std::result::Result<Self, Vec<Error>> {
         let mut env = Environment::new();
@@ -65,21 +67,10 @@ impl Prompts {
         env.add_filter("transcript", crate::value::transcript);
         let mut sources = HashMap::new();
         let mut errors = Vec::new();
-        let dir = root.join("prompts").join(pack);
-        let mut files = Vec::new();
-        if dir.is_dir() {
-            collect_templates(&dir, &dir, &mut files).map_err(|e| vec![e])?;
-        }
-        files.sort();
-        for name in files {
-            let rel = format!("prompts/{pack}/{name}");
-            match std::fs::read_to_string(dir.join(&name)) {
-                Ok(text) => {
-                    sources.insert(name.clone(), Source { file: rel, line_offset: 0, col_offset: 0, text });
-                }
-                Err(e) => errors
-                    .push(Error::new(ErrorKind::Io, format!("cannot read the template: {e}")).at(Origin::file(rel))),
-            }
+        let prefix = format!("prompts/{pack}/");
+        for (file, text) in files {
+            let name = file.strip_prefix(&prefix).unwrap_or(&file).to_owned();
+            sources.insert(name, Source { file, line_offset: 0, col_offset: 0, text });
         }
         for (name, text, origin) in inline {
             let source = Source {
@@ -122,14 +113,26 @@ impl Prompts {
         }
         let params =
             Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
-        Ok(Prompts { env, sources, reads, params })
+        Ok(Prompts { env, sources, reads, params, max_output: crate::limits::Limits::default().max_render_size })
     }
 
     /// A set with no templates (to go on checking a pack whose templates failed to load).
     pub fn empty(params: &Map) -> Self {
         let params =
             Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
-        Prompts { env: Environment::new(), sources: HashMap::new(), reads: HashMap::new(), params }
+        Prompts {
+            env: Environment::new(),
+            sources: HashMap::new(),
+            reads: HashMap::new(),
+            params,
+            max_output: crate::limits::Limits::default().max_render_size,
+        }
+    }
+
+    /// Bounds what one render may produce to `bytes` (fuel bounds the work; this, the memory).
+    pub fn limit_output(mut self, bytes: usize) -> Self {
+        self.max_output = bytes;
+        self
     }
 
     /// Whether a template of that name exists.
@@ -228,7 +231,42 @@ impl Prompts {
                 format!("there is no template `{name}` (templates: {})", self.file_templates().join(", ")),
             )
         })?;
-        t.render(ctx).map_err(|e| template_error(&e, &self.sources))
+        let mut out = Bounded { buf: Vec::new(), max: self.max_output, over: false };
+        match t.render_captured_to(ctx, &mut out) {
+            Ok(_) => String::from_utf8(out.buf)
+                .map_err(|_| Error::new(ErrorKind::Internal, format!("template `{name}` rendered invalid UTF-8"))),
+            Err(_) if out.over => {
+                let src = &self.sources[name];
+                Err(Error::new(
+                    ErrorKind::Limit,
+                    format!("template `{name}` rendered more than {} bytes (limits.max_render_size)", self.max_output),
+                )
+                .at(Origin::file(&src.file)))
+            }
+            Err(e) => Err(template_error(&e, &self.sources)),
+        }
+    }
+}
+
+/// A render's output, refusing to grow past `max` bytes.
+struct Bounded {
+    buf: Vec<u8>,
+    max: usize,
+    over: bool,
+}
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, piece: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + piece.len() > self.max {
+            self.over = true;
+            return Err(std::io::Error::other("over the render size limit"));
+        }
+        self.buf.extend_from_slice(piece);
+        Ok(piece.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -240,21 +278,6 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
 
 fn map_value(m: &Map) -> Value {
     Value::from_object(m.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>())
-}
-
-fn collect_templates(base: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display())))?;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            collect_templates(base, &path, out)?;
-        } else if path.extension().is_some_and(|x| x == "j2") {
-            let rel = path.strip_prefix(base).unwrap_or(&path);
-            out.push(rel.to_string_lossy().replace('\\', "/"));
-        }
-    }
-    Ok(())
 }
 
 /// 1-based line and column of the first whole-word occurrence of `word` in `text`.
@@ -307,21 +330,16 @@ mod tests {
     use crate::value::from_json;
     use serde_json::json;
 
-    fn prompts(files: &[(&str, &str)]) -> (tempfile::TempDir, std::result::Result<Prompts, Vec<Error>>) {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("prompts/p")).unwrap();
-        for (name, text) in files {
-            std::fs::write(dir.path().join("prompts/p").join(name), text).unwrap();
-        }
+    fn prompts(files: &[(&str, &str)]) -> std::result::Result<Prompts, Vec<Error>> {
+        let files = files.iter().map(|(name, text)| (format!("prompts/p/{name}"), text.to_string())).collect();
         let params = from_json(&json!({"n": 3})).cast::<Map>();
         let fields: HashSet<&str> = ["score", "other", "history"].into();
-        let p = Prompts::load(dir.path(), "p", &params, &fields, vec![]);
-        (dir, p)
+        Prompts::load("p", &params, &fields, files, vec![])
     }
 
     #[test]
     fn renders_state_params_options_and_vars() {
-        let (_d, p) = prompts(&[("t.j2", "{{ score }}/{{ params.n }}/{{ options.level }}/{{ vars.x }}/{{ input.m }}")]);
+        let p = prompts(&[("t.j2", "{{ score }}/{{ params.n }}/{{ options.level }}/{{ vars.x }}/{{ input.m }}")]);
         let p = p.unwrap();
         let state = from_json(&json!({"score": 7, "other": [1]})).cast::<Map>();
         let options = from_json(&json!({"level": "easy"})).cast::<Map>();
@@ -332,22 +350,36 @@ mod tests {
 
     #[test]
     fn a_sliced_loop_sees_its_sequence() {
-        let (_d, p) = prompts(&[("t.j2", "{% for m in history[-params.n:] %}{{ m }},{% endfor %}")]);
+        let p = prompts(&[("t.j2", "{% for m in history[-params.n:] %}{{ m }},{% endfor %}")]);
         let state = from_json(&json!({"history": [1, 2, 3, 4, 5]})).cast::<Map>();
         assert_eq!(p.unwrap().render("t.j2", &state, &Map::new(), &Map::new(), None).unwrap(), "3,4,5,");
     }
 
     #[test]
     fn undefined_variables_fail_with_the_template_line() {
-        let (_d, p) = prompts(&[("t.j2", "line one\n{{ nope.deeper }}")]);
+        let p = prompts(&[("t.j2", "line one\n{{ nope.deeper }}")]);
         let e = p.unwrap().render("t.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Template);
         assert_eq!(e.origin().unwrap().to_string(), "prompts/p/t.j2:2:4");
     }
 
     #[test]
+    fn a_render_stops_at_the_output_limit() {
+        let bomb = r#"{% for i in range(100000) %}{{ "x" * 100000 }}{% endfor %}"#;
+        let p = prompts(&[("bomb.j2", bomb), ("ok.j2", "{{ 'y' * 10 }}")]);
+        let p = p.unwrap().limit_output(4096);
+        let e = p.render("bomb.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Limit);
+        assert_eq!(
+            e.to_string(),
+            "template `bomb.j2` rendered more than 4096 bytes (limits.max_render_size) (in prompts/p/bomb.j2)"
+        );
+        assert_eq!(p.render("ok.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap(), "yyyyyyyyyy");
+    }
+
+    #[test]
     fn syntax_errors_name_the_spot() {
-        let (_d, p) = prompts(&[("bad.j2", "ok\n{% if x %}never closed")]);
+        let p = prompts(&[("bad.j2", "ok\n{% if x %}never closed")]);
         let errs = p.unwrap_err();
         assert_eq!(errs[0].origin().unwrap().file, "prompts/p/bad.j2");
         assert!(errs[0].origin().unwrap().line >= 2, "{:?}", errs[0]);
@@ -355,7 +387,7 @@ mod tests {
 
     #[test]
     fn unknown_variables_are_found_statically() {
-        let (_d, p) = prompts(&[(
+        let p = prompts(&[(
             "t.j2",
             "{{ score }}\n{% for m in history %}{{ m.x }}{% endfor %}\n{{ params.n }}{{ params.zz }}{{ missing }}",
         )]);

@@ -148,16 +148,19 @@ impl Session {
             None => {
                 let mut state = pack.schema.initial();
                 if let Some(init) = &pack.init {
-                    let turn = Arc::new(TurnCtx::new(
-                        id.clone(),
-                        0,
-                        seed,
-                        now,
-                        options.clone(),
-                        Map::new(),
-                        engine.provider_for(&pack),
-                        None,
-                    ));
+                    let turn = Arc::new(
+                        TurnCtx::new(
+                            id.clone(),
+                            0,
+                            seed,
+                            now,
+                            options.clone(),
+                            Map::new(),
+                            engine.provider_for(&pack),
+                            None,
+                        )
+                        .budget(&pack.limits),
+                    );
                     let made = crate::graph::run::init(&pack, init, &turn, &mut state).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = turn.take_exchanges();
@@ -460,16 +463,19 @@ impl Session {
         let engine = self.engine.clone();
         let store = engine.store().clone();
         let id = self.id.clone();
-        let turn = Arc::new(TurnCtx::new(
-            id.clone(),
-            number,
-            self.seed,
-            crate::session::now_ms(),
-            self.options.clone(),
-            checked,
-            engine.provider_for(&pack),
-            live,
-        ));
+        let turn = Arc::new(
+            TurnCtx::new(
+                id.clone(),
+                number,
+                self.seed,
+                crate::session::now_ms(),
+                self.options.clone(),
+                checked,
+                engine.provider_for(&pack),
+                live,
+            )
+            .budget(&pack.limits),
+        );
         let first_seq = self.seq;
         let mut seq = self.seq;
         self.dirty = true;

@@ -3,13 +3,14 @@
 //! share it, so events come out in one order whether a node or a script caused them.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EmbedCount, Event, EventSink, LlmEvent};
+use crate::limits::Limits;
 use crate::llm::{
     EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, Provider, TokenSink, estimate_tokens,
 };
@@ -27,6 +28,9 @@ pub(crate) struct TurnCtx {
     /// The runtime scripts block on when they call a model.
     pub runtime: Option<tokio::runtime::Handle>,
     live: Option<EventSink>,
+    /// The most model calls, and model time, the turn may spend (`limits.max_llm_*`).
+    max_calls: u32,
+    max_time: Duration,
     rng: Mutex<ChaCha8Rng>,
     record: Mutex<Record>,
 }
@@ -35,6 +39,9 @@ pub(crate) struct TurnCtx {
 struct Record {
     events: Vec<Event>,
     exchanges: Vec<Exchange>,
+    /// Model calls made so far, and the time spent waiting for them.
+    calls: u32,
+    waited: Duration,
 }
 
 /// Everything a turn recorded.
@@ -71,9 +78,40 @@ impl TurnCtx {
             provider,
             runtime: tokio::runtime::Handle::try_current().ok(),
             live,
+            max_calls: Limits::default().max_llm_calls,
+            max_time: Limits::default().max_llm_time,
             rng: Mutex::new(turn_rng(seed, turn)),
             record: Mutex::new(Record::default()),
         }
+    }
+
+    /// Bounds the model calls of the turn by the pack's limits.
+    pub fn budget(mut self, limits: &Limits) -> Self {
+        self.max_calls = limits.max_llm_calls;
+        self.max_time = limits.max_llm_time;
+        self
+    }
+
+    /// Counts one more model call, or refuses it when the turn's budget is spent.
+    fn charge(&self) -> Result<()> {
+        let mut r = self.record();
+        if r.calls >= self.max_calls {
+            return Err(Error::new(
+                ErrorKind::Limit,
+                format!("this turn has made {} model calls, the most its pack allows (limits.max_llm_calls)", r.calls),
+            ));
+        }
+        if r.waited >= self.max_time {
+            return Err(Error::new(
+                ErrorKind::Limit,
+                format!(
+                    "this turn has waited {} ms for models, the most its pack allows (limits.max_llm_ms)",
+                    r.waited.as_millis()
+                ),
+            ));
+        }
+        r.calls += 1;
+        Ok(())
     }
 
     fn record(&self) -> MutexGuard<'_, Record> {
@@ -118,12 +156,14 @@ impl TurnCtx {
     /// Asks the turn's provider, records the exchange, and emits an `llm` event (and `token`
     /// events while the reply streams, when someone watches).
     pub async fn ask(&self, node: &str, request: LlmRequest) -> Result<LlmResponse> {
+        self.charge()?;
         let start = Instant::now();
         let tokens: Option<TokenSink> = self.live.clone().map(|live| {
             let node = node.to_owned();
             Arc::new(move |text: &str| live(&Event::Token { node: node.clone(), text: text.to_owned() })) as TokenSink
         });
         let result = self.provider.complete(&request, tokens).await;
+        self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let standin = self.provider.is_standin();
         let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
@@ -173,8 +213,10 @@ impl TurnCtx {
     /// The vectors are not recorded in the checkpoint (they are large, and the provider caches
     /// them): a resumed turn asks again.
     pub async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
+        self.charge()?;
         let start = Instant::now();
         let result = self.provider.embed(request).await;
+        self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
         let mut cached = 0;

@@ -19,7 +19,7 @@ pub fn render(e: &Error, root: &Path) -> String {
         if origin.line == 0 {
             continue;
         }
-        let text = std::fs::read_to_string(root.join(&origin.file)).unwrap_or_default();
+        let text = read_inside(root, &origin.file).unwrap_or_default();
         if let Some(line) = text.lines().nth(origin.line as usize - 1) {
             let n = origin.line.to_string();
             let pad = " ".repeat(n.len());
@@ -33,6 +33,14 @@ pub fn render(e: &Error, root: &Path) -> String {
         }
     }
     out
+}
+
+/// The text of `file` under `root`, unless its real path (links resolved) lies outside the root:
+/// a diagnostic about a link out of the root must not show what the link points at.
+fn read_inside(root: &Path, file: &str) -> Option<String> {
+    let real = root.join(file).canonicalize().ok()?;
+    let real_root = root.canonicalize().ok()?;
+    real.starts_with(real_root).then(|| std::fs::read_to_string(real).ok()).flatten()
 }
 
 /// A one-line `{"code", "message"}` form of an error, as the HTTP API and `run` report it.

@@ -14,7 +14,23 @@ pub fn repo_root() -> PathBuf {
 
 /// `ruleweave` with a clean model environment: no keys, stand-in unless a test says otherwise.
 pub fn ruleweave(root: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ruleweave"));
+    clean(Command::new(env!("CARGO_BIN_EXE_ruleweave")), root)
+}
+
+/// How much memory [`ruleweave_bounded`] lets the process map: far more than any pack needs,
+/// far less than a runaway one would take.
+pub const MEMORY_BOUND: u64 = 3 << 30;
+
+/// `ruleweave` under a bound on its address space ([`MEMORY_BOUND`], through util-linux's
+/// `prlimit`): an allocation past it fails, and the process aborts instead of exhausting the
+/// machine. A case that ends well never comes near it.
+pub fn ruleweave_bounded(root: &Path) -> Command {
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={MEMORY_BOUND}")).arg("--").arg(env!("CARGO_BIN_EXE_ruleweave"));
+    clean(cmd, root)
+}
+
+fn clean(mut cmd: Command, root: &Path) -> Command {
     cmd.current_dir(root);
     for var in [
         "OPENAI_API_KEY",
@@ -31,6 +47,71 @@ pub fn ruleweave(root: &Path) -> Command {
         cmd.env_remove(var);
     }
     cmd
+}
+
+/// A running `ruleweave serve`; killed when dropped.
+pub struct Process {
+    pub child: std::process::Child,
+    pub url: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `ruleweave serve` on a free port and waits until it listens.
+pub fn start(root: &Path, store: &str, env: &[(&str, &str)]) -> Process {
+    start_with(root, store, env, &[])
+}
+
+/// [`start`] with more arguments to `serve`.
+pub fn start_with(root: &Path, store: &str, env: &[(&str, &str)], args: &[&str]) -> Process {
+    let mut cmd = ruleweave(root);
+    cmd.args(["serve", "--addr", "127.0.0.1:0", "--store", store]).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    start_cmd(cmd)
+}
+
+/// Starts `cmd` (a `serve` command) and waits until it says where it listens; its stderr goes on
+/// being read (and dropped) so it never blocks.
+pub fn start_cmd(mut cmd: Command) -> Process {
+    use std::io::BufRead;
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !sent && let Some(url) = line.strip_prefix("ruleweave: listening on ") {
+                let _ = tx.send(url.to_owned());
+                sent = true;
+            }
+        }
+    });
+    let url = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the server did not start");
+    Process { child, url }
+}
+
+/// POSTs `body` as JSON; a connection failure reads as 503.
+pub async fn post(url: &str, body: serde_json::Value) -> (reqwest::StatusCode, serde_json::Value) {
+    match http().post(url).json(&body).send().await {
+        Ok(r) => {
+            let status = r.status();
+            (status, r.json().await.unwrap_or(serde_json::Value::Null))
+        }
+        Err(e) => (reqwest::StatusCode::SERVICE_UNAVAILABLE, serde_json::json!({"error": e.to_string()})),
+    }
+}
+
+/// GETs `url` as JSON.
+pub async fn get(url: &str) -> serde_json::Value {
+    http().get(url).send().await.unwrap().json().await.unwrap()
 }
 
 /// Runs `cmd` with `stdin` as its input.

@@ -9,11 +9,10 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 use rhai::Map;
 use serde_saphyr::Spanned;
-use sha2::{Digest, Sha256};
 
 use super::manifest::{self, Manifest, ModelDecl, NodeDecl, ParseMode, Reducer, RouteDecl, SpannedStr, TypeName};
 use super::{Display, Finish, InputSpec, ModelSpec, OptionSpec, Pack, Profile};
-use crate::error::{Error, ErrorKind, Origin, Result};
+use crate::error::{Error, Origin, Result};
 use crate::graph::{Case, Graph, History, Join, LlmNode, Node, NodeKind, Route, Target, Test, Then};
 use crate::llm::standin::Standin;
 use crate::prompt::{CONTEXT_NAMES, Prompts};
@@ -22,7 +21,10 @@ use crate::select::Selector;
 use crate::state::{Field, Schema};
 use crate::value;
 
+mod files;
 mod selectors;
+
+use files::Files;
 
 /// Which native node names the embedding program registered.
 pub(crate) type NativeNames<'a> = &'a crate::native::NativeNodes;
@@ -33,20 +35,13 @@ const RESERVED: &[&str] = &["params", "options", "input", "vars", "this", "START
 /// Loads and validates the pack `name` under `root`.
 pub(crate) fn load(root: &Path, name: &str, natives: NativeNames<'_>) -> Result<Pack> {
     let manifest_path = format!("config/{name}.yaml");
-    let text = std::fs::read_to_string(root.join(&manifest_path)).map_err(|e| {
-        let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Io };
-        Error::new(kind, format!("cannot read the manifest of pack `{name}`: {e}")).at(Origin::file(&manifest_path))
-    })?;
+    let mut files = Files::new(root);
+    let bytes = files.read(&manifest_path, &format!("the manifest of pack `{name}`"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
     let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
-    let mut l = Loader {
-        root,
-        pack: name.to_owned(),
-        manifest_path,
-        errors: Vec::new(),
-        files: Vec::new(),
-        broken: HashSet::new(),
-    };
-    l.files.push((l.manifest_path.clone(), text.into_bytes()));
+    let mut l =
+        Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), files, broken: HashSet::new() };
     let pack = l.build(manifest, natives);
     match Error::collect(std::mem::take(&mut l.errors)) {
         Some(e) => Err(e),
@@ -73,8 +68,8 @@ struct Loader<'a> {
     pack: String,
     manifest_path: String,
     errors: Vec<Error>,
-    /// (path, content) of every file the version covers.
-    files: Vec<(String, Vec<u8>)>,
+    /// Every file read, which the version covers.
+    files: Files,
     /// Scripts that failed to compile: references to them are not reported again.
     broken: HashSet<String>,
 }
@@ -126,18 +121,18 @@ impl Loader<'_> {
             }
         }
         let fields: HashSet<&str> = schema.fields.keys().map(String::as_str).collect();
-        let prompts = match Prompts::load(self.root, &self.pack, &params, &fields, inline) {
-            Ok(p) => p,
+        let limits = self.limits(&m.limits);
+        let templates = self.read_text("prompts", &self.pack.clone(), "j2", "template");
+        let prompts = match Prompts::load(&self.pack, &params, &fields, templates, inline) {
+            Ok(p) => p.limit_output(limits.max_render_size),
             Err(errs) => {
                 self.errors.extend(errs);
                 Prompts::empty(&params)
             }
         };
         let prompts = Arc::new(prompts);
-        self.add_dir_files("prompts", &self.pack.clone(), "j2");
 
         let shared = Arc::new(HostShared::new(self.pack.clone(), params.clone(), prompts.clone(), profiles.clone()));
-        let limits = self.limits(&m.limits);
         let libs = self.read_scripts("lib");
         let sandbox = match Sandbox::new(limits, shared.clone(), &libs) {
             Ok(s) => s,
@@ -232,7 +227,7 @@ impl Loader<'_> {
         Some(Pack {
             name: self.pack.clone(),
             description: m.description.trim().to_owned(),
-            version: self.version(),
+            version: self.files.version(),
             root: self.root.to_path_buf(),
             options,
             params,
@@ -244,12 +239,13 @@ impl Loader<'_> {
             display,
             graph,
             sandbox,
+            limits,
             prompts,
             init,
             migrate,
             selectors,
             standin,
-            files: self.files.iter().map(|(p, _)| p.clone()).collect(),
+            files: self.files.paths(),
         })
     }
 
@@ -434,66 +430,36 @@ impl Loader<'_> {
         }
     }
 
-    fn limits(&self, d: &manifest::LimitsDecl) -> Limits {
-        let base = Limits::default();
-        Limits {
-            max_operations: d.max_operations.unwrap_or(base.max_operations),
-            max_wall: d.max_wall_ms.map_or(base.max_wall, std::time::Duration::from_millis),
-            max_call_levels: d.max_call_levels.unwrap_or(base.max_call_levels),
-            max_string_size: d.max_string_size.unwrap_or(base.max_string_size),
-            max_array_size: d.max_array_size.unwrap_or(base.max_array_size),
-            max_map_size: d.max_map_size.unwrap_or(base.max_map_size),
+    /// The manifest's `limits:`, each checked against the limit table (0 and values over a
+    /// ceiling are refused).
+    fn limits(&mut self, decls: &IndexMap<String, Spanned<u64>>) -> Limits {
+        let mut limits = Limits::default();
+        for (key, value) in decls {
+            if let Err(why) = limits.set(key, value.value) {
+                self.error(why, self.at(value));
+            }
         }
+        limits
     }
 
-    /// Reads `scripts/<dir>/**/*.rhai` as (path relative to the root, source), sorted, and
-    /// records them for the version.
+    /// Reads `scripts/<dir>/**/*.rhai` as (path relative to the root, source), sorted.
     fn read_scripts(&mut self, dir: &str) -> Vec<(String, String)> {
+        self.read_text("scripts", dir, "rhai", "script")
+    }
+
+    /// Reads the `*.ext` text files under `top/dir/` as (path relative to the root, text), sorted;
+    /// `what` names them in errors.
+    fn read_text(&mut self, top: &str, dir: &str, ext: &str, what: &str) -> Vec<(String, String)> {
+        let (files, errors) = self.files.dir(top, dir, ext);
+        self.errors.extend(errors);
         let mut out = Vec::new();
-        for (path, bytes) in self.dir_files("scripts", dir, "rhai") {
-            match String::from_utf8(bytes.clone()) {
-                Ok(s) => out.push((path.clone(), s)),
-                Err(_) => self.error("the script is not UTF-8 text", Origin::file(&path)),
-            }
-            self.files.push((path, bytes));
-        }
-        out
-    }
-
-    fn add_dir_files(&mut self, top: &str, dir: &str, ext: &str) {
-        let files = self.dir_files(top, dir, ext);
-        self.files.extend(files);
-    }
-
-    fn dir_files(&mut self, top: &str, dir: &str, ext: &str) -> Vec<(String, Vec<u8>)> {
-        let base = self.root.join(top).join(dir);
-        let mut paths = Vec::new();
-        walk(&base, ext, &mut paths);
-        paths.sort();
-        let mut out = Vec::new();
-        for p in paths {
-            let rel = p.strip_prefix(self.root).unwrap_or(&p).to_string_lossy().replace('\\', "/");
-            match std::fs::read(&p) {
-                Ok(bytes) => out.push((rel, bytes)),
-                Err(e) => {
-                    self.errors.push(Error::new(ErrorKind::Io, format!("cannot read: {e}")).at(Origin::file(rel)))
-                }
-            }
-        }
-        out
-    }
-
-    fn version(&self) -> String {
-        let mut files: Vec<&(String, Vec<u8>)> = self.files.iter().collect();
-        files.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut h = Sha256::new();
         for (path, bytes) in files {
-            h.update(path.as_bytes());
-            h.update([0]);
-            h.update((bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
+            match String::from_utf8(bytes) {
+                Ok(s) => out.push((path, s)),
+                Err(_) => self.error(format!("the {what} is not UTF-8 text"), Origin::file(&path)),
+            }
         }
-        h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+        out
     }
 
     /// Resolves `file.rhai::fn` (or `file.rhai` with a default function) to a function taking
@@ -906,20 +872,6 @@ fn node_of(t: &Target) -> Option<usize> {
 fn node_list(graph: &Graph) -> String {
     let names: Vec<&str> = graph.nodes.iter().map(|n| &*n.name).collect();
     format!("nodes: {}", names.join(", "))
-}
-
-fn walk(dir: &Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let p = entry.path();
-        if p.is_dir() {
-            walk(&p, ext, out);
-        } else if p.extension().is_some_and(|x| x == ext) {
-            out.push(p);
-        }
-    }
 }
 
 fn is_identifier(s: &str) -> bool {

@@ -30,8 +30,9 @@ pub(crate) struct Manifest {
     pub llm: IndexMap<String, Spanned<ProfileDecl>>,
     /// `file.rhai::respond` (or just `file.rhai`): the pack's offline stand-in model.
     pub standin: Option<SpannedStr>,
+    /// Limit name → value, checked against the limit table (`crate::limits`).
     #[serde(default)]
-    pub limits: LimitsDecl,
+    pub limits: IndexMap<String, Spanned<u64>>,
     /// `file.rhai::init`: computes the first state of a session from its options.
     pub init: Option<SpannedStr>,
     /// `file.rhai::migrate`: `migrate(state, from_version)` moves a live session's state onto a
@@ -284,18 +285,6 @@ impl<'de> Deserialize<'de> for ModelDecl {
         }
         d.deserialize_any(V)
     }
-}
-
-/// Script sandbox limits a pack may set (the host may lower them).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LimitsDecl {
-    pub max_operations: Option<u64>,
-    pub max_wall_ms: Option<u64>,
-    pub max_call_levels: Option<usize>,
-    pub max_string_size: Option<usize>,
-    pub max_array_size: Option<usize>,
-    pub max_map_size: Option<usize>,
 }
 
 /// A state field: its type, first value and reducer.

@@ -42,6 +42,7 @@ pub struct Pack {
     pub(crate) display: Display,
     pub(crate) graph: Graph,
     pub(crate) sandbox: Arc<Sandbox>,
+    pub(crate) limits: crate::limits::Limits,
     pub(crate) prompts: Arc<Prompts>,
     pub(crate) init: Option<FnRef>,
     pub(crate) migrate: Option<FnRef>,

@@ -188,10 +188,14 @@ fn ask(ctx: &NativeCallContext<'_>, shared: &HostShared, profile: &str, messages
         })?;
         let request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
         let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
-        pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request)))
-            .map(|r| r.content)
-            .map_err(|e| e.detail().to_owned().into())
+        pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request))).map(|r| r.content).map_err(thrown)
     })
+}
+
+/// An engine error thrown into a script: a script may catch it; uncaught, the turn fails with its
+/// kind (a spent model budget stays a limit error, not a script error).
+fn thrown(e: crate::error::Error) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(e), rhai::Position::NONE))
 }
 
 fn as_messages(list: &Array) -> RhaiResult<Vec<Message>> {
@@ -292,7 +296,8 @@ static HOST_FUNCTIONS: &[HostFn] = &[
                     shared
                         .prompts
                         .render_vars(name, &vars, &t.turn.options, &t.turn.input)
-                        .map_err(|e| e.to_string().into())
+                        // The template's own place goes into the words; the script's is the call.
+                        .map_err(|e| thrown(crate::error::Error::new(e.kind(), e.to_string())))
                 })
             });
         },

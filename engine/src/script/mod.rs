@@ -23,38 +23,9 @@ use rhai::{
 };
 
 use crate::error::{Error, ErrorKind, Origin, Result};
+pub use crate::limits::Limits;
+use crate::limits::MAX_EXPR_DEPTH;
 pub(crate) use host::{CallTag, HostShared};
-
-/// How much a script may do in one call. A pack may set these in `limits:`; the defaults suit
-/// game rules, which are small.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Rhai operations per call (roughly: expressions evaluated).
-    pub max_operations: u64,
-    /// Wall time per call, not counting time spent waiting for a model.
-    pub max_wall: Duration,
-    /// Nested function calls.
-    pub max_call_levels: usize,
-    /// Bytes in one string.
-    pub max_string_size: usize,
-    /// Items in one array.
-    pub max_array_size: usize,
-    /// Entries in one map.
-    pub max_map_size: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_operations: 1_000_000,
-            max_wall: Duration::from_millis(500),
-            max_call_levels: 32,
-            max_string_size: 1 << 20,
-            max_array_size: 100_000,
-            max_map_size: 10_000,
-        }
-    }
-}
 
 /// Host functions that wait for a model; a script calling them runs on a thread that may block.
 pub(crate) const MODEL_FUNCTIONS: &[&str] = &["llm", "llm_json", "llm_chat"];
@@ -200,6 +171,7 @@ impl Sandbox {
         shared: Arc<HostShared>,
         libs: &[(String, String)],
     ) -> std::result::Result<Self, Vec<Error>> {
+        let limits = limits.bounded();
         let mut engine = Engine::new_raw();
         for pkg in [
             ArithmeticPackage::new().as_shared_module(),
@@ -223,7 +195,7 @@ impl Sandbox {
         engine.set_max_string_size(limits.max_string_size);
         engine.set_max_array_size(limits.max_array_size);
         engine.set_max_map_size(limits.max_map_size);
-        engine.set_max_expr_depths(64, 64);
+        engine.set_max_expr_depths(MAX_EXPR_DEPTH, MAX_EXPR_DEPTH);
         engine.set_max_modules(0);
         engine.on_progress(|ops| {
             if ops % 512 == 0
@@ -258,12 +230,14 @@ impl Sandbox {
                 model_libs.insert(name.clone());
             }
             let _deadline = DeadlineGuard::set(limits.max_wall);
-            match rhai::Module::eval_ast_as_new(Scope::new(), &ast, &engine) {
+            let loaded =
+                with_stack(limits.stack_needed(), || rhai::Module::eval_ast_as_new(Scope::new(), &ast, &engine));
+            match loaded {
                 Ok(mut module) => {
                     module.set_id(path.as_str());
                     modules.push((name, module));
                 }
-                Err(e) => errors.push(script_error(*e, path).context("while loading the library")),
+                Err(e) => errors.push(script_error(*e, path, &limits).context("while loading the library")),
             }
         }
         for (name, module) in modules {
@@ -283,7 +257,7 @@ impl Sandbox {
     /// named `name`, reporting errors at their place in the manifest.
     pub fn compile_expr(&self, name: &str, expr: &str, at: &Origin) -> Result<ScriptFile> {
         let source = format!("fn {name}() {{\n{expr}\n}}");
-        let mut ast = self.engine.compile(&source).map_err(|e| {
+        let mut ast = with_stack(PARSE_STACK, || self.engine.compile(&source)).map_err(|e| {
             let pos = e.position();
             let lines: Vec<&str> = expr.lines().collect();
             let line = pos.line().unwrap_or(2).saturating_sub(2);
@@ -317,18 +291,19 @@ impl Sandbox {
         if let Some(tag) = tag {
             options = options.with_tag(tag);
         }
-        self.engine
-            .call_fn_with_options::<Dynamic>(options, &mut Scope::new(), &f.file.ast, f.name.as_str(), args)
-            .map_err(|e| {
-                let e = script_error(*e, &f.file.path);
-                // Rhai reports limit errors at the outermost call site, which is ours: no position.
-                let origin = match e.origin() {
-                    Some(o) if o.line > 0 && o.file == f.file.path => f.file.map_origin(o.clone()),
-                    Some(o) if o.line > 0 => o.clone(),
-                    _ => f.file.fn_origin(&f.name),
-                };
-                e.at(origin).context(format_args!("{} failed", f.display())).with_limit(&self.limits)
-            })
+        with_stack(self.limits.stack_needed(), || {
+            self.engine.call_fn_with_options::<Dynamic>(options, &mut Scope::new(), &f.file.ast, f.name.as_str(), args)
+        })
+        .map_err(|e| {
+            let e = script_error(*e, &f.file.path, &self.limits);
+            // Rhai reports limit errors at the outermost call site, which is ours: no position.
+            let origin = match e.origin() {
+                Some(o) if o.line > 0 && o.file == f.file.path => f.file.map_origin(o.clone()),
+                Some(o) if o.line > 0 => o.clone(),
+                _ => f.file.fn_origin(&f.name),
+            };
+            e.at(origin).context(format_args!("{} failed", f.display()))
+        })
     }
 }
 
@@ -339,15 +314,34 @@ fn lib_name(path: &str) -> String {
 }
 
 fn compile(engine: &Engine, path: &str, source: &str) -> Result<AST> {
-    let mut ast = engine.compile(source).map_err(|e| {
+    let mut ast = with_stack(PARSE_STACK, || engine.compile(source)).map_err(|e| {
         let pos = e.position();
         Error::pack(
             format!("syntax error: {}", e.err_type()),
             Origin::new(path, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32),
         )
     })?;
+    if let Some(pos) = first_import(&ast) {
+        return Err(Error::pack(
+            "`import` is not available: code shared by scripts goes in scripts/lib/<name>.rhai and is \
+             called as <name>::function",
+            Origin::new(path, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32),
+        ));
+    }
     ast.set_source(path);
     Ok(ast)
+}
+
+/// Where the first `import` statement of `ast` is (at the top level or in a function).
+fn first_import(ast: &AST) -> Option<Position> {
+    let mut found = None;
+    ast.walk(&mut |path: &[ASTNode<'_>]| {
+        if let Some(ASTNode::Stmt(stmt @ Stmt::Import(..))) = path.last() {
+            found = Some(stmt.position());
+        }
+        found.is_none()
+    });
+    found
 }
 
 /// Whether `ast` calls a model host function, or a function of a library that does.
@@ -371,8 +365,19 @@ fn calls_models(ast: &AST, model_libs: &HashSet<String>) -> bool {
     found
 }
 
-/// Turns a Rhai runtime error into an engine error at the innermost position that failed.
-pub(crate) fn script_error(err: EvalAltResult, file: &str) -> Error {
+/// Bytes of stack the parser needs at worst (expressions nested [`MAX_EXPR_DEPTH`] deep).
+const PARSE_STACK: usize = if cfg!(debug_assertions) { 2 << 20 } else { 512 << 10 };
+
+/// Runs `f` with at least `needed` bytes of stack: on this thread's stack when it has them, else
+/// on a stack grown for the call (Rhai recurses on the native stack; running out would abort the
+/// process, whatever thread a host runs turns on).
+pub(crate) fn with_stack<R>(needed: usize, f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(needed, needed + (1 << 20), f)
+}
+
+/// Turns a Rhai runtime error into an engine error at the innermost position that failed; a
+/// limit error says which of `limits` it hit, in the pack's terms.
+pub(crate) fn script_error(err: EvalAltResult, file: &str, limits: &Limits) -> Error {
     let mut err = err;
     let mut source = file.to_owned();
     loop {
@@ -388,46 +393,40 @@ pub(crate) fn script_error(err: EvalAltResult, file: &str) -> Error {
         }
     }
     let pos: Position = err.take_position();
-    let kind = match err {
-        EvalAltResult::ErrorTooManyOperations(..)
-        | EvalAltResult::ErrorStackOverflow(..)
-        | EvalAltResult::ErrorDataTooLarge(..)
-        | EvalAltResult::ErrorTerminated(..)
-        | EvalAltResult::ErrorTooManyVariables(..) => ErrorKind::Limit,
-        _ => ErrorKind::Script,
-    };
-    let detail = match &err {
-        EvalAltResult::ErrorRuntime(d, _) if d.is_string() => d.to_string(),
-        EvalAltResult::ErrorUnboundThis(_) => {
-            "`this` (the state) is not bound here: a helper sees it only when called as a method, `this.helper(...)`"
-                .to_owned()
+    let limit = match &err {
+        EvalAltResult::ErrorTooManyOperations(..) => {
+            Some(format!("the script used more than {} operations (limits.max_operations)", limits.max_operations))
         }
-        _ => err.to_string(),
+        EvalAltResult::ErrorTerminated(..) => {
+            Some(format!("the script ran longer than {} ms (limits.max_wall_ms)", limits.max_wall.as_millis()))
+        }
+        EvalAltResult::ErrorStackOverflow(..) => {
+            Some(format!("the script nested calls deeper than {} (limits.max_call_levels)", limits.max_call_levels))
+        }
+        EvalAltResult::ErrorDataTooLarge(what, _) => Some(format!(
+            "the script made a value too large: {what} (limits.max_string_size {}, max_array_size {}, \
+             max_map_size {})",
+            limits.max_string_size, limits.max_array_size, limits.max_map_size
+        )),
+        EvalAltResult::ErrorTooManyVariables(..) => Some("the script declared too many variables".to_owned()),
+        _ => None,
+    };
+    let (kind, detail) = match (limit, &err) {
+        (Some(why), _) => (ErrorKind::Limit, why),
+        (None, EvalAltResult::ErrorRuntime(d, _)) if d.is::<Error>() => {
+            let e = d.clone().cast::<Error>();
+            (e.kind(), e.detail().to_owned())
+        }
+        (None, EvalAltResult::ErrorRuntime(d, _)) if d.is_string() => (ErrorKind::Script, d.to_string()),
+        (None, EvalAltResult::ErrorUnboundThis(_)) => (
+            ErrorKind::Script,
+            "`this` (the state) is not bound here: a helper sees it only when called as a method, `this.helper(...)`"
+                .to_owned(),
+        ),
+        (None, _) => (ErrorKind::Script, err.to_string()),
     };
     let origin = Origin::new(source, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32);
     Error::new(kind, detail).at(origin)
-}
-
-impl Error {
-    /// Says which limit a limit error hit, in the pack's terms.
-    fn with_limit(self, limits: &Limits) -> Self {
-        if self.kind() != ErrorKind::Limit {
-            return self;
-        }
-        let detail = self.detail().to_owned();
-        let why = if detail.contains("Script terminated") {
-            format!("ran longer than {} ms (limits.max_wall_ms)", limits.max_wall.as_millis())
-        } else if detail.contains("Too many operations") {
-            format!("used more than {} operations (limits.max_operations)", limits.max_operations)
-        } else if detail.contains("Stack overflow") {
-            format!("nested calls deeper than {} (limits.max_call_levels)", limits.max_call_levels)
-        } else {
-            return self;
-        };
-        let head = detail.split(": ").next().unwrap_or("the script");
-        Error::new(ErrorKind::Limit, format!("{head}: the script {why}"))
-            .at(self.origin().cloned().unwrap_or_else(|| Origin::file("")))
-    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ fn an_infinite_loop_stops_at_the_operation_limit() {
 
 #[test]
 fn a_slow_script_stops_at_the_wall_time_limit() {
-    let sb = sandbox(Limits { max_operations: 0, max_wall: Duration::from_millis(50), ..Limits::default() });
+    let sb = sandbox(Limits { max_operations: 100_000_000, max_wall: Duration::from_millis(50), ..Limits::default() });
     let start = Instant::now();
     let e = call(&sb, "fn f() { let x = 0; loop { x += 1; } }").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
@@ -130,4 +130,27 @@ fn text_host_functions_work_without_a_turn() {
     assert_eq!(crate::value::to_json(&v), serde_json::json!([true, true, 100]));
     let e = call(&sb, r#"fn f() { matches("x", "(unclosed") }"#).unwrap_err();
     assert!(e.detail().contains("bad pattern"), "{e}");
+}
+
+#[test]
+fn the_deepest_recursion_allowed_never_overflows_a_small_thread_stack() {
+    // The worst a call level can cost: expressions nested as deep as the parser allows.
+    let body = format!("{}down(n + 1){}", "(1 + ".repeat(12), ")".repeat(12));
+    let src = format!("fn down(n) {{ {body} }}\nfn f() {{ down(0) }}");
+    let thread = std::thread::Builder::new().stack_size(256 << 10).spawn(move || {
+        let sb = sandbox(Limits { max_call_levels: 64, ..Limits::default() });
+        call(&sb, &src).map(|_| ())
+    });
+    let e = thread.unwrap().join().expect("the thread survived").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Limit);
+    assert!(e.detail().contains("nested calls deeper than 64 (limits.max_call_levels)"), "{e}");
+}
+
+#[test]
+fn import_is_refused_where_it_is_written() {
+    let sb = sandbox(Limits::default());
+    let e = sb.compile("scripts/t/x.rhai", "fn f() { 1 }\nimport \"helpers\" as h;\n").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Pack);
+    assert!(e.detail().starts_with("`import` is not available"), "{e}");
+    assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:2:1");
 }

@@ -55,7 +55,9 @@ pub fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Scripts recurse on the native stack: with room for the deepest call a pack may allow, they
+    // never need a stack of their own (the engine grows one for threads that lack it).
+    let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(16 << 20).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -1,0 +1,144 @@
+//! Reading a pack's files: only from inside the root (links resolved), each file once, and what
+//! was read is what the version hashes — an edit saved while a pack loads cannot stamp the files
+//! it did not see with its version.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, ErrorKind, Origin};
+
+/// The files one load read, relative to the root.
+pub(super) struct Files {
+    root: PathBuf,
+    /// The root with its links resolved: every file read must resolve to a path under it.
+    real_root: PathBuf,
+    read: Vec<(String, Vec<u8>)>,
+}
+
+impl Files {
+    pub fn new(root: &Path) -> Self {
+        let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        Files { root: root.to_path_buf(), real_root, read: Vec::new() }
+    }
+
+    /// Reads the file at `rel` (relative to the root; `what` names it in errors) and records it
+    /// for the version. A file whose real path (links resolved) lies outside the root is
+    /// refused, unread.
+    pub fn read(&mut self, rel: &str, what: &str) -> Result<Vec<u8>, Error> {
+        let real = self.inside(&self.root.join(rel), rel, what)?;
+        let bytes = std::fs::read(&real).map_err(|e| io_error(rel, what, &e))?;
+        self.read.push((rel.to_owned(), bytes.clone()));
+        Ok(bytes)
+    }
+
+    /// Reads every `*.ext` file under `top/dir/` (recursively), sorted by path: the files, and
+    /// the problems met (unreadable files, links out of the root, links to directories).
+    pub fn dir(&mut self, top: &str, dir: &str, ext: &str) -> (Vec<(String, Vec<u8>)>, Vec<Error>) {
+        let mut paths = Vec::new();
+        let mut errors = Vec::new();
+        self.walk(&self.root.join(top).join(dir), ext, &mut paths, &mut errors);
+        paths.sort();
+        let mut out = Vec::new();
+        for rel in paths {
+            match self.read(&rel, "the file") {
+                Ok(bytes) => out.push((rel, bytes)),
+                Err(e) => errors.push(e),
+            }
+        }
+        (out, errors)
+    }
+
+    /// The content hash of everything read (12 hex digits).
+    pub fn version(&self) -> String {
+        let mut files: Vec<&(String, Vec<u8>)> = self.read.iter().collect();
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut h = Sha256::new();
+        for (path, bytes) in files {
+            h.update(path.as_bytes());
+            h.update([0]);
+            h.update((bytes.len() as u64).to_le_bytes());
+            h.update(bytes);
+        }
+        h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The paths read, relative to the root.
+    pub fn paths(&self) -> Vec<String> {
+        self.read.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// `path` with its links resolved, when that lies inside the root.
+    fn inside(&self, path: &Path, rel: &str, what: &str) -> Result<PathBuf, Error> {
+        let real = path.canonicalize().map_err(|e| io_error(rel, what, &e))?;
+        if real.starts_with(&self.real_root) {
+            Ok(real)
+        } else {
+            Err(Error::pack(
+                "this file is a link to a file outside the pack root; packs read only files inside it",
+                Origin::file(rel),
+            ))
+        }
+    }
+
+    fn rel(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root).unwrap_or(path).to_string_lossy().replace('\\', "/")
+    }
+
+    /// Collects the `*.ext` files under `dir` (relative paths). Directories are entered only when
+    /// they are real ones: a link to a directory could lead out of the root or round in a circle.
+    fn walk(&self, dir: &Path, ext: &str, out: &mut Vec<String>, errors: &mut Vec<Error>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                self.walk(&path, ext, out, errors);
+            } else if kind.is_symlink() && path.is_dir() {
+                let detail = "this is a link to a directory; packs follow links to files only";
+                errors.push(Error::pack(detail, Origin::file(self.rel(&path))));
+            } else if path.extension().is_some_and(|x| x == ext) {
+                out.push(self.rel(&path));
+            }
+        }
+    }
+}
+
+fn io_error(rel: &str, what: &str, e: &std::io::Error) -> Error {
+    let kind = if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::NotFound } else { ErrorKind::Io };
+    Error::new(kind, format!("cannot read {what}: {e}")).at(Origin::file(rel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn links_out_of_the_root_are_refused_unread() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.txt"), "the secret").unwrap();
+        std::fs::create_dir(outside.path().join("dir")).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let prompts = root.path().join("prompts/p");
+        std::fs::create_dir_all(&prompts).unwrap();
+        std::fs::write(prompts.join("ok.j2"), "fine").unwrap();
+        std::fs::write(root.path().join("shared.j2"), "shared").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret.txt"), prompts.join("leak.j2")).unwrap();
+        std::os::unix::fs::symlink(root.path().join("shared.j2"), prompts.join("inside.j2")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("dir"), prompts.join("away")).unwrap();
+        let mut files = Files::new(root.path());
+        let (read, errors) = files.dir("prompts", "p", "j2");
+        let names: Vec<&str> = read.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, ["prompts/p/inside.j2", "prompts/p/ok.j2"]);
+        let errors: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            errors,
+            [
+                "this is a link to a directory; packs follow links to files only (in prompts/p/away)",
+                "this file is a link to a file outside the pack root; packs read only files inside it (in prompts/p/leak.j2)"
+            ]
+        );
+        assert!(!files.read.iter().any(|(_, b)| b == b"the secret"));
+    }
+}
