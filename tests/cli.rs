@@ -20,6 +20,7 @@ fn run_against(mock: &MockLlm, inputs: &str, difficulty: &str) -> std::process::
         .env("OPENAI_BASE_URL", &mock.base_url)
         .env("RULEWEAVE_LLM_RETRIES", "2")
         .env("RULEWEAVE_LLM_BACKOFF_MS", "1")
+        .env("RULEWEAVE_LLM_MAX_BACKOFF_MS", "20")
         .env("RULEWEAVE_LLM_TIMEOUT_MS", "400");
     cmd.output().unwrap()
 }
@@ -163,6 +164,20 @@ fn run_refuses_an_inputs_file_that_is_not_a_list() {
 }
 
 // ---- run, against a Chat Completions server ------------------------------------------------------
+
+#[test]
+fn a_retry_after_past_any_clock_waits_the_longest_backoff() {
+    let mock = MockLlm::start();
+    mock.judge(Reply::RetryAfter("1e30".into()))
+        .judge(Reply::RetryAfter("18446744073709551615".into()))
+        .judge(judged(30))
+        .chat(Reply::Content("Arr.".into()));
+    let out = run_against(&mock, "- Ahoy!\n", "easy");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    assert_eq!(lines[0]["output"]["merit_score"], 30);
+    assert_eq!(llm_events(&lines[0], "judge")[0]["attempts"], 3);
+}
 
 #[test]
 fn requests_carry_the_profiles_and_windows_of_seed_000() {

@@ -161,7 +161,7 @@ impl Session {
                         )
                         .budget(&pack.limits),
                     );
-                    let made = crate::graph::run::init(&pack, init, &turn, &mut state).await?;
+                    let made = caught(crate::graph::run::init(&pack, init, &turn, &mut state)).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = turn.take_exchanges();
                 }
@@ -357,7 +357,7 @@ impl Session {
         let store = self.engine.store().clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        self.finish_pending(None).await
+        caught(self.finish_pending(None)).await
     }
 
     async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
@@ -390,9 +390,13 @@ impl Session {
         let store = self.engine.store().clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        self.finish_pending(live.clone()).await?;
+        caught(self.finish_pending(live.clone())).await?;
         let before = self.upgrade();
-        let result = self.begin(input, live).await;
+        let result = caught(self.begin(input, live)).await;
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal) {
+            // Whatever a panic interrupted, the store has the truth: read it again before the next turn.
+            self.dirty = true;
+        }
         if let (Err(_), Some((pack, state))) = (&result, before) {
             // The turn failed: the session stays where it was, on the version it was on.
             self.pack = pack;
@@ -565,6 +569,24 @@ impl Session {
                 self.dirty = false;
                 Err(e)
             }
+        }
+    }
+}
+
+/// Runs a turn's future, turning a panic inside it (a bug in ruleweave, or in a native node the
+/// host registered) into an error: the turn is undone like any failed turn, and the host goes on.
+pub(crate) async fn caught<T>(turn: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(turn).catch_unwind().await {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            tracing::error!("a turn panicked (a bug; the turn was undone): {what}");
+            Err(Error::internal(format!("the turn hit a bug and was undone (it panicked: {what})")))
         }
     }
 }

@@ -208,6 +208,17 @@ async fn json_without_a_total_falls_back_to_the_rules() {
 }
 
 #[tokio::test]
+async fn a_judge_reply_too_large_to_read_falls_back_to_the_rules() {
+    let reasoning = "x".repeat(5 << 20);
+    let huge = format!(r#"{{"total_score": 95, "strategy_variety": 30, "reasoning": "{reasoning}"}}"#);
+    let out = fallback_turn(Ok(&huge)).await;
+    assert_eq!(out["merit_score"], 15, "the rules score, not the judge");
+    let reason = out["merit_breakdown"]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("the reply is 5242"), "{reason}");
+    assert!(reason.ends_with("more than a script may hold (limits.max_string_size 1048576)"), "{reason}");
+}
+
+#[tokio::test]
 async fn the_fallback_is_capped_at_100() {
     let canned = Canned::new();
     let mut s = game(&canned, "hard").await;

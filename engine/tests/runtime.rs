@@ -119,3 +119,28 @@ async fn native_nodes_are_registered_by_the_embedding_program() {
     assert_eq!(e.kind(), ErrorKind::Pack);
     assert!(e.detail().contains("native node `bump` is not registered by this host"), "{e}");
 }
+
+#[tokio::test]
+async fn a_panic_inside_a_turn_is_an_error_and_the_turn_is_undone() {
+    let root = write_root(&[
+        (
+            "config/fragile.yaml",
+            "state:\n  log: {type: list, reducer: append}\ninput:\n  text: {type: string, required: true}\noutput: [log]\ngraph:\n  nodes:\n    note: {script: note.rhai::note}\n    fragile: {native: fragile}\n  edges:\n    - START -> note\n    - note -> fragile\n    - fragile -> END\n",
+        ),
+        ("scripts/fragile/note.rhai", "fn note() { #{ log: input().text } }"),
+    ]);
+    let fragile = |ctx: &NodeContext<'_>| -> ruleweave::Result<Map> {
+        let text = ctx.input().get("text").map(|t| t.to_string()).unwrap_or_default();
+        assert!(text != "boom", "a bug in a native node");
+        Ok(Map::new())
+    };
+    let engine = Engine::builder(root.path()).native_node("fragile", fragile).build();
+    let mut s = engine.open("fragile", &Default::default()).await.unwrap();
+    s.turn(json!({"text": "one"})).await.unwrap();
+    let e = s.turn(json!({"text": "boom"})).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Internal);
+    assert!(e.detail().contains("panicked: a bug in a native node"), "{e}");
+    assert_eq!(s.state(), json!({"log": ["one"]}), "the note of the failed turn is undone");
+    let r = s.turn(json!({"text": "two"})).await.unwrap();
+    assert_eq!((r.turn, r.output), (2, json!({"log": ["one", "two"]})));
+}

@@ -68,6 +68,7 @@ struct LlmSection {
     timeout_ms: Option<u64>,
     retries: Option<u64>,
     backoff_ms: Option<u64>,
+    max_backoff_ms: Option<u64>,
 }
 
 /// The host's settings after the file, the environment and flags have had their say.
@@ -131,6 +132,7 @@ impl Config {
             ("RULEWEAVE_LLM_TIMEOUT_MS", file.llm.timeout_ms.map(|v| v.to_string())),
             ("RULEWEAVE_LLM_RETRIES", file.llm.retries.map(|v| v.to_string())),
             ("RULEWEAVE_LLM_BACKOFF_MS", file.llm.backoff_ms.map(|v| v.to_string())),
+            ("RULEWEAVE_LLM_MAX_BACKOFF_MS", file.llm.max_backoff_ms.map(|v| v.to_string())),
         ] {
             if let Some(v) = value {
                 llm.push((var, v));

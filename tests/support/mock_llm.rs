@@ -29,6 +29,8 @@ pub enum Reply {
     Raw(String),
     /// Wait, then answer.
     Slow(Duration, Box<Reply>),
+    /// 429 with this `Retry-After` header, as written.
+    RetryAfter(String),
 }
 
 /// A recorded request.
@@ -253,6 +255,9 @@ async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
             Response::builder().status(StatusCode::from_u16(code).unwrap()).body(Body::from(body)).unwrap()
         }
         Reply::Raw(text) => Response::builder().body(Body::from(text)).unwrap(),
+        Reply::RetryAfter(after) => {
+            Response::builder().status(429).header("retry-after", after).body(Body::empty()).unwrap()
+        }
         Reply::Slow(..) => unreachable!(),
     }
 }
@@ -293,6 +298,10 @@ async fn answer(mut reply: Reply, request: &Value, streaming: bool) -> Response 
         }
         Reply::Raw(text) => {
             Response::builder().header("content-type", "application/json").body(Body::from(text)).unwrap()
+        }
+        Reply::RetryAfter(after) => {
+            let body = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
+            Response::builder().status(429).header("retry-after", after).body(Body::from(body)).unwrap()
         }
         Reply::Slow(..) => unreachable!(),
     }

@@ -41,6 +41,7 @@ fn clean(mut cmd: Command, root: &Path) -> Command {
         "RULEWEAVE_MODEL_MAP",
         "RULEWEAVE_LLM_RETRIES",
         "RULEWEAVE_LLM_BACKOFF_MS",
+        "RULEWEAVE_LLM_MAX_BACKOFF_MS",
         "RULEWEAVE_LLM_TIMEOUT_MS",
         "RUST_LOG",
     ] {

@@ -427,6 +427,11 @@ impl Runner<'_> {
             (Outcome::Reply(reply), NodeKind::Llm(l)) => {
                 let why = match reply {
                     Err(e) => e.detail().to_owned(),
+                    Ok(resp) if resp.content.len() > self.pack.limits.max_string_size => format!(
+                        "the reply is {} bytes, more than a script may hold (limits.max_string_size {})",
+                        resp.content.len(),
+                        self.pack.limits.max_string_size
+                    ),
                     Ok(resp) => {
                         let parsed = match l.parse {
                             ParseMode::Text => Ok(Dynamic::from(resp.content)),
@@ -446,7 +451,14 @@ impl Runner<'_> {
                                     .and_then(|r| updates_of(r, &f.display()))
                                 {
                                     Ok(m) => return Ok(m),
-                                    Err(e) if e.kind() == ErrorKind::Script && l.fallback.is_some() => e.to_string(),
+                                    // `then` could not read the reply (it threw, or the reply made it
+                                    // hit a limit): the fallback scores instead.
+                                    Err(e)
+                                        if matches!(e.kind(), ErrorKind::Script | ErrorKind::Limit)
+                                            && l.fallback.is_some() =>
+                                    {
+                                        e.to_string()
+                                    }
                                     Err(e) => return Err(e),
                                 }
                             }

@@ -40,9 +40,7 @@ pub(crate) async fn send(
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map(Duration::from_secs_f64);
+                    .and_then(|v| retry_after(v, policy.max_backoff));
                 let body = resp.text().await.unwrap_or_default();
                 let why = format!("HTTP {status}: {}", error_message(&body));
                 let retryable = status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error();
@@ -62,6 +60,13 @@ pub(crate) async fn send(
         tracing::warn!(provider, attempt, ?wait, "model call failed, retrying: {why}");
         tokio::time::sleep(wait).await;
     }
+}
+
+/// A `Retry-After` header's seconds as a wait, capped at `cap` before it becomes a `Duration`
+/// (a server may say `1e30`). `None` when it is not a number of seconds (an HTTP date, say).
+fn retry_after(value: &str, cap: Duration) -> Option<Duration> {
+    let seconds = value.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?;
+    Some(Duration::from_secs_f64(seconds.min(cap.as_secs_f64())))
 }
 
 fn fail(provider: &str, why: &str, attempts: u32) -> Error {
@@ -139,6 +144,18 @@ pub(crate) fn elapsed_ms(start: Instant) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_capped_before_it_becomes_a_duration() {
+        let cap = Duration::from_secs(8);
+        for huge in ["1e30", "99999999999999999999", "18446744073709551615", "1e308"] {
+            assert_eq!(retry_after(huge, cap), Some(cap), "{huge}");
+        }
+        assert_eq!(retry_after(" 2.5 ", cap), Some(Duration::from_millis(2500)));
+        for bad in ["-1", "NaN", "inf", "Wed, 21 Oct 2015 07:28:00 GMT", ""] {
+            assert_eq!(retry_after(bad, cap), None, "{bad}");
+        }
+    }
 
     #[test]
     fn api_error_messages_are_extracted() {

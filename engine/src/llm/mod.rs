@@ -231,7 +231,8 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Reads `RULEWEAVE_LLM_RETRIES` and `RULEWEAVE_LLM_BACKOFF_MS` over the defaults.
+    /// Reads `RULEWEAVE_LLM_RETRIES`, `RULEWEAVE_LLM_BACKOFF_MS` and
+    /// `RULEWEAVE_LLM_MAX_BACKOFF_MS` over the defaults.
     pub(crate) fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut p = RetryPolicy::default();
         if let Some(n) = parse_var(var, "RULEWEAVE_LLM_RETRIES")? {
@@ -239,6 +240,9 @@ impl RetryPolicy {
         }
         if let Some(ms) = parse_var(var, "RULEWEAVE_LLM_BACKOFF_MS")? {
             p.base_backoff = Duration::from_millis(ms);
+        }
+        if let Some(ms) = parse_var(var, "RULEWEAVE_LLM_MAX_BACKOFF_MS")? {
+            p.max_backoff = Duration::from_millis(ms);
         }
         Ok(p)
     }
