@@ -166,3 +166,276 @@ async fn one_server_survives_every_case_and_reports_the_refused_packs() {
     assert_eq!(refused, cases.values().filter(|c| c.load.is_some()).count());
     assert!(!packs.to_string().contains(SECRET));
 }
+
+// ---- what a client can send the server ------------------------------------------------------------
+
+mod client {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use reqwest::StatusCode;
+    use ruleweave::values::Map;
+    use ruleweave::{Engine, NodeContext};
+    use serde_json::{Value, json};
+
+    use super::support::{counter_root, get, http, post, serve, start, write_root};
+
+    fn memory(root: &std::path::Path) -> Engine {
+        Engine::builder(root).store(Arc::new(ruleweave::store::MemoryStore::new())).build()
+    }
+
+    async fn metrics(url: &str) -> String {
+        http().get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pack_names_cannot_forge_metrics_or_grow_them() {
+        let root = counter_root();
+        let s = serve(memory(root.path()), None, 4 << 20).await;
+        let forged = "x\"} 1\nfake_injected_metric{a=\"b";
+        let (status, body) = post(&format!("{}/v1/sessions", s.url), json!({"pack": forged})).await;
+        assert_eq!((status, &body["error"]["code"]), (StatusCode::NOT_FOUND, &json!("not_found")), "{body}");
+        for i in 0..5 {
+            let huge = format!("{i}{}", "a".repeat(1 << 20));
+            let (status, body) = post(&format!("{}/v1/sessions", s.url), json!({"pack": huge})).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "a huge name is not found, not a 500");
+            assert!(
+                body.to_string().len() < 400,
+                "the error does not repeat the name: {} bytes",
+                body.to_string().len()
+            );
+        }
+        let text = metrics(&s.url).await;
+        assert!(!text.lines().any(|l| l.starts_with("fake_injected_metric")), "{text}");
+        assert!(text.len() < 20_000, "names sent by clients are not labels ({} bytes)", text.len());
+        assert!(text.contains(r#"ruleweave_errors_total{pack="unknown",code="not_found"} 6"#), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_path_that_is_not_an_id_gets_a_json_error() {
+        let root = counter_root();
+        let s = serve(memory(root.path()), None, 1 << 20).await;
+        let r = http().get(format!("{}/v1/sessions/%ff", s.url)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_a_token_only_loopback_hosts_are_answered() {
+        let root = counter_root();
+        let open = serve(memory(root.path()), None, 1 << 20).await;
+        let r = http().get(format!("{}/v1/packs", open.url)).header("host", "evil.example").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "host_not_allowed");
+        let r = http().get(&open.url).header("host", "rebound.attacker.test:8080").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "the console too");
+        let r = http().get(format!("{}/v1/packs", open.url)).header("host", "localhost:8080").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+
+        // With a token the name does not matter (the token guards), and its scheme is case-blind.
+        let guarded = serve(memory(root.path()), Some("a-token-long-enough-1"), 1 << 20).await;
+        let r = http()
+            .get(format!("{}/v1/packs", guarded.url))
+            .header("host", "game.example")
+            .header("authorization", "bearer a-token-long-enough-1")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_turn_is_a_json_error_an_sse_error_and_a_counted_one() {
+        let root = write_root(&[(
+            "config/fragile.yaml",
+            "state:\n  n: {type: int, reducer: add}\ninput:\n  text: {type: string, required: true}\noutput: [n]\ngraph:\n  nodes:\n    fragile: {native: fragile}\n  edges:\n    - START -> fragile\n    - fragile -> END\n",
+        )]);
+        let fragile = |ctx: &NodeContext<'_>| -> ruleweave::Result<Map> {
+            let text = ctx.input().get("text").map(|t| t.to_string()).unwrap_or_default();
+            assert!(text != "boom", "a bug in a native node");
+            let mut m = Map::new();
+            m.insert("n".into(), 1.into());
+            Ok(m)
+        };
+        let engine = Engine::builder(root.path())
+            .store(Arc::new(ruleweave::store::MemoryStore::new()))
+            .native_node("fragile", fragile)
+            .build();
+        let s = serve(engine, None, 1 << 20).await;
+        let (_, created) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "fragile"})).await;
+        let turns = format!("{}/v1/sessions/{}/turns", s.url, created["id"].as_str().unwrap());
+        let (status, body) = post(&turns, json!({"input": {"text": "boom"}})).await;
+        assert_eq!((status, &body["error"]["code"]), (StatusCode::INTERNAL_SERVER_ERROR, &json!("internal_error")));
+        let r = http()
+            .post(&turns)
+            .header("accept", "text/event-stream")
+            .json(&json!({"input": {"text": "boom"}}))
+            .send()
+            .await
+            .unwrap();
+        let stream = r.text().await.unwrap();
+        assert!(stream.contains("event: error"), "the stream ends with an error event: {stream}");
+        assert!(stream.contains("panicked: a bug in a native node"), "{stream}");
+        let text = metrics(&s.url).await;
+        assert!(text.contains(r#"ruleweave_errors_total{pack="fragile",code="internal_error"} 2"#), "{text}");
+        let (status, body) = post(&turns, json!({"input": {"text": "fine"}})).await;
+        assert_eq!((status, &body["output"]["n"]), (StatusCode::OK, &json!(1)), "{body}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_model_calls_of_failed_turns_are_counted() {
+        use super::support::mock_llm::{MockLlm, Reply, judged};
+        let mock = MockLlm::start();
+        mock.judge(judged(10)).chat(Reply::Status(500, "down".into()));
+        let config = ruleweave::llm::OpenAiConfig {
+            base_url: mock.base_url.clone(),
+            retry: ruleweave::llm::RetryPolicy { max_retries: 0, ..Default::default() },
+            ..Default::default()
+        };
+        let provider = Arc::new(ruleweave::llm::OpenAi::new(config).unwrap());
+        let engine = Engine::builder(super::repo_root())
+            .store(Arc::new(ruleweave::store::MemoryStore::new()))
+            .provider(provider)
+            .build();
+        let s = serve(engine, None, 1 << 20).await;
+        let (_, created) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "pirate"})).await;
+        let turns = format!("{}/v1/sessions/{}/turns", s.url, created["id"].as_str().unwrap());
+        let (status, body) = post(&turns, json!({"input": {"message": "Ahoy!"}})).await;
+        assert_eq!((status, &body["error"]["code"]), (StatusCode::BAD_GATEWAY, &json!("llm_error")), "{body}");
+        let text = metrics(&s.url).await;
+        for line in [
+            r#"ruleweave_llm_calls_total{pack="pirate",provider="openai",outcome="ok"} 1"#,
+            r#"ruleweave_llm_calls_total{pack="pirate",provider="openai",outcome="error"} 1"#,
+            r#"ruleweave_errors_total{pack="pirate",code="llm_error"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing `{line}` in\n{text}");
+        }
+    }
+
+    /// What a raw connection reads until the server answers or closes (bounded at 10 s).
+    fn exchange(url: &str, request: &[u8]) -> String {
+        let addr = url.trim_start_matches("http://");
+        let mut conn = TcpStream::connect(addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        conn.write_all(request).unwrap();
+        let mut got = Vec::new();
+        match conn.read_to_end(&mut got) {
+            Ok(_) => {}
+            Err(e) if got.starts_with(b"HTTP/1.1") => drop(e),
+            Err(e) => panic!("the server neither answered nor closed within 10 s: {e}"),
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    #[test]
+    fn slow_clients_are_cut_off_and_oversized_bodies_refused_unread() {
+        let root = counter_root();
+        let server =
+            start(root.path(), "memory", &[("RULEWEAVE_HEADER_TIMEOUT", "300ms"), ("RULEWEAVE_BODY_TIMEOUT", "300ms")]);
+        // Headers that never end: the connection is closed.
+        let got = exchange(&server.url, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: 1");
+        assert!(!got.contains("200 OK"), "{got}");
+        // A body that never ends: 408.
+        let got = exchange(
+            &server.url,
+            b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pack\"",
+        );
+        assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+        assert!(got.contains("request_timeout"), "{got}");
+        // A body announced over the limit: 413 before a byte of it is sent.
+        let got = exchange(
+            &server.url,
+            b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n",
+        );
+        assert!(got.starts_with("HTTP/1.1 413"), "{got}");
+        assert!(got.contains("payload_too_large"), "{got}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn spinning_scripts_stall_neither_health_nor_other_packs() {
+        let root = write_root(&[
+            (
+                "config/spin.yaml",
+                "limits: {max_wall_ms: 3000, max_operations: 100000000}\nstate:\n  n: {type: int}\ninput:\n  text: {type: string, required: true}\noutput: [n]\ngraph:\n  nodes:\n    spin: {script: spin.rhai::spin}\n  edges:\n    - START -> spin\n    - spin -> END\n",
+            ),
+            ("scripts/spin/spin.rhai", "fn spin() { let x = 0; loop { x += 1; } }"),
+            (
+                "config/counter.yaml",
+                "state:\n  n: {type: int, reducer: add}\ninput:\n  text: {type: string, required: true}\noutput: [n]\ngraph:\n  nodes:\n    count: {script: count.rhai::count}\n  edges:\n    - START -> count\n    - count -> END\n",
+            ),
+            ("scripts/counter/count.rhai", "fn count() { #{ n: 1 } }"),
+        ]);
+        let server = start(root.path(), "memory", &[("RULEWEAVE_TURNS_PER_PACK", "2")]);
+        let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut spins = Vec::new();
+        for _ in 0..4 {
+            let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "spin"})).await;
+            let turns = format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap());
+            let started_tx = started_tx.clone();
+            spins.push(tokio::spawn(async move {
+                let mut r = http()
+                    .post(&turns)
+                    .header("accept", "text/event-stream")
+                    .json(&json!({"input": {"text": "spin"}}))
+                    .send()
+                    .await
+                    .unwrap();
+                let mut seen = String::new();
+                while let Some(chunk) = r.chunk().await.unwrap() {
+                    seen.push_str(&String::from_utf8_lossy(&chunk));
+                    if seen.contains("event: node_started") {
+                        let _ = started_tx.send(());
+                        seen.clear();
+                    }
+                }
+            }));
+        }
+        // Both of the pack's slots are spinning.
+        for _ in 0..2 {
+            tokio::time::timeout(Duration::from_secs(30), started.recv()).await.expect("the spins started");
+        }
+        let health = get(&format!("{}/healthz", server.url)).await;
+        let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "counter"})).await;
+        let (status, counted) = post(
+            &format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap()),
+            json!({"input": {"text": "one"}}),
+        )
+        .await;
+        let still_spinning = spins.iter().filter(|s| !s.is_finished()).count();
+        assert_eq!(health["status"], "ok");
+        assert_eq!((status, &counted["output"]["n"]), (StatusCode::OK, &json!(1)));
+        assert_eq!(still_spinning, 4, "health and the other pack answered while every spin still ran");
+        for s in spins {
+            s.await.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deleted_database_file_fails_turns_and_health() {
+        let root = counter_root();
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("gone.db");
+        let server = start(root.path(), &format!("sqlite://{}", db.display()), &[]);
+        let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "counter"})).await;
+        let turns = format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap());
+        let (status, _) = post(&turns, json!({"input": {"text": "kept"}})).await;
+        assert_eq!(status, StatusCode::OK);
+        for f in ["gone.db", "gone.db-wal", "gone.db-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(f));
+        }
+        let (status, body) = post(&turns, json!({"input": {"text": "lost"}})).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (StatusCode::SERVICE_UNAVAILABLE, &json!("store_error")),
+            "{body}"
+        );
+        assert!(body["error"]["message"].as_str().unwrap().contains("was deleted or replaced"), "{body}");
+        let r = http().get(format!("{}/healthz", server.url)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let health: Value = r.json().await.unwrap();
+        assert_eq!(health["status"], "unhealthy", "{health}");
+    }
+}

@@ -15,6 +15,9 @@ use crate::reload::{PackEvent, PackStatus, ReloadStatus};
 use crate::session::Session;
 use crate::store::{CheckpointInfo, MemoryStore, Retention, SessionInfo, Store};
 
+/// Sees every model call: the pack that made it and its `llm` event.
+pub type LlmObserver = Arc<dyn Fn(&str, &crate::event::LlmEvent) + Send + Sync>;
+
 /// A session kept live in the engine, shared by whoever runs its turns (one at a time).
 pub type LiveSession = Arc<tokio::sync::Mutex<Session>>;
 
@@ -38,6 +41,7 @@ struct Inner {
     store: Arc<dyn Store>,
     retention: Retention,
     live: Mutex<HashMap<String, LiveSession>>,
+    observers: RwLock<Arc<[LlmObserver]>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -113,6 +117,7 @@ impl EngineBuilder {
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
                 retention: self.retention,
                 live: Mutex::new(HashMap::new()),
+                observers: RwLock::new(Arc::new([])),
             }),
         }
     }
@@ -129,6 +134,21 @@ impl Engine {
             store: None,
             retention: Retention::default(),
         }
+    }
+
+    /// Calls `observe` with the pack and the `llm` event of every model call from now on, whatever
+    /// becomes of its turn (a turn that fails still made, and paid for, its calls): for metrics
+    /// and cost accounting.
+    pub fn on_llm_call(&self, observe: impl Fn(&str, &crate::event::LlmEvent) + Send + Sync + 'static) {
+        let mut observers = self.inner.observers.write().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<LlmObserver> = observers.iter().cloned().collect();
+        all.push(Arc::new(observe));
+        *observers = all.into();
+    }
+
+    /// Who watches model calls.
+    pub(crate) fn llm_observers(&self) -> Arc<[LlmObserver]> {
+        self.inner.observers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The directory packs are read from.
@@ -180,6 +200,14 @@ impl Engine {
         self.load(name)
     }
 
+    /// Whether `name` is a pack of this engine: one it loaded (or tried to), or one whose manifest
+    /// is under the root. What a client names is not a pack until this says so.
+    pub fn has_pack(&self, name: &str) -> bool {
+        is_pack_name(name)
+            && (self.inner.packs.read().unwrap_or_else(|e| e.into_inner()).contains_key(name)
+                || self.inner.root.join("config").join(format!("{name}.yaml")).is_file())
+    }
+
     /// The version of `name` serving now, if it ever loaded.
     pub(crate) fn current(&self, name: &str) -> Option<Arc<Pack>> {
         self.inner.packs.read().unwrap_or_else(|e| e.into_inner()).get(name).and_then(|s| s.pack.clone())
@@ -200,7 +228,11 @@ impl Engine {
 
     fn rebuild(&self, name: &str, files: Vec<String>) -> (Result<Arc<Pack>>, Option<PackEvent>) {
         if !is_pack_name(name) {
-            return (Err(Error::new(ErrorKind::NotFound, format!("`{name}` is not a pack name"))), None);
+            let shown: String = name.chars().take(PACK_NAME_MAX).collect();
+            let more = if shown.len() < name.len() { "…" } else { "" };
+            let why =
+                format!("`{shown}{more}` is not a pack name (letters, digits, `_` and `-`, at most {PACK_NAME_MAX})");
+            return (Err(Error::new(ErrorKind::NotFound, why)), None);
         }
         let _one_at_a_time = self.inner.rebuilding.lock().unwrap_or_else(|p| p.into_inner());
         let started = std::time::Instant::now();
@@ -440,9 +472,14 @@ fn no_session(id: &str) -> Error {
     Error::new(ErrorKind::NotFound, format!("there is no session {id}"))
 }
 
-/// Whether `name` can be a pack name (a file stem without path separators).
+/// The longest pack name.
+const PACK_NAME_MAX: usize = 64;
+
+/// Whether `name` can be a pack name (a short file stem without path separators).
 pub(crate) fn is_pack_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !name.is_empty()
+        && name.len() <= PACK_NAME_MAX
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Answers for a pack with no stand-in when no provider is configured: every call fails, saying why.

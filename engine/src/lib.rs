@@ -46,7 +46,7 @@ pub mod text;
 mod turn;
 mod value;
 
-pub use engine::{Engine, EngineBuilder, LiveSession};
+pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
 pub use error::{Error, ErrorKind, Origin, Result};
 pub use event::{EmbedCount, Event, EventSink, LlmEvent, Updates};
 pub use limits::{LimitDef, Limits, limit_table};

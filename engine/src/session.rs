@@ -159,7 +159,8 @@ impl Session {
                             engine.provider_for(&pack),
                             None,
                         )
-                        .budget(&pack.limits),
+                        .budget(&pack.limits)
+                        .observed(&pack.name, engine.llm_observers()),
                     );
                     let made = caught(crate::graph::run::init(&pack, init, &turn, &mut state)).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
@@ -478,7 +479,8 @@ impl Session {
                 engine.provider_for(&pack),
                 live,
             )
-            .budget(&pack.limits),
+            .budget(&pack.limits)
+            .observed(&pack.name, engine.llm_observers()),
         );
         let first_seq = self.seq;
         let mut seq = self.seq;

@@ -31,6 +31,9 @@ pub(crate) struct TurnCtx {
     /// The most model calls, and model time, the turn may spend (`limits.max_llm_*`).
     max_calls: u32,
     max_time: Duration,
+    /// The pack's name and who watches its model calls.
+    pack: Arc<str>,
+    observers: Arc<[crate::engine::LlmObserver]>,
     rng: Mutex<ChaCha8Rng>,
     record: Mutex<Record>,
 }
@@ -80,6 +83,8 @@ impl TurnCtx {
             live,
             max_calls: Limits::default().max_llm_calls,
             max_time: Limits::default().max_llm_time,
+            pack: Arc::from(""),
+            observers: Arc::new([]),
             rng: Mutex::new(turn_rng(seed, turn)),
             record: Mutex::new(Record::default()),
         }
@@ -90,6 +95,21 @@ impl TurnCtx {
         self.max_calls = limits.max_llm_calls;
         self.max_time = limits.max_llm_time;
         self
+    }
+
+    /// Shows every model call of the turn to `observers`, as made by `pack`.
+    pub fn observed(mut self, pack: &str, observers: Arc<[crate::engine::LlmObserver]>) -> Self {
+        self.pack = Arc::from(pack);
+        self.observers = observers;
+        self
+    }
+
+    /// Emits a model call's event, after showing it to the observers.
+    fn emit_llm(&self, event: LlmEvent) {
+        for observe in self.observers.iter() {
+            observe(&self.pack, &event);
+        }
+        self.emit(Event::Llm(event));
     }
 
     /// Counts one more model call, or refuses it when the turn's budget is spent.
@@ -180,7 +200,7 @@ impl TurnCtx {
             }
             Err(e) => event.error = Some(e.detail().to_owned()),
         }
-        self.emit(Event::Llm(event));
+        self.emit_llm(event);
         self.record().exchanges.push(Exchange {
             node: node.to_owned(),
             provider: self.provider.name().to_owned(),
@@ -230,7 +250,7 @@ impl TurnCtx {
             Err(e) => event.error = Some(e.detail().to_owned()),
         }
         event.embedded = Some(EmbedCount { texts: request.texts.len(), cached });
-        self.emit(Event::Llm(event));
+        self.emit_llm(event);
         result
     }
 }

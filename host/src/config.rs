@@ -3,8 +3,13 @@
 //! ```toml
 //! [server]
 //! addr = "127.0.0.1:8080"
-//! token = "..."                  # or RULEWEAVE_TOKEN; required beyond loopback
+//! token = "..."                  # or RULEWEAVE_TOKEN; required beyond loopback (16+ characters)
 //! body_limit = 1048576           # bytes
+//! header_timeout = "10s"         # a request's headers must arrive within this
+//! body_timeout = "30s"           # and its body within this
+//! max_connections = 1024         # open connections; more wait to be accepted
+//! allowed_hosts = ["game.local"] # Host names accepted besides loopback ones, when there is no token
+//! turns_per_pack = 8             # turns of one pack running at once; more wait
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -28,6 +33,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use ruleweave::store::Retention;
+
+pub use crate::server::Settings;
 use serde::Deserialize;
 
 /// The file, as written.
@@ -48,6 +55,11 @@ struct ServerSection {
     addr: Option<String>,
     token: Option<String>,
     body_limit: Option<usize>,
+    header_timeout: Option<String>,
+    body_timeout: Option<String>,
+    max_connections: Option<usize>,
+    allowed_hosts: Option<Vec<String>>,
+    turns_per_pack: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -75,8 +87,8 @@ struct LlmSection {
 #[derive(Clone)]
 pub struct Config {
     pub addr: SocketAddr,
-    pub token: Option<String>,
-    pub body_limit: usize,
+    /// How the server treats its clients.
+    pub server: Settings,
     pub store: String,
     pub retention: Retention,
     llm: Vec<(&'static str, String)>,
@@ -86,12 +98,15 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("addr", &self.addr)
-            .field("token", &self.token.as_ref().map(|_| "***"))
-            .field("body_limit", &self.body_limit)
+            .field("token", &self.server.token.as_ref().map(|_| "***"))
+            .field("body_limit", &self.server.body_limit)
             .field("store", &redact(&self.store))
             .finish_non_exhaustive()
     }
 }
+
+/// The shortest token accepted for a server reachable beyond this machine.
+pub const MIN_TOKEN: usize = 16;
 
 /// Where `play` keeps its sessions when nothing says otherwise (resumable with `--session`).
 pub const DEFAULT_STORE: &str = "sqlite://ruleweave.db";
@@ -113,9 +128,37 @@ impl Config {
         };
         let addr = env("RULEWEAVE_ADDR").or(file.server.addr).unwrap_or_else(|| "127.0.0.1:8080".into());
         let addr = addr.parse().with_context(|| format!("`{addr}` is not an address like 127.0.0.1:8080"))?;
-        let body_limit = match env("RULEWEAVE_BODY_LIMIT") {
-            Some(v) => v.parse().with_context(|| format!("RULEWEAVE_BODY_LIMIT={v} is not a number of bytes"))?,
-            None => file.server.body_limit.unwrap_or(1 << 20),
+        let defaults = Settings::default();
+        let number = |var: &str, file: Option<usize>, default: usize| -> Result<usize> {
+            match env(var) {
+                Some(v) => v.parse().with_context(|| format!("{var}={v} is not a whole number")),
+                None => Ok(file.unwrap_or(default)),
+            }
+        };
+        let timeout = |var: &str, file: Option<String>, default: Duration| -> Result<Duration> {
+            match env(var).or(file) {
+                Some(v) => parse_duration(&v)?.with_context(|| format!("{var}: a timeout cannot be `never`")),
+                None => Ok(default),
+            }
+        };
+        let allowed_hosts = match env("RULEWEAVE_ALLOWED_HOSTS") {
+            Some(v) => v.split(',').map(|h| h.trim().to_ascii_lowercase()).filter(|h| !h.is_empty()).collect(),
+            None => file.server.allowed_hosts.unwrap_or_default().iter().map(|h| h.to_ascii_lowercase()).collect(),
+        };
+        let server = Settings {
+            token: env("RULEWEAVE_TOKEN").or(file.server.token),
+            body_limit: number("RULEWEAVE_BODY_LIMIT", file.server.body_limit, defaults.body_limit)?,
+            header_timeout: timeout("RULEWEAVE_HEADER_TIMEOUT", file.server.header_timeout, defaults.header_timeout)?,
+            body_timeout: timeout("RULEWEAVE_BODY_TIMEOUT", file.server.body_timeout, defaults.body_timeout)?,
+            max_connections: number(
+                "RULEWEAVE_MAX_CONNECTIONS",
+                file.server.max_connections,
+                defaults.max_connections,
+            )?
+            .max(1),
+            allowed_hosts,
+            turns_per_pack: number("RULEWEAVE_TURNS_PER_PACK", file.server.turns_per_pack, defaults.turns_per_pack)?
+                .max(1),
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());
@@ -140,8 +183,7 @@ impl Config {
         }
         Ok(Config {
             addr,
-            token: env("RULEWEAVE_TOKEN").or(file.server.token),
-            body_limit,
+            server,
             store: env("RULEWEAVE_STORE").or(file.store.url).unwrap_or_else(|| DEFAULT_STORE.into()),
             retention,
             llm,
@@ -155,34 +197,44 @@ impl Config {
             .map_err(|e| anyhow::anyhow!("{e}"))
     }
 
-    /// Refuses to serve beyond loopback without a token.
+    /// Refuses to serve beyond loopback without a token long enough to be a secret.
     pub fn check_exposure(&self) -> Result<()> {
-        if !self.addr.ip().is_loopback() && self.token.is_none() {
-            bail!(
+        if self.addr.ip().is_loopback() {
+            return Ok(());
+        }
+        match self.server.token.as_deref().map(str::trim) {
+            None => bail!(
                 "serving on {} (beyond this machine) needs a token: set RULEWEAVE_TOKEN or [server] token in ruleweave.toml",
                 self.addr
-            );
+            ),
+            Some(t) if t.chars().count() < MIN_TOKEN => bail!(
+                "serving on {} (beyond this machine) needs a token of at least {MIN_TOKEN} characters; \
+                 a shorter one can be guessed",
+                self.addr
+            ),
+            Some(_) => Ok(()),
         }
-        Ok(())
     }
 }
 
-/// `90s`, `30m`, `24h`, `7d`, or `never`.
+/// `250ms`, `90s`, `30m`, `24h`, `7d`, or `never`.
 fn parse_duration(s: &str) -> Result<Option<Duration>> {
     let s = s.trim();
     if s == "never" {
         return Ok(None);
     }
+    let bad = || anyhow::anyhow!("`{s}` is not a duration like 250ms, 90s, 30m, 24h, 7d or never");
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().with_context(|| format!("`{s}` is not a duration like 90s, 30m, 24h, 7d or never"))?;
-    let secs = match unit {
-        "s" | "" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => bail!("`{s}` is not a duration like 90s, 30m, 24h, 7d or never"),
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" | "" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        "d" => n.checked_mul(86_400_000),
+        _ => return Err(bad()),
     };
-    Ok(Some(Duration::from_secs(secs)))
+    Ok(Some(Duration::from_millis(ms.ok_or_else(bad)?)))
 }
 
 /// A store URL without its password, for logs.
@@ -216,11 +268,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.addr.to_string(), "0.0.0.0:9000");
-        assert_eq!(c.token.as_deref(), Some("env"));
+        assert_eq!(c.server.token.as_deref(), Some("env"));
         assert_eq!(c.store, "memory");
         let c = load("", &[]).unwrap();
         assert_eq!(
-            (c.addr.to_string(), c.store.as_str(), c.body_limit),
+            (c.addr.to_string(), c.store.as_str(), c.server.body_limit),
             ("127.0.0.1:8080".into(), DEFAULT_STORE, 1 << 20)
         );
         assert_eq!(c.retention.expire_finished_after, Some(Duration::from_secs(86_400)));
@@ -238,12 +290,31 @@ mod tests {
     }
 
     #[test]
-    fn serving_beyond_loopback_needs_a_token() {
-        assert!(load("", &[("RULEWEAVE_ADDR", "0.0.0.0:8080")]).unwrap().check_exposure().is_err());
-        assert!(
-            load("", &[("RULEWEAVE_ADDR", "0.0.0.0:8080"), ("RULEWEAVE_TOKEN", "t")]).unwrap().check_exposure().is_ok()
-        );
-        assert!(load("", &[]).unwrap().check_exposure().is_ok());
+    fn serving_beyond_loopback_needs_a_token_long_enough_to_be_a_secret() {
+        let exposed = |token: Option<&str>| {
+            let mut env = vec![("RULEWEAVE_ADDR", "0.0.0.0:8080")];
+            env.extend(token.map(|t| ("RULEWEAVE_TOKEN", t)));
+            load("", &env).unwrap().check_exposure()
+        };
+        assert!(exposed(None).unwrap_err().to_string().contains("needs a token"));
+        for weak in [" ", "t", "                 ", "short-token-123"] {
+            assert!(exposed(Some(weak)).unwrap_err().to_string().contains("at least 16 characters"), "{weak:?}");
+        }
+        assert!(exposed(Some("a-token-of-sixteen")).is_ok());
+        assert!(load("", &[]).unwrap().check_exposure().is_ok(), "loopback needs none");
+    }
+
+    #[test]
+    fn server_limits_come_from_the_file_and_the_environment() {
+        let c = load(
+            "[server]\nheader_timeout = \"2s\"\nmax_connections = 64\nallowed_hosts = [\"Game.Local\"]\n",
+            &[("RULEWEAVE_BODY_TIMEOUT", "5s")],
+        )
+        .unwrap();
+        assert_eq!(c.server.header_timeout, Duration::from_secs(2));
+        assert_eq!(c.server.body_timeout, Duration::from_secs(5));
+        assert_eq!((c.server.max_connections, c.server.allowed_hosts.clone()), (64, vec!["game.local".to_owned()]));
+        assert!(load("[server]\nbody_timeout = \"never\"\n", &[]).is_err());
     }
 
     #[test]

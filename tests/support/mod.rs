@@ -162,7 +162,9 @@ pub struct Server {
 /// Starts the API for `engine` on 127.0.0.1 (a free port).
 pub async fn serve(engine: ruleweave::Engine, token: Option<&str>, body_limit: usize) -> Server {
     use std::sync::Arc;
-    let state = Arc::new(ruleweave_host::server::AppState::new(engine, token.map(str::to_owned), body_limit));
+    let settings =
+        ruleweave_host::server::Settings { token: token.map(str::to_owned), body_limit, ..Default::default() };
+    let state = Arc::new(ruleweave_host::server::AppState::new(engine, settings));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let app = ruleweave_host::server::app(state.clone());

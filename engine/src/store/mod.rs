@@ -247,6 +247,11 @@ pub trait Store: Send + Sync {
 
     /// Locks the session against writers in other processes, until the lock is dropped.
     fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>>;
+
+    /// Whether the store can take writes now; an error says why not (for health checks).
+    fn health(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Opens the store a URL names: `memory`, `sqlite://PATH` (created if missing), `postgres://...`.

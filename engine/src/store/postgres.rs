@@ -318,6 +318,16 @@ impl Store for PostgresStore {
         })
     }
 
+    fn health(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1 FROM sessions LIMIT 1")
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error("the database does not answer", e))
+        })
+    }
+
     fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;

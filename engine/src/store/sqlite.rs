@@ -6,7 +6,9 @@
 //! query to SQLite costs a round trip to sqlx's worker thread (~130 µs on a small VM, whatever the
 //! SQL), so under load one round trip serves many turns.
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::Row;
@@ -22,6 +24,52 @@ use crate::llm::BoxFuture;
 pub struct SqliteStore {
     pool: SqlitePool,
     writer: mpsc::UnboundedSender<Write>,
+    file: Arc<DbFile>,
+}
+
+/// The database file as it was opened: a turn is refused once the file is gone (deleted under the
+/// server: the open connections would go on writing to a file nobody will find again), replaced,
+/// or made read-only.
+struct DbFile {
+    path: Option<PathBuf>,
+    identity: Option<(u64, u64)>,
+}
+
+impl DbFile {
+    fn new(path: Option<PathBuf>) -> Self {
+        let identity = path.as_deref().and_then(identity);
+        DbFile { path, identity }
+    }
+
+    fn check(&self) -> Result<()> {
+        let Some(path) = &self.path else { return Ok(()) };
+        let gone = || {
+            Error::new(
+                ErrorKind::Store,
+                format!("the database file {} was deleted or replaced while the server ran", path.display()),
+            )
+        };
+        let meta = std::fs::metadata(path).map_err(|_| gone())?;
+        if self.identity.is_some() && identity(path) != self.identity {
+            return Err(gone());
+        }
+        if meta.permissions().readonly() {
+            return Err(Error::new(ErrorKind::Store, format!("the database file {} is read-only", path.display())));
+        }
+        Ok(())
+    }
+}
+
+/// A file's device and inode, which a new file at the same path does not share.
+#[cfg(unix)]
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_: &Path) -> Option<(u64, u64)> {
+    None
 }
 
 /// A checkpoint waiting for the writer.
@@ -65,6 +113,8 @@ impl SqliteStore {
         if !url.contains("synchronous=") {
             options = options.synchronous(SqliteSynchronous::Normal);
         }
+        let path = options.get_filename().to_path_buf();
+        let on_disk = !path.as_os_str().is_empty() && path != Path::new(":memory:");
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -74,9 +124,10 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| store_error("cannot migrate the database", e))?;
+        let file = Arc::new(DbFile::new(on_disk.then_some(path)));
         let (writer, queue) = mpsc::unbounded_channel();
-        tokio::spawn(write_batches(pool.clone(), queue));
-        Ok(SqliteStore { pool, writer })
+        tokio::spawn(write_batches(pool.clone(), file.clone(), queue));
+        Ok(SqliteStore { pool, writer, file })
     }
 
     async fn stored(&self, id: &str, from_snapshot: Option<u64>, upto: i64) -> Result<Option<Stored>> {
@@ -285,6 +336,17 @@ impl Store for SqliteStore {
         })
     }
 
+    fn health(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            self.file.check()?;
+            sqlx::query("SELECT 1 FROM sessions LIMIT 1")
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error("the database cannot be read", e))
+        })
+    }
+
     fn lock<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<SessionLock>> {
         // One process writes a SQLite file; the engine serializes its turns in memory.
         Box::pin(std::future::ready(Ok(SessionLock::none())))
@@ -294,7 +356,7 @@ impl Store for SqliteStore {
 /// The writer: takes every waiting checkpoint (up to [`BATCH`]) and writes them in one statement.
 /// A checkpoint is inserted only if its session's head is the checkpoint before it (the trigger
 /// then advances the head); `RETURNING` says which were, so each waiter learns its own outcome.
-async fn write_batches(pool: SqlitePool, mut queue: mpsc::UnboundedReceiver<Write>) {
+async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::UnboundedReceiver<Write>) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while batch.len() < BATCH {
@@ -302,6 +364,13 @@ async fn write_batches(pool: SqlitePool, mut queue: mpsc::UnboundedReceiver<Writ
                 Ok(w) => batch.push(w),
                 Err(_) => break,
             }
+        }
+        if let Err(e) = file.check() {
+            // Written there, a turn would be acknowledged and then lost: refuse it instead.
+            for w in batch {
+                let _ = w.done.send(Err(e.clone()));
+            }
+            continue;
         }
         if batch.len() == 1 {
             // Alone, the checkpoint needs no RETURNING: `execute` says whether it went in, and

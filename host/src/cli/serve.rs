@@ -41,7 +41,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             redact(&config.store),
             engine.llm().describe()
         );
-        let state = Arc::new(AppState::new(engine.clone(), config.token.clone(), config.body_limit));
+        let state = Arc::new(AppState::new(engine.clone(), config.server.clone()));
         let _watcher = match args.watch {
             true => {
                 let w = engine.watch().map_err(|e| anyhow::anyhow!("{e}"))?;

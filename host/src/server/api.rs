@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -30,6 +31,24 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(Body(v)),
             Err(r) => Err(ApiError::from(r as JsonRejection)),
+        }
+    }
+}
+
+/// A session id from the path, whose rejections are API errors too (`%ff` is no id).
+pub struct SessionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match Path::<String>::from_request_parts(parts, state).await {
+            Ok(Path(id)) => Ok(SessionId(id)),
+            Err(r) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                format!("the session id in the path is not valid: {}", r.body_text()),
+            )),
         }
     }
 }
@@ -124,7 +143,9 @@ fn diagnostic(e: &ruleweave::Error) -> Value {
 
 /// `POST /v1/sessions`: a new session of a pack.
 pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Value>)> {
-    let session = s.engine.open(&req.pack, &req.options).await.map_err(|e| failed(&s, &req.pack, e))?;
+    // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
+    let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
+    let session = s.engine.open(&req.pack, &req.options).await.map_err(|e| failed(&s, label, e))?;
     s.metrics.session_opened(&req.pack);
     let body = json!({"id": session.id(), "pack": req.pack, "state": session.state()});
     s.engine.keep(session);
@@ -132,7 +153,7 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
 }
 
 /// `GET /v1/sessions/{id}`: a session's state and how far it got.
-pub async fn session(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
     let live = s.engine.session(&id).await?;
     let mut session = live.lock().await;
     session.refresh().await?;
@@ -149,13 +170,13 @@ pub async fn session(State(s): State<Shared>, Path(id): Path<String>) -> ApiResu
 }
 
 /// `DELETE /v1/sessions/{id}`.
-pub async fn delete(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+pub async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<StatusCode> {
     s.engine.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /v1/sessions/{id}/checkpoints`.
-pub async fn checkpoints(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
     let list = s.engine.checkpoints(&id).await?;
     Ok(Json(json!({ "id": id, "checkpoints": list })))
 }
@@ -163,7 +184,7 @@ pub async fn checkpoints(State(s): State<Shared>, Path(id): Path<String>) -> Api
 /// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
 pub async fn fork(
     State(s): State<Shared>,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(req): Body<NewFork>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     let session = s.engine.fork(&id, req.checkpoint).await?;
@@ -181,7 +202,7 @@ pub async fn fork(
 /// events as they happen and the result last.
 pub async fn turn(
     State(s): State<Shared>,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     headers: HeaderMap,
     Body(req): Body<NewTurn>,
 ) -> ApiResult<Response> {
@@ -211,18 +232,32 @@ pub async fn turn(
     Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 
-/// Runs one turn on a live session (waiting for the turns before it) and counts it.
+/// Runs one turn on a live session (waiting for the turns before it) and counts it. The turn runs
+/// on a blocking thread, in one of its pack's slots: scripts and templates are synchronous work,
+/// and a pack whose scripts spin into their wall limit must not stall the server's other requests,
+/// nor take every thread from the other packs.
 async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink>) -> ApiResult<(TurnResult, Value)> {
-    let mut session = live.lock().await;
+    let mut session = live.lock_owned().await;
     let pack = session.pack().name().to_owned();
-    let result = match sink {
-        Some(sink) => session.turn_with_events(input, sink).await,
-        None => session.turn(input).await,
-    };
-    match result {
-        Ok(r) => {
+    let _slot = s.turn_slot(&pack).await;
+    let runtime = tokio::runtime::Handle::current();
+    let turn = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async move {
+            let result = match sink {
+                Some(sink) => session.turn_with_events(input, sink).await,
+                None => session.turn(input).await,
+            };
+            result.map(|r| (r, session.state()))
+        })
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a turn thread failed: {e}")))
+    });
+    match turn {
+        Ok((r, state)) => {
             s.metrics.turn(&pack, &r);
-            Ok((r, session.state()))
+            Ok((r, state))
         }
         Err(e) => {
             s.metrics.failed_turn(&pack);
@@ -266,9 +301,18 @@ pub async fn metrics(State(s): State<Shared>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render()).into_response()
 }
 
-/// `GET /healthz`.
-pub async fn healthz(State(s): State<Shared>) -> Json<Value> {
-    Json(json!({"status": "ok", "store": s.engine.store().kind()}))
+/// `GET /healthz`: 200 while the store takes writes, 503 saying why when it does not (its file
+/// deleted or made read-only under the server, a database gone).
+pub async fn healthz(State(s): State<Shared>) -> Response {
+    let store = s.engine.store();
+    match store.health().await {
+        Ok(()) => Json(json!({"status": "ok", "store": store.kind()})).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "unhealthy", "store": store.kind(), "error": e.detail()})),
+        )
+            .into_response(),
+    }
 }
 
 /// `GET /`: the web console.

@@ -22,6 +22,10 @@ impl ApiError {
         ApiError { status, code, message: message.into() }
     }
 
+    pub fn too_large() -> Self {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the body is larger than this server accepts")
+    }
+
     pub fn unauthorized() -> Self {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this API needs `Authorization: Bearer <token>`")
     }

@@ -6,22 +6,62 @@
 
 mod api;
 mod error;
+mod listen;
 mod metrics;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ruleweave::Engine;
+use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 
 pub use error::ApiError;
 pub use metrics::Metrics;
+
+/// How the server treats its clients: `ruleweave.toml`'s `[server]` section, the environment and
+/// flags fill it.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Clients send `Authorization: Bearer <token>` when set.
+    pub token: Option<String>,
+    /// The largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// A request's headers must arrive within this (an idle keep-alive connection is closed after it).
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this.
+    pub body_timeout: Duration,
+    /// Open connections; more wait to be accepted.
+    pub max_connections: usize,
+    /// Host names a request may name besides loopback ones, when there is no token.
+    pub allowed_hosts: Vec<String>,
+    /// Turns of one pack that run at once; more wait for a slot, so a slow pack cannot take every
+    /// thread from the others.
+    pub turns_per_pack: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            token: None,
+            body_limit: 1 << 20,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            allowed_hosts: Vec::new(),
+            turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
 
 /// What every request shares.
 pub struct AppState {
@@ -30,18 +70,30 @@ pub struct AppState {
     /// Turns in flight: they finish (and are recorded) even when their client has gone, and a
     /// graceful shutdown waits for them.
     pub tasks: TaskTracker,
-    pub token: Option<String>,
-    pub body_limit: usize,
+    pub settings: Settings,
+    /// Each pack's turn slots ([`Settings::turns_per_pack`]).
+    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 /// The state handlers see.
 pub type Shared = Arc<AppState>;
 
 impl AppState {
-    pub fn new(engine: Engine, token: Option<String>, body_limit: usize) -> Self {
-        let state = AppState { engine, metrics: Metrics::default(), tasks: TaskTracker::new(), token, body_limit };
+    pub fn new(engine: Engine, settings: Settings) -> Self {
+        let metrics = Metrics::default();
+        engine.on_llm_call(metrics.llm_counter());
+        let state = AppState { engine, metrics, tasks: TaskTracker::new(), settings, slots: Mutex::default() };
         state.load_packs();
         state
+    }
+
+    /// A slot to run a turn of `pack` in (waits while the pack's turns fill its slots).
+    pub async fn turn_slot(&self, pack: &str) -> tokio::sync::OwnedSemaphorePermit {
+        let slots = {
+            let mut all = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            all.entry(pack.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.settings.turns_per_pack))).clone()
+        };
+        slots.acquire_owned().await.expect("the semaphore is never closed")
     }
 
     /// Loads every pack (the engine keeps how each fared, for `GET /v1/packs`).
@@ -78,24 +130,102 @@ pub fn app(state: Shared) -> Router {
         .route("/", get(api::console))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::wrong_method)
-        .layer(DefaultBodyLimit::max(state.body_limit))
+        .layer(DefaultBodyLimit::max(state.settings.body_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), bounded_body))
+        .layer(middleware::from_fn_with_state(state.clone(), known_host))
         .with_state(state)
 }
 
-/// Lets a request through when it carries the token (or when there is none).
+/// Lets a request through when it carries the token (or when there is none). The scheme is
+/// matched without regard to case, as HTTP says.
 async fn auth(State(state): State<Shared>, req: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
+    if let Some(token) = &state.settings.token {
         let given = req
             .headers()
-            .get(axum::http::header::AUTHORIZATION)
+            .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, t)| t.trim());
         if !same(given.as_bytes(), token.as_bytes()) {
             return ApiError::unauthorized().into_response();
         }
     }
     next.run(req).await
+}
+
+/// Without a token, a request must name this machine in its `Host` (or a name the settings
+/// allow): a page on another site whose name a DNS rebinding points here cannot drive the API.
+async fn known_host(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    if state.settings.token.is_none() {
+        let host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !allowed_host(host, &state.settings.allowed_hosts) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "host_not_allowed",
+                "this server answers requests for localhost only; set a token, or list the name in \
+                 [server] allowed_hosts",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Whether `host` (a `Host` header: a name or address, maybe with a port) is a loopback name or
+/// one of `allowed`.
+fn allowed_host(host: &str, allowed: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host.as_str(), |(name, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) { name } else { host.as_str() }
+        }),
+    };
+    let loopback = name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    loopback || allowed.iter().any(|a| *a == name)
+}
+
+/// Reads a request's body before the handler sees it: refused at once (413) when its
+/// `Content-Length` is over the limit, refused (408) when it does not arrive within the body
+/// timeout. A client that starts a body and never finishes cannot hold a connection for good.
+async fn bounded_body(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let limit = state.settings.body_limit;
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return ApiError::too_large().into_response();
+    }
+    let has_body = declared.is_some_and(|n| n > 0) || req.headers().contains_key(header::TRANSFER_ENCODING);
+    if !has_body || req.method() == Method::GET {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(state.settings.body_timeout, axum::body::to_bytes(body, limit)).await {
+        Err(_) => ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("the body did not arrive within {} ms", state.settings.body_timeout.as_millis()),
+        )
+        .into_response(),
+        Ok(Err(e)) if too_long(&e) => ApiError::too_large().into_response(),
+        Ok(Err(e)) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!("cannot read the body: {e}"))
+            .into_response(),
+        Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+    }
+}
+
+/// Whether reading a body failed because it was longer than the limit.
+fn too_long(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// Compares two secrets in time that does not depend on where they differ.
@@ -127,7 +257,8 @@ pub async fn run(state: Shared, addr: std::net::SocketAddr) -> Result<()> {
         })
     };
     eprintln!("ruleweave: listening on http://{bound}");
-    axum::serve(listener, app(state.clone())).with_graceful_shutdown(shutdown()).await?;
+    let settings = &state.settings;
+    listen::serve(listener, app(state.clone()), settings.header_timeout, settings.max_connections, shutdown()).await;
     expiry.abort();
     state.tasks.close();
     state.tasks.wait().await;
@@ -156,6 +287,21 @@ async fn shutdown() {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_loopback_hosts_and_allowed_names_pass() {
+        let allowed = vec!["game.local".to_owned()];
+        for ok in
+            ["localhost", "localhost:8080", "127.0.0.1:9", "[::1]:8080", "LOCALHOST", "a.localhost", "game.local:80"]
+        {
+            assert!(super::allowed_host(ok, &allowed), "{ok}");
+        }
+        for no in
+            ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "", "[::2]:80", "localhost.evil.example"]
+        {
+            assert!(!super::allowed_host(no, &allowed), "{no}");
+        }
+    }
+
     #[test]
     fn secrets_compare_whole() {
         assert!(super::same(b"abc", b"abc"));
