@@ -1,9 +1,10 @@
 //! Generated documentation stays in step with the code: the host function reference and the
-//! editor definitions come from the host function table. `UPDATE_DOCS=1` rewrites them.
+//! editor definitions come from the host function table, the limits reference from the limit
+//! table. `UPDATE_DOCS=1` rewrites them.
 
 mod support;
 
-use ruleweave::host_functions;
+use ruleweave::{host_functions, limit_table};
 
 fn reference() -> String {
     let mut out = String::from(
@@ -28,10 +29,26 @@ fn definitions() -> String {
     out
 }
 
+fn limits() -> String {
+    let mut out = String::from(
+        "# Limits\n\n\
+         What a pack may set under `limits:` in its manifest. Each has a default and a ceiling: a value\n\
+         of 0 (which would mean unlimited) or over the ceiling is refused by `check`. Generated from\n\
+         the table in `engine/src/limits.rs` (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file).\n\n\
+         | limit | default | ceiling | what it bounds |\n| --- | --- | --- | --- |\n",
+    );
+    for l in limit_table() {
+        out.push_str(&format!("| `{}` | {} | {} | {} |\n", l.key, l.default, l.max, l.doc));
+    }
+    out
+}
+
 #[test]
 fn generated_docs_are_current() {
     let docs = support::repo_root().join("docs");
-    for (file, text) in [("host-functions.md", reference()), ("ruleweave.d.rhai", definitions())] {
+    for (file, text) in
+        [("host-functions.md", reference()), ("ruleweave.d.rhai", definitions()), ("limits.md", limits())]
+    {
         let path = docs.join(file);
         if std::env::var_os("UPDATE_DOCS").is_some() {
             std::fs::write(&path, &text).unwrap();
