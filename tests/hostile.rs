@@ -207,10 +207,16 @@ mod client {
                 body.to_string().len()
             );
         }
+        for i in 0..50 {
+            let (status, _) = post(&format!("{}/v1/sessions", s.url), json!({"pack": format!("random-{i}")})).await;
+            assert_eq!(status, StatusCode::NOT_FOUND);
+        }
+        let packs = get(&format!("{}/v1/packs", s.url)).await;
+        assert_eq!(packs["packs"].as_array().unwrap().len(), 1, "names that are no pack are not kept: {packs}");
         let text = metrics(&s.url).await;
         assert!(!text.lines().any(|l| l.starts_with("fake_injected_metric")), "{text}");
         assert!(text.len() < 20_000, "names sent by clients are not labels ({} bytes)", text.len());
-        assert!(text.contains(r#"ruleweave_errors_total{pack="unknown",code="not_found"} 6"#), "{text}");
+        assert!(text.contains(r#"ruleweave_errors_total{pack="unknown",code="not_found"} 56"#), "{text}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -243,6 +243,14 @@ impl Engine {
             None => Ok(new),
         });
         let noticed = previous.is_some() || !files.is_empty();
+        if let Err(e) = &built
+            && e.kind() == ErrorKind::NotFound
+            && previous.is_none()
+            && files.is_empty()
+        {
+            // No such pack: nothing to keep (a client naming packs at random must not grow this).
+            return (Err(e.clone()), None);
+        }
         let mut packs = self.inner.packs.write().unwrap_or_else(|e| e.into_inner());
         let slot = packs.entry(name.to_owned()).or_default();
         let (result, status, diagnostics) = match built {
