@@ -445,7 +445,7 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
     let decision = lines[0]["events"].as_array().unwrap().iter().find(|e| e["type"] == "decision").unwrap();
     let deepen = decision["breakdown"]["candidates"].as_array().unwrap().iter().find(|c| c["strategy"] == "deepen");
     let ceiling = &deepen.expect("deepen on the newest concept")["vetoes"][0];
-    assert_eq!((&ceiling["scorer"], &ceiling["veto"]), (&json!("knowledge_ceiling"), &json!(false)));
+    assert_eq!((&ceiling["scorer"], &ceiling["is_veto"]), (&json!("knowledge_ceiling"), &json!(false)));
     assert_eq!(ceiling["signals"]["source"], "llm");
     // Turn 2: the heuristic grew the graph, the rules read the signals.
     assert_eq!(labels(second)[2..], [json!("cheaper"), json!("better")]);
@@ -509,7 +509,7 @@ fn the_interview_compares_by_embeddings_when_asked_and_by_words_when_they_fail()
     // Turn 2: the paraphrase is caught (cos 0.96 > 0.8); by words the two share nothing.
     assert_eq!(second["similarity"]["kind"], "embedding");
     let v = deepen(&second).expect("deepen reached recent_redundancy");
-    assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(true), &json!("embedding")), "{v}");
+    assert_eq!((&v["is_veto"], &v["signals"]["kind"]), (&json!(true), &json!("embedding")), "{v}");
     assert_eq!(lines[1]["state"]["question"], "And the price?");
     // What was sent: focus descriptions and recent questions, each text once per provider.
     let sent = mock.seen_kind("embeddings");

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
-use ruleweave::select::{ScorerImpl, Selection};
+use ruleweave::{ScorerImpl, Selection};
 use serde_json::json;
 
 #[global_allocator]

@@ -290,7 +290,7 @@ impl Engine {
             previous: previous.map(|p| p.version.clone()),
             diagnostics,
             files,
-            at: crate::session::now_ms(),
+            at: crate::vocab::now_ms(),
             took_us: started.elapsed().as_micros() as u64,
         });
         if let Some(e) = &event {
@@ -437,7 +437,7 @@ impl Engine {
     /// Deletes the sessions that finished longer ago than the retention allows; returns how many.
     pub async fn expire_finished(&self) -> Result<u64> {
         let Some(after) = self.inner.retention.expire_finished_after else { return Ok(0) };
-        let before = crate::session::now_ms() - after.as_millis() as i64;
+        let before = crate::vocab::now_ms() - after.as_millis() as i64;
         let n = self.inner.store.expire(before).await?;
         if n > 0 {
             // Let expired sessions go from memory too: the store no longer has them.

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
 
 /// One thing that happened during a turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -42,12 +43,12 @@ pub enum Event {
         /// The text of this piece.
         text: String,
     },
-    /// A pipeline's decision with its full breakdown (see the scoring module).
+    /// A selector's decision with its full breakdown (see the scoring module).
     Decision {
         /// The node that decided.
         node: String,
         /// Every candidate with its vetoes or scores.
-        breakdown: serde_json::Value,
+        breakdown: Breakdown,
     },
     /// An event a script emitted with `emit(name, data)`.
     Custom {
@@ -97,6 +98,136 @@ pub struct LlmEvent {
     /// the provider had cached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embedded: Option<EmbedCount>,
+}
+
+/// A selector's decision, every candidate explained: what the `decision` event carries, `play`'s
+/// `/why` shows and tests read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// The selector.
+    pub selector: String,
+    /// The phase the turn count fell in.
+    pub phase: String,
+    /// The turn count that chose the phase.
+    pub turn_count: i64,
+    /// The index of the winning candidate; `None` when every candidate was vetoed.
+    pub winner: Option<usize>,
+    /// Every candidate, in the order they were generated.
+    pub candidates: Vec<Candidate>,
+    /// Whether scorers compared texts by embeddings or by words.
+    pub similarity: SimilarityNote,
+}
+
+/// One candidate of a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The strategy's id.
+    pub strategy: String,
+    /// The focus its generator made (`description`, and whatever else it set).
+    pub focus: Json,
+    /// Whether a veto rejected it.
+    pub vetoed: bool,
+    /// The veto scorers asked, in order, up to the first that vetoed.
+    pub vetoes: Vec<VetoCheck>,
+    /// The weighted scorers, when no veto rejected it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scores: Option<Vec<Score>>,
+    /// Σ weight × raw score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scorer_sum: Option<f64>,
+    /// The phase's multiplier for the strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_multiplier: Option<f64>,
+    /// scorer_sum × phase_multiplier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_score: Option<f64>,
+}
+
+/// What a tier-1 (veto) scorer said of a candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VetoCheck {
+    /// The scorer's id.
+    pub scorer: String,
+    /// Whether it rejected the candidate.
+    pub is_veto: bool,
+    /// Why, in a sentence.
+    pub reasoning: String,
+    /// The evidence.
+    pub signals: Json,
+}
+
+/// What a tier-2 (weighted) scorer said of a candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Score {
+    /// The scorer's id.
+    pub scorer: String,
+    /// The raw score, in [0, 2] (1.0 is neutral).
+    pub raw_score: f64,
+    /// The scorer's weight.
+    pub weight: f64,
+    /// weight × raw score.
+    pub contribution: f64,
+    /// Why, in a sentence.
+    pub reasoning: String,
+    /// The evidence.
+    pub signals: Json,
+}
+
+/// How a decision's scorers compared texts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimilarityNote {
+    /// `embedding` or `lexical`.
+    pub kind: SimilarityKind,
+    /// The embedding model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Texts with vectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub texts: Option<usize>,
+    /// Of those, how many the provider had cached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<usize>,
+    /// Pairs compared by words all the same (a text without a vector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared_by_words: Option<usize>,
+    /// Why embeddings were asked for and not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// The two ways of comparing texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SimilarityKind {
+    /// Cosine of embedding vectors.
+    Embedding,
+    /// Cosine of folded word counts.
+    Lexical,
+}
+
+impl SimilarityNote {
+    /// Words, and why when embeddings were asked for.
+    pub fn lexical(why: Option<String>) -> Self {
+        SimilarityNote {
+            kind: SimilarityKind::Lexical,
+            model: None,
+            texts: None,
+            cached: None,
+            compared_by_words: None,
+            why,
+        }
+    }
+
+    /// Vectors from `model` for `texts` texts, `cached` of them from the provider's cache.
+    pub fn embedding(model: String, texts: usize, cached: usize) -> Self {
+        SimilarityNote {
+            kind: SimilarityKind::Embedding,
+            model: Some(model),
+            texts: Some(texts),
+            cached: Some(cached),
+            ..Self::lexical(None)
+        }
+    }
 }
 
 /// The texts of an embeddings call.

@@ -38,24 +38,34 @@ mod pack;
 mod prompt;
 pub mod reload;
 mod script;
-pub mod select;
+mod select;
+mod selection;
 mod session;
 mod state;
 pub mod store;
 pub mod text;
 mod turn;
 mod value;
+mod vocab;
 
 pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
 pub use error::{Error, ErrorKind, Origin, Result};
-pub use event::{EmbedCount, Event, EventSink, LlmEvent, Updates};
+pub use event::{
+    Breakdown, Candidate, EmbedCount, Event, EventSink, LlmEvent, Score, SimilarityKind, SimilarityNote, Updates,
+    VetoCheck,
+};
+pub use graph::kinds::{NodeKindDoc, node_kinds};
+pub use graph::run::ResumePoint;
 pub use limits::{LimitDef, Limits, limit_table};
+pub use llm::Profile;
 pub use llm::{LlmChoice, Provider};
 pub use native::{NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
-pub use pack::{InputSpec, OptionSpec, Pack, Profile, Reducer, TypeName};
+pub use pack::{InputSpec, OptionSpec, Pack};
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};
+pub use selection::Selection;
 pub use session::{Session, TurnResult};
+pub use vocab::{Reducer, ScorerImpl, TypeName};
 
 /// The value types state lives in (Rhai's), for native nodes.
 pub mod values {

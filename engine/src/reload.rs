@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pack::{Pack, TypeName};
+use crate::pack::Pack;
 
 /// How long a file must stay quiet before its change is acted on. Editors save by writing a
 /// temporary file and renaming it over the old one, several events per save; one rebuild follows.
@@ -185,7 +185,7 @@ pub(crate) fn compatible(old: &Pack, new: &Pack) -> Result<()> {
         .iter()
         .filter_map(|(name, field)| {
             let was = old.schema.fields.get(name)?;
-            (!fits(was.ty, field.ty)).then(|| {
+            (!was.ty.fits_in(field.ty)).then(|| {
                 Error::pack(
                     format!(
                         "state field `{name}` changed from {} to {}: live sessions (version {}) hold {} values; \
@@ -198,10 +198,4 @@ pub(crate) fn compatible(old: &Pack, new: &Pack) -> Result<()> {
         })
         .collect();
     Error::collect(errors).map_or(Ok(()), Err)
-}
-
-/// Whether every value of type `from` is also a `to`.
-fn fits(from: TypeName, to: TypeName) -> bool {
-    use TypeName::*;
-    from == to || to == Any || matches!((from, to), (Int, Float | Number) | (Float, Number) | (Number, Float))
 }

@@ -18,15 +18,13 @@ use std::sync::Arc;
 
 use indexmap::IndexSet;
 use rhai::{Dynamic, ImmutableString, Map};
-use serde_json::{Value as Json, json};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::graph::Test;
+use crate::event::{Breakdown, Score, SimilarityNote, VetoCheck};
 use crate::native::{NativeNodes, NativeScorer, ScorerContext, ScorerOutput};
-pub use crate::pack::manifest::ScorerImpl;
-use crate::script::{CallTag, FnRef, Sandbox};
-use crate::text::Embeddings;
+use crate::script::{CallTag, Condition, FnRef, Sandbox};
 use crate::value;
+pub use crate::vocab::ScorerImpl;
 
 /// A compiled selector.
 #[derive(Debug)]
@@ -53,7 +51,7 @@ pub(crate) struct Similarity {
     /// Only the last items of list fields.
     pub last: Option<usize>,
     /// When to embed (always when `None`), with the condition as written.
-    pub when: Option<(Test, String)>,
+    pub when: Option<(Condition, String)>,
 }
 
 /// A strategy: its manifest entry as a map scripts see, and how its focuses are made.
@@ -92,9 +90,9 @@ pub(crate) struct Scorer {
 struct Candidate {
     strategy: usize,
     focus: Map,
-    vetoes: Vec<Json>,
+    vetoes: Vec<VetoCheck>,
     vetoed: bool,
-    scores: Vec<Json>,
+    scores: Vec<Score>,
     sum: f64,
     multiplier: f64,
     total: f64,
@@ -102,11 +100,11 @@ struct Candidate {
 
 /// Which candidate a scorer is asked about, and when.
 #[derive(Clone, Copy)]
-struct At<'a> {
-    strategy: &'a Map,
-    focus: &'a Map,
-    phase: &'a str,
-    count: i64,
+pub(crate) struct At<'a> {
+    pub strategy: &'a Map,
+    pub focus: &'a Map,
+    pub phase: &'a str,
+    pub count: i64,
 }
 
 /// A selection's candidates, before they are scored.
@@ -122,7 +120,7 @@ pub(crate) struct Decision {
     /// map when every candidate was vetoed.
     pub winner: Map,
     /// The full breakdown, for the event.
-    pub breakdown: Json,
+    pub breakdown: Breakdown,
 }
 
 /// What a selection runs with.
@@ -159,7 +157,7 @@ impl Selector {
     }
 
     /// The turn count that picks the phase: the `turn_field`, or the turns done.
-    fn turn_count(&self, run: &Run<'_>) -> i64 {
+    pub(crate) fn turn_count(&self, run: &Run<'_>) -> i64 {
         let field = |f: &String| run.state.read_lock::<Map>()?.get(f.as_str())?.as_int().ok();
         match &self.turn_field {
             Some(f) => field(f).unwrap_or(0),
@@ -233,53 +231,7 @@ impl Selector {
     pub fn decide(&self, candidates: Candidates, run: &mut Run<'_>) -> Result<Decision> {
         let Candidates { count, phase, list: mut candidates } = candidates;
         for c in candidates.iter_mut() {
-            let strategy = &self.strategies[c.strategy].info;
-            let mut shared = None;
-            for v in &self.vetoes {
-                let out = self.call(v, &At { strategy, focus: &c.focus, phase: &phase, count }, run, &mut shared)?;
-                c.vetoes.push(json!({
-                    "scorer": v.id,
-                    "veto": out.veto,
-                    "reasoning": out.reasoning,
-                    "signals": value::map_to_json(&out.signals),
-                }));
-                if out.veto {
-                    c.vetoed = true;
-                    break;
-                }
-            }
-            if c.vetoed {
-                continue;
-            }
-            for s in &self.scorers {
-                let out = self.call(s, &At { strategy, focus: &c.focus, phase: &phase, count }, run, &mut shared)?;
-                if !(0.0..=2.0).contains(&out.score) || out.score.is_nan() {
-                    return Err(Error::new(
-                        ErrorKind::Script,
-                        format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.score),
-                    ));
-                }
-                let contribution = s.weight * out.score;
-                c.sum += contribution;
-                c.scores.push(json!({
-                    "scorer": s.id,
-                    "raw": out.score,
-                    "weight": s.weight,
-                    "contribution": contribution,
-                    "reasoning": out.reasoning,
-                    "signals": value::map_to_json(&out.signals),
-                }));
-            }
-            c.total = c.sum * c.multiplier;
-            if !c.total.is_finite() {
-                return Err(Error::new(
-                    ErrorKind::Script,
-                    format!(
-                        "candidate {} scored {}: the weights are too large",
-                        self.strategies[c.strategy].id, c.total
-                    ),
-                ));
-            }
+            self.score(c, &phase, count, run)?;
         }
         // Ties go to the candidate generated first: strictly greater replaces.
         let mut best: Option<usize> = None;
@@ -296,32 +248,83 @@ impl Selector {
             winner.insert("score".into(), Dynamic::from_float(c.total));
             winner.insert("phase".into(), phase.clone().into());
         }
-        let breakdown = json!({
-            "selector": self.name,
-            "phase": phase,
-            "turn_count": count,
-            "winner": best,
-            "candidates": candidates.iter().map(|c| {
-                let mut v = json!({
-                    "strategy": self.strategies[c.strategy].id.as_str(),
-                    "focus": value::map_to_json(&c.focus),
-                    "vetoed": c.vetoed,
-                    "vetoes": c.vetoes,
-                });
-                if !c.vetoed {
-                    v["scores"] = json!(c.scores);
-                    v["scorer_sum"] = json!(c.sum);
-                    v["phase_multiplier"] = json!(c.multiplier);
-                    v["final"] = json!(c.total);
-                }
-                v
-            }).collect::<Vec<_>>(),
-        });
+        let candidates = candidates.into_iter().map(|c| self.explain(c)).collect();
+        let breakdown = Breakdown {
+            selector: self.name.clone(),
+            phase,
+            turn_count: count,
+            winner: best,
+            candidates,
+            similarity: SimilarityNote::lexical(None),
+        };
         Ok(Decision { winner, breakdown })
     }
 
+    /// Runs the vetoes on a candidate until one vetoes, then, if none did, the weighted scorers.
+    fn score(&self, c: &mut Candidate, phase: &str, count: i64, run: &mut Run<'_>) -> Result<()> {
+        let strategy = &self.strategies[c.strategy].info;
+        let at = At { strategy, focus: &c.focus, phase, count };
+        let mut shared = None;
+        for v in &self.vetoes {
+            let out = self.call(v, &at, run, &mut shared)?;
+            c.vetoes.push(VetoCheck {
+                scorer: v.id.clone(),
+                is_veto: out.veto,
+                reasoning: out.reasoning,
+                signals: value::map_to_json(&out.signals),
+            });
+            if out.veto {
+                c.vetoed = true;
+                return Ok(());
+            }
+        }
+        for s in &self.scorers {
+            let out = self.call(s, &at, run, &mut shared)?;
+            if !(0.0..=2.0).contains(&out.score) || out.score.is_nan() {
+                return Err(Error::new(
+                    ErrorKind::Script,
+                    format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.score),
+                ));
+            }
+            let contribution = s.weight * out.score;
+            c.sum += contribution;
+            c.scores.push(Score {
+                scorer: s.id.clone(),
+                raw_score: out.score,
+                weight: s.weight,
+                contribution,
+                reasoning: out.reasoning,
+                signals: value::map_to_json(&out.signals),
+            });
+        }
+        c.total = c.sum * c.multiplier;
+        if !c.total.is_finite() {
+            let id = &self.strategies[c.strategy].id;
+            return Err(Error::new(
+                ErrorKind::Script,
+                format!("candidate {id} scored {}: the weights are too large", c.total),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A scored candidate as the breakdown shows it.
+    fn explain(&self, c: Candidate) -> crate::event::Candidate {
+        let scored = !c.vetoed;
+        crate::event::Candidate {
+            strategy: self.strategies[c.strategy].id.to_string(),
+            focus: value::map_to_json(&c.focus),
+            vetoed: c.vetoed,
+            vetoes: c.vetoes,
+            scores: scored.then_some(c.scores),
+            scorer_sum: scored.then_some(c.sum),
+            phase_multiplier: scored.then_some(c.multiplier),
+            final_score: scored.then_some(c.total),
+        }
+    }
+
     /// The focuses of strategy `s`: maps with at least a `description`.
-    fn focuses(&self, s: &Strategy, run: &mut Run<'_>) -> Result<Vec<Map>> {
+    pub(crate) fn focuses(&self, s: &Strategy, run: &mut Run<'_>) -> Result<Vec<Map>> {
         match &s.focus {
             Focus::Open => {
                 let mut f = Map::new();
@@ -350,7 +353,13 @@ impl Selector {
         }
     }
 
-    fn call(&self, s: &Scorer, at: &At<'_>, run: &mut Run<'_>, shared: &mut Option<Dynamic>) -> Result<ScorerOutput> {
+    pub(crate) fn call(
+        &self,
+        s: &Scorer,
+        at: &At<'_>,
+        run: &mut Run<'_>,
+        shared: &mut Option<Dynamic>,
+    ) -> Result<ScorerOutput> {
         let At { strategy, focus, phase, count } = *at;
         let uses = run.force.filter(|f| match f {
             ScorerImpl::Script => s.script.is_some(),
@@ -432,113 +441,4 @@ fn output_of(v: Dynamic, weighted: bool) -> Result<ScorerOutput> {
 
 fn number(v: &Dynamic) -> Option<f64> {
     v.as_float().ok().or_else(|| v.as_int().ok().map(|i| i as f64))
-}
-
-/// A selector ready to run over one recorded state, outside any turn: what `ruleweave bench`
-/// and the benchmarks time, scripted against native.
-pub struct Selection {
-    pack: Arc<crate::Pack>,
-    natives: NativeNodes,
-    selector: Arc<Selector>,
-    state: Dynamic,
-    tag: CallTag,
-    turns_done: u64,
-}
-
-impl Selection {
-    /// Selector `name` of `pack` over `state` (a JSON map of the pack's fields; missing ones take
-    /// their defaults), as in the turn after `turns_done` turns.
-    pub fn new(engine: &crate::Engine, pack: &str, name: &str, state: &Json, turns_done: u64) -> Result<Self> {
-        let pack = engine.pack(pack)?;
-        let selector = pack.selectors.get(name).cloned().ok_or_else(|| {
-            let known: Vec<&str> = pack.selectors.keys().map(String::as_str).collect();
-            Error::new(
-                ErrorKind::NotFound,
-                format!("pack `{}` has no selector `{name}` (selectors: {})", pack.name, known.join(", ")),
-            )
-        })?;
-        let state = pack.schema.restore(state);
-        let turn = Arc::new(crate::turn::TurnCtx::new(
-            "bench".into(),
-            turns_done + 1,
-            0,
-            0,
-            Map::new(),
-            Map::new(),
-            engine.provider_for(&pack),
-            None,
-        ));
-        let tag = CallTag::new(turn, "bench".into());
-        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
-    }
-
-    /// The texts the selector would embed over this state (every focus description, then the
-    /// texts its `similarity:` names); empty without `similarity:`.
-    pub fn texts_to_embed(&mut self) -> Result<Vec<String>> {
-        let selector = self.selector.clone();
-        if selector.similarity.is_none() {
-            return Ok(Vec::new());
-        }
-        let candidates = selector.candidates(&mut self.runner(None))?;
-        Ok(selector.texts_to_embed(&candidates, &self.state))
-    }
-
-    /// Scores with these vectors from now on (`None`: lexical similarity, the default here).
-    pub fn set_embeddings(&mut self, embeddings: Option<Embeddings>) {
-        self.tag.embeddings = embeddings.map(Arc::new);
-    }
-
-    /// The selector's scorers, vetoes first: (id, has a script, has a native twin this host registered).
-    pub fn scorers(&self) -> Vec<(String, bool, bool)> {
-        let s = &self.selector;
-        s.vetoes.iter().chain(&s.scorers).map(|x| (x.id.clone(), x.script.is_some(), x.native.is_some())).collect()
-    }
-
-    /// Runs the whole selection (every scorer with `implementation` where it has one, else as the
-    /// manifest says); returns the breakdown, `winner` its index into `candidates`.
-    pub fn run(&mut self, implementation: Option<ScorerImpl>) -> Result<Json> {
-        let selector = self.selector.clone();
-        selector.select(&mut self.runner(implementation)).map(|d| d.breakdown)
-    }
-
-    fn runner(&mut self, force: Option<ScorerImpl>) -> Run<'_> {
-        Run {
-            sandbox: &self.pack.sandbox,
-            natives: &self.natives,
-            state: &mut self.state,
-            tag: self.tag.clone(),
-            turns_done: self.turns_done,
-            force,
-            pack_params: &self.pack.params,
-        }
-    }
-
-    /// Runs scorer `id` alone over every candidate (as if every other scorer passed); returns
-    /// each candidate's raw score (or 1.0 / 0.0 for a veto that passes / rejects).
-    pub fn run_scorer(&mut self, id: &str, implementation: ScorerImpl) -> Result<Vec<f64>> {
-        let sel = self.selector.clone();
-        let scorer =
-            sel.vetoes.iter().chain(&sel.scorers).find(|s| s.id == id).ok_or_else(|| {
-                Error::new(ErrorKind::NotFound, format!("selector `{}` has no scorer `{id}`", sel.name))
-            })?;
-        let weighted = sel.scorers.iter().any(|s| s.id == id);
-        let mut run = self.runner(Some(implementation));
-        let count = sel.turn_count(&run);
-        let phase = sel.phase(count).to_owned();
-        let mut out = Vec::new();
-        for s in &sel.strategies {
-            for focus in sel.focuses(s, &mut run)? {
-                let at = At { strategy: &s.info, focus: &focus, phase: &phase, count };
-                let o = sel.call(scorer, &at, &mut run, &mut None)?;
-                out.push(if weighted {
-                    o.score
-                } else if o.veto {
-                    0.0
-                } else {
-                    1.0
-                });
-            }
-        }
-        Ok(out)
-    }
 }

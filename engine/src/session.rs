@@ -14,13 +14,14 @@ use serde_json::Value as Json;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
-use crate::graph::run::Run;
+use crate::graph::run::{ResumePoint, Run};
 use crate::llm::Exchange;
 use crate::pack::Pack;
 use crate::state::Undo;
 use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
 use crate::turn::TurnCtx;
 use crate::value;
+use crate::vocab::now_ms;
 
 /// One running game or flow: a pack version, the options chosen, the state so far.
 pub struct Session {
@@ -55,7 +56,7 @@ pub(crate) struct Fork {
 struct Interrupted {
     turn: u64,
     input: Json,
-    resume: Json,
+    resume: Option<ResumePoint>,
     exchanges: Vec<Exchange>,
 }
 
@@ -110,10 +111,6 @@ pub(crate) fn new_id() -> String {
     out
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Undoes a turn's changes when dropped, unless the turn committed.
 struct Rollback<'a> {
     state: &'a mut Dynamic,
@@ -162,7 +159,8 @@ impl Session {
                         .budget(&pack.limits)
                         .observed(&pack.name, engine.llm_observers()),
                     );
-                    let made = caught(crate::graph::run::init(&pack, init, &turn, &mut state)).await?;
+                    let env = pack.env(engine.natives(), &turn);
+                    let made = caught(crate::graph::run::init(&env, init, &mut state)).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = turn.take_exchanges();
                 }
@@ -240,10 +238,10 @@ impl Session {
                     let p = pending.get_or_insert_with(|| Interrupted {
                         turn: c.turn,
                         input: c.input.clone().unwrap_or(Json::Null),
-                        resume: Json::Null,
+                        resume: None,
                         exchanges: Vec::new(),
                     });
-                    p.resume = c.resume.clone().unwrap_or(Json::Null);
+                    p.resume = c.resume.clone();
                     p.exchanges.extend(c.exchanges.iter().cloned());
                 }
                 _ => pending = None,
@@ -364,7 +362,10 @@ impl Session {
     async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
         let Some(p) = self.pending.take() else { return Ok(None) };
         let input = self.pack.check_input(&p.input)?;
-        let result = self.play(p.turn, p.input.clone(), input, Some(p.resume.clone()), p.exchanges.clone(), live).await;
+        let resume = p.resume.clone().ok_or_else(|| {
+            Error::new(ErrorKind::Store, "cannot resume the interrupted turn: its step checkpoint has no resume point")
+        })?;
+        let result = self.play(p.turn, p.input.clone(), input, Some(resume), p.exchanges.clone(), live).await;
         if result.is_err() {
             self.pending = Some(p);
         }
@@ -459,7 +460,7 @@ impl Session {
         number: u64,
         input: Json,
         checked: Map,
-        resume: Option<Json>,
+        resume: Option<ResumePoint>,
         mut exchanges: Vec<Exchange>,
         live: Option<EventSink>,
     ) -> Result<TurnResult> {
@@ -473,7 +474,7 @@ impl Session {
                 id.clone(),
                 number,
                 self.seed,
-                crate::session::now_ms(),
+                now_ms(),
                 self.options.clone(),
                 checked,
                 engine.provider_for(&pack),
@@ -487,7 +488,7 @@ impl Session {
         self.dirty = true;
         let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
         let outcome: Result<(Vec<(String, Updates)>, bool)> = async {
-            let mut run = Run::new(&pack, engine.natives(), &turn, resume.as_ref())?;
+            let mut run = Run::new(pack.env(engine.natives(), &turn), resume.as_ref())?;
             let mut updates: Vec<(String, Updates)> = Vec::new();
             let undo = guard.undo.as_mut().expect("set above");
             while let Some(done) = run.step(guard.state, undo).await? {

@@ -8,8 +8,8 @@ use indexmap::IndexMap;
 use rhai::{Dynamic, Map};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::pack::manifest::{Reducer, TypeName};
 use crate::value;
+use crate::vocab::{Reducer, TypeName};
 
 /// One state field as the pack declares it.
 #[derive(Debug, Clone)]
@@ -86,7 +86,7 @@ impl Schema {
             let v = snapshot
                 .get(name)
                 .map(value::from_json)
-                .filter(|v| value::has_type(field.ty, v) || (field.ty == TypeName::Float && v.is_int()))
+                .filter(|v| field.ty.admits(v))
                 .unwrap_or_else(|| field.default.clone());
             map.insert(name.as_str().into(), stored(v));
         }
@@ -113,7 +113,7 @@ impl Schema {
     pub fn overwrite(&self, state: &mut Dynamic, values: &Map) -> Result<()> {
         for (name, v) in values {
             let field = self.field(name)?;
-            if !(value::has_type(field.ty, v) || (field.ty == TypeName::Float && v.is_int())) {
+            if !field.ty.admits(v) {
                 return Err(Error::new(
                     ErrorKind::Script,
                     format!("`{name}` is {}, not {}", field.ty.a(), value::type_of(v)),
@@ -132,7 +132,7 @@ impl Schema {
         for (name, value) in updates {
             let field = self.field(name)?;
             let ok = match field.reducer {
-                Reducer::Replace => value::has_type(field.ty, value) || (field.ty == TypeName::Float && value.is_int()),
+                Reducer::Replace => field.ty.admits(value),
                 // A list extends, anything else is one more item.
                 Reducer::Append | Reducer::Union => true,
                 Reducer::Merge => value.is_map(),
@@ -216,6 +216,19 @@ impl Schema {
             }
         }
         Ok(())
+    }
+}
+
+impl Reducer {
+    /// Whether the reducer can fold updates into a field of type `ty` (append and union need a
+    /// list, merge a map, add a number).
+    pub(crate) fn fits(self, ty: TypeName) -> bool {
+        match self {
+            Reducer::Replace => true,
+            Reducer::Append | Reducer::Union => ty == TypeName::List,
+            Reducer::Merge => ty == TypeName::Map,
+            Reducer::Add => matches!(ty, TypeName::Int | TypeName::Float | TypeName::Number),
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use minijinja::value::{Enumerator, Object, ObjectRepr};
 use rhai::{Array, Dynamic, ImmutableString, Map};
 use serde_json::Value as Json;
 
-use crate::pack::manifest::TypeName;
+use crate::vocab::TypeName;
 
 /// JSON → `Dynamic`. Integers that fit `i64` stay integers; other numbers become floats.
 pub(crate) fn from_json(v: &Json) -> Dynamic {
@@ -243,34 +243,6 @@ pub(crate) fn transcript(list: minijinja::Value, kwargs: minijinja::value::Kwarg
     Ok(out)
 }
 
-/// Whether `d` is a value of type `ty`.
-pub(crate) fn has_type(ty: TypeName, d: &Dynamic) -> bool {
-    match ty {
-        TypeName::Any => true,
-        TypeName::String => d.is_string(),
-        TypeName::Int => d.is_int(),
-        TypeName::Float => d.is_float(),
-        TypeName::Number => d.is_int() || d.is_float(),
-        TypeName::Bool => d.is_bool(),
-        TypeName::List => d.is_array(),
-        TypeName::Map => d.is_map(),
-    }
-}
-
-/// Whether a JSON value is of type `ty`.
-pub(crate) fn json_has_type(ty: TypeName, v: &Json) -> bool {
-    match ty {
-        TypeName::Any => true,
-        TypeName::String => v.is_string(),
-        TypeName::Int => v.is_i64() || v.is_u64(),
-        TypeName::Float => v.is_f64(),
-        TypeName::Number => v.is_number(),
-        TypeName::Bool => v.is_boolean(),
-        TypeName::List => v.is_array(),
-        TypeName::Map => v.is_object(),
-    }
-}
-
 /// The zero value of a type: "", 0, 0.0, false, [], #{}, ().
 pub(crate) fn zero(ty: TypeName) -> Dynamic {
     match ty {
@@ -365,17 +337,6 @@ mod tests {
     #[test]
     fn non_finite_floats_become_null() {
         assert_eq!(to_json(&Dynamic::from_float(f64::NAN)), Json::Null);
-    }
-
-    #[test]
-    fn types_are_checked() {
-        assert!(has_type(TypeName::Number, &Dynamic::from_int(3)));
-        assert!(has_type(TypeName::Number, &Dynamic::from_float(3.5)));
-        assert!(!has_type(TypeName::Int, &Dynamic::from_float(3.5)));
-        assert!(has_type(TypeName::List, &Dynamic::from_array(vec![])));
-        assert!(!has_type(TypeName::Map, &Dynamic::from("x")));
-        assert!(json_has_type(TypeName::Int, &json!(3)));
-        assert!(!json_has_type(TypeName::Int, &json!(3.5)));
     }
 
     #[test]

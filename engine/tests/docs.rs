@@ -4,7 +4,7 @@
 
 mod support;
 
-use ruleweave::{host_functions, limit_table};
+use ruleweave::{host_functions, limit_table, node_kinds};
 
 fn reference() -> String {
     let mut out = String::from(
@@ -43,12 +43,30 @@ fn limits() -> String {
     out
 }
 
+fn kinds() -> String {
+    let mut out = String::from(
+        "# Node kinds\n\n\
+         What a node of a pack's graph may be. A node has exactly one kind key, and only the other keys\n\
+         its kind takes (and `doc`). Generated from the table in `engine/src/graph/kinds/mod.rs`\n\
+         (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file); docs/packs.md shows each in use.\n\n\
+         | kind | other keys | what it is |\n| --- | --- | --- |\n",
+    );
+    for k in node_kinds() {
+        let keys: Vec<String> = k.keys.iter().map(|k| format!("`{k}`")).collect();
+        out.push_str(&format!("| `{}` | {} | {} |\n", k.key, keys.join(", "), k.doc));
+    }
+    out
+}
+
 #[test]
 fn generated_docs_are_current() {
     let docs = support::repo_root().join("docs");
-    for (file, text) in
-        [("host-functions.md", reference()), ("ruleweave.d.rhai", definitions()), ("limits.md", limits())]
-    {
+    for (file, text) in [
+        ("host-functions.md", reference()),
+        ("ruleweave.d.rhai", definitions()),
+        ("limits.md", limits()),
+        ("node-kinds.md", kinds()),
+    ] {
         let path = docs.join(file);
         if std::env::var_os("UPDATE_DOCS").is_some() {
             std::fs::write(&path, &text).unwrap();

@@ -3,7 +3,7 @@
 
 mod support;
 
-use ruleweave::select::Selection;
+use ruleweave::{Breakdown, Candidate, Selection, SimilarityKind, VetoCheck};
 use ruleweave::{Engine, Event};
 use serde_json::{Value, json};
 use support::repo_root;
@@ -44,26 +44,30 @@ fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) ->
     s
 }
 
-fn select(state: &Value) -> Value {
+fn select(state: &Value) -> Breakdown {
     Selection::new(&engine(), "interview", "next_question", state, 0).unwrap().run(None).unwrap()
 }
 
 /// The candidate of `strategy` (and `element`, for cover_element).
-fn candidate<'a>(b: &'a Value, strategy: &str, element: Option<&str>) -> &'a Value {
-    b["candidates"]
-        .as_array()
-        .unwrap()
+fn candidate<'a>(b: &'a Breakdown, strategy: &str, element: Option<&str>) -> &'a Candidate {
+    b.candidates
         .iter()
-        .find(|c| c["strategy"] == strategy && element.is_none_or(|e| c["focus"]["element"] == e))
-        .unwrap_or_else(|| panic!("no candidate {strategy} {element:?} in {b:#}"))
+        .find(|c| c.strategy == strategy && element.is_none_or(|e| c.focus["element"] == e))
+        .unwrap_or_else(|| panic!("no candidate {strategy} {element:?} in {b:#?}"))
 }
 
-fn veto<'a>(c: &'a Value, scorer: &str) -> &'a Value {
-    c["vetoes"].as_array().unwrap().iter().find(|v| v["scorer"] == scorer).unwrap_or(&Value::Null)
+/// What veto `scorer` said of `c` (`None` when an earlier veto ended its checks).
+fn veto<'a>(c: &'a Candidate, scorer: &str) -> Option<&'a VetoCheck> {
+    c.vetoes.iter().find(|v| v.scorer == scorer)
 }
 
-fn raw(c: &Value, scorer: &str) -> f64 {
-    c["scores"].as_array().unwrap().iter().find(|s| s["scorer"] == scorer).unwrap()["raw"].as_f64().unwrap()
+/// Whether veto `scorer` rejected `c`.
+fn vetoed(c: &Candidate, scorer: &str) -> bool {
+    veto(c, scorer).is_some_and(|v| v.is_veto)
+}
+
+fn raw(c: &Candidate, scorer: &str) -> f64 {
+    c.scores.as_ref().unwrap().iter().find(|s| s.scorer == scorer).unwrap().raw_score
 }
 
 #[tokio::test]
@@ -87,8 +91,8 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
                 _ => None,
             })
             .expect("every turn decides");
-        let winner = &b["candidates"][b["winner"].as_u64().unwrap() as usize];
-        assert_eq!(r.output["decision"]["strategy"]["id"], winner["strategy"]);
+        let winner = &b.candidates[b.winner.unwrap()];
+        assert_eq!(r.output["decision"]["strategy"]["id"], winner.strategy);
         assert!(!r.output["question"].as_str().unwrap().is_empty());
         decisions.push(b);
     }
@@ -99,7 +103,7 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
     assert!(state["nodes"].as_array().unwrap().len() >= 4, "{}", state["nodes"]);
     // By the third turn every strategy with a focus is a candidate: all nine are.
     let strategies: std::collections::BTreeSet<&str> =
-        decisions[2]["candidates"].as_array().unwrap().iter().map(|c| c["strategy"].as_str().unwrap()).collect();
+        decisions[2].candidates.iter().map(|c| c.strategy.as_str()).collect();
     assert_eq!(strategies.len(), 9, "{strategies:?}");
     // "It is fine." is short: the ambiguity scorer favours reflecting it back.
     assert_eq!(s.state()["decision"]["strategy"]["id"], "reflection");
@@ -109,21 +113,21 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
 fn knowledge_ceiling_vetoes_digging_after_dont_know_unless_the_model_says_it_is_exploratory() {
     let dont_know = ["I don't know much about that, but I am curious about the texture."];
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], json!({})));
-    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(true));
-    assert_eq!(veto(candidate(&b, "broaden", None), "knowledge_ceiling")["veto"], json!(false));
+    assert!(vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
+    assert!(!vetoed(candidate(&b, "broaden", None), "knowledge_ceiling"));
     // Layer 3: this turn's LLM signal says the "don't know" is exploratory: deepen may go on.
     let llm =
         json!({"signals": {"source": "llm", "turn": 1, "says_dont_know": true, "terminal": false, "engagement": 0.7}});
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], llm));
-    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(false));
+    assert!(!vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
     let terminal =
         json!({"signals": {"source": "llm", "turn": 1, "says_dont_know": true, "terminal": true, "engagement": 0.1}});
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], terminal));
-    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(true));
+    assert!(vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
     // A signal from an earlier turn is stale: the rules decide.
     let stale = json!({"signals": {"source": "llm", "turn": 0, "says_dont_know": false, "terminal": false}});
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], stale));
-    assert_eq!(veto(candidate(&b, "deepen", None), "knowledge_ceiling")["veto"], json!(true));
+    assert!(vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
 }
 
 #[test]
@@ -135,22 +139,22 @@ fn element_exhausted_and_recent_redundancy_veto_at_their_limits() {
         select(&state(&answers, &["Hi?"], &["opening"], json!({"mentions": {"texture": n}, "nodes": nodes})))
     };
     let c3 = at(3, &nodes);
-    assert_eq!(veto(candidate(&c3, "deepen", None), "element_exhausted")["veto"], json!(false));
+    assert!(!vetoed(candidate(&c3, "deepen", None), "element_exhausted"));
     let c4 = at(4, &nodes);
-    let v = veto(candidate(&c4, "deepen", None), "element_exhausted");
-    assert_eq!((&v["veto"], &v["signals"]["mentions"]), (&json!(true), &json!(4)));
+    let v = veto(candidate(&c4, "deepen", None), "element_exhausted").unwrap();
+    assert_eq!((v.is_veto, &v.signals["mentions"]), (true, &json!(4)));
     nodes[0]["label"] = json!("morning");
-    assert_eq!(veto(candidate(&at(4, &nodes), "deepen", None), "element_exhausted")["veto"], json!(false));
+    assert!(!vetoed(candidate(&at(4, &nodes), "deepen", None), "element_exhausted"));
 
     // A focus close to a question just asked is vetoed; the same focus passes once it is old.
     let asked = ["Why does morning matter to you?"];
     let b = select(&state(&["It wakes me up."], &asked, &["deepen"], json!({})));
-    let v = veto(candidate(&b, "deepen", None), "recent_redundancy");
-    assert_eq!(v["veto"], json!(true), "{v}");
-    assert!(v["signals"]["similarity"].as_f64().unwrap() > 0.45);
+    let v = veto(candidate(&b, "deepen", None), "recent_redundancy").unwrap();
+    assert!(v.is_veto, "{v:?}");
+    assert!(v.signals["similarity"].as_f64().unwrap() > 0.45);
     let old = ["Why does morning matter to you?", "Tea?", "Milk?", "Sugar?"];
     let b = select(&state(&["It wakes me up.", "No.", "Yes.", "Two."], &old, &["deepen"], json!({})));
-    assert_ne!(veto(candidate(&b, "deepen", None), "recent_redundancy")["veto"], json!(true));
+    assert!(!vetoed(candidate(&b, "deepen", None), "recent_redundancy"));
 }
 
 #[test]
@@ -184,14 +188,14 @@ fn weighted_scorers_at_their_edges() {
     let many: Vec<String> = (0..10).map(|i| format!("answer number {i} about various things")).collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     let b = select(&state(&many, &[], &[], json!({})));
-    assert_eq!(b["phase"], "closing");
+    assert_eq!(b.phase, "closing");
     let closing = candidate(&b, "closing", None);
-    assert_eq!(closing["phase_multiplier"], json!(1.5));
+    assert_eq!(closing.phase_multiplier, Some(1.5));
 }
 
 #[test]
 fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
-    use ruleweave::select::ScorerImpl;
+    use ruleweave::ScorerImpl;
     use ruleweave::text::Embeddings;
     // The newest concept is "morning"; the question just asked means the same as deepening on
     // it but shares none of its words.
@@ -200,8 +204,8 @@ fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     let engine = engine();
     let mut sel = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap();
     let lexical = sel.run(None).unwrap();
-    let v = veto(candidate(&lexical, "deepen", None), "recent_redundancy");
-    assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(false), &json!("lexical")), "{v}");
+    let v = veto(candidate(&lexical, "deepen", None), "recent_redundancy").unwrap();
+    assert_eq!((v.is_veto, &v.signals["kind"]), (false, &json!("lexical")), "{v:?}");
 
     // What the selector embeds: every focus description, then the questions asked.
     let texts = sel.texts_to_embed().unwrap();
@@ -213,10 +217,10 @@ fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     sel.set_embeddings(Some(e));
     for imp in [ScorerImpl::Script, ScorerImpl::Native] {
         let b = sel.run(Some(imp)).unwrap();
-        let v = veto(candidate(&b, "deepen", None), "recent_redundancy");
+        let v = veto(candidate(&b, "deepen", None), "recent_redundancy").unwrap();
         // cos = 0.96 > the embedding threshold 0.8 (the lexical 0.45 does not apply).
-        assert_eq!((&v["veto"], &v["signals"]["kind"]), (&json!(true), &json!("embedding")), "{imp:?}: {v}");
-        assert!((v["signals"]["similarity"].as_f64().unwrap() - 0.96).abs() < 1e-6, "{imp:?}: {v}");
+        assert_eq!((v.is_veto, &v.signals["kind"]), (true, &json!("embedding")), "{imp:?}: {v:?}");
+        assert!((v.signals["similarity"].as_f64().unwrap() - 0.96).abs() < 1e-6, "{imp:?}: {v:?}");
     }
 }
 
@@ -247,18 +251,18 @@ async fn the_embedding_option_embeds_once_per_turn_and_falls_back_to_words() {
     let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
     let b = decision(&r);
     assert_eq!(
-        (&b["similarity"]["kind"], &b["similarity"]["model"]),
-        (&json!("embedding"), &json!("text-embedding-3-small (stand-in)"))
+        (b.similarity.kind, b.similarity.model.as_deref()),
+        (SimilarityKind::Embedding, Some("text-embedding-3-small (stand-in)"))
     );
     let calls = embeds(&r);
     assert_eq!(calls.len(), 1, "one call per selection");
     assert!(calls[0].standin && calls[0].error.is_none());
-    assert_eq!(calls[0].embedded.unwrap().texts, b["similarity"]["texts"].as_u64().unwrap() as usize);
-    assert_eq!(b["similarity"]["compared_by_words"], 0, "every pair the scorers compared had vectors");
+    assert_eq!(Some(calls[0].embedded.unwrap().texts), b.similarity.texts);
+    assert_eq!(b.similarity.compared_by_words, Some(0), "every pair the scorers compared had vectors");
     // The default option compares words and embeds nothing.
     let mut s = engine.open("interview", &Default::default()).await.unwrap();
     let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
-    assert_eq!(decision(&r)["similarity"], json!({"kind": "lexical"}));
+    assert_eq!(decision(&r).similarity, ruleweave::SimilarityNote::lexical(None));
     assert!(embeds(&r).is_empty());
 
     // A provider without embeddings: the turn goes on, comparing words, and says why.
@@ -268,8 +272,8 @@ async fn the_embedding_option_embeds_once_per_turn_and_falls_back_to_words() {
     let mut s = engine.open("interview", options.as_object().unwrap()).await.unwrap();
     let r = s.turn(json!({"answer": "The foam on my morning coffee is lovely."})).await.unwrap();
     let b = decision(&r);
-    assert_eq!(b["similarity"]["kind"], "lexical");
-    assert!(b["similarity"]["why"].as_str().unwrap().contains("no embeddings endpoint"), "{b}");
+    assert_eq!(b.similarity.kind, SimilarityKind::Lexical);
+    assert!(b.similarity.why.as_deref().unwrap().contains("no embeddings endpoint"), "{b:?}");
     assert!(embeds(&r)[0].error.is_some());
     assert_eq!(r.output["question"], "And the taste?");
 }

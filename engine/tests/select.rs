@@ -5,8 +5,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use ruleweave::select::{ScorerImpl, Selection};
-use ruleweave::{Engine, Event};
+use ruleweave::{Breakdown, Engine, Event, ScorerImpl, Selection};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
@@ -21,17 +20,16 @@ fn engine(root: &Path) -> Engine {
     worked::natives(Engine::builder(root)).build()
 }
 
-fn finals(breakdown: &Value) -> Vec<(String, Value)> {
-    breakdown["candidates"]
-        .as_array()
-        .unwrap()
+fn finals(breakdown: &Breakdown) -> Vec<(String, Value)> {
+    breakdown
+        .candidates
         .iter()
         .map(|c| {
-            let label = match c["focus"]["element"].as_str() {
-                Some(e) => format!("{}/{e}", c["strategy"].as_str().unwrap()),
-                None => c["strategy"].as_str().unwrap().to_owned(),
+            let label = match c.focus["element"].as_str() {
+                Some(e) => format!("{}/{e}", c.strategy),
+                None => c.strategy.clone(),
             };
-            let total = c["final"].as_f64().map_or(Value::Null, |f| json!((f * 1000.0).round() / 1000.0));
+            let total = c.final_score.map_or(Value::Null, |f| json!((f * 1000.0).round() / 1000.0));
             (label, total)
         })
         .collect()
@@ -50,7 +48,7 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
             _ => None,
         })
         .expect("a decision event");
-    assert_eq!((&breakdown["phase"], &breakdown["turn_count"]), (&json!("exploratory"), &json!(3)));
+    assert_eq!((breakdown.phase.as_str(), breakdown.turn_count), ("exploratory", 3));
     // The seed's table: 0.68, 1.08, 1.21, 1.21, 0.29 (0.285 unrounded).
     assert_eq!(
         finals(&breakdown),
@@ -63,7 +61,7 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
         ]
     );
     // cover_element + taste wins: the highest final score, and generated before texture.
-    assert_eq!(breakdown["winner"], json!(2));
+    assert_eq!(breakdown.winner, Some(2));
     let decision = &turn.output["decision"];
     assert_eq!(
         (&decision["strategy"]["id"], &decision["focus"]["element"]),
@@ -72,15 +70,14 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
     assert_eq!(decision["strategy"]["prompt_hint"], "Ask about an element not yet covered.");
 
     // Candidate #2, (broaden, open), scorer by scorer as the seed walks through it.
-    let broaden = &breakdown["candidates"][1];
-    let contributions: Vec<(String, f64, f64, f64)> = broaden["scores"]
-        .as_array()
+    let broaden = &breakdown.candidates[1];
+    let r = |x: f64| (x * 1000.0).round() / 1000.0;
+    let contributions: Vec<(String, f64, f64, f64)> = broaden
+        .scores
+        .as_ref()
         .unwrap()
         .iter()
-        .map(|s| {
-            let r = |k: &str| (s[k].as_f64().unwrap() * 1000.0).round() / 1000.0;
-            (s["scorer"].as_str().unwrap().to_owned(), r("raw"), r("weight"), r("contribution"))
-        })
+        .map(|s| (s.scorer.clone(), r(s.raw_score), r(s.weight), r(s.contribution)))
         .collect();
     let expected = [
         ("coverage_gap", 1.2, 0.2, 0.24),
@@ -91,9 +88,9 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
         ("novelty", 1.0, 0.15, 0.15),
     ];
     assert_eq!(contributions, expected.map(|(a, b, c, d)| (a.to_owned(), b, c, d)));
-    assert!((broaden["scorer_sum"].as_f64().unwrap() - 0.90).abs() < 1e-9);
-    assert_eq!(broaden["phase_multiplier"], json!(1.2));
-    assert_eq!(broaden["vetoes"][0]["veto"], json!(false));
+    assert!((broaden.scorer_sum.unwrap() - 0.90).abs() < 1e-9);
+    assert_eq!(broaden.phase_multiplier, Some(1.2));
+    assert!(!broaden.vetoes[0].is_veto);
 }
 
 #[test]
@@ -113,30 +110,27 @@ fn vetoes_reject_and_phases_multiply_only_the_strategies_they_name() {
     // A veto rejects its candidate with the reason; the tie now goes to texture.
     let mut sel = Selection::new(&engine, "worked", "next", &json!({"vetoed": ["cover_element/taste"]}), 0).unwrap();
     let b = sel.run(None).unwrap();
-    assert_eq!(b["winner"], json!(3));
-    let taste = &b["candidates"][2];
-    assert_eq!(
-        (&taste["vetoed"], &taste["vetoes"][0]["signals"]["key"]),
-        (&json!(true), &json!("cover_element/taste"))
-    );
-    assert!(taste.get("final").is_none(), "a vetoed candidate is not scored");
+    assert_eq!(b.winner, Some(3));
+    let taste = &b.candidates[2];
+    assert_eq!((taste.vetoed, &taste.vetoes[0].signals["key"]), (true, &json!("cover_element/taste")));
+    assert!(taste.final_score.is_none() && taste.scores.is_none(), "a vetoed candidate is not scored");
 
     // Turn 5 is focused: deepen × 1.3 = 1.105 beats cover_element's unmultiplied 1.10.
     let mut sel = Selection::new(&engine, "worked", "next", &json!({"turn_count": 5}), 0).unwrap();
     let b = sel.run(None).unwrap();
-    assert_eq!(b["phase"], "focused");
+    assert_eq!(b.phase, "focused");
     assert_eq!(finals(&b)[0], ("deepen".to_owned(), json!(1.105)));
     assert_eq!(finals(&b)[2], ("cover_element/taste".to_owned(), json!(1.1)));
-    assert_eq!(b["winner"], json!(0));
+    assert_eq!(b.winner, Some(0));
 
     // Turn 10 and on is closing (the last phase lasts the rest).
     let mut sel = Selection::new(&engine, "worked", "next", &json!({"turn_count": 40}), 0).unwrap();
-    assert_eq!(sel.run(None).unwrap()["phase"], "closing");
+    assert_eq!(sel.run(None).unwrap().phase, "closing");
 
     // Everything vetoed: no winner, an empty decision.
     let all = json!({"vetoed": ["deepen", "broaden", "cover_element/taste", "cover_element/texture", "synthesis"]});
     let mut sel = Selection::new(&engine, "worked", "next", &all, 0).unwrap();
-    assert_eq!(sel.run(None).unwrap()["winner"], Value::Null);
+    assert_eq!(sel.run(None).unwrap().winner, None);
 
     // Each scorer alone, both ways.
     let mut sel = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap();
@@ -169,13 +163,13 @@ fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
     let engine = Engine::builder(dir.path()).build();
     let mut sel = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap();
     let b = sel.run(None).unwrap();
-    let contrast = &b["candidates"][4];
+    let contrast = &b.candidates[4];
     assert_eq!(
-        (&contrast["strategy"], &contrast["focus"]["description"]),
-        (&json!("contrast"), &json!("Contrast node_milk"))
+        (contrast.strategy.as_str(), &contrast.focus["description"]),
+        ("contrast", &json!("Contrast node_milk"))
     );
     assert_eq!(finals(&b)[4].1, json!(1.5));
-    assert_eq!(b["winner"], json!(4), "the new strategy wins with its phase boost");
+    assert_eq!(b.winner, Some(4), "the new strategy wins with its phase boost");
 
     // A phase profile naming a strategy the selector does not have is refused at its line.
     std::fs::write(

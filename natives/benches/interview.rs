@@ -6,8 +6,8 @@ use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
-use ruleweave::select::{ScorerImpl, Selection};
 use ruleweave::text::Embeddings;
+use ruleweave::{ScorerImpl, Selection};
 use serde_json::json;
 
 #[global_allocator]
@@ -57,7 +57,7 @@ fn bench(c: &mut Criterion) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let mut sel = Selection::new(&engine, "interview", "next_question", &state(), 4).unwrap();
-    let candidates = sel.run(None).unwrap()["candidates"].as_array().unwrap().len();
+    let candidates = sel.run(None).unwrap().candidates.len();
     eprintln!("interview selection: {candidates} candidates");
     let mut group = c.benchmark_group("interview selection (whole)");
     group.bench_function("scripted", |b| b.iter(|| sel.run(Some(ScorerImpl::Script)).unwrap()));

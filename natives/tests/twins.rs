@@ -7,8 +7,8 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use ruleweave::Engine;
-use ruleweave::select::{ScorerImpl, Selection};
 use ruleweave::text::Embeddings;
+use ruleweave::{Breakdown, ScorerImpl, Selection};
 use serde_json::{Value, json};
 
 fn engine() -> &'static Engine {
@@ -103,22 +103,19 @@ prop_compose! {
     }
 }
 
-/// What must agree: per candidate its strategy, focus, veto outcomes, raw scores and final.
-fn results(b: &Value) -> Value {
-    let candidates: Vec<Value> = b["candidates"]
-        .as_array()
-        .unwrap()
+/// What must agree: per candidate its strategy, focus, veto outcomes, raw scores and final
+/// score (not the reasoning a twin words its own way).
+fn results(b: &Breakdown) -> Value {
+    let candidates: Vec<Value> = b
+        .candidates
         .iter()
         .map(|c| {
-            json!({
-                "strategy": c["strategy"], "focus": c["focus"], "vetoed": c["vetoed"],
-                "vetoes": c["vetoes"].as_array().unwrap().iter().map(|v| json!([v["scorer"], v["veto"]])).collect::<Vec<_>>(),
-                "raw": c["scores"].as_array().map(|s| s.iter().map(|x| json!([x["scorer"], x["raw"]])).collect::<Vec<_>>()),
-                "final": c["final"],
-            })
+            let vetoes: Vec<Value> = c.vetoes.iter().map(|v| json!([v.scorer, v.is_veto])).collect();
+            let raw: Option<Vec<Value>> = c.scores.as_ref().map(|s| s.iter().map(|x| json!([x.scorer, x.raw_score])).collect());
+            json!({"strategy": c.strategy, "focus": c.focus, "vetoed": c.vetoed, "vetoes": vetoes, "raw": raw, "final": c.final_score})
         })
         .collect();
-    json!({"phase": b["phase"], "winner": b["winner"], "candidates": candidates})
+    json!({"phase": b.phase, "winner": b.winner, "candidates": candidates})
 }
 
 proptest! {

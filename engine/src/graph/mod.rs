@@ -5,14 +5,16 @@
 //! edges and routes say which nodes run next. A step with several nodes is a fan-out; a join edge
 //! (`a, b -> c`) runs `c` once both `a` and `b` have finished.
 
+pub(crate) mod env;
+pub(crate) mod kinds;
+pub(crate) mod load;
 pub(crate) mod run;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::error::Origin;
-use crate::pack::manifest::ParseMode;
-use crate::script::FnRef;
+use crate::script::{Condition, FnRef};
 
 /// Where an edge goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,60 +45,9 @@ pub(crate) struct Graph {
 #[derive(Debug)]
 pub(crate) struct Node {
     pub name: std::sync::Arc<str>,
-    pub kind: NodeKind,
+    pub kind: Box<dyn kinds::Kind>,
     pub doc: String,
     pub origin: Origin,
-}
-
-impl NodeKind {
-    /// `script`, `llm` or `native`, and what it runs.
-    pub fn describe(&self) -> (&'static str, String) {
-        match self {
-            NodeKind::Script(f) => ("script", f.display()),
-            NodeKind::Llm(l) => ("llm", l.profile.clone()),
-            NodeKind::Native(n) => ("native", n.clone()),
-            NodeKind::Select(s, _) => ("select", s.name.clone()),
-        }
-    }
-}
-
-#[derive(Debug)]
-pub(crate) enum NodeKind {
-    Script(FnRef),
-    Llm(Box<LlmNode>),
-    Native(String),
-    /// A selector of the pack's, its winner put in the field named.
-    Select(std::sync::Arc<crate::select::Selector>, String),
-}
-
-/// A declarative model call: profile + templates + parsing, with a fallback script.
-#[derive(Debug)]
-pub(crate) struct LlmNode {
-    pub profile: String,
-    pub system: Option<String>,
-    pub prompt: Option<String>,
-    pub history: Option<History>,
-    pub vars: Option<FnRef>,
-    pub parse: ParseMode,
-    pub then: Then,
-    pub fallback: Option<FnRef>,
-}
-
-/// What becomes of an `llm` node's reply.
-#[derive(Debug)]
-pub(crate) enum Then {
-    /// `fn(reply) -> updates`.
-    Script(FnRef),
-    /// The reply replaces this field.
-    Field(String),
-}
-
-/// Chat messages taken from a list field.
-#[derive(Debug)]
-pub(crate) struct History {
-    pub field: String,
-    pub last: Option<usize>,
-    pub roles: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -110,17 +61,8 @@ pub(crate) enum Route {
 #[derive(Debug)]
 pub(crate) struct Case {
     /// The condition and its text as written; `None` on the default case.
-    pub when: Option<(Test, String)>,
+    pub when: Option<(Condition, String)>,
     pub to: Vec<Target>,
-}
-
-/// A route condition.
-#[derive(Debug)]
-pub(crate) enum Test {
-    /// A Rhai expression over `this`.
-    Script(FnRef),
-    /// `this.flag` or `!this.flag` on a bool field: read directly, no script call.
-    Flag { field: String, negate: bool },
 }
 
 /// `from₁, from₂ -> to`: `to` runs once every `from` has finished.
@@ -139,20 +81,13 @@ impl Graph {
         }
     }
 
-    /// The graph as a Mermaid flowchart: script nodes as boxes, llm nodes as parallelograms
-    /// naming their profile, native nodes as subroutines; routes dashed and labelled.
+    /// The graph as a Mermaid flowchart: each node in its kind's shape (script nodes as boxes,
+    /// llm nodes as parallelograms naming their profile, native nodes as subroutines, select
+    /// nodes as hexagons); routes dashed and labelled.
     pub fn mermaid(&self) -> String {
         let mut out = String::from("flowchart TD\n    START([START])\n    END([END])\n");
         for n in &self.nodes {
-            let shape = match &n.kind {
-                NodeKind::Script(f) => format!("{}[\"{}<br/><small>{}</small>\"]", n.name, n.name, f.display()),
-                NodeKind::Llm(l) => format!("{}[/\"{}<br/><small>llm: {}</small>\"/]", n.name, n.name, l.profile),
-                NodeKind::Native(f) => format!("{}[[\"{}<br/><small>native: {f}</small>\"]]", n.name, n.name),
-                NodeKind::Select(s, _) => {
-                    format!("{}{{{{\"{}<br/><small>select: {}</small>\"}}}}", n.name, n.name, s.name)
-                }
-            };
-            let _ = writeln!(out, "    {shape}");
+            let _ = writeln!(out, "    {}", n.kind.mermaid(&n.name));
         }
         let name = |t: &Target| self.target_name(*t).to_owned();
         for t in &self.entry {

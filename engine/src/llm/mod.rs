@@ -9,10 +9,8 @@
 mod anthropic;
 mod http;
 mod openai;
-pub(crate) mod standin;
+mod profile;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,11 +18,12 @@ use serde::{Deserialize, Serialize};
 
 pub use anthropic::{Anthropic, AnthropicConfig};
 pub use openai::{OpenAi, OpenAiConfig};
+pub(crate) use profile::ModelSpec;
+pub use profile::Profile;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// A boxed future, as providers return them (the trait stays object-safe).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::vocab::BoxFuture;
 
 /// A callback that receives a streamed reply piece by piece.
 pub type TokenSink = Arc<dyn Fn(&str) + Send + Sync>;

@@ -12,6 +12,9 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
+pub(crate) use crate::graph::kinds::NodeDecl;
+use crate::vocab::{Reducer, ScorerImpl, TypeName};
+
 /// A `Spanned` string: a name, script reference or template name with its position.
 pub(crate) type SpannedStr = Spanned<String>;
 
@@ -141,16 +144,6 @@ pub(crate) struct ScorerDecl {
     pub params: IndexMap<String, serde_json::Value>,
 }
 
-/// Which implementation of a scorer runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScorerImpl {
-    /// The Rhai function.
-    Script,
-    /// The registered native function.
-    Native,
-}
-
 /// A session option (`difficulty`), chosen when the session opens.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,90 +154,6 @@ pub(crate) struct OptionDecl {
     pub default: Option<serde_json::Value>,
     #[serde(default)]
     pub description: String,
-}
-
-/// The value types a state field, input field or option may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TypeName {
-    /// Text.
-    String,
-    /// A whole number.
-    Int,
-    /// A floating-point number.
-    Float,
-    /// An int or a float.
-    Number,
-    /// true or false.
-    Bool,
-    /// A list of values.
-    List,
-    /// A map from names to values.
-    Map,
-    /// Anything.
-    Any,
-}
-
-impl TypeName {
-    /// The name as written in a manifest.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TypeName::String => "string",
-            TypeName::Int => "int",
-            TypeName::Float => "float",
-            TypeName::Number => "number",
-            TypeName::Bool => "bool",
-            TypeName::List => "list",
-            TypeName::Map => "map",
-            TypeName::Any => "any",
-        }
-    }
-}
-
-impl TypeName {
-    /// The name with its article: "an int", "a string".
-    pub fn a(self) -> String {
-        match self {
-            TypeName::Int | TypeName::Any => format!("an {}", self.as_str()),
-            _ => format!("a {}", self.as_str()),
-        }
-    }
-}
-
-impl fmt::Display for TypeName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How a node's update to a field is folded into the state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Reducer {
-    /// The update replaces the value (the default).
-    #[default]
-    Replace,
-    /// Lists: the update's items (or the update itself) are added at the end.
-    Append,
-    /// Lists: like append, but only items not already present.
-    Union,
-    /// Maps: the update's keys replace those of the value; other keys stay.
-    Merge,
-    /// Numbers: the update is added to the value.
-    Add,
-}
-
-impl Reducer {
-    /// The name as written in a manifest.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reducer::Replace => "replace",
-            Reducer::Append => "append",
-            Reducer::Union => "union",
-            Reducer::Merge => "merge",
-            Reducer::Add => "add",
-        }
-    }
 }
 
 /// An LLM profile: which model, how it is asked.
@@ -355,48 +264,6 @@ pub(crate) enum CheckpointEvery {
     #[default]
     Turn,
     Step,
-}
-
-/// One node: exactly one of `script`, `llm`, `native`; the other keys refine an `llm` node.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NodeDecl {
-    pub script: Option<SpannedStr>,
-    pub llm: Option<SpannedStr>,
-    pub native: Option<SpannedStr>,
-    pub system: Option<SpannedStr>,
-    pub prompt: Option<SpannedStr>,
-    pub history: Option<Spanned<HistoryDecl>>,
-    pub vars: Option<SpannedStr>,
-    pub parse: Option<ParseMode>,
-    pub then: Option<SpannedStr>,
-    pub into: Option<SpannedStr>,
-    pub fallback: Option<SpannedStr>,
-    /// A selector of the manifest's `selectors:`; its winner goes into the field `into` names.
-    pub select: Option<SpannedStr>,
-    #[serde(default)]
-    pub doc: String,
-}
-
-/// Which part of a list field becomes the chat messages of an `llm` node.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct HistoryDecl {
-    /// A list field of `{role, content}` maps.
-    pub from: SpannedStr,
-    /// Only the last N messages.
-    pub last: Option<usize>,
-    /// State role → chat role (`user`, `assistant`, `system`); unmapped roles are passed as they are.
-    #[serde(default)]
-    pub roles: IndexMap<String, String>,
-}
-
-/// How an `llm` node reads the model's reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum ParseMode {
-    Text,
-    Json,
 }
 
 /// A conditional route out of a node: a list of cases, or a script function.

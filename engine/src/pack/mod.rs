@@ -15,16 +15,16 @@ use indexmap::IndexMap;
 use rhai::{Dynamic, Map};
 use serde_json::Value as Json;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::llm::{LlmRequest, Message, Provider};
+use crate::llm::{ModelSpec, Profile, Provider};
 use crate::prompt::Prompts;
 use crate::script::{FnRef, Sandbox};
 use crate::state::Schema;
 use crate::value;
 
+use crate::vocab::TypeName;
 pub(crate) use load::load;
-pub use manifest::{Reducer, TypeName};
 
 /// A loaded, validated pack: immutable, shared by every session that runs on this version.
 pub struct Pack {
@@ -101,58 +101,6 @@ pub(crate) struct Display {
     pub finished: bool,
 }
 
-/// An LLM profile: the model (fixed or chosen by an option) and how it is asked.
-#[derive(Debug, Clone)]
-pub struct Profile {
-    /// The profile's name.
-    pub name: String,
-    /// What the profile is for.
-    pub description: String,
-    pub(crate) model: ModelSpec,
-    /// Sampling temperature.
-    pub temperature: Option<f64>,
-    /// Reply length limit.
-    pub max_tokens: Option<u32>,
-    /// Whether to ask for a JSON object.
-    pub json: bool,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum ModelSpec {
-    Fixed(String),
-    ByOption { option: String, models: IndexMap<String, String> },
-}
-
-impl Profile {
-    /// The model this profile uses for a session with `options`.
-    pub(crate) fn model(&self, options: &Map) -> Result<&str> {
-        match &self.model {
-            ModelSpec::Fixed(m) => Ok(m),
-            ModelSpec::ByOption { option, models } => {
-                let chosen = options.get(option.as_str()).map(|v| v.to_string()).unwrap_or_default();
-                models.get(&chosen).map(String::as_str).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Input,
-                        format!("profile `{}` has no model for {option} = {chosen}", self.name),
-                    )
-                })
-            }
-        }
-    }
-
-    /// A request from this profile.
-    pub(crate) fn request(&self, options: &Map, messages: Vec<Message>) -> Result<LlmRequest> {
-        Ok(LlmRequest {
-            profile: self.name.clone(),
-            model: self.model(options)?.to_owned(),
-            messages,
-            temperature: self.temperature,
-            max_tokens: self.max_tokens,
-            json: self.json,
-        })
-    }
-}
-
 impl Pack {
     /// The pack's name (the manifest's file stem).
     pub fn name(&self) -> &str {
@@ -207,6 +155,25 @@ impl Pack {
     /// Whether the pack has an offline stand-in model.
     pub fn has_standin(&self) -> bool {
         self.standin.is_some()
+    }
+
+    /// What a turn of this version runs with: its compiled parts, the host's natives, the turn.
+    pub(crate) fn env<'a>(
+        &'a self,
+        natives: &'a crate::native::NativeNodes,
+        turn: &'a Arc<crate::turn::TurnCtx>,
+    ) -> crate::graph::env::Env<'a> {
+        crate::graph::env::Env {
+            graph: &self.graph,
+            schema: &self.schema,
+            sandbox: &self.sandbox,
+            prompts: &self.prompts,
+            profiles: &self.profiles,
+            params: &self.params,
+            limits: &self.limits,
+            natives,
+            turn,
+        }
     }
 
     /// The graph as a Mermaid flowchart.
@@ -327,7 +294,7 @@ impl Pack {
                     return Err(Error::input(format!("option `{name}` is required ({})", spec.description)));
                 }
             };
-            if !value::json_has_type(spec.ty, &v) {
+            if !spec.ty.holds_json(&v) {
                 return Err(Error::input(format!(
                     "option `{name}` is {}, not {} ({v})",
                     spec.ty.a(),
@@ -368,7 +335,7 @@ impl Pack {
                 }
                 (None, None) => continue,
             };
-            if !value::json_has_type(spec.ty, &v) {
+            if !spec.ty.holds_json(&v) {
                 return Err(Error::input(format!(
                     "input field `{name}` is {}, not {}",
                     spec.ty.a(),

@@ -13,7 +13,7 @@ use rhai::{Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, M
 use super::{may_block, pause_deadline};
 use crate::event::Event;
 use crate::llm::Message;
-use crate::pack::Profile;
+use crate::llm::Profile;
 use crate::prompt::Prompts;
 use crate::text;
 pub(crate) use crate::turn::TurnCtx;

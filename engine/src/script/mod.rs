@@ -8,9 +8,10 @@
 //! A runaway script fails its call with an error naming the script and the position it was at.
 
 pub(crate) mod host;
+pub(crate) mod standin;
 
 use std::cell::Cell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,83 @@ impl ScriptFile {
     pub fn arities(&self, name: &str) -> Vec<usize> {
         self.ast.iter_functions().filter(|f| f.name == name).map(|f| f.params.len()).collect()
     }
+}
+
+/// A pack's compiled scripts (`scripts/<pack>/`), by path under that folder, and the ones that
+/// failed to compile (references to those are not reported again).
+#[derive(Debug, Default)]
+pub(crate) struct Scripts {
+    pack: String,
+    files: HashMap<String, Arc<ScriptFile>>,
+    broken: HashSet<String>,
+}
+
+impl Scripts {
+    /// Compiles the pack's scripts, given as (path relative to the root, source); returns the set
+    /// and the errors of the files that did not compile.
+    pub fn compile(sandbox: &Sandbox, pack: &str, sources: Vec<(String, String)>) -> (Self, Vec<Error>) {
+        let prefix = format!("scripts/{pack}/");
+        let mut scripts = Scripts { pack: pack.to_owned(), ..Default::default() };
+        let mut errors = Vec::new();
+        for (path, source) in sources {
+            let name = path.strip_prefix(&prefix).unwrap_or(&path).to_owned();
+            match sandbox.compile(&path, &source) {
+                Ok(f) => {
+                    scripts.files.insert(name, Arc::new(f));
+                }
+                Err(e) => {
+                    scripts.broken.insert(name);
+                    errors.push(e);
+                }
+            }
+        }
+        (scripts, errors)
+    }
+
+    /// The pack the scripts belong to.
+    pub fn pack(&self) -> &str {
+        &self.pack
+    }
+
+    /// Resolves `file.rhai::fn` (or `file.rhai` with `default_fn`) to a function of `arity`
+    /// parameters. `Ok(None)` for a file that did not compile (its error is reported already);
+    /// `Err` says what is wrong with the reference.
+    pub fn resolve(&self, reference: &str, default_fn: Option<&str>, arity: usize) -> Result<Option<FnRef>, String> {
+        let (file, func) = match (reference.split_once("::"), default_fn) {
+            (Some((f, n)), _) => (f.trim(), n.trim()),
+            (None, Some(n)) => (reference.trim(), n),
+            (None, None) => return Err(format!("`{reference}` is not a script reference; write file.rhai::function")),
+        };
+        if self.broken.contains(file) {
+            return Ok(None);
+        }
+        let Some(script) = self.files.get(file) else {
+            let mut known: Vec<&str> = self.files.keys().map(String::as_str).collect();
+            known.sort();
+            let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+            return Err(format!("there is no script `{file}` in scripts/{}/ (scripts: {known})", self.pack));
+        };
+        if !script.has_fn(func, arity) {
+            let found = script.arities(func);
+            let why = if found.is_empty() {
+                "does not define it".to_owned()
+            } else {
+                let n: Vec<String> = found.iter().map(|n| n.to_string()).collect();
+                format!("defines it with {} parameter(s)", n.join(" or "))
+            };
+            return Err(format!("`{file}::{func}` must be a function of {arity} parameter(s); {file} {why}"));
+        }
+        Ok(Some(FnRef { file: script.clone(), name: func.into() }))
+    }
+}
+
+/// A condition written in a manifest (a route case's `when`, a selector's `similarity.when`).
+#[derive(Debug)]
+pub(crate) enum Condition {
+    /// A Rhai expression over `this`.
+    Script(FnRef),
+    /// `this.flag` or `!this.flag` on a bool field: read directly, no script call.
+    Flag { field: String, negate: bool },
 }
 
 /// A function in a script file: what `merit.rhai::from_judge` in a manifest resolves to.

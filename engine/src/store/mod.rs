@@ -114,7 +114,7 @@ pub struct Checkpoint {
     /// The model exchanges it used.
     pub exchanges: Arc<Vec<Exchange>>,
     /// For a step checkpoint: where the turn goes on after a crash.
-    pub resume: Option<Json>,
+    pub resume: Option<crate::graph::run::ResumePoint>,
     /// Whether the session is finished after it.
     pub finished: bool,
     /// When it was written, unix milliseconds.

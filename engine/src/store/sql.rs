@@ -28,7 +28,7 @@ pub(super) fn encode(c: &Checkpoint) -> Encoded {
         updates: Json::Array(updates).to_string(),
         snapshot: c.snapshot.as_ref().map(Json::to_string),
         exchanges: serde_json::to_string(&*c.exchanges).unwrap_or_else(|_| "[]".into()),
-        resume: c.resume.as_ref().map(Json::to_string),
+        resume: c.resume.as_ref().and_then(|r| serde_json::to_string(r).ok()),
     }
 }
 
@@ -80,7 +80,9 @@ where
         updates: updates(&get("updates")?)?,
         snapshot: opt("snapshot")?.map(|t| json("snapshot", &t)).transpose()?,
         exchanges: Arc::new(exchanges),
-        resume: opt("resume")?.map(|t| json("resume point", &t)).transpose()?,
+        resume: opt("resume")?
+            .map(|t| serde_json::from_str(&t).map_err(|e| store_error("a stored resume point", e)))
+            .transpose()?,
         finished: r.try_get::<bool, _>("finished").map_err(|e| store_error("finished", e))?,
         created_at: int("created_at")?,
     })

@@ -117,12 +117,18 @@ async fn suite(store: Arc<dyn Store>) {
     let mut step = turn(5, 5);
     step.kind = CheckpointKind::Step;
     step.step = Some(2);
-    step.resume = Some(json!({"next": ["c"]}));
+    let point = crate::graph::run::ResumePoint {
+        step: 2,
+        next: vec!["c".into()],
+        joins: vec![vec!["a".into()]],
+        random: u128::MAX.to_string(),
+    };
+    step.resume = Some(point.clone());
     store.append(&s, &step).await.unwrap();
     assert!(store.pending().await.unwrap().contains(&s));
     assert_eq!(store.info(&s).await.unwrap().unwrap().turns, 4, "a step does not finish a turn");
     let resumed = store.load(&s).await.unwrap().unwrap();
-    assert_eq!(resumed.after.last().unwrap().resume, Some(json!({"next": ["c"]})));
+    assert_eq!(resumed.after.last().unwrap().resume, Some(point));
     store.append(&s, &turn(6, 5)).await.unwrap();
     assert!(!store.pending().await.unwrap().contains(&s));
 

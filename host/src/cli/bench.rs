@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use ruleweave::select::{ScorerImpl, Selection};
 use ruleweave::text::Embeddings;
+use ruleweave::{ScorerImpl, Selection};
 use serde_json::Value;
 
 #[derive(clap::Args)]

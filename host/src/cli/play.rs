@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use ruleweave::{ErrorKind, Session, TurnResult};
+use ruleweave::{Candidate, ErrorKind, Session, SimilarityKind, SimilarityNote, TurnResult};
 use serde_json::Value;
 
 #[derive(clap::Args)]
@@ -193,18 +193,16 @@ fn show_details(session: &Session) {
 
 /// How the selection compared texts: `similarity by embeddings (model, 12 texts, 9 cached)`, or
 /// `by words`, with the reason when embeddings were asked for and not used.
-fn similarity(s: &serde_json::Value) -> String {
-    match s["kind"].as_str() {
-        Some("embedding") => format!(
+fn similarity(s: &SimilarityNote) -> String {
+    match (s.kind, &s.why) {
+        (SimilarityKind::Embedding, _) => format!(
             "similarity by embeddings ({}, {} texts, {} cached)",
-            s["model"].as_str().unwrap_or("?"),
-            s["texts"],
-            s["cached"]
+            s.model.as_deref().unwrap_or("?"),
+            s.texts.unwrap_or(0),
+            s.cached.unwrap_or(0)
         ),
-        _ => match s["why"].as_str() {
-            Some(why) => format!("similarity by words (embeddings not used: {why})"),
-            None => "similarity by words".to_owned(),
-        },
+        (SimilarityKind::Lexical, Some(why)) => format!("similarity by words (embeddings not used: {why})"),
+        (SimilarityKind::Lexical, None) => "similarity by words".to_owned(),
     }
 }
 
@@ -213,49 +211,28 @@ fn similarity(s: &serde_json::Value) -> String {
 fn show_decisions(r: &TurnResult) {
     for e in &r.events {
         let ruleweave::Event::Decision { node, breakdown: b } = e else { continue };
-        println!(
-            "{node}: {} phase (turn count {}), {}",
-            b["phase"].as_str().unwrap_or("?"),
-            b["turn_count"],
-            similarity(&b["similarity"])
-        );
-        let winner = b["winner"].as_u64();
-        for (i, c) in b["candidates"].as_array().into_iter().flatten().enumerate() {
-            let mark = if winner == Some(i as u64) { "→" } else { " " };
-            let what = format!(
-                "{} · {}",
-                c["strategy"].as_str().unwrap_or("?"),
-                c["focus"]["description"].as_str().unwrap_or("")
-            );
-            if c["vetoed"] == true {
-                let why = c["vetoes"].as_array().and_then(|v| v.last()).cloned().unwrap_or_default();
-                println!(
-                    " {mark} {what}: vetoed by {} ({})",
-                    why["scorer"].as_str().unwrap_or("?"),
-                    why["reasoning"].as_str().unwrap_or("")
-                );
-                continue;
-            }
-            let parts: Vec<String> = c["scores"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    format!(
-                        "{} {:.2}×{:.2}",
-                        s["scorer"].as_str().unwrap_or("?"),
-                        s["raw"].as_f64().unwrap_or(0.0),
-                        s["weight"].as_f64().unwrap_or(0.0)
-                    )
-                })
-                .collect();
-            println!(
-                " {mark} {what}: {:.3} × {:.2} = {:.3}  [{}]",
-                c["scorer_sum"].as_f64().unwrap_or(0.0),
-                c["phase_multiplier"].as_f64().unwrap_or(0.0),
-                c["final"].as_f64().unwrap_or(0.0),
-                parts.join(", ")
-            );
+        println!("{node}: {} phase (turn count {}), {}", b.phase, b.turn_count, similarity(&b.similarity));
+        for (i, c) in b.candidates.iter().enumerate() {
+            let mark = if b.winner == Some(i) { "→" } else { " " };
+            println!(" {mark} {}", candidate_line(c));
         }
     }
+}
+
+/// One candidate of a decision: what vetoed it, or how its score adds up.
+fn candidate_line(c: &Candidate) -> String {
+    let what = format!("{} · {}", c.strategy, c.focus["description"].as_str().unwrap_or(""));
+    if c.vetoed {
+        let (scorer, why) = c.vetoes.last().map_or(("?", ""), |v| (v.scorer.as_str(), v.reasoning.as_str()));
+        return format!("{what}: vetoed by {scorer} ({why})");
+    }
+    let parts: Vec<String> =
+        c.scores.iter().flatten().map(|s| format!("{} {:.2}×{:.2}", s.scorer, s.raw_score, s.weight)).collect();
+    format!(
+        "{what}: {:.3} × {:.2} = {:.3}  [{}]",
+        c.scorer_sum.unwrap_or(0.0),
+        c.phase_multiplier.unwrap_or(0.0),
+        c.final_score.unwrap_or(0.0),
+        parts.join(", ")
+    )
 }

@@ -8,12 +8,12 @@ use indexmap::IndexMap;
 use rhai::{Dynamic, Map};
 use serde_saphyr::Spanned;
 
-use super::{Loader, Refs, llm_key};
-use crate::error::Origin;
-use crate::graph::NodeKind;
-use crate::pack::manifest::{self, NodeDecl, Reducer, SpannedStr, TypeName};
+use super::Loader;
+use crate::graph::load::{Load, Refs};
+use crate::pack::manifest;
 use crate::select::{Focus, Scorer, Selector, Similarity, Strategy};
 use crate::value;
+use crate::vocab::{ScorerImpl, TypeName};
 
 impl Loader<'_> {
     /// Compiles the manifest's selectors: phases, strategies and their focus generators, phase
@@ -70,7 +70,7 @@ impl Loader<'_> {
                     self.error(what, self.at(&s.focus));
                     None
                 } else {
-                    match self.resolve(refs, &s.focus, None, 1) {
+                    match (Load { refs, errors: &mut self.errors }).resolve(&s.focus, None, 1) {
                         Some(f) if f.calls_models() => {
                             self.error("a focus generator cannot call models", self.at(&s.focus));
                             None
@@ -125,7 +125,7 @@ impl Loader<'_> {
                 }
                 scorer_ids.push(&sd.value.id);
             }
-            let default = d.implementation.unwrap_or(manifest::ScorerImpl::Script);
+            let default = d.implementation.unwrap_or(ScorerImpl::Script);
             let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
             let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
             let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, index, s, refs));
@@ -183,7 +183,10 @@ impl Loader<'_> {
         }
         // Named by position: a selector's name need not be an identifier.
         let when = match &d.when {
-            Some(w) => Some((self.test(w, &format!("similarity_when_{index}"), refs)?, w.value.clone())),
+            Some(w) => {
+                let when = Load { refs, errors: &mut self.errors }.condition(w, &format!("similarity_when_{index}"))?;
+                Some((when, w.value.clone()))
+            }
             None => None,
         };
         let texts = d.texts.iter().map(|t| t.value.clone()).collect();
@@ -195,10 +198,10 @@ impl Loader<'_> {
         selector: &str,
         decl: &Spanned<manifest::ScorerDecl>,
         refs: &Refs<'_>,
-        default: manifest::ScorerImpl,
+        default: ScorerImpl,
         weighted: bool,
     ) -> Option<Scorer> {
-        use manifest::ScorerImpl::{Native, Script};
+        use ScorerImpl::{Native, Script};
         let at = self.at(decl);
         let d = &decl.value;
         if !d.enabled {
@@ -235,7 +238,7 @@ impl Loader<'_> {
             (None, true, true) | (None, false, false) => default,
         };
         let script = match &d.script {
-            Some(s) => match self.resolve(refs, s, None, 2) {
+            Some(s) => match (Load { refs, errors: &mut self.errors }).resolve(s, None, 2) {
                 Some(f) if f.calls_models() => {
                     self.error(
                         "a scorer cannot call models (extract signals in an llm node before the selector)",
@@ -268,48 +271,5 @@ impl Loader<'_> {
             native,
             uses,
         })
-    }
-
-    /// A `select:` node: the selector must exist and `into` name a map (or any) field it replaces.
-    pub(super) fn select_node(
-        &mut self,
-        name: &str,
-        d: &NodeDecl,
-        sel: &SpannedStr,
-        at: Origin,
-        refs: &Refs<'_>,
-    ) -> Option<NodeKind> {
-        if let Some(key) = llm_key(d, false) {
-            self.error(format!("node `{name}`: `{key}` belongs to llm nodes"), at);
-            return None;
-        }
-        let Some(selector) = refs.selectors.get(&sel.value) else {
-            let known: Vec<&str> = refs.selectors.keys().map(String::as_str).collect();
-            self.error(
-                format!(
-                    "node `{name}` selects with `{}`, which the pack does not define (selectors: {})",
-                    sel.value,
-                    known.join(", ")
-                ),
-                self.at(sel),
-            );
-            return None;
-        };
-        let Some(into) = &d.into else {
-            self.error(format!("node `{name}` needs `into`: the state field the selector's winner goes to"), at);
-            return None;
-        };
-        match refs.schema.fields.get(&into.value) {
-            Some(f) if matches!(f.ty, TypeName::Map | TypeName::Any) && f.reducer == Reducer::Replace => {}
-            Some(_) => {
-                self.error(format!("`into: {}` must name a map field with reducer replace", into.value), self.at(into));
-                return None;
-            }
-            None => {
-                self.error(format!("`into: {}` is not a state field", into.value), self.at(into));
-                return None;
-            }
-        }
-        Some(NodeKind::Select(selector.clone(), into.value.clone()))
     }
 }

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use rhai::{Array, Dynamic, Map};
 
-use super::{
+use super::{FnRef, Sandbox};
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::{
     BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Provider, TokenSink, Usage, estimate_tokens,
 };
-use crate::error::{Error, ErrorKind, Result};
-use crate::script::{FnRef, Sandbox};
 use crate::value;
 
 /// A pack's stand-in model.

@@ -1,0 +1,143 @@
+//! What checking a graph's parts needs: the pack's compiled pieces to resolve references against
+//! (scripts, templates, state fields, profiles, selectors, the host's natives), and where problems
+//! go. The pack loader builds it; node kinds and selectors load through it, so each reports its
+//! problems at their place in the manifest.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use rhai::Map;
+use serde_saphyr::Spanned;
+
+use crate::error::{Error, Origin};
+use crate::llm::Profile;
+use crate::native::NativeNodes;
+use crate::prompt::{CONTEXT_NAMES, Prompts};
+use crate::script::{Condition, FnRef, Sandbox, Scripts};
+use crate::select::Selector;
+use crate::state::Schema;
+use crate::vocab::TypeName;
+
+/// The pack's pieces a reference may name.
+pub(crate) struct Refs<'a> {
+    /// The manifest's path, relative to the root (where positions point).
+    pub manifest: &'a str,
+    pub scripts: &'a Scripts,
+    pub sandbox: &'a Sandbox,
+    pub prompts: &'a Prompts,
+    pub schema: &'a Schema,
+    pub profiles: &'a IndexMap<String, Profile>,
+    pub params: &'a Map,
+    pub natives: &'a NativeNodes,
+    pub selectors: &'a IndexMap<String, Arc<Selector>>,
+}
+
+/// Loading one part: the references, and the list problems go to.
+pub(crate) struct Load<'a> {
+    pub refs: &'a Refs<'a>,
+    pub errors: &'a mut Vec<Error>,
+}
+
+impl Load<'_> {
+    /// Where a manifest value stands.
+    pub fn at<T>(&self, s: &Spanned<T>) -> Origin {
+        Origin::new(self.refs.manifest, s.referenced.line() as u32, s.referenced.column() as u32)
+    }
+
+    /// Reports a problem at `origin`.
+    pub fn error(&mut self, detail: impl Into<String>, origin: Origin) {
+        self.errors.push(Error::pack(detail, origin));
+    }
+
+    /// Resolves `file.rhai::fn` (or `file.rhai` with `default_fn`) to a function of `arity`
+    /// parameters, reporting a bad reference at its place.
+    pub fn resolve(&mut self, r: &Spanned<String>, default_fn: Option<&str>, arity: usize) -> Option<FnRef> {
+        match self.refs.scripts.resolve(&r.value, default_fn, arity) {
+            Ok(f) => f,
+            Err(why) => {
+                let at = self.at(r);
+                self.error(why, at);
+                None
+            }
+        }
+    }
+
+    /// A condition: `this.flag` or `!this.flag` on a bool field (read without a script), or any
+    /// Rhai expression over `this`, compiled as a function called `name`.
+    pub fn condition(&mut self, w: &Spanned<String>, name: &str) -> Option<Condition> {
+        if let Some(flag) = flag(&w.value, self.refs.schema) {
+            return Some(flag);
+        }
+        match self.refs.sandbox.compile_expr(name, &w.value, &self.at(w)) {
+            Ok(f) => Some(Condition::Script(FnRef { file: Arc::new(f), name: name.into() })),
+            Err(e) => {
+                self.errors.push(e);
+                None
+            }
+        }
+    }
+
+    /// A template the pack has, every variable it reads being a state field, a parameter or a
+    /// context name; its name when it is.
+    pub fn template(&mut self, t: &Spanned<String>) -> Option<String> {
+        let prompts = self.refs.prompts;
+        if !prompts.contains(&t.value) {
+            let files = prompts.file_templates();
+            let files = if files.is_empty() { "none".to_owned() } else { files.join(", ") };
+            let pack = self.refs.scripts.pack();
+            let at = self.at(t);
+            self.error(format!("there is no template `{}` in prompts/{pack}/ (templates: {files})", t.value), at);
+            return None;
+        }
+        let known: HashSet<&str> = self.refs.schema.fields.keys().map(String::as_str).collect();
+        for (var, origin) in prompts.unknown_variables(&t.value, &known, self.refs.params) {
+            let what = if var.starts_with("params.") { "a parameter" } else { "a state field" };
+            self.error(
+                format!(
+                    "template `{}` reads `{var}`, which is not {what} or one of {}",
+                    t.value,
+                    CONTEXT_NAMES.join(", ")
+                ),
+                origin,
+            );
+        }
+        Some(t.value.clone())
+    }
+
+    /// The state field `f` names, when it is one of `types` (`what` says what it is for).
+    pub fn field_of(&mut self, f: &Spanned<String>, types: &[TypeName], what: &str) -> Option<String> {
+        match self.refs.schema.fields.get(&f.value) {
+            Some(field) if types.contains(&field.ty) => Some(f.value.clone()),
+            Some(field) => {
+                let at = self.at(f);
+                self.error(format!("{what}; `{}` is {}", f.value, field.ty.a()), at);
+                None
+            }
+            None => {
+                let at = self.at(f);
+                self.error(format!("{what}; `{}` is not a state field", f.value), at);
+                None
+            }
+        }
+    }
+}
+
+/// `this.flag` or `!this.flag` on a bool field, as a condition that needs no script.
+fn flag(expr: &str, schema: &Schema) -> Option<Condition> {
+    let expr = expr.trim();
+    let (negate, rest) = match expr.strip_prefix('!') {
+        Some(rest) => (true, rest.trim_start()),
+        None => (false, expr),
+    };
+    let field = rest.strip_prefix("this.")?;
+    let is_bool = schema.fields.get(field).is_some_and(|f| f.ty == TypeName::Bool);
+    (is_identifier(field) && is_bool).then(|| Condition::Flag { field: field.to_owned(), negate })
+}
+
+/// Whether `s` is an identifier: a letter or `_`, then letters, digits or `_`.
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

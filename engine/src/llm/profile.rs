@@ -1,0 +1,60 @@
+//! A pack's model profiles: which model a call asks (fixed, or chosen by a session option) and
+//! how (temperature, length, JSON mode).
+
+use indexmap::IndexMap;
+use rhai::Map;
+
+use super::{LlmRequest, Message};
+use crate::error::{Error, ErrorKind, Result};
+
+/// An LLM profile: the model (fixed or chosen by an option) and how it is asked.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// The profile's name.
+    pub name: String,
+    /// What the profile is for.
+    pub description: String,
+    pub(crate) model: ModelSpec,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Reply length limit.
+    pub max_tokens: Option<u32>,
+    /// Whether to ask for a JSON object.
+    pub json: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum ModelSpec {
+    Fixed(String),
+    ByOption { option: String, models: IndexMap<String, String> },
+}
+
+impl Profile {
+    /// The model this profile uses for a session with `options`.
+    pub(crate) fn model(&self, options: &Map) -> Result<&str> {
+        match &self.model {
+            ModelSpec::Fixed(m) => Ok(m),
+            ModelSpec::ByOption { option, models } => {
+                let chosen = options.get(option.as_str()).map(|v| v.to_string()).unwrap_or_default();
+                models.get(&chosen).map(String::as_str).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Input,
+                        format!("profile `{}` has no model for {option} = {chosen}", self.name),
+                    )
+                })
+            }
+        }
+    }
+
+    /// A request from this profile.
+    pub(crate) fn request(&self, options: &Map, messages: Vec<Message>) -> Result<LlmRequest> {
+        Ok(LlmRequest {
+            profile: self.name.clone(),
+            model: self.model(options)?.to_owned(),
+            messages,
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            json: self.json,
+        })
+    }
+}

@@ -1,0 +1,248 @@
+//! Loading a pack: read the manifest, check every declaration, compile every script, parse every
+//! template, resolve every reference, build the graph. Problems are collected, not thrown, so one
+//! `check` shows all of them with `file:line:col`.
+//!
+//! By concern: `files` reads (inside the root only) and hashes the version, `decls` the
+//! declarations, `graph` the graph (each node through its kind, `graph::kinds`), `selectors` the
+//! selectors.
+
+mod decls;
+mod files;
+mod graph;
+mod selectors;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use rhai::Map;
+use serde_saphyr::Spanned;
+
+use super::manifest::Manifest;
+use super::{Display, Pack};
+use crate::error::{Error, Origin, Result};
+use crate::graph::load::{Load, Refs};
+use crate::limits::Limits;
+use crate::llm::Profile;
+use crate::native::NativeNodes;
+use crate::prompt::Prompts;
+use crate::script::standin::Standin;
+use crate::script::{HostShared, Sandbox, Scripts};
+use crate::state::Schema;
+use crate::value;
+use files::Files;
+
+/// Loads and validates the pack `name` under `root`.
+pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes) -> Result<Pack> {
+    let manifest_path = format!("config/{name}.yaml");
+    let mut files = Files::new(root);
+    let bytes = files.read(&manifest_path, &format!("the manifest of pack `{name}`"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
+    let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
+    let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), files };
+    let pack = l.build(manifest, natives);
+    match Error::collect(std::mem::take(&mut l.errors)) {
+        Some(e) => Err(e),
+        None => pack.ok_or_else(|| Error::internal("the pack failed to build without saying why")),
+    }
+}
+
+/// A YAML error at its place, without serde-saphyr's own snippet and position suffix.
+fn yaml_error(e: &serde_saphyr::Error, file: &str) -> Error {
+    let msg = e.without_snippet().to_string();
+    let origin = match e.location() {
+        Some(loc) => {
+            let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
+            let msg = msg.strip_suffix(&suffix).unwrap_or(&msg).to_owned();
+            return Error::pack(msg, Origin::new(file, loc.line() as u32, loc.column() as u32));
+        }
+        None => Origin::file(file),
+    };
+    Error::pack(msg, origin)
+}
+
+struct Loader<'a> {
+    root: &'a Path,
+    pack: String,
+    manifest_path: String,
+    errors: Vec<Error>,
+    /// Every file read, which the version covers.
+    files: Files,
+}
+
+/// What the manifest's declarations make: what the rest is checked against.
+struct Declared {
+    params: Map,
+    options: IndexMap<String, super::OptionSpec>,
+    profiles: Arc<IndexMap<String, Profile>>,
+    schema: Schema,
+    inputs: IndexMap<String, super::InputSpec>,
+    limits: Limits,
+}
+
+/// The pack's compiled code: templates, the sandbox (with `scripts/lib/`), its scripts.
+struct Compiled {
+    prompts: Arc<Prompts>,
+    sandbox: Arc<Sandbox>,
+    scripts: Scripts,
+    display: Display,
+}
+
+impl Loader<'_> {
+    fn at<T>(&self, s: &Spanned<T>) -> Origin {
+        Origin::new(&self.manifest_path, s.referenced.line() as u32, s.referenced.column() as u32)
+    }
+
+    fn error(&mut self, detail: impl Into<String>, origin: Origin) {
+        self.errors.push(Error::pack(detail, origin));
+    }
+
+    fn build(&mut self, m: Manifest, natives: &NativeNodes) -> Option<Pack> {
+        if let Some(n) = &m.name
+            && n.value != self.pack
+        {
+            self.error(format!("the manifest says `name: {}` but the file is {}.yaml", n.value, self.pack), self.at(n));
+        }
+        let d = self.declare(&m);
+        let c = self.compile(&m, &d)?;
+        let none = IndexMap::new();
+        let refs = Refs {
+            manifest: &self.manifest_path.clone(),
+            scripts: &c.scripts,
+            sandbox: &c.sandbox,
+            prompts: &c.prompts,
+            schema: &d.schema,
+            profiles: &d.profiles,
+            params: &d.params,
+            natives,
+            selectors: &none,
+        };
+        let selectors = self.selectors(&m.selectors, &refs);
+        let refs = Refs { selectors: &selectors, ..refs };
+        let mut load = Load { refs: &refs, errors: &mut self.errors };
+        let init = m.init.as_ref().and_then(|r| load.resolve(r, None, 0));
+        let migrate = m.migrate.as_ref().and_then(|r| load.resolve(r, None, 2));
+        let standin = m.standin.as_ref().and_then(|r| load.resolve(r, Some("respond"), 1));
+        if let (Some(f), Some(r)) = (&migrate, &m.migrate)
+            && f.calls_models()
+        {
+            let at = load.at(r);
+            load.error("the migrate script cannot call models: it runs as a session moves to a new version", at);
+        }
+        let graph = self.graph(&m.graph, &refs);
+        let outputs = self.outputs(&m.output, &d.schema);
+        let finish = self.finish(m.finish.as_ref(), &d.schema);
+        self.check_display(&c.prompts, &d);
+        let graph = graph?;
+        if !self.errors.is_empty() {
+            return None;
+        }
+        let standin = standin.map(|f| Arc::new(Standin::new(c.sandbox.clone(), f)) as Arc<dyn crate::llm::Provider>);
+        Some(Pack {
+            name: self.pack.clone(),
+            description: m.description.trim().to_owned(),
+            version: self.files.version(),
+            root: self.root.to_path_buf(),
+            options: d.options,
+            params: d.params,
+            profiles: d.profiles,
+            schema: d.schema,
+            inputs: d.inputs,
+            outputs,
+            finish,
+            display: c.display,
+            graph,
+            sandbox: c.sandbox,
+            limits: d.limits,
+            prompts: c.prompts,
+            init,
+            migrate,
+            selectors,
+            standin,
+            files: self.files.paths(),
+        })
+    }
+
+    /// The declarations: parameters, options, profiles, state fields, input, limits.
+    fn declare(&mut self, m: &Manifest) -> Declared {
+        let params: Map = m.params.iter().map(|(k, v)| (k.as_str().into(), value::from_json(&v.value))).collect();
+        let options = self.options(&m.options);
+        let profiles = Arc::new(self.profiles(&m.llm, &options));
+        let schema = self.schema(&m.state);
+        let inputs = self.inputs(&m.input);
+        let limits = self.limits(&m.limits);
+        Declared { params, options, profiles, schema, inputs, limits }
+    }
+
+    /// Reads and compiles the templates (the pack's files and the manifest's `display:` ones),
+    /// the libraries and the pack's scripts. `None` when not even an empty sandbox builds.
+    fn compile(&mut self, m: &Manifest, d: &Declared) -> Option<Compiled> {
+        let mut inline = Vec::new();
+        let mut display = Display::default();
+        for (part, decl, flag) in [
+            ("reply", &m.display.reply, &mut display.reply),
+            ("status", &m.display.status, &mut display.status),
+            ("details", &m.display.details, &mut display.details),
+            ("finished", &m.display.finished, &mut display.finished),
+        ] {
+            if let Some(t) = decl {
+                inline.push((format!("display.{part}"), t.value.clone(), self.at(t)));
+                *flag = true;
+            }
+        }
+        let fields: HashSet<&str> = d.schema.fields.keys().map(String::as_str).collect();
+        let templates = self.read_text("prompts", &self.pack.clone(), "j2", "template");
+        let prompts = match Prompts::load(&self.pack, &d.params, &fields, templates, inline) {
+            Ok(p) => p.limit_output(d.limits.max_render_size),
+            Err(errs) => {
+                self.errors.extend(errs);
+                Prompts::empty(&d.params)
+            }
+        };
+        let prompts = Arc::new(prompts);
+        let shared =
+            Arc::new(HostShared::new(self.pack.clone(), d.params.clone(), prompts.clone(), d.profiles.clone()));
+        let libs = self.read_text("scripts", "lib", "rhai", "script");
+        let sandbox = match Sandbox::new(d.limits, shared.clone(), &libs) {
+            Ok(s) => s,
+            Err(errs) => {
+                self.errors.extend(errs);
+                Sandbox::new(d.limits, shared, &[]).ok()?
+            }
+        };
+        let sources = self.read_text("scripts", &self.pack.clone(), "rhai", "script");
+        let (scripts, errors) = Scripts::compile(&sandbox, &self.pack, sources);
+        self.errors.extend(errors);
+        Some(Compiled { prompts, sandbox: Arc::new(sandbox), scripts, display })
+    }
+
+    /// The `display:` templates read only state fields.
+    fn check_display(&mut self, prompts: &Prompts, d: &Declared) {
+        let known: HashSet<&str> = d.schema.fields.keys().map(String::as_str).collect();
+        for part in ["reply", "status", "details", "finished"] {
+            let name = format!("display.{part}");
+            if prompts.contains(&name) {
+                for (var, origin) in prompts.unknown_variables(&name, &known, &d.params) {
+                    self.error(format!("display.{part} reads `{var}`, which is not a state field"), origin);
+                }
+            }
+        }
+    }
+
+    /// Reads the `*.ext` text files under `top/dir/` as (path relative to the root, text), sorted;
+    /// `what` names them in errors.
+    fn read_text(&mut self, top: &str, dir: &str, ext: &str, what: &str) -> Vec<(String, String)> {
+        let (files, errors) = self.files.dir(top, dir, ext);
+        self.errors.extend(errors);
+        let mut out = Vec::new();
+        for (path, bytes) in files {
+            match String::from_utf8(bytes) {
+                Ok(s) => out.push((path, s)),
+                Err(_) => self.error(format!("the {what} is not UTF-8 text"), Origin::file(&path)),
+            }
+        }
+        out
+    }
+}

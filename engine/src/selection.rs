@@ -1,0 +1,126 @@
+//! A selector run over one recorded state, outside any turn: what `ruleweave bench` and the
+//! benchmarks time, scripted against native.
+
+use std::sync::Arc;
+
+use rhai::{Dynamic, Map};
+use serde_json::Value as Json;
+
+use crate::engine::Engine;
+use crate::error::{Error, ErrorKind, Result};
+use crate::event::Breakdown;
+use crate::native::NativeNodes;
+use crate::pack::Pack;
+use crate::script::CallTag;
+use crate::select::{At, Run, Selector};
+use crate::text::Embeddings;
+use crate::vocab::ScorerImpl;
+
+/// A selector ready to run over one recorded state, outside any turn: what `ruleweave bench`
+/// and the benchmarks time, scripted against native.
+pub struct Selection {
+    pack: Arc<Pack>,
+    natives: NativeNodes,
+    selector: Arc<Selector>,
+    state: Dynamic,
+    tag: CallTag,
+    turns_done: u64,
+}
+
+impl Selection {
+    /// Selector `name` of `pack` over `state` (a JSON map of the pack's fields; missing ones take
+    /// their defaults), as in the turn after `turns_done` turns.
+    pub fn new(engine: &Engine, pack: &str, name: &str, state: &Json, turns_done: u64) -> Result<Self> {
+        let pack = engine.pack(pack)?;
+        let selector = pack.selectors.get(name).cloned().ok_or_else(|| {
+            let known: Vec<&str> = pack.selectors.keys().map(String::as_str).collect();
+            Error::new(
+                ErrorKind::NotFound,
+                format!("pack `{}` has no selector `{name}` (selectors: {})", pack.name, known.join(", ")),
+            )
+        })?;
+        let state = pack.schema.restore(state);
+        let turn = Arc::new(crate::turn::TurnCtx::new(
+            "bench".into(),
+            turns_done + 1,
+            0,
+            0,
+            Map::new(),
+            Map::new(),
+            engine.provider_for(&pack),
+            None,
+        ));
+        let tag = CallTag::new(turn, "bench".into());
+        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
+    }
+
+    /// The texts the selector would embed over this state (every focus description, then the
+    /// texts its `similarity:` names); empty without `similarity:`.
+    pub fn texts_to_embed(&mut self) -> Result<Vec<String>> {
+        let selector = self.selector.clone();
+        if selector.similarity.is_none() {
+            return Ok(Vec::new());
+        }
+        let candidates = selector.candidates(&mut self.runner(None))?;
+        Ok(selector.texts_to_embed(&candidates, &self.state))
+    }
+
+    /// Scores with these vectors from now on (`None`: lexical similarity, the default here).
+    pub fn set_embeddings(&mut self, embeddings: Option<Embeddings>) {
+        self.tag.embeddings = embeddings.map(Arc::new);
+    }
+
+    /// The selector's scorers, vetoes first: (id, has a script, has a native twin this host registered).
+    pub fn scorers(&self) -> Vec<(String, bool, bool)> {
+        let s = &self.selector;
+        s.vetoes.iter().chain(&s.scorers).map(|x| (x.id.clone(), x.script.is_some(), x.native.is_some())).collect()
+    }
+
+    /// Runs the whole selection (every scorer with `implementation` where it has one, else as the
+    /// manifest says); returns the breakdown, `winner` its index into `candidates`.
+    pub fn run(&mut self, implementation: Option<ScorerImpl>) -> Result<Breakdown> {
+        let selector = self.selector.clone();
+        selector.select(&mut self.runner(implementation)).map(|d| d.breakdown)
+    }
+
+    fn runner(&mut self, force: Option<ScorerImpl>) -> Run<'_> {
+        Run {
+            sandbox: &self.pack.sandbox,
+            natives: &self.natives,
+            state: &mut self.state,
+            tag: self.tag.clone(),
+            turns_done: self.turns_done,
+            force,
+            pack_params: &self.pack.params,
+        }
+    }
+
+    /// Runs scorer `id` alone over every candidate (as if every other scorer passed); returns
+    /// each candidate's raw score (or 1.0 / 0.0 for a veto that passes / rejects).
+    pub fn run_scorer(&mut self, id: &str, implementation: ScorerImpl) -> Result<Vec<f64>> {
+        let sel = self.selector.clone();
+        let scorer =
+            sel.vetoes.iter().chain(&sel.scorers).find(|s| s.id == id).ok_or_else(|| {
+                Error::new(ErrorKind::NotFound, format!("selector `{}` has no scorer `{id}`", sel.name))
+            })?;
+        let weighted = sel.scorers.iter().any(|s| s.id == id);
+        let mut run = self.runner(Some(implementation));
+        let count = sel.turn_count(&run);
+        let phase = sel.phase(count).to_owned();
+        let mut out = Vec::new();
+        for s in &sel.strategies {
+            for focus in sel.focuses(s, &mut run)? {
+                let at = At { strategy: &s.info, focus: &focus, phase: &phase, count };
+                let o = sel.call(scorer, &at, &mut run, &mut None)?;
+                out.push(if weighted {
+                    o.score
+                } else if o.veto {
+                    0.0
+                } else {
+                    1.0
+                });
+            }
+        }
+        Ok(out)
+    }
+}
