@@ -11,12 +11,12 @@ use rhai::{Dynamic, Map};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
 use crate::graph::run::{ResumePoint, Run};
 use crate::llm::Exchange;
 use crate::pack::Pack;
+use crate::runtime::Runtime;
 use crate::state::Undo;
 use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
 use crate::turn::TurnCtx;
@@ -25,7 +25,7 @@ use crate::vocab::now_ms;
 
 /// One running game or flow: a pack version, the options chosen, the state so far.
 pub struct Session {
-    pub(crate) engine: Engine,
+    pub(crate) rt: Arc<Runtime>,
     pub(crate) id: Arc<str>,
     pub(crate) pack: Arc<Pack>,
     pub(crate) options: Map,
@@ -129,7 +129,7 @@ impl Session {
     /// Opens a session of `pack` with checked `options`: the state starts at the fields'
     /// defaults, the pack's `init` script runs, and the start is recorded in the store.
     pub(crate) async fn open(
-        engine: Engine,
+        rt: Arc<Runtime>,
         pack: Arc<Pack>,
         options: Map,
         id: Option<String>,
@@ -153,13 +153,13 @@ impl Session {
                             now,
                             options.clone(),
                             Map::new(),
-                            engine.provider_for(&pack),
+                            rt.provider_for(&pack),
                             None,
                         )
                         .budget(&pack.limits)
-                        .observed(&pack.name, engine.llm_observers()),
+                        .observed(&pack.name, rt.llm_observers()),
                     );
-                    let env = pack.env(engine.natives(), &turn);
+                    let env = pack.env(rt.packs.natives(), &turn);
                     let made = caught(crate::graph::run::init(&env, init, &mut state)).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = turn.take_exchanges();
@@ -197,9 +197,9 @@ impl Session {
             finished: pack.is_finished(&state),
             created_at: now,
         };
-        engine.store().create(&info, &start).await?;
+        rt.store.create(&info, &start).await?;
         Ok(Session {
-            engine,
+            rt,
             id,
             pack,
             options,
@@ -214,7 +214,7 @@ impl Session {
     }
 
     /// A session loaded from its store: the snapshot, with every later checkpoint folded in.
-    pub(crate) fn from_stored(engine: Engine, pack: Arc<Pack>, stored: Stored) -> Result<Self> {
+    pub(crate) fn from_stored(rt: Arc<Runtime>, pack: Arc<Pack>, stored: Stored) -> Result<Self> {
         let Stored { info, snapshot_seq, snapshot_turn, snapshot, after } = stored;
         let options = match &info.options {
             Json::Object(o) => value::map_of_json(o),
@@ -248,7 +248,7 @@ impl Session {
             }
         }
         Ok(Session {
-            engine,
+            rt,
             id: info.id.as_str().into(),
             pack,
             options,
@@ -353,7 +353,7 @@ impl Session {
     /// Finishes a long turn a crash interrupted, from its last step checkpoint, without repeating
     /// the model calls of the steps already recorded. `None` when no turn was interrupted.
     pub async fn finish_interrupted(&mut self) -> Result<Option<TurnResult>> {
-        let store = self.engine.store().clone();
+        let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
         caught(self.finish_pending(None)).await
@@ -376,20 +376,20 @@ impl Session {
     /// since, or when a turn of this one was dropped half-way. Turns do this themselves; call it
     /// before reading a session another process may have moved on.
     pub async fn refresh(&mut self) -> Result<()> {
-        let store = self.engine.store().clone();
+        let store = self.rt.store.clone();
         if store.exclusive() && !self.dirty {
             return Ok(());
         }
         let info = store.info(&self.id).await?.ok_or_else(|| gone(&self.id))?;
         if info.head != self.seq || self.dirty {
             let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
-            *self = Session::from_stored(self.engine.clone(), self.engine.pack(&stored.info.pack)?, stored)?;
+            *self = Session::from_stored(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored)?;
         }
         Ok(())
     }
 
     async fn run_turn(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
-        let store = self.engine.store().clone();
+        let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
         caught(self.finish_pending(live.clone())).await?;
@@ -423,7 +423,7 @@ impl Session {
     /// the session leaves, to put back if the turn fails. A `migrate` that fails keeps the session
     /// on its version (logged), so a broken migration never breaks a game.
     fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
-        let current = self.engine.current(&self.pack.name)?;
+        let current = self.rt.packs.current(&self.pack.name)?;
         if Arc::ptr_eq(&current, &self.pack) || current.version == self.pack.version {
             return None;
         }
@@ -466,8 +466,8 @@ impl Session {
     ) -> Result<TurnResult> {
         let start = Instant::now();
         let pack = self.pack.clone();
-        let engine = self.engine.clone();
-        let store = engine.store().clone();
+        let rt = self.rt.clone();
+        let store = rt.store.clone();
         let id = self.id.clone();
         let turn = Arc::new(
             TurnCtx::new(
@@ -477,18 +477,18 @@ impl Session {
                 now_ms(),
                 self.options.clone(),
                 checked,
-                engine.provider_for(&pack),
+                rt.provider_for(&pack),
                 live,
             )
             .budget(&pack.limits)
-            .observed(&pack.name, engine.llm_observers()),
+            .observed(&pack.name, rt.llm_observers()),
         );
         let first_seq = self.seq;
         let mut seq = self.seq;
         self.dirty = true;
         let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
         let outcome: Result<(Vec<(String, Updates)>, bool)> = async {
-            let mut run = Run::new(pack.env(engine.natives(), &turn), resume.as_ref())?;
+            let mut run = Run::new(pack.env(rt.packs.natives(), &turn), resume.as_ref())?;
             let mut updates: Vec<(String, Updates)> = Vec::new();
             let undo = guard.undo.as_mut().expect("set above");
             while let Some(done) = run.step(guard.state, undo).await? {
@@ -520,7 +520,7 @@ impl Session {
         let recorded = turn.take();
         let result = match outcome {
             Ok((updates, finished)) => {
-                let every = engine.retention().snapshot_every.max(1);
+                let every = rt.retention.snapshot_every.max(1);
                 exchanges.extend(recorded.exchanges.iter().cloned());
                 let last = Checkpoint {
                     seq: seq + 1,

@@ -15,6 +15,9 @@ use crate::llm::{
     EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, Provider, TokenSink, estimate_tokens,
 };
 
+/// Sees every model call: the pack that made it and its `llm` event.
+pub type LlmObserver = Arc<dyn Fn(&str, &LlmEvent) + Send + Sync>;
+
 /// The context of one running turn.
 pub(crate) struct TurnCtx {
     pub session_id: Arc<str>,
@@ -33,7 +36,7 @@ pub(crate) struct TurnCtx {
     max_time: Duration,
     /// The pack's name and who watches its model calls.
     pack: Arc<str>,
-    observers: Arc<[crate::engine::LlmObserver]>,
+    observers: Arc<[LlmObserver]>,
     rng: Mutex<ChaCha8Rng>,
     record: Mutex<Record>,
 }
@@ -98,7 +101,7 @@ impl TurnCtx {
     }
 
     /// Shows every model call of the turn to `observers`, as made by `pack`.
-    pub fn observed(mut self, pack: &str, observers: Arc<[crate::engine::LlmObserver]>) -> Self {
+    pub fn observed(mut self, pack: &str, observers: Arc<[LlmObserver]>) -> Self {
         self.pack = Arc::from(pack);
         self.observers = observers;
         self

@@ -1,0 +1,355 @@
+//! The packs of a root: loading each on first use, the version each serves, reloading them as
+//! their files change (a new version swapped in only when it validates), and what happened to
+//! each (for `GET /v1/packs` and the reload events). An engine has one; clones share it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::native::NativeNodes;
+use crate::pack::{self, Pack};
+
+/// The packs under a root.
+#[derive(Clone)]
+pub struct Packs {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: PathBuf,
+    natives: NativeNodes,
+    slots: RwLock<HashMap<String, Slot>>,
+    /// Held while a pack rebuilds, so two saves in a row swap in in the order they were made.
+    rebuilding: Mutex<()>,
+    events: tokio::sync::broadcast::Sender<PackEvent>,
+}
+
+/// One pack's place: the version serving and the newest refusal.
+#[derive(Default)]
+struct Slot {
+    pack: Option<Arc<Pack>>,
+    error: Option<Error>,
+    reloads: u64,
+}
+
+impl std::fmt::Debug for Packs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packs").field("root", &self.inner.root).finish_non_exhaustive()
+    }
+}
+
+/// What one reload did: `serve` streams these at `GET /v1/events`, `play` prints them.
+#[derive(Debug, Clone, Serialize)]
+pub struct PackEvent {
+    /// The pack.
+    pub pack: String,
+    /// Whether a new version serves now, or the edit was refused.
+    pub status: ReloadStatus,
+    /// The version serving now (`None` while the pack has never loaded).
+    pub version: Option<String>,
+    /// The version that served before.
+    pub previous: Option<String>,
+    /// Why the edit was refused, each naming `file:line:col` where it can.
+    pub diagnostics: Vec<Error>,
+    /// The changed files that set the reload off, relative to the root.
+    pub files: Vec<String>,
+    /// When the reload finished, in milliseconds since the Unix epoch.
+    pub at: i64,
+    /// How long the rebuild took, in microseconds.
+    pub took_us: u64,
+}
+
+/// How a reload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReloadStatus {
+    /// The new version validated and serves.
+    Reloaded,
+    /// The edit is broken; the last good version keeps serving.
+    Rejected,
+}
+
+/// A pack's standing in an engine: the version that serves and the newest error, if the newest
+/// edit was refused.
+#[derive(Debug, Clone)]
+pub struct PackStatus {
+    /// The pack's name.
+    pub name: String,
+    /// The version serving, when one ever loaded.
+    pub pack: Option<Arc<Pack>>,
+    /// Why the newest edit (or the first load) was refused; `None` when the files on disk serve.
+    pub error: Option<Error>,
+    /// How many times a new version was swapped in since the engine started.
+    pub reloads: u64,
+}
+
+impl Packs {
+    /// The packs under `root` (which holds `config/`, `scripts/`, `prompts/`), with the native
+    /// nodes and scorers a host registered.
+    pub(crate) fn new(root: PathBuf, natives: NativeNodes) -> Self {
+        let inner = Inner {
+            root,
+            natives,
+            slots: RwLock::new(HashMap::new()),
+            rebuilding: Mutex::new(()),
+            events: tokio::sync::broadcast::channel(256).0,
+        };
+        Packs { inner: Arc::new(inner) }
+    }
+
+    /// The directory packs are read from.
+    pub fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    /// The native nodes and scorers the host registered.
+    pub(crate) fn natives(&self) -> &NativeNodes {
+        &self.inner.natives
+    }
+
+    /// The names of every pack under the root (`config/*.yaml`), sorted.
+    pub fn names(&self) -> Result<Vec<String>> {
+        let dir = self.inner.root.join("config");
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot list {}: {e}", dir.display())))?;
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                let p = e.path();
+                let yaml = p.extension().is_some_and(|x| x == "yaml");
+                yaml.then(|| p.file_stem().map(|s| s.to_string_lossy().into_owned())).flatten()
+            })
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The pack `name` at its current version, loading it on first use.
+    pub fn get(&self, name: &str) -> Result<Arc<Pack>> {
+        if let Some(p) = self.current(name) {
+            return Ok(p);
+        }
+        self.load(name)
+    }
+
+    /// Whether `name` is a pack of this engine: one it loaded (or tried to), or one whose manifest
+    /// is under the root. What a client names is not a pack until this says so.
+    pub fn contains(&self, name: &str) -> bool {
+        is_pack_name(name)
+            && (self.inner.slots.read().unwrap_or_else(|e| e.into_inner()).contains_key(name)
+                || self.inner.root.join("config").join(format!("{name}.yaml")).is_file())
+    }
+
+    /// The version of `name` serving now, if it ever loaded.
+    pub fn current(&self, name: &str) -> Option<Arc<Pack>> {
+        self.inner.slots.read().unwrap_or_else(|e| e.into_inner()).get(name).and_then(|s| s.pack.clone())
+    }
+
+    /// Loads (or reloads) the pack `name` from disk and makes it the current version. When the
+    /// files do not validate, the error is returned and kept for [`Packs::status`], and the
+    /// version that served before (if any) goes on serving.
+    pub fn load(&self, name: &str) -> Result<Arc<Pack>> {
+        self.rebuild(name, Vec::new()).0
+    }
+
+    /// Rebuilds `name` off to the side and swaps it in when it validates; reports what happened
+    /// when a version was already serving or a watcher noticed the change (`files`).
+    fn reload(&self, name: &str, files: Vec<String>) -> Option<PackEvent> {
+        self.rebuild(name, files).1
+    }
+
+    fn rebuild(&self, name: &str, files: Vec<String>) -> (Result<Arc<Pack>>, Option<PackEvent>) {
+        if !is_pack_name(name) {
+            let shown: String = name.chars().take(PACK_NAME_MAX).collect();
+            let more = if shown.len() < name.len() { "…" } else { "" };
+            let why =
+                format!("`{shown}{more}` is not a pack name (letters, digits, `_` and `-`, at most {PACK_NAME_MAX})");
+            return (Err(Error::new(ErrorKind::NotFound, why)), None);
+        }
+        let _one_at_a_time = self.inner.rebuilding.lock().unwrap_or_else(|p| p.into_inner());
+        let started = std::time::Instant::now();
+        let previous = self.current(name);
+        let natives = &self.inner.natives;
+        let built = pack::load(&self.inner.root, name, natives).and_then(|new| match &previous {
+            Some(old) => compatible(old, &new).map(|()| new),
+            None => Ok(new),
+        });
+        let noticed = previous.is_some() || !files.is_empty();
+        if let Err(e) = &built
+            && e.kind() == ErrorKind::NotFound
+            && previous.is_none()
+            && files.is_empty()
+        {
+            // No such pack: nothing to keep (a client naming packs at random must not grow this).
+            return (Err(e.clone()), None);
+        }
+        let mut packs = self.inner.slots.write().unwrap_or_else(|e| e.into_inner());
+        let slot = packs.entry(name.to_owned()).or_default();
+        let (result, status, diagnostics) = match built {
+            Ok(new) => {
+                let was_refused = slot.error.take().is_some();
+                match previous.as_ref().filter(|old| old.version == new.version) {
+                    // The same files (an editor touched them): nothing to swap, nothing to say,
+                    // unless they put back the serving version after a refused edit.
+                    Some(old) if !was_refused => return (Ok(old.clone()), None),
+                    Some(old) => (Ok(old.clone()), ReloadStatus::Reloaded, Vec::new()),
+                    None => {
+                        let new = Arc::new(new);
+                        slot.pack = Some(new.clone());
+                        if previous.is_some() {
+                            slot.reloads += 1;
+                        }
+                        (Ok(new), ReloadStatus::Reloaded, Vec::new())
+                    }
+                }
+            }
+            Err(e) => {
+                if slot.error.as_ref() == Some(&e) {
+                    // Refused again for the same reasons (one save seen twice): said already.
+                    return (Err(e), None);
+                }
+                slot.error = Some(e.clone());
+                let diagnostics = e.all().map(Error::alone).collect();
+                (Err(e), ReloadStatus::Rejected, diagnostics)
+            }
+        };
+        let version = slot.pack.as_ref().map(|p| p.version.clone());
+        drop(packs);
+        let event = noticed.then(|| PackEvent {
+            pack: name.to_owned(),
+            status,
+            version,
+            previous: previous.map(|p| p.version.clone()),
+            diagnostics,
+            files,
+            at: crate::vocab::now_ms(),
+            took_us: started.elapsed().as_micros() as u64,
+        });
+        if let Some(e) = &event {
+            // Nobody listening is fine: the event is also in the pack's status.
+            let _ = self.inner.events.send(e.clone());
+        }
+        (result, event)
+    }
+
+    /// Every pack's standing, sorted by name: the packs under the root and any the engine has
+    /// loaded, each with the version serving and the newest refusal.
+    pub fn status(&self) -> Vec<PackStatus> {
+        let mut names = self.names().unwrap_or_default();
+        let packs = self.inner.slots.read().unwrap_or_else(|e| e.into_inner());
+        names.extend(packs.keys().cloned());
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| {
+                let slot = packs.get(&name);
+                PackStatus {
+                    pack: slot.and_then(|s| s.pack.clone()),
+                    error: slot.and_then(|s| s.error.clone()),
+                    reloads: slot.map_or(0, |s| s.reloads),
+                    name,
+                }
+            })
+            .collect()
+    }
+
+    /// Hears of every reload from now on: versions swapped in and edits refused.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<PackEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Loads every pack, returning each one's result (for `check`).
+    pub fn load_all(&self) -> Result<Vec<(String, Result<Arc<Pack>>)>> {
+        Ok(self.names()?.into_iter().map(|n| (n.clone(), self.load(&n))).collect())
+    }
+
+    /// Reloads every pack that `files` (paths relative to the root) belong to; returns what each
+    /// reload did. A pack whose files did not really change (its version is the same) is left
+    /// alone and reports nothing.
+    pub fn reload_files(&self, files: &[String]) -> Vec<PackEvent> {
+        // Which packs each file belongs to, worked out once (`scripts/lib/` lists the packs).
+        let owners: Vec<(&String, Vec<String>)> = files.iter().map(|f| (f, self.packs_of(f))).collect();
+        let packs: BTreeSet<&String> = owners.iter().flat_map(|(_, p)| p).collect();
+        let mut out = Vec::new();
+        for pack in packs {
+            let mine: Vec<String> =
+                owners.iter().filter(|(_, p)| p.contains(pack)).map(|(f, _)| (*f).clone()).collect();
+            if let Some(event) = self.reload(pack, mine) {
+                match event.status {
+                    ReloadStatus::Reloaded => tracing::info!(
+                        pack = %event.pack,
+                        version = event.version.as_deref().unwrap_or(""),
+                        previous = event.previous.as_deref().unwrap_or(""),
+                        took_us = event.took_us,
+                        "pack reloaded"
+                    ),
+                    ReloadStatus::Rejected => {
+                        let why: Vec<String> = event.diagnostics.iter().map(|e| e.to_string()).collect();
+                        tracing::warn!(pack = %event.pack, "edit refused, the last good version serves: {}", why.join("; "))
+                    }
+                }
+                out.push(event);
+            }
+        }
+        out
+    }
+
+    /// The packs a file (relative to the root) belongs to: `config/NAME.yaml`, anything under
+    /// `scripts/NAME/` or `prompts/NAME/`, and every pack for the shared `scripts/lib/`.
+    fn packs_of(&self, file: &str) -> Vec<String> {
+        let mut parts = file.split('/');
+        let (Some(top), Some(second)) = (parts.next(), parts.next()) else { return Vec::new() };
+        let deeper = parts.next().is_some();
+        match (top, deeper) {
+            ("config", false) => second.strip_suffix(".yaml").map(|n| vec![n.to_owned()]).unwrap_or_default(),
+            ("scripts", true) if second == "lib" => self.names().unwrap_or_default(),
+            ("scripts" | "prompts", true) => vec![second.to_owned()],
+            _ => Vec::new(),
+        }
+        .into_iter()
+        .filter(|n| is_pack_name(n))
+        .collect()
+    }
+}
+
+/// The longest pack name.
+const PACK_NAME_MAX: usize = 64;
+
+/// Whether `name` can be a pack name (a short file stem without path separators).
+pub(crate) fn is_pack_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= PACK_NAME_MAX
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Whether live sessions on `old` can move to `new`. A state field whose type changed so that the
+/// values sessions hold no longer fit is refused, unless the new version has a `migrate` script
+/// to convert them.
+pub(crate) fn compatible(old: &Pack, new: &Pack) -> Result<()> {
+    if new.migrate.is_some() {
+        return Ok(());
+    }
+    let errors: Vec<Error> = new
+        .schema
+        .fields
+        .iter()
+        .filter_map(|(name, field)| {
+            let was = old.schema.fields.get(name)?;
+            (!was.ty.fits_in(field.ty)).then(|| {
+                Error::pack(
+                    format!(
+                        "state field `{name}` changed from {} to {}: live sessions (version {}) hold {} values; \
+                         convert them in a `migrate` script, or give the field a new name",
+                        was.ty, field.ty, old.version, was.ty
+                    ),
+                    field.origin.clone(),
+                )
+            })
+        })
+        .collect();
+    Error::collect(errors).map_or(Ok(()), Err)
+}

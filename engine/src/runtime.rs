@@ -1,0 +1,68 @@
+//! What sessions run with: the packs, where sessions are kept, which models answer, and who
+//! watches model calls. A session holds this, not a whole engine.
+
+use std::sync::{Arc, RwLock};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::{BoxFuture, LlmChoice, LlmRequest, LlmResponse, Provider, TokenSink};
+use crate::pack::Pack;
+use crate::packs::Packs;
+use crate::store::{Retention, Store};
+use crate::turn::LlmObserver;
+
+/// The narrow runtime of sessions.
+pub(crate) struct Runtime {
+    pub packs: Packs,
+    pub store: Arc<dyn Store>,
+    pub llm: LlmChoice,
+    pub retention: Retention,
+    observers: RwLock<Arc<[LlmObserver]>>,
+}
+
+impl Runtime {
+    pub fn new(packs: Packs, store: Arc<dyn Store>, llm: LlmChoice, retention: Retention) -> Self {
+        Runtime { packs, store, llm, retention, observers: RwLock::new(Arc::new([])) }
+    }
+
+    /// Adds an observer of every model call.
+    pub fn on_llm_call(&self, observe: LlmObserver) {
+        let mut observers = self.observers.write().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<LlmObserver> = observers.iter().cloned().collect();
+        all.push(observe);
+        *observers = all.into();
+    }
+
+    /// Who watches model calls.
+    pub fn llm_observers(&self) -> Arc<[LlmObserver]> {
+        self.observers.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The provider that answers `pack`'s model calls.
+    pub fn provider_for(&self, pack: &Pack) -> Arc<dyn Provider> {
+        match (&self.llm, &pack.standin) {
+            (LlmChoice::Provider(p), _) => p.clone(),
+            (LlmChoice::Standin, Some(s)) => s.clone(),
+            (LlmChoice::Standin, None) => Arc::new(NoModel(pack.name.clone())),
+        }
+    }
+}
+
+/// Answers for a pack with no stand-in when no provider is configured: every call fails, saying why.
+struct NoModel(String);
+
+impl Provider for NoModel {
+    fn name(&self) -> &str {
+        "none"
+    }
+
+    fn complete<'a>(&'a self, _: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        Box::pin(std::future::ready(Err(Error::new(
+            ErrorKind::Llm,
+            format!(
+                "pack `{}` has no stand-in model (`standin:` in its manifest) and no provider is configured; \
+                 set OPENAI_API_KEY (and OPENAI_BASE_URL for a local server) or RULEWEAVE_LLM",
+                self.0
+            ),
+        ))))
+    }
+}
