@@ -193,8 +193,9 @@ impl Config {
     /// The model choice: the environment, with the file's `[llm]` values where it says nothing.
     pub fn llm(&self) -> Result<ruleweave::LlmChoice> {
         let from_file = |k: &str| self.llm.iter().find(|(var, _)| *var == k).map(|(_, v)| v.clone());
-        ruleweave::LlmChoice::from_vars(|k| std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| from_file(k)))
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        Ok(ruleweave::LlmChoice::from_vars(|k| {
+            std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| from_file(k))
+        })?)
     }
 
     /// Refuses to serve beyond loopback without a token long enough to be a secret.

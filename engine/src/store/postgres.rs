@@ -5,8 +5,6 @@
 //! the database releases the lock. Checkpoints are written in their own short transactions, so a
 //! long turn's step checkpoints are durable while the turn is still running.
 
-use std::hash::{Hash, Hasher};
-
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
@@ -35,12 +33,10 @@ impl Drop for PgLock {
     }
 }
 
-/// The advisory lock key of a session id.
+/// The advisory lock key of a session id: FNV-1a, the same in every build of every replica (the
+/// standard library's hasher may change between compilers).
 fn lock_key(id: &str) -> i64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    "ruleweave-session".hash(&mut h);
-    id.hash(&mut h);
-    h.finish() as i64
+    crate::text::hash(&format!("ruleweave-session\0{id}")) as i64
 }
 
 impl PostgresStore {
@@ -343,6 +339,13 @@ impl Store for PostgresStore {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lock_keys_are_stable_across_builds() {
+        // A replica built by another compiler must lock the same key: FNV-1a, computed by hand.
+        assert_eq!(super::lock_key("abc"), super::lock_key("abc"));
+        assert_eq!(super::lock_key("0123456789abcdef0123"), -3_799_077_962_248_481_314);
+    }
+
     #[test]
     fn passwords_are_redacted() {
         assert_eq!(super::redact("postgres://me:secret@db/x"), "postgres://me:***@db/x");

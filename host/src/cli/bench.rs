@@ -62,7 +62,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         states.extend(read_states(file)?);
     }
     for id in &args.session {
-        let recorded = rt.block_on(engine.turn_states(id)).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let recorded = rt.block_on(engine.turn_states(id))?;
         states.extend(recorded);
     }
     if states.is_empty() {
@@ -84,10 +84,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         let mut runs = Vec::new();
         let mut embedded = 0;
         for (turn, state) in &states {
-            let mut sel =
-                Selection::new(&engine, pack.name(), &name, state, *turn).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let mut sel = Selection::new(&engine, pack.name(), &name, state, *turn)?;
             if args.embeddings {
-                let texts = sel.texts_to_embed().map_err(|e| anyhow::anyhow!("{e}"))?;
+                let texts = sel.texts_to_embed()?;
                 embedded += texts.len();
                 sel.set_embeddings(Some(Embeddings::hashed(texts)));
             }
@@ -120,7 +119,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
                             Row::Whole => sel.run(Some(imp)).map(|_| ()),
                             Row::Scorer(id) => sel.run_scorer(id, imp).map(|_| ()),
                         }
-                        .map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
+                        .with_context(|| label.clone())?;
                         total += start.elapsed();
                     }
                     bar.inc(1);

@@ -84,7 +84,7 @@ pub fn main() -> ExitCode {
 /// An engine over `root`: the provider the environment (and ruleweave.toml) chooses, sessions in
 /// the store `store` names.
 async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
-    let store = ruleweave::store::open(store).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let store = ruleweave::store::open(store).await?;
     // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
     let builder = ruleweave_natives::register(Engine::builder(root));
     Ok(builder.llm(config.llm()?).store(store).retention(config.retention).build())
@@ -106,7 +106,7 @@ fn options(pack: &Pack, set: &[String]) -> Result<Map<String, Value>> {
     let mut out = Map::new();
     for pair in set {
         let (k, v) = pair.split_once('=').with_context(|| format!("--set {pair}: write KEY=VALUE"))?;
-        let value = pack.option_from_str(k.trim(), v).map_err(|e| anyhow::anyhow!("--set {pair}: {e}"))?;
+        let value = pack.option_from_str(k.trim(), v).with_context(|| format!("--set {pair}"))?;
         out.insert(k.trim().to_owned(), value);
     }
     Ok(out)

@@ -40,7 +40,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     let options = super::options(&pack, &args.set)?;
     let mut session = match &args.session {
         Some(id) => {
-            let s = rt.block_on(engine.resume(id)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let s = rt.block_on(engine.resume(id))?;
             if s.pack().name() != pack.name() {
                 anyhow::bail!("session {id} plays `{}`, not `{}`", s.pack().name(), pack.name());
             }
@@ -49,7 +49,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             }
             s
         }
-        None => rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?,
+        None => rt.block_on(engine.open(&args.pack, &options))?,
     };
     let standin = matches!(engine.llm(), ruleweave::LlmChoice::Standin);
     let speaker = if standin { format!("{} (stand-in)", pack.name()) } else { pack.name().to_owned() };
@@ -114,7 +114,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
                 None => println!("no turn yet"),
             },
             "/new" => {
-                session = rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?;
+                session = rt.block_on(engine.open(&args.pack, &options))?;
                 last = None;
                 println!("new session {}", session.id());
                 show_opening(&session, &speaker);

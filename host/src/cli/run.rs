@@ -40,7 +40,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             Value::Array(items) => items,
             other => bail!("{} must hold a list of inputs, not {}", args.input.display(), kind(&other)),
         };
-    let mut session = rt.block_on(engine.open(&args.pack, &options)).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut session = rt.block_on(engine.open(&args.pack, &options))?;
     eprintln!(
         "ruleweave: {} (version {}), session {}, on {}",
         pack.name(),

@@ -44,7 +44,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         let state = Arc::new(AppState::new(engine.clone(), config.server.clone()));
         let _watcher = match args.watch {
             true => {
-                let w = engine.watch().map_err(|e| anyhow::anyhow!("{e}"))?;
+                let w = engine.watch()?;
                 eprintln!("ruleweave: watching config/, scripts/ and prompts/ for edits");
                 tokio::spawn(log_reloads(engine.subscribe(), engine.root().to_path_buf()));
                 Some(w)

@@ -11,6 +11,11 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::value;
 use crate::vocab::{Reducer, TypeName};
 
+mod reducer;
+
+#[cfg(test)]
+use reducer::eq;
+
 /// One state field as the pack declares it.
 #[derive(Debug, Clone)]
 pub(crate) struct Field {
@@ -30,7 +35,7 @@ pub(crate) struct Schema {
 
 /// How to undo one applied update.
 #[derive(Debug)]
-enum UndoOp {
+pub(super) enum UndoOp {
     /// Put back the old value of a field.
     Restore(rhai::Identifier, Dynamic),
     /// Shorten a list field back to its old length.
@@ -41,7 +46,7 @@ enum UndoOp {
 
 /// The log of everything a turn changed, to roll it back if the turn fails.
 #[derive(Debug, Default)]
-pub(crate) struct Undo(Vec<UndoOp>);
+pub(crate) struct Undo(pub(super) Vec<UndoOp>);
 
 impl Undo {
     /// Reverts every change in the log, newest first.
@@ -131,13 +136,7 @@ impl Schema {
     pub fn check(&self, updates: &Map) -> Result<()> {
         for (name, value) in updates {
             let field = self.field(name)?;
-            let ok = match field.reducer {
-                Reducer::Replace => field.ty.admits(value),
-                // A list extends, anything else is one more item.
-                Reducer::Append | Reducer::Union => true,
-                Reducer::Merge => value.is_map(),
-                Reducer::Add => value.is_int() || value.is_float(),
-            };
+            let ok = field.reducer.accepts(field.ty, value);
             if !ok {
                 return Err(Error::new(
                     ErrorKind::Script,
@@ -174,101 +173,16 @@ impl Schema {
             let field = self.field(&name)?;
             let update = update.clone().flatten().into_read_only();
             let slot = map.entry(name.clone()).or_insert_with(|| stored(field.default.clone()));
-            match field.reducer {
-                Reducer::Replace => {
-                    let update = if field.ty == TypeName::Float && update.is_int() {
-                        Dynamic::from_float(update.as_int().unwrap_or_default() as f64).into_read_only()
-                    } else {
-                        update
-                    };
-                    let old = std::mem::replace(slot, stored(update));
-                    undo.0.push(UndoOp::Restore(name, old));
-                }
-                Reducer::Append | Reducer::Union => {
-                    let mut list = slot
-                        .write_lock::<rhai::Array>()
-                        .ok_or_else(|| Error::internal(format!("list field `{name}` holds a non-list")))?;
-                    undo.0.push(UndoOp::Truncate(name.clone(), list.len()));
-                    let items = if update.is_array() { update.cast::<rhai::Array>() } else { vec![update] };
-                    for item in items {
-                        if field.reducer == Reducer::Append || !list.iter().any(|x| eq(x, &item)) {
-                            list.push(item);
-                        }
-                    }
-                }
-                Reducer::Merge => {
-                    let mut inner = slot
-                        .write_lock::<Map>()
-                        .ok_or_else(|| Error::internal(format!("map field `{name}` holds a non-map")))?;
-                    for (k, v) in update.cast::<Map>() {
-                        let old = inner.insert(k.clone(), v);
-                        undo.0.push(UndoOp::MapKey(name.clone(), k, old));
-                    }
-                }
-                Reducer::Add => {
-                    let sum = match (slot.as_int(), update.as_int()) {
-                        (Ok(a), Ok(b)) => Dynamic::from_int(a.saturating_add(b)),
-                        _ => Dynamic::from_float(as_f64(slot) + as_f64(&update)),
-                    };
-                    let old = std::mem::replace(slot, sum.into_read_only());
-                    undo.0.push(UndoOp::Restore(name, old));
-                }
-            }
+            field.reducer.fold(&name, field.ty, slot, update, undo)?;
         }
         Ok(())
     }
 }
 
-impl Reducer {
-    /// Whether the reducer can fold updates into a field of type `ty` (append and union need a
-    /// list, merge a map, add a number).
-    pub(crate) fn fits(self, ty: TypeName) -> bool {
-        match self {
-            Reducer::Replace => true,
-            Reducer::Append | Reducer::Union => ty == TypeName::List,
-            Reducer::Merge => ty == TypeName::Map,
-            Reducer::Add => matches!(ty, TypeName::Int | TypeName::Float | TypeName::Number),
-        }
-    }
-}
-
 /// A value as state keeps it: read-only, and shared when it is a list or a map.
-fn stored(v: Dynamic) -> Dynamic {
+pub(super) fn stored(v: Dynamic) -> Dynamic {
     let v = v.flatten().into_read_only();
     if v.is_array() || v.is_map() { v.into_shared() } else { v }
-}
-
-fn as_f64(d: &Dynamic) -> f64 {
-    d.as_float().or_else(|_| d.as_int().map(|i| i as f64)).unwrap_or(0.0)
-}
-
-/// Structural equality of two values (Rhai's `Dynamic` has none of its own).
-pub(crate) fn eq(a: &Dynamic, b: &Dynamic) -> bool {
-    if let (Ok(x), Ok(y)) = (a.as_int(), b.as_int()) {
-        return x == y;
-    }
-    if let (Ok(x), Ok(y)) = (a.as_float(), b.as_float()) {
-        return x == y;
-    }
-    if let (Ok(x), Ok(y)) = (a.as_bool(), b.as_bool()) {
-        return x == y;
-    }
-    if a.is_unit() || b.is_unit() {
-        return a.is_unit() && b.is_unit();
-    }
-    if let (Some(x), Some(y)) = (a.read_lock::<rhai::ImmutableString>(), b.read_lock::<rhai::ImmutableString>()) {
-        return *x == *y;
-    }
-    if let (Some(x), Some(y)) = (a.read_lock::<rhai::Array>(), b.read_lock::<rhai::Array>()) {
-        return x.len() == y.len() && x.iter().zip(y.iter()).all(|(p, q)| eq(p, q));
-    }
-    if let (Some(x), Some(y)) = (a.read_lock::<Map>(), b.read_lock::<Map>()) {
-        return x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| eq(v, w)));
-    }
-    if let (Ok(x), Ok(y)) = (a.as_char(), b.as_char()) {
-        return x == y;
-    }
-    false
 }
 
 #[cfg(test)]
