@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply, judged};
 use support::{json_lines, repo_root, ruleweave, run_with_stdin, stderr, stdout, temp_file};
@@ -21,7 +19,7 @@ fn run_against(mock: &MockLlm, inputs: &str, difficulty: &str) -> std::process::
         .env("RULEWEAVE_LLM_RETRIES", "2")
         .env("RULEWEAVE_LLM_BACKOFF_MS", "1")
         .env("RULEWEAVE_LLM_MAX_BACKOFF_MS", "20")
-        .env("RULEWEAVE_LLM_TIMEOUT_MS", "400");
+        .env("RULEWEAVE_LLM_TIMEOUT_MS", "3000");
     cmd.output().unwrap()
 }
 
@@ -263,7 +261,8 @@ fn a_judge_that_keeps_failing_falls_back_to_the_rules() {
 #[test]
 fn a_timeout_is_retried() {
     let mock = MockLlm::start();
-    mock.judge(Reply::Slow(Duration::from_millis(1500), Box::new(judged(90)))).judge(judged(44));
+    // The first answer never comes: the client's timeout gives up on it, whatever the machine's speed.
+    mock.judge(Reply::Hang).judge(judged(44));
     let out = run_against(&mock, "- Ahoy!\n", "medium");
     assert!(out.status.success(), "{}", stderr(&out));
     let line = &json_lines(&out)[0];

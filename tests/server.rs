@@ -150,10 +150,7 @@ async fn the_whole_api_in_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_api_in_postgres() {
-    let Ok(url) = std::env::var("RULEWEAVE_TEST_POSTGRES") else {
-        eprintln!("RULEWEAVE_TEST_POSTGRES is not set: skipped here (CI sets it)");
-        return;
-    };
+    let Some(url) = support::postgres() else { return };
     the_whole_api(store::open(&url).await.unwrap()).await;
 }
 

@@ -302,10 +302,12 @@ impl Engine {
         if self.rt().store.delete(id).await? { Ok(()) } else { Err(no_session(id)) }
     }
 
-    /// Deletes the sessions that finished longer ago than the retention allows; returns how many.
+    /// Deletes the sessions that finished at least as long ago as the retention keeps them;
+    /// returns how many.
     pub async fn expire_finished(&self) -> Result<u64> {
         let Some(after) = self.retention().expire_finished_after else { return Ok(0) };
-        let before = crate::vocab::now_ms() - after.as_millis() as i64;
+        // Finished at least `after` ago: at or before now - after (the store's bound is exclusive).
+        let before = crate::vocab::now_ms() - after.as_millis() as i64 + 1;
         let n = self.rt().store.expire(before).await?;
         if n > 0 {
             // Let expired sessions go from memory too: the store no longer has them.

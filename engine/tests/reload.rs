@@ -185,9 +185,12 @@ async fn live_sessions_take_new_fields_drop_old_ones_and_migrate() {
 async fn a_hundred_reloads_while_turns_run_fail_no_turn() {
     let (root, engine, _w, mut rx) = setup().await;
     let stop = Arc::new(AtomicBool::new(false));
+    // How many turns the players have played, for the loop below to wait on.
+    let (played, mut counted) = tokio::sync::watch::channel(0usize);
+    let played = Arc::new(played);
     let mut players = Vec::new();
     for _ in 0..4 {
-        let (engine, stop) = (engine.clone(), stop.clone());
+        let (engine, stop, played) = (engine.clone(), stop.clone(), played.clone());
         players.push(tokio::spawn(async move {
             let mut s = engine.open("marker", &Default::default()).await.unwrap();
             let mut turns: Vec<(String, Value, Value)> = Vec::new();
@@ -197,6 +200,7 @@ async fn a_hundred_reloads_while_turns_run_fail_no_turn() {
                     Ok(r) => turns.push((r.pack_version, r.output["first"].clone(), r.output["second"].clone())),
                     Err(e) => failures.push(e.to_string()),
                 }
+                played.send_modify(|n| *n += 1);
                 tokio::task::yield_now().await;
             }
             (s.id().to_owned(), turns, failures)
@@ -210,7 +214,9 @@ async fn a_hundred_reloads_while_turns_run_fail_no_turn() {
         assert_eq!(e.status, ReloadStatus::Reloaded, "{e:?}");
         marker_of.insert(e.version.unwrap(), i);
         // Let a few turns run on this version.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let now = *counted.borrow_and_update();
+        let more = tokio::time::timeout(Duration::from_secs(30), counted.wait_for(|n| *n >= now + 4)).await;
+        assert!(more.is_ok_and(|r| r.is_ok()), "the players stopped playing");
     }
     stop.store(true, Ordering::Relaxed);
     let mut total = 0;

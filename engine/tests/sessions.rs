@@ -126,8 +126,7 @@ async fn finished_sessions_expire_and_deleted_ones_are_gone() {
     assert_eq!(done.turn(json!({"text": "more"})).await.unwrap_err().kind(), ErrorKind::Finished);
     let mut going = e.open("counter", &Default::default()).await.unwrap();
     going.turn(json!({"text": "a"})).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    assert_eq!(e.expire_finished().await.unwrap(), 1);
+    assert_eq!(e.expire_finished().await.unwrap(), 1, "kept for zero time: gone at once");
     assert_eq!(e.info(done.id()).await.unwrap_err().kind(), ErrorKind::NotFound);
     e.delete(going.id()).await.unwrap();
     assert_eq!(e.session(going.id()).await.unwrap_err().kind(), ErrorKind::NotFound);
@@ -174,19 +173,13 @@ async fn a_hundred_concurrent_turns_all_count_in_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hundred_concurrent_turns_all_count_in_postgres() {
-    let Ok(url) = std::env::var("RULEWEAVE_TEST_POSTGRES") else {
-        eprintln!("RULEWEAVE_TEST_POSTGRES is not set: skipped here (CI sets it)");
-        return;
-    };
+    let Some(url) = support::postgres() else { return };
     hundred_concurrent_turns(store::open(&url).await.unwrap()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_engines_on_one_postgres_lose_no_update() {
-    let Ok(url) = std::env::var("RULEWEAVE_TEST_POSTGRES") else {
-        eprintln!("RULEWEAVE_TEST_POSTGRES is not set: skipped here (CI sets it)");
-        return;
-    };
+    let Some(url) = support::postgres() else { return };
     let root = counter();
     // Two engines, each with its own connection pool and session cache: two replicas.
     let a = engine(&root, store::open(&url).await.unwrap(), Retention::default());
@@ -241,6 +234,8 @@ graph:
 struct Steps {
     calls: Mutex<HashMap<String, usize>>,
     hang: AtomicBool,
+    /// Told when a call hangs.
+    hung: tokio::sync::Notify,
 }
 
 impl Provider for Steps {
@@ -255,6 +250,7 @@ impl Provider for Steps {
     ) -> BoxFuture<'a, ruleweave::Result<LlmResponse>> {
         *self.calls.lock().unwrap().entry(r.profile.clone()).or_default() += 1;
         if r.profile == "c" && self.hang.load(Ordering::SeqCst) {
+            self.hung.notify_one();
             return Box::pin(std::future::pending());
         }
         let response =
@@ -279,9 +275,11 @@ async fn an_interrupted_long_turn_resumes_without_repeating_model_calls() {
     let id = {
         let e = Engine::builder(root.path()).store(sqlite(&db).await).provider(provider.clone()).build();
         let mut s = e.open("long", &Default::default()).await.unwrap();
-        // The host dies while the third model call hangs.
-        let cut = tokio::time::timeout(Duration::from_millis(100), s.turn(json!({}))).await;
-        assert!(cut.is_err());
+        // The host dies while the third model call hangs: the turn is dropped then.
+        tokio::select! {
+            r = s.turn(json!({})) => panic!("the turn should hang, not end: {r:?}"),
+            () = provider.hung.notified() => {}
+        }
         s.id().to_owned()
     };
     let steps: Vec<CheckpointKind> = {

@@ -31,6 +31,10 @@ pub enum Reply {
     Slow(Duration, Box<Reply>),
     /// 429 with this `Retry-After` header, as written.
     RetryAfter(String),
+    /// Never answers (the client's timeout is the only way out).
+    Hang,
+    /// Answers once the test opens the gate.
+    Gated(Arc<tokio::sync::Notify>, Box<Reply>),
 }
 
 /// A recorded request.
@@ -49,7 +53,6 @@ impl Seen {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     judge: VecDeque<Reply>,
     chat: VecDeque<Reply>,
@@ -57,6 +60,22 @@ struct Inner {
     embeddings: VecDeque<Reply>,
     vectors: HashMap<String, Vec<f32>>,
     seen: Vec<Seen>,
+    /// How many requests have arrived, for tests to wait on.
+    count: tokio::sync::watch::Sender<usize>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            judge: VecDeque::new(),
+            chat: VecDeque::new(),
+            messages: VecDeque::new(),
+            embeddings: VecDeque::new(),
+            vectors: HashMap::new(),
+            seen: Vec::new(),
+            count: tokio::sync::watch::channel(0).0,
+        }
+    }
 }
 
 /// The running server; stops when dropped.
@@ -131,6 +150,13 @@ impl MockLlm {
         self.inner.lock().unwrap().seen.clone()
     }
 
+    /// Waits (at most 30 s) until `n` requests have arrived.
+    pub async fn wait_seen(&self, n: usize) {
+        let mut count = self.inner.lock().unwrap().count.subscribe();
+        let reached = tokio::time::timeout(Duration::from_secs(30), count.wait_for(|c| *c >= n)).await;
+        assert!(reached.is_ok_and(|r| r.is_ok()), "the model server never saw {n} requests");
+    }
+
     /// The requests of one kind (`judge` or `chat`).
     pub fn seen_kind(&self, kind: &str) -> Vec<Value> {
         self.seen().into_iter().filter(|s| s.kind == kind).map(|s| s.body).collect()
@@ -154,6 +180,7 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     let reply = {
         let mut inner = inner.lock().unwrap();
         inner.seen.push(Seen::new(kind, &body, &headers));
+        inner.count.send_replace(inner.seen.len());
         let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
         queue
             .pop_front()
@@ -177,15 +204,13 @@ async fn embeddings(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, 
         Ok(v) => v,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("bad JSON: {e}")).into_response(),
     };
-    let (mut reply, vectors) = {
+    let (reply, vectors) = {
         let mut inner = inner.lock().unwrap();
         inner.seen.push(Seen::new("embeddings", &body, &headers));
+        inner.count.send_replace(inner.seen.len());
         (inner.embeddings.pop_front().unwrap_or(Reply::Content(String::new())), inner.vectors.clone())
     };
-    while let Reply::Slow(wait, next) = reply {
-        tokio::time::sleep(wait).await;
-        reply = *next;
-    }
+    let reply = delayed(reply).await;
     let Some(input) = body["input"].as_array() else {
         return (StatusCode::BAD_REQUEST, "input must be a list").into_response();
     };
@@ -217,15 +242,13 @@ async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
         Ok(v) => v,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("bad JSON: {e}")).into_response(),
     };
-    let mut reply = {
+    let reply = {
         let mut inner = inner.lock().unwrap();
         inner.seen.push(Seen::new("messages", &body, &headers));
+        inner.count.send_replace(inner.seen.len());
         inner.messages.pop_front().unwrap_or_else(|| Reply::Content("Arrr.".into()))
     };
-    while let Reply::Slow(wait, next) = reply {
-        tokio::time::sleep(wait).await;
-        reply = *next;
-    }
+    let reply = delayed(reply).await;
     let model = body["model"].as_str().unwrap_or("unknown").to_owned();
     match reply {
         Reply::Content(text) if body["stream"] == json!(true) => {
@@ -258,15 +281,30 @@ async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
         Reply::RetryAfter(after) => {
             Response::builder().status(429).header("retry-after", after).body(Body::empty()).unwrap()
         }
-        Reply::Slow(..) => unreachable!(),
+        Reply::Slow(..) | Reply::Gated(..) | Reply::Hang => unreachable!("delayed() waited"),
     }
 }
 
-async fn answer(mut reply: Reply, request: &Value, streaming: bool) -> Response {
-    while let Reply::Slow(wait, next) = reply {
-        tokio::time::sleep(wait).await;
-        reply = *next;
+/// Waits as a `Slow`, `Gated` or `Hang` reply says, then gives the reply to send.
+async fn delayed(mut reply: Reply) -> Reply {
+    loop {
+        reply = match reply {
+            Reply::Slow(wait, next) => {
+                tokio::time::sleep(wait).await;
+                *next
+            }
+            Reply::Gated(gate, next) => {
+                gate.notified().await;
+                *next
+            }
+            Reply::Hang => std::future::pending().await,
+            other => return other,
+        }
     }
+}
+
+async fn answer(reply: Reply, request: &Value, streaming: bool) -> Response {
+    let reply = delayed(reply).await;
     let model = request["model"].as_str().unwrap_or("unknown").to_owned();
     match reply {
         Reply::Content(text) if streaming => {
@@ -303,6 +341,6 @@ async fn answer(mut reply: Reply, request: &Value, streaming: bool) -> Response 
             let body = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
             Response::builder().status(429).header("retry-after", after).body(Body::from(body)).unwrap()
         }
-        Reply::Slow(..) => unreachable!(),
+        Reply::Slow(..) | Reply::Gated(..) | Reply::Hang => unreachable!("delayed() waited"),
     }
 }

@@ -12,6 +12,21 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
+/// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
+pub fn postgres() -> Option<String> {
+    match std::env::var("RULEWEAVE_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("RULEWEAVE_TEST_POSTGRES is not set, and CI must test PostgreSQL")
+        }
+        _ => {
+            eprintln!("SKIPPED: RULEWEAVE_TEST_POSTGRES is not set, so this PostgreSQL test did not run");
+            None
+        }
+    }
+}
+
 /// `ruleweave` with a clean model environment: no keys, stand-in unless a test says otherwise.
 pub fn ruleweave(root: &Path) -> Command {
     clean(Command::new(env!("CARGO_BIN_EXE_ruleweave")), root)
@@ -54,6 +69,23 @@ fn clean(mut cmd: Command, root: &Path) -> Command {
 pub struct Process {
     pub child: std::process::Child,
     pub url: String,
+    /// What it prints on stderr, line by line.
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Process {
+    /// Waits (at most 30 s) until the server prints a line holding `text`.
+    pub fn wait_for_line(&self, text: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("the server never printed `{text}`"),
+            }
+        }
+    }
 }
 
 impl Drop for Process {
@@ -86,6 +118,7 @@ pub fn start_cmd(mut cmd: Command) -> Process {
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut sent = false;
         for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -93,10 +126,11 @@ pub fn start_cmd(mut cmd: Command) -> Process {
                 let _ = tx.send(url.to_owned());
                 sent = true;
             }
+            let _ = lines_tx.send(line);
         }
     });
     let url = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the server did not start");
-    Process { child, url }
+    Process { child, url, lines }
 }
 
 /// POSTs `body` as JSON; a connection failure reads as 503.

@@ -170,12 +170,24 @@ async fn sqlite_store() {
     assert!(open(&url).await.unwrap().info(&s).await.unwrap().is_some());
 }
 
+/// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
+/// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
+fn postgres() -> Option<String> {
+    match std::env::var("RULEWEAVE_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("RULEWEAVE_TEST_POSTGRES is not set, and CI must test PostgreSQL")
+        }
+        _ => {
+            eprintln!("SKIPPED: RULEWEAVE_TEST_POSTGRES is not set, so this PostgreSQL test did not run");
+            None
+        }
+    }
+}
+
 #[tokio::test]
 async fn postgres_store() {
-    let Ok(url) = std::env::var("RULEWEAVE_TEST_POSTGRES") else {
-        eprintln!("RULEWEAVE_TEST_POSTGRES is not set: PostgreSQL store not tested here (CI sets it)");
-        return;
-    };
+    let Some(url) = postgres() else { return };
     suite(open(&url).await.unwrap()).await;
 }
 

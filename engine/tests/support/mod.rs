@@ -19,6 +19,21 @@ pub fn fixtures() -> PathBuf {
     repo_root().join("tests/packs")
 }
 
+/// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
+/// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
+pub fn postgres() -> Option<String> {
+    match std::env::var("RULEWEAVE_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("RULEWEAVE_TEST_POSTGRES is not set, and CI must test PostgreSQL")
+        }
+        _ => {
+            eprintln!("SKIPPED: RULEWEAVE_TEST_POSTGRES is not set, so this PostgreSQL test did not run");
+            None
+        }
+    }
+}
+
 /// Replies queued per profile; `Err` entries fail the call. Every request is recorded.
 #[derive(Default)]
 pub struct Canned {
@@ -91,8 +106,11 @@ pub fn write_root(files: &[(&str, &str)]) -> tempfile::TempDir {
     dir
 }
 
-/// A provider that never answers.
-pub struct Silent;
+/// A provider that never answers, and says when it has been asked.
+#[derive(Default)]
+pub struct Silent {
+    pub asked: tokio::sync::Notify,
+}
 
 impl Provider for Silent {
     fn name(&self) -> &str {
@@ -100,6 +118,7 @@ impl Provider for Silent {
     }
 
     fn complete<'a>(&'a self, _: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        self.asked.notify_one();
         Box::pin(std::future::pending())
     }
 }
