@@ -62,8 +62,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         states.extend(read_states(file)?);
     }
     for id in &args.session {
-        let recorded = rt.block_on(engine.turn_states(id))?;
-        states.extend(recorded);
+        states.extend(rt.block_on(engine.turn_states(id))?);
     }
     if states.is_empty() {
         bail!(
@@ -79,80 +78,106 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     if selectors.is_empty() {
         bail!("pack `{}` declares no selectors: there is nothing to time", pack.name());
     }
-    let iterations = args.iterations;
     for name in selectors {
-        let mut runs = Vec::new();
-        let mut embedded = 0;
-        for (turn, state) in &states {
-            let mut sel = Selection::new(&engine, pack.name(), &name, state, *turn)?;
-            if args.embeddings {
-                let texts = sel.texts_to_embed()?;
-                embedded += texts.len();
-                sel.set_embeddings(Some(Embeddings::hashed(texts)));
-            }
-            runs.push(sel);
-        }
-        let scorers = runs[0].scorers();
-        let all_native = scorers.iter().all(|(_, _, native)| *native);
-        let mut rows = vec![(Row::Whole, true, all_native)];
-        rows.extend(scorers.into_iter().map(|(id, script, native)| (Row::Scorer(id), script, native)));
-        let work: u64 = rows.iter().map(|(_, s, n)| u64::from(*s) + u64::from(*n)).sum();
-        let bar = ProgressBar::new(work * u64::from(iterations));
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} runs")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        let mut table = Vec::new();
-        for (row, script, native) in &rows {
-            let label = match row {
-                Row::Whole => "whole selection".to_owned(),
-                Row::Scorer(id) => id.clone(),
-            };
-            bar.set_message(label.clone());
-            let mut time = |imp: ScorerImpl| -> Result<Duration> {
-                let mut total = Duration::ZERO;
-                for _ in 0..iterations {
-                    for sel in runs.iter_mut() {
-                        let start = Instant::now();
-                        match row {
-                            Row::Whole => sel.run(Some(imp)).map(|_| ()),
-                            Row::Scorer(id) => sel.run_scorer(id, imp).map(|_| ()),
-                        }
-                        .with_context(|| label.clone())?;
-                        total += start.elapsed();
-                    }
-                    bar.inc(1);
-                }
-                Ok(total / (iterations * runs.len() as u32))
-            };
-            let scripted = if *script { Some(time(ScorerImpl::Script)?) } else { None };
-            let native_t = if *native { Some(time(ScorerImpl::Native)?) } else { None };
-            table.push((label, scripted, native_t));
-        }
-        bar.finish_and_clear();
+        let (mut runs, embedded) = selections(&engine, pack.name(), &name, &states, args.embeddings)?;
+        let table = time_rows(&mut runs, args.iterations)?;
         let similarity = match (args.embeddings, embedded) {
             (false, _) => "similarity by words".to_owned(),
             (true, 0) => "similarity by words (the selector has no `similarity:`)".to_owned(),
             (true, n) => format!("similarity by the stand-in's embeddings ({n} texts)"),
         };
         println!(
-            "{} / {name}: {} states, {iterations} runs each, {similarity}; mean per state",
+            "{} / {name}: {} states, {} runs each, {similarity}; mean per state",
             pack.name(),
-            runs.len()
+            runs.len(),
+            args.iterations
         );
-        println!("{:<28} {:>12} {:>12} {:>8}", "", "scripted", "native", "ratio");
-        for (label, scripted, native) in table {
-            let cell = |d: Option<Duration>| d.map_or("—".to_owned(), |d| format!("{:.1} µs", d.as_secs_f64() * 1e6));
-            let ratio = match (scripted, native) {
-                (Some(s), Some(n)) if !n.is_zero() => format!("{:.2}x", s.as_secs_f64() / n.as_secs_f64()),
-                _ => "—".to_owned(),
-            };
-            println!("{label:<28} {:>12} {:>12} {ratio:>8}", cell(scripted), cell(native));
-        }
-        println!("(a scorer alone includes making the candidates: the focus generators run either way)");
+        print_table(table);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Selector `name` ready over each state (with the stand-in's vectors when `embeddings`), and
+/// how many texts got vectors.
+fn selections(
+    engine: &ruleweave::Engine,
+    pack: &str,
+    name: &str,
+    states: &[(u64, Value)],
+    embeddings: bool,
+) -> Result<(Vec<Selection>, usize)> {
+    let mut runs = Vec::new();
+    let mut embedded = 0;
+    for (turn, state) in states {
+        let mut sel = Selection::new(engine, pack, name, state, *turn)?;
+        if embeddings {
+            let texts = sel.texts_to_embed()?;
+            embedded += texts.len();
+            sel.set_embeddings(Some(Embeddings::hashed(texts)));
+        }
+        runs.push(sel);
+    }
+    Ok((runs, embedded))
+}
+
+/// A row of the table: its label, and the mean time scripted and native (where it has one).
+type Timed = (String, Option<Duration>, Option<Duration>);
+
+/// Times the whole selection and each scorer, scripted and native, with a progress bar.
+fn time_rows(runs: &mut [Selection], iterations: u32) -> Result<Vec<Timed>> {
+    let scorers = runs[0].scorers();
+    let all_native = scorers.iter().all(|(_, _, native)| *native);
+    let mut rows = vec![(Row::Whole, true, all_native)];
+    rows.extend(scorers.into_iter().map(|(id, script, native)| (Row::Scorer(id), script, native)));
+    let work: u64 = rows.iter().map(|(_, s, n)| u64::from(*s) + u64::from(*n)).sum();
+    let bar = ProgressBar::new(work * u64::from(iterations));
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} runs")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let mut table = Vec::new();
+    for (row, script, native) in &rows {
+        let label = match row {
+            Row::Whole => "whole selection".to_owned(),
+            Row::Scorer(id) => id.clone(),
+        };
+        bar.set_message(label.clone());
+        let mut time = |imp: ScorerImpl| -> Result<Duration> {
+            let mut total = Duration::ZERO;
+            for _ in 0..iterations {
+                for sel in runs.iter_mut() {
+                    let start = Instant::now();
+                    match row {
+                        Row::Whole => sel.run(Some(imp)).map(|_| ()),
+                        Row::Scorer(id) => sel.run_scorer(id, imp).map(|_| ()),
+                    }
+                    .with_context(|| label.clone())?;
+                    total += start.elapsed();
+                }
+                bar.inc(1);
+            }
+            Ok(total / (iterations * runs.len() as u32))
+        };
+        let scripted = if *script { Some(time(ScorerImpl::Script)?) } else { None };
+        let native_t = if *native { Some(time(ScorerImpl::Native)?) } else { None };
+        table.push((label, scripted, native_t));
+    }
+    bar.finish_and_clear();
+    Ok(table)
+}
+
+fn print_table(table: Vec<Timed>) {
+    println!("{:<28} {:>12} {:>12} {:>8}", "", "scripted", "native", "ratio");
+    for (label, scripted, native) in table {
+        let cell = |d: Option<Duration>| d.map_or("—".to_owned(), |d| format!("{:.1} µs", d.as_secs_f64() * 1e6));
+        let ratio = match (scripted, native) {
+            (Some(s), Some(n)) if !n.is_zero() => format!("{:.2}x", s.as_secs_f64() / n.as_secs_f64()),
+            _ => "—".to_owned(),
+        };
+        println!("{label:<28} {:>12} {:>12} {ratio:>8}", cell(scripted), cell(native));
+    }
+    println!("(a scorer alone includes making the candidates: the focus generators run either way)");
 }
 
 /// `(turn, state)` of every line of `ruleweave run` output that has both.

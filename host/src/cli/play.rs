@@ -38,19 +38,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     let engine = rt.block_on(super::engine(root, &config, &store))?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
-    let mut session = match &args.session {
-        Some(id) => {
-            let s = rt.block_on(engine.resume(id))?;
-            if s.pack().name() != pack.name() {
-                anyhow::bail!("session {id} plays `{}`, not `{}`", s.pack().name(), pack.name());
-            }
-            if !args.set.is_empty() {
-                anyhow::bail!("--set chooses options for a new session; session {id} keeps its own");
-            }
-            s
-        }
-        None => rt.block_on(engine.open(&args.pack, &options))?,
-    };
+    let session = open_session(rt, &engine, &pack, &args, &options)?;
     let standin = matches!(engine.llm(), ruleweave::LlmChoice::Standin);
     let speaker = if standin { format!("{} (stand-in)", pack.name()) } else { pack.name().to_owned() };
     println!("{} (version {}): {}", pack.name(), pack.version(), pack.description());
@@ -64,30 +52,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     }
     println!("{HELP}");
     show_opening(&session, &speaker);
-    let _watcher = if args.no_watch {
-        None
-    } else {
-        match engine.watch() {
-            Ok(w) => {
-                // Reloads show as they happen: "pirate reloaded (version ...)", or why an edit was refused.
-                let (mut rx, name, root) = (engine.subscribe(), pack.name().to_owned(), engine.root().to_path_buf());
-                rt.spawn(async move {
-                    while let Ok(e) = rx.recv().await {
-                        if e.pack == name {
-                            print!("{}", super::describe_reload(&e, &root));
-                            let _ = std::io::stdout().flush();
-                        }
-                    }
-                });
-                Some(w)
-            }
-            Err(e) => {
-                println!("(not watching for edits: {e})");
-                None
-            }
-        }
-    };
-    let mut last: Option<TurnResult> = None;
+    let _watcher = if args.no_watch { None } else { watch_edits(rt, &engine, pack.name()) };
+    let mut console =
+        Console { rt, engine: &engine, pack: &pack, options, session, speaker, last: None, explain: args.explain };
     let stdin = std::io::stdin();
     loop {
         print!("> ");
@@ -97,59 +64,133 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             println!();
             return Ok(ExitCode::SUCCESS);
         }
-        let line = line.trim();
+        if console.line(line.trim())? == Flow::Quit {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+/// The session `play` goes on with (`--session`) or a new one.
+fn open_session(
+    rt: &tokio::runtime::Runtime,
+    engine: &ruleweave::Engine,
+    pack: &ruleweave::Pack,
+    args: &Args,
+    options: &serde_json::Map<String, Value>,
+) -> Result<Session> {
+    let Some(id) = &args.session else { return Ok(rt.block_on(engine.open(&args.pack, options))?) };
+    let s = rt.block_on(engine.resume(id))?;
+    if s.pack().name() != pack.name() {
+        anyhow::bail!("session {id} plays `{}`, not `{}`", s.pack().name(), pack.name());
+    }
+    if !args.set.is_empty() {
+        anyhow::bail!("--set chooses options for a new session; session {id} keeps its own");
+    }
+    Ok(s)
+}
+
+/// Watches the pack's files; each reload shows as it happens: "pirate reloaded (version ...)",
+/// or why an edit was refused.
+fn watch_edits(
+    rt: &tokio::runtime::Runtime,
+    engine: &ruleweave::Engine,
+    name: &str,
+) -> Option<ruleweave::reload::Watcher> {
+    match engine.watch() {
+        Ok(w) => {
+            let (mut rx, name, root) = (engine.subscribe(), name.to_owned(), engine.root().to_path_buf());
+            rt.spawn(async move {
+                while let Ok(e) = rx.recv().await {
+                    if e.pack == name {
+                        print!("{}", super::describe_reload(&e, &root));
+                        let _ = std::io::stdout().flush();
+                    }
+                }
+            });
+            Some(w)
+        }
+        Err(e) => {
+            println!("(not watching for edits: {e})");
+            None
+        }
+    }
+}
+
+/// Whether the console goes on.
+#[derive(PartialEq)]
+enum Flow {
+    Go,
+    Quit,
+}
+
+/// The terminal session: the game being played and the last turn, for `/why` and `/events`.
+struct Console<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    engine: &'a ruleweave::Engine,
+    pack: &'a ruleweave::Pack,
+    options: serde_json::Map<String, Value>,
+    session: Session,
+    speaker: String,
+    last: Option<TurnResult>,
+    explain: bool,
+}
+
+impl Console<'_> {
+    /// One line typed: a command, or a move.
+    fn line(&mut self, line: &str) -> Result<Flow> {
         match line {
-            "" => continue,
-            "/quit" | "/exit" => return Ok(ExitCode::SUCCESS),
+            "" => {}
+            "/quit" | "/exit" => return Ok(Flow::Quit),
             "/help" => println!("{HELP}"),
-            "/state" => println!("{}", serde_json::to_string_pretty(&session.state())?),
+            "/state" => println!("{}", serde_json::to_string_pretty(&self.session.state())?),
             "/why" => {
-                show_details(&session);
-                if let Some(r) = &last {
+                show_details(&self.session);
+                if let Some(r) = &self.last {
                     show_decisions(r);
                 }
             }
-            "/events" => match &last {
+            "/events" => match &self.last {
                 Some(r) => r.events.iter().for_each(|e| println!("{}", serde_json::to_string(e).unwrap_or_default())),
                 None => println!("no turn yet"),
             },
             "/new" => {
-                session = rt.block_on(engine.open(&args.pack, &options))?;
-                last = None;
-                println!("new session {}", session.id());
-                show_opening(&session, &speaker);
+                self.session = self.rt.block_on(self.engine.open(self.pack.name(), &self.options))?;
+                self.last = None;
+                println!("new session {}", self.session.id());
+                show_opening(&self.session, &self.speaker);
             }
             // `/word` is a command; anything else starting with `/` is an answer.
             command if command.starts_with('/') && command[1..].chars().all(|c| c.is_ascii_alphabetic()) => {
                 println!("unknown command {command}; {HELP}");
             }
-            text => {
-                let input = if text.starts_with('{') {
-                    super::parse_value(text)
-                } else {
-                    super::turn_input(&pack, Value::String(text.to_owned()))
-                };
-                let input = match input {
-                    Ok(i) => i,
-                    Err(e) => {
-                        println!("! {e:#}");
-                        continue;
-                    }
-                };
-                match rt.block_on(session.turn(input)) {
-                    Ok(r) => {
-                        show_turn(&session, &speaker, &r);
-                        if args.explain {
-                            show_details(&session);
-                            show_decisions(&r);
-                        }
-                        last = Some(r);
-                    }
-                    Err(e) if e.kind() == ErrorKind::Finished => println!("! {} (/new starts a new game)", e.detail()),
-                    Err(e) => {
-                        print!("! the turn failed, nothing changed:\n{}", crate::diagnostics::render(&e, engine.root()))
-                    }
+            text => self.play(text),
+        }
+        Ok(Flow::Go)
+    }
+
+    /// A move: a JSON map of input fields, or the text of a one-text-field pack.
+    fn play(&mut self, text: &str) {
+        let input = if text.starts_with('{') {
+            super::parse_value(text)
+        } else {
+            super::turn_input(self.pack, Value::String(text.to_owned()))
+        };
+        let input = match input {
+            Ok(i) => i,
+            Err(e) => return println!("! {e:#}"),
+        };
+        match self.rt.block_on(self.session.turn(input)) {
+            Ok(r) => {
+                show_turn(&self.session, &self.speaker, &r);
+                if self.explain {
+                    show_details(&self.session);
+                    show_decisions(&r);
                 }
+                self.last = Some(r);
+            }
+            Err(e) if e.kind() == ErrorKind::Finished => println!("! {} (/new starts a new game)", e.detail()),
+            Err(e) => {
+                print!("! the turn failed, nothing changed:\n{}", crate::diagnostics::render(&e, self.engine.root()))
             }
         }
     }

@@ -5,7 +5,7 @@
 //! can still be undone, and it is, if anything fails or the turn's future is dropped.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rhai::{Dynamic, Map};
 use serde::Serialize;
@@ -13,7 +13,10 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
-use crate::graph::run::{ResumePoint, Run};
+use crate::graph::run::ResumePoint;
+
+mod play;
+
 use crate::llm::Exchange;
 use crate::pack::Pack;
 use crate::runtime::Runtime;
@@ -22,6 +25,7 @@ use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
 use crate::turn::TurnCtx;
 use crate::value;
 use crate::vocab::now_ms;
+pub(crate) use play::caught;
 
 /// One running game or flow: a pack version, the options chosen, the state so far.
 pub struct Session {
@@ -452,145 +456,6 @@ impl Session {
         tracing::debug!(session = %self.id, from = %self.pack.version, to = %current.version, "session moved to a new pack version");
         self.snapshot_due = true;
         Some((std::mem::replace(&mut self.pack, current), std::mem::replace(&mut self.state, state)))
-    }
-
-    /// Runs turn `number` (from the entry, or from `resume`) and records it.
-    async fn play(
-        &mut self,
-        number: u64,
-        input: Json,
-        checked: Map,
-        resume: Option<ResumePoint>,
-        mut exchanges: Vec<Exchange>,
-        live: Option<EventSink>,
-    ) -> Result<TurnResult> {
-        let start = Instant::now();
-        let pack = self.pack.clone();
-        let rt = self.rt.clone();
-        let store = rt.store.clone();
-        let id = self.id.clone();
-        let turn = Arc::new(
-            TurnCtx::new(
-                id.clone(),
-                number,
-                self.seed,
-                now_ms(),
-                self.options.clone(),
-                checked,
-                rt.provider_for(&pack),
-                live,
-            )
-            .budget(&pack.limits)
-            .observed(&pack.name, rt.llm_observers()),
-        );
-        let first_seq = self.seq;
-        let mut seq = self.seq;
-        self.dirty = true;
-        let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
-        let outcome: Result<(Vec<(String, Updates)>, bool)> = async {
-            let mut run = Run::new(pack.env(rt.packs.natives(), &turn), resume.as_ref())?;
-            let mut updates: Vec<(String, Updates)> = Vec::new();
-            let undo = guard.undo.as_mut().expect("set above");
-            while let Some(done) = run.step(guard.state, undo).await? {
-                updates.extend(done.updates.into_iter().map(|(n, u)| (n.to_string(), u)));
-                if pack.graph.checkpoint_steps && !run.done() {
-                    let made = turn.take_exchanges();
-                    exchanges.extend(made.iter().cloned());
-                    let step = Checkpoint {
-                        seq: seq + 1,
-                        turn: number,
-                        kind: CheckpointKind::Step,
-                        step: Some(done.step),
-                        pack_version: pack.version.clone(),
-                        input: Some(input.clone()),
-                        updates: std::mem::take(&mut updates),
-                        snapshot: None,
-                        exchanges: Arc::new(made),
-                        resume: Some(run.resume_point()),
-                        finished: false,
-                        created_at: now_ms(),
-                    };
-                    store.append(&id, &step).await?;
-                    seq += 1;
-                }
-            }
-            Ok((updates, pack.is_finished(guard.state)))
-        }
-        .await;
-        let recorded = turn.take();
-        let result = match outcome {
-            Ok((updates, finished)) => {
-                let every = rt.retention.snapshot_every.max(1);
-                exchanges.extend(recorded.exchanges.iter().cloned());
-                let last = Checkpoint {
-                    seq: seq + 1,
-                    turn: number,
-                    kind: CheckpointKind::Turn,
-                    step: None,
-                    pack_version: pack.version.clone(),
-                    input: Some(input),
-                    updates,
-                    snapshot: (self.snapshot_due || number.is_multiple_of(every)).then(|| value::to_json(guard.state)),
-                    exchanges: Arc::new(recorded.exchanges),
-                    resume: None,
-                    finished,
-                    created_at: now_ms(),
-                };
-                store.append(&id, &last).await.map(|()| (last.seq, finished))
-            }
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok((checkpoint, finished)) => {
-                guard.undo = None;
-                drop(guard);
-                self.dirty = false;
-                self.snapshot_due = false;
-                self.seq = checkpoint;
-                self.turns = number;
-                Ok(TurnResult {
-                    turn: number,
-                    output: self.output(),
-                    events: recorded.events,
-                    exchanges,
-                    pack_version: pack.version.clone(),
-                    checkpoint,
-                    finished,
-                    duration: start.elapsed(),
-                })
-            }
-            Err(e) => {
-                drop(guard);
-                if seq > first_seq {
-                    // The turn failed after some steps were recorded: withdraw them, so the turn
-                    // is undone in the store as it is here.
-                    if let Err(t) = store.truncate(&id, first_seq).await {
-                        tracing::error!(session = %id, "cannot withdraw a failed turn's steps: {t}");
-                        return Err(e);
-                    }
-                }
-                self.dirty = false;
-                Err(e)
-            }
-        }
-    }
-}
-
-/// Runs a turn's future, turning a panic inside it (a bug in ruleweave, or in a native node the
-/// host registered) into an error: the turn is undone like any failed turn, and the host goes on.
-pub(crate) async fn caught<T>(turn: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    use futures_util::FutureExt;
-    match std::panic::AssertUnwindSafe(turn).catch_unwind().await {
-        Ok(result) => result,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".into());
-            tracing::error!("a turn panicked (a bug; the turn was undone): {what}");
-            Err(Error::internal(format!("the turn hit a bug and was undone (it panicked: {what})")))
-        }
     }
 }
 

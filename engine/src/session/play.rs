@@ -1,0 +1,217 @@
+//! Playing one turn: the graph's steps, a checkpoint after each step of a long turn, the turn's
+//! checkpoint, and undoing it all (in memory and in the store) when anything fails.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rhai::{Dynamic, Map};
+use serde_json::Value as Json;
+
+use super::{Rollback, Session, TurnResult};
+use crate::error::{Error, Result};
+use crate::event::{EventSink, Updates};
+use crate::graph::run::{ResumePoint, Run};
+use crate::llm::Exchange;
+use crate::pack::Pack;
+use crate::runtime::Runtime;
+use crate::state::Undo;
+use crate::store::{Checkpoint, CheckpointKind};
+use crate::turn::TurnCtx;
+use crate::value;
+use crate::vocab::now_ms;
+
+/// A turn being played: what it records as it goes.
+struct Playing {
+    rt: Arc<Runtime>,
+    pack: Arc<Pack>,
+    id: Arc<str>,
+    number: u64,
+    input: Json,
+    turn: Arc<TurnCtx>,
+    /// The session's newest checkpoint before the turn, and the turn's newest since.
+    first_seq: u64,
+    seq: u64,
+    /// The model exchanges of the steps recorded so far (an interrupted turn's included).
+    exchanges: Vec<Exchange>,
+}
+
+impl Session {
+    /// Runs turn `number` (from the entry, or from `resume`) and records it.
+    pub(super) async fn play(
+        &mut self,
+        number: u64,
+        input: Json,
+        checked: Map,
+        resume: Option<ResumePoint>,
+        exchanges: Vec<Exchange>,
+        live: Option<EventSink>,
+    ) -> Result<TurnResult> {
+        let start = Instant::now();
+        let (rt, pack) = (self.rt.clone(), self.pack.clone());
+        let turn = TurnCtx::new(
+            self.id.clone(),
+            number,
+            self.seed,
+            now_ms(),
+            self.options.clone(),
+            checked,
+            rt.provider_for(&pack),
+            live,
+        )
+        .budget(&pack.limits)
+        .observed(&pack.name, rt.llm_observers());
+        let mut p = Playing {
+            rt,
+            pack,
+            id: self.id.clone(),
+            number,
+            input,
+            turn: Arc::new(turn),
+            first_seq: self.seq,
+            seq: self.seq,
+            exchanges,
+        };
+        let snapshot_due = self.snapshot_due;
+        self.dirty = true;
+        let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
+        let undo = guard.undo.as_mut().expect("set above");
+        let played = match p.steps(guard.state, undo, resume.as_ref()).await {
+            Ok(updates) => p.commit(guard.state, updates, snapshot_due).await,
+            Err(e) => Err(e),
+        };
+        match played {
+            Ok((checkpoint, finished, events)) => {
+                guard.undo = None;
+                drop(guard);
+                self.dirty = false;
+                self.snapshot_due = false;
+                self.seq = checkpoint;
+                self.turns = number;
+                Ok(TurnResult {
+                    turn: number,
+                    output: self.output(),
+                    events,
+                    exchanges: p.exchanges,
+                    pack_version: p.pack.version.clone(),
+                    checkpoint,
+                    finished,
+                    duration: start.elapsed(),
+                })
+            }
+            Err(e) => {
+                drop(guard);
+                // Withdrawn, the store agrees with memory again; if not, the session reloads
+                // from the store before its next turn.
+                self.dirty = !p.withdraw().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Playing {
+    /// Runs the graph's steps, recording a checkpoint after each step but the last when the
+    /// pack checkpoints every step; returns the updates the turn's own checkpoint records.
+    async fn steps(
+        &mut self,
+        state: &mut Dynamic,
+        undo: &mut Undo,
+        resume: Option<&ResumePoint>,
+    ) -> Result<Vec<(String, Updates)>> {
+        let (pack, turn) = (self.pack.clone(), self.turn.clone());
+        let mut run = Run::new(pack.env(self.rt.packs.natives(), &turn), resume)?;
+        let mut updates: Vec<(String, Updates)> = Vec::new();
+        while let Some(done) = run.step(state, undo).await? {
+            updates.extend(done.updates.into_iter().map(|(n, u)| (n.to_string(), u)));
+            if pack.graph.checkpoint_steps && !run.done() {
+                let made = turn.take_exchanges();
+                self.exchanges.extend(made.iter().cloned());
+                let step = Checkpoint {
+                    step: Some(done.step),
+                    updates: std::mem::take(&mut updates),
+                    exchanges: Arc::new(made),
+                    resume: Some(run.resume_point()),
+                    ..self.checkpoint(CheckpointKind::Step)
+                };
+                self.rt.store.append(&self.id, &step).await?;
+                self.seq += 1;
+            }
+        }
+        Ok(updates)
+    }
+
+    /// Records the turn's checkpoint (with a snapshot every `snapshot_every` turns, or when the
+    /// session just moved to a new pack version); returns its number, whether the session is
+    /// finished, and the turn's events.
+    async fn commit(
+        &mut self,
+        state: &Dynamic,
+        updates: Vec<(String, Updates)>,
+        snapshot_due: bool,
+    ) -> Result<(u64, bool, Vec<crate::event::Event>)> {
+        let recorded = self.turn.take();
+        let finished = self.pack.is_finished(state);
+        let every = self.rt.retention.snapshot_every.max(1);
+        self.exchanges.extend(recorded.exchanges.iter().cloned());
+        let last = Checkpoint {
+            updates,
+            snapshot: (snapshot_due || self.number.is_multiple_of(every)).then(|| value::to_json(state)),
+            exchanges: Arc::new(recorded.exchanges),
+            finished,
+            ..self.checkpoint(CheckpointKind::Turn)
+        };
+        self.rt.store.append(&self.id, &last).await?;
+        Ok((last.seq, finished, recorded.events))
+    }
+
+    /// The next checkpoint of the turn, of `kind`, holding nothing yet.
+    fn checkpoint(&self, kind: CheckpointKind) -> Checkpoint {
+        Checkpoint {
+            seq: self.seq + 1,
+            turn: self.number,
+            kind,
+            step: None,
+            pack_version: self.pack.version.clone(),
+            input: Some(self.input.clone()),
+            updates: Vec::new(),
+            snapshot: None,
+            exchanges: Arc::new(Vec::new()),
+            resume: None,
+            finished: false,
+            created_at: now_ms(),
+        }
+    }
+
+    /// A failed turn whose steps were recorded withdraws them, so the turn is undone in the
+    /// store as it is in memory; false when the store would not.
+    async fn withdraw(&self) -> bool {
+        if self.seq == self.first_seq {
+            return true;
+        }
+        match self.rt.store.truncate(&self.id, self.first_seq).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(session = %self.id, "cannot withdraw a failed turn's steps: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// Runs a turn's future, turning a panic inside it (a bug in ruleweave, or in a native node the
+/// host registered) into an error: the turn is undone like any failed turn, and the host goes on.
+pub(crate) async fn caught<T>(turn: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(turn).catch_unwind().await {
+        Ok(result) => result,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".into());
+            tracing::error!("a turn panicked (a bug; the turn was undone): {what}");
+            Err(Error::internal(format!("the turn hit a bug and was undone (it panicked: {what})")))
+        }
+    }
+}
