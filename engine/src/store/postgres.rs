@@ -53,53 +53,20 @@ impl PostgresStore {
             .map_err(|e| store_error("cannot migrate the database", e))?;
         Ok(PostgresStore { pool })
     }
+}
 
-    async fn info_of(&self, id: &str) -> Result<Option<SessionInfo>> {
-        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(|e| store_error("cannot read a session", e))?;
-        row.as_ref().map(sql::session).transpose()
-    }
+impl PostgresStore {
+    sql::shared_reads!();
 
-    async fn stored(&self, id: &str, from_snapshot: Option<u64>, upto: i64) -> Result<Option<Stored>> {
-        // One read transaction: a writer pruning snapshots meanwhile cannot pull one from under us.
+    /// A read transaction at REPEATABLE READ: one consistent snapshot, so a writer pruning
+    /// snapshots meanwhile cannot pull one from under it.
+    async fn begin_read(&self) -> Result<Transaction<'_, Postgres>> {
         let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             .execute(&mut *tx)
             .await
             .map_err(|e| store_error("cannot begin a consistent read", e))?;
-        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot read a session", e))?;
-        let Some(info) = row.as_ref().map(sql::session).transpose()? else { return Ok(None) };
-        let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
-        let found: Option<(Option<String>, i64)> =
-            sqlx::query_as("SELECT snapshot, turn FROM checkpoints WHERE session_id = $1 AND seq = $2")
-                .bind(id)
-                .bind(at)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot read a snapshot", e))?;
-        let (snapshot, snapshot_turn) = match found {
-            Some((Some(s), turn)) => (s, turn as u64),
-            _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
-        };
-        let rows =
-            sqlx::query("SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq")
-                .bind(id)
-                .bind(at)
-                .bind(upto)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot read checkpoints", e))?;
-        let after = rows.iter().map(sql::checkpoint).collect::<Result<Vec<_>>>()?;
-        let snapshot = serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
-        tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
-        Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, after }))
+        Ok(tx)
     }
 }
 
@@ -124,61 +91,7 @@ impl Store for PostgresStore {
         false
     }
 
-    fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let e = encode(start);
-            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-            sqlx::query(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(&info.id)
-            .bind(&info.pack)
-            .bind(&info.pack_version)
-            .bind(info.options.to_string())
-            .bind(info.seed as i64)
-            .bind(info.created_at)
-            .bind(info.updated_at)
-            .bind(info.parent.as_ref().map(|p| p.0.clone()))
-            .bind(info.parent.as_ref().map(|p| p.1 as i64))
-            .bind(info.turns as i64)
-            .execute(&mut *tx)
-            .await
-            .map_err(|err| match &err {
-                sqlx::Error::Database(d) if d.is_unique_violation() => {
-                    Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id))
-                }
-                _ => store_error("cannot create the session", err),
-            })?;
-            sqlx::query(
-                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                 VALUES ($1, 0, $2, 'start', $3, $4, $5, $6, $7)",
-            )
-            .bind(&info.id)
-            .bind(start.turn as i64)
-            .bind(&start.pack_version)
-            .bind(&e.updates)
-            .bind(&e.snapshot)
-            .bind(&e.exchanges)
-            .bind(start.created_at)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot write the start checkpoint", e))?;
-            tx.commit().await.map_err(|e| store_error("cannot commit", e))
-        })
-    }
-
-    fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
-        Box::pin(self.info_of(id))
-    }
-
-    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>> {
-        Box::pin(self.stored(id, None, i64::MAX))
-    }
-
-    fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>> {
-        Box::pin(self.stored(id, Some(0), seq as i64))
-    }
+    sql::shared_store!();
 
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
@@ -247,70 +160,6 @@ impl Store for PostgresStore {
                 .map_err(|e| store_error("cannot prune snapshots", e))?;
             }
             tx.commit().await.map_err(|e| store_error("cannot commit", e))
-        })
-    }
-
-    fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-            sqlx::query("DELETE FROM checkpoints WHERE session_id = $1 AND seq > $2")
-                .bind(id)
-                .bind(keep as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
-            sqlx::query("UPDATE sessions SET head = $2, head_kind = (SELECT kind FROM checkpoints WHERE session_id = $1 AND seq = $2) WHERE id = $1")
-                .bind(id)
-                .bind(keep as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
-            tx.commit().await.map_err(|e| store_error("cannot commit", e))
-        })
-    }
-
-    fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>> {
-        Box::pin(async move {
-            let rows = sqlx::query(
-                "SELECT seq, turn, kind, step, pack_version, updates, exchanges, snapshot IS NOT NULL AS has_snapshot, created_at \
-                 FROM checkpoints WHERE session_id = $1 ORDER BY seq",
-            )
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|e| store_error("cannot list checkpoints", e))?;
-            rows.iter().map(sql::checkpoint_info).collect()
-        })
-    }
-
-    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let r = sqlx::query("DELETE FROM sessions WHERE id = $1")
-                .bind(id)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot delete the session", e))?;
-            Ok(r.rows_affected() > 0)
-        })
-    }
-
-    fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(async move {
-            let r = sqlx::query("DELETE FROM sessions WHERE finished AND finished_at < $1")
-                .bind(finished_before)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot expire sessions", e))?;
-            Ok(r.rows_affected())
-        })
-    }
-
-    fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-        Box::pin(async move {
-            sqlx::query_scalar("SELECT id FROM sessions WHERE head_kind = 'step'")
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot list interrupted turns", e))
         })
     }
 
