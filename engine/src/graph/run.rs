@@ -178,7 +178,7 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
     for &i in active {
         env.turn.emit(Event::NodeStarted { node: g.nodes[i].name.to_string(), step });
         started.push(Instant::now());
-        work.push(g.nodes[i].kind.prepare(env, i, state).await.map_err(|e| e.in_node(&g.nodes[i].name))?);
+        work.push(g.nodes[i].kind.prepare(env, i, state).result().await.map_err(|e| e.in_node(&g.nodes[i].name))?);
     }
     let outcomes: Vec<Outcome> = if work.iter().all(|w| matches!(w, Work::Done(_))) {
         work.into_iter().map(|w| if let Work::Done(m) = w { Outcome::Done(m) } else { unreachable!() }).collect()
@@ -196,7 +196,7 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
     let mut out = Vec::with_capacity(active.len());
     for ((&i, outcome), start) in active.iter().zip(outcomes).zip(started) {
         let node = &g.nodes[i];
-        let updates = node.kind.finish(env, i, outcome, state).await.map_err(|e| e.in_node(&node.name))?;
+        let updates = node.kind.finish(env, i, outcome, state).result().await.map_err(|e| e.in_node(&node.name))?;
         out.push((updates, start.elapsed().as_micros() as u64));
     }
     Ok(out)

@@ -164,7 +164,7 @@ impl Session {
                         .observed(&pack.name, rt.llm_observers()),
                     );
                     let env = pack.env(rt.packs.natives(), &turn);
-                    let made = caught(crate::graph::run::init(&env, init, &mut state)).await?;
+                    let made = caught(std::pin::pin!(crate::graph::run::init(&env, init, &mut state))).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = turn.take_exchanges();
                 }
@@ -360,7 +360,7 @@ impl Session {
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        caught(self.finish_pending(None)).await
+        caught(std::pin::pin!(self.finish_pending(None))).await
     }
 
     async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
@@ -396,9 +396,9 @@ impl Session {
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        caught(self.finish_pending(live.clone())).await?;
+        caught(std::pin::pin!(self.finish_pending(live.clone()))).await?;
         let before = self.upgrade();
-        let result = caught(self.begin(input, live)).await;
+        let result = caught(std::pin::pin!(self.begin(input, live))).await;
         if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal) {
             // Whatever a panic interrupted, the store has the truth: read it again before the next turn.
             self.dirty = true;

@@ -128,10 +128,9 @@ impl Playing {
                 self.exchanges.extend(made.iter().cloned());
                 let step = Checkpoint {
                     step: Some(done.step),
-                    updates: std::mem::take(&mut updates),
-                    exchanges: Arc::new(made),
                     resume: Some(run.resume_point()),
-                    ..self.checkpoint(CheckpointKind::Step)
+                    input: Some(self.input.clone()),
+                    ..self.checkpoint(CheckpointKind::Step, std::mem::take(&mut updates), made)
                 };
                 self.rt.store.append(&self.id, &step).await?;
                 self.seq += 1;
@@ -154,28 +153,32 @@ impl Playing {
         let every = self.rt.retention.snapshot_every.max(1);
         self.exchanges.extend(recorded.exchanges.iter().cloned());
         let last = Checkpoint {
-            updates,
             snapshot: (snapshot_due || self.number.is_multiple_of(every)).then(|| value::to_json(state)),
-            exchanges: Arc::new(recorded.exchanges),
+            input: Some(std::mem::take(&mut self.input)),
             finished,
-            ..self.checkpoint(CheckpointKind::Turn)
+            ..self.checkpoint(CheckpointKind::Turn, updates, recorded.exchanges)
         };
         self.rt.store.append(&self.id, &last).await?;
         Ok((last.seq, finished, recorded.events))
     }
 
-    /// The next checkpoint of the turn, of `kind`, holding nothing yet.
-    fn checkpoint(&self, kind: CheckpointKind) -> Checkpoint {
+    /// The next checkpoint of the turn, of `kind`, with these updates and model exchanges.
+    fn checkpoint(
+        &self,
+        kind: CheckpointKind,
+        updates: Vec<(String, Updates)>,
+        exchanges: Vec<Exchange>,
+    ) -> Checkpoint {
         Checkpoint {
             seq: self.seq + 1,
             turn: self.number,
             kind,
             step: None,
             pack_version: self.pack.version.clone(),
-            input: Some(self.input.clone()),
-            updates: Vec::new(),
+            input: None,
+            updates,
             snapshot: None,
-            exchanges: Arc::new(Vec::new()),
+            exchanges: Arc::new(exchanges),
             resume: None,
             finished: false,
             created_at: now_ms(),
@@ -200,7 +203,9 @@ impl Playing {
 
 /// Runs a turn's future, turning a panic inside it (a bug in ruleweave, or in a native node the
 /// host registered) into an error: the turn is undone like any failed turn, and the host goes on.
-pub(crate) async fn caught<T>(turn: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+/// Callers pin the turn's future where it is and pass it pinned: a turn's future is large, and
+/// moving it into a wrapper costs a copy of it.
+pub(crate) async fn caught<T>(turn: impl std::future::Future<Output = Result<T>> + Unpin) -> Result<T> {
     use futures_util::FutureExt;
     match std::panic::AssertUnwindSafe(turn).catch_unwind().await {
         Ok(result) => result,

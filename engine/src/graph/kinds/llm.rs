@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use rhai::{Array, Dynamic, Map};
 use serde::Deserialize;
 
-use super::{Kind, KindDef, NodeDecl, Outcome, Work, label, updates_of};
+use super::{Kind, KindDef, NodeDecl, Outcome, Step, Work, label, updates_of};
 use crate::error::{Error, ErrorKind, Origin, Result};
 use crate::event::Event;
 use crate::graph::env::Env;
@@ -16,7 +16,7 @@ use crate::graph::load::Load;
 use crate::llm::{LlmRequest, Message};
 use crate::script::FnRef;
 use crate::value;
-use crate::vocab::{BoxFuture, ParseMode, TypeName};
+use crate::vocab::{ParseMode, TypeName};
 
 pub(super) const KIND: KindDef = KindDef {
     key: "llm",
@@ -149,18 +149,12 @@ impl Kind for Llm {
         format!("{name}[/{}/]", label(name, &format!("llm: {}", self.profile)))
     }
 
-    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> BoxFuture<'a, Result<Work>> {
-        Box::pin(async move { Ok(Work::Ask(self.request(env, node, state).await?)) })
+    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work> {
+        Step::Later(Box::pin(async move { Ok(Work::Ask(self.request(env, node, state).await?)) }))
     }
 
-    fn finish<'a>(
-        &'a self,
-        env: &'a Env<'a>,
-        node: usize,
-        outcome: Outcome,
-        state: &'a mut Dynamic,
-    ) -> BoxFuture<'a, Result<Map>> {
-        Box::pin(async move {
+    fn finish<'a>(&'a self, env: &'a Env<'a>, node: usize, outcome: Outcome, state: &'a mut Dynamic) -> Step<'a, Map> {
+        Step::Later(Box::pin(async move {
             let Outcome::Reply(reply) = outcome else {
                 return Err(Error::internal("an llm node was given no model reply"));
             };
@@ -187,7 +181,7 @@ impl Kind for Llm {
             });
             let r = env.call(node, fallback, state, vec![Dynamic::from(why)]).await?;
             updates_of(r, &fallback.display())
-        })
+        }))
     }
 }
 

@@ -40,23 +40,32 @@ pub(crate) trait Kind: fmt::Debug + Send + Sync {
     fn mermaid(&self, name: &str) -> String;
 
     /// Runs the node's synchronous part; returns its updates, or what is left to wait for.
-    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> BoxFuture<'a, Result<Work>>;
+    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work>;
 
     /// Turns what the wait produced into the node's updates.
-    fn finish<'a>(
-        &'a self,
-        env: &'a Env<'a>,
-        node: usize,
-        outcome: Outcome,
-        state: &'a mut Dynamic,
-    ) -> BoxFuture<'a, Result<Map>> {
+    fn finish<'a>(&'a self, env: &'a Env<'a>, node: usize, outcome: Outcome, state: &'a mut Dynamic) -> Step<'a, Map> {
         let _ = (env, node, state);
-        Box::pin(async move {
-            match outcome {
-                Outcome::Done(m) => Ok(m),
-                _ => Err(Error::internal("a node's work and kind do not match")),
-            }
+        Step::Now(match outcome {
+            Outcome::Done(m) => Ok(m),
+            _ => Err(Error::internal("a node's work and kind do not match")),
         })
+    }
+}
+
+/// What a node's part gives: its result now (a synchronous kind allocates nothing), or a future
+/// to wait on (a kind that may call a model while it prepares).
+pub(crate) enum Step<'a, T> {
+    Now(Result<T>),
+    Later(BoxFuture<'a, Result<T>>),
+}
+
+impl<T> Step<'_, T> {
+    /// The result, waited for if need be.
+    pub async fn result(self) -> Result<T> {
+        match self {
+            Step::Now(r) => r,
+            Step::Later(f) => f.await,
+        }
     }
 }
 
@@ -213,8 +222,8 @@ impl Kind for Unloaded {
         format!("{name}[{name}]")
     }
 
-    fn prepare<'a>(&'a self, _: &'a Env<'a>, _: usize, _: &'a mut Dynamic) -> BoxFuture<'a, Result<Work>> {
-        Box::pin(std::future::ready(Err(Error::internal("a node that did not load was run"))))
+    fn prepare<'a>(&'a self, _: &'a Env<'a>, _: usize, _: &'a mut Dynamic) -> Step<'a, Work> {
+        Step::Now(Err(Error::internal("a node that did not load was run")))
     }
 }
 

@@ -3,12 +3,11 @@
 
 use rhai::{Dynamic, Map};
 
-use super::{Kind, KindDef, NodeDecl, Work, label};
-use crate::error::{Error, ErrorKind, Origin, Result};
+use super::{Kind, KindDef, NodeDecl, Step, Work, label};
+use crate::error::{Error, ErrorKind, Origin};
 use crate::graph::env::Env;
 use crate::graph::load::Load;
 use crate::native::NodeContext;
-use crate::vocab::BoxFuture;
 
 pub(super) const KIND: KindDef = KindDef {
     key: "native",
@@ -42,7 +41,7 @@ impl Kind for Native {
         format!("{name}[[{}]]", label(name, &format!("native: {}", self.0)))
     }
 
-    fn prepare<'a>(&'a self, env: &'a Env<'a>, _: usize, state: &'a mut Dynamic) -> BoxFuture<'a, Result<Work>> {
+    fn prepare<'a>(&'a self, env: &'a Env<'a>, _: usize, state: &'a mut Dynamic) -> Step<'a, Work> {
         let run = || {
             let node = env.natives.get(&self.0).ok_or_else(|| {
                 Error::new(ErrorKind::Internal, format!("native node `{}` is not registered", self.0))
@@ -51,6 +50,6 @@ impl Kind for Native {
             let ctx = NodeContext { state: &map, input: &env.turn.input, options: &env.turn.options };
             node.run(&ctx).map(Work::Done)
         };
-        Box::pin(std::future::ready(run()))
+        Step::Now(run())
     }
 }

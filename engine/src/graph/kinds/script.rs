@@ -3,12 +3,11 @@
 
 use rhai::{Dynamic, Map};
 
-use super::{Kind, KindDef, NodeDecl, Outcome, Work, label, updates_of};
-use crate::error::{Error, Origin, Result};
+use super::{Kind, KindDef, NodeDecl, Outcome, Step, Work, label, updates_of};
+use crate::error::{Error, Origin};
 use crate::graph::env::Env;
 use crate::graph::load::Load;
 use crate::script::FnRef;
-use crate::vocab::BoxFuture;
 
 pub(super) const KIND: KindDef = KindDef {
     key: "script",
@@ -34,7 +33,7 @@ impl Kind for Script {
         format!("{name}[{}]", label(name, &self.0.display()))
     }
 
-    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> BoxFuture<'a, Result<Work>> {
+    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work> {
         let f = &self.0;
         let work = if f.calls_models() {
             Ok(Work::Blocking(f.clone(), Vec::new()))
@@ -44,21 +43,15 @@ impl Kind for Script {
                 .and_then(|r| updates_of(r, &f.display()))
                 .map(Work::Done)
         };
-        Box::pin(std::future::ready(work))
+        Step::Now(work)
     }
 
-    fn finish<'a>(
-        &'a self,
-        _: &'a Env<'a>,
-        _: usize,
-        outcome: Outcome,
-        _: &'a mut Dynamic,
-    ) -> BoxFuture<'a, Result<Map>> {
+    fn finish<'a>(&'a self, _: &'a Env<'a>, _: usize, outcome: Outcome, _: &'a mut Dynamic) -> Step<'a, Map> {
         let updates = match outcome {
             Outcome::Done(m) => Ok(m),
             Outcome::Script(r) => r.and_then(|v| updates_of(v, &self.0.display())),
             Outcome::Reply(_) => Err(Error::internal("a script node was given a model reply")),
         };
-        Box::pin(std::future::ready(updates))
+        Step::Now(updates)
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rhai::{Dynamic, Map};
 
-use super::{Kind, KindDef, NodeDecl, Work};
+use super::{Kind, KindDef, NodeDecl, Step, Work};
 use crate::error::{Origin, Result};
 use crate::event::{Event, SimilarityNote};
 use crate::graph::env::Env;
@@ -14,7 +14,7 @@ use crate::graph::load::Load;
 use crate::llm::EmbedRequest;
 use crate::select::{Selector, Similarity};
 use crate::text::Embeddings;
-use crate::vocab::{BoxFuture, Reducer, TypeName};
+use crate::vocab::{Reducer, TypeName};
 
 pub(super) const KIND: KindDef = KindDef {
     key: "select",
@@ -73,8 +73,8 @@ impl Kind for Select {
         format!("{name}{{{{\"{name}<br/><small>select: {}</small>\"}}}}", self.selector.name)
     }
 
-    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> BoxFuture<'a, Result<Work>> {
-        Box::pin(async move {
+    fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work> {
+        Step::Later(Box::pin(async move {
             let selector = &self.selector;
             let candidates = selector.candidates(&mut selection(env, node, state, None))?;
             let (embeddings, mut similarity) = match &selector.similarity {
@@ -94,7 +94,7 @@ impl Kind for Select {
             let mut updates = Map::new();
             updates.insert(self.into.as_str().into(), Dynamic::from_map(decision.winner));
             Ok(Work::Done(updates))
-        })
+        }))
     }
 }
 
