@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value as Json;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::{LlmChoice, Provider};
+use crate::llm::{LlmChoice, NamedProviders, Provider};
 use crate::native::{NativeNode, NativeNodes};
 use crate::pack::Pack;
 use crate::packs::{PackEvent, PackStatus, Packs};
@@ -45,6 +45,7 @@ impl std::fmt::Debug for Engine {
 pub struct EngineBuilder {
     root: PathBuf,
     llm: LlmChoice,
+    named: NamedProviders,
     natives: NativeNodes,
     store: Option<Arc<dyn Store>>,
     retention: Retention,
@@ -54,6 +55,13 @@ impl EngineBuilder {
     /// Which models answer (default: each pack's stand-in).
     pub fn llm(mut self, choice: LlmChoice) -> Self {
         self.llm = choice;
+        self
+    }
+
+    /// The providers profiles may name (`provider: groq`); without, every call goes to the
+    /// default provider ([`NamedProviders::from_env`] reads `<NAME>_API_KEY`, `<NAME>_BASE_URL`).
+    pub fn named_providers(mut self, named: NamedProviders) -> Self {
+        self.named = named;
         self
     }
 
@@ -91,7 +99,7 @@ impl EngineBuilder {
     pub fn build(self) -> Engine {
         let packs = Packs::new(self.root, self.natives);
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
-        let runtime = Arc::new(Runtime::new(packs, store, self.llm, self.retention));
+        let runtime = Arc::new(Runtime::new(packs, store, self.llm, self.named, self.retention));
         Engine { inner: Arc::new(Inner { runtime, live: Mutex::new(HashMap::new()) }) }
     }
 }
@@ -103,6 +111,7 @@ impl Engine {
         EngineBuilder {
             root: root.into(),
             llm: LlmChoice::Standin,
+            named: NamedProviders::none(),
             natives: NativeNodes::default(),
             store: None,
             retention: Retention::default(),

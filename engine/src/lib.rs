@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod data;
 mod engine;
 mod error;
 mod event;

@@ -4,7 +4,7 @@
 use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::llm::{BoxFuture, LlmChoice, LlmRequest, LlmResponse, Provider, TokenSink};
+use crate::llm::{BoxFuture, LlmChoice, LlmRequest, LlmResponse, NamedProviders, Provider, TokenSink};
 use crate::pack::Pack;
 use crate::packs::Packs;
 use crate::store::{Retention, Store};
@@ -16,12 +16,20 @@ pub(crate) struct Runtime {
     pub store: Arc<dyn Store>,
     pub llm: LlmChoice,
     pub retention: Retention,
+    /// Providers a profile may name (`provider: groq`).
+    pub named: Arc<NamedProviders>,
     observers: RwLock<Arc<[LlmObserver]>>,
 }
 
 impl Runtime {
-    pub fn new(packs: Packs, store: Arc<dyn Store>, llm: LlmChoice, retention: Retention) -> Self {
-        Runtime { packs, store, llm, retention, observers: RwLock::new(Arc::new([])) }
+    pub fn new(
+        packs: Packs,
+        store: Arc<dyn Store>,
+        llm: LlmChoice,
+        named: NamedProviders,
+        retention: Retention,
+    ) -> Self {
+        Runtime { packs, store, llm, retention, named: Arc::new(named), observers: RwLock::new(Arc::new([])) }
     }
 
     /// Adds an observer of every model call.

@@ -308,6 +308,11 @@ pub(crate) fn hash(text: &str) -> u64 {
     fnv(FNV_OFFSET, text.as_bytes())
 }
 
+/// [`hash`] of `text` salted with `salt`: a different stable order for each salt.
+pub(crate) fn hash_with(salt: u64, text: &str) -> u64 {
+    fnv(fnv(FNV_OFFSET, &salt.to_le_bytes()), text.as_bytes())
+}
+
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// FNV-1a from `h` on over `bytes`: hashing in parts hashes the parts joined.

@@ -2,18 +2,22 @@
 //! record of what happened (events, model exchanges). The graph runtime and the host functions
 //! share it, so events come out in one order whether a node or a script caused them.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
+use crate::data::Counts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EmbedCount, Event, EventSink, LlmEvent};
 use crate::limits::Limits;
 use crate::llm::{
-    EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, Provider, TokenSink, estimate_tokens,
+    EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, NamedProviders, Provider, TokenSink,
+    estimate_tokens,
 };
+use crate::store::Bump;
 
 /// Sees every model call: the pack that made it and its `llm` event.
 pub type LlmObserver = Arc<dyn Fn(&str, &LlmEvent) + Send + Sync>;
@@ -37,6 +41,10 @@ pub(crate) struct TurnCtx {
     /// The pack's name and who watches its model calls.
     pack: Arc<str>,
     observers: Arc<[LlmObserver]>,
+    /// Providers a profile may name (`provider: groq`).
+    named: Arc<NamedProviders>,
+    /// The counters of the pack's tables as the turn began (table → its counts).
+    counts: HashMap<String, Arc<Counts>>,
     rng: Mutex<ChaCha8Rng>,
     record: Mutex<Record>,
 }
@@ -48,12 +56,15 @@ struct Record {
     /// Model calls made so far, and the time spent waiting for them.
     calls: u32,
     waited: Duration,
+    /// Counter bumps, applied when the turn commits.
+    bumps: Vec<Bump>,
 }
 
 /// Everything a turn recorded.
 pub(crate) struct Recorded {
     pub events: Vec<Event>,
     pub exchanges: Vec<Exchange>,
+    pub bumps: Vec<Bump>,
 }
 
 /// The seed of a turn's randomness: the session's seed, a stream per turn.
@@ -88,6 +99,8 @@ impl TurnCtx {
             max_time: Limits::default().max_llm_time,
             pack: Arc::from(""),
             observers: Arc::new([]),
+            named: Arc::new(NamedProviders::none()),
+            counts: HashMap::new(),
             rng: Mutex::new(turn_rng(seed, turn)),
             record: Mutex::new(Record::default()),
         }
@@ -105,6 +118,51 @@ impl TurnCtx {
         self.pack = Arc::from(pack);
         self.observers = observers;
         self
+    }
+
+    /// The pack's counters as the turn began (see [`crate::data`]).
+    pub fn counted(mut self, counts: HashMap<String, Arc<Counts>>) -> Self {
+        self.counts = counts;
+        self
+    }
+
+    /// The counts of `table`, if it has counters.
+    pub fn counts(&self, table: &str) -> Option<Arc<Counts>> {
+        self.counts.get(table).cloned()
+    }
+
+    /// Records a counter bump, applied when the turn commits.
+    pub fn bump(&self, bump: Bump) {
+        self.record().bumps.push(bump);
+    }
+
+    /// The providers a profile may name.
+    pub fn named(mut self, named: Arc<NamedProviders>) -> Self {
+        self.named = named;
+        self
+    }
+
+    /// The provider for `request`: the one its profile names, or the turn's default (saying so,
+    /// once a turn, when the named one is not set up).
+    fn provider_for(&self, node: &str, request: &LlmRequest) -> Arc<dyn Provider> {
+        let Some(name) = &request.provider else { return self.provider.clone() };
+        match self.named.get(name) {
+            Ok(p) => p,
+            Err(why) => {
+                let message = format!(
+                    "profile `{}` asks for provider `{name}`, which is not set up ({why}): the default provider ({}) answers",
+                    request.profile,
+                    self.provider.name()
+                );
+                let said =
+                    self.record().events.iter().any(|e| matches!(e, Event::Log { message: m, .. } if *m == message));
+                if !said {
+                    tracing::info!(node, "{message}");
+                    self.emit(Event::Log { node: node.to_owned(), level: "warn".into(), message });
+                }
+                self.provider.clone()
+            }
+        }
     }
 
     /// Emits a model call's event, after showing it to the observers.
@@ -173,7 +231,11 @@ impl TurnCtx {
     /// Takes everything recorded so far.
     pub fn take(&self) -> Recorded {
         let mut r = self.record();
-        Recorded { events: std::mem::take(&mut r.events), exchanges: std::mem::take(&mut r.exchanges) }
+        Recorded {
+            events: std::mem::take(&mut r.events),
+            exchanges: std::mem::take(&mut r.exchanges),
+            bumps: std::mem::take(&mut r.bumps),
+        }
     }
 
     /// Asks the turn's provider, records the exchange, and emits an `llm` event (and `token`
@@ -185,11 +247,12 @@ impl TurnCtx {
             let node = node.to_owned();
             Arc::new(move |text: &str| live(&Event::Token { node: node.clone(), text: text.to_owned() })) as TokenSink
         });
-        let result = self.provider.complete(&request, tokens).await;
+        let provider = self.provider_for(node, &request);
+        let result = provider.complete(&request, tokens).await;
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
-        let standin = self.provider.is_standin();
-        let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
+        let standin = provider.is_standin();
+        let mut event = self.llm_event(&*provider, node, &request.profile, &request.model, latency_ms);
         match &result {
             Ok(r) => {
                 event.model = r.model.clone();
@@ -206,7 +269,7 @@ impl TurnCtx {
         self.emit_llm(event);
         self.record().exchanges.push(Exchange {
             node: node.to_owned(),
-            provider: self.provider.name().to_owned(),
+            provider: provider.name().to_owned(),
             request,
             response: result.as_ref().ok().cloned(),
             error: result.as_ref().err().map(|e| e.detail().to_owned()),
@@ -216,17 +279,17 @@ impl TurnCtx {
     }
 
     /// The `llm` event of a call by `node`, before its outcome is known.
-    fn llm_event(&self, node: &str, profile: &str, model: &str, latency_ms: f64) -> LlmEvent {
+    fn llm_event(&self, provider: &dyn Provider, node: &str, profile: &str, model: &str, latency_ms: f64) -> LlmEvent {
         LlmEvent {
             node: node.to_owned(),
             profile: profile.to_owned(),
-            provider: self.provider.name().to_owned(),
+            provider: provider.name().to_owned(),
             model: model.to_owned(),
             latency_ms,
             prompt_tokens: 0,
             completion_tokens: 0,
             attempts: 1,
-            standin: self.provider.is_standin(),
+            standin: provider.is_standin(),
             error: None,
             embedded: None,
         }
@@ -241,7 +304,7 @@ impl TurnCtx {
         let result = self.provider.embed(request).await;
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
-        let mut event = self.llm_event(node, &request.profile, &request.model, latency_ms);
+        let mut event = self.llm_event(&*self.provider, node, &request.profile, &request.model, latency_ms);
         let mut cached = 0;
         match &result {
             Ok(r) => {

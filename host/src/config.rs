@@ -47,6 +47,15 @@ struct File {
     store: StoreSection,
     #[serde(default)]
     llm: LlmSection,
+    /// Named providers: `[providers.groq] base_url = "..."` (keys only from the environment).
+    #[serde(default)]
+    providers: std::collections::BTreeMap<String, ProviderSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderSection {
+    base_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -91,7 +100,7 @@ pub struct Config {
     pub server: Settings,
     pub store: String,
     pub retention: Retention,
-    llm: Vec<(&'static str, String)>,
+    llm: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Config {
@@ -167,6 +176,11 @@ impl Config {
             expire_finished_after: parse_duration(&expire)?,
         };
         let mut llm = Vec::new();
+        for (name, p) in file.providers {
+            if let Some(url) = p.base_url {
+                llm.push((format!("{}_BASE_URL", name.to_ascii_uppercase().replace('-', "_")), url));
+            }
+        }
         for (var, value) in [
             ("RULEWEAVE_LLM", file.llm.provider),
             ("OPENAI_BASE_URL", file.llm.base_url),
@@ -178,7 +192,7 @@ impl Config {
             ("RULEWEAVE_LLM_MAX_BACKOFF_MS", file.llm.max_backoff_ms.map(|v| v.to_string())),
         ] {
             if let Some(v) = value {
-                llm.push((var, v));
+                llm.push((var.to_owned(), v));
             }
         }
         Ok(Config {
@@ -192,10 +206,24 @@ impl Config {
 
     /// The model choice: the environment, with the file's `[llm]` values where it says nothing.
     pub fn llm(&self) -> Result<ruleweave::LlmChoice> {
-        let from_file = |k: &str| self.llm.iter().find(|(var, _)| *var == k).map(|(_, v)| v.clone());
+        let from_file = |k: &str| self.llm.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone());
         Ok(ruleweave::LlmChoice::from_vars(|k| {
             std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| from_file(k))
         })?)
+    }
+
+    /// The providers profiles may name (`provider: groq`): `<NAME>_API_KEY` and `<NAME>_BASE_URL`
+    /// from the environment, base URLs from `[providers.<name>]`. None when `RULEWEAVE_LLM=standin`
+    /// asks for everything offline.
+    pub fn named_providers(&self) -> ruleweave::llm::NamedProviders {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        if env("RULEWEAVE_LLM").as_deref() == Some("standin") {
+            return ruleweave::llm::NamedProviders::none();
+        }
+        let file = self.llm.clone();
+        ruleweave::llm::NamedProviders::from_vars(move |k| {
+            env(k).or_else(|| file.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone()))
+        })
     }
 
     /// Refuses to serve beyond loopback without a token long enough to be a secret.

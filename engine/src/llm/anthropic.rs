@@ -196,6 +196,7 @@ mod tests {
     #[test]
     fn system_messages_move_to_the_system_field() {
         let r = LlmRequest {
+            provider: None,
             profile: "p".into(),
             model: "claude-x".into(),
             messages: vec![Message::new("system", "be a pirate"), Message::new("user", "hi")],

@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod http;
+mod named;
 mod openai;
 mod profile;
 
@@ -17,6 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::{Anthropic, AnthropicConfig};
+pub use named::NamedProviders;
 pub use openai::{OpenAi, OpenAiConfig};
 pub(crate) use profile::ModelSpec;
 pub use profile::Profile;
@@ -47,6 +49,9 @@ impl Message {
 /// What a node asks a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmRequest {
+    /// The named provider the profile asks for (`groq`); the default provider when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     /// The pack's profile the request was made from.
     pub profile: String,
     /// The model, as the profile names it.

@@ -68,6 +68,8 @@ const EMBEDDING_BATCH: usize = 256;
 
 /// The `openai` provider.
 pub struct OpenAi {
+    /// `openai`, or the name a profile gives a vendor (`groq`).
+    name: String,
     config: OpenAiConfig,
     client: reqwest::Client,
     url: String,
@@ -81,12 +83,17 @@ type Cached = (Arc<str>, Arc<[f32]>);
 impl OpenAi {
     /// A provider sending to `config.base_url`.
     pub fn new(config: OpenAiConfig) -> Result<Self> {
+        Self::named(config, "openai")
+    }
+
+    /// A provider sending to `config.base_url`, called `name` in events and errors (`groq`).
+    pub fn named(config: OpenAiConfig, name: &str) -> Result<Self> {
         let client = http::client(config.timeout)?;
         let base = config.base_url.trim_end_matches('/');
         let url = format!("{base}/chat/completions");
         let embeddings_url = format!("{base}/embeddings");
         let embeddings = Mutex::new(LruCache::new(EMBEDDING_CACHE));
-        Ok(OpenAi { config, client, url, embeddings_url, embeddings })
+        Ok(OpenAi { name: name.to_owned(), config, client, url, embeddings_url, embeddings })
     }
 
     fn body(request: &LlmRequest, stream: bool) -> Value {
@@ -109,10 +116,10 @@ impl OpenAi {
 
     async fn call(&self, request: &LlmRequest, tokens: Option<TokenSink>) -> Result<LlmResponse> {
         let body = Self::body(request, tokens.is_some());
-        let (resp, attempts) = http::send("openai", &self.config.retry, || self.post(&self.url, &body)).await?;
+        let (resp, attempts) = http::send(&self.name, &self.config.retry, || self.post(&self.url, &body)).await?;
         match tokens {
             None => {
-                let v = http::json_body("openai", resp, attempts).await?;
+                let v = http::json_body(&self.name, resp, attempts).await?;
                 let content = v
                     .pointer("/choices/0/message/content")
                     .and_then(Value::as_str)
@@ -128,7 +135,7 @@ impl OpenAi {
                 let mut content = String::new();
                 let mut model = request.model.clone();
                 let mut use_ = Usage::default();
-                http::read_sse("openai", resp, attempts, |data| {
+                http::read_sse(&self.name, resp, attempts, |data| {
                     if data == "[DONE]" {
                         return Ok(());
                     }
@@ -184,9 +191,9 @@ impl OpenAi {
         for batch in missing.chunks(EMBEDDING_BATCH) {
             let body = json!({ "model": request.model, "input": batch });
             let (resp, tries) =
-                http::send("openai", &self.config.retry, || self.post(&self.embeddings_url, &body)).await?;
+                http::send(&self.name, &self.config.retry, || self.post(&self.embeddings_url, &body)).await?;
             attempts += tries;
-            let v = http::json_body("openai", resp, tries).await?;
+            let v = http::json_body(&self.name, resp, tries).await?;
             let batch_vectors = embeddings_of(&v, batch.len(), tries)?;
             let model: Arc<str> = v["model"].as_str().unwrap_or(&request.model).into();
             // Cached batch by batch: a later batch failing keeps what was paid for.
@@ -256,7 +263,7 @@ fn malformed(why: &str, attempts: u32) -> Error {
 
 impl Provider for OpenAi {
     fn name(&self) -> &str {
-        "openai"
+        &self.name
     }
 
     fn complete<'a>(
@@ -291,6 +298,7 @@ mod tests {
     #[test]
     fn request_body_carries_the_profile() {
         let r = LlmRequest {
+            provider: None,
             profile: "judge".into(),
             model: "gpt-4o-mini".into(),
             messages: vec![Message::new("user", "hi")],

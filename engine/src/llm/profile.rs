@@ -21,6 +21,8 @@ pub struct Profile {
     pub max_tokens: Option<u32>,
     /// Whether to ask for a JSON object.
     pub json: bool,
+    /// The named provider that answers (`groq`), when not the default one.
+    pub provider: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +51,7 @@ impl Profile {
     /// A request from this profile.
     pub(crate) fn request(&self, options: &Map, messages: Vec<Message>) -> Result<LlmRequest> {
         Ok(LlmRequest {
+            provider: self.provider.clone(),
             profile: self.name.clone(),
             model: self.model(options)?.to_owned(),
             messages,

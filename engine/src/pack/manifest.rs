@@ -50,10 +50,30 @@ pub(crate) struct Manifest {
     pub finish: Option<Spanned<FinishDecl>>,
     #[serde(default)]
     pub display: DisplayDecl,
+    /// Data tables the pack ships in `data/<pack>/`, queried by scripts.
+    #[serde(default)]
+    pub data: IndexMap<String, Spanned<TableDecl>>,
     /// Two-tier selectors (seed 001's scoring pipeline), used by `select:` nodes.
     #[serde(default)]
     pub selectors: IndexMap<String, Spanned<SelectorDecl>>,
     pub graph: GraphDecl,
+}
+
+/// A data table: a file of rows, its typed columns, the column naming rows, shared counters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TableDecl {
+    /// `questions.yaml` (a list of maps) or `questions.csv` (a header row), in `data/<pack>/`.
+    pub file: SpannedStr,
+    /// The column whose values name rows (default: `id`).
+    pub key: Option<SpannedStr>,
+    /// Column → type (`int`), or `{type, default}` for a column rows may leave out.
+    pub columns: IndexMap<String, Spanned<serde_json::Value>>,
+    /// Numbers per row shared by every session of the pack (`times_used`), kept in the store.
+    #[serde(default)]
+    pub counters: Vec<SpannedStr>,
+    #[serde(default)]
+    pub doc: String,
 }
 
 /// A selector: strategies make candidates, veto scorers reject, weighted scorers rank.
@@ -161,6 +181,8 @@ pub(crate) struct OptionDecl {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProfileDecl {
     pub model: Spanned<ModelDecl>,
+    /// A named OpenAI-compatible provider (`groq`: `GROQ_API_KEY`, `GROQ_BASE_URL`).
+    pub provider: Option<SpannedStr>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     #[serde(default)]

@@ -43,6 +43,7 @@ pub struct Pack {
     pub(crate) graph: Graph,
     pub(crate) sandbox: Arc<Sandbox>,
     pub(crate) limits: crate::limits::Limits,
+    pub(crate) tables: crate::data::Tables,
     pub(crate) prompts: Arc<Prompts>,
     pub(crate) init: Option<FnRef>,
     pub(crate) migrate: Option<FnRef>,
@@ -226,7 +227,7 @@ impl Pack {
                     ModelSpec::Fixed(m) => Json::String(m.clone()),
                     ModelSpec::ByOption { option, models } => serde_json::json!({ option.as_str(): models }),
                 };
-                let v = serde_json::json!({"model": model, "temperature": p.temperature, "max_tokens": p.max_tokens, "json": p.json, "description": p.description});
+                let v = serde_json::json!({"model": model, "provider": p.provider, "temperature": p.temperature, "max_tokens": p.max_tokens, "json": p.json, "description": p.description});
                 (p.name.clone(), v)
             })
             .collect();
@@ -249,6 +250,7 @@ impl Pack {
             "state": state,
             "profiles": profiles,
             "nodes": nodes,
+            "tables": self.tables.iter().map(|(k, t)| (k.clone(), t.describe())).collect::<serde_json::Map<_, _>>(),
             "standin": self.standin.is_some(),
         })
     }

@@ -27,6 +27,8 @@ pub(crate) struct HostShared {
     pub params: Map,
     pub prompts: Arc<Prompts>,
     pub profiles: Arc<IndexMap<String, Profile>>,
+    /// The pack's data tables.
+    pub tables: crate::data::Tables,
     /// Parameters shaped like keyword lists or tables, folded and compiled once at load.
     folded: HashMap<String, Folded>,
     regexes: Mutex<HashMap<String, Arc<regex::Regex>>>,
@@ -42,13 +44,20 @@ enum Folded {
 }
 
 impl HostShared {
-    pub fn new(pack: String, params: Map, prompts: Arc<Prompts>, profiles: Arc<IndexMap<String, Profile>>) -> Self {
+    pub fn new(
+        pack: String,
+        params: Map,
+        prompts: Arc<Prompts>,
+        profiles: Arc<IndexMap<String, Profile>>,
+        tables: crate::data::Tables,
+    ) -> Self {
         let folded = params.iter().filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?))).collect();
         HostShared {
             pack,
             params,
             prompts,
             profiles,
+            tables,
             folded,
             regexes: Mutex::new(HashMap::new()),
             regex_sets: Mutex::new(HashMap::new()),
@@ -198,6 +207,40 @@ fn thrown(e: crate::error::Error) -> Box<EvalAltResult> {
     Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(e), rhai::Position::NONE))
 }
 
+fn table_of<'a>(shared: &'a HostShared, name: &str) -> RhaiResult<&'a Arc<crate::data::Table>> {
+    shared.tables.get(name).ok_or_else(|| {
+        let mut known: Vec<&str> = shared.tables.keys().map(String::as_str).collect();
+        known.sort();
+        format!("the pack has no table `{name}` (tables: {})", known.join(", ")).into()
+    })
+}
+
+/// Records a counter bump of the turn (see `count`).
+fn bump(
+    ctx: &NativeCallContext<'_>,
+    shared: &HostShared,
+    table: &str,
+    key: &str,
+    counter: Option<&str>,
+    by: INT,
+) -> RhaiResult<()> {
+    let t = table_of(shared, table)?;
+    let counter = match counter {
+        Some(c) if t.counters.iter().any(|x| x == c) => c.to_owned(),
+        Some(c) => {
+            return Err(format!("table `{table}` has no counter `{c}` (counters: {})", t.counters.join(", ")).into());
+        }
+        None => t.counters.first().cloned().ok_or_else(|| format!("table `{table}` declares no counters"))?,
+    };
+    if !t.has_key(key) {
+        return Err(format!("table `{table}` has no row `{key}`").into());
+    }
+    with_turn(ctx, |tag| {
+        tag.turn.bump(crate::store::Bump { table: table.to_owned(), counter, key: key.to_owned(), by });
+        Ok(())
+    })
+}
+
 fn as_messages(list: &Array) -> RhaiResult<Vec<Message>> {
     list.iter()
         .map(|m| {
@@ -342,6 +385,44 @@ static HOST_FUNCTIONS: &[HostFn] = &[
                 let messages = as_messages(&messages)?;
                 ask(&ctx, &shared, profile, messages)
             });
+        },
+    },
+    // ---- data tables ----------------------------------------------------------------------
+    HostFn {
+        name: "query",
+        signature: "query(table: string, query: map) -> array",
+        doc: "Rows of one of the pack's `data:` tables, as maps (counters included): `#{where: \
+              #{field: value, field: #{between: [lo, hi]}, field: #{in: [...]}, field: #{not_in: \
+              [...]}}, order: [\"field\", \"-field\", #{near: \"field\", to: n}, \"random\"], limit: n}`, \
+              every part optional. `random` breaks ties the same way when a turn is replayed.",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn("query", move |ctx: NativeCallContext<'_>, table: &str, q: Map| -> RhaiResult<Array> {
+                let t = table_of(&shared, table)?;
+                with_turn(&ctx, |tag| {
+                    let counts = tag.turn.counts(table);
+                    t.query(&q, counts.as_deref(), tag.turn.random_u64()).map_err(|e| e.into())
+                })
+            });
+        },
+    },
+    HostFn {
+        name: "count",
+        signature: "count(table: string, key: string [, counter: string, by: int])",
+        doc: "Adds 1 (or `by`) to a row's counter (the table's first, or `counter`), shared by every \
+              session of the pack: counted when the turn commits, never when it is undone.",
+        register: |e, shared| {
+            let s = shared.clone();
+            e.register_fn("count", move |ctx: NativeCallContext<'_>, table: &str, key: &str| {
+                bump(&ctx, &s, table, key, None, 1)
+            });
+            let s = shared.clone();
+            e.register_fn(
+                "count",
+                move |ctx: NativeCallContext<'_>, table: &str, key: &str, counter: &str, by: INT| {
+                    bump(&ctx, &s, table, key, Some(counter), by)
+                },
+            );
         },
     },
     // ---- text -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ fn sandbox(limits: Limits) -> Sandbox {
         Map::new(),
         Arc::new(Prompts::empty(&Map::new())),
         Arc::new(IndexMap::new()),
+        Default::default(),
     ));
     Sandbox::new(limits, shared, &[]).unwrap()
 }

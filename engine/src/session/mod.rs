@@ -161,7 +161,8 @@ impl Session {
                             None,
                         )
                         .budget(&pack.limits)
-                        .observed(&pack.name, rt.llm_observers()),
+                        .observed(&pack.name, rt.llm_observers())
+                        .named(rt.named.clone()),
                     );
                     let env = pack.env(rt.packs.natives(), &turn);
                     let made = caught(std::pin::pin!(crate::graph::run::init(&env, init, &mut state))).await?;
@@ -200,6 +201,7 @@ impl Session {
             resume: None,
             finished: pack.is_finished(&state),
             created_at: now,
+            bumps: Vec::new(),
         };
         rt.store.create(&info, &start).await?;
         Ok(Session {

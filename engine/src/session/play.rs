@@ -1,6 +1,7 @@
 //! Playing one turn: the graph's steps, a checkpoint after each step of a long turn, the turn's
 //! checkpoint, and undoing it all (in memory and in the store) when anything fails.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -48,6 +49,7 @@ impl Session {
     ) -> Result<TurnResult> {
         let start = Instant::now();
         let (rt, pack) = (self.rt.clone(), self.pack.clone());
+        let counts = counts(&rt, &pack).await?;
         let turn = TurnCtx::new(
             self.id.clone(),
             number,
@@ -59,7 +61,9 @@ impl Session {
             live,
         )
         .budget(&pack.limits)
-        .observed(&pack.name, rt.llm_observers());
+        .observed(&pack.name, rt.llm_observers())
+        .named(rt.named.clone())
+        .counted(counts);
         let mut p = Playing {
             rt,
             pack,
@@ -109,6 +113,16 @@ impl Session {
     }
 }
 
+/// The counters of the pack's tables that have any, as the store holds them now.
+async fn counts(rt: &Runtime, pack: &Pack) -> Result<HashMap<String, Arc<crate::data::Counts>>> {
+    let mut out = HashMap::new();
+    for (name, table) in pack.tables.iter().filter(|(_, t)| !t.counters.is_empty()) {
+        let rows = rt.store.counters(&pack.name, name).await?;
+        out.insert(name.clone(), Arc::new(table.counts(rows)));
+    }
+    Ok(out)
+}
+
 impl Playing {
     /// Runs the graph's steps, recording a checkpoint after each step but the last when the
     /// pack checkpoints every step; returns the updates the turn's own checkpoint records.
@@ -156,6 +170,7 @@ impl Playing {
             snapshot: (snapshot_due || self.number.is_multiple_of(every)).then(|| value::to_json(state)),
             input: Some(std::mem::take(&mut self.input)),
             finished,
+            bumps: recorded.bumps,
             ..self.checkpoint(CheckpointKind::Turn, updates, recorded.exchanges)
         };
         self.rt.store.append(&self.id, &last).await?;
@@ -182,6 +197,7 @@ impl Playing {
             resume: None,
             finished: false,
             created_at: now_ms(),
+            bumps: Vec::new(),
         }
     }
 

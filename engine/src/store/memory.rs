@@ -11,6 +11,8 @@ use crate::llm::BoxFuture;
 #[derive(Default)]
 pub struct MemoryStore {
     sessions: Mutex<HashMap<String, Entry>>,
+    /// (pack, table, counter, row key) → value. Locked after `sessions` when both are.
+    counters: Mutex<HashMap<(String, String, String, String), i64>>,
 }
 
 struct Entry {
@@ -99,8 +101,25 @@ impl Store for MemoryStore {
             }
             e.info.finished = c.finished;
             e.info.updated_at = c.created_at;
+            if !c.bumps.is_empty() {
+                let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+                for b in &c.bumps {
+                    let k = (e.info.pack.clone(), b.table.clone(), b.counter.clone(), b.key.clone());
+                    *counters.entry(k).or_default() += b.by;
+                }
+            }
             Ok(())
         }))
+    }
+
+    fn counters<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
+        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let rows = counters
+            .iter()
+            .filter(|((p, t, _, _), _)| p == pack && t == table)
+            .map(|((_, _, counter, key), n)| (key.clone(), counter.clone(), *n))
+            .collect();
+        ready(Ok(rows))
     }
 
     fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {

@@ -119,6 +119,21 @@ pub struct Checkpoint {
     pub finished: bool,
     /// When it was written, unix milliseconds.
     pub created_at: i64,
+    /// Counter bumps of the session's pack, applied with the checkpoint (not kept in it).
+    pub bumps: Vec<Bump>,
+}
+
+/// One bump of a shared counter: a row's counter of a pack's data table, by `by`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bump {
+    /// The table.
+    pub table: String,
+    /// The counter (`times_used`).
+    pub counter: String,
+    /// The row's key.
+    pub key: String,
+    /// How much to add.
+    pub by: i64,
 }
 
 /// A checkpoint as the checkpoint list shows it.
@@ -247,6 +262,9 @@ pub trait Store: Send + Sync {
 
     /// Locks the session against writers in other processes, until the lock is dropped.
     fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>>;
+
+    /// The counters of `pack`'s table `table`: (row key, counter, value) for every row counted.
+    fn counters<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>>;
 
     /// Whether the store can take writes now; an error says why not (for health checks).
     fn health(&self) -> BoxFuture<'_, Result<()>> {

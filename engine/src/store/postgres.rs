@@ -148,6 +148,17 @@ impl Store for PostgresStore {
                 sqlx::Error::Database(d) if d.is_unique_violation() => conflict(id, c.seq),
                 _ => store_error("cannot write the checkpoint", err),
             })?;
+            for b in &c.bumps {
+                sqlx::query(sql::BUMP)
+                    .bind(id)
+                    .bind(&b.table)
+                    .bind(&b.counter)
+                    .bind(&b.key)
+                    .bind(b.by)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| store_error("cannot count", e))?;
+            }
             if c.snapshot.is_some() {
                 sqlx::query(
                     "UPDATE checkpoints SET snapshot = NULL \

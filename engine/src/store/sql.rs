@@ -85,6 +85,7 @@ where
             .transpose()?,
         finished: r.try_get::<bool, _>("finished").map_err(|e| store_error("finished", e))?,
         created_at: int("created_at")?,
+        bumps: Vec::new(),
     })
 }
 
@@ -148,6 +149,12 @@ where
         parent: parent.zip(parent_cp.map(|c| c as u64)),
     })
 }
+
+/// Adds a checkpoint's counter bumps to its session's pack's counters, in the transaction `tx`
+/// that records the checkpoint.
+pub(super) const BUMP: &str = "INSERT INTO counters (pack, tab, counter, key, n) \
+     SELECT pack, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
+     ON CONFLICT (pack, tab, counter, key) DO UPDATE SET n = counters.n + excluded.n";
 
 /// The methods the SQL stores share, written once: the same SQL (`$N` placeholders, which
 /// PostgreSQL takes and sqlx numbers the same way for SQLite), decoded by the row functions
@@ -319,6 +326,21 @@ macro_rules! shared_store {
                     .await
                     .map_err(|e| store_error("cannot expire sessions", e))?;
                 Ok(r.rows_affected())
+            })
+        }
+
+        fn counters<'a>(
+            &'a self,
+            pack: &'a str,
+            table: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
+            Box::pin(async move {
+                sqlx::query_as("SELECT key, counter, n FROM counters WHERE pack = $1 AND tab = $2")
+                    .bind(pack)
+                    .bind(table)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| store_error("cannot read counters", e))
             })
         }
 

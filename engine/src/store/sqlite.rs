@@ -76,6 +76,8 @@ fn identity(_: &Path) -> Option<(u64, u64)> {
 struct Write {
     id: String,
     c: CheckpointRow,
+    /// Counter bumps to apply if the checkpoint goes in.
+    bumps: Vec<super::Bump>,
     done: oneshot::Sender<Result<bool>>,
 }
 
@@ -170,7 +172,7 @@ impl Store for SqliteStore {
             };
             let (done, result) = oneshot::channel();
             self.writer
-                .send(Write { id: id.to_owned(), c: row, done })
+                .send(Write { id: id.to_owned(), c: row, bumps: c.bumps.clone(), done })
                 .map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))?;
             let written =
                 result.await.map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))??;
@@ -218,6 +220,15 @@ async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::Unb
             for w in batch {
                 let _ = w.done.send(Err(e.clone()));
             }
+            continue;
+        }
+        // Checkpoints that count go in one by one, each with its counters in one transaction.
+        let (counting, mut batch): (Vec<Write>, Vec<Write>) = batch.into_iter().partition(|w| !w.bumps.is_empty());
+        for w in counting {
+            let r = insert_counting(&pool, &w).await;
+            let _ = w.done.send(r);
+        }
+        if batch.is_empty() {
             continue;
         }
         if batch.len() == 1 {
@@ -281,6 +292,31 @@ async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::Unb
 
 /// Inserts one checkpoint if its session's head is the checkpoint before it.
 async fn insert(pool: &SqlitePool, w: &Write) -> Result<bool> {
+    insert_in(pool, w).await
+}
+
+/// [`insert`], and the checkpoint's counter bumps if it went in, in one transaction.
+async fn insert_counting(pool: &SqlitePool, w: &Write) -> Result<bool> {
+    let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+    if !insert_in(&mut *tx, w).await? {
+        return Ok(false);
+    }
+    for b in &w.bumps {
+        sqlx::query(sql::BUMP)
+            .bind(&w.id)
+            .bind(&b.table)
+            .bind(&b.counter)
+            .bind(&b.key)
+            .bind(b.by)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot count", e))?;
+    }
+    tx.commit().await.map_err(|e| store_error("cannot commit", e))?;
+    Ok(true)
+}
+
+async fn insert_in<'e>(db: impl sqlx::SqliteExecutor<'e>, w: &Write) -> Result<bool> {
     let c = &w.c;
     let done = sqlx::query(
         "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
@@ -300,7 +336,7 @@ async fn insert(pool: &SqlitePool, w: &Write) -> Result<bool> {
     .bind(&c.resume)
     .bind(c.finished)
     .bind(c.created_at)
-    .execute(pool)
+    .execute(db)
     .await;
     match done {
         Ok(r) => Ok(r.rows_affected() == 1),

@@ -46,6 +46,7 @@ fn start() -> Checkpoint {
         resume: None,
         finished: false,
         created_at: 1_000,
+        bumps: Vec::new(),
     }
 }
 

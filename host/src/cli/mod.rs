@@ -87,7 +87,8 @@ async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
     let store = ruleweave::store::open(store).await?;
     // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
     let builder = ruleweave_natives::register(Engine::builder(root));
-    Ok(builder.llm(config.llm()?).store(store).retention(config.retention).build())
+    let builder = builder.llm(config.llm()?).named_providers(config.named_providers());
+    Ok(builder.store(store).retention(config.retention).build())
 }
 
 /// Loads `name`, printing its diagnostics when it does not load.

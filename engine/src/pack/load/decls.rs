@@ -110,6 +110,11 @@ impl Loader<'_> {
             if d.max_tokens == Some(0) {
                 self.error(format!("profile `{name}`: max_tokens must be at least 1"), at.clone());
             }
+            if let Some(p) = &d.provider
+                && !(is_identifier(&p.value.replace('-', "_")))
+            {
+                self.error(format!("profile `{name}`: `{}` is not a provider name (like groq)", p.value), self.at(p));
+            }
             let profile = Profile {
                 name: name.clone(),
                 description: d.description.clone(),
@@ -117,6 +122,7 @@ impl Loader<'_> {
                 temperature: d.temperature,
                 max_tokens: d.max_tokens,
                 json: d.json,
+                provider: d.provider.as_ref().map(|p| p.value.clone()),
             };
             out.insert(name.clone(), profile);
         }

@@ -6,6 +6,7 @@
 //! declarations, `graph` the graph (each node through its kind, `graph::kinds`), `selectors` the
 //! selectors.
 
+mod data;
 mod decls;
 mod files;
 mod graph;
@@ -80,6 +81,7 @@ struct Declared {
     schema: Schema,
     inputs: IndexMap<String, super::InputSpec>,
     limits: Limits,
+    tables: crate::data::Tables,
 }
 
 /// The pack's compiled code: templates, the sandbox (with `scripts/lib/`), its scripts.
@@ -156,6 +158,7 @@ impl Loader<'_> {
             graph,
             sandbox: c.sandbox,
             limits: d.limits,
+            tables: d.tables,
             prompts: c.prompts,
             init,
             migrate,
@@ -173,7 +176,8 @@ impl Loader<'_> {
         let schema = self.schema(&m.state);
         let inputs = self.inputs(&m.input);
         let limits = self.limits(&m.limits);
-        Declared { params, options, profiles, schema, inputs, limits }
+        let tables = self.tables(&m.data);
+        Declared { params, options, profiles, schema, inputs, limits, tables }
     }
 
     /// Reads and compiles the templates (the pack's files and the manifest's `display:` ones),
@@ -202,8 +206,13 @@ impl Loader<'_> {
             }
         };
         let prompts = Arc::new(prompts);
-        let shared =
-            Arc::new(HostShared::new(self.pack.clone(), d.params.clone(), prompts.clone(), d.profiles.clone()));
+        let shared = Arc::new(HostShared::new(
+            self.pack.clone(),
+            d.params.clone(),
+            prompts.clone(),
+            d.profiles.clone(),
+            d.tables.clone(),
+        ));
         let libs = self.read_text("scripts", "lib", "rhai", "script");
         let sandbox = match Sandbox::new(d.limits, shared.clone(), &libs) {
             Ok(s) => s,

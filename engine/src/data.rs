@@ -1,0 +1,419 @@
+//! Pack data tables: rows a pack ships in `data/<pack>/` (YAML or CSV), typed by the manifest,
+//! loaded once per pack version and shared by every session, and queried by scripts through
+//! the `query` host function: filter, order by several keys, limit.
+//!
+//! A table may declare *counters* (`times_used`): numbers per row shared by every session of the
+//! pack, kept in the session store, read at the start of a turn and bumped (`count()`) when the
+//! turn commits — never when it is undone.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
+
+use crate::vocab::TypeName;
+
+/// A loaded table.
+#[derive(Debug)]
+pub(crate) struct Table {
+    pub name: String,
+    pub columns: Vec<Column>,
+    /// The column whose values name rows (for counters and `not_in`).
+    pub key: usize,
+    pub rows: Vec<Row>,
+    /// Counter names (`times_used`): numbers per row, in the store.
+    pub counters: Vec<String>,
+    /// What the table holds, from the manifest.
+    pub doc: String,
+}
+
+/// A column of a table.
+#[derive(Debug, Clone)]
+pub(crate) struct Column {
+    pub name: String,
+    pub ty: TypeName,
+}
+
+/// A row: its cells (typed, for fast filtering) and the map scripts get (built once, shared).
+#[derive(Debug)]
+pub(crate) struct Row {
+    pub cells: Vec<Cell>,
+    pub map: Dynamic,
+    /// The key column's value as text (what counters are kept by).
+    pub key: String,
+}
+
+/// A cell's value.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell {
+    Str(ImmutableString),
+    Int(INT),
+    Float(FLOAT),
+    Bool(bool),
+}
+
+impl Cell {
+    /// The cell from a script value of a query, when it is a scalar.
+    fn of(v: &Dynamic) -> Option<Cell> {
+        if let Ok(i) = v.as_int() {
+            Some(Cell::Int(i))
+        } else if let Ok(f) = v.as_float() {
+            Some(Cell::Float(f))
+        } else if let Ok(b) = v.as_bool() {
+            Some(Cell::Bool(b))
+        } else {
+            v.read_lock::<ImmutableString>().map(|s| Cell::Str(s.clone()))
+        }
+    }
+
+    fn number(&self) -> Option<f64> {
+        match self {
+            Cell::Int(i) => Some(*i as f64),
+            Cell::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    pub fn to_dynamic(&self) -> Dynamic {
+        match self {
+            Cell::Str(s) => Dynamic::from(s.clone()),
+            Cell::Int(i) => Dynamic::from_int(*i),
+            Cell::Float(f) => Dynamic::from_float(*f),
+            Cell::Bool(b) => Dynamic::from_bool(*b),
+        }
+    }
+
+    /// Equality across number types (`3 == 3.0`).
+    fn same(&self, other: &Cell) -> bool {
+        match (self.number(), other.number()) {
+            (Some(a), Some(b)) => a == b,
+            _ => self == other,
+        }
+    }
+}
+
+/// The counters of one table as a turn sees them: row key → counter → value.
+pub(crate) type Counts = HashMap<String, Vec<i64>>;
+
+/// A query's condition on one field.
+enum Test {
+    Equals(Cell),
+    Between(f64, f64),
+    In(Vec<Cell>),
+    NotIn(Vec<Cell>),
+}
+
+/// A query's sort key.
+enum Order {
+    Asc(Field),
+    Desc(Field),
+    /// Closest first to a number.
+    Near(Field, f64),
+    /// A tie-break that differs per turn but replays the same.
+    Random,
+}
+
+/// A field a query names: a column or a counter.
+#[derive(Clone, Copy)]
+enum Field {
+    Column(usize),
+    Counter(usize),
+}
+
+impl Table {
+    /// A table of `columns` (the key among them) with `rows` of cells in column order.
+    pub fn new(name: String, columns: Vec<Column>, key: usize, cells: Vec<Vec<Cell>>, counters: Vec<String>) -> Self {
+        let rows = cells
+            .into_iter()
+            .map(|cells| {
+                let map: Map =
+                    columns.iter().zip(&cells).map(|(c, v)| (c.name.as_str().into(), v.to_dynamic())).collect();
+                let key = match &cells[key] {
+                    Cell::Str(s) => s.to_string(),
+                    Cell::Int(n) => n.to_string(),
+                    Cell::Float(f) => f.to_string(),
+                    Cell::Bool(b) => b.to_string(),
+                };
+                Row { cells, map: Dynamic::from_map(map).into_read_only().into_shared(), key }
+            })
+            .collect();
+        Table { name, columns, key, rows, counters, doc: String::new() }
+    }
+
+    /// What the table is, as JSON (for `GET /v1/packs`).
+    pub fn describe(&self) -> serde_json::Value {
+        let columns: serde_json::Map<String, serde_json::Value> =
+            self.columns.iter().map(|c| (c.name.clone(), c.ty.as_str().into())).collect();
+        serde_json::json!({
+            "columns": columns,
+            "key": self.columns[self.key].name,
+            "counters": self.counters,
+            "rows": self.rows.len(),
+            "doc": self.doc,
+        })
+    }
+
+    /// The counts of this table from a store's (row key, counter, value) rows.
+    pub fn counts(&self, rows: Vec<(String, String, i64)>) -> Counts {
+        let mut out = Counts::new();
+        for (key, counter, n) in rows {
+            if let Some(i) = self.counters.iter().position(|c| *c == counter) {
+                out.entry(key).or_insert_with(|| vec![0; self.counters.len()])[i] = n;
+            }
+        }
+        out
+    }
+
+    /// Whether a row has this key.
+    pub fn has_key(&self, key: &str) -> bool {
+        self.rows.iter().any(|r| r.key == key)
+    }
+
+    fn field(&self, name: &str) -> Result<Field, String> {
+        if let Some(i) = self.columns.iter().position(|c| c.name == name) {
+            return Ok(Field::Column(i));
+        }
+        if let Some(i) = self.counters.iter().position(|c| c == name) {
+            return Ok(Field::Counter(i));
+        }
+        let mut known: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        known.extend(self.counters.iter().map(String::as_str));
+        Err(format!("table `{}` has no column `{name}` (columns: {})", self.name, known.join(", ")))
+    }
+
+    /// Runs a query: `#{where: #{field: value | #{between: [lo, hi]} | #{in: [...]} |
+    /// #{not_in: [...]}}, order: [field, "-field", #{near: field, to: n}, "random"], limit: n}`.
+    /// Every part is optional. Rows come back as maps, counters included. `salt` seeds `random`.
+    pub fn query(&self, q: &Map, counts: Option<&Counts>, salt: u64) -> Result<Array, String> {
+        let tests = self.tests(q)?;
+        let order = self.order(q)?;
+        let limit = match q.get("limit") {
+            None => usize::MAX,
+            Some(v) => v.as_int().ok().filter(|n| *n >= 0).ok_or("`limit` is a whole number ≥ 0")? as usize,
+        };
+        for key in q.keys() {
+            if !matches!(key.as_str(), "where" | "order" | "limit") {
+                return Err(format!("a query has `where`, `order` and `limit`, not `{key}`"));
+            }
+        }
+        let zeros = vec![0; self.counters.len()];
+        let counted = |i: usize| -> &[i64] {
+            counts.and_then(|c| c.get(self.rows[i].key.as_str())).map_or(&zeros[..], |v| &v[..])
+        };
+        let value = |i: usize, f: Field| -> Cell {
+            match f {
+                Field::Column(c) => self.rows[i].cells[c].clone(),
+                Field::Counter(c) => Cell::Int(counted(i).get(c).copied().unwrap_or(0)),
+            }
+        };
+        let mut hits: Vec<usize> = (0..self.rows.len())
+            .filter(|&i| {
+                tests.iter().all(|(f, t)| {
+                    let v = value(i, *f);
+                    match t {
+                        Test::Equals(x) => v.same(x),
+                        Test::Between(lo, hi) => v.number().is_some_and(|n| *lo <= n && n <= *hi),
+                        Test::In(xs) => xs.iter().any(|x| v.same(x)),
+                        Test::NotIn(xs) => !xs.iter().any(|x| v.same(x)),
+                    }
+                })
+            })
+            .collect();
+        if !order.is_empty() {
+            let key = |i: usize| -> Vec<Key> {
+                order
+                    .iter()
+                    .map(|o| match o {
+                        Order::Asc(f) => Key::of(value(i, *f), false),
+                        Order::Desc(f) => Key::of(value(i, *f), true),
+                        Order::Near(f, to) => Key::Num(value(i, *f).number().map_or(f64::INFINITY, |n| (n - to).abs())),
+                        Order::Random => Key::Num((crate::text::hash_with(salt, &self.rows[i].key) >> 11) as f64),
+                    })
+                    .collect()
+            };
+            let mut keyed: Vec<(Vec<Key>, usize)> = hits.iter().map(|&i| (key(i), i)).collect();
+            let by = |a: &(Vec<Key>, usize), b: &(Vec<Key>, usize)| {
+                a.0.iter().zip(&b.0).map(|(x, y)| x.cmp(y)).find(|o| o.is_ne()).unwrap_or(a.1.cmp(&b.1))
+            };
+            if limit < keyed.len() && limit > 0 {
+                keyed.select_nth_unstable_by(limit - 1, by);
+                keyed.truncate(limit);
+            }
+            keyed.sort_unstable_by(by);
+            hits = keyed.into_iter().map(|(_, i)| i).collect();
+        }
+        hits.truncate(limit);
+        Ok(hits.into_iter().map(|i| self.row(i, counted(i))).collect())
+    }
+
+    /// Row `i` as scripts see it: its map, with the counters when the table has any.
+    fn row(&self, i: usize, counted: &[i64]) -> Dynamic {
+        if self.counters.is_empty() {
+            return self.rows[i].map.clone();
+        }
+        let mut map = self.rows[i].map.read_lock::<Map>().map(|m| m.clone()).unwrap_or_default();
+        for (name, n) in self.counters.iter().zip(counted) {
+            map.insert(name.as_str().into(), Dynamic::from_int(*n));
+        }
+        Dynamic::from_map(map)
+    }
+
+    fn tests(&self, q: &Map) -> Result<Vec<(Field, Test)>, String> {
+        let Some(w) = q.get("where") else { return Ok(Vec::new()) };
+        let w = w.read_lock::<Map>().ok_or("`where` is a map of field → condition")?;
+        let mut out = Vec::new();
+        for (name, cond) in w.iter() {
+            let field = self.field(name)?;
+            let list = |v: &Dynamic, what: &str| -> Result<Vec<Cell>, String> {
+                let a = v.read_lock::<Array>().ok_or_else(|| format!("`{what}` of `{name}` is a list"))?;
+                a.iter().map(|x| Cell::of(x).ok_or_else(|| format!("`{what}` of `{name}` lists scalars"))).collect()
+            };
+            let test = match cond.read_lock::<Map>() {
+                None => Test::Equals(Cell::of(cond).ok_or_else(|| format!("`{name}` is compared to a scalar"))?),
+                Some(m) => match (m.get("between"), m.get("in"), m.get("not_in")) {
+                    (Some(b), None, None) if m.len() == 1 => {
+                        let b = list(b, "between")?;
+                        match b.as_slice() {
+                            [lo, hi] if lo.number().is_some() && hi.number().is_some() => {
+                                Test::Between(lo.number().unwrap_or(0.0), hi.number().unwrap_or(0.0))
+                            }
+                            _ => return Err(format!("`between` of `{name}` is [low, high], two numbers")),
+                        }
+                    }
+                    (None, Some(xs), None) if m.len() == 1 => Test::In(list(xs, "in")?),
+                    (None, None, Some(xs)) if m.len() == 1 => Test::NotIn(list(xs, "not_in")?),
+                    _ => {
+                        return Err(format!(
+                            "`{name}`: a condition is a value, or #{{between}}, #{{in}} or #{{not_in}}"
+                        ));
+                    }
+                },
+            };
+            out.push((field, test));
+        }
+        Ok(out)
+    }
+
+    fn order(&self, q: &Map) -> Result<Vec<Order>, String> {
+        let Some(o) = q.get("order") else { return Ok(Vec::new()) };
+        let o = o.read_lock::<Array>().ok_or("`order` is a list of sort keys")?;
+        o.iter()
+            .map(|k| {
+                if let Some(s) = k.read_lock::<ImmutableString>() {
+                    return match s.as_str() {
+                        "random" => Ok(Order::Random),
+                        desc if desc.starts_with('-') => Ok(Order::Desc(self.field(&desc[1..])?)),
+                        asc => Ok(Order::Asc(self.field(asc)?)),
+                    };
+                }
+                let m = k.read_lock::<Map>().ok_or("a sort key is a field, \"-field\", \"random\" or #{near, to}")?;
+                let field = m.get("near").and_then(|f| f.read_lock::<ImmutableString>().map(|s| s.to_string()));
+                let to = m.get("to").and_then(|t| Cell::of(t)?.number());
+                match (field, to) {
+                    (Some(f), Some(to)) => Ok(Order::Near(self.field(&f)?, to)),
+                    _ => Err("#{near: field, to: number} orders closest first".to_owned()),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One sort key of a row: numbers (and booleans, 0/1) by value, text by its characters;
+/// `desc` reverses it.
+enum Key {
+    Num(f64),
+    Text(ImmutableString, bool),
+}
+
+impl Key {
+    fn of(c: Cell, desc: bool) -> Key {
+        let sign = if desc { -1.0 } else { 1.0 };
+        match c {
+            Cell::Int(i) => Key::Num(sign * i as f64),
+            Cell::Float(f) => Key::Num(sign * f),
+            Cell::Bool(b) => Key::Num(sign * f64::from(u8::from(b))),
+            Cell::Str(s) => Key::Text(s, desc),
+        }
+    }
+
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        match (self, other) {
+            (Key::Num(a), Key::Num(b)) => a.total_cmp(b),
+            (Key::Text(a, desc), Key::Text(b, _)) if *desc => b.cmp(a),
+            (Key::Text(a, _), Key::Text(b, _)) => a.cmp(b),
+            (Key::Num(_), Key::Text(..)) => std::cmp::Ordering::Less,
+            (Key::Text(..), Key::Num(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+}
+
+/// A pack's tables, by name.
+pub(crate) type Tables = Arc<HashMap<String, Arc<Table>>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::from_json;
+    use serde_json::json;
+
+    fn questions() -> Table {
+        let columns = ["id", "intensity", "language", "active"];
+        let types = [TypeName::String, TypeName::Int, TypeName::String, TypeName::Bool];
+        let columns: Vec<Column> = columns.iter().zip(types).map(|(n, ty)| Column { name: (*n).into(), ty }).collect();
+        let rows = (1..=20)
+            .map(|i: i64| {
+                vec![
+                    Cell::Str(format!("q{i}").into()),
+                    Cell::Int((i - 1) % 10 + 1),
+                    Cell::Str(if i <= 10 { "en" } else { "pl" }.into()),
+                    Cell::Bool(i != 3),
+                ]
+            })
+            .collect();
+        Table::new("questions".into(), columns, 0, rows, vec!["times_used".into()])
+    }
+
+    fn ids(rows: &Array) -> Vec<String> {
+        rows.iter().map(|r| r.read_lock::<Map>().unwrap()["id"].to_string()).collect()
+    }
+
+    #[test]
+    fn filter_order_and_limit() {
+        let t = questions();
+        let mut counts = Counts::new();
+        counts.insert("q4".into(), vec![2]);
+        let q = from_json(&json!({
+            "where": {"language": "en", "active": true, "intensity": {"between": [2, 6]}, "id": {"not_in": ["q6"]}},
+            "order": [{"near": "intensity", "to": 4}, "times_used", "random"],
+            "limit": 3,
+        }));
+        let rows = t.query(&q.cast::<Map>(), Some(&counts), 7).unwrap();
+        // 4 is nearest; 3 and 5 are next (3 is inactive); then 2 and 6 (6 is excluded).
+        assert_eq!(ids(&rows), ["q4", "q5", "q2"]);
+        assert_eq!(rows[0].read_lock::<Map>().unwrap()["times_used"].as_int().unwrap(), 2);
+        // Less used first: q4 (used twice) goes after q14; text sorts by its characters.
+        let q = from_json(&json!({"where": {"intensity": {"between": [4, 4]}}, "order": ["times_used", "id"]}));
+        assert_eq!(ids(&t.query(&q.cast::<Map>(), Some(&counts), 7).unwrap()), ["q14", "q4"]);
+        let q = from_json(&json!({"where": {"intensity": {"between": [1, 2]}}, "order": ["-id"]}));
+        assert_eq!(ids(&t.query(&q.cast::<Map>(), None, 7).unwrap()), ["q2", "q12", "q11", "q1"]);
+    }
+
+    #[test]
+    fn bad_queries_say_what_is_wrong() {
+        let t = questions();
+        let bad = |q: serde_json::Value| t.query(&from_json(&q).cast::<Map>(), None, 0).unwrap_err();
+        assert!(bad(json!({"where": {"colour": "red"}})).contains("no column `colour`"));
+        assert!(bad(json!({"where": {"intensity": {"between": [1]}}})).contains("two numbers"));
+        assert!(bad(json!({"order": ["-nope"]})).contains("no column `nope`"));
+        assert!(bad(json!({"limit": -1})).contains("limit"));
+        assert!(bad(json!({"sort": []})).contains("not `sort`"));
+    }
+
+    #[test]
+    fn random_ties_break_the_same_way_for_the_same_salt() {
+        let t = questions();
+        let q = from_json(&json!({"order": ["random"], "limit": 5})).cast::<Map>();
+        assert_eq!(ids(&t.query(&q, None, 1).unwrap()), ids(&t.query(&q, None, 1).unwrap()));
+        assert_ne!(ids(&t.query(&q, None, 1).unwrap()), ids(&t.query(&q, None, 2).unwrap()));
+    }
+}
