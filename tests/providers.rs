@@ -17,6 +17,7 @@ use support::mock_llm::{MockLlm, Reply, letter_counts};
 fn request(model: &str, json_mode: bool) -> LlmRequest {
     LlmRequest {
         provider: None,
+        default_model: None,
         profile: "p".into(),
         model: model.into(),
         messages: vec![Message::new("system", "You are a pirate."), Message::new("user", "Ahoy!")],

@@ -13,18 +13,26 @@ use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
 
 use crate::vocab::TypeName;
 
-/// A loaded table.
+/// A loaded table ([`crate::Pack::table`]).
 #[derive(Debug)]
-pub(crate) struct Table {
-    pub name: String,
-    pub columns: Vec<Column>,
+pub struct Table {
+    pub(crate) name: String,
+    pub(crate) columns: Vec<Column>,
     /// The column whose values name rows (for counters and `not_in`).
-    pub key: usize,
-    pub rows: Vec<Row>,
+    pub(crate) key: usize,
+    pub(crate) rows: Vec<Row>,
+    /// The cells column by column (`cells[column][row]`): a test reads one column's values in a
+    /// row, one after the other.
+    cells: Vec<Vec<Cell>>,
     /// Counter names (`times_used`): numbers per row, in the store.
-    pub counters: Vec<String>,
+    pub(crate) counters: Vec<String>,
     /// What the table holds, from the manifest.
-    pub doc: String,
+    pub(crate) doc: String,
+    /// Row key → row index.
+    index: HashMap<String, usize>,
+    /// For each text column, a number per distinct value and each row's (empty for the others).
+    dictionary: Vec<HashMap<ImmutableString, u32>>,
+    codes: Vec<Vec<u32>>,
 }
 
 /// A column of a table.
@@ -34,10 +42,9 @@ pub(crate) struct Column {
     pub ty: TypeName,
 }
 
-/// A row: its cells (typed, for fast filtering) and the map scripts get (built once, shared).
+/// A row: the map scripts get (built once, shared) and its key.
 #[derive(Debug)]
 pub(crate) struct Row {
-    pub cells: Vec<Cell>,
     pub map: Dynamic,
     /// The key column's value as text (what counters are kept by).
     pub key: String,
@@ -92,8 +99,21 @@ impl Cell {
     }
 }
 
-/// The counters of one table as a turn sees them: row key → counter → value.
-pub(crate) type Counts = HashMap<String, Vec<i64>>;
+/// A table's counters as a turn sees them: one value per row and counter, by row index.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    /// Counters per row.
+    width: usize,
+    /// `width` values for each row, in row order; empty when nothing was counted.
+    values: Vec<i64>,
+}
+
+impl Counts {
+    /// Row `i`'s counters (zeros when nothing was counted).
+    fn row(&self, i: usize) -> Option<&[i64]> {
+        self.values.get(i * self.width..(i + 1) * self.width)
+    }
+}
 
 /// A query's condition on one field.
 enum Test {
@@ -101,6 +121,9 @@ enum Test {
     Between(f64, f64),
     In(Vec<Cell>),
     NotIn(Vec<Cell>),
+    /// A text column's codes (see `Table::codes`): the row's is among them (`false`), or not
+    /// (`true`). Comparing numbers, where comparing text would read every string.
+    Code(Vec<u32>, bool),
 }
 
 /// A query's sort key.
@@ -122,8 +145,15 @@ enum Field {
 
 impl Table {
     /// A table of `columns` (the key among them) with `rows` of cells in column order.
-    pub fn new(name: String, columns: Vec<Column>, key: usize, cells: Vec<Vec<Cell>>, counters: Vec<String>) -> Self {
-        let rows = cells
+    pub(crate) fn new(
+        name: String,
+        columns: Vec<Column>,
+        key: usize,
+        cells: Vec<Vec<Cell>>,
+        counters: Vec<String>,
+    ) -> Self {
+        let mut by_column: Vec<Vec<Cell>> = vec![Vec::with_capacity(cells.len()); columns.len()];
+        let rows: Vec<Row> = cells
             .into_iter()
             .map(|cells| {
                 let map: Map =
@@ -134,10 +164,29 @@ impl Table {
                     Cell::Float(f) => f.to_string(),
                     Cell::Bool(b) => b.to_string(),
                 };
-                Row { cells, map: Dynamic::from_map(map).into_read_only().into_shared(), key }
+                for (column, cell) in by_column.iter_mut().zip(cells) {
+                    column.push(cell);
+                }
+                Row { map: Dynamic::from_map(map).into_read_only().into_shared(), key }
             })
             .collect();
-        Table { name, columns, key, rows, counters, doc: String::new() }
+        let index = rows.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
+        let mut dictionary = vec![HashMap::new(); columns.len()];
+        let mut codes = vec![Vec::new(); columns.len()];
+        for (c, _) in columns.iter().enumerate().filter(|(_, c)| c.ty == TypeName::String) {
+            let words = &mut dictionary[c];
+            codes[c] = by_column[c]
+                .iter()
+                .map(|cell| match cell {
+                    Cell::Str(s) => {
+                        let next = words.len() as u32;
+                        *words.entry(s.clone()).or_insert(next)
+                    }
+                    _ => u32::MAX,
+                })
+                .collect();
+        }
+        Table { name, columns, key, rows, cells: by_column, counters, doc: String::new(), index, dictionary, codes }
     }
 
     /// What the table is, as JSON (for `GET /v1/packs`).
@@ -153,20 +202,41 @@ impl Table {
         })
     }
 
-    /// The counts of this table from a store's (row key, counter, value) rows.
+    /// The counts of this table from a store's (row key, counter, value) rows; rows the table
+    /// no longer has are left out.
     pub fn counts(&self, rows: Vec<(String, String, i64)>) -> Counts {
-        let mut out = Counts::new();
+        let width = self.counters.len();
+        let mut values = Vec::new();
         for (key, counter, n) in rows {
-            if let Some(i) = self.counters.iter().position(|c| *c == counter) {
-                out.entry(key).or_insert_with(|| vec![0; self.counters.len()])[i] = n;
+            let (Some(c), Some(&i)) = (self.counters.iter().position(|c| *c == counter), self.index.get(&key)) else {
+                continue;
+            };
+            if values.is_empty() {
+                values = vec![0; width * self.rows.len()];
             }
+            values[i * width + c] = n;
         }
-        out
+        Counts { width, values }
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How many rows it has.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether it has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
     }
 
     /// Whether a row has this key.
     pub fn has_key(&self, key: &str) -> bool {
-        self.rows.iter().any(|r| r.key == key)
+        self.index.contains_key(key)
     }
 
     fn field(&self, name: &str) -> Result<Field, String> {
@@ -185,7 +255,13 @@ impl Table {
     /// #{not_in: [...]}}, order: [field, "-field", #{near: field, to: n}, "random"], limit: n}`.
     /// Every part is optional. Rows come back as maps, counters included. `salt` seeds `random`.
     pub fn query(&self, q: &Map, counts: Option<&Counts>, salt: u64) -> Result<Array, String> {
-        let tests = self.tests(q)?;
+        let mut tests = self.tests(q)?;
+        // The cheap tests first: a row most tests reject never reaches a list scan.
+        tests.sort_by_key(|(_, t)| match t {
+            Test::Code(codes, _) => codes.len(),
+            Test::Equals(_) | Test::Between(..) => 1,
+            Test::In(xs) | Test::NotIn(xs) => 2 + xs.len(),
+        });
         let order = self.order(q)?;
         let limit = match q.get("limit") {
             None => usize::MAX,
@@ -197,50 +273,80 @@ impl Table {
             }
         }
         let zeros = vec![0; self.counters.len()];
-        let counted = |i: usize| -> &[i64] {
-            counts.and_then(|c| c.get(self.rows[i].key.as_str())).map_or(&zeros[..], |v| &v[..])
-        };
-        let value = |i: usize, f: Field| -> Cell {
-            match f {
-                Field::Column(c) => self.rows[i].cells[c].clone(),
-                Field::Counter(c) => Cell::Int(counted(i).get(c).copied().unwrap_or(0)),
+        let counted = |i: usize| -> &[i64] { counts.and_then(|c| c.row(i)).unwrap_or(&zeros) };
+        let counter = |i: usize, c: usize| Cell::Int(counted(i).get(c).copied().unwrap_or(0));
+        let passes = |f: Field, t: &Test, i: usize| -> bool {
+            if let (Field::Column(c), Test::Code(codes, not)) = (f, t) {
+                return codes.contains(&self.codes[c][i]) != *not;
+            }
+            let held;
+            let v = match f {
+                Field::Column(c) => &self.cells[c][i],
+                Field::Counter(c) => {
+                    held = counter(i, c);
+                    &held
+                }
+            };
+            match t {
+                Test::Equals(x) => v.same(x),
+                Test::Between(lo, hi) => v.number().is_some_and(|n| *lo <= n && n <= *hi),
+                Test::In(xs) => xs.iter().any(|x| v.same(x)),
+                Test::NotIn(xs) => !xs.iter().any(|x| v.same(x)),
+                Test::Code(..) => false,
             }
         };
-        let mut hits: Vec<usize> = (0..self.rows.len())
-            .filter(|&i| {
-                tests.iter().all(|(f, t)| {
-                    let v = value(i, *f);
-                    match t {
-                        Test::Equals(x) => v.same(x),
-                        Test::Between(lo, hi) => v.number().is_some_and(|n| *lo <= n && n <= *hi),
-                        Test::In(xs) => xs.iter().any(|x| v.same(x)),
-                        Test::NotIn(xs) => !xs.iter().any(|x| v.same(x)),
+        // Test by test, each over one column: the rows left after the cheapest narrow the rest.
+        let mut hits: Vec<usize> = (0..self.rows.len()).collect();
+        for (f, t) in &tests {
+            // The common tests get a loop of their own; the rest go through `passes`.
+            match (*f, t) {
+                (Field::Column(c), Test::Code(codes, not)) => {
+                    let column = &self.codes[c];
+                    match codes.as_slice() {
+                        [one] => hits.retain(|&i| (column[i] == *one) != *not),
+                        _ => hits.retain(|&i| codes.contains(&column[i]) != *not),
                     }
-                })
-            })
-            .collect();
-        if !order.is_empty() {
-            let key = |i: usize| -> Vec<Key> {
-                order
-                    .iter()
-                    .map(|o| match o {
-                        Order::Asc(f) => Key::of(value(i, *f), false),
-                        Order::Desc(f) => Key::of(value(i, *f), true),
-                        Order::Near(f, to) => Key::Num(value(i, *f).number().map_or(f64::INFINITY, |n| (n - to).abs())),
-                        Order::Random => Key::Num((crate::text::hash_with(salt, &self.rows[i].key) >> 11) as f64),
-                    })
-                    .collect()
-            };
-            let mut keyed: Vec<(Vec<Key>, usize)> = hits.iter().map(|&i| (key(i), i)).collect();
-            let by = |a: &(Vec<Key>, usize), b: &(Vec<Key>, usize)| {
-                a.0.iter().zip(&b.0).map(|(x, y)| x.cmp(y)).find(|o| o.is_ne()).unwrap_or(a.1.cmp(&b.1))
-            };
-            if limit < keyed.len() && limit > 0 {
-                keyed.select_nth_unstable_by(limit - 1, by);
-                keyed.truncate(limit);
+                }
+                (Field::Column(c), Test::Between(lo, hi)) => {
+                    let column = &self.cells[c];
+                    hits.retain(|&i| column[i].number().is_some_and(|n| *lo <= n && n <= *hi));
+                }
+                (Field::Column(c), Test::Equals(Cell::Bool(b))) => {
+                    let column = &self.cells[c];
+                    hits.retain(|&i| column[i] == Cell::Bool(*b));
+                }
+                _ => hits.retain(|&i| passes(*f, t, i)),
             }
-            keyed.sort_unstable_by(by);
-            hits = keyed.into_iter().map(|(_, i)| i).collect();
+        }
+        if !order.is_empty() {
+            let value = |i: usize, f: Field| -> Cell {
+                match f {
+                    Field::Column(c) => self.cells[c][i].clone(),
+                    Field::Counter(c) => counter(i, c),
+                }
+            };
+            // Every hit's sort keys, computed once, side by side: hit h's are keys[h*w..(h+1)*w].
+            let w = order.len();
+            let mut keys: Vec<Key> = Vec::with_capacity(hits.len() * w);
+            for &i in &hits {
+                keys.extend(order.iter().map(|o| match o {
+                    Order::Asc(f) => Key::of(value(i, *f), false),
+                    Order::Desc(f) => Key::of(value(i, *f), true),
+                    Order::Near(f, to) => Key::Num(value(i, *f).number().map_or(f64::INFINITY, |n| (n - to).abs())),
+                    Order::Random => Key::Num((crate::text::hash_with(salt, &self.rows[i].key) >> 11) as f64),
+                }));
+            }
+            let by = |a: &usize, b: &usize| {
+                let (ka, kb) = (&keys[a * w..(a + 1) * w], &keys[b * w..(b + 1) * w]);
+                ka.iter().zip(kb).map(|(x, y)| x.cmp(y)).find(|o| o.is_ne()).unwrap_or(hits[*a].cmp(&hits[*b]))
+            };
+            let mut positions: Vec<usize> = (0..hits.len()).collect();
+            if limit < positions.len() && limit > 0 {
+                positions.select_nth_unstable_by(limit - 1, by);
+                positions.truncate(limit);
+            }
+            positions.sort_unstable_by(by);
+            hits = positions.into_iter().map(|p| hits[p]).collect();
         }
         hits.truncate(limit);
         Ok(hits.into_iter().map(|i| self.row(i, counted(i))).collect())
@@ -289,9 +395,33 @@ impl Table {
                     }
                 },
             };
-            out.push((field, test));
+            out.push((field, self.coded(field, test)));
         }
         Ok(out)
+    }
+
+    /// A test on a text column as one on its codes, when every value it names is text.
+    fn coded(&self, field: Field, test: Test) -> Test {
+        let Field::Column(c) = field else { return test };
+        if self.codes[c].is_empty() {
+            return test;
+        }
+        let code = |cells: &[Cell]| -> Option<Vec<u32>> {
+            cells
+                .iter()
+                .map(|x| match x {
+                    Cell::Str(s) => Some(self.dictionary[c].get(s).copied()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<Option<u32>>>>()
+                .map(|codes| codes.into_iter().flatten().collect())
+        };
+        match test {
+            Test::Equals(x) => code(std::slice::from_ref(&x)).map_or(Test::Equals(x), |c| Test::Code(c, false)),
+            Test::In(xs) => code(&xs).map_or(Test::In(xs), |c| Test::Code(c, false)),
+            Test::NotIn(xs) => code(&xs).map_or(Test::NotIn(xs), |c| Test::Code(c, true)),
+            other => other,
+        }
     }
 
     fn order(&self, q: &Map) -> Result<Vec<Order>, String> {
@@ -380,8 +510,7 @@ mod tests {
     #[test]
     fn filter_order_and_limit() {
         let t = questions();
-        let mut counts = Counts::new();
-        counts.insert("q4".into(), vec![2]);
+        let counts = t.counts(vec![("q4".into(), "times_used".into(), 2), ("gone".into(), "times_used".into(), 9)]);
         let q = from_json(&json!({
             "where": {"language": "en", "active": true, "intensity": {"between": [2, 6]}, "id": {"not_in": ["q6"]}},
             "order": [{"near": "intensity", "to": 4}, "times_used", "random"],
@@ -396,6 +525,21 @@ mod tests {
         assert_eq!(ids(&t.query(&q.cast::<Map>(), Some(&counts), 7).unwrap()), ["q14", "q4"]);
         let q = from_json(&json!({"where": {"intensity": {"between": [1, 2]}}, "order": ["-id"]}));
         assert_eq!(ids(&t.query(&q.cast::<Map>(), None, 7).unwrap()), ["q2", "q12", "q11", "q1"]);
+    }
+
+    #[test]
+    fn text_tests_compare_codes_and_know_unknown_values() {
+        let t = questions();
+        let count =
+            |w: serde_json::Value| t.query(&from_json(&json!({"where": w})).cast::<Map>(), None, 1).unwrap().len();
+        assert_eq!(count(json!({"language": "de"})), 0, "a value no row has matches nothing");
+        assert_eq!(count(json!({"id": {"in": ["q1", "nope"]}})), 1);
+        assert_eq!(count(json!({"id": {"not_in": ["nope"]}})), 20);
+        assert_eq!(
+            count(json!({"id": {"not_in": ["q1", "q2"]}, "language": "en"})),
+            count(json!({"language": "en"})) - 2
+        );
+        assert_eq!(count(json!({"id": 7})), 0, "a number is no text");
     }
 
     #[test]

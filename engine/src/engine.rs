@@ -33,6 +33,8 @@ pub struct Engine {
 struct Inner {
     runtime: Arc<Runtime>,
     live: Mutex<HashMap<String, LiveSession>>,
+    /// Lobby rounds whose closing turn failed: not tried again before this time (unix ms).
+    retry_close: Mutex<HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -100,7 +102,7 @@ impl EngineBuilder {
         let packs = Packs::new(self.root, self.natives);
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let runtime = Arc::new(Runtime::new(packs, store, self.llm, self.named, self.retention));
-        Engine { inner: Arc::new(Inner { runtime, live: Mutex::new(HashMap::new()) }) }
+        Engine { inner: Arc::new(Inner { runtime, live: Mutex::default(), retry_close: Mutex::default() }) }
     }
 }
 
@@ -311,13 +313,26 @@ impl Engine {
         if self.rt().store.delete(id).await? { Ok(()) } else { Err(no_session(id)) }
     }
 
-    /// Deletes the sessions that finished at least as long ago as the retention keeps them;
-    /// returns how many.
+    /// Deletes the sessions that finished at least as long ago as they are kept: a pack's own
+    /// `expire_finished_after` for its sessions, the engine's [`Retention`] for the others.
+    /// Returns how many.
     pub async fn expire_finished(&self) -> Result<u64> {
-        let Some(after) = self.retention().expire_finished_after else { return Ok(0) };
+        let now = crate::vocab::now_ms();
         // Finished at least `after` ago: at or before now - after (the store's bound is exclusive).
-        let before = crate::vocab::now_ms() - after.as_millis() as i64 + 1;
-        let n = self.rt().store.expire(before).await?;
+        let before = |after: std::time::Duration| now - after.as_millis() as i64 + 1;
+        let mut own = Vec::new();
+        let mut n = 0;
+        for name in self.pack_names()? {
+            let Ok(pack) = self.pack(&name) else { continue };
+            let Some(rule) = pack.expire_finished_after else { continue };
+            if let Some(after) = rule {
+                n += self.rt().store.expire(before(after), crate::store::Expiry::Pack(&name)).await?;
+            }
+            own.push(name);
+        }
+        if let Some(after) = self.retention().expire_finished_after {
+            n += self.rt().store.expire(before(after), crate::store::Expiry::AllBut(&own)).await?;
+        }
         if n > 0 {
             // Let expired sessions go from memory too: the store no longer has them.
             let ids: Vec<String> = self.live().keys().cloned().collect();
@@ -328,6 +343,65 @@ impl Engine {
             }
         }
         Ok(n)
+    }
+
+    /// Posts a player's answer (or joining or leaving) to session `id`'s lobby round, and runs
+    /// the round's turn when it was the last one the round waited for (see [`Session::post`]).
+    pub async fn post(&self, id: &str, post: crate::lobby::Post) -> Result<crate::lobby::Posted> {
+        let live = self.session(id).await?;
+        let mut session = live.lock().await;
+        session.post(post).await
+    }
+
+    /// Closes every lobby round whose timeout has passed since its first answer, running its
+    /// turn with the answers it has; returns the turns run. Rounds another process closed first
+    /// are skipped; a round whose turn failed is tried again after its timeout (at least 5 s), not
+    /// at every call. A host calls this every so often (the server does, several times a second).
+    pub async fn close_due_rounds(&self) -> Result<Vec<(String, Result<crate::TurnResult>)>> {
+        let now = crate::vocab::now_ms();
+        self.retry().retain(|_, t| *t > now);
+        let mut closed = Vec::new();
+        for open in self.rt().store.open_rounds().await? {
+            let lobby = self.packs().current(&open.pack).and_then(|p| p.lobby.clone());
+            let due = match &lobby {
+                Some(lobby) => open.first_answer_at + lobby.timeout.as_millis() as i64 <= now,
+                // A pack not loaded yet: load the session to learn its timeout.
+                None => self.packs().contains(&open.pack),
+            };
+            let waiting = self.retry().get(&open.session).is_some_and(|t| *t > now);
+            if !due || waiting {
+                continue;
+            }
+            let result = async {
+                let live = self.session(&open.session).await?;
+                let mut session = live.lock().await;
+                session.close_due(now).await
+            }
+            .await;
+            match result {
+                Ok(None) => {}
+                Ok(Some(turn)) => {
+                    self.retry().remove(&open.session);
+                    closed.push((open.session, Ok(turn)));
+                }
+                Err(e) => {
+                    let wait = lobby.map_or(5_000, |l| (l.timeout.as_millis() as i64).max(5_000));
+                    self.retry().insert(open.session.clone(), now + wait);
+                    closed.push((open.session, Err(e)));
+                }
+            }
+        }
+        Ok(closed)
+    }
+
+    fn retry(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.inner.retry_close.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Events of every session from now on: turns recorded and lobby inputs, from every process
+    /// sharing the store.
+    pub fn session_events(&self) -> tokio::sync::broadcast::Receiver<crate::store::SessionEvent> {
+        self.rt().store.subscribe()
     }
 
     /// Finishes every long turn a crash interrupted (for a host starting up); returns how many.

@@ -27,13 +27,14 @@
 
 #![warn(missing_docs)]
 
-mod data;
+pub mod data;
 mod engine;
 mod error;
 mod event;
 mod graph;
 mod limits;
 pub mod llm;
+pub mod lobby;
 mod native;
 mod pack;
 mod packs;

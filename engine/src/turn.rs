@@ -144,7 +144,9 @@ impl TurnCtx {
 
     /// The provider for `request`: the one its profile names, or the turn's default (saying so,
     /// once a turn, when the named one is not set up).
-    fn provider_for(&self, node: &str, request: &LlmRequest) -> Arc<dyn Provider> {
+    /// The provider that answers `request`: its named one, or the default one (then asked for the
+    /// profile's `default_model`, when it names one).
+    fn provider_for(&self, node: &str, request: &mut LlmRequest) -> Arc<dyn Provider> {
         let Some(name) = &request.provider else { return self.provider.clone() };
         match self.named.get(name) {
             Ok(p) => p,
@@ -159,6 +161,9 @@ impl TurnCtx {
                 if !said {
                     tracing::info!(node, "{message}");
                     self.emit(Event::Log { node: node.to_owned(), level: "warn".into(), message });
+                }
+                if let Some(model) = request.default_model.take() {
+                    request.model = model;
                 }
                 self.provider.clone()
             }
@@ -240,14 +245,14 @@ impl TurnCtx {
 
     /// Asks the turn's provider, records the exchange, and emits an `llm` event (and `token`
     /// events while the reply streams, when someone watches).
-    pub async fn ask(&self, node: &str, request: LlmRequest) -> Result<LlmResponse> {
+    pub async fn ask(&self, node: &str, mut request: LlmRequest) -> Result<LlmResponse> {
         self.charge()?;
         let start = Instant::now();
         let tokens: Option<TokenSink> = self.live.clone().map(|live| {
             let node = node.to_owned();
             Arc::new(move |text: &str| live(&Event::Token { node: node.clone(), text: text.to_owned() })) as TokenSink
         });
-        let provider = self.provider_for(node, &request);
+        let provider = self.provider_for(node, &mut request);
         let result = provider.complete(&request, tokens).await;
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;

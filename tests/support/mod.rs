@@ -51,6 +51,8 @@ fn clean(mut cmd: Command, root: &Path) -> Command {
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
         "ANTHROPIC_API_KEY",
+        "GROQ_API_KEY",
+        "GROQ_BASE_URL",
         "RULEWEAVE_LLM",
         "RULEWEAVE_MODEL",
         "RULEWEAVE_MODEL_MAP",

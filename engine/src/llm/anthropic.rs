@@ -197,6 +197,7 @@ mod tests {
     fn system_messages_move_to_the_system_field() {
         let r = LlmRequest {
             provider: None,
+            default_model: None,
             profile: "p".into(),
             model: "claude-x".into(),
             messages: vec![Message::new("system", "be a pirate"), Message::new("user", "hi")],

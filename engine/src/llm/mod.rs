@@ -52,6 +52,10 @@ pub struct LlmRequest {
     /// The named provider the profile asks for (`groq`); the default provider when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The model to ask instead when the named provider is not set up and the default provider
+    /// answers (a Groq model name means nothing to OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_model: Option<String>,
     /// The pack's profile the request was made from.
     pub profile: String,
     /// The model, as the profile names it.

@@ -299,6 +299,7 @@ mod tests {
     fn request_body_carries_the_profile() {
         let r = LlmRequest {
             provider: None,
+            default_model: None,
             profile: "judge".into(),
             model: "gpt-4o-mini".into(),
             messages: vec![Message::new("user", "hi")],

@@ -23,6 +23,8 @@ pub struct Profile {
     pub json: bool,
     /// The named provider that answers (`groq`), when not the default one.
     pub provider: Option<String>,
+    /// The model the default provider is asked for when the named one is not set up.
+    pub default_model: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -52,6 +54,7 @@ impl Profile {
     pub(crate) fn request(&self, options: &Map, messages: Vec<Message>) -> Result<LlmRequest> {
         Ok(LlmRequest {
             provider: self.provider.clone(),
+            default_model: self.default_model.clone(),
             profile: self.name.clone(),
             model: self.model(options)?.to_owned(),
             messages,

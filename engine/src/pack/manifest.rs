@@ -56,7 +56,38 @@ pub(crate) struct Manifest {
     /// Two-tier selectors (seed 001's scoring pipeline), used by `select:` nodes.
     #[serde(default)]
     pub selectors: IndexMap<String, Spanned<SelectorDecl>>,
+    /// `file.rhai::typed`: `typed(text)` turns a line a person typed into the turn's input map.
+    pub typed: Option<SpannedStr>,
+    /// Lobby rounds: a turn gathers one input per player.
+    pub lobby: Option<Spanned<LobbyDecl>>,
+    /// How long a finished session is kept (`1h`, `7d`, `never`); the host's setting when absent.
+    pub expire_finished_after: Option<SpannedStr>,
     pub graph: GraphDecl,
+}
+
+/// Lobby rounds: each player posts their own input; the round's turn runs when every player has
+/// answered, or `timeout` after the first answer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LobbyDecl {
+    /// A list state field: the players' names.
+    pub players: SpannedStr,
+    /// An int state field: the round being answered.
+    pub round: SpannedStr,
+    /// A map input field: the round's answers, player → answer.
+    pub answers: SpannedStr,
+    /// The answers allowed (any value when absent).
+    pub values: Option<Vec<serde_json::Value>>,
+    /// A list input field: who joins (joining is refused when absent).
+    pub join: Option<SpannedStr>,
+    /// A list input field: who leaves (leaving is refused when absent).
+    pub leave: Option<SpannedStr>,
+    /// How long a round waits after its first answer (`30s`).
+    pub timeout: SpannedStr,
+    /// At most this many players (joins past it are refused).
+    pub max_players: Option<usize>,
+    /// The longest a player's name may be (default 40 characters).
+    pub max_name: Option<usize>,
 }
 
 /// A data table: a file of rows, its typed columns, the column naming rows, shared counters.
@@ -183,6 +214,8 @@ pub(crate) struct ProfileDecl {
     pub model: Spanned<ModelDecl>,
     /// A named OpenAI-compatible provider (`groq`: `GROQ_API_KEY`, `GROQ_BASE_URL`).
     pub provider: Option<SpannedStr>,
+    /// The model to ask when `provider` is not set up and the default provider answers.
+    pub default_model: Option<String>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     #[serde(default)]

@@ -50,6 +50,20 @@ pub struct Pack {
     pub(crate) selectors: IndexMap<String, Arc<crate::select::Selector>>,
     pub(crate) standin: Option<Arc<dyn Provider>>,
     pub(crate) files: Vec<String>,
+    pub(crate) lobby: Option<crate::lobby::Lobby>,
+    /// How long its finished sessions are kept: `None` when the pack does not say (the host's
+    /// setting applies), `Some(None)` for `never`.
+    pub(crate) expire_finished_after: Option<Option<std::time::Duration>>,
+    /// Turns a typed line into the turn's input.
+    pub(crate) typed: Option<FnRef>,
+}
+
+impl Pack {
+    /// The pack's data table `name` (`data:` in the manifest): loaded once per pack version and
+    /// shared by every session.
+    pub fn table(&self, name: &str) -> Option<&Arc<crate::data::Table>> {
+        self.tables.get(name)
+    }
 }
 
 impl std::fmt::Debug for Pack {

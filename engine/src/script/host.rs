@@ -744,4 +744,15 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             });
         },
     },
+    HostFn {
+        name: "refuse",
+        signature: "refuse(message: string)",
+        doc: "Refuses the turn's input (or the session's options, in `init`): the turn fails as invalid input \
+              with `message` (HTTP 422), not as a script error, and nothing changes.",
+        register: |e, _| {
+            e.register_fn("refuse", |msg: &str| -> RhaiResult<()> {
+                Err(thrown(crate::error::Error::new(crate::error::ErrorKind::Input, msg)))
+            });
+        },
+    },
 ];

@@ -15,6 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
 use crate::graph::run::ResumePoint;
 
+mod lobby;
 mod play;
 
 use crate::llm::Exchange;
@@ -346,7 +347,33 @@ impl Session {
         Some(self.pack.prompts.render(&format!("display.{part}"), &map, &self.options, &Map::new(), None))
     }
 
-    /// Runs one turn with `input` (a map of the pack's input fields).
+    /// The turn input for a line a person typed: what the pack's `typed` script makes of it (it
+    /// sees the state as `this`: `"4/6"` is four of the six players at the table), or, for a pack
+    /// with one text field, that field. A turn given a bare string does this itself.
+    pub fn input_from_text(&self, text: &str) -> Result<Json> {
+        if let Some(typed) = &self.pack.typed {
+            let mut this = self.state.clone();
+            let made = self.pack.sandbox.call(typed, &mut this, (Dynamic::from(text.to_owned()),), None)?;
+            return match value::to_json(&made) {
+                m @ Json::Object(_) => Ok(m),
+                other => Err(Error::new(
+                    ErrorKind::Script,
+                    format!("{} must return a map of input fields, not {other}", typed.display()),
+                )),
+            };
+        }
+        self.pack.input_from_text(text).ok_or_else(|| {
+            let fields: Vec<&str> = self.pack.inputs.keys().map(String::as_str).collect();
+            Error::input(format!(
+                "pack `{}` takes a map of input fields ({}), not a bare string",
+                self.pack.name,
+                fields.join(", ")
+            ))
+        })
+    }
+
+    /// Runs one turn with `input` (a map of the pack's input fields, or a line a person typed:
+    /// see [`Session::input_from_text`]).
     pub async fn turn(&mut self, input: Json) -> Result<TurnResult> {
         self.run_turn(input, None).await
     }
@@ -398,6 +425,11 @@ impl Session {
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
+        self.run_locked(input, live).await
+    }
+
+    /// Runs a turn on a fresh session whose lock the caller holds.
+    async fn run_locked(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
         caught(std::pin::pin!(self.finish_pending(live.clone()))).await?;
         let before = self.upgrade();
         let result = caught(std::pin::pin!(self.begin(input, live))).await;
@@ -418,6 +450,10 @@ impl Session {
         if self.pack.is_finished(&self.state) {
             return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
         }
+        let input = match input {
+            Json::String(text) => self.input_from_text(&text)?,
+            other => other,
+        };
         let checked = self.pack.check_input(&input)?;
         self.play(self.turns + 1, input, checked, None, Vec::new(), live).await
     }

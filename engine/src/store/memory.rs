@@ -3,22 +3,39 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::{Checkpoint, CheckpointInfo, CheckpointKind, SessionInfo, SessionLock, Store, Stored, conflict};
+use tokio::sync::broadcast;
+
+use super::{
+    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, InputKind, LobbyInput, OpenRound,
+    SessionEvent, SessionInfo, SessionLock, Store, Stored, conflict,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
 
 /// Sessions kept in memory. Checkpoints stay as the engine made them (no serialization).
-#[derive(Default)]
 pub struct MemoryStore {
     sessions: Mutex<HashMap<String, Entry>>,
     /// (pack, table, counter, row key) → value. Locked after `sessions` when both are.
     counters: Mutex<HashMap<(String, String, String, String), i64>>,
+    events: broadcast::Sender<SessionEvent>,
 }
 
 struct Entry {
     info: SessionInfo,
     /// Every checkpoint, seq 0 first; only the start and the newest snapshot keep their snapshot.
     rows: Vec<Checkpoint>,
+    /// Lobby inputs waiting for the round to close.
+    inputs: Vec<LobbyInput>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            sessions: Mutex::default(),
+            counters: Mutex::default(),
+            events: broadcast::channel(EVENT_BUFFER).0,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -57,7 +74,7 @@ impl Store for MemoryStore {
             if m.contains_key(&info.id) {
                 return Err(Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id)));
             }
-            m.insert(info.id.clone(), Entry { info: info.clone(), rows: vec![start.clone()] });
+            m.insert(info.id.clone(), Entry { info: info.clone(), rows: vec![start.clone()], inputs: Vec::new() });
             Ok(())
         }))
     }
@@ -75,7 +92,7 @@ impl Store for MemoryStore {
     }
 
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
-        ready(self.with(|m| {
+        let done = self.with(|m| {
             let e = m.get_mut(id).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no session {id}")))?;
             if c.seq != e.info.head + 1 {
                 return Err(conflict(id, c.seq));
@@ -95,6 +112,7 @@ impl Store for MemoryStore {
             e.info.head_kind = c.kind;
             if c.kind == CheckpointKind::Turn {
                 e.info.turns = c.turn;
+                e.inputs.clear();
             }
             if c.finished && !e.info.finished {
                 e.info.finished_at = Some(c.created_at);
@@ -109,7 +127,12 @@ impl Store for MemoryStore {
                 }
             }
             Ok(())
-        }))
+        });
+        if done.is_ok() && c.kind == CheckpointKind::Turn {
+            let what = Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished };
+            let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
+        }
+        ready(done)
     }
 
     fn counters<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
@@ -141,10 +164,16 @@ impl Store for MemoryStore {
         ready(Ok(self.with(|m| m.remove(id).is_some())))
     }
 
-    fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>> {
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
         ready(Ok(self.with(|m| {
             let before = m.len();
-            m.retain(|_, e| !(e.info.finished && e.info.finished_at.is_some_and(|t| t < finished_before)));
+            let named = |pack: &str| match which {
+                Expiry::Pack(p) => p == pack,
+                Expiry::AllBut(but) => !but.iter().any(|b| b == pack),
+            };
+            m.retain(|_, e| {
+                !(named(&e.info.pack) && e.info.finished && e.info.finished_at.is_some_and(|t| t < finished_before))
+            });
             (before - m.len()) as u64
         })))
     }
@@ -157,5 +186,41 @@ impl Store for MemoryStore {
 
     fn lock<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<SessionLock>> {
         ready(Ok(SessionLock::none()))
+    }
+
+    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
+        let added = self.with(|m| {
+            let e = m.get_mut(id).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no session {id}")))?;
+            let twice =
+                e.inputs.iter().any(|i| i.round == input.round && i.player == input.player && i.kind == input.kind);
+            if !twice {
+                e.inputs.push(input.clone());
+            }
+            Ok(!twice)
+        });
+        if let Ok(true) = added {
+            let what = Happened::Input { round: input.round, player: input.player.clone(), kind: input.kind };
+            let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
+        }
+        ready(added)
+    }
+
+    fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>> {
+        ready(Ok(self.with(|m| m.get(id).map(|e| e.inputs.clone()).unwrap_or_default())))
+    }
+
+    fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>> {
+        ready(Ok(self.with(|m| {
+            m.values()
+                .filter_map(|e| {
+                    let first = e.inputs.iter().filter(|i| i.kind == InputKind::Answer).map(|i| i.created_at).min()?;
+                    Some(OpenRound { session: e.info.id.clone(), pack: e.info.pack.clone(), first_answer_at: first })
+                })
+                .collect()
+        })))
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
+        self.events.subscribe()
     }
 }

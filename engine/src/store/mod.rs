@@ -17,8 +17,9 @@ mod sqlite;
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
+use tokio::sync::broadcast;
 
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
@@ -135,6 +136,110 @@ pub struct Bump {
     /// How much to add.
     pub by: i64,
 }
+
+/// What a lobby input says: an answer to the round, or joining or leaving the lobby.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// The player's answer to the round.
+    Answer,
+    /// The player joins from the next round on.
+    Join,
+    /// The player leaves; the round no longer waits for them.
+    Leave,
+}
+
+impl InputKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            InputKind::Answer => "answer",
+            InputKind::Join => "join",
+            InputKind::Leave => "leave",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Result<Self> {
+        match s {
+            "answer" => Ok(InputKind::Answer),
+            "join" => Ok(InputKind::Join),
+            "leave" => Ok(InputKind::Leave),
+            other => Err(Error::new(ErrorKind::Store, format!("unknown lobby input kind `{other}`"))),
+        }
+    }
+}
+
+/// One player's input to a lobby round, kept until the turn that closes the round.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LobbyInput {
+    /// The round it belongs to.
+    pub round: u64,
+    /// Who sent it.
+    pub player: String,
+    /// What it is.
+    pub kind: InputKind,
+    /// The answer (`null` for joining and leaving).
+    pub input: Json,
+    /// When it arrived, unix milliseconds.
+    pub created_at: i64,
+}
+
+/// A session with answers waiting: a lobby round under way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenRound {
+    /// The session.
+    pub session: String,
+    /// Its pack.
+    pub pack: String,
+    /// When the round's first answer arrived, unix milliseconds.
+    pub first_answer_at: i64,
+}
+
+/// Something that happened to a session, told to every process sharing the store (through
+/// PostgreSQL's `NOTIFY` when several replicas share one database), for event streams.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// The session.
+    pub session: String,
+    /// What happened.
+    #[serde(flatten)]
+    pub what: Happened,
+}
+
+/// What happened to a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Happened {
+    /// A turn was recorded.
+    Turn {
+        /// Its number.
+        turn: u64,
+        /// Its checkpoint.
+        checkpoint: u64,
+        /// Whether the session is finished after it.
+        finished: bool,
+    },
+    /// A player's lobby input was recorded.
+    Input {
+        /// The round.
+        round: u64,
+        /// The player.
+        player: String,
+        /// What it was.
+        kind: InputKind,
+    },
+}
+
+/// Which finished sessions an expiry deletes.
+#[derive(Debug, Clone, Copy)]
+pub enum Expiry<'a> {
+    /// Those of this pack.
+    Pack(&'a str),
+    /// Those of every pack but these (which keep their own retention).
+    AllBut(&'a [String]),
+}
+
+/// How many events a subscriber may fall behind before it misses some (it is told it did).
+pub(crate) const EVENT_BUFFER: usize = 1024;
 
 /// A checkpoint as the checkpoint list shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -254,8 +359,9 @@ pub trait Store: Send + Sync {
     /// Deletes a session and its checkpoints; false when there was none.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
 
-    /// Deletes the sessions that finished before `finished_before` (unix ms); returns how many.
-    fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>>;
+    /// Deletes the sessions `which` names that finished before `finished_before` (unix ms);
+    /// returns how many.
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>>;
 
     /// The sessions whose newest checkpoint is a step: a long turn a crash interrupted.
     fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>>;
@@ -265,6 +371,20 @@ pub trait Store: Send + Sync {
 
     /// The counters of `pack`'s table `table`: (row key, counter, value) for every row counted.
     fn counters<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>>;
+
+    /// Records a player's input to a lobby round; false when that player already sent that kind of
+    /// input to that round. Every subscriber hears of it.
+    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>>;
+
+    /// The lobby inputs waiting for the session's round to close, oldest first. Recording a turn
+    /// clears them.
+    fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>>;
+
+    /// The sessions with answers waiting.
+    fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>>;
+
+    /// Events of every session: turns recorded (by any process sharing the store) and lobby inputs.
+    fn subscribe(&self) -> broadcast::Receiver<SessionEvent>;
 
     /// Whether the store can take writes now; an error says why not (for health checks).
     fn health(&self) -> BoxFuture<'_, Result<()>> {

@@ -5,17 +5,67 @@
 //! the database releases the lock. Checkpoints are written in their own short transactions, so a
 //! long turn's step checkpoints are durable while the turn is still running.
 
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
+use tokio::sync::broadcast;
 
 use super::sql::{self, encode};
-use super::{Checkpoint, CheckpointInfo, SessionInfo, SessionLock, Store, Stored, conflict, store_error};
+use super::{
+    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
+    SessionInfo, SessionLock, Store, Stored, conflict, store_error,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
 
 /// Sessions in a PostgreSQL database.
 pub struct PostgresStore {
     pool: PgPool,
+    /// Session events from every replica, relayed from `LISTEN` by a task that listens from the
+    /// moment the store opens (and stops when it is dropped).
+    events: broadcast::Sender<SessionEvent>,
+    relay: tokio::task::AbortHandle,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.relay.abort();
+    }
+}
+
+/// The channel replicas tell each other about sessions on.
+const CHANNEL: &str = "ruleweave_sessions";
+
+/// Tells every replica listening, when (and only if) the transaction `tx` commits.
+async fn notify(tx: &mut Transaction<'_, Postgres>, id: &str, what: Happened) -> Result<()> {
+    let payload = serde_json::to_string(&SessionEvent { session: id.to_owned(), what })
+        .map_err(|e| store_error("cannot encode a session event", e))?;
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(CHANNEL)
+        .bind(payload)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| store_error("cannot notify the other replicas", e))?;
+    Ok(())
+}
+
+/// Relays the notifications of every replica to this process's subscribers, for as long as any
+/// may come. sqlx reconnects a lost listener by itself; what was sent meanwhile is lost (streams
+/// start from the current state, so a follower misses an event, never the state).
+async fn relay(mut listener: PgListener, tx: broadcast::Sender<SessionEvent>) {
+    loop {
+        match listener.recv().await {
+            Ok(n) => match serde_json::from_str::<SessionEvent>(n.payload()) {
+                Ok(e) => {
+                    let _ = tx.send(e);
+                }
+                Err(e) => tracing::warn!("a session event that does not parse: {e}"),
+            },
+            Err(e) => {
+                tracing::warn!("session events interrupted: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    }
 }
 
 /// Holds a session's advisory lock: a transaction, rolled back (releasing the lock) when dropped.
@@ -51,7 +101,12 @@ impl PostgresStore {
             .run(&pool)
             .await
             .map_err(|e| store_error("cannot migrate the database", e))?;
-        Ok(PostgresStore { pool })
+        let mut listener =
+            PgListener::connect_with(&pool).await.map_err(|e| store_error("cannot listen for session events", e))?;
+        listener.listen(CHANNEL).await.map_err(|e| store_error("cannot listen for session events", e))?;
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let relay = tokio::spawn(relay(listener, events.clone())).abort_handle();
+        Ok(PostgresStore { pool, events, relay })
     }
 }
 
@@ -148,6 +203,14 @@ impl Store for PostgresStore {
                 sqlx::Error::Database(d) if d.is_unique_violation() => conflict(id, c.seq),
                 _ => store_error("cannot write the checkpoint", err),
             })?;
+            if c.kind == CheckpointKind::Turn {
+                sqlx::query("DELETE FROM lobby_inputs WHERE session_id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| store_error("cannot close the lobby round", e))?;
+                notify(&mut tx, id, Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished }).await?;
+            }
             for b in &c.bumps {
                 sqlx::query(sql::BUMP)
                     .bind(id)
@@ -182,6 +245,33 @@ impl Store for PostgresStore {
                 .map(|_| ())
                 .map_err(|e| store_error("the database does not answer", e))
         })
+    }
+
+    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+            let r = sqlx::query(sql::ADD_INPUT)
+                .bind(id)
+                .bind(input.round as i64)
+                .bind(&input.player)
+                .bind(input.kind.as_str())
+                .bind(input.input.to_string())
+                .bind(input.created_at)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot record the lobby input", e))?;
+            if r.rows_affected() == 0 {
+                return Ok(false);
+            }
+            let what = Happened::Input { round: input.round, player: input.player.clone(), kind: input.kind };
+            notify(&mut tx, id, what).await?;
+            tx.commit().await.map_err(|e| store_error("cannot commit", e))?;
+            Ok(true)
+        })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
+        self.events.subscribe()
     }
 
     fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>> {

@@ -156,6 +156,36 @@ pub(super) const BUMP: &str = "INSERT INTO counters (pack, tab, counter, key, n)
      SELECT pack, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
      ON CONFLICT (pack, tab, counter, key) DO UPDATE SET n = counters.n + excluded.n";
 
+/// The statement deleting the finished sessions an expiry names, and the pack names to bind
+/// after the time (`$1`).
+pub(super) fn expiry(which: super::Expiry<'_>) -> (String, Vec<&str>) {
+    let base = "DELETE FROM sessions WHERE finished AND finished_at < $1".to_owned();
+    match which {
+        super::Expiry::Pack(p) => (base + " AND pack = $2", vec![p]),
+        super::Expiry::AllBut([]) => (base, Vec::new()),
+        super::Expiry::AllBut(but) => {
+            let marks: Vec<String> = (2..but.len() + 2).map(|i| format!("${i}")).collect();
+            (format!("{base} AND pack NOT IN ({})", marks.join(", ")), but.iter().map(String::as_str).collect())
+        }
+    }
+}
+
+/// A lobby input from its row: `round, player, kind, input, created_at`.
+pub(super) fn lobby_input(row: (i64, String, String, String, i64)) -> Result<super::LobbyInput> {
+    let (round, player, kind, input, created_at) = row;
+    Ok(super::LobbyInput {
+        round: round as u64,
+        player,
+        kind: super::InputKind::parse(&kind)?,
+        input: json("lobby input", &input)?,
+        created_at,
+    })
+}
+
+/// Records a lobby input unless that player sent that kind to that round already.
+pub(super) const ADD_INPUT: &str = "INSERT INTO lobby_inputs (session_id, round, player, kind, input, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING";
+
 /// The methods the SQL stores share, written once: the same SQL (`$N` placeholders, which
 /// PostgreSQL takes and sqlx numbers the same way for SQLite), decoded by the row functions
 /// above. A macro rather than generic code: generic sqlx over two databases needs a dozen
@@ -318,14 +348,47 @@ macro_rules! shared_store {
             })
         }
 
-        fn expire(&self, finished_before: i64) -> BoxFuture<'_, Result<u64>> {
+        fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
             Box::pin(async move {
-                let r = sqlx::query("DELETE FROM sessions WHERE finished AND finished_at < $1")
-                    .bind(finished_before)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|e| store_error("cannot expire sessions", e))?;
+                let (sql, packs) = sql::expiry(which);
+                // Built from a fixed text and a count of placeholders: no data is spliced in.
+                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(finished_before);
+                for p in packs {
+                    q = q.bind(p);
+                }
+                let r = q.execute(&self.pool).await.map_err(|e| store_error("cannot expire sessions", e))?;
                 Ok(r.rows_affected())
+            })
+        }
+
+        fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>> {
+            Box::pin(async move {
+                let rows: Vec<(i64, String, String, String, i64)> = sqlx::query_as(
+                    "SELECT round, player, kind, input, created_at FROM lobby_inputs \
+                     WHERE session_id = $1 ORDER BY created_at, player",
+                )
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot read lobby inputs", e))?;
+                rows.into_iter().map(sql::lobby_input).collect()
+            })
+        }
+
+        fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>> {
+            Box::pin(async move {
+                let rows: Vec<(String, String, i64)> = sqlx::query_as(
+                    "SELECT l.session_id, s.pack, MIN(l.created_at) FROM lobby_inputs l \
+                     JOIN sessions s ON s.id = l.session_id WHERE l.kind = 'answer' \
+                     GROUP BY l.session_id, s.pack",
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot list open lobby rounds", e))?;
+                Ok(rows
+                    .into_iter()
+                    .map(|(session, pack, first_answer_at)| OpenRound { session, pack, first_answer_at })
+                    .collect())
             })
         }
 

@@ -13,10 +13,13 @@ use std::time::Duration;
 
 use sqlx::Row;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::sql::{self, encode};
-use super::{Checkpoint, CheckpointInfo, SessionInfo, SessionLock, Store, Stored, conflict, store_error};
+use super::{
+    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
+    SessionInfo, SessionLock, Store, Stored, conflict, store_error,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
 
@@ -25,6 +28,8 @@ pub struct SqliteStore {
     pool: SqlitePool,
     writer: mpsc::UnboundedSender<Write>,
     file: Arc<DbFile>,
+    /// One process writes the file, so it is the one to tell.
+    events: broadcast::Sender<SessionEvent>,
 }
 
 /// The database file as it was opened: a turn is refused once the file is gone (deleted under the
@@ -129,7 +134,7 @@ impl SqliteStore {
         let file = Arc::new(DbFile::new(on_disk.then_some(path)));
         let (writer, queue) = mpsc::unbounded_channel();
         tokio::spawn(write_batches(pool.clone(), file.clone(), queue));
-        Ok(SqliteStore { pool, writer, file })
+        Ok(SqliteStore { pool, writer, file, events: broadcast::channel(EVENT_BUFFER).0 })
     }
 }
 
@@ -177,6 +182,10 @@ impl Store for SqliteStore {
             let written =
                 result.await.map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))??;
             if written {
+                if c.kind == CheckpointKind::Turn {
+                    let what = Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished };
+                    let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
+                }
                 return Ok(());
             }
             match self.info_of(id).await? {
@@ -200,6 +209,32 @@ impl Store for SqliteStore {
     fn lock<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<SessionLock>> {
         // One process writes a SQLite file; the engine serializes its turns in memory.
         Box::pin(std::future::ready(Ok(SessionLock::none())))
+    }
+
+    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            self.file.check()?;
+            let r = sqlx::query(sql::ADD_INPUT)
+                .bind(id)
+                .bind(input.round as i64)
+                .bind(&input.player)
+                .bind(input.kind.as_str())
+                .bind(input.input.to_string())
+                .bind(input.created_at)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot record the lobby input", e))?;
+            let added = r.rows_affected() == 1;
+            if added {
+                let what = Happened::Input { round: input.round, player: input.player.clone(), kind: input.kind };
+                let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
+            }
+            Ok(added)
+        })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
+        self.events.subscribe()
     }
 }
 

@@ -142,8 +142,12 @@ async fn suite(store: Arc<dyn Store>) {
     let info = store.info(&s).await.unwrap().unwrap();
     assert!(info.finished);
     assert_eq!(info.finished_at, Some(1_007));
-    assert!(store.expire(1_007).await.unwrap() == 0 || store.info(&s).await.unwrap().is_some());
-    store.expire(1_008).await.unwrap();
+    assert!(store.expire(1_007, Expiry::AllBut(&[])).await.unwrap() == 0 || store.info(&s).await.unwrap().is_some());
+    // A pack keeping its own retention is left to it.
+    store.expire(1_008, Expiry::AllBut(&["p".to_owned()])).await.unwrap();
+    store.expire(1_008, Expiry::Pack("another")).await.unwrap();
+    assert!(store.info(&s).await.unwrap().is_some(), "only other packs' sessions expired");
+    store.expire(1_008, Expiry::Pack("p")).await.unwrap();
     assert!(store.info(&s).await.unwrap().is_none(), "expired");
     assert!(store.info(&other).await.unwrap().is_some(), "unfinished sessions stay");
 
@@ -154,9 +158,60 @@ async fn suite(store: Arc<dyn Store>) {
     drop(store.lock(&other).await.unwrap());
 }
 
+/// Lobby inputs: recorded once per player, kind and round, listed, cleared by the next turn,
+/// and told to subscribers with the turns.
+async fn lobby(store: Arc<dyn Store>) {
+    let s = id("lobby");
+    let mut events = store.subscribe();
+    store.create(&session(&s), &start()).await.unwrap();
+    let answer = |player: &str, at: i64| LobbyInput {
+        round: 1,
+        player: player.to_owned(),
+        kind: InputKind::Answer,
+        input: json!("have"),
+        created_at: at,
+    };
+    assert!(store.add_input(&s, &answer("ana", 2_000)).await.unwrap());
+    assert!(!store.add_input(&s, &answer("ana", 2_001)).await.unwrap(), "one answer per player and round");
+    let leave = LobbyInput { kind: InputKind::Leave, input: json!(null), ..answer("ana", 2_002) };
+    assert!(store.add_input(&s, &leave).await.unwrap(), "another kind of input from the same player");
+    assert!(store.add_input(&s, &answer("bo", 2_003)).await.unwrap());
+    let listed = store.inputs(&s).await.unwrap();
+    assert_eq!(listed, vec![answer("ana", 2_000), leave, answer("bo", 2_003)]);
+    let open = store.open_rounds().await.unwrap();
+    let mine: Vec<&OpenRound> = open.iter().filter(|o| o.session == s).collect();
+    assert_eq!(mine, [&OpenRound { session: s.clone(), pack: "p".into(), first_answer_at: 2_000 }]);
+
+    store.append(&s, &turn(1, 1)).await.unwrap();
+    assert!(store.inputs(&s).await.unwrap().is_empty(), "the turn closed the round");
+    assert!(!store.open_rounds().await.unwrap().iter().any(|o| o.session == s));
+
+    let mut heard = Vec::new();
+    while heard.len() < 4 {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), events.recv()).await.unwrap().unwrap();
+        if e.session == s {
+            heard.push(e.what);
+        }
+    }
+    let input = |player: &str, kind| Happened::Input { round: 1, player: player.to_owned(), kind };
+    assert_eq!(
+        heard,
+        [
+            input("ana", InputKind::Answer),
+            input("ana", InputKind::Leave),
+            input("bo", InputKind::Answer),
+            Happened::Turn { turn: 1, checkpoint: 1, finished: false },
+        ]
+    );
+    assert!(store.add_input(&s, &answer("cy", 2_004)).await.unwrap());
+    store.delete(&s).await.unwrap();
+    assert!(store.inputs(&s).await.unwrap().is_empty(), "deleting a session deletes its inputs");
+}
+
 #[tokio::test]
 async fn memory_store() {
     suite(Arc::new(MemoryStore::new())).await;
+    lobby(Arc::new(MemoryStore::new())).await;
 }
 
 #[tokio::test]
@@ -164,6 +219,7 @@ async fn sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     suite(open(&url).await.unwrap()).await;
+    lobby(open(&url).await.unwrap()).await;
     // Reopening migrates nothing twice and finds what was written.
     let store = open(&url).await.unwrap();
     let s = id("again");
@@ -190,6 +246,7 @@ fn postgres() -> Option<String> {
 async fn postgres_store() {
     let Some(url) = postgres() else { return };
     suite(open(&url).await.unwrap()).await;
+    lobby(open(&url).await.unwrap()).await;
 }
 
 #[tokio::test]

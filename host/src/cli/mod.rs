@@ -144,14 +144,12 @@ fn parse_value(text: &str) -> Result<Value> {
     serde_saphyr::from_str::<Value>(text).map_err(|e| anyhow::anyhow!("{}", e.without_snippet()))
 }
 
-/// A turn input from a value: a map as it is, a bare string for packs with one text field.
-fn turn_input(pack: &Pack, v: Value) -> Result<Value> {
+/// A turn input from a value: a map as it is, a typed line through the session's pack (see
+/// [`Session::input_from_text`]).
+fn turn_input(session: &ruleweave::Session, v: Value) -> Result<Value> {
     match v {
         Value::Object(_) => Ok(v),
-        Value::String(s) => pack.input_from_text(&s).with_context(|| {
-            let fields: Vec<&str> = pack.inputs().keys().map(String::as_str).collect();
-            format!("pack `{}` takes a map of input fields ({}), not a bare string", pack.name(), fields.join(", "))
-        }),
+        Value::String(s) => Ok(session.input_from_text(&s)?),
         other => bail!("an input is a map of fields (or a string), not {other}"),
     }
 }

@@ -173,7 +173,7 @@ impl Console<'_> {
         let input = if text.starts_with('{') {
             super::parse_value(text)
         } else {
-            super::turn_input(self.pack, Value::String(text.to_owned()))
+            super::turn_input(&self.session, Value::String(text.to_owned()))
         };
         let input = match input {
             Ok(i) => i,

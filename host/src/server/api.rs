@@ -10,6 +10,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use futures_util::stream::{self, Stream};
 use ruleweave::{Event, EventSink, LiveSession, TurnResult};
 use serde::Deserialize;
@@ -166,6 +168,7 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
         "turns": session.turns(),
         "checkpoint": session.checkpoint(),
         "finished": session.is_finished(),
+        "lobby": session.lobby().await?,
     })))
 }
 
@@ -232,17 +235,10 @@ pub async fn turn(
     Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 
-/// Runs one turn on a live session (waiting for the turns before it) and counts it. The turn runs
-/// on a blocking thread, in one of its pack's slots: scripts and templates are synchronous work,
-/// and a pack whose scripts spin into their wall limit must not stall the server's other requests,
-/// nor take every thread from the other packs.
+/// Runs one turn on a live session (waiting for the turns before it) and counts it.
 async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink>) -> ApiResult<(TurnResult, Value)> {
-    let mut session = live.lock_owned().await;
-    let pack = session.pack().name().to_owned();
-    let _slot = s.turn_slot(&pack).await;
-    let runtime = tokio::runtime::Handle::current();
-    let turn = tokio::task::spawn_blocking(move || {
-        runtime.block_on(async move {
+    let turn = on_turn_thread(&s, live, move |session| {
+        Box::pin(async move {
             let result = match sink {
                 Some(sink) => session.turn_with_events(input, sink).await,
                 None => session.turn(input).await,
@@ -250,20 +246,170 @@ async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink
             result.map(|r| (r, session.state()))
         })
     })
-    .await
-    .unwrap_or_else(|e| {
-        Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a turn thread failed: {e}")))
-    });
+    .await;
     match turn {
-        Ok((r, state)) => {
+        Ok((pack, (r, state))) => {
             s.metrics.turn(&pack, &r);
             Ok((r, state))
         }
-        Err(e) => {
+        Err((pack, e)) => {
             s.metrics.failed_turn(&pack);
             Err(failed(&s, &pack, e))
         }
     }
+}
+
+/// Work on a session that may run a turn: done on a blocking thread, in one of its pack's
+/// slots. Scripts and templates are synchronous work, and a pack whose scripts spin into their
+/// wall limit must not stall the server's other requests, nor take every thread from the other
+/// packs. Returns the pack's name with the outcome.
+async fn on_turn_thread<T: Send + 'static>(
+    s: &Shared,
+    live: LiveSession,
+    work: impl for<'a> FnOnce(&'a mut ruleweave::Session) -> BoxFuture<'a, ruleweave::Result<T>> + Send + 'static,
+) -> Result<(String, T), (String, ruleweave::Error)> {
+    let mut session = live.lock_owned().await;
+    let pack = session.pack().name().to_owned();
+    let _slot = s.turn_slot(&pack).await;
+    let runtime = tokio::runtime::Handle::current();
+    let done = tokio::task::spawn_blocking(move || runtime.block_on(work(&mut session))).await.unwrap_or_else(|e| {
+        Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a turn thread failed: {e}")))
+    });
+    match done {
+        Ok(v) => Ok((pack, v)),
+        Err(e) => Err((pack, e)),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewInput {
+    player: String,
+    #[serde(default)]
+    input: Value,
+    round: Option<u64>,
+    #[serde(default)]
+    join: bool,
+    #[serde(default)]
+    leave: bool,
+}
+
+/// `POST /v1/sessions/{id}/inputs`: one player's answer to the lobby round under way
+/// (`{"player", "input"}`, optionally the `round` it is meant for), or their joining
+/// (`{"player", "join": true}`) or leaving (`{"player", "leave": true}`). Answers the lobby as
+/// it stands after the post, with the turn that closed the round when this post did.
+pub async fn input(
+    State(s): State<Shared>,
+    SessionId(id): SessionId,
+    Body(req): Body<NewInput>,
+) -> ApiResult<Json<Value>> {
+    let kind = match (req.join, req.leave) {
+        (false, false) => ruleweave::lobby::InputKind::Answer,
+        (true, false) => ruleweave::lobby::InputKind::Join,
+        (false, true) => ruleweave::lobby::InputKind::Leave,
+        (true, true) => {
+            return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", "join or leave, not both"));
+        }
+    };
+    if kind == ruleweave::lobby::InputKind::Answer && req.input.is_null() {
+        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", "an answer needs an `input`"));
+    }
+    let post = ruleweave::lobby::Post { player: req.player, kind, input: req.input, round: req.round };
+    let live = s.engine.session(&id).await?;
+    let posted = on_turn_thread(&s, live, move |session| Box::pin(session.post(post))).await;
+    match posted {
+        Ok((pack, posted)) => {
+            if let Some(turn) = &posted.closed {
+                s.metrics.turn(&pack, turn);
+            }
+            Ok(Json(posted_json(&posted)))
+        }
+        Err((pack, e)) => Err(failed(&s, &pack, e)),
+    }
+}
+
+fn posted_json(p: &ruleweave::lobby::Posted) -> Value {
+    json!({
+        "lobby": p.lobby,
+        "closed": p.closed.as_ref().map(|t| json!({"turn": t.turn, "output": t.output, "finished": t.finished})),
+        "close_error": p.close_error,
+    })
+}
+
+/// `GET /v1/sessions/{id}/events`: the session as SSE, for the players following a lobby.
+/// First `state` (the turn, output and lobby as they stand), then `input` when a player answers,
+/// joins or leaves (with the lobby after it) and `turn` when a turn is recorded (with its output:
+/// a lobby's next question), whichever replica recorded it. After the turn that finishes the
+/// session, the stream ends. A follower too slow to keep up gets `state` again.
+pub async fn session_events(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Response> {
+    let live = s.engine.session(&id).await?;
+    // Subscribed before the first look, so nothing recorded after it is missed.
+    let rx = s.engine.session_events();
+    let first = snapshot(&live).await?;
+    let done = first["finished"].as_bool() == Some(true);
+    let first = sse("state", &first);
+    let follow = Follow { rx, live, id, done };
+    let rest = stream::unfold(follow, |mut f| async move {
+        let event = f.next().await?;
+        Some((Ok::<_, Infallible>(event), f))
+    });
+    let all = stream::once(async move { Ok::<_, Infallible>(first) }).chain(rest);
+    Ok(Sse::new(all).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// A follower of one session's events.
+struct Follow {
+    rx: tokio::sync::broadcast::Receiver<ruleweave::store::SessionEvent>,
+    live: LiveSession,
+    id: String,
+    done: bool,
+}
+
+impl Follow {
+    /// The next event for this session, or `None` once it finished (or the store went away).
+    async fn next(&mut self) -> Option<SseEvent> {
+        use tokio::sync::broadcast::error::RecvError;
+        if self.done {
+            return None;
+        }
+        loop {
+            let what = match self.rx.recv().await {
+                Ok(e) if e.session == self.id => e.what,
+                Ok(_) => continue,
+                Err(RecvError::Lagged(_)) => {
+                    let now = snapshot(&self.live).await.ok()?;
+                    self.done = now["finished"].as_bool() == Some(true);
+                    return Some(sse("state", &now));
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            return match what {
+                ruleweave::store::Happened::Input { round, player, kind } => {
+                    let lobby = self.live.lock().await.lobby().await.ok().flatten();
+                    Some(sse("input", &json!({"round": round, "player": player, "kind": kind, "lobby": lobby})))
+                }
+                ruleweave::store::Happened::Turn { turn, finished, .. } => {
+                    let mut now = snapshot(&self.live).await.ok()?;
+                    now["turn"] = json!(turn);
+                    self.done = finished;
+                    Some(sse("turn", &now))
+                }
+            };
+        }
+    }
+}
+
+/// The session as a follower sees it: turns done, output, lobby, whether it finished.
+async fn snapshot(live: &LiveSession) -> ApiResult<Value> {
+    let mut session = live.lock().await;
+    session.refresh().await?;
+    let lobby = session.lobby().await?;
+    Ok(json!({
+        "turn": session.turns(),
+        "output": session.output(),
+        "lobby": lobby,
+        "finished": session.is_finished(),
+    }))
 }
 
 /// An engine error as an API error, counted.

@@ -120,6 +120,8 @@ pub fn app(state: Shared) -> Router {
         .route("/v1/sessions", post(api::create))
         .route("/v1/sessions/{id}", get(api::session).delete(api::delete))
         .route("/v1/sessions/{id}/turns", post(api::turn))
+        .route("/v1/sessions/{id}/inputs", post(api::input))
+        .route("/v1/sessions/{id}/events", get(api::session_events))
         .route("/v1/sessions/{id}/checkpoints", get(api::checkpoints))
         .route("/v1/sessions/{id}/fork", post(api::fork))
         .route("/metrics", get(api::metrics))
@@ -256,14 +258,46 @@ pub async fn run(state: Shared, addr: std::net::SocketAddr) -> Result<()> {
             }
         })
     };
+    let rounds = tokio::spawn(close_rounds(state.clone()));
     eprintln!("ruleweave: listening on http://{bound}");
     let settings = &state.settings;
     listen::serve(listener, app(state.clone()), settings.header_timeout, settings.max_connections, shutdown()).await;
     expiry.abort();
+    rounds.abort();
     state.tasks.close();
     state.tasks.wait().await;
     eprintln!("ruleweave: stopped");
     Ok(())
+}
+
+/// Closes lobby rounds whose timeout passed, four times a second, whichever replica their
+/// answers reached: the store says which rounds are open, and a session's lock makes one replica
+/// close each. The closing turns run on a blocking thread, as every turn does.
+async fn close_rounds(state: Shared) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let engine = state.engine.clone();
+        let runtime = tokio::runtime::Handle::current();
+        let swept = tokio::task::spawn_blocking(move || runtime.block_on(engine.close_due_rounds())).await;
+        match swept {
+            Ok(Ok(closed)) => {
+                for (id, result) in closed {
+                    let pack = state.engine.info(&id).await.map(|i| i.pack).unwrap_or_default();
+                    match result {
+                        Ok(turn) => state.metrics.turn(&pack, &turn),
+                        Err(e) => {
+                            state.metrics.failed_turn(&pack);
+                            tracing::error!(session = %id, "cannot close the lobby round: {e}");
+                        }
+                    }
+                }
+            }
+            Ok(Err(e)) => tracing::error!("cannot look for lobby rounds to close: {e}"),
+            Err(e) => tracing::error!("the lobby sweep failed: {e}"),
+        }
+    }
 }
 
 async fn shutdown() {

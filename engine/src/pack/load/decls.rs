@@ -110,6 +110,12 @@ impl Loader<'_> {
             if d.max_tokens == Some(0) {
                 self.error(format!("profile `{name}`: max_tokens must be at least 1"), at.clone());
             }
+            if d.default_model.is_some() && d.provider.is_none() {
+                self.error(
+                    format!("profile `{name}`: default_model is for a profile with a named provider"),
+                    at.clone(),
+                );
+            }
             if let Some(p) = &d.provider
                 && !(is_identifier(&p.value.replace('-', "_")))
             {
@@ -123,6 +129,7 @@ impl Loader<'_> {
                 max_tokens: d.max_tokens,
                 json: d.json,
                 provider: d.provider.as_ref().map(|p| p.value.clone()),
+                default_model: d.default_model.clone(),
             };
             out.insert(name.clone(), profile);
         }
@@ -245,5 +252,102 @@ fn infer_type(v: &serde_json::Value) -> TypeName {
         serde_json::Value::Array(_) => TypeName::List,
         serde_json::Value::Object(_) => TypeName::Map,
         _ => TypeName::String,
+    }
+}
+
+impl Loader<'_> {
+    /// `lobby:`: the fields it names exist with the types it needs, and the timeout is a duration.
+    pub(super) fn lobby(
+        &mut self,
+        decl: &Spanned<manifest::LobbyDecl>,
+        schema: &Schema,
+        inputs: &IndexMap<String, InputSpec>,
+    ) -> Option<crate::lobby::Lobby> {
+        let d = &decl.value;
+        let before = self.errors.len();
+        for (key, name, want) in [("players", &d.players, TypeName::List), ("round", &d.round, TypeName::Int)] {
+            match schema.fields.get(&name.value) {
+                Some(f) if f.ty == want => {}
+                Some(f) => self.error(
+                    format!("lobby.{key} must name {} state field; `{}` is {}", want.a(), name.value, f.ty.a()),
+                    self.at(name),
+                ),
+                None => {
+                    self.error(format!("lobby.{key} names `{}`, which is not a state field", name.value), self.at(name))
+                }
+            }
+        }
+        let fields = [
+            ("answers", Some(&d.answers), TypeName::Map),
+            ("join", d.join.as_ref(), TypeName::List),
+            ("leave", d.leave.as_ref(), TypeName::List),
+        ];
+        for (key, name, want) in fields {
+            let Some(name) = name else { continue };
+            match inputs.get(&name.value) {
+                Some(i) if i.ty == want && !i.required => {}
+                Some(i) if i.ty == want => self.error(
+                    format!(
+                        "lobby.{key} names input `{}`, which must not be required (a round may lack it)",
+                        name.value
+                    ),
+                    self.at(name),
+                ),
+                Some(i) => self.error(
+                    format!("lobby.{key} must name {} input field; `{}` is {}", want.a(), name.value, i.ty.a()),
+                    self.at(name),
+                ),
+                None => self
+                    .error(format!("lobby.{key} names `{}`, which is not an input field", name.value), self.at(name)),
+            }
+        }
+        let timeout = match humantime::parse_duration(&d.timeout.value) {
+            Ok(t) if !t.is_zero() => Some(t),
+            Ok(_) => {
+                self.error("lobby.timeout must be longer than 0", self.at(&d.timeout));
+                None
+            }
+            Err(e) => {
+                self.error(
+                    format!("lobby.timeout `{}` is not a duration like 30s or 2m: {e}", d.timeout.value),
+                    self.at(&d.timeout),
+                );
+                None
+            }
+        };
+        if d.max_players == Some(0) || d.max_name == Some(0) {
+            self.error("lobby.max_players and lobby.max_name must be at least 1", self.at(decl));
+        }
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(crate::lobby::Lobby {
+            players: d.players.value.clone(),
+            round: d.round.value.clone(),
+            answers: d.answers.value.clone(),
+            values: d.values.clone(),
+            join: d.join.as_ref().map(|j| j.value.clone()),
+            leave: d.leave.as_ref().map(|l| l.value.clone()),
+            timeout: timeout?,
+            max_players: d.max_players,
+            max_name: d.max_name.unwrap_or(40),
+        })
+    }
+
+    /// `expire_finished_after:` a duration (`1h`) or `never`.
+    pub(super) fn retention(&mut self, decl: &manifest::SpannedStr) -> Option<Option<std::time::Duration>> {
+        if decl.value.trim() == "never" {
+            return Some(None);
+        }
+        match humantime::parse_duration(&decl.value) {
+            Ok(d) => Some(Some(d)),
+            Err(e) => {
+                self.error(
+                    format!("expire_finished_after `{}` is not a duration like 1h or 7d, nor never: {e}", decl.value),
+                    self.at(decl),
+                );
+                None
+            }
+        }
     }
 }

@@ -127,6 +127,13 @@ impl Loader<'_> {
         let init = m.init.as_ref().and_then(|r| load.resolve(r, None, 0));
         let migrate = m.migrate.as_ref().and_then(|r| load.resolve(r, None, 2));
         let standin = m.standin.as_ref().and_then(|r| load.resolve(r, Some("respond"), 1));
+        let typed = m.typed.as_ref().and_then(|r| load.resolve(r, None, 1));
+        if let (Some(f), Some(r)) = (&typed, &m.typed)
+            && f.calls_models()
+        {
+            let at = load.at(r);
+            load.error("the typed script cannot call models: it reads a line before the turn", at);
+        }
         if let (Some(f), Some(r)) = (&migrate, &m.migrate)
             && f.calls_models()
         {
@@ -136,6 +143,8 @@ impl Loader<'_> {
         let graph = self.graph(&m.graph, &refs);
         let outputs = self.outputs(&m.output, &d.schema);
         let finish = self.finish(m.finish.as_ref(), &d.schema);
+        let lobby = m.lobby.as_ref().and_then(|l| self.lobby(l, &d.schema, &d.inputs));
+        let expire_finished_after = m.expire_finished_after.as_ref().and_then(|e| self.retention(e));
         self.check_display(&c.prompts, &d);
         let graph = graph?;
         if !self.errors.is_empty() {
@@ -165,6 +174,9 @@ impl Loader<'_> {
             selectors,
             standin,
             files: self.files.paths(),
+            lobby,
+            expire_finished_after,
+            typed,
         })
     }
 

@@ -1,0 +1,133 @@
+//! Lobby rounds: a pack may declare that a turn gathers one input per player. Each player posts
+//! their own answer; the round's turn runs when every player in the lobby has answered, or the
+//! pack's timeout after the round's first answer. Answers wait in the store (so any replica can
+//! take the next one, or close the round), and the turn that closes the round clears them in the
+//! transaction that records it.
+//!
+//! Players join and leave between rounds: a join takes effect when the round closes (the joiner
+//! answers from the next round), a leave at once (the round stops waiting for them; an answer
+//! they already gave still counts). Both reach the pack as lists in the round's input.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+pub use crate::store::InputKind;
+use crate::store::LobbyInput;
+
+/// A pack's `lobby:` section, checked.
+#[derive(Debug, Clone)]
+pub struct Lobby {
+    /// The list state field with the players' names.
+    pub players: String,
+    /// The int state field with the round being answered.
+    pub round: String,
+    /// The map input field the answers go in (player → answer).
+    pub answers: String,
+    /// The answers allowed (any when `None`).
+    pub values: Option<Vec<Json>>,
+    /// The list input field the joiners go in.
+    pub join: Option<String>,
+    /// The list input field the leavers go in.
+    pub leave: Option<String>,
+    /// How long a round waits after its first answer.
+    pub timeout: Duration,
+    /// The most players a lobby holds.
+    pub max_players: Option<usize>,
+    /// The longest name a player may have, in characters.
+    pub max_name: usize,
+}
+
+/// One post to a lobby: a player's answer, or their joining or leaving.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Post {
+    /// Who posts.
+    pub player: String,
+    /// What it is.
+    pub kind: InputKind,
+    /// The answer (`null` for joining and leaving).
+    pub input: Json,
+    /// The round the player means (`None`: the one under way). A different round is refused, so
+    /// an answer meant for a round that closed never lands in the next one.
+    pub round: Option<u64>,
+}
+
+/// Where a lobby round stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LobbyStatus {
+    /// The round under way.
+    pub round: u64,
+    /// Who is in the lobby.
+    pub players: Vec<String>,
+    /// Who has answered this round.
+    pub answered: Vec<String>,
+    /// Who the round still waits for.
+    pub waiting: Vec<String>,
+    /// Who joins when the round closes.
+    pub joining: Vec<String>,
+    /// Who has left this round.
+    pub leaving: Vec<String>,
+    /// When the round closes if not everyone answers, unix milliseconds (after the first answer).
+    pub closes_at: Option<i64>,
+}
+
+impl LobbyStatus {
+    /// Where the round stands, from the players in the state and the inputs waiting.
+    pub(crate) fn of(lobby: &Lobby, round: u64, players: Vec<String>, inputs: &[LobbyInput]) -> Self {
+        let who = |kind: InputKind| -> Vec<String> {
+            inputs.iter().filter(|i| i.round == round && i.kind == kind).map(|i| i.player.clone()).collect()
+        };
+        let answered = who(InputKind::Answer);
+        let joining = who(InputKind::Join);
+        let leaving = who(InputKind::Leave);
+        let waiting =
+            players.iter().filter(|p| !answered.contains(p) && !leaving.contains(p)).cloned().collect::<Vec<_>>();
+        let first =
+            inputs.iter().filter(|i| i.round == round && i.kind == InputKind::Answer).map(|i| i.created_at).min();
+        LobbyStatus {
+            round,
+            players,
+            answered,
+            waiting,
+            joining,
+            leaving,
+            closes_at: first.map(|t| t + lobby.timeout.as_millis() as i64),
+        }
+    }
+
+    /// Whether the round can close now: nobody left to wait for, and something to close on.
+    pub(crate) fn complete(&self) -> bool {
+        self.waiting.is_empty() && !(self.answered.is_empty() && self.leaving.is_empty())
+    }
+
+    /// The turn input that closes the round: the answers, and who joins and leaves.
+    pub(crate) fn turn_input(&self, lobby: &Lobby, inputs: &[LobbyInput]) -> Json {
+        let answers: serde_json::Map<String, Json> = inputs
+            .iter()
+            .filter(|i| i.round == self.round && i.kind == InputKind::Answer)
+            .map(|i| (i.player.clone(), i.input.clone()))
+            .collect();
+        let mut input = serde_json::Map::new();
+        input.insert(lobby.answers.clone(), Json::Object(answers));
+        if let Some(join) = &lobby.join {
+            input.insert(join.clone(), Json::from(self.joining.clone()));
+        }
+        if let Some(leave) = &lobby.leave {
+            input.insert(leave.clone(), Json::from(self.leaving.clone()));
+        }
+        Json::Object(input)
+    }
+}
+
+/// What a post did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Posted {
+    /// The round after the post (the next one when the post closed the round).
+    pub lobby: LobbyStatus,
+    /// The turn that closed the round, when the post was the last one it waited for.
+    pub closed: Option<crate::TurnResult>,
+    /// Why closing the round failed, when it did: the inputs stay, and the round closes again at
+    /// its timeout.
+    pub close_error: Option<String>,
+}

@@ -1,0 +1,190 @@
+//! A session's lobby rounds (see [`crate::lobby`]): posting a player's input, closing a round.
+
+use rhai::{Dynamic, Map};
+use serde_json::Value as Json;
+
+use super::Session;
+use crate::error::{Error, ErrorKind, Result};
+use crate::lobby::{InputKind, Lobby, LobbyStatus, Post, Posted};
+use crate::session::TurnResult;
+use crate::store::LobbyInput;
+use crate::vocab::now_ms;
+
+impl Session {
+    /// The pack's lobby, or an error saying the pack has none.
+    fn lobby_spec(&self) -> Result<Lobby> {
+        self.pack.lobby.clone().ok_or_else(|| {
+            Error::input(format!(
+                "pack `{}` has no lobby rounds: send each turn's whole input to its turns instead",
+                self.pack.name
+            ))
+        })
+    }
+
+    /// The round under way and who is in the lobby, from the state.
+    fn round_and_players(&self, lobby: &Lobby) -> (u64, Vec<String>) {
+        let map = self.state.read_lock::<Map>();
+        let get = |name: &str| map.as_ref().and_then(|m| m.get(name).cloned()).unwrap_or(Dynamic::UNIT);
+        let round = get(&lobby.round).as_int().map_or(0, |r| r.max(0) as u64);
+        let players = get(&lobby.players)
+            .try_cast::<rhai::Array>()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|p| p.into_immutable_string().ok().map(|s| s.to_string()))
+            .collect();
+        (round, players)
+    }
+
+    /// Where the session's lobby round stands: `None` when the pack has no lobby.
+    pub async fn lobby(&mut self) -> Result<Option<LobbyStatus>> {
+        let Some(lobby) = self.pack.lobby.clone() else { return Ok(None) };
+        self.refresh().await?;
+        let inputs = self.rt.store.inputs(&self.id).await?;
+        let (round, players) = self.round_and_players(&lobby);
+        Ok(Some(LobbyStatus::of(&lobby, round, players, &inputs)))
+    }
+
+    /// Posts one player's answer, joining or leaving to the round under way. Refused: a player
+    /// not in the lobby (or already in it, to join), an answer the pack does not allow (invalid
+    /// input); a second answer from one player, an answer meant for another round, a full lobby
+    /// (conflict). When the post leaves the round waiting for nobody, the round's turn runs
+    /// before this returns; if that turn fails, the post stays recorded and the round closes
+    /// again at its timeout.
+    pub async fn post(&mut self, post: Post) -> Result<Posted> {
+        let lobby = self.lobby_spec()?;
+        let store = self.rt.store.clone();
+        let _lock = store.lock(&self.id).await?;
+        self.refresh().await?;
+        if self.pack.is_finished(&self.state) {
+            return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
+        }
+        let (round, players) = self.round_and_players(&lobby);
+        if let Some(meant) = post.round
+            && meant != round
+        {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("round {meant} is not open: the lobby is at round {round}"),
+            ));
+        }
+        let inputs = store.inputs(&self.id).await?;
+        let status = LobbyStatus::of(&lobby, round, players, &inputs);
+        self.admit(&lobby, &status, &post)?;
+        let input = match post.kind {
+            InputKind::Answer => post.input.clone(),
+            _ => Json::Null,
+        };
+        let record = LobbyInput { round, player: post.player.clone(), kind: post.kind, input, created_at: now_ms() };
+        if !store.add_input(&self.id, &record).await? {
+            let what = match post.kind {
+                InputKind::Answer => format!("{} already answered round {round}", post.player),
+                InputKind::Join => format!("{} already joins after round {round}", post.player),
+                InputKind::Leave => format!("{} already left in round {round}", post.player),
+            };
+            return Err(Error::new(ErrorKind::Conflict, what));
+        }
+        let mut inputs = inputs;
+        inputs.push(record);
+        let status = LobbyStatus::of(&lobby, round, status.players, &inputs);
+        if !status.complete() {
+            return Ok(Posted { lobby: status, closed: None, close_error: None });
+        }
+        let closed = self.close(&lobby, &status, &inputs).await;
+        self.posted(&lobby, closed).await
+    }
+
+    /// Whether `post` may go into the round `status` describes.
+    fn admit(&self, lobby: &Lobby, status: &LobbyStatus, post: &Post) -> Result<()> {
+        let name = post.player.as_str();
+        let listed = status.players.iter().any(|p| p == name);
+        let not_in = || Error::input(format!("{name} is not in this lobby (players: {})", status.players.join(", ")));
+        match post.kind {
+            InputKind::Answer => {
+                if !listed {
+                    return Err(not_in());
+                }
+                if let Some(values) = &lobby.values
+                    && !values.contains(&post.input)
+                {
+                    let allowed: Vec<String> = values.iter().map(Json::to_string).collect();
+                    return Err(Error::input(format!(
+                        "{} is not an answer this lobby takes (answers: {})",
+                        post.input,
+                        allowed.join(", ")
+                    )));
+                }
+            }
+            InputKind::Join => {
+                if lobby.join.is_none() {
+                    return Err(Error::input(format!("pack `{}` does not let players join", self.pack.name)));
+                }
+                if name.trim().is_empty() || name.chars().count() > lobby.max_name || name.chars().any(char::is_control)
+                {
+                    return Err(Error::input(format!(
+                        "a player's name is 1 to {} characters, without control characters",
+                        lobby.max_name
+                    )));
+                }
+                if listed {
+                    return Err(Error::new(ErrorKind::Conflict, format!("{name} is already in this lobby")));
+                }
+                let after = status.players.len() + status.joining.len() - status.leaving.len();
+                if let Some(max) = lobby.max_players
+                    && after >= max
+                {
+                    return Err(Error::new(ErrorKind::Conflict, format!("the lobby is full ({max} players)")));
+                }
+            }
+            InputKind::Leave => {
+                if lobby.leave.is_none() {
+                    return Err(Error::input(format!("pack `{}` does not let players leave", self.pack.name)));
+                }
+                if !listed {
+                    return Err(not_in());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the round if it is due at `now` (its timeout passed since the first answer, or
+    /// nobody is left to wait for): runs its turn with the inputs it has. `None` when the round
+    /// is not due, or was closed already (by another process, say).
+    pub async fn close_due(&mut self, now: i64) -> Result<Option<TurnResult>> {
+        let Some(lobby) = self.pack.lobby.clone() else { return Ok(None) };
+        let store = self.rt.store.clone();
+        let _lock = store.lock(&self.id).await?;
+        self.refresh().await?;
+        if self.pack.is_finished(&self.state) {
+            return Ok(None);
+        }
+        let (round, players) = self.round_and_players(&lobby);
+        let inputs = store.inputs(&self.id).await?;
+        let status = LobbyStatus::of(&lobby, round, players, &inputs);
+        let due = status.complete() || status.closes_at.is_some_and(|t| t <= now);
+        if !due || status.answered.is_empty() {
+            return Ok(None);
+        }
+        self.close(&lobby, &status, &inputs).await.map(Some)
+    }
+
+    /// Runs the turn that closes the round (the caller holds the session's lock).
+    async fn close(&mut self, lobby: &Lobby, status: &LobbyStatus, inputs: &[LobbyInput]) -> Result<TurnResult> {
+        let input = status.turn_input(lobby, inputs);
+        self.run_locked(input, None).await
+    }
+
+    /// What a post returns once its round closed (or failed to).
+    async fn posted(&mut self, lobby: &Lobby, closed: Result<TurnResult>) -> Result<Posted> {
+        let (round, players) = self.round_and_players(lobby);
+        let inputs = self.rt.store.inputs(&self.id).await?;
+        let status = LobbyStatus::of(lobby, round, players, &inputs);
+        Ok(match closed {
+            Ok(turn) => Posted { lobby: status, closed: Some(turn), close_error: None },
+            Err(e) => {
+                tracing::warn!(session = %self.id, "cannot close the lobby round: {e}");
+                Posted { lobby: status, closed: None, close_error: Some(e.to_string()) }
+            }
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! The party pack's question paths, with a model that answers from the prompt it is sent: the
+//! picker's choice and rephrasing, the safety filter, the writer when the pool runs dry, the
+//! fallbacks, and the times_used counters every lobby shares.
+
+mod support;
+
+use std::sync::Arc;
+
+use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
+use ruleweave::{Engine, Provider, Result};
+use serde_json::{Value, json};
+use support::{copy_of, repo_root, write_root};
+
+/// A reply computed from the candidate ids a prompt lists.
+type Answer = Box<dyn Fn(&[String]) -> String + Send + Sync>;
+
+/// A model whose reply is computed from the candidate ids its prompt lists (`[en-012] ...`).
+struct Scripted(Answer);
+
+impl Provider for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        let prompt = &request.messages.last().unwrap().content;
+        let ids: Vec<String> = prompt
+            .lines()
+            .filter_map(|l| l.strip_prefix('[').and_then(|l| l.split_once(']')).map(|(id, _)| id.to_owned()))
+            .collect();
+        let content = (self.0)(&ids);
+        Box::pin(std::future::ready(Ok(LlmResponse {
+            content,
+            model: request.model.clone(),
+            usage: Usage::default(),
+            attempts: 1,
+        })))
+    }
+}
+
+fn engine_at(root: &std::path::Path, reply: impl Fn(&[String]) -> String + Send + Sync + 'static) -> Engine {
+    Engine::builder(root).provider(Arc::new(Scripted(Box::new(reply)))).build()
+}
+
+/// The first round's question: (state, the `question` event's data).
+async fn first_question(engine: &Engine, options: Value) -> (Value, Value) {
+    let mut session = engine.open("party", options.as_object().unwrap()).await.unwrap();
+    let r = session.turn(json!({})).await.unwrap();
+    let event = r
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .find(|e| e["name"] == "question")
+        .expect("every path is a question event");
+    (session.state(), event["data"].clone())
+}
+
+#[tokio::test]
+async fn the_pickers_answer_is_used_only_when_it_is_safe() {
+    let adapted = "Never have I ever sung in the rain with this group";
+    let cases: Vec<(&str, Answer, &str, &str)> = vec![
+        ("a rephrasing", Box::new(move |ids| json!({"id": ids[1], "question": adapted}).to_string()), "adapted", ""),
+        ("a plain pick", Box::new(|ids| json!({"id": ids[2]}).to_string()), "picked", ""),
+        (
+            "an unknown id",
+            Box::new(|_| json!({"id": "en-999"}).to_string()),
+            "fallback_candidate",
+            "the picker named en-999, which is not a candidate",
+        ),
+        (
+            "prose",
+            Box::new(|_| "Sure! The second one is great.".into()),
+            "fallback_candidate",
+            "the picker's answer is unusable",
+        ),
+        (
+            "a refusal in JSON",
+            Box::new(|_| json!({"error": "I cannot help with that."}).to_string()),
+            "fallback_candidate",
+            "the picker named no id",
+        ),
+        (
+            "a deny-listed rephrasing",
+            Box::new(|ids| json!({"id": ids[1], "question": "Never have I ever dated a minor"}).to_string()),
+            "fallback_candidate",
+            "deny list",
+        ),
+        (
+            "NSFW with NSFW off",
+            Box::new(|ids| json!({"id": ids[1], "question": "Never have I ever sent nudes to a stranger"}).to_string()),
+            "fallback_candidate",
+            "NSFW",
+        ),
+        (
+            "another form",
+            Box::new(|ids| json!({"id": ids[1], "question": "Have you ever lied to a friend?"}).to_string()),
+            "fallback_candidate",
+            "form",
+        ),
+        (
+            "another language",
+            Box::new(|ids| json!({"id": ids[1], "question": "Nigdy nie kłamałem przyjacielowi"}).to_string()),
+            "fallback_candidate",
+            "form",
+        ),
+        (
+            "a speech",
+            Box::new(|ids| {
+                json!({"id": ids[1], "question": format!("Never have I ever {}", "said so much ".repeat(20))})
+                    .to_string()
+            }),
+            "fallback_candidate",
+            "characters long",
+        ),
+    ];
+    for (case, reply, source, why) in cases {
+        let engine = engine_at(&repo_root(), reply);
+        let (state, event) = first_question(&engine, json!({})).await;
+        let candidates = state["candidates"].as_array().unwrap();
+        assert_eq!(candidates.len(), 5, "{case}");
+        assert_eq!(
+            (state["question_source"].as_str(), event["source"].as_str()),
+            (Some(source), Some(source)),
+            "{case}"
+        );
+        assert!(event["why"].as_str().unwrap().contains(why), "{case}: {event}");
+        let (id, text) = (state["question_id"].as_str().unwrap(), state["question"].as_str().unwrap());
+        match source {
+            "adapted" => assert_eq!((id, text), (candidates[1]["id"].as_str().unwrap(), adapted), "{case}"),
+            "picked" => assert_eq!(id, candidates[2]["id"], "{case}"),
+            _ => {
+                assert_eq!((id, text), (candidates[0]["id"].as_str().unwrap(), candidates[0]["text"].as_str().unwrap()))
+            }
+        }
+        assert_eq!(state["used_question_ids"], json!([id]), "{case}");
+    }
+}
+
+/// A copy of the party pack with a pool of two English questions.
+fn dry_pool() -> tempfile::TempDir {
+    let root = copy_of(&["config/party.yaml", "scripts/party", "prompts/party"]);
+    std::fs::create_dir_all(root.path().join("data/party")).unwrap();
+    std::fs::write(
+        root.path().join("data/party/questions.yaml"),
+        "- {id: q1, language: en, intensity: 1, is_nsfw: false, text: \"Never have I ever eaten cold pizza for breakfast\"}\n\
+         - {id: q3, language: en, intensity: 3, is_nsfw: false, text: \"Never have I ever cried at a cartoon\"}\n\
+         - {id: retired, language: en, intensity: 1, is_nsfw: false, active: false, text: \"Never have I ever owned a pager\"}\n",
+    )
+    .unwrap();
+    root
+}
+
+#[tokio::test]
+async fn with_fewer_than_three_candidates_a_model_writes_the_question() {
+    let root = dry_pool();
+    let written = "Never have I ever put orange juice on my cereal";
+    let engine = engine_at(root.path(), move |ids| {
+        assert!(ids.is_empty(), "the writer is shown no candidates");
+        json!({"question": written}).to_string()
+    });
+    let (state, event) = first_question(&engine, json!({})).await;
+    assert_eq!(state["candidates"].as_array().unwrap().len(), 2, "the inactive question is no candidate");
+    assert_eq!(
+        (state["question"].as_str(), state["question_id"].as_str(), state["question_source"].as_str()),
+        (Some(written), Some("gen-1"), Some("generated"))
+    );
+    assert_eq!((state["intensity"].as_i64(), event["source"].as_str()), (Some(1), Some("generated")));
+}
+
+#[tokio::test]
+async fn a_bad_written_question_falls_back_to_the_pool_then_to_the_least_used() {
+    let root = dry_pool();
+    let engine = engine_at(root.path(), |_| json!({"question": "Have you ever eaten a whole cake?"}).to_string());
+    let mut session = engine.open("party", &Default::default()).await.unwrap();
+    let mut sources = Vec::new();
+    for input in [json!({}), json!("all"), json!("all")] {
+        session.turn(input).await.unwrap();
+        let s = session.state();
+        sources
+            .push((s["question_id"].as_str().unwrap().to_owned(), s["question_source"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(
+        sources,
+        [
+            ("q1".to_owned(), "fallback_candidate".to_owned()),
+            ("q3".to_owned(), "fallback_candidate".to_owned()),
+            // Round 3 is deeper (E = 0.255 + 0.06): no unused candidate in 3-5, so the band's
+            // least used question, asked again.
+            ("q3".to_owned(), "fallback_least_used".to_owned()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn times_used_is_shared_by_every_lobby() {
+    let engine = engine_at(&repo_root(), |ids| json!({"id": ids[0]}).to_string());
+    let (a, _) = first_question(&engine, json!({})).await;
+    let asked = a["question_id"].as_str().unwrap();
+    assert_eq!(a["candidates"][0]["times_used"], 0);
+    let (b, _) = first_question(&engine, json!({})).await;
+    let ids: Vec<&str> = b["candidates"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert!(!ids.contains(&asked), "the other lobby's question is now used more than the rest: {ids:?}");
+    let counters = engine.store().counters("party", "questions").await.unwrap();
+    let mut counted: Vec<(String, i64)> = counters.into_iter().map(|(key, _, n)| (key, n)).collect();
+    counted.sort();
+    let mut want = vec![(asked.to_owned(), 1), (b["question_id"].as_str().unwrap().to_owned(), 1)];
+    want.sort();
+    assert_eq!(counted, want);
+}
+
+#[test]
+fn every_pool_question_passes_the_safety_filter() {
+    // The pack's own filter (question.rhai's unsafe_reason, with the pack's safety parameters),
+    // run over every row of the pool in a pack of its own.
+    let repo = repo_root();
+    let manifest: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo.join("config/party.yaml")).unwrap()).unwrap();
+    let questions = std::fs::read_to_string(repo.join("scripts/party/question.rhai")).unwrap();
+    let check = r#"
+fn check() {
+    let bad = [];
+    for q in query("questions", #{}) {
+        let lobby = #{ language: q.language, nsfw: q.is_nsfw };
+        let why = lobby.unsafe_reason(q.text);
+        if why != () {
+            bad.push(`${q.id}: ${why}`);
+        }
+    }
+    #{ bad: bad, checked: query("questions", #{}).len() }
+}
+"#;
+    let pack = format!(
+        "params: {{safety: {}}}\ndata: {}\nstate:\n  bad: {{type: list}}\n  checked: {{type: int}}\n\
+         graph:\n  nodes:\n    check: {{script: check.rhai::check}}\n  edges: [START -> check, check -> END]\n",
+        manifest["params"]["safety"], manifest["data"]
+    );
+    let pool = std::fs::read_to_string(repo.join("data/party/questions.yaml")).unwrap();
+    let root = write_root(&[
+        ("config/poolcheck.yaml", &pack),
+        ("scripts/poolcheck/check.rhai", &format!("{questions}\n{check}")),
+        ("data/poolcheck/questions.yaml", &pool),
+    ]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = Engine::builder(root.path()).build();
+    let mut session = rt.block_on(engine.open("poolcheck", &Default::default())).unwrap();
+    rt.block_on(session.turn(json!({}))).unwrap();
+    let state = session.state();
+    assert!(state["checked"].as_i64().unwrap() >= 200);
+    assert_eq!(state["bad"], json!([]), "pool questions the safety filter refuses");
+}

@@ -1,0 +1,262 @@
+//! Lobby rounds over HTTP, on the party pack: players answer one by one (concurrently), the
+//! round's turn runs when the last one answers or the timeout passes, late and duplicate answers
+//! get 409, strangers 422, players leave and join between rounds, and every follower's event
+//! stream carries each new question, on one server and across two replicas on PostgreSQL.
+
+mod support;
+
+use std::path::Path;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::{Process, get, http, post, repo_root, start};
+
+/// The shipped party pack, its lobby timeout shortened to `timeout` so a test waits seconds.
+fn party_root(timeout: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = repo_root();
+    for sub in ["scripts/party", "prompts/party", "data/party"] {
+        copy_dir(&repo.join(sub), &dir.path().join(sub));
+    }
+    let manifest = std::fs::read_to_string(repo.join("config/party.yaml")).unwrap();
+    assert!(manifest.contains("  timeout: 30s\n"));
+    std::fs::create_dir_all(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/party.yaml"),
+        manifest.replace("  timeout: 30s\n", &format!("  timeout: {timeout}\n")),
+    )
+    .unwrap();
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// One follower of a session's event stream.
+struct Follower {
+    body: Pin<Box<dyn Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
+    buffer: String,
+}
+
+impl Follower {
+    async fn open(url: &str) -> Self {
+        let r = http().get(url).header("accept", "text/event-stream").send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+        Follower { body: Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec()))), buffer: String::new() }
+    }
+
+    /// The next event (name, data), waiting at most 30 s; `None` when the stream ended.
+    async fn next(&mut self) -> Option<(String, Value)> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut name = String::new();
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if name.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                return Some((name, serde_json::from_str(&data).unwrap()));
+            }
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Err(_) => panic!("no event within 30 s"),
+                Ok(None) => return None,
+                Ok(Some(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap())),
+            }
+        }
+    }
+
+    /// Skips to the next event called `name`.
+    async fn next_named(&mut self, name: &str) -> Value {
+        loop {
+            match self.next().await {
+                Some((n, data)) if n == name => return data,
+                Some(_) => {}
+                None => panic!("the stream ended before a `{name}` event"),
+            }
+        }
+    }
+}
+
+async fn answer(url: &str, id: &str, player: &str, answer: &str) -> (StatusCode, Value) {
+    post(&format!("{url}/v1/sessions/{id}/inputs"), json!({"player": player, "input": answer})).await
+}
+
+fn question_of(v: &Value) -> (u64, String) {
+    (v["output"]["round"].as_u64().unwrap(), v["output"]["question"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lobby_plays_round_by_round_over_http() {
+    let root = party_root("1s");
+    let db = tempfile::tempdir().unwrap();
+    let server = start(root.path(), &format!("sqlite://{}", db.path().join("l.db").display()), &[]);
+    let url = server.url.clone();
+    let (status, created) = post(
+        &format!("{url}/v1/sessions"),
+        json!({"pack": "party", "options": {"players": "ana, bo, cy, dee", "max_rounds": 3}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let events = format!("{url}/v1/sessions/{id}/events");
+    let mut followers = vec![Follower::open(&events).await, Follower::open(&events).await];
+    for f in &mut followers {
+        let first = f.next_named("state").await;
+        assert_eq!(first["lobby"]["round"], 0);
+        assert_eq!(first["lobby"]["players"], json!(["ana", "bo", "cy", "dee"]));
+    }
+
+    // The game starts with a whole-round turn of no answers: the first question.
+    let (status, started) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let first_question = question_of(&started);
+    assert_eq!(first_question.0, 1);
+    for f in &mut followers {
+        assert_eq!(question_of(&f.next_named("turn").await), first_question, "every follower gets the question");
+    }
+
+    // Round 1: the four answer at once; the last answer runs the round's turn.
+    let posts: Vec<_> = [("ana", "have"), ("bo", "have"), ("cy", "have_not"), ("dee", "have")]
+        .into_iter()
+        .map(|(p, a)| {
+            let (url, id) = (url.clone(), id.clone());
+            tokio::spawn(async move { answer(&url, &id, p, a).await })
+        })
+        .collect();
+    let mut closed = Vec::new();
+    for p in posts {
+        let (status, body) = p.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        if !body["closed"].is_null() {
+            closed.push(body);
+        }
+    }
+    assert_eq!(closed.len(), 1, "exactly one answer closed the round: {closed:?}");
+    let second = question_of(&closed[0]["closed"]);
+    assert_eq!(second.0, 2);
+    assert_eq!(closed[0]["lobby"]["round"], 2);
+    assert_eq!(closed[0]["lobby"]["waiting"], json!(["ana", "bo", "cy", "dee"]));
+    let history = &closed[0]["closed"]["output"]["escalation_history"];
+    assert_eq!(history[0]["round"], 1);
+    assert_eq!(history[0]["have_ratio"], 0.75);
+    // δ(1) = 3/4 × 0.5 (safe); B(2) = 0.3 × 0.375 = 0.1125.
+    let boldness = closed[0]["closed"]["output"]["boldness"].as_f64().unwrap();
+    assert!((boldness - 0.1125).abs() < 1e-12, "{boldness}");
+    for f in &mut followers {
+        let mut answered = Vec::new();
+        loop {
+            match f.next().await.unwrap() {
+                (name, data) if name == "input" => answered.push(data["player"].as_str().unwrap().to_owned()),
+                (name, data) if name == "turn" => {
+                    assert_eq!(question_of(&data), second);
+                    break;
+                }
+                (name, _) => panic!("unexpected `{name}` event"),
+            }
+        }
+        answered.sort();
+        assert_eq!(answered, ["ana", "bo", "cy", "dee"], "each answer was an event");
+    }
+
+    // Round 2: a late answer (meant for round 1), a duplicate, a stranger, a bad answer.
+    let inputs = format!("{url}/v1/sessions/{id}/inputs");
+    let (status, body) = post(&inputs, json!({"player": "ana", "input": "have", "round": 1})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("round 1 is not open"), "{body}");
+    assert_eq!(answer(&url, &id, "ana", "have_not").await.0, StatusCode::OK);
+    let (status, body) = answer(&url, &id, "ana", "have").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("ana already answered round 2"), "{body}");
+    let (status, body) = answer(&url, &id, "zed", "have").await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")));
+    assert!(body["error"]["message"].as_str().unwrap().contains("zed is not in this lobby"), "{body}");
+    let (status, _) = answer(&url, &id, "bo", "maybe").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // dee leaves and gus joins; once bo and cy answer, the round closes without waiting for dee.
+    let (status, body) = post(&inputs, json!({"player": "dee", "leave": true})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["lobby"]["waiting"], json!(["bo", "cy"]));
+    let (status, body) = post(&inputs, json!({"player": "gus", "join": true})).await;
+    assert_eq!((status, &body["lobby"]["joining"]), (StatusCode::OK, &json!(["gus"])), "{body}");
+    assert_eq!(answer(&url, &id, "bo", "have").await.0, StatusCode::OK);
+    let (status, body) = answer(&url, &id, "cy", "have").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["closed"]["output"]["players"], json!(["ana", "bo", "cy", "gus"]));
+    assert_eq!(body["closed"]["output"]["escalation_history"][1]["have_ratio"].as_f64().unwrap(), 2.0 / 3.0);
+
+    // Round 3: only gus answers; the timeout closes the round, and the lobby is finished.
+    assert_eq!(answer(&url, &id, "gus", "have").await.0, StatusCode::OK);
+    let mut last = Value::Null;
+    for f in &mut followers {
+        let third = f.next_named("turn").await;
+        assert_eq!((third["output"]["round"].as_u64(), &third["finished"]), (Some(3), &json!(false)));
+        last = f.next_named("turn").await;
+        assert_eq!(last["finished"], true);
+        while f.next().await.is_some() {}
+    }
+    let history = &last["output"]["escalation_history"];
+    assert_eq!(history.as_array().unwrap().len(), 3);
+    assert_eq!((history[2]["round"].as_u64(), history[2]["have_ratio"].as_f64()), (Some(3), Some(1.0)));
+    let (status, body) = answer(&url, &id, "ana", "have").await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("session_finished")));
+    drop(server);
+}
+
+/// Two replicas on one PostgreSQL are one lobby: answers go to either, the follower on one sees
+/// the rounds the other closed, and the timeout closes a round whichever replica took its answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lobby_spans_two_replicas() {
+    let Some(pg) = support::postgres() else { return };
+    let root = party_root("1s");
+    let a = start(root.path(), &pg, &[]);
+    let b = start(root.path(), &pg, &[]);
+    let (status, created) =
+        post(&format!("{}/v1/sessions", a.url), json!({"pack": "party", "options": {"players": ["ana", "bo", "cy"]}}))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let mut on_b = Follower::open(&format!("{}/v1/sessions/{id}/events", b.url)).await;
+    on_b.next_named("state").await;
+    let (_, started) = post(&format!("{}/v1/sessions/{id}/turns", a.url), json!({"input": {}})).await;
+    assert_eq!(question_of(&on_b.next_named("turn").await), question_of(&started), "B follows what A did");
+
+    // Answers alternate between the replicas; the last one closes the round wherever it lands.
+    let servers: [&Process; 3] = [&a, &b, &a];
+    for (server, player) in servers.iter().zip(["ana", "bo", "cy"]) {
+        let (status, body) = answer(&server.url, &id, player, "have").await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    let second = on_b.next_named("turn").await;
+    assert_eq!(second["output"]["round"], 2);
+    let (status, body) = answer(&b.url, &id, "bo", "have").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = answer(&a.url, &id, "bo", "have_not").await;
+    assert_eq!(status, StatusCode::CONFLICT, "replica A knows bo answered on B");
+
+    // Only bo answered round 2: a replica's sweep closes it after the timeout.
+    let third = on_b.next_named("turn").await;
+    assert_eq!(third["output"]["round"], 3);
+    assert_eq!(third["output"]["escalation_history"][1]["have_ratio"], 1.0);
+    for server in [&a, &b] {
+        let got = get(&format!("{}/v1/sessions/{id}", server.url)).await;
+        assert_eq!((got["turns"].as_u64(), got["lobby"]["round"].as_u64()), (Some(3), Some(3)), "{got}");
+    }
+}
