@@ -29,7 +29,7 @@ fn haves(counts: &[usize]) -> Vec<Value> {
     moves
 }
 
-/// A round as the seed's formulas make it.
+/// A round as the design's formulas make it.
 #[derive(Debug, Clone, PartialEq)]
 struct Round {
     round: u64,
@@ -41,7 +41,7 @@ struct Round {
     de_escalated: bool,
 }
 
-/// The seed's formulas, written out independently of the pack: δ(r) = have / answering ×
+/// The design's formulas, written out independently of the pack: δ(r) = have / answering ×
 /// weight(tone), B(r+1) = 0.3 δ(r) + 0.7 B(r), P(r) = min(0.2, r / max × 0.4), E = B + P, the
 /// tone bands, the NSFW clamp, linear target intensity, and the safety valve (R > 0.75 twice at
 /// intensity > 5: one tone down, B − 0.15).
@@ -155,7 +155,7 @@ fn a_bold_table_reaches_every_tone_as_the_formulas_say() {
         );
     }
     assert_rounds(&got, &model(6, 20, true, &[6, 6, 6, 6, 6, 6, 6, 6]));
-    // The history has the seed's shape, one entry per answered round.
+    // The history has the design's shape, one entry per answered round.
     let last = lines.last().unwrap();
     let history = last["output"]["escalation_history"].as_array().unwrap();
     assert_eq!(history.len(), 8);

@@ -3,7 +3,7 @@
 //! A session plays turns back to back on a copy of `tests/reload/` while the bench saves a new
 //! `marker` parameter (written aside and renamed over, as editors save); a sample ends with the
 //! first turn whose pack version differs. That spans the watcher's debounce, the rebuild and the
-//! swap. DESIGN.md's target is 200 ms. Criterion reports the mean; the median and p99 of every
+//! swap. The target is 200 ms. Criterion reports the mean; the median and p99 of every
 //! save are printed at the end.
 
 use std::sync::Mutex;

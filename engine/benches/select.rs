@@ -1,4 +1,4 @@
-//! The selector's machinery, scripted against native, on seed 001's worked example
+//! The selector's machinery, scripted against native, on the interviewer's worked example
 //! (`tests/select/`: 5 candidates, 1 veto and 6 weighted scorers that look their raw scores up in
 //! a table). The scorers do almost nothing, so this is the worst case for the ratio: it times what
 //! calling a Rhai scorer costs over calling a Rust one, and the pipeline around them. The

@@ -1,4 +1,4 @@
-//! The scoring pipeline (seed 001): a two-tier selector any pack can declare under `selectors:`
+//! The scoring pipeline: a two-tier selector any pack can declare under `selectors:`
 //! and run with a `select:` node.
 //!
 //! Every enabled strategy is a candidate once per focus its generator makes. Tier 1 (vetoes)

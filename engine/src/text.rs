@@ -1,6 +1,6 @@
 //! Text primitives behind the host functions: folding, keyword tables, word counts, similarity.
 //!
-//! These are the "heavy primitives" of DESIGN.md: tokenizing and comparing text in Rhai would cost
+//! These are "heavy primitives": tokenizing and comparing text in Rhai would cost
 //! more than the rest of a script, so scripts call these instead. They are public so that native
 //! twins of scripted scorers compute exactly what the host functions do.
 

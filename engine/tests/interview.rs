@@ -1,4 +1,4 @@
-//! The interview pack (seed 001): a session on the stand-in model, and each scorer at its edges,
+//! The interview pack: a session on the stand-in model, and each scorer at its edges,
 //! through the selector over hand-made states.
 
 mod support;
@@ -159,7 +159,7 @@ fn element_exhausted_and_recent_redundancy_veto_at_their_limits() {
 
 #[test]
 fn weighted_scorers_at_their_edges() {
-    // StrategyDiversity: broaden three times in a row gives the seed's 0.4; unused 1.2.
+    // StrategyDiversity: broaden three times in a row gives the design's 0.4; unused 1.2.
     let s = state(
         &["a b c d e f g", "h i j k l m", "n o p q r s"],
         &["q1", "q2", "q3"],

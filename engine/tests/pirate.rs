@@ -1,4 +1,4 @@
-//! Seed 000's rules, through real turns of the shipped pirate pack: every row of the win-condition
+//! The original game's rules, through real turns of the shipped pirate pack: every row of the win-condition
 //! logic, the thresholds, the clamps, the fallback, and what the models are asked.
 
 mod support;
@@ -295,7 +295,7 @@ async fn the_pirate_remembers_10_messages_as_user_and_assistant_without_empty_on
     let window: Vec<(String, String)> =
         last.messages[1..].iter().map(|m| (m.role.clone(), m.content.clone())).collect();
     // History before the 7th reply: 13 messages; the last 10 start at "reply 2", and the empty
-    // reply among them is dropped after the window is taken (seed 000's order), leaving 9.
+    // reply among them is dropped after the window is taken (the original game's order), leaving 9.
     let expected: Vec<(String, String)> = [
         ("assistant", "reply 2"),
         ("user", "message 3"), /* empty reply 3 dropped */

@@ -1,4 +1,4 @@
-//! The scoring pipeline on seed 001's worked example (`tests/select/`): final scores, the winner,
+//! The scoring pipeline on the interviewer's worked example (`tests/select/`): final scores, the winner,
 //! vetoes, phases, scripted and native scorers agreeing, and a strategy added by YAML alone.
 
 mod support;
@@ -49,7 +49,7 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
         })
         .expect("a decision event");
     assert_eq!((breakdown.phase.as_str(), breakdown.turn_count), ("exploratory", 3));
-    // The seed's table: 0.68, 1.08, 1.21, 1.21, 0.29 (0.285 unrounded).
+    // The design's table: 0.68, 1.08, 1.21, 1.21, 0.29 (0.285 unrounded).
     assert_eq!(
         finals(&breakdown),
         [
@@ -69,7 +69,7 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
     );
     assert_eq!(decision["strategy"]["prompt_hint"], "Ask about an element not yet covered.");
 
-    // Candidate #2, (broaden, open), scorer by scorer as the seed walks through it.
+    // Candidate #2, (broaden, open), scorer by scorer as the design walks through it.
     let broaden = &breakdown.candidates[1];
     let r = |x: f64| (x * 1000.0).round() / 1000.0;
     let contributions: Vec<(String, f64, f64, f64)> = broaden

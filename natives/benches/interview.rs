@@ -1,6 +1,6 @@
 //! The interview's selection, scripted against native, on the same states: the whole selection
 //! (9 strategies, 3 vetoes and 6 weighted scorers, 10+ candidates) and each scorer alone over
-//! every candidate. DESIGN.md's target: scripted at most 3× native.
+//! every candidate. The target: scripted at most 3× native.
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! `anthropic`: the Messages API, with `ANTHROPIC_API_KEY`.
 //!
-//! Packs name OpenAI models as the seeds do; a request for a model that is not a Claude model is
+//! Packs name OpenAI models as the original designs do; a request for a model that is not a Claude model is
 //! refused with a message saying how to map it (`RULEWEAVE_MODEL`, `RULEWEAVE_MODEL_MAP`), rather
 //! than silently sent somewhere else.
 

@@ -1,9 +1,9 @@
 //! Model providers: one small trait, one file per implementation.
 //!
-//! A pack's profiles name models as the seeds do (`gpt-4o-mini` at temperature 0.3 for the judge);
+//! A pack's profiles name models as the original designs do (`gpt-4o-mini` at temperature 0.3 for the judge);
 //! the provider decides where a request goes: `openai` (any Chat Completions endpoint), `anthropic`
 //! (the Messages API), or `standin`, the pack's own deterministic offline model written in Rhai.
-//! [`LlmChoice::from_env`] reads DESIGN.md's variables; [`ModelMap`] renames models for endpoints
+//! [`LlmChoice::from_env`] reads the environment variables; [`ModelMap`] renames models for endpoints
 //! that serve other ones (a local Ollama, Claude).
 
 mod anthropic;
@@ -184,7 +184,7 @@ impl std::fmt::Debug for LlmChoice {
 }
 
 impl LlmChoice {
-    /// The choice DESIGN.md's environment makes: `RULEWEAVE_LLM=standin|openai|anthropic`; when
+    /// The choice the environment makes: `RULEWEAVE_LLM=standin|openai|anthropic`; when
     /// unset, `openai` if `OPENAI_API_KEY` is set, else `standin`. `RULEWEAVE_MODEL` and
     /// `RULEWEAVE_MODEL_MAP` rename models (see [`ModelMap::from_env`]).
     pub fn from_env() -> Result<Self> {

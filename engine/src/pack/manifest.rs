@@ -53,7 +53,7 @@ pub(crate) struct Manifest {
     /// Data tables the pack ships in `data/<pack>/`, queried by scripts.
     #[serde(default)]
     pub data: IndexMap<String, Spanned<TableDecl>>,
-    /// Two-tier selectors (seed 001's scoring pipeline), used by `select:` nodes.
+    /// Two-tier selectors (the adaptive interviewer's scoring pipeline), used by `select:` nodes.
     #[serde(default)]
     pub selectors: IndexMap<String, Spanned<SelectorDecl>>,
     /// `file.rhai::typed`: `typed(text)` turns a line a person typed into the turn's input map.

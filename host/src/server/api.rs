@@ -1,4 +1,4 @@
-//! The handlers of DESIGN.md's HTTP API.
+//! The handlers of the HTTP API.
 
 use std::convert::Infallible;
 use std::sync::Arc;
