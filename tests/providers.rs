@@ -24,6 +24,7 @@ fn request(model: &str, json_mode: bool) -> LlmRequest {
         temperature: Some(0.3),
         max_tokens: None,
         json: json_mode,
+        schema: None,
     }
 }
 

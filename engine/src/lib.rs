@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod call;
 pub mod data;
 mod engine;
 mod error;
@@ -41,6 +42,7 @@ mod packs;
 mod prompt;
 pub mod reload;
 mod runtime;
+mod schemas;
 mod script;
 mod select;
 mod selection;
@@ -52,6 +54,7 @@ mod turn;
 mod value;
 mod vocab;
 
+pub use call::ScriptCall;
 pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
 pub use error::{Error, ErrorKind, Origin, Result};
 pub use event::{

@@ -178,6 +178,27 @@ impl TurnCtx {
         self.emit(Event::Llm(event));
     }
 
+    /// The tokens this turn's model calls spent so far, per node (a map node's items counted
+    /// together): (node, calls, prompt tokens, completion tokens), in the order nodes first called.
+    pub fn tokens_by_node(&self) -> Vec<(String, u32, u64, u64)> {
+        let mut out: Vec<(String, u32, u64, u64)> = Vec::new();
+        for e in &self.record().events {
+            let Event::Llm(e) = e else { continue };
+            let node = e.node.split_once('[').map_or(e.node.as_str(), |(n, _)| n);
+            let i = match out.iter().position(|(n, ..)| n == node) {
+                Some(i) => i,
+                None => {
+                    out.push((node.to_owned(), 0, 0, 0));
+                    out.len() - 1
+                }
+            };
+            out[i].1 += 1;
+            out[i].2 += u64::from(e.prompt_tokens);
+            out[i].3 += u64::from(e.completion_tokens);
+        }
+        out
+    }
+
     /// Counts one more model call, or refuses it when the turn's budget is spent.
     fn charge(&self) -> Result<()> {
         let mut r = self.record();

@@ -1,4 +1,4 @@
-//! Native twins of the shipped packs' scripted scorers.
+//! Native twins of the shipped packs' scripted scorers and builders.
 //!
 //! Packs are YAML, Rhai and templates; nothing game-specific is compiled into the engine. A pack's
 //! scorer may also name a Rust twin (`native: name`), which a host registers with
@@ -7,6 +7,7 @@
 //! what their scripts do (a property test holds them to it) and let a pack author see what the
 //! scripts cost (`cargo bench -p ruleweave-natives`).
 
+pub mod designer;
 pub mod interview;
 
 /// Registers every twin in this crate.

@@ -31,6 +31,8 @@ pub(crate) struct Refs<'a> {
     pub params: &'a Map,
     pub natives: &'a NativeNodes,
     pub selectors: &'a IndexMap<String, Arc<Selector>>,
+    /// The pack's JSON Schemas.
+    pub schemas: &'a crate::schemas::Schemas,
 }
 
 /// Loading one part: the references, and the list problems go to.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
+use futures_util::stream::{self, StreamExt};
 use rhai::{Array, Dynamic, Map};
 use serde::{Deserialize, Serialize};
 
@@ -189,6 +190,15 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
                 Work::Done(m) => Outcome::Done(m),
                 Work::Ask(request) => Outcome::Reply(env.turn.ask(&g.nodes[i].name, request).await),
                 Work::Blocking(f, args) => Outcome::Script(env.call_blocking(i, f, snapshot.clone(), args).await),
+                Work::Many { requests, limit, items } => {
+                    let name = &g.nodes[i].name;
+                    let replies = stream::iter(requests.into_iter().enumerate())
+                        .map(|(k, r)| async move { env.turn.ask(&format!("{name}[{k}]"), r).await })
+                        .buffered(limit)
+                        .collect()
+                        .await;
+                    Outcome::Many { replies, items }
+                }
             }
         }))
         .await

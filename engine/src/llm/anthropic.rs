@@ -70,12 +70,16 @@ impl Anthropic {
             }
         }
         let mut system = system.join("\n\n");
-        if request.json {
+        if request.json || request.schema.is_some() {
             // The Messages API has no JSON mode; say it in the system prompt instead.
             if !system.is_empty() {
                 system.push_str("\n\n");
             }
             system.push_str("Reply with a single JSON object and nothing else.");
+            if let Some(schema) = &request.schema {
+                system.push_str(" It must match this JSON Schema:\n");
+                system.push_str(&schema.document.to_string());
+            }
         }
         let mut body = json!({
             "model": request.model,
@@ -204,6 +208,7 @@ mod tests {
             temperature: Some(0.3),
             max_tokens: None,
             json: true,
+            schema: None,
         };
         let b = Anthropic::body(&r, false);
         assert_eq!(b["system"], json!("be a pirate\n\nReply with a single JSON object and nothing else."));

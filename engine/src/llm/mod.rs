@@ -71,6 +71,21 @@ pub struct LlmRequest {
     /// Ask for a JSON object (JSON mode where the provider has one).
     #[serde(default)]
     pub json: bool,
+    /// The JSON Schema the reply must match, sent as the request's structured-output format
+    /// where the provider has one (OpenAI's `response_format: json_schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<ReplySchema>,
+}
+
+/// A JSON Schema a reply must match: the pack's name for it, and the document (not recorded with
+/// the exchange: the pack's file has it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplySchema {
+    /// The schema's name in the pack (`design`).
+    pub name: String,
+    /// The schema document.
+    #[serde(skip)]
+    pub document: std::sync::Arc<serde_json::Value>,
 }
 
 /// Token counts as the provider reported them.

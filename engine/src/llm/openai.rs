@@ -104,7 +104,12 @@ impl OpenAi {
         if let Some(m) = request.max_tokens {
             body["max_tokens"] = json!(m);
         }
-        if request.json {
+        if let Some(schema) = &request.schema {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": {"name": schema.name, "schema": *schema.document, "strict": false},
+            });
+        } else if request.json {
             body["response_format"] = json!({"type": "json_object"});
         }
         if stream {
@@ -306,6 +311,7 @@ mod tests {
             temperature: Some(0.3),
             max_tokens: Some(500),
             json: true,
+            schema: None,
         };
         assert_eq!(
             OpenAi::body(&r, false),
@@ -315,5 +321,26 @@ mod tests {
         let b = OpenAi::body(&LlmRequest { temperature: None, max_tokens: None, json: false, ..r }, true);
         assert_eq!(b["stream"], json!(true));
         assert!(b.get("temperature").is_none() && b.get("response_format").is_none());
+    }
+
+    #[test]
+    fn a_schema_goes_as_the_structured_output_format() {
+        let document = std::sync::Arc::new(json!({"type": "object", "required": ["title"]}));
+        let r = LlmRequest {
+            provider: None,
+            default_model: None,
+            profile: "designer".into(),
+            model: "gpt-4o".into(),
+            messages: vec![Message::new("user", "a game")],
+            temperature: None,
+            max_tokens: None,
+            json: true,
+            schema: Some(crate::llm::ReplySchema { name: "design".into(), document }),
+        };
+        assert_eq!(
+            OpenAi::body(&r, false)["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "design", "strict": false,
+                   "schema": {"type": "object", "required": ["title"]}}})
+        );
     }
 }

@@ -61,6 +61,7 @@ impl Profile {
             temperature: self.temperature,
             max_tokens: self.max_tokens,
             json: self.json,
+            schema: None,
         })
     }
 }

@@ -53,6 +53,9 @@ pub(crate) struct Manifest {
     /// Data tables the pack ships in `data/<pack>/`, queried by scripts.
     #[serde(default)]
     pub data: IndexMap<String, Spanned<TableDecl>>,
+    /// JSON Schemas the pack ships in `schemas/<pack>/`: name → file (YAML or JSON).
+    #[serde(default)]
+    pub schemas: IndexMap<String, SpannedStr>,
     /// Two-tier selectors (the adaptive interviewer's scoring pipeline), used by `select:` nodes.
     #[serde(default)]
     pub selectors: IndexMap<String, Spanned<SelectorDecl>>,

@@ -44,6 +44,8 @@ pub struct Pack {
     pub(crate) sandbox: Arc<Sandbox>,
     pub(crate) limits: crate::limits::Limits,
     pub(crate) tables: crate::data::Tables,
+    /// The compiled scripts, by file.
+    pub(crate) scripts: crate::script::Scripts,
     pub(crate) prompts: Arc<Prompts>,
     pub(crate) init: Option<FnRef>,
     pub(crate) migrate: Option<FnRef>,

@@ -29,6 +29,8 @@ pub(crate) struct HostShared {
     pub profiles: Arc<IndexMap<String, Profile>>,
     /// The pack's data tables.
     pub tables: crate::data::Tables,
+    /// The pack's JSON Schemas.
+    pub schemas: crate::schemas::Schemas,
     /// Parameters shaped like keyword lists or tables, folded and compiled once at load.
     folded: HashMap<String, Folded>,
     regexes: Mutex<HashMap<String, Arc<regex::Regex>>>,
@@ -50,6 +52,7 @@ impl HostShared {
         prompts: Arc<Prompts>,
         profiles: Arc<IndexMap<String, Profile>>,
         tables: crate::data::Tables,
+        schemas: crate::schemas::Schemas,
     ) -> Self {
         let folded = params.iter().filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?))).collect();
         HostShared {
@@ -58,6 +61,7 @@ impl HostShared {
             prompts,
             profiles,
             tables,
+            schemas,
             folded,
             regexes: Mutex::new(HashMap::new()),
             regex_sets: Mutex::new(HashMap::new()),
@@ -212,6 +216,14 @@ fn table_of<'a>(shared: &'a HostShared, name: &str) -> RhaiResult<&'a Arc<crate:
         let mut known: Vec<&str> = shared.tables.keys().map(String::as_str).collect();
         known.sort();
         format!("the pack has no table `{name}` (tables: {})", known.join(", ")).into()
+    })
+}
+
+fn schema_of<'a>(shared: &'a HostShared, name: &str) -> RhaiResult<&'a Arc<crate::schemas::JsonSchema>> {
+    shared.schemas.get(name).ok_or_else(|| {
+        let mut known: Vec<&str> = shared.schemas.keys().map(String::as_str).collect();
+        known.sort();
+        format!("the pack has no schema `{name}` (schemas: {})", known.join(", ")).into()
     })
 }
 
@@ -384,6 +396,57 @@ static HOST_FUNCTIONS: &[HostFn] = &[
             e.register_fn("llm_chat", move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
                 let messages = as_messages(&messages)?;
                 ask(&ctx, &shared, profile, messages)
+            });
+        },
+    },
+    HostFn {
+        name: "tokens_spent",
+        signature: "tokens_spent() -> map",
+        doc: "The tokens this turn's model calls have spent so far, per node: `#{node: #{calls, \
+              prompt_tokens, completion_tokens}}` (a map node's items counted together; the stand-in's \
+              are estimates).",
+        register: |e, _| {
+            e.register_fn("tokens_spent", |ctx: NativeCallContext<'_>| -> RhaiResult<Map> {
+                with_turn(&ctx, |tag| {
+                    let mut out = Map::new();
+                    for (node, calls, prompt, completion) in tag.turn.tokens_by_node() {
+                        let mut m = Map::new();
+                        m.insert("calls".into(), Dynamic::from_int(calls.into()));
+                        m.insert("prompt_tokens".into(), Dynamic::from_int(prompt as INT));
+                        m.insert("completion_tokens".into(), Dynamic::from_int(completion as INT));
+                        out.insert(node.into(), Dynamic::from_map(m));
+                    }
+                    Ok(out)
+                })
+            });
+        },
+    },
+    // ---- JSON Schemas -----------------------------------------------------------------------
+    HostFn {
+        name: "schema_errors",
+        signature: "schema_errors(schema: string, value) -> array",
+        doc: "What is wrong with `value` against one of the pack's `schemas:`, one string per \
+              problem (`/scenes/0/mechanics: [] has less than 1 item`); empty when it is valid.",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn("schema_errors", move |name: &str, v: Dynamic| -> RhaiResult<Array> {
+                let s = schema_of(&shared, name)?;
+                Ok(s.errors(&value::to_json(&v)).into_iter().map(Dynamic::from).collect())
+            });
+        },
+    },
+    HostFn {
+        name: "with_defaults",
+        signature: "with_defaults(schema: string, value) -> value",
+        doc: "`value` with the `default` of every property the schema gives one and `value` leaves \
+              out filled in, at every depth (what a model's reply to that schema gets before `then`).",
+        register: |e, shared| {
+            let shared = shared.clone();
+            e.register_fn("with_defaults", move |name: &str, v: Dynamic| -> RhaiResult<Dynamic> {
+                let s = schema_of(&shared, name)?;
+                let mut json = value::to_json(&v);
+                s.with_defaults(&mut json);
+                Ok(value::from_json(&json))
             });
         },
     },

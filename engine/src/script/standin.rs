@@ -25,7 +25,8 @@ impl Standin {
     }
 
     /// The request as the script sees it: `#{profile, model, messages: [#{role, content}], json,
-    /// temperature, max_tokens}`.
+    /// schema, temperature, max_tokens}` (`schema`: the name of the schema the reply must match,
+    /// or `()`).
     fn request_map(request: &LlmRequest) -> Map {
         let mut m = Map::new();
         m.insert("profile".into(), request.profile.clone().into());
@@ -42,6 +43,7 @@ impl Standin {
             .collect();
         m.insert("messages".into(), Dynamic::from_array(messages));
         m.insert("json".into(), request.json.into());
+        m.insert("schema".into(), request.schema.as_ref().map_or(Dynamic::UNIT, |s| s.name.clone().into()));
         m.insert("temperature".into(), request.temperature.map_or(Dynamic::UNIT, Dynamic::from_float));
         m.insert("max_tokens".into(), request.max_tokens.map_or(Dynamic::UNIT, |n| Dynamic::from_int(n.into())));
         m

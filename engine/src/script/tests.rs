@@ -17,6 +17,7 @@ fn sandbox(limits: Limits) -> Sandbox {
         Arc::new(Prompts::empty(&Map::new())),
         Arc::new(IndexMap::new()),
         Default::default(),
+        Default::default(),
     ));
     Sandbox::new(limits, shared, &[]).unwrap()
 }

@@ -85,6 +85,35 @@ impl Reducer {
     }
 }
 
+impl Reducer {
+    /// Two updates to one field, as one: what folding `a` and then `b` in does (a map node's
+    /// items, folded in item order before the node's updates are applied).
+    pub(crate) fn combine(self, a: Dynamic, b: Dynamic) -> Dynamic {
+        match self {
+            Reducer::Replace => b,
+            Reducer::Append | Reducer::Union => {
+                let mut list = if a.is_array() { a.cast::<Array>() } else { vec![a] };
+                if b.is_array() {
+                    list.extend(b.cast::<Array>());
+                } else {
+                    list.push(b);
+                }
+                Dynamic::from_array(list)
+            }
+            Reducer::Merge if a.is_map() && b.is_map() => {
+                let mut m = a.cast::<Map>();
+                m.extend(b.cast::<Map>());
+                Dynamic::from_map(m)
+            }
+            Reducer::Merge => b,
+            Reducer::Add => match (a.as_int(), b.as_int()) {
+                (Ok(x), Ok(y)) => Dynamic::from_int(x.saturating_add(y)),
+                _ => Dynamic::from_float(as_f64(&a) + as_f64(&b)),
+            },
+        }
+    }
+}
+
 fn as_f64(d: &Dynamic) -> f64 {
     d.as_float().or_else(|_| d.as_int().map(|i| i as f64)).unwrap_or(0.0)
 }

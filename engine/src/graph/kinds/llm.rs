@@ -2,26 +2,39 @@
 //! window of a list field, `prompt`), the reply is read as text or JSON (`parse`), and either
 //! replaces a string field (`into`) or goes to a script (`then`). A `fallback` script answers
 //! when the call fails, the reply cannot be read, or `then` throws.
+//!
+//! With `schema:` the reply is JSON that must match one of the pack's JSON Schemas (sent to the
+//! provider as the structured-output format where it has one); a reply that is not JSON or does
+//! not match is sent back with what is wrong, up to `retries` times, before the fallback answers.
+//!
+//! With `map: {over, concurrency}` the node runs once per item of the list a script returns:
+//! templates see `vars.item` and `vars.index`, `then` and `fallback` get the item as a second
+//! argument, the calls run at most `concurrency` at a time, and the items' updates are folded by
+//! each field's reducer in item order. Each item's failure is its own fallback's to answer.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rhai::{Array, Dynamic, Map};
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 use super::{Kind, KindDef, NodeDecl, Outcome, Step, Work, label, updates_of};
 use crate::error::{Error, ErrorKind, Origin, Result};
 use crate::event::Event;
 use crate::graph::env::Env;
 use crate::graph::load::Load;
-use crate::llm::{LlmRequest, Message};
+use crate::llm::{LlmRequest, LlmResponse, Message, ReplySchema};
+use crate::schemas::JsonSchema;
 use crate::script::FnRef;
 use crate::value;
 use crate::vocab::{ParseMode, TypeName};
 
 pub(super) const KIND: KindDef = KindDef {
     key: "llm",
-    keys: &["system", "prompt", "history", "vars", "parse", "then", "into", "fallback"],
-    doc: "`llm: profile`: a model call made of templates, its reply read by `then` or put `into` a field.",
+    keys: &["system", "prompt", "history", "vars", "parse", "then", "into", "fallback", "schema", "retries", "map"],
+    doc: "`llm: profile`: a model call made of templates, its reply read by `then` or put `into` a field; \
+          `schema` checks a JSON reply (asking again `retries` times), `map` runs it once per item of a list.",
     load,
 };
 
@@ -36,7 +49,38 @@ struct Llm {
     parse: ParseMode,
     then: Then,
     fallback: Option<FnRef>,
+    schema: Option<Arc<JsonSchema>>,
+    /// How many times a reply that cannot be read is sent back with what is wrong.
+    retries: u32,
+    map: Option<MapOver>,
 }
+
+/// `map:`: the node runs once per item of a list.
+#[derive(Debug)]
+struct MapOver {
+    /// `fn() -> array`: the items.
+    over: FnRef,
+    /// At most this many calls at once.
+    concurrency: usize,
+}
+
+/// `map:` as a manifest writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MapDecl {
+    /// `file.rhai::fn`, returning the list.
+    over: String,
+    #[serde(default = "default_concurrency")]
+    concurrency: usize,
+}
+
+fn default_concurrency() -> usize {
+    4
+}
+
+/// The most calls a map node makes at once, and the most `retries` a node may ask for.
+const MAX_CONCURRENCY: usize = 64;
+const MAX_RETRIES: u32 = 5;
 
 /// What becomes of the reply.
 #[derive(Debug)]
@@ -104,9 +148,24 @@ fn load(l: &mut Load<'_>, d: &NodeDecl, name: &str, at: Origin) -> Option<Box<dy
     if d.get("system").is_none() && d.get("prompt").is_none() && d.get("history").is_none() {
         l.error(format!("llm node `{name}` needs a `prompt`, a `system` template or a `history`"), at.clone());
     }
-    let vars = l.string(d, "vars").and_then(|v| l.resolve(&v, None, 0));
+    let map = d.get("map").and_then(|decl| {
+        let (m, at) = l.parse::<MapDecl>(d, "map")?;
+        if m.concurrency == 0 || m.concurrency > MAX_CONCURRENCY {
+            l.error(format!("map.concurrency is {}; it must be 1 to {MAX_CONCURRENCY}", m.concurrency), at.clone());
+        }
+        let over = Spanned::new(m.over, decl.referenced, decl.defined);
+        let over = l.resolve(&over, None, 0)?;
+        if over.calls_models() {
+            l.error("map.over cannot call models: it lists the items the node's calls are for", at);
+            return None;
+        }
+        Some(MapOver { over, concurrency: m.concurrency.clamp(1, MAX_CONCURRENCY) })
+    });
+    // A map node's scripts see the item too.
+    let per_item = usize::from(d.get("map").is_some());
+    let vars = l.string(d, "vars").and_then(|v| l.resolve(&v, None, per_item));
     let then = match (l.string(d, "then"), l.string(d, "into")) {
-        (Some(t), None) => l.resolve(&t, None, 1).map(Then::Script),
+        (Some(t), None) => l.resolve(&t, None, 1 + per_item).map(Then::Script),
         (None, Some(f)) => {
             l.field_of(&f, &[TypeName::String, TypeName::Any], "`into` must name a string field").map(Then::Field)
         }
@@ -120,13 +179,48 @@ fn load(l: &mut Load<'_>, d: &NodeDecl, name: &str, at: Origin) -> Option<Box<dy
             None
         }
     };
-    let fallback = l.string(d, "fallback").and_then(|f| l.resolve(&f, None, 1));
+    let fallback = l.string(d, "fallback").and_then(|f| l.resolve(&f, None, 1 + per_item));
+    let schema = l.string(d, "schema").and_then(|s| match l.refs.schemas.get(&s.value) {
+        Some(schema) => Some(schema.clone()),
+        None => {
+            let mut known: Vec<&str> = l.refs.schemas.keys().map(String::as_str).collect();
+            known.sort();
+            let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
+            let at = l.at(&s);
+            l.error(
+                format!("node `{name}` names schema `{}`, which `schemas:` does not declare ({known})", s.value),
+                at,
+            );
+            None
+        }
+    });
+    let retries = match d.get("retries") {
+        None => 0,
+        Some(v) => match v.value.as_u64() {
+            Some(n) if n <= u64::from(MAX_RETRIES) => n as u32,
+            _ => {
+                let at = l.at(v);
+                l.error(format!("`retries` is a number from 0 to {MAX_RETRIES}"), at);
+                0
+            }
+        },
+    };
     let parse = match d.get("parse") {
+        None if d.get("schema").is_some() => Some(ParseMode::Json),
         None => Some(if profile.json { ParseMode::Json } else { ParseMode::Text }),
         Some(_) => l.parse::<ParseMode>(d, "parse").map(|(p, _)| p),
     };
+    if d.get("schema").is_some() && parse == Some(ParseMode::Text) {
+        l.error(format!("llm node `{name}` has a `schema`, so its reply is JSON: leave out `parse: text`"), at.clone());
+    }
     if parse == Some(ParseMode::Json) && matches!(then, Some(Then::Field(_))) {
-        l.error(format!("llm node `{name}` parses JSON, which needs a `then` script, not `into`"), at);
+        l.error(format!("llm node `{name}` parses JSON, which needs a `then` script, not `into`"), at.clone());
+    }
+    if d.get("map").is_some() && matches!(then, Some(Then::Field(_))) {
+        l.error(format!("llm node `{name}` maps over a list, which needs a `then` script, not `into`"), at);
+    }
+    if d.get("map").is_some() && map.is_none() {
+        return None;
     }
     Some(Box::new(Llm {
         profile: profile.name.clone(),
@@ -137,6 +231,9 @@ fn load(l: &mut Load<'_>, d: &NodeDecl, name: &str, at: Origin) -> Option<Box<dy
         parse: parse?,
         then: then?,
         fallback,
+        schema,
+        retries,
+        map,
     }))
 }
 
@@ -146,41 +243,57 @@ impl Kind for Llm {
     }
 
     fn mermaid(&self, name: &str) -> String {
-        format!("{name}[/{}/]", label(name, &format!("llm: {}", self.profile)))
+        let what = match &self.map {
+            Some(m) => format!("llm: {} × each of {} (≤{} at once)", self.profile, m.over.display(), m.concurrency),
+            None => format!("llm: {}", self.profile),
+        };
+        let what = match &self.schema {
+            Some(s) => format!("{what}, schema {}", s.name),
+            None => what,
+        };
+        format!("{name}[/{}/]", label(name, &what))
     }
 
     fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work> {
-        Step::Later(Box::pin(async move { Ok(Work::Ask(self.request(env, node, state).await?)) }))
+        Step::Later(Box::pin(async move {
+            let Some(map) = &self.map else {
+                return Ok(Work::Ask(self.request(env, node, state, None).await?));
+            };
+            let items = env.call(node, &map.over, state, Vec::new()).await?;
+            if !items.is_array() {
+                return Err(Error::new(
+                    ErrorKind::Script,
+                    format!("{} returned {}; map.over must return a list", map.over.display(), value::type_of(&items)),
+                ));
+            }
+            let items = items.cast::<Array>();
+            let mut requests = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                requests.push(self.request(env, node, state, Some((i, item))).await?);
+            }
+            Ok(Work::Many { requests, limit: map.concurrency, items })
+        }))
     }
 
     fn finish<'a>(&'a self, env: &'a Env<'a>, node: usize, outcome: Outcome, state: &'a mut Dynamic) -> Step<'a, Map> {
         Step::Later(Box::pin(async move {
-            let Outcome::Reply(reply) = outcome else {
-                return Err(Error::internal("an llm node was given no model reply"));
-            };
-            let why = match reply {
-                Err(e) => e.detail().to_owned(),
-                Ok(resp) if resp.content.len() > env.limits.max_string_size => format!(
-                    "the reply is {} bytes, more than a script may hold (limits.max_string_size {})",
-                    resp.content.len(),
-                    env.limits.max_string_size
-                ),
-                Ok(resp) => match self.read(env, node, resp.content, state).await {
-                    Ok(updates) => return Ok(updates),
-                    Err(Unread::Why(why)) => why,
-                    Err(Unread::Fatal(e)) => return Err(e),
-                },
-            };
-            let Some(fallback) = &self.fallback else {
-                return Err(Error::new(ErrorKind::Llm, why));
-            };
-            env.turn.emit(Event::Log {
-                node: env.name(node).to_string(),
-                level: "warn".into(),
-                message: format!("falling back to {}: {why}", fallback.display()),
-            });
-            let r = env.call(node, fallback, state, vec![Dynamic::from(why)]).await?;
-            updates_of(r, &fallback.display())
+            match outcome {
+                Outcome::Reply(reply) => self.settle(env, node, reply, None, state).await,
+                Outcome::Many { replies, items } => {
+                    let mut folded = Map::new();
+                    for (i, (reply, item)) in replies.into_iter().zip(&items).enumerate() {
+                        let updates = self.settle(env, node, reply, Some((i, item)), state).await.map_err(|e| {
+                            e.context(format_args!(
+                                "item {i} of {}",
+                                self.map.as_ref().map_or_else(String::new, |m| m.over.display())
+                            ))
+                        })?;
+                        fold_into(env, &mut folded, updates);
+                    }
+                    Ok(folded)
+                }
+                _ => Err(Error::internal("an llm node was given no model reply")),
+            }
         }))
     }
 }
@@ -191,12 +304,16 @@ enum Unread {
     Fatal(Error),
 }
 
+/// A map node's item: its index and value.
+type Item<'a> = Option<(usize, &'a Dynamic)>;
+
 impl Llm {
     /// The request: the `vars` script, then the templates and the history window.
-    async fn request(&self, env: &Env<'_>, node: usize, state: &mut Dynamic) -> Result<LlmRequest> {
-        let vars = match &self.vars {
+    async fn request(&self, env: &Env<'_>, node: usize, state: &mut Dynamic, item: Item<'_>) -> Result<LlmRequest> {
+        let mut vars = match &self.vars {
             Some(f) => {
-                let v = env.call(node, f, state, Vec::new()).await?;
+                let args = item.map(|(_, it)| vec![it.clone()]).unwrap_or_default();
+                let v = env.call(node, f, state, args).await?;
                 if !v.is_map() {
                     return Err(Error::new(
                         ErrorKind::Script,
@@ -207,6 +324,11 @@ impl Llm {
             }
             None => None,
         };
+        if let Some((i, it)) = item {
+            let v = vars.get_or_insert_with(Map::new);
+            v.insert("item".into(), it.clone());
+            v.insert("index".into(), Dynamic::from_int(i as i64));
+        }
         let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         let (options, input) = (&env.turn.options, &env.turn.input);
         let mut messages = Vec::new();
@@ -219,14 +341,105 @@ impl Llm {
         if let Some(t) = &self.prompt {
             messages.push(Message::new("user", env.prompts.render(t, &map, options, input, vars.as_ref())?));
         }
-        env.profiles[self.profile.as_str()].request(options, messages)
+        let mut request = env.profiles[self.profile.as_str()].request(options, messages)?;
+        if let Some(s) = &self.schema {
+            request.json = true;
+            request.schema = Some(ReplySchema { name: s.name.clone(), document: s.document.clone() });
+        }
+        Ok(request)
     }
 
-    /// Parses the reply and hands it to `then` (or the `into` field).
-    async fn read(&self, env: &Env<'_>, node: usize, content: String, state: &mut Dynamic) -> Result<Map, Unread> {
+    /// The label a call is recorded under: the node, and the item for a map node (`content[2]`).
+    fn call_label(env: &Env<'_>, node: usize, item: Item<'_>) -> Arc<str> {
+        match item {
+            Some((i, _)) => format!("{}[{i}]", env.name(node)).into(),
+            None => env.name(node).clone(),
+        }
+    }
+
+    /// One reply to updates: read (asking again with feedback while `retries` last), then `then`,
+    /// or the fallback when it cannot be read.
+    async fn settle(
+        &self,
+        env: &Env<'_>,
+        node: usize,
+        mut reply: Result<LlmResponse>,
+        item: Item<'_>,
+        state: &mut Dynamic,
+    ) -> Result<Map> {
+        let mut attempt = 0;
+        let why = loop {
+            let why = match reply {
+                Err(e) => break e.detail().to_owned(),
+                Ok(resp) if resp.content.len() > env.limits.max_string_size => {
+                    break format!(
+                        "the reply is {} bytes, more than a script may hold (limits.max_string_size {})",
+                        resp.content.len(),
+                        env.limits.max_string_size
+                    );
+                }
+                Ok(resp) => match self.read(env, node, &resp.content, item, state).await {
+                    Ok(updates) => return Ok(updates),
+                    Err(Unread::Fatal(e)) => return Err(e),
+                    Err(Unread::Why(why)) if attempt < self.retries && why.starts_with(FIXABLE) => (why, resp.content),
+                    Err(Unread::Why(why)) => break why,
+                },
+            };
+            attempt += 1;
+            let (why, content) = why;
+            let label = Self::call_label(env, node, item);
+            env.turn.emit(Event::Log {
+                node: label.to_string(),
+                level: "warn".into(),
+                message: format!("asking again ({attempt} of {}): {why}", self.retries),
+            });
+            let mut request = self.request(env, node, state, item).await?;
+            request.messages.push(Message::new("assistant", content));
+            request.messages.push(Message::new("user", feedback(&why)));
+            reply = env.turn.ask(&label, request).await;
+        };
+        let Some(fallback) = &self.fallback else {
+            return Err(Error::new(ErrorKind::Llm, why));
+        };
+        env.turn.emit(Event::Log {
+            node: Self::call_label(env, node, item).to_string(),
+            level: "warn".into(),
+            message: format!("falling back to {}: {why}", fallback.display()),
+        });
+        let mut args = vec![Dynamic::from(why)];
+        args.extend(item.map(|(_, it)| it.clone()));
+        let r = env.call(node, fallback, state, args).await?;
+        updates_of(r, &fallback.display())
+    }
+
+    /// Parses the reply (checking it against the schema) and hands it to `then` (or the `into`
+    /// field).
+    async fn read(
+        &self,
+        env: &Env<'_>,
+        node: usize,
+        content: &str,
+        item: Item<'_>,
+        state: &mut Dynamic,
+    ) -> Result<Map, Unread> {
         let reply = match self.parse {
-            ParseMode::Text => Dynamic::from(content),
-            ParseMode::Json => value::parse_json_reply(&content).map(|v| value::from_json(&v)).map_err(Unread::Why)?,
+            ParseMode::Text => Dynamic::from(content.to_owned()),
+            ParseMode::Json => {
+                let mut json = value::parse_json_reply(content)
+                    .map_err(|why| Unread::Why(format!("{FIXABLE} not valid JSON: {why}")))?;
+                if let Some(schema) = &self.schema {
+                    let errors = schema.errors(&json);
+                    if !errors.is_empty() {
+                        return Err(Unread::Why(format!(
+                            "{FIXABLE} does not match the JSON Schema `{}`:\n- {}",
+                            schema.name,
+                            errors.join("\n- ")
+                        )));
+                    }
+                    schema.with_defaults(&mut json);
+                }
+                value::from_json(&json)
+            }
         };
         match &self.then {
             Then::Field(field) => {
@@ -235,7 +448,9 @@ impl Llm {
                 Ok(m)
             }
             Then::Script(f) => {
-                match env.call(node, f, state, vec![reply]).await.and_then(|r| updates_of(r, &f.display())) {
+                let mut args = vec![reply];
+                args.extend(item.map(|(_, it)| it.clone()));
+                match env.call(node, f, state, args).await.and_then(|r| updates_of(r, &f.display())) {
                     Ok(m) => Ok(m),
                     // `then` could not read the reply (it threw, or the reply made it hit a
                     // limit): the fallback scores instead.
@@ -246,6 +461,27 @@ impl Llm {
                 }
             }
         }
+    }
+}
+
+/// How a reason a reply could not be read starts when asking again may fix it.
+const FIXABLE: &str = "the reply is";
+
+/// What the model is told when its reply is sent back.
+fn feedback(why: &str) -> String {
+    let why = why.strip_prefix(FIXABLE).map_or(why, str::trim_start);
+    format!("Your reply is {why}\n\nFix these problems and answer again with the corrected JSON only.")
+}
+
+/// Folds one item's updates into a map node's updates, by each field's reducer.
+fn fold_into(env: &Env<'_>, folded: &mut Map, updates: Map) {
+    for (k, v) in updates {
+        let reducer = env.schema.fields.get(k.as_str()).map_or(crate::vocab::Reducer::Replace, |f| f.reducer);
+        let combined = match folded.remove(&k) {
+            Some(old) => reducer.combine(old, v),
+            None => v,
+        };
+        folded.insert(k, combined);
     }
 }
 

@@ -77,6 +77,8 @@ pub(crate) enum Work {
     Ask(LlmRequest),
     /// Run a script that may call a model, on a blocking thread.
     Blocking(FnRef, Vec<Dynamic>),
+    /// Ask a model once per item, at most `limit` calls at once (a map node).
+    Many { requests: Vec<LlmRequest>, limit: usize, items: rhai::Array },
 }
 
 /// What the wait produced.
@@ -84,6 +86,11 @@ pub(crate) enum Outcome {
     Done(Map),
     Reply(Result<LlmResponse>),
     Script(Result<Dynamic>),
+    /// A map node's replies, in item order, with its items.
+    Many {
+        replies: Vec<Result<LlmResponse>>,
+        items: rhai::Array,
+    },
 }
 
 /// One node kind of the table.

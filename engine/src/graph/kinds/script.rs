@@ -50,7 +50,7 @@ impl Kind for Script {
         let updates = match outcome {
             Outcome::Done(m) => Ok(m),
             Outcome::Script(r) => r.and_then(|v| updates_of(v, &self.0.display())),
-            Outcome::Reply(_) => Err(Error::internal("a script node was given a model reply")),
+            Outcome::Reply(_) | Outcome::Many { .. } => Err(Error::internal("a script node was given a model reply")),
         };
         Step::Now(updates)
     }

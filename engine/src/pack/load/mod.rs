@@ -10,6 +10,7 @@ mod data;
 mod decls;
 mod files;
 mod graph;
+mod schemas;
 mod selectors;
 
 use std::collections::HashSet;
@@ -82,6 +83,7 @@ struct Declared {
     inputs: IndexMap<String, super::InputSpec>,
     limits: Limits,
     tables: crate::data::Tables,
+    schemas: crate::schemas::Schemas,
 }
 
 /// The pack's compiled code: templates, the sandbox (with `scripts/lib/`), its scripts.
@@ -120,6 +122,7 @@ impl Loader<'_> {
             params: &d.params,
             natives,
             selectors: &none,
+            schemas: &d.schemas,
         };
         let selectors = self.selectors(&m.selectors, &refs);
         let refs = Refs { selectors: &selectors, ..refs };
@@ -168,6 +171,7 @@ impl Loader<'_> {
             sandbox: c.sandbox,
             limits: d.limits,
             tables: d.tables,
+            scripts: c.scripts,
             prompts: c.prompts,
             init,
             migrate,
@@ -189,7 +193,8 @@ impl Loader<'_> {
         let inputs = self.inputs(&m.input);
         let limits = self.limits(&m.limits);
         let tables = self.tables(&m.data);
-        Declared { params, options, profiles, schema, inputs, limits, tables }
+        let schemas = self.schemas(&m.schemas);
+        Declared { params, options, profiles, schema, inputs, limits, tables, schemas }
     }
 
     /// Reads and compiles the templates (the pack's files and the manifest's `display:` ones),
@@ -224,6 +229,7 @@ impl Loader<'_> {
             prompts.clone(),
             d.profiles.clone(),
             d.tables.clone(),
+            d.schemas.clone(),
         ));
         let libs = self.read_text("scripts", "lib", "rhai", "script");
         let sandbox = match Sandbox::new(d.limits, shared.clone(), &libs) {
