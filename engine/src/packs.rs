@@ -299,7 +299,8 @@ impl Packs {
     }
 
     /// The packs a file (relative to the root) belongs to: `config/NAME.yaml`, anything under
-    /// `scripts/NAME/` or `prompts/NAME/`, and every pack for the shared `scripts/lib/`.
+    /// `scripts/NAME/`, `prompts/NAME/`, `data/NAME/` or `schemas/NAME/`, and every pack for the
+    /// shared `scripts/lib/`.
     fn packs_of(&self, file: &str) -> Vec<String> {
         let mut parts = file.split('/');
         let (Some(top), Some(second)) = (parts.next(), parts.next()) else { return Vec::new() };
@@ -307,7 +308,7 @@ impl Packs {
         match (top, deeper) {
             ("config", false) => second.strip_suffix(".yaml").map(|n| vec![n.to_owned()]).unwrap_or_default(),
             ("scripts", true) if second == "lib" => self.names().unwrap_or_default(),
-            ("scripts" | "prompts", true) => vec![second.to_owned()],
+            ("scripts" | "prompts" | "data" | "schemas", true) => vec![second.to_owned()],
             _ => Vec::new(),
         }
         .into_iter()

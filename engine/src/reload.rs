@@ -1,5 +1,6 @@
-//! Hot reload: a watcher over a root's `config/`, `scripts/` and `prompts/` that rebuilds the packs
-//! an edit touches, off to the side, and swaps each one in only when it validates.
+//! Hot reload: a watcher over a root's `config/`, `scripts/`, `prompts/`, `data/` and `schemas/`
+//! that rebuilds the packs an edit touches, off to the side, and swaps each one in only when it
+//! validates.
 //!
 //! A broken edit never reaches a session: the pack keeps serving its last good version and the
 //! error (with `file:line:col`) is kept until a later save fixes it. Sessions move to a new version
@@ -21,7 +22,7 @@ pub use crate::packs::{PackEvent, PackStatus, ReloadStatus};
 pub const DEBOUNCE: Duration = Duration::from_millis(40);
 
 /// The directories under a root that hold packs.
-const WATCHED: [&str; 3] = ["config", "scripts", "prompts"];
+const WATCHED: [&str; 5] = ["config", "scripts", "prompts", "data", "schemas"];
 
 /// Watches a root for edits and reloads the packs they touch, until dropped.
 pub struct Watcher {
@@ -35,7 +36,7 @@ impl std::fmt::Debug for Watcher {
 }
 
 impl Watcher {
-    /// Starts watching `packs`' root: every edit under `config/`, `scripts/` or `prompts/`
+    /// Starts watching `packs`' root: every edit under `config/`, `scripts/`, `prompts/`, `data/` or `schemas/`
     /// rebuilds the packs it touches (on the watcher's own thread) and swaps them in when they
     /// validate. Subscribe with [`Packs::subscribe`] to hear of each reload. Stops when dropped.
     pub(crate) fn start(packs: Packs) -> Result<Watcher> {

@@ -53,6 +53,8 @@ fn clean(mut cmd: Command, root: &Path) -> Command {
         "ANTHROPIC_API_KEY",
         "GROQ_API_KEY",
         "GROQ_BASE_URL",
+        "GEMINI_API_KEY",
+        "GEMINI_BASE_URL",
         "RULEWEAVE_LLM",
         "RULEWEAVE_MODEL",
         "RULEWEAVE_MODEL_MAP",

@@ -298,8 +298,11 @@ impl Kind for Llm {
     }
 }
 
-/// Why a reply was not read: a reason the fallback can answer, or an error that ends the turn.
+/// Why a reply was not read: something the model may fix when told (it is not JSON, or not the
+/// schema's), a reason the fallback can answer, or an error that ends the turn.
 enum Unread {
+    /// What is wrong, completing "the reply …" ("is not valid JSON: …").
+    Fixable(String),
     Why(String),
     Fatal(Error),
 }
@@ -381,7 +384,8 @@ impl Llm {
                 Ok(resp) => match self.read(env, node, &resp.content, item, state).await {
                     Ok(updates) => return Ok(updates),
                     Err(Unread::Fatal(e)) => return Err(e),
-                    Err(Unread::Why(why)) if attempt < self.retries && why.starts_with(FIXABLE) => (why, resp.content),
+                    Err(Unread::Fixable(why)) if attempt < self.retries => (why, resp.content),
+                    Err(Unread::Fixable(why)) => break format!("the reply {why}"),
                     Err(Unread::Why(why)) => break why,
                 },
             };
@@ -391,7 +395,7 @@ impl Llm {
             env.turn.emit(Event::Log {
                 node: label.to_string(),
                 level: "warn".into(),
-                message: format!("asking again ({attempt} of {}): {why}", self.retries),
+                message: format!("asking again ({attempt} of {}): the reply {why}", self.retries),
             });
             let mut request = self.request(env, node, state, item).await?;
             request.messages.push(Message::new("assistant", content));
@@ -426,12 +430,12 @@ impl Llm {
             ParseMode::Text => Dynamic::from(content.to_owned()),
             ParseMode::Json => {
                 let mut json = value::parse_json_reply(content)
-                    .map_err(|why| Unread::Why(format!("{FIXABLE} not valid JSON: {why}")))?;
+                    .map_err(|why| Unread::Fixable(format!("is not valid JSON: {why}")))?;
                 if let Some(schema) = &self.schema {
                     let errors = schema.errors(&json);
                     if !errors.is_empty() {
-                        return Err(Unread::Why(format!(
-                            "{FIXABLE} does not match the JSON Schema `{}`:\n- {}",
+                        return Err(Unread::Fixable(format!(
+                            "does not match the JSON Schema `{}`:\n- {}",
                             schema.name,
                             errors.join("\n- ")
                         )));
@@ -464,13 +468,9 @@ impl Llm {
     }
 }
 
-/// How a reason a reply could not be read starts when asking again may fix it.
-const FIXABLE: &str = "the reply is";
-
-/// What the model is told when its reply is sent back.
+/// What the model is told when its reply is sent back (`why` completes "Your reply …").
 fn feedback(why: &str) -> String {
-    let why = why.strip_prefix(FIXABLE).map_or(why, str::trim_start);
-    format!("Your reply is {why}\n\nFix these problems and answer again with the corrected JSON only.")
+    format!("Your reply {why}\n\nFix these problems and answer again with the corrected JSON only.")
 }
 
 /// Folds one item's updates into a map node's updates, by each field's reducer.
