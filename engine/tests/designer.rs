@@ -319,3 +319,32 @@ async fn the_stand_in_makes_a_whole_game_for_any_question() {
     assert_eq!(o["tokens"]["content"]["calls"], json!(4), "one content call per mechanic");
     assert!(o["tokens"]["design"]["completion_tokens"].as_i64().unwrap() > 0);
 }
+
+/// Content for a heart mechanic with `n` items on its chambers.
+fn content(n: usize) -> String {
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"prompt": format!("Chamber {i}?"), "answer": "Left Atrium", "zone_label": "Left Atrium"}))
+        .collect();
+    json!({"items": items, "feedback": {"correct": "Yes!", "incorrect": "No."}}).to_string()
+}
+
+#[tokio::test]
+async fn content_that_fails_its_checks_is_rewritten_for_that_mechanic_only() {
+    let canned = Canned::new();
+    // Two mechanics, asked in item order: the first writes 3 items where 4 are expected.
+    canned.reply("writer", content(3)).reply("writer", content(4)).reply("writer", content(4));
+    let r = ask(&engine(&canned), json!({"design": heart()})).await.unwrap();
+    let asked = canned.asked("writer");
+    assert_eq!(asked.len(), 3, "two mechanics, then the one that failed");
+    let retry = &asked[2].messages.last().unwrap().content;
+    assert!(retry.contains("Mechanic s1_m1: drag_drop"), "{retry}");
+    assert!(
+        retry.contains("Your last content for this mechanic had these problems:\n- expected 4 items, got 3"),
+        "{retry}"
+    );
+    let s = &r.output["blueprint"]["scenes"][0];
+    for m in s["mechanics"].as_array().unwrap() {
+        assert_eq!(m["items"].as_array().unwrap().len(), 4, "{m}");
+        assert_eq!(m["placeholderContent"], json!(false));
+    }
+}
