@@ -48,6 +48,7 @@ pub struct EngineBuilder {
     root: PathBuf,
     llm: LlmChoice,
     named: NamedProviders,
+    search: crate::search::SearchChoice,
     natives: NativeNodes,
     store: Option<Arc<dyn Store>>,
     retention: Retention,
@@ -64,6 +65,13 @@ impl EngineBuilder {
     /// default provider ([`NamedProviders::from_env`] reads `<NAME>_API_KEY`, `<NAME>_BASE_URL`).
     pub fn named_providers(mut self, named: NamedProviders) -> Self {
         self.named = named;
+        self
+    }
+
+    /// Who answers scripts' `search()` (default: each pack's `search_standin:`;
+    /// [`crate::search::SearchChoice::from_env`] reads `RULEWEAVE_SEARCH` and `TAVILY_API_KEY`).
+    pub fn search(mut self, search: crate::search::SearchChoice) -> Self {
+        self.search = search;
         self
     }
 
@@ -101,7 +109,7 @@ impl EngineBuilder {
     pub fn build(self) -> Engine {
         let packs = Packs::new(self.root, self.natives);
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
-        let runtime = Arc::new(Runtime::new(packs, store, self.llm, self.named, self.retention));
+        let runtime = Arc::new(Runtime::new(packs, store, self.llm, self.named, self.search, self.retention));
         Engine { inner: Arc::new(Inner { runtime, live: Mutex::default(), retry_close: Mutex::default() }) }
     }
 }
@@ -114,6 +122,7 @@ impl Engine {
             root: root.into(),
             llm: LlmChoice::Standin,
             named: NamedProviders::none(),
+            search: crate::search::SearchChoice::Standin,
             natives: NativeNodes::default(),
             store: None,
             retention: Retention::default(),

@@ -59,6 +59,29 @@ pub enum Event {
         /// Its data.
         data: serde_json::Value,
     },
+    /// A web search a script made with `search(query)`.
+    Search {
+        /// The node whose script searched.
+        node: String,
+        /// What it searched for.
+        query: String,
+        /// The engine that answered (`tavily`, `standin`).
+        engine: String,
+        /// How many results came back.
+        results: usize,
+        /// Wall time of the call, in milliseconds.
+        latency_ms: f64,
+        /// Why it failed, when it did.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// The turn stopped at a pause point the pack declares; the next turn goes on from there.
+    Paused {
+        /// The node after which it paused.
+        after: String,
+        /// The nodes the next turn starts with.
+        next: Vec<String>,
+    },
     /// A message a script logged with `log`, `warn` or `print`.
     Log {
         /// The node whose script logged it.
@@ -286,7 +309,9 @@ impl Event {
             | Event::Token { node, .. }
             | Event::Decision { node, .. }
             | Event::Custom { node, .. }
+            | Event::Search { node, .. }
             | Event::Log { node, .. } => Some(node),
+            Event::Paused { after, .. } => Some(after),
             Event::Route { from, .. } => Some(from),
             Event::Llm(e) => Some(&e.node),
         }

@@ -44,6 +44,7 @@ pub mod reload;
 mod runtime;
 mod schemas;
 mod script;
+pub mod search;
 mod select;
 mod selection;
 mod session;
@@ -72,7 +73,7 @@ pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};
 pub use selection::Selection;
-pub use session::{Session, TurnResult};
+pub use session::{PausedAt, Session, TurnResult};
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 
 /// The value types state lives in (Rhai's), for native nodes.

@@ -18,6 +18,8 @@ pub(crate) struct Runtime {
     pub retention: Retention,
     /// Providers a profile may name (`provider: groq`).
     pub named: Arc<NamedProviders>,
+    /// Who answers scripts' `search()`.
+    pub search: crate::search::SearchChoice,
     observers: RwLock<Arc<[LlmObserver]>>,
 }
 
@@ -27,9 +29,18 @@ impl Runtime {
         store: Arc<dyn Store>,
         llm: LlmChoice,
         named: NamedProviders,
+        search: crate::search::SearchChoice,
         retention: Retention,
     ) -> Self {
-        Runtime { packs, store, llm, retention, named: Arc::new(named), observers: RwLock::new(Arc::new([])) }
+        Runtime { packs, store, llm, retention, named: Arc::new(named), search, observers: RwLock::new(Arc::new([])) }
+    }
+
+    /// The search engine that answers `pack`'s scripts: the engine's, or the pack's stand-in.
+    pub fn search_for(&self, pack: &Pack) -> Option<Arc<dyn crate::search::Search>> {
+        match &self.search {
+            crate::search::SearchChoice::Engine(s) => Some(s.clone()),
+            crate::search::SearchChoice::Standin => pack.search_standin.clone(),
+        }
     }
 
     /// Adds an observer of every model call.

@@ -17,6 +17,7 @@ use crate::llm::{
     EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, NamedProviders, Provider, TokenSink,
     estimate_tokens,
 };
+use crate::search::{Search, SearchResult};
 use crate::store::Bump;
 
 /// Sees every model call: the pack that made it and its `llm` event.
@@ -45,6 +46,8 @@ pub(crate) struct TurnCtx {
     named: Arc<NamedProviders>,
     /// The counters of the pack's tables as the turn began (table → its counts).
     counts: HashMap<String, Arc<Counts>>,
+    /// Who answers scripts' `search()`.
+    search: Option<Arc<dyn Search>>,
     rng: Mutex<ChaCha8Rng>,
     record: Mutex<Record>,
 }
@@ -101,6 +104,7 @@ impl TurnCtx {
             observers: Arc::new([]),
             named: Arc::new(NamedProviders::none()),
             counts: HashMap::new(),
+            search: None,
             rng: Mutex::new(turn_rng(seed, turn)),
             record: Mutex::new(Record::default()),
         }
@@ -124,6 +128,68 @@ impl TurnCtx {
     pub fn counted(mut self, counts: HashMap<String, Arc<Counts>>) -> Self {
         self.counts = counts;
         self
+    }
+
+    /// The search engine scripts' `search()` asks.
+    pub fn searching(mut self, search: Option<Arc<dyn Search>>) -> Self {
+        self.search = search;
+        self
+    }
+
+    /// Searches the web for `node`: counted against the model budget, an event, and recorded
+    /// with the model exchanges (as a call to the `search` tool).
+    pub async fn search(&self, node: &str, query: &str, max_results: usize) -> Result<Vec<SearchResult>> {
+        let engine = self.search.clone().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Llm,
+                "no search engine: set TAVILY_API_KEY (or RULEWEAVE_SEARCH=tavily), or give the pack a `search_standin:`",
+            )
+        })?;
+        self.charge()?;
+        let start = Instant::now();
+        let result = engine.search(query, max_results).await;
+        self.record().waited += start.elapsed();
+        let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        self.emit(Event::Search {
+            node: node.to_owned(),
+            query: query.to_owned(),
+            engine: engine.name().to_owned(),
+            results: result.as_ref().map_or(0, Vec::len),
+            latency_ms,
+            error: result.as_ref().err().map(|e| e.detail().to_owned()),
+        });
+        self.record().exchanges.push(Exchange {
+            node: node.to_owned(),
+            provider: engine.name().to_owned(),
+            request: LlmRequest {
+                provider: None,
+                default_model: None,
+                profile: "search".into(),
+                model: engine.name().to_owned(),
+                messages: vec![crate::llm::Message::new("user", query)],
+                temperature: None,
+                max_tokens: None,
+                json: false,
+                schema: None,
+            },
+            response: result.as_ref().ok().map(|r| LlmResponse {
+                content: serde_json::to_string(r).unwrap_or_default(),
+                model: engine.name().to_owned(),
+                usage: Default::default(),
+                attempts: 1,
+            }),
+            error: result.as_ref().err().map(|e| e.detail().to_owned()),
+            latency_ms,
+        });
+        result
+    }
+
+    /// The last model call `node` made in this turn, as its event shows it.
+    pub fn last_call(&self, node: &str) -> Option<LlmEvent> {
+        self.record().events.iter().rev().find_map(|e| match e {
+            Event::Llm(l) if l.node == node => Some(l.clone()),
+            _ => None,
+        })
     }
 
     /// The counts of `table`, if it has counters.

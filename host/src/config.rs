@@ -212,6 +212,18 @@ impl Config {
         })?)
     }
 
+    /// The search engine scripts' `search()` asks: `RULEWEAVE_SEARCH`, `TAVILY_API_KEY`,
+    /// `TAVILY_BASE_URL` from the environment, with the file's `[llm]` values where it says nothing.
+    /// The stand-in when `RULEWEAVE_LLM=standin` asks for everything offline.
+    pub fn search(&self) -> Result<ruleweave::search::SearchChoice> {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        if env("RULEWEAVE_LLM").as_deref() == Some("standin") {
+            return Ok(ruleweave::search::SearchChoice::Standin);
+        }
+        let from_file = |k: &str| self.llm.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone());
+        Ok(ruleweave::search::SearchChoice::from_vars(|k| env(k).or_else(|| from_file(k)))?)
+    }
+
     /// The providers profiles may name (`provider: groq`): `<NAME>_API_KEY` and `<NAME>_BASE_URL`
     /// from the environment, base URLs from `[providers.<name>]`. None when `RULEWEAVE_LLM=standin`
     /// asks for everything offline.

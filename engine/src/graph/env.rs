@@ -59,7 +59,7 @@ impl Env<'_> {
         self.call_blocking_as(self.tag(node), f, state, args).await
     }
 
-    async fn call_blocking_as(
+    pub async fn call_blocking_as(
         &self,
         tag: CallTag,
         f: FnRef,

@@ -40,6 +40,8 @@ pub(crate) struct Graph {
     pub recursion_limit: u32,
     /// Whether every step is checkpointed (long turns), not only every turn.
     pub checkpoint_steps: bool,
+    /// For each node, the condition under which the turn pauses after it (`pause_after:`).
+    pub pauses: Vec<Option<(Condition, String)>>,
 }
 
 #[derive(Debug)]
@@ -103,6 +105,15 @@ impl Graph {
             for t in &j.to {
                 let _ = writeln!(out, "    {} --> {}", from.join(" & "), name(t));
             }
+        }
+        for (i, pause) in self.pauses.iter().enumerate() {
+            if let Some((_, text)) = pause {
+                let _ = writeln!(out, "    {}:::pause", self.nodes[i].name);
+                let _ = writeln!(out, "    %% pauses after {} when {}", self.nodes[i].name, mermaid_label(text));
+            }
+        }
+        if self.pauses.iter().any(Option::is_some) {
+            out.push_str("    classDef pause stroke-width:3px,stroke-dasharray:4 2\n");
         }
         for (i, route) in self.routes.iter().enumerate() {
             let from = &self.nodes[i].name;

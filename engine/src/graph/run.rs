@@ -48,6 +48,8 @@ pub(crate) struct StepDone {
     pub step: u32,
     /// Each node's updates, in the order they were folded in.
     pub updates: Vec<(Arc<str>, Updates)>,
+    /// The node after which the turn pauses here (its `pause_after` condition held), if any.
+    pub paused: Option<Arc<str>>,
 }
 
 impl<'a> Run<'a> {
@@ -108,8 +110,28 @@ impl<'a> Run<'a> {
                 }
             }
         }
+        let mut paused = None;
+        for &i in &self.active {
+            if let Some((test, text)) = &g.pauses[i] {
+                let what = format!("pause condition `{text}`");
+                if env.holds(i, test, &what, state).await.map_err(|e| e.in_node(&g.nodes[i].name))? {
+                    paused = Some(g.nodes[i].name.clone());
+                    break;
+                }
+            }
+        }
         self.active = dedup(next.into_iter());
-        Ok(Some(StepDone { step: self.step, updates }))
+        if self.active.is_empty() {
+            // Nothing is left to run: the turn ends here anyway.
+            paused = None;
+        }
+        if let Some(after) = &paused {
+            env.turn.emit(Event::Paused {
+                after: after.to_string(),
+                next: self.active.iter().map(|i| g.nodes[*i].name.to_string()).collect(),
+            });
+        }
+        Ok(Some(StepDone { step: self.step, updates, paused }))
     }
 
     /// Whether the turn has reached END.
@@ -129,6 +151,7 @@ impl<'a> Run<'a> {
             next: names(&mut self.active.iter().copied()),
             joins: self.join_seen.iter().map(|s| names(&mut s.iter().copied())).collect(),
             random: self.env.turn.random_position().to_string(),
+            paused_after: None,
         }
     }
 
@@ -143,7 +166,6 @@ impl<'a> Run<'a> {
                 })
                 .collect()
         };
-        self.step = point.step;
         self.active = ids(&point.next)?;
         if point.joins.len() != self.join_seen.len() {
             return Err(bad("the graph's joins changed"));
@@ -151,6 +173,11 @@ impl<'a> Run<'a> {
         for (seen, names) in self.join_seen.iter_mut().zip(&point.joins) {
             *seen = ids(names)?.into_iter().collect();
         }
+        if point.paused_after.is_some() {
+            // A new turn going on from a pause: its own steps and randomness.
+            return Ok(());
+        }
+        self.step = point.step;
         let random = point.random.parse::<u128>().map_err(|_| bad("no random position"))?;
         self.env.turn.set_random_position(random);
         Ok(())
@@ -168,6 +195,10 @@ pub struct ResumePoint {
     pub joins: Vec<Vec<String>>,
     /// The position of the turn's randomness (a u128, as text: JSON numbers cannot hold it).
     pub random: String,
+    /// When a pause point made it, the node after which the turn paused: the next turn goes on
+    /// from here, with its own input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_after: Option<String>,
 }
 
 /// Runs the nodes of one step and returns each one's updates (and time), in node order: each
@@ -198,6 +229,18 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
                         .collect()
                         .await;
                     Outcome::Many { replies, items }
+                }
+                Work::BlockingMany { f, limit, items } => {
+                    let name = &g.nodes[i].name;
+                    let results = stream::iter(items.into_iter().enumerate())
+                        .map(|(k, item)| {
+                            let tag = crate::script::CallTag::new(env.turn.clone(), format!("{name}[{k}]").into());
+                            env.call_blocking_as(tag, f.clone(), snapshot.clone(), vec![item])
+                        })
+                        .buffered(limit)
+                        .collect()
+                        .await;
+                    Outcome::Scripts(results)
                 }
             }
         }))

@@ -7,7 +7,7 @@
 //! that serve other ones (a local Ollama, Claude).
 
 mod anthropic;
-mod http;
+pub(crate) mod http;
 mod named;
 mod openai;
 mod profile;

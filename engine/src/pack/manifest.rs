@@ -33,6 +33,8 @@ pub(crate) struct Manifest {
     pub llm: IndexMap<String, Spanned<ProfileDecl>>,
     /// `file.rhai::respond` (or just `file.rhai`): the pack's offline stand-in model.
     pub standin: Option<SpannedStr>,
+    /// `file.rhai::search`: the pack's offline stand-in search engine.
+    pub search_standin: Option<SpannedStr>,
     /// Limit name → value, checked against the limit table (`crate::limits`).
     #[serde(default)]
     pub limits: IndexMap<String, Spanned<u64>>,
@@ -299,6 +301,9 @@ pub(crate) struct DisplayDecl {
     pub status: Option<SpannedStr>,
     pub details: Option<SpannedStr>,
     pub finished: Option<SpannedStr>,
+    /// Nodes whose model replies a console shows token by token as they stream.
+    #[serde(default)]
+    pub stream: Vec<SpannedStr>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -313,6 +318,10 @@ pub(crate) struct GraphDecl {
     pub edges: Vec<SpannedStr>,
     #[serde(default)]
     pub routes: IndexMap<String, Spanned<RouteDecl>>,
+    /// Pause points: node → a condition; when the node finishes and the condition holds, the
+    /// turn stops there and the next turn goes on from where it stopped.
+    #[serde(default)]
+    pub pause_after: IndexMap<String, SpannedStr>,
 }
 
 /// How often a turn is checkpointed.

@@ -51,6 +51,7 @@ pub struct Pack {
     pub(crate) migrate: Option<FnRef>,
     pub(crate) selectors: IndexMap<String, Arc<crate::select::Selector>>,
     pub(crate) standin: Option<Arc<dyn Provider>>,
+    pub(crate) search_standin: Option<Arc<dyn crate::search::Search>>,
     pub(crate) files: Vec<String>,
     pub(crate) lobby: Option<crate::lobby::Lobby>,
     /// How long its finished sessions are kept: `None` when the pack does not say (the host's
@@ -116,9 +117,17 @@ pub(crate) struct Display {
     pub status: bool,
     pub details: bool,
     pub finished: bool,
+    /// Nodes whose replies a console streams (`display.stream`).
+    pub stream: Vec<String>,
 }
 
 impl Pack {
+    /// The nodes whose model replies a console shows as they stream (`display.stream`); a map
+    /// node's items stream as `node[i]`.
+    pub fn streamed_nodes(&self) -> &[String] {
+        &self.display.stream
+    }
+
     /// The pack's name (the manifest's file stem).
     pub fn name(&self) -> &str {
         &self.name

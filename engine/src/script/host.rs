@@ -186,6 +186,18 @@ fn str_list(v: &Array, what: &str) -> RhaiResult<Vec<ImmutableString>> {
 }
 
 fn ask(ctx: &NativeCallContext<'_>, shared: &HostShared, profile: &str, messages: Vec<Message>) -> RhaiResult<String> {
+    ask_with(ctx, shared, profile, messages, &Map::new())
+}
+
+/// [`ask`] with some of the profile's settings replaced for this call: `model`, `temperature`,
+/// `max_tokens`, `json`.
+fn ask_with(
+    ctx: &NativeCallContext<'_>,
+    shared: &HostShared,
+    profile: &str,
+    messages: Vec<Message>,
+    overrides: &Map,
+) -> RhaiResult<String> {
     with_turn(ctx, |tag| {
         if !may_block() {
             return Err(format!(
@@ -199,9 +211,52 @@ fn ask(ctx: &NativeCallContext<'_>, shared: &HostShared, profile: &str, messages
             let known: Vec<&str> = shared.profiles.keys().map(String::as_str).collect();
             format!("unknown llm profile `{profile}` (profiles: {})", known.join(", "))
         })?;
-        let request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
+        let mut request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
+        for (k, v) in overrides {
+            match k.as_str() {
+                "model" if v.is_string() => {
+                    let model = v.to_string();
+                    if !model.trim().is_empty() {
+                        request.model = model;
+                        // A model chosen here is the caller's, whichever provider answers.
+                        request.default_model = None;
+                    }
+                }
+                "temperature" => request.temperature = v.as_float().ok().or_else(|| v.as_int().ok().map(|i| i as f64)),
+                "max_tokens" => request.max_tokens = v.as_int().ok().and_then(|n| u32::try_from(n).ok()),
+                "json" => request.json = v.as_bool().unwrap_or(request.json),
+                other => {
+                    return Err(
+                        format!("llm_chat: unknown setting `{other}` (model, temperature, max_tokens, json)").into()
+                    );
+                }
+            }
+        }
         let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
         pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request))).map(|r| r.content).map_err(thrown)
+    })
+}
+
+fn web_search(ctx: &NativeCallContext<'_>, query: &str, max: usize) -> RhaiResult<Array> {
+    with_turn(ctx, |tag| {
+        if !may_block() {
+            return Err("search() can only be called by name from a pack script (not through a function pointer, \
+                        and not from a stand-in)"
+                .into());
+        }
+        let rt = tag.turn.runtime.clone().ok_or("searches need the async runtime the turn runs on")?;
+        let found = pause_deadline(|| rt.block_on(tag.turn.search(&tag.node, query, max))).map_err(thrown)?;
+        Ok(found
+            .into_iter()
+            .map(|r| {
+                let mut m = Map::new();
+                m.insert("title".into(), r.title.into());
+                m.insert("url".into(), r.url.into());
+                m.insert("content".into(), r.content.into());
+                m.insert("score".into(), Dynamic::from_float(r.score));
+                Dynamic::from_map(m)
+            })
+            .collect())
     })
 }
 
@@ -388,14 +443,59 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "llm_chat",
-        signature: "llm_chat(profile: string, messages: array) -> string",
+        signature: "llm_chat(profile: string, messages: array [, settings: map]) -> string",
         doc: "Asks the profile's model with a whole conversation: an array of `#{role, content}` \
-              with roles `system`, `user`, `assistant`.",
+              with roles `system`, `user`, `assistant`. `settings` replaces some of the profile's for \
+              this call: `#{model, temperature, max_tokens, json}` (a debater's model chosen per session).",
         register: |e, shared| {
-            let shared = shared.clone();
+            let s = shared.clone();
             e.register_fn("llm_chat", move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
                 let messages = as_messages(&messages)?;
-                ask(&ctx, &shared, profile, messages)
+                ask(&ctx, &s, profile, messages)
+            });
+            let shared = shared.clone();
+            e.register_fn(
+                "llm_chat",
+                move |ctx: NativeCallContext<'_>, profile: &str, messages: Array, settings: Map| {
+                    let messages = as_messages(&messages)?;
+                    ask_with(&ctx, &shared, profile, messages, &settings)
+                },
+            );
+        },
+    },
+    HostFn {
+        name: "last_call",
+        signature: "last_call() -> map",
+        doc: "The last model call the running node made in this turn: `#{model, provider, prompt_tokens, \
+              completion_tokens, latency_ms, attempts}` (`()` before any), to record what a reply cost.",
+        register: |e, _| {
+            e.register_fn("last_call", |ctx: NativeCallContext<'_>| -> RhaiResult<Dynamic> {
+                with_turn(&ctx, |tag| {
+                    let Some(c) = tag.turn.last_call(&tag.node) else { return Ok(Dynamic::UNIT) };
+                    let mut m = Map::new();
+                    m.insert("model".into(), c.model.into());
+                    m.insert("provider".into(), c.provider.into());
+                    m.insert("prompt_tokens".into(), Dynamic::from_int(c.prompt_tokens.into()));
+                    m.insert("completion_tokens".into(), Dynamic::from_int(c.completion_tokens.into()));
+                    m.insert("latency_ms".into(), Dynamic::from_float(c.latency_ms));
+                    m.insert("attempts".into(), Dynamic::from_int(c.attempts.into()));
+                    Ok(Dynamic::from_map(m))
+                })
+            });
+        },
+    },
+    HostFn {
+        name: "search",
+        signature: "search(query: string [, max_results: int]) -> array",
+        doc: "Searches the web (Tavily with `TAVILY_API_KEY`, else the pack's `search_standin:`): \
+              `[#{title, url, content, score}]`, at most `max_results` (default 5, at most 20). Timed \
+              out and retried like a model call, counted against `max_llm_calls`, a `search` event, and \
+              recorded with the turn's model exchanges. Throws when the search fails, so a caller can \
+              go on without it. Like `llm`, a script calling it runs on a thread that may wait.",
+        register: |e, _| {
+            e.register_fn("search", |ctx: NativeCallContext<'_>, query: &str| web_search(&ctx, query, 5));
+            e.register_fn("search", |ctx: NativeCallContext<'_>, query: &str, max: INT| {
+                web_search(&ctx, query, max.clamp(1, 20) as usize)
             });
         },
     },

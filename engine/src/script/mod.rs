@@ -29,7 +29,7 @@ use crate::limits::MAX_EXPR_DEPTH;
 pub(crate) use host::{CallTag, HostShared};
 
 /// Host functions that wait for a model; a script calling them runs on a thread that may block.
-pub(crate) const MODEL_FUNCTIONS: &[&str] = &["llm", "llm_json", "llm_chat"];
+pub(crate) const MODEL_FUNCTIONS: &[&str] = &["llm", "llm_json", "llm_chat", "search"];
 
 /// One compiled script file of a pack.
 #[derive(Debug)]
@@ -291,6 +291,10 @@ impl Sandbox {
             tracing::debug!(target: "ruleweave::script", pack = %pack, source = src.unwrap_or(""), %pos, "{s}")
         });
         host::register_all(&mut engine, &shared);
+        // A host function's error a script catches (`catch (e)`) reads as its message.
+        engine.register_type_with_name::<Error>("Error");
+        engine.register_fn("to_string", |e: &mut Error| e.to_string());
+        engine.register_fn("to_debug", |e: &mut Error| format!("{e:?}"));
 
         let mut errors = Vec::new();
         let mut model_libs = HashSet::new();

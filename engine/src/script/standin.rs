@@ -116,3 +116,43 @@ impl Provider for Standin {
         })))
     }
 }
+
+/// A pack's stand-in search engine: a Rhai function `search(query)` in the pack's scripts returning
+/// `[#{title, url, content}]`. Deterministic and offline, like the stand-in model.
+pub(crate) struct StandinSearch {
+    sandbox: Arc<Sandbox>,
+    func: FnRef,
+}
+
+impl StandinSearch {
+    pub fn new(sandbox: Arc<Sandbox>, func: FnRef) -> Self {
+        StandinSearch { sandbox, func }
+    }
+
+    fn answer(&self, query: &str, max: usize) -> Result<Vec<crate::search::SearchResult>> {
+        let mut this = Dynamic::UNIT;
+        let v = self
+            .sandbox
+            .call(&self.func, &mut this, (Dynamic::from(query.to_owned()),), None)
+            .map_err(|e| Error::new(ErrorKind::Llm, format!("the stand-in search failed: {}", e.detail())))?;
+        let json = value::to_json(&v);
+        let mut results: Vec<crate::search::SearchResult> = serde_json::from_value(json).map_err(|e| {
+            Error::new(
+                ErrorKind::Llm,
+                format!("the stand-in search must return [#{{title, url, content}}], not {}: {e}", value::type_of(&v)),
+            )
+        })?;
+        results.truncate(max);
+        Ok(results)
+    }
+}
+
+impl crate::search::Search for StandinSearch {
+    fn name(&self) -> &str {
+        "standin"
+    }
+
+    fn search<'a>(&'a self, query: &'a str, max: usize) -> BoxFuture<'a, Result<Vec<crate::search::SearchResult>>> {
+        Box::pin(std::future::ready(self.answer(query, max)))
+    }
+}

@@ -41,6 +41,8 @@ pub struct Session {
     pub(crate) seq: u64,
     /// A long turn a crash interrupted, to finish before anything else.
     pending: Option<Interrupted>,
+    /// Where the last turn paused (a pause point of the pack): the next turn goes on from there.
+    pub(crate) paused: Option<ResumePoint>,
     /// True while a turn runs: a turn whose future was dropped leaves it set, and the session
     /// reloads from the store (its step checkpoints may be there) before doing anything else.
     dirty: bool,
@@ -55,6 +57,15 @@ pub(crate) struct Fork {
     pub seq: u64,
     pub turns: u64,
     pub state: Dynamic,
+}
+
+/// Where a turn paused: the next turn goes on from there.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PausedAt {
+    /// The node after which it paused.
+    pub after: String,
+    /// The nodes the next turn starts with.
+    pub next: Vec<String>,
 }
 
 /// Where an interrupted turn stood.
@@ -80,6 +91,10 @@ impl std::fmt::Debug for Session {
 pub struct TurnResult {
     /// The turn's number (1 for the first).
     pub turn: u64,
+    /// Where the turn paused, when it stopped at a pause point of the pack; the next turn goes on
+    /// from there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedAt>,
     /// The pack's output fields after the turn.
     pub output: Json,
     /// Everything that happened, in order.
@@ -215,6 +230,7 @@ impl Session {
             turns,
             seq: 0,
             pending: None,
+            paused: None,
             dirty: false,
             snapshot_due: false,
         })
@@ -229,6 +245,7 @@ impl Session {
         };
         let mut state = pack.schema.restore(&snapshot);
         let mut pending: Option<Interrupted> = None;
+        let mut paused: Option<ResumePoint> = None;
         // What the replayed checkpoints reached (a history may stop before the session's head).
         let mut turns = snapshot_turn;
         let mut seq = snapshot_seq;
@@ -251,7 +268,10 @@ impl Session {
                     p.resume = c.resume.clone();
                     p.exchanges.extend(c.exchanges.iter().cloned());
                 }
-                _ => pending = None,
+                _ => {
+                    pending = None;
+                    paused = c.resume.clone().filter(|p| p.paused_after.is_some());
+                }
             }
         }
         Ok(Session {
@@ -264,6 +284,7 @@ impl Session {
             turns,
             seq,
             pending,
+            paused,
             dirty: false,
             snapshot_due: false,
         })
@@ -455,7 +476,21 @@ impl Session {
             other => other,
         };
         let checked = self.pack.check_input(&input)?;
-        self.play(self.turns + 1, input, checked, None, Vec::new(), live).await
+        let resume = self.paused.take();
+        let result = self.play(self.turns + 1, input, checked, resume.clone(), Vec::new(), live).await;
+        if result.is_err() && self.paused.is_none() {
+            // A failed turn leaves the session where it was: still paused.
+            self.paused = resume;
+        }
+        result
+    }
+
+    /// Where the last turn paused, if it did: the node after which it stopped and the nodes the
+    /// next turn starts with.
+    pub fn paused(&self) -> Option<PausedAt> {
+        self.paused
+            .as_ref()
+            .map(|p| PausedAt { after: p.paused_after.clone().unwrap_or_default(), next: p.next.clone() })
     }
 
     /// Moves the session onto the pack's current version when a reload swapped in a new one: each

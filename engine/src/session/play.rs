@@ -63,6 +63,7 @@ impl Session {
         .budget(&pack.limits)
         .observed(&pack.name, rt.llm_observers())
         .named(rt.named.clone())
+        .searching(rt.search_for(&pack))
         .counted(counts);
         let mut p = Playing {
             rt,
@@ -80,18 +81,23 @@ impl Session {
         let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
         let undo = guard.undo.as_mut().expect("set above");
         let played = match p.steps(guard.state, undo, resume.as_ref()).await {
-            Ok(updates) => p.commit(guard.state, updates, snapshot_due).await,
+            Ok((updates, pause)) => p.commit(guard.state, updates, pause, snapshot_due).await,
             Err(e) => Err(e),
         };
         match played {
-            Ok((checkpoint, finished, events)) => {
+            Ok((checkpoint, finished, events, pause)) => {
                 guard.undo = None;
                 drop(guard);
                 self.dirty = false;
                 self.snapshot_due = false;
                 self.seq = checkpoint;
                 self.turns = number;
+                let paused = pause
+                    .as_ref()
+                    .map(|(after, point)| super::PausedAt { after: after.clone(), next: point.next.clone() });
+                self.paused = pause.map(|(_, point)| point);
                 Ok(TurnResult {
+                    paused,
                     turn: number,
                     output: self.output(),
                     events,
@@ -131,12 +137,16 @@ impl Playing {
         state: &mut Dynamic,
         undo: &mut Undo,
         resume: Option<&ResumePoint>,
-    ) -> Result<Vec<(String, Updates)>> {
+    ) -> Result<(Vec<(String, Updates)>, Option<(String, ResumePoint)>)> {
         let (pack, turn) = (self.pack.clone(), self.turn.clone());
         let mut run = Run::new(pack.env(self.rt.packs.natives(), &turn), resume)?;
         let mut updates: Vec<(String, Updates)> = Vec::new();
         while let Some(done) = run.step(state, undo).await? {
             updates.extend(done.updates.into_iter().map(|(n, u)| (n.to_string(), u)));
+            if let Some(after) = done.paused {
+                let point = ResumePoint { paused_after: Some(after.to_string()), ..run.resume_point() };
+                return Ok((updates, Some((after.to_string(), point))));
+            }
             if pack.graph.checkpoint_steps && !run.done() {
                 let made = turn.take_exchanges();
                 self.exchanges.extend(made.iter().cloned());
@@ -150,18 +160,20 @@ impl Playing {
                 self.seq += 1;
             }
         }
-        Ok(updates)
+        Ok((updates, None))
     }
 
     /// Records the turn's checkpoint (with a snapshot every `snapshot_every` turns, or when the
     /// session just moved to a new pack version); returns its number, whether the session is
     /// finished, and the turn's events.
+    #[allow(clippy::type_complexity)]
     async fn commit(
         &mut self,
         state: &Dynamic,
         updates: Vec<(String, Updates)>,
+        pause: Option<(String, ResumePoint)>,
         snapshot_due: bool,
-    ) -> Result<(u64, bool, Vec<crate::event::Event>)> {
+    ) -> Result<(u64, bool, Vec<crate::event::Event>, Option<(String, ResumePoint)>)> {
         let recorded = self.turn.take();
         let finished = self.pack.is_finished(state);
         let every = self.rt.retention.snapshot_every.max(1);
@@ -171,10 +183,11 @@ impl Playing {
             input: Some(std::mem::take(&mut self.input)),
             finished,
             bumps: recorded.bumps,
+            resume: pause.as_ref().map(|(_, point)| point.clone()),
             ..self.checkpoint(CheckpointKind::Turn, updates, recorded.exchanges)
         };
         self.rt.store.append(&self.id, &last).await?;
-        Ok((last.seq, finished, recorded.events))
+        Ok((last.seq, finished, recorded.events, pause))
     }
 
     /// The next checkpoint of the turn, of `kind`, with these updates and model exchanges.

@@ -123,6 +123,7 @@ async fn suite(store: Arc<dyn Store>) {
         next: vec!["c".into()],
         joins: vec![vec!["a".into()]],
         random: u128::MAX.to_string(),
+        paused_after: None,
     };
     step.resume = Some(point.clone());
     store.append(&s, &step).await.unwrap();

@@ -87,7 +87,7 @@ async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
     let store = ruleweave::store::open(store).await?;
     // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
     let builder = ruleweave_natives::register(Engine::builder(root));
-    let builder = builder.llm(config.llm()?).named_providers(config.named_providers());
+    let builder = builder.llm(config.llm()?).named_providers(config.named_providers()).search(config.search()?);
     Ok(builder.store(store).retention(config.retention).build())
 }
 

@@ -3,6 +3,7 @@
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use ruleweave::{Candidate, ErrorKind, Session, SimilarityKind, SimilarityNote, TurnResult};
@@ -179,7 +180,20 @@ impl Console<'_> {
             Ok(i) => i,
             Err(e) => return println!("! {e:#}"),
         };
-        match self.rt.block_on(self.session.turn(input)) {
+        let streamed = self.session.pack().streamed_nodes().to_vec();
+        let result = if streamed.is_empty() {
+            self.rt.block_on(self.session.turn(input))
+        } else {
+            let stream = Arc::new(Mutex::new(Streaming::default()));
+            let sink_stream = stream.clone();
+            let sink: ruleweave::EventSink = Arc::new(move |e: &ruleweave::Event| {
+                sink_stream.lock().unwrap_or_else(|p| p.into_inner()).show(e, &streamed);
+            });
+            let r = self.rt.block_on(self.session.turn_with_events(input, sink));
+            stream.lock().unwrap_or_else(|p| p.into_inner()).end();
+            r
+        };
+        match result {
             Ok(r) => {
                 show_turn(&self.session, &self.speaker, &r);
                 if self.explain {
@@ -192,6 +206,39 @@ impl Console<'_> {
             Err(e) => {
                 print!("! the turn failed, nothing changed:\n{}", crate::diagnostics::render(&e, self.engine.root()))
             }
+        }
+    }
+}
+
+/// Model replies shown as they stream, for the nodes the pack's `display.stream` names.
+#[derive(Default)]
+struct Streaming {
+    /// The call whose tokens are being shown (`speak`, or `content[2]` for a map node's item).
+    node: Option<String>,
+}
+
+impl Streaming {
+    fn show(&mut self, e: &ruleweave::Event, streamed: &[String]) {
+        use std::io::Write as _;
+        let ruleweave::Event::Token { node, text } = e else { return };
+        let base = node.split_once('[').map_or(node.as_str(), |(n, _)| n);
+        if !streamed.iter().any(|s| s == base) {
+            return;
+        }
+        if self.node.as_deref() != Some(node) {
+            if self.node.is_some() {
+                println!();
+            }
+            print!("  [{node}] ");
+            self.node = Some(node.clone());
+        }
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
+
+    fn end(&mut self) {
+        if self.node.take().is_some() {
+            println!();
         }
     }
 }
@@ -215,6 +262,9 @@ fn show_turn(session: &Session, speaker: &str, r: &TurnResult) {
     println!("{speaker} › {}", reply.trim());
     if let Some(status) = session.display("status") {
         println!("  {}", status.unwrap_or_else(|e| format!("(display.status failed: {e})")).trim());
+    }
+    if let Some(p) = &r.paused {
+        println!("  (paused after {}; your next move goes on with {})", p.after, p.next.join(", "));
     }
     if r.finished {
         match session.display("finished") {

@@ -60,6 +60,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             Ok(input) => match rt.block_on(session.turn(input)) {
                 Ok(r) => {
                     let mut line = json!({"turn": r.turn, "output": r.output, "state": session.state()});
+                    if let Some(p) = &r.paused {
+                        line["paused"] = json!(p);
+                    }
                     if args.events {
                         line["events"] = serde_json::to_value(&r.events)?;
                     }

@@ -169,6 +169,7 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
         "checkpoint": session.checkpoint(),
         "finished": session.is_finished(),
         "lobby": session.lobby().await?,
+        "paused": session.paused(),
     })))
 }
 
@@ -217,7 +218,7 @@ pub async fn turn(
         let (result, state) = task
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
-        return Ok(Json(json!({"turn": result.turn, "output": result.output, "state": state})).into_response());
+        return Ok(Json(turn_body(&result, state)).into_response());
     }
     let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
     let events = tx.clone();
@@ -227,12 +228,22 @@ pub async fn turn(
     let state = s.clone();
     s.tasks.spawn(async move {
         let last = match play(state, live, req.input, Some(sink)).await {
-            Ok((r, st)) => sse("result", &json!({"turn": r.turn, "output": r.output, "state": st})),
+            Ok((r, st)) => sse("result", &turn_body(&r, st)),
             Err(e) => sse("error", &json!({"error": {"code": e.code, "message": e.message}})),
         };
         let _ = tx.send(last);
     });
     Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// A turn's result as the API answers it: `{turn, output, state}`, and `paused` (`{after, next}`)
+/// when the turn stopped at a pause point of the pack.
+fn turn_body(r: &TurnResult, state: Value) -> Value {
+    let mut body = json!({"turn": r.turn, "output": r.output, "state": state});
+    if let Some(p) = &r.paused {
+        body["paused"] = json!(p);
+    }
+    body
 }
 
 /// Runs one turn on a live session (waiting for the turns before it) and counts it.
@@ -431,6 +442,8 @@ fn kind(e: &Event) -> &'static str {
         Event::Decision { .. } => "decision",
         Event::Custom { .. } => "custom",
         Event::Log { .. } => "log",
+        Event::Search { .. } => "search",
+        Event::Paused { .. } => "paused",
     }
 }
 

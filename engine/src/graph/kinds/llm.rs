@@ -17,9 +17,8 @@ use std::sync::Arc;
 
 use rhai::{Array, Dynamic, Map};
 use serde::Deserialize;
-use serde_saphyr::Spanned;
 
-use super::{Kind, KindDef, NodeDecl, Outcome, Step, Work, label, updates_of};
+use super::{Kind, KindDef, MapOver, NodeDecl, Outcome, Step, Work, fold_into, label, updates_of};
 use crate::error::{Error, ErrorKind, Origin, Result};
 use crate::event::Event;
 use crate::graph::env::Env;
@@ -55,31 +54,7 @@ struct Llm {
     map: Option<MapOver>,
 }
 
-/// `map:`: the node runs once per item of a list.
-#[derive(Debug)]
-struct MapOver {
-    /// `fn() -> array`: the items.
-    over: FnRef,
-    /// At most this many calls at once.
-    concurrency: usize,
-}
-
-/// `map:` as a manifest writes it.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MapDecl {
-    /// `file.rhai::fn`, returning the list.
-    over: String,
-    #[serde(default = "default_concurrency")]
-    concurrency: usize,
-}
-
-fn default_concurrency() -> usize {
-    4
-}
-
-/// The most calls a map node makes at once, and the most `retries` a node may ask for.
-const MAX_CONCURRENCY: usize = 64;
+/// The most `retries` a node may ask for.
 const MAX_RETRIES: u32 = 5;
 
 /// What becomes of the reply.
@@ -148,19 +123,7 @@ fn load(l: &mut Load<'_>, d: &NodeDecl, name: &str, at: Origin) -> Option<Box<dy
     if d.get("system").is_none() && d.get("prompt").is_none() && d.get("history").is_none() {
         l.error(format!("llm node `{name}` needs a `prompt`, a `system` template or a `history`"), at.clone());
     }
-    let map = d.get("map").and_then(|decl| {
-        let (m, at) = l.parse::<MapDecl>(d, "map")?;
-        if m.concurrency == 0 || m.concurrency > MAX_CONCURRENCY {
-            l.error(format!("map.concurrency is {}; it must be 1 to {MAX_CONCURRENCY}", m.concurrency), at.clone());
-        }
-        let over = Spanned::new(m.over, decl.referenced, decl.defined);
-        let over = l.resolve(&over, None, 0)?;
-        if over.calls_models() {
-            l.error("map.over cannot call models: it lists the items the node's calls are for", at);
-            return None;
-        }
-        Some(MapOver { over, concurrency: m.concurrency.clamp(1, MAX_CONCURRENCY) })
-    });
+    let map = l.map_over(d);
     // A map node's scripts see the item too.
     let per_item = usize::from(d.get("map").is_some());
     let vars = l.string(d, "vars").and_then(|v| l.resolve(&v, None, per_item));
@@ -259,14 +222,7 @@ impl Kind for Llm {
             let Some(map) = &self.map else {
                 return Ok(Work::Ask(self.request(env, node, state, None).await?));
             };
-            let items = env.call(node, &map.over, state, Vec::new()).await?;
-            if !items.is_array() {
-                return Err(Error::new(
-                    ErrorKind::Script,
-                    format!("{} returned {}; map.over must return a list", map.over.display(), value::type_of(&items)),
-                ));
-            }
-            let items = items.cast::<Array>();
+            let items = map.items(env, node, state)?;
             let mut requests = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 requests.push(self.request(env, node, state, Some((i, item))).await?);
@@ -471,18 +427,6 @@ impl Llm {
 /// What the model is told when its reply is sent back (`why` completes "Your reply …").
 fn feedback(why: &str) -> String {
     format!("Your reply {why}\n\nFix these problems and answer again with the corrected JSON only.")
-}
-
-/// Folds one item's updates into a map node's updates, by each field's reducer.
-fn fold_into(env: &Env<'_>, folded: &mut Map, updates: Map) {
-    for (k, v) in updates {
-        let reducer = env.schema.fields.get(k.as_str()).map_or(crate::vocab::Reducer::Replace, |f| f.reducer);
-        let combined = match folded.remove(&k) {
-            Some(old) => reducer.combine(old, v),
-            None => v,
-        };
-        folded.insert(k, combined);
-    }
 }
 
 /// The chat messages of a history window: the last N items, roles mapped, empty ones dropped.

@@ -79,6 +79,9 @@ pub(crate) enum Work {
     Blocking(FnRef, Vec<Dynamic>),
     /// Ask a model once per item, at most `limit` calls at once (a map node).
     Many { requests: Vec<LlmRequest>, limit: usize, items: rhai::Array },
+    /// Run a script that may call a model (or search) once per item, each on a blocking thread,
+    /// at most `limit` at once (a map node).
+    BlockingMany { f: FnRef, limit: usize, items: rhai::Array },
 }
 
 /// What the wait produced.
@@ -91,6 +94,60 @@ pub(crate) enum Outcome {
         replies: Vec<Result<LlmResponse>>,
         items: rhai::Array,
     },
+    /// A map node's script results, in item order.
+    Scripts(Vec<Result<Dynamic>>),
+}
+
+/// `map:`: a node runs once per item of a list.
+#[derive(Debug)]
+pub(crate) struct MapOver {
+    /// `fn() -> array`: the items.
+    pub over: FnRef,
+    /// At most this many runs at once.
+    pub concurrency: usize,
+}
+
+/// `map:` as a manifest writes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MapDecl {
+    /// `file.rhai::fn`, returning the list.
+    over: String,
+    #[serde(default = "default_concurrency")]
+    concurrency: usize,
+}
+
+fn default_concurrency() -> usize {
+    4
+}
+
+/// The most runs a map node makes at once.
+const MAX_CONCURRENCY: usize = 64;
+
+impl MapOver {
+    /// The items to run over: what `over` returns, which must be a list.
+    pub fn items(&self, env: &Env<'_>, node: usize, state: &mut Dynamic) -> Result<rhai::Array> {
+        let items = env.sandbox.call(&self.over, state, (), Some(env.tag(node)))?;
+        if !items.is_array() {
+            return Err(Error::new(
+                ErrorKind::Script,
+                format!("{} returned {}; map.over must return a list", self.over.display(), value::type_of(&items)),
+            ));
+        }
+        Ok(items.cast::<rhai::Array>())
+    }
+}
+
+/// Folds one item's updates into a map node's updates, by each field's reducer (in item order).
+pub(crate) fn fold_into(env: &Env<'_>, folded: &mut Map, updates: Map) {
+    for (k, v) in updates {
+        let reducer = env.schema.fields.get(k.as_str()).map_or(crate::vocab::Reducer::Replace, |f| f.reducer);
+        let combined = match folded.remove(&k) {
+            Some(old) => reducer.combine(old, v),
+            None => v,
+        };
+        folded.insert(k, combined);
+    }
 }
 
 /// One node kind of the table.
@@ -195,6 +252,23 @@ impl Load<'_> {
                 None
             }
         }
+    }
+
+    /// A node's `map: {over, concurrency}`, checked; `None` when it has none or it is wrong
+    /// (reported).
+    pub fn map_over(&mut self, d: &NodeDecl) -> Option<MapOver> {
+        let decl = d.get("map")?;
+        let (m, at) = self.parse::<MapDecl>(d, "map")?;
+        if m.concurrency == 0 || m.concurrency > MAX_CONCURRENCY {
+            self.error(format!("map.concurrency is {}; it must be 1 to {MAX_CONCURRENCY}", m.concurrency), at.clone());
+        }
+        let over = Spanned::new(m.over, decl.referenced, decl.defined);
+        let over = self.resolve(&over, None, 0)?;
+        if over.calls_models() {
+            self.error("map.over cannot call models: it lists the items the node's runs are for", at);
+            return None;
+        }
+        Some(MapOver { over, concurrency: m.concurrency.clamp(1, MAX_CONCURRENCY) })
     }
 
     /// A structured key of a node (`history: {from, last, roles}`), as `T`.

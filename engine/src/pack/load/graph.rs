@@ -41,7 +41,19 @@ impl Loader<'_> {
             joins: Vec::new(),
             recursion_limit: g.recursion_limit.unwrap_or(25),
             checkpoint_steps: g.checkpoint == manifest::CheckpointEvery::Step,
+            pauses: (0..n).map(|_| None).collect(),
         };
+        for (node, when) in &g.pause_after {
+            let Some(&i) = graph.index.get(node) else {
+                self.error(
+                    format!("pause_after names `{node}`, which is not a node ({})", node_list(&graph)),
+                    self.at(when),
+                );
+                continue;
+            };
+            let test = Load { refs, errors: &mut self.errors }.condition(when, &format!("pause_after_{node}"));
+            graph.pauses[i] = test.map(|t| (t, when.value.clone()));
+        }
         for edge in &g.edges {
             self.edge(&mut graph, edge);
         }

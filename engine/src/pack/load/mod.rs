@@ -130,6 +130,7 @@ impl Loader<'_> {
         let init = m.init.as_ref().and_then(|r| load.resolve(r, None, 0));
         let migrate = m.migrate.as_ref().and_then(|r| load.resolve(r, None, 2));
         let standin = m.standin.as_ref().and_then(|r| load.resolve(r, Some("respond"), 1));
+        let search_standin = m.search_standin.as_ref().and_then(|r| load.resolve(r, Some("search"), 1));
         let typed = m.typed.as_ref().and_then(|r| load.resolve(r, None, 1));
         if let (Some(f), Some(r)) = (&typed, &m.typed)
             && f.calls_models()
@@ -150,10 +151,18 @@ impl Loader<'_> {
         let expire_finished_after = m.expire_finished_after.as_ref().and_then(|e| self.retention(e));
         self.check_display(&c.prompts, &d);
         let graph = graph?;
+        for s in &m.display.stream {
+            if !graph.index.contains_key(&s.value) {
+                self.error(format!("display.stream names `{}`, which is not a node", s.value), self.at(s));
+            }
+        }
         if !self.errors.is_empty() {
             return None;
         }
         let standin = standin.map(|f| Arc::new(Standin::new(c.sandbox.clone(), f)) as Arc<dyn crate::llm::Provider>);
+        let search_standin = search_standin.map(|f| {
+            Arc::new(crate::script::standin::StandinSearch::new(c.sandbox.clone(), f)) as Arc<dyn crate::search::Search>
+        });
         Some(Pack {
             name: self.pack.clone(),
             description: m.description.trim().to_owned(),
@@ -177,6 +186,7 @@ impl Loader<'_> {
             migrate,
             selectors,
             standin,
+            search_standin,
             files: self.files.paths(),
             lobby,
             expire_finished_after,
@@ -213,6 +223,7 @@ impl Loader<'_> {
                 *flag = true;
             }
         }
+        display.stream = m.display.stream.iter().map(|s| s.value.clone()).collect();
         let fields: HashSet<&str> = d.schema.fields.keys().map(String::as_str).collect();
         let templates = self.read_text("prompts", &self.pack.clone(), "j2", "template");
         let prompts = match Prompts::load(&self.pack, &d.params, &fields, templates, inline) {
