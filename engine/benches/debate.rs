@@ -1,0 +1,116 @@
+//! A whole debate of the shipped pack (3 rounds, strict fact checking) with instant models and an
+//! instant search engine, kept in the memory store, which the pack checkpoints after every step:
+//! the engine's cost per debate and per node step, to set beside LangGraph's debate graph
+//! (`bench/langgraph/debate_bench.py --mode memory`, MemorySaver, a checkpoint per step).
+//!
+//! `cargo bench -p ruleweave-engine --bench debate`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
+use ruleweave::search::{Search, SearchChoice, SearchResult};
+use ruleweave::{Engine, Event, Provider, Result};
+use serde_json::{Map, Value, json};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Models that answer at once: a speech with two claims, the claims, and a verdict that finds
+/// every third claim false (as the LangGraph baseline's fact checker rejects every third check).
+struct Answers {
+    checks: AtomicUsize,
+}
+
+impl Provider for Answers {
+    fn name(&self) -> &str {
+        "instant"
+    }
+
+    fn complete<'a>(&'a self, r: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        let content = match r.profile.as_str() {
+            "debater" => "PHASE 1 - REFLECTION:\nThe other side's numbers.\n\nPHASE 2 - CRITIQUE:\nThey ignore wages.\n\n\
+                          PHASE 3 - REFINEMENT:\nProductivity rose by 14 percent in support teams. Wages followed within two years."
+                .to_owned(),
+            "claims" => {
+                r#"{"claims": ["Productivity rose by 14 percent in support teams", "Wages followed within two years"]}"#.to_owned()
+            }
+            _ => {
+                let n = self.checks.fetch_add(1, Ordering::Relaxed) + 1;
+                let verdict = if n.is_multiple_of(3) { "false" } else { "true" };
+                format!(r#"{{"verdict": "{verdict}", "reasoning": "As the sources say."}}"#)
+            }
+        };
+        Box::pin(std::future::ready(Ok(LlmResponse {
+            content,
+            model: r.model.clone(),
+            usage: Usage { prompt_tokens: 100, completion_tokens: 40 },
+            attempts: 1,
+        })))
+    }
+}
+
+/// A search engine that answers at once.
+struct Found;
+
+impl Search for Found {
+    fn name(&self) -> &str {
+        "instant"
+    }
+
+    fn search<'a>(&'a self, query: &'a str, _: usize) -> BoxFuture<'a, Result<Vec<SearchResult>>> {
+        let hit = |i: usize| SearchResult {
+            title: format!("Source {i}"),
+            url: format!("https://example.org/{i}"),
+            content: format!("About {query}."),
+            score: 0.9,
+        };
+        Box::pin(std::future::ready(Ok(vec![hit(1), hit(2), hit(3)])))
+    }
+}
+
+fn engine() -> Engine {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    Engine::builder(root)
+        .provider(Arc::new(Answers { checks: AtomicUsize::new(0) }))
+        .search(SearchChoice::Engine(Arc::new(Found)))
+        .build()
+}
+
+async fn debate(engine: &Engine, options: &Map<String, Value>) -> Vec<Event> {
+    let mut s = engine.open("debate", options).await.unwrap();
+    let r = s.turn(json!("start")).await.unwrap();
+    assert_eq!(r.output["is_debate_complete"], json!(true));
+    // Gone from the store, as the baseline deletes each debate's thread.
+    engine.delete(s.id()).await.unwrap();
+    r.events
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let engine = engine();
+    let options: Map<String, Value> = json!({"rounds": 3, "fact_check": "strict"}).as_object().unwrap().clone();
+    let events = rt.block_on(debate(&engine, &options));
+    let steps = events.iter().filter(|e| matches!(e, Event::NodeStarted { .. })).count();
+    let calls = events.iter().filter(|e| matches!(e, Event::Llm(_) | Event::Search { .. })).count();
+    let start = Instant::now();
+    let n = 50;
+    for _ in 0..n {
+        rt.block_on(debate(&engine, &options));
+    }
+    let per = start.elapsed().as_secs_f64() * 1e6 / n as f64;
+    eprintln!(
+        "debate: {steps} node steps and {calls} model and search calls per debate; {per:.0} µs per debate, {:.1} µs per step",
+        per / steps as f64
+    );
+    let mut g = c.benchmark_group("debate (3 rounds, strict, instant models, memory store)");
+    g.sample_size(30);
+    g.bench_function("whole debate", |b| b.to_async(&rt).iter(|| debate(&engine, &options)));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
