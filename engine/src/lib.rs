@@ -41,6 +41,7 @@ mod pack;
 mod packs;
 mod prompt;
 pub mod reload;
+pub mod replay;
 mod runtime;
 mod schemas;
 mod script;

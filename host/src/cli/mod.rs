@@ -4,8 +4,10 @@ mod bench;
 mod check;
 mod graph;
 mod play;
+mod replay;
 mod run;
 mod serve;
+mod test;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,6 +45,10 @@ enum Command {
     Serve(serve::Args),
     /// Time a pack's selectors, scripted against native, on recorded states.
     Bench(bench::Args),
+    /// Run packs' test cases (tests/<pack>/*.yaml) offline; --bless rewrites their expectations.
+    Test(test::Args),
+    /// Play a recorded session (or a test case) again on the pack as it is now; show what changed.
+    Replay(replay::Args),
 }
 
 /// Parses the command line and runs it.
@@ -71,6 +77,8 @@ pub fn main() -> ExitCode {
         Command::Graph(args) => graph::run(&cli.root, args),
         Command::Serve(args) => serve::run(&cli.root, &runtime, args),
         Command::Bench(args) => bench::run(&cli.root, &runtime, args),
+        Command::Test(args) => test::run(&cli.root, &runtime, args),
+        Command::Replay(args) => replay::run(&cli.root, &runtime, args),
     };
     match result {
         Ok(code) => code,

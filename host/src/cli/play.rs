@@ -31,7 +31,8 @@ pub struct Args {
     no_watch: bool,
 }
 
-const HELP: &str = "commands: /why (details of the last turn), /events, /state, /new (start over), /quit";
+const HELP: &str =
+    "commands: /why (details of the last turn), /events, /state, /save NAME (as a test case), /new (start over), /quit";
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
@@ -154,6 +155,7 @@ impl Console<'_> {
                 Some(r) => r.events.iter().for_each(|e| println!("{}", serde_json::to_string(e).unwrap_or_default())),
                 None => println!("no turn yet"),
             },
+            save if save.starts_with("/save") => self.save(save.trim_start_matches("/save").trim())?,
             "/new" => {
                 self.session = self.rt.block_on(self.engine.open(self.pack.name(), &self.options))?;
                 self.last = None;
@@ -167,6 +169,26 @@ impl Console<'_> {
             text => self.play(text),
         }
         Ok(Flow::Go)
+    }
+
+    /// `/save NAME`: the session so far as a test case, `tests/<pack>/NAME.yaml`: its inputs, the
+    /// model replies it got, and the pack's output fields after each turn.
+    fn save(&mut self, name: &str) -> Result<()> {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            println!("! /save NAME: a name of letters, digits, _ and -");
+            return Ok(());
+        }
+        let rec = self.rt.block_on(ruleweave::replay::Recording::from_store(self.engine, self.session.id()))?;
+        let case = super::test::Case::from_recording(name, &rec, self.pack.outputs());
+        let path = self.engine.root().join("tests").join(self.pack.name()).join(format!("{name}.yaml"));
+        super::test::write_case(&path, &case)?;
+        println!(
+            "saved {} turn(s) as {} (`ruleweave test {} --filter {name}` runs it)",
+            case.turns.len(),
+            path.display(),
+            self.pack.name()
+        );
+        Ok(())
     }
 
     /// A move: a JSON map of input fields, or the text of a one-text-field pack.

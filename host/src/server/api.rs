@@ -185,6 +185,18 @@ pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> A
     Ok(Json(json!({ "id": id, "checkpoints": list })))
 }
 
+/// `POST /v1/sessions/{id}/replay`: the session played again on its pack as it is now, with the
+/// recorded model and search answers; what changed, turn by turn (a call the recording cannot
+/// answer fails, as it would for real, and is noted).
+pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
+    let rec = ruleweave::replay::Recording::from_store(&s.engine, &id).await?;
+    let replayer = ruleweave::replay::Replayer::new(&s.engine, &rec.pack, ruleweave::replay::Fallback::Fail)?;
+    let diffs = replayer.replay(&rec).await?;
+    let changed = diffs.iter().filter(|d| !d.is_same()).count();
+    let summaries: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
+    Ok(Json(json!({"id": id, "pack": rec.pack, "changed": changed, "turns": diffs, "summary": summaries})))
+}
+
 /// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
 pub async fn fork(
     State(s): State<Shared>,

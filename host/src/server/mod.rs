@@ -124,6 +124,7 @@ pub fn app(state: Shared) -> Router {
         .route("/v1/sessions/{id}/events", get(api::session_events))
         .route("/v1/sessions/{id}/checkpoints", get(api::checkpoints))
         .route("/v1/sessions/{id}/fork", post(api::fork))
+        .route("/v1/sessions/{id}/replay", post(api::replay))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()

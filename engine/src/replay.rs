@@ -1,0 +1,405 @@
+//! Replaying a recording against the pack as it is now: what did an edit change?
+//!
+//! A [`Recording`] is a session's inputs and the model (and search) answers each turn got, with
+//! the state each turn left when it was recorded: read from a store ([`Recording::from_store`]),
+//! or written as a pack test case. A [`Replayer`] plays it again on the pack's current files, in
+//! memory, with the session's own id (so its seeded randomness is the same), answering every model
+//! call from the recording by profile and order. What the recording cannot answer — a call the
+//! edited rules make that was never made, or a prompt that changed — is noted; then the call goes
+//! to the fallback (the pack's stand-in for tests, the real provider for `--live`) or fails as a
+//! real call would (its node's fallback answers, or the turn fails).
+//!
+//! The report is per turn: the fields whose value changed, the nodes that ran when they differ,
+//! the notes, and a turn that now fails.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map as JsonMap, Value as Json};
+
+use crate::engine::Engine;
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::{EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Message, Provider, TokenSink, Usage};
+use crate::search::{Search, SearchChoice, SearchResult};
+use crate::store::CheckpointKind;
+use crate::value;
+use crate::vocab::BoxFuture;
+
+/// A recorded session, or a test case: what to play, and what each call answered.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Recording {
+    /// The pack.
+    pub pack: String,
+    /// The session's id (it seeds the session's randomness); a new one when empty.
+    #[serde(default)]
+    pub id: String,
+    /// The options the session opened with.
+    #[serde(default)]
+    pub options: JsonMap<String, Json>,
+    /// Its turns, in order.
+    pub turns: Vec<RecordedTurn>,
+}
+
+/// One recorded turn.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecordedTurn {
+    /// The turn's input.
+    pub input: Json,
+    /// The answers the turn's model calls and searches got, in the order they were made.
+    #[serde(default)]
+    pub answers: Vec<Answer>,
+    /// The state after the turn, as recorded (absent in a hand-written case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Json>,
+    /// The nodes that ran, in order, as recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+}
+
+/// One answer of a recording: to a call of `profile` (`search` for a web search).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The profile called (`judge`), or `search`.
+    pub profile: String,
+    /// What was asked (the messages; a search's query is its one user message), when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<Vec<Message>>,
+    /// The reply's text (a search's results as JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
+    /// Or why the call failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a replayed turn did differently.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnDiff {
+    /// The turn's number.
+    pub turn: u64,
+    /// The fields whose value changed: `(field, recorded, now)`.
+    pub changes: Vec<Change>,
+    /// The nodes that ran, as recorded and now, when they differ.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<(Vec<String>, Vec<String>)>,
+    /// What the recording could not answer, and what answered instead.
+    pub notes: Vec<String>,
+    /// Why the turn fails now, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The state after the replayed turn.
+    #[serde(skip)]
+    pub state: Json,
+}
+
+/// One field that changed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Change {
+    /// The field.
+    pub field: String,
+    /// Its recorded value (`null` when it did not exist).
+    pub before: Json,
+    /// Its value now.
+    pub after: Json,
+}
+
+impl TurnDiff {
+    /// Whether the turn did exactly what was recorded.
+    pub fn is_same(&self) -> bool {
+        self.changes.is_empty() && self.route.is_none() && self.error.is_none()
+    }
+
+    /// The turn's changes on one line: `turn 4: merit_score 55 → 62; outcome "continue" → "won_score"`.
+    pub fn summary(&self) -> String {
+        let mut parts: Vec<String> =
+            self.changes.iter().map(|c| format!("{} {} → {}", c.field, short(&c.before), short(&c.after))).collect();
+        if let Some((before, after)) = &self.route {
+            parts.push(format!("route {} → {}", before.join(" › "), after.join(" › ")));
+        }
+        if let Some(e) = &self.error {
+            parts.push(format!("now fails: {e}"));
+        }
+        if parts.is_empty() {
+            parts.push("unchanged".into());
+        }
+        format!("turn {}: {}", self.turn, parts.join("; "))
+    }
+}
+
+/// A value as a diff line shows it: JSON, cut to 60 characters.
+fn short(v: &Json) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= 60 { s } else { format!("{}…", s.chars().take(59).collect::<String>()) }
+}
+
+/// Who answers what the recording cannot.
+#[derive(Clone)]
+pub enum Fallback {
+    /// Nobody: the call fails, as a real one would.
+    Fail,
+    /// The pack's stand-in model and search (pack tests).
+    Standin,
+    /// These (a real provider and search engine, for `--live`).
+    Live(Arc<dyn Provider>, SearchChoice),
+}
+
+impl Recording {
+    /// Session `id` as `engine`'s store holds it: its options, and per turn the input, the model
+    /// exchanges and searches, the nodes that ran and the state it left.
+    pub async fn from_store(engine: &Engine, id: &str) -> Result<Self> {
+        let info = engine.info(id).await?;
+        let store = engine.store();
+        let stored = store
+            .history(id, info.head)
+            .await?
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("there is no session {id}")))?;
+        let pack = engine.pack(&info.pack)?;
+        let mut state = pack.schema.restore(&stored.snapshot);
+        let mut turns = Vec::new();
+        let mut current = RecordedTurn::default();
+        for c in &stored.after {
+            for (_, u) in &c.updates {
+                pack.schema.replay(&mut state, &u.0);
+            }
+            if c.kind != CheckpointKind::Turn && c.kind != CheckpointKind::Step {
+                continue;
+            }
+            current.nodes.extend(c.updates.iter().map(|(n, _)| n.clone()));
+            current.answers.extend(c.exchanges.iter().map(|e| Answer {
+                profile: e.request.profile.clone(),
+                asked: Some(e.request.messages.clone()),
+                reply: e.response.as_ref().map(|r| r.content.clone()),
+                error: e.error.clone(),
+            }));
+            if c.kind == CheckpointKind::Turn {
+                current.input = c.input.clone().unwrap_or(Json::Null);
+                current.state = Some(value::to_json(&state));
+                turns.push(std::mem::take(&mut current));
+            }
+        }
+        Ok(Recording {
+            pack: info.pack.clone(),
+            id: info.id.clone(),
+            options: info.options.as_object().cloned().unwrap_or_default(),
+            turns,
+        })
+    }
+}
+
+/// The answers of the turn being replayed, handed out by profile in order.
+#[derive(Default)]
+struct Script {
+    answers: VecDeque<Answer>,
+    notes: Vec<String>,
+}
+
+impl Script {
+    /// The next recorded answer to `profile`, noting a changed question.
+    fn take(&mut self, profile: &str, asked: &[Message]) -> Option<Answer> {
+        let i = self.answers.iter().position(|a| a.profile == profile)?;
+        let a = self.answers.remove(i)?;
+        if let Some(recorded) = &a.asked
+            && recorded.as_slice() != asked
+        {
+            let what = if profile == "search" { "query" } else { "prompt" };
+            self.notes.push(format!("{profile}: the {what} changed since the recording"));
+        }
+        Some(a)
+    }
+}
+
+/// The provider and search engine of a replay: the recording's answers, then the fallback.
+struct Recorded {
+    script: Mutex<Script>,
+    model: Option<Arc<dyn Provider>>,
+    search: Option<Arc<dyn Search>>,
+    live: bool,
+}
+
+impl Recorded {
+    fn script(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.script.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The recorded answer for a call, unless its question changed and a live fallback should
+    /// answer instead; notes what the recording could not answer.
+    fn recorded(&self, profile: &str, asked: &[Message]) -> Option<Answer> {
+        let mut script = self.script();
+        let notes = script.notes.len();
+        let answer = script.take(profile, asked);
+        let changed = script.notes.len() > notes;
+        match answer {
+            Some(a) if !(changed && self.live) => Some(a),
+            Some(_) => {
+                script.notes.push(format!("{profile}: asked the live provider instead"));
+                None
+            }
+            None => {
+                let to = if self.model.is_some() || self.search.is_some() {
+                    "the fallback answered"
+                } else {
+                    "the call failed"
+                };
+                script.notes.push(format!("{profile}: a call the recording does not have ({to})"));
+                None
+            }
+        }
+    }
+}
+
+fn answered(a: Answer, model: &str) -> Result<LlmResponse> {
+    match (a.reply, a.error) {
+        (Some(content), _) => {
+            Ok(LlmResponse { content, model: model.to_owned(), usage: Usage::default(), attempts: 1 })
+        }
+        (None, why) => Err(Error::new(ErrorKind::Llm, why.unwrap_or_else(|| "the recorded call failed".into()))),
+    }
+}
+
+impl Provider for Recorded {
+    fn name(&self) -> &str {
+        "recording"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        tokens: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<LlmResponse>> {
+        match self.recorded(&request.profile, &request.messages) {
+            Some(a) => Box::pin(std::future::ready(answered(a, &request.model))),
+            None => match &self.model {
+                Some(m) => m.complete(request, tokens),
+                None => Box::pin(std::future::ready(Err(Error::new(
+                    ErrorKind::Llm,
+                    format!("the recording has no answer for this call to `{}`", request.profile),
+                )))),
+            },
+        }
+    }
+
+    fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
+        match &self.model {
+            Some(m) => m.embed(request),
+            None => Box::pin(std::future::ready(Err(Error::new(ErrorKind::Llm, "a replay does not embed")))),
+        }
+    }
+}
+
+struct RecordedSearch(Arc<Recorded>);
+
+impl Search for RecordedSearch {
+    fn name(&self) -> &str {
+        "recording"
+    }
+
+    fn search<'a>(&'a self, query: &'a str, max: usize) -> BoxFuture<'a, Result<Vec<SearchResult>>> {
+        let asked = [Message::new("user", query)];
+        match self.0.recorded("search", &asked) {
+            Some(a) => {
+                let r = answered(a, "search").and_then(|r| {
+                    serde_json::from_str(&r.content).map_err(|e| {
+                        Error::new(ErrorKind::Llm, format!("a recorded search is not a result list ({e})"))
+                    })
+                });
+                Box::pin(std::future::ready(r))
+            }
+            None => match &self.0.search {
+                Some(s) => s.search(query, max),
+                None => Box::pin(std::future::ready(Err(Error::new(
+                    ErrorKind::Llm,
+                    "the recording has no answer for this search",
+                )))),
+            },
+        }
+    }
+}
+
+/// Replays recordings of one pack on its current files.
+pub struct Replayer {
+    engine: Engine,
+    recorded: Arc<Recorded>,
+}
+
+impl Replayer {
+    /// A replayer reading packs where `engine` does, answering what recordings cannot with
+    /// `fallback`.
+    pub fn new(engine: &Engine, pack: &str, fallback: Fallback) -> Result<Self> {
+        let current = engine.pack(pack)?;
+        let (model, search, live) = match fallback {
+            Fallback::Fail => (None, None, false),
+            Fallback::Standin => (current.standin.clone(), current.search_standin.clone(), false),
+            Fallback::Live(p, s) => {
+                let search = match s {
+                    SearchChoice::Engine(s) => Some(s),
+                    SearchChoice::Standin => current.search_standin.clone(),
+                };
+                (Some(p), search, true)
+            }
+        };
+        let recorded = Arc::new(Recorded { script: Mutex::default(), model, search, live });
+        let replaying = Engine::builder(engine.root())
+            .provider(recorded.clone())
+            .search(SearchChoice::Engine(Arc::new(RecordedSearch(recorded.clone()))))
+            .build();
+        Ok(Replayer { engine: replaying, recorded })
+    }
+
+    /// Plays `rec` again and reports, turn by turn, what differs from the recording (every turn
+    /// of a hand-written case, which records no states, reports only its notes and errors).
+    pub async fn replay(&self, rec: &Recording) -> Result<Vec<TurnDiff>> {
+        let id = (!rec.id.is_empty()).then(|| rec.id.clone());
+        let mut session = self.engine.open_with_id(&rec.pack, &rec.options, id).await?;
+        let mut out = Vec::with_capacity(rec.turns.len());
+        for (i, t) in rec.turns.iter().enumerate() {
+            *self.recorded.script() = Script { answers: t.answers.iter().cloned().collect(), notes: Vec::new() };
+            let result = session.turn(t.input.clone()).await;
+            let mut script = std::mem::take(&mut *self.recorded.script());
+            for left in &script.answers {
+                script.notes.push(format!("{}: a recorded call the rules no longer make", left.profile));
+            }
+            let state = session.state();
+            let (nodes, error) = match &result {
+                Ok(r) => (r.events.iter().filter_map(finished_node).collect::<Vec<String>>(), None),
+                Err(e) => (Vec::new(), Some(e.to_string())),
+            };
+            let changes = match &t.state {
+                Some(before) => diff(before, &state),
+                None => Vec::new(),
+            };
+            let route = (!t.nodes.is_empty() && result.is_ok() && t.nodes != nodes).then(|| (t.nodes.clone(), nodes));
+            out.push(TurnDiff { turn: i as u64 + 1, changes, route, notes: script.notes, error, state });
+        }
+        // The replay's session was the replayer's own; the next replay of this recording opens it again.
+        self.engine.delete(session.id()).await?;
+        Ok(out)
+    }
+}
+
+fn finished_node(e: &crate::event::Event) -> Option<String> {
+    match e {
+        crate::event::Event::NodeFinished { node, .. } => Some(node.clone()),
+        _ => None,
+    }
+}
+
+/// The top-level fields of two states whose values differ, in the order of the newer state (then
+/// the fields only the older has).
+pub fn diff(before: &Json, after: &Json) -> Vec<Change> {
+    let empty = JsonMap::new();
+    let (b, a) = (before.as_object().unwrap_or(&empty), after.as_object().unwrap_or(&empty));
+    let mut out = Vec::new();
+    for (k, v) in a {
+        let old = b.get(k).cloned().unwrap_or(Json::Null);
+        if &old != v {
+            out.push(Change { field: k.clone(), before: old, after: v.clone() });
+        }
+    }
+    for (k, v) in b {
+        if !a.contains_key(k) {
+            out.push(Change { field: k.clone(), before: v.clone(), after: Json::Null });
+        }
+    }
+    out
+}

@@ -1,0 +1,347 @@
+//! `ruleweave test [PACK] [--filter NAME] [--bless]`: a pack's test cases, `tests/<pack>/*.yaml`,
+//! run offline and in parallel.
+//!
+//! A case is the options, the inputs turn by turn, the model replies to use (by profile, in the
+//! order the calls are made; a call without one gets the pack's stand-in) and what to expect after
+//! chosen turns: fields of the state with their values (a map compares the keys it gives), or an
+//! error. `--bless` writes what the pack does now into each case's expectations (the fields
+//! already expected, or the pack's output fields for a turn that expects nothing); `play` writes a
+//! played session as a case with `/save NAME`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use indexmap::IndexMap;
+use ruleweave::Engine;
+use ruleweave::replay::{Answer, Fallback, RecordedTurn, Recording, Replayer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Only this pack's cases (default: every pack that has a tests/<pack>/ folder).
+    pack: Option<String>,
+    /// Only cases whose name contains this.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Rewrite each case's expectations from what the pack does now.
+    #[arg(long)]
+    bless: bool,
+}
+
+/// A test case as its file writes it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// What the case checks (default: the file's name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The session's options.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub options: Map<String, Value>,
+    /// The session's id, which seeds its randomness (default: the case's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
+    pub turns: Vec<CaseTurn>,
+}
+
+/// One turn of a case.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseTurn {
+    /// The input: a map of input fields, or a line of text.
+    pub input: Value,
+    /// Model replies by profile, in order: a reply's text, or `{error: "..."}` for a failed call.
+    /// `search` gives search results (a list of `{title, url, content}`).
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub replies: IndexMap<String, Vec<Value>>,
+    /// Fields of the state after the turn, and their values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Map<String, Value>>,
+    /// The turn fails, with an error saying this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_error: Option<String>,
+}
+
+impl Case {
+    /// The case as a recording to replay: its inputs and replies.
+    pub fn recording(&self, pack: &str) -> Recording {
+        let turns = self
+            .turns
+            .iter()
+            .map(|t| RecordedTurn {
+                input: t.input.clone(),
+                answers: t
+                    .replies
+                    .iter()
+                    .flat_map(|(profile, replies)| replies.iter().map(move |r| answer(profile, r)))
+                    .collect(),
+                state: None,
+                nodes: Vec::new(),
+            })
+            .collect();
+        Recording {
+            pack: pack.to_owned(),
+            id: self.seed.clone().unwrap_or_else(|| format!("test-{}", self.name)),
+            options: self.options.clone(),
+            turns,
+        }
+    }
+
+    /// A case from a recording: its inputs and replies, and after each turn the `fields` of the
+    /// recorded state.
+    pub fn from_recording(name: &str, rec: &Recording, fields: &[String]) -> Case {
+        let turns = rec
+            .turns
+            .iter()
+            .map(|t| {
+                let mut replies: IndexMap<String, Vec<Value>> = IndexMap::new();
+                for a in &t.answers {
+                    let v = match (&a.reply, &a.error) {
+                        (Some(r), _) if a.profile == "search" => {
+                            serde_json::from_str(r).unwrap_or_else(|_| Value::String(r.clone()))
+                        }
+                        (Some(r), _) => Value::String(r.clone()),
+                        (None, e) => serde_json::json!({"error": e.clone().unwrap_or_default()}),
+                    };
+                    replies.entry(a.profile.clone()).or_default().push(v);
+                }
+                let expect = t.state.as_ref().map(|s| pick(s, fields));
+                CaseTurn { input: t.input.clone(), replies, expect, expect_error: None }
+            })
+            .collect();
+        Case { name: name.to_owned(), options: rec.options.clone(), seed: Some(rec.id.clone()), turns }
+    }
+}
+
+/// A case's reply as a recorded answer.
+fn answer(profile: &str, reply: &Value) -> Answer {
+    let (reply, error) = match reply {
+        Value::String(s) => (Some(s.clone()), None),
+        Value::Object(o) if o.len() == 1 && o.contains_key("error") => {
+            (None, Some(o["error"].as_str().unwrap_or("failed").to_owned()))
+        }
+        // Search results, or a JSON reply written as YAML.
+        other => (Some(other.to_string()), None),
+    };
+    Answer { profile: profile.to_owned(), asked: None, reply, error }
+}
+
+/// The `fields` of a state.
+fn pick(state: &Value, fields: &[String]) -> Map<String, Value> {
+    fields.iter().filter_map(|f| Some((f.clone(), state.get(f)?.clone()))).collect()
+}
+
+/// Where expectation and value differ, one line per leaf: `decision.strategy: expected "deepen",
+/// got "broaden"`. A map compares only the keys the expectation gives.
+pub fn mismatches(path: &str, expected: &Value, got: &Value, out: &mut Vec<String>) {
+    match (expected, got) {
+        (Value::Object(e), Value::Object(g)) => {
+            for (k, v) in e {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match g.get(k) {
+                    Some(gv) => mismatches(&p, v, gv, out),
+                    None => out.push(format!("{p}: expected {}, missing", show(v))),
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(g)) if e.len() == g.len() => {
+            for (i, (ev, gv)) in e.iter().zip(g).enumerate() {
+                mismatches(&format!("{path}[{i}]"), ev, gv, out);
+            }
+        }
+        (Value::Array(e), Value::Array(g)) => {
+            out.push(format!("{path}: expected {} items, got {}: {}", e.len(), g.len(), show(got)))
+        }
+        (e, g) if numbers_equal(e, g) => {}
+        (e, g) if e != g => out.push(format!("{path}: expected {}, got {}", show(e), show(g))),
+        _ => {}
+    }
+}
+
+/// 3 and 3.0 are the same expectation (YAML writes whole floats as integers).
+fn numbers_equal(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+        _ => false,
+    }
+}
+
+fn show(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= 80 { s } else { format!("{}…", s.chars().take(79).collect::<String>()) }
+}
+
+/// One case's outcome.
+struct Outcome {
+    pack: String,
+    name: String,
+    path: PathBuf,
+    turns: usize,
+    failures: Vec<String>,
+    notes: Vec<String>,
+    blessed: Option<Case>,
+}
+
+/// Runs `case` of `pack`: every turn, each expectation checked; with `bless`, the case rewritten
+/// from what happened.
+async fn run_case(engine: &Engine, pack: &str, case: &Case, bless: bool) -> Result<(Vec<String>, Vec<String>, Case)> {
+    let replayer = Replayer::new(engine, pack, Fallback::Standin)?;
+    let diffs = replayer.replay(&case.recording(pack)).await?;
+    let outputs: Vec<String> = engine.pack(pack)?.outputs().to_vec();
+    let mut failures = Vec::new();
+    let mut notes = Vec::new();
+    let mut blessed = case.clone();
+    for ((t, d), b) in case.turns.iter().zip(&diffs).zip(&mut blessed.turns) {
+        let at = format!("turn {}", d.turn);
+        notes.extend(d.notes.iter().filter(|n| !n.contains("(the fallback answered)")).map(|n| format!("{at}: {n}")));
+        match (&t.expect_error, &d.error) {
+            (Some(want), Some(got)) if got.contains(want.as_str()) => {}
+            (Some(want), Some(got)) => failures.push(format!("{at}: expected an error saying {want:?}, got: {got}")),
+            (Some(want), None) => failures.push(format!("{at}: expected an error saying {want:?}; the turn succeeded")),
+            (None, Some(got)) => failures.push(format!("{at}: the turn failed: {got}")),
+            (None, None) => {}
+        }
+        if d.error.is_none() {
+            if let Some(expect) = &t.expect {
+                let mut out = Vec::new();
+                mismatches("", &Value::Object(expect.clone()), &d.state, &mut out);
+                failures.extend(out.into_iter().map(|m| format!("{at}: {m}")));
+            }
+            if bless {
+                let fields: Vec<String> = match &t.expect {
+                    Some(e) if !e.is_empty() => e.keys().cloned().collect(),
+                    _ => outputs.clone(),
+                };
+                b.expect = Some(pick(&d.state, &fields));
+                b.expect_error = None;
+            }
+        } else if bless {
+            b.expect = None;
+            b.expect_error = d.error.clone();
+        }
+    }
+    Ok((failures, notes, blessed))
+}
+
+/// The case files of `pack` (`tests/<pack>/*.yaml`), sorted.
+fn case_files(root: &Path, pack: &str) -> Result<Vec<PathBuf>> {
+    let dir = root.join("tests").join(pack);
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    files.sort();
+    Ok(files)
+}
+
+/// Reads a case file (its name defaults to the file's stem).
+pub fn read_case(path: &Path) -> Result<Case> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut case: Case = serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if case.name.is_empty() {
+        case.name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    }
+    Ok(case)
+}
+
+/// Writes a case file.
+pub fn write_case(path: &Path, case: &Case) -> Result<()> {
+    let yaml = serde_saphyr::to_string(case).map_err(|e| anyhow::anyhow!("cannot write the case as YAML: {e}"))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, yaml).with_context(|| format!("cannot write {}", path.display()))
+}
+
+pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+    let engine = Engine::builder(root).build();
+    let packs = match &args.pack {
+        Some(p) => vec![p.clone()],
+        None => engine.pack_names()?.into_iter().filter(|p| root.join("tests").join(p).is_dir()).collect(),
+    };
+    let mut jobs = Vec::new();
+    for pack in &packs {
+        if let Err(e) = engine.pack(pack) {
+            eprint!("{}", crate::diagnostics::render(&e, root));
+            bail!("pack `{pack}` did not load");
+        }
+        for path in case_files(root, pack)? {
+            let case = read_case(&path)?;
+            if args.filter.as_ref().is_some_and(|f| !case.name.contains(f.as_str())) {
+                continue;
+            }
+            jobs.push((pack.clone(), path, case));
+        }
+    }
+    if jobs.is_empty() {
+        println!("no test cases (a pack's cases are tests/<pack>/*.yaml)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let engine = Arc::new(engine);
+    let bless = args.bless;
+    let outcomes: Vec<Outcome> = rt.block_on(async {
+        let tasks: Vec<_> = jobs
+            .into_iter()
+            .map(|(pack, path, case)| {
+                let engine = engine.clone();
+                tokio::spawn(async move {
+                    let turns = case.turns.len();
+                    let name = case.name.clone();
+                    match run_case(&engine, &pack, &case, bless).await {
+                        Ok((failures, notes, blessed)) => {
+                            Outcome { pack, name, path, turns, failures, notes, blessed: Some(blessed) }
+                        }
+                        Err(e) => Outcome {
+                            pack,
+                            name,
+                            path,
+                            turns,
+                            failures: vec![format!("{e:#}")],
+                            notes: Vec::new(),
+                            blessed: None,
+                        },
+                    }
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            match t.await {
+                Ok(o) => out.push(o),
+                Err(e) => eprintln!("a test case crashed: {e}"),
+            }
+        }
+        out
+    });
+    let mut failed = 0;
+    for o in &outcomes {
+        if bless && let Some(case) = &o.blessed {
+            write_case(&o.path, case)?;
+            println!("blessed {}/{} ({} turns) → {}", o.pack, o.name, o.turns, o.path.display());
+            continue;
+        }
+        if o.failures.is_empty() {
+            println!("ok    {}/{} ({} turns)", o.pack, o.name, o.turns);
+        } else {
+            failed += 1;
+            println!("FAIL  {}/{} ({})", o.pack, o.name, o.path.display());
+            for f in &o.failures {
+                println!("        {f}");
+            }
+        }
+        for n in &o.notes {
+            println!("        note: {n}");
+        }
+    }
+    if bless {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} passed, {failed} failed", outcomes.len() - failed);
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

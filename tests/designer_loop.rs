@@ -1,0 +1,141 @@
+//! The designer's loop: `ruleweave test` over every shipped pack's cases, a failing case's
+//! field-by-field report, `--bless`; `replay` of a stored session after an edit, on the command
+//! line and over HTTP; `play`'s `/save` writing a case that passes.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::json;
+use support::{post, repo_root, ruleweave, run_with_stdin, start, stderr, stdout, temp_file};
+
+/// A copy of the pirate pack and its cases in a fresh root.
+fn pirate_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for p in ["config/pirate.yaml", "scripts/pirate", "prompts/pirate", "tests/pirate"] {
+        copy(&repo_root().join(p), &dir.path().join(p));
+    }
+    dir
+}
+
+fn copy(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            copy(&e.path(), &to.join(e.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+fn edit(root: &Path, file: &str, from: &str, to: &str) {
+    let p = root.join(file);
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert!(text.contains(from), "{file} has no {from:?}");
+    std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+}
+
+#[test]
+fn every_shipped_pack_passes_its_cases() {
+    let out = ruleweave(&repo_root()).arg("test").output().unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    for pack in ["pirate", "interview", "party", "designer", "debate"] {
+        assert!(text.contains(&format!("ok    {pack}/")), "{pack} has no passing case:\n{text}");
+    }
+    assert!(text.contains(" passed, 0 failed"), "{text}");
+}
+
+#[test]
+fn an_edit_that_changes_a_rule_fails_its_case_field_by_field_and_bless_accepts_it() {
+    let root = pirate_root();
+    // Easy now needs 50: a judged 45 no longer earns it, and the captain's words no longer win.
+    edit(root.path(), "config/pirate.yaml", "thresholds: {easy: 40,", "thresholds: {easy: 50,");
+    let out = ruleweave(root.path()).args(["test", "pirate", "--filter", "judge's score"]).output().unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("FAIL  pirate/the judge's score decides"), "{text}");
+    assert!(text.contains("turn 2: merit_has_earned_it: expected true, got false"), "{text}");
+    assert!(text.contains("turn 2: is_won: expected true, got false"), "{text}");
+    assert!(text.contains("turn 3: expected an error saying"), "the game goes on now: {text}");
+    assert!(text.contains("0 passed, 1 failed"), "{text}");
+
+    let out = ruleweave(root.path()).args(["test", "pirate", "--bless"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = ruleweave(root.path()).args(["test", "pirate"]).output().unwrap();
+    assert!(out.status.success(), "blessed cases pass: {}", stdout(&out));
+    let case = std::fs::read_to_string(root.path().join("tests/pirate/judge_decides.yaml")).unwrap();
+    assert!(case.contains("merit_has_earned_it: false"), "{case}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_shows_what_an_edit_changed_turn_by_turn() {
+    let root = pirate_root();
+    let db = root.path().join("s.db");
+    let store = format!("sqlite://{}", db.display());
+    let (_dir, file) = temp_file(
+        "moves.json",
+        r#"["I am your long lost brother, captain!", "Remember our mother, the harbour master's daughter?", "I brought the map you lost in Tortuga."]"#,
+    );
+    let out = ruleweave(root.path())
+        .args(["run", "pirate", "--set", "difficulty=easy", "--store", &store, "--input"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let banner = stderr(&out);
+    let id = banner.split("session ").nth(1).unwrap().split(',').next().unwrap().trim().to_owned();
+
+    // Unchanged rules: every turn as recorded.
+    let out = ruleweave(root.path()).args(["replay", "--session", &id, "--store", &store]).output().unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(text.contains("0 of 3 turn(s) changed"), "{text}");
+
+    // The judge's prompt and the rule-based scores change: the recording answers the judge anyway
+    // (and says the prompt changed), the pirate's reply too; the scores move.
+    edit(root.path(), "prompts/pirate/judge.j2", "", "Be strict.\n");
+    let out = ruleweave(root.path()).args(["replay", "--session", &id, "--store", &store, "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let notes = report["turns"][0]["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().contains("judge: the prompt changed")), "{report}");
+
+    edit(root.path(), "config/pirate.yaml", "thresholds: {easy: 40,", "thresholds: {easy: 10,");
+    let out = ruleweave(root.path()).args(["replay", "--session", &id, "--store", &store]).output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("merit_has_earned_it false → true"), "{text}");
+
+    // Over HTTP, for the console.
+    let server = start(root.path(), &store, &[]);
+    let (status, body) = post(&format!("{}/v1/sessions/{id}/replay", server.url), json!({})).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert_eq!(body["turns"].as_array().unwrap().len(), 3);
+    assert!(body["changed"].as_u64().unwrap() >= 1, "{body}");
+    let changed: Vec<&str> =
+        body["turns"][0]["changes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    assert!(changed.contains(&"merit_has_earned_it"), "{body}");
+}
+
+#[test]
+fn play_saves_a_session_as_a_case_that_passes() {
+    let root = pirate_root();
+    std::fs::remove_dir_all(root.path().join("tests/pirate")).unwrap();
+    let out = run_with_stdin(
+        {
+            let mut c = ruleweave(root.path());
+            c.args(["play", "pirate", "--store", "memory"]);
+            c
+        },
+        "Ahoy, I sailed with your crew!\nI know the signal of the quartermaster.\n/save two_moves\n",
+    );
+    let text = stdout(&out);
+    assert!(text.contains("saved 2 turn(s) as"), "{text}{}", stderr(&out));
+    let case = std::fs::read_to_string(root.path().join("tests/pirate/two_moves.yaml")).unwrap();
+    assert!(case.contains("judge:") && case.contains("merit_score:"), "{case}");
+    let out = ruleweave(root.path()).args(["test", "pirate"]).output().unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("ok    pirate/two_moves (2 turns)"), "{}", stdout(&out));
+}
