@@ -139,3 +139,24 @@ fn play_saves_a_session_as_a_case_that_passes() {
     assert!(out.status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains("ok    pirate/two_moves (2 turns)"), "{}", stdout(&out));
 }
+
+#[test]
+fn new_scaffolds_a_pack_that_checks_and_passes_its_test() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ruleweave(dir.path()).args(["new", "tavern"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("created tests/tavern/first.yaml"));
+    let manifest = std::fs::read_to_string(dir.path().join("config/tavern.yaml")).unwrap();
+    assert!(manifest.starts_with("# yaml-language-server: $schema=../docs/manifest.schema.json"));
+    assert!(dir.path().join("docs/manifest.schema.json").is_file());
+    let out = ruleweave(dir.path()).arg("check").output().unwrap();
+    assert!(out.status.success() && stdout(&out).contains("ok      tavern"), "{}", stdout(&out));
+    let out = ruleweave(dir.path()).args(["test", "tavern"]).output().unwrap();
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("1 passed, 0 failed"));
+    // Not over an existing pack, and not a name that cannot be one.
+    let out = ruleweave(dir.path()).args(["new", "tavern"]).output().unwrap();
+    assert!(!out.status.success() && stderr(&out).contains("exists already"), "{}", stderr(&out));
+    let out = ruleweave(dir.path()).args(["new", "Bad-Name"]).output().unwrap();
+    assert!(!out.status.success() && stderr(&out).contains("cannot name a pack"), "{}", stderr(&out));
+}

@@ -19,7 +19,7 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// The value types a state field, input field or option may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TypeName {
     /// Text.
@@ -117,7 +117,7 @@ impl fmt::Display for TypeName {
 }
 
 /// How a node's update to a field is folded into the state (what each does: `state::reducer`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Reducer {
     /// The update replaces the value (the default).
@@ -147,7 +147,7 @@ impl Reducer {
 }
 
 /// How an `llm` node reads the model's reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum ParseMode {
     Text,
@@ -155,7 +155,7 @@ pub(crate) enum ParseMode {
 }
 
 /// Which implementation of a selector's scorer runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ScorerImpl {
     /// The Rhai function.

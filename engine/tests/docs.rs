@@ -4,7 +4,7 @@
 
 mod support;
 
-use ruleweave::{host_functions, limit_table, node_kinds};
+use ruleweave::{host_functions, limit_table, manifest_schema, node_kinds};
 
 fn reference() -> String {
     let mut out = String::from(
@@ -66,6 +66,7 @@ fn generated_docs_are_current() {
         ("ruleweave.d.rhai", definitions()),
         ("limits.md", limits()),
         ("node-kinds.md", kinds()),
+        ("manifest.schema.json", serde_json::to_string_pretty(&manifest_schema()).unwrap() + "\n"),
     ] {
         let path = docs.join(file);
         if std::env::var_os("UPDATE_DOCS").is_some() {
@@ -88,4 +89,58 @@ fn every_host_function_is_documented_once() {
         assert!(f.signature.starts_with(&format!("{}(", f.name)), "{}: signature names another function", f.name);
         assert!(!f.doc.is_empty(), "{} has no documentation", f.name);
     }
+}
+
+/// The manifest schema editors check against: every shipped manifest (and every fixture pack
+/// that loads) passes it, and shapes the loader refuses are refused by it too.
+#[test]
+fn the_manifest_schema_accepts_every_shipped_manifest_and_refuses_bad_shapes() {
+    let schema = manifest_schema();
+    let validator = jsonschema::validator_for(&schema).expect("the manifest schema is a JSON Schema");
+    let root = support::repo_root();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("config")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("# yaml-language-server: $schema=../docs/manifest.schema.json\n"),
+            "{} lacks the schema modeline",
+            path.display()
+        );
+        let doc: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&doc).map(|e| format!("{}: {e}", e.instance_path())).collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+        checked += 1;
+    }
+    assert!(checked >= 5);
+    let engine = ruleweave::Engine::builder(&root).build();
+    let pirate = std::fs::read_to_string(root.join("config/pirate.yaml")).unwrap();
+    for (what, from, to) in [
+        ("an unknown top-level key", "\nstate:\n", "\nstaet: {}\nstate:\n"),
+        (
+            "a limit that is not a number",
+            "\ninit: intake.rhai::init\n",
+            "\ninit: intake.rhai::init\nlimits: {max_wall_ms: fast}\n",
+        ),
+        (
+            "a node with two kinds",
+            "      script: intake.rhai::intake\n",
+            "      script: intake.rhai::intake\n      native: x\n",
+        ),
+        ("a route case without `to`", "      - to: END\n", "      - when: this.is_won\n"),
+        (
+            "an llm key on a script node",
+            "      script: validate.rhai::handle_blocked\n",
+            "      script: validate.rhai::handle_blocked\n      prompt: judge.j2\n",
+        ),
+    ] {
+        assert!(pirate.contains(from), "{what}: the pirate manifest changed");
+        let bad = pirate.replacen(from, to, 1);
+        let doc: serde_json::Value = serde_saphyr::from_str(&bad).unwrap();
+        assert!(!validator.is_valid(&doc), "the schema accepts {what}");
+        let dir = support::write_root(&[("config/pirate.yaml", &bad)]);
+        let refused = ruleweave::Engine::builder(dir.path()).build().pack("pirate").is_err();
+        assert!(refused, "the loader accepts {what}");
+    }
+    drop(engine);
 }

@@ -18,76 +18,101 @@ use crate::vocab::{Reducer, ScorerImpl, TypeName};
 /// A `Spanned` string: a name, script reference or template name with its position.
 pub(crate) type SpannedStr = Spanned<String>;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Manifest {
     /// Must match the file name when given.
+    #[schemars(with = "Option<String>")]
     pub name: Option<SpannedStr>,
     #[serde(default)]
     pub description: String,
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, OptionDecl>")]
     pub options: IndexMap<String, Spanned<OptionDecl>>,
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, serde_json::Value>")]
     pub params: IndexMap<String, Spanned<serde_json::Value>>,
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, ProfileDecl>")]
     pub llm: IndexMap<String, Spanned<ProfileDecl>>,
     /// `file.rhai::respond` (or just `file.rhai`): the pack's offline stand-in model.
+    #[schemars(with = "Option<String>")]
     pub standin: Option<SpannedStr>,
     /// `file.rhai::search`: the pack's offline stand-in search engine.
+    #[schemars(with = "Option<String>")]
     pub search_standin: Option<SpannedStr>,
     /// Limit name → value, checked against the limit table (`crate::limits`).
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, u64>")]
     pub limits: IndexMap<String, Spanned<u64>>,
     /// `file.rhai::init`: computes the first state of a session from its options.
+    #[schemars(with = "Option<String>")]
     pub init: Option<SpannedStr>,
     /// `file.rhai::migrate`: `migrate(state, from_version)` moves a live session's state onto a
     /// new version of the pack; returns the fields to set.
+    #[schemars(with = "Option<String>")]
     pub migrate: Option<SpannedStr>,
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, FieldDecl>")]
     pub state: IndexMap<String, Spanned<FieldDecl>>,
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, InputDecl>")]
     pub input: IndexMap<String, Spanned<InputDecl>>,
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub output: Vec<SpannedStr>,
+    #[schemars(with = "Option<FinishDecl>")]
     pub finish: Option<Spanned<FinishDecl>>,
     #[serde(default)]
     pub display: DisplayDecl,
     /// Data tables the pack ships in `data/<pack>/`, queried by scripts.
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, TableDecl>")]
     pub data: IndexMap<String, Spanned<TableDecl>>,
     /// JSON Schemas the pack ships in `schemas/<pack>/`: name → file (YAML or JSON).
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, String>")]
     pub schemas: IndexMap<String, SpannedStr>,
     /// Two-tier selectors (the adaptive interviewer's scoring pipeline), used by `select:` nodes.
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, SelectorDecl>")]
     pub selectors: IndexMap<String, Spanned<SelectorDecl>>,
     /// `file.rhai::typed`: `typed(text)` turns a line a person typed into the turn's input map.
+    #[schemars(with = "Option<String>")]
     pub typed: Option<SpannedStr>,
     /// Lobby rounds: a turn gathers one input per player.
+    #[schemars(with = "Option<LobbyDecl>")]
     pub lobby: Option<Spanned<LobbyDecl>>,
     /// How long a finished session is kept (`1h`, `7d`, `never`); the host's setting when absent.
+    #[schemars(with = "Option<String>")]
     pub expire_finished_after: Option<SpannedStr>,
     pub graph: GraphDecl,
 }
 
 /// Lobby rounds: each player posts their own input; the round's turn runs when every player has
 /// answered, or `timeout` after the first answer.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LobbyDecl {
     /// A list state field: the players' names.
+    #[schemars(with = "String")]
     pub players: SpannedStr,
     /// An int state field: the round being answered.
+    #[schemars(with = "String")]
     pub round: SpannedStr,
     /// A map input field: the round's answers, player → answer.
+    #[schemars(with = "String")]
     pub answers: SpannedStr,
     /// The answers allowed (any value when absent).
     pub values: Option<Vec<serde_json::Value>>,
     /// A list input field: who joins (joining is refused when absent).
+    #[schemars(with = "Option<String>")]
     pub join: Option<SpannedStr>,
     /// A list input field: who leaves (leaving is refused when absent).
+    #[schemars(with = "Option<String>")]
     pub leave: Option<SpannedStr>,
     /// How long a round waits after its first answer (`30s`).
+    #[schemars(with = "String")]
     pub timeout: SpannedStr,
     /// At most this many players (joins past it are refused).
     pub max_players: Option<usize>,
@@ -96,67 +121,82 @@ pub(crate) struct LobbyDecl {
 }
 
 /// A data table: a file of rows, its typed columns, the column naming rows, shared counters.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TableDecl {
     /// `questions.yaml` (a list of maps) or `questions.csv` (a header row), in `data/<pack>/`.
+    #[schemars(with = "String")]
     pub file: SpannedStr,
     /// The column whose values name rows (default: `id`).
+    #[schemars(with = "Option<String>")]
     pub key: Option<SpannedStr>,
     /// Column → type (`int`), or `{type, default}` for a column rows may leave out.
+    #[schemars(with = "IndexMap<String, serde_json::Value>")]
     pub columns: IndexMap<String, Spanned<serde_json::Value>>,
     /// Numbers per row shared by every session of the pack (`times_used`), kept in the store.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub counters: Vec<SpannedStr>,
     #[serde(default)]
     pub doc: String,
 }
 
 /// A selector: strategies make candidates, veto scorers reject, weighted scorers rank.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SelectorDecl {
     /// The phases in order, each lasting `turns` turns; the last (or one without `turns`) lasts
     /// the rest.
+    #[schemars(with = "Vec<PhaseDecl>")]
     pub phases: Vec<Spanned<PhaseDecl>>,
     /// An int state field holding the turn count that picks the phase (default: the turns done
     /// before this one).
+    #[schemars(with = "Option<String>")]
     pub turn_field: Option<SpannedStr>,
+    #[schemars(with = "Vec<StrategyDecl>")]
     pub strategies: Vec<Spanned<StrategyDecl>>,
     /// phase → strategy → multiplier; strategies a phase does not name get 1.0.
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, IndexMap<String, f64>>")]
     pub phase_profiles: IndexMap<String, Spanned<IndexMap<String, f64>>>,
     /// Tier 1: any veto rejects the candidate; the first veto ends its checks.
     #[serde(default)]
+    #[schemars(with = "Vec<ScorerDecl>")]
     pub vetoes: Vec<Spanned<ScorerDecl>>,
     /// Tier 2: Σ weight × raw score, raw scores in [0, 2].
     #[serde(default)]
+    #[schemars(with = "Vec<ScorerDecl>")]
     pub scorers: Vec<Spanned<ScorerDecl>>,
     /// Which implementation scorers that have both use (default `script`).
     #[serde(rename = "impl")]
     pub implementation: Option<ScorerImpl>,
     /// Embeddings for `similarity` while the selector scores (lexical without).
+    #[schemars(with = "Option<SimilarityDecl>")]
     pub similarity: Option<Spanned<SimilarityDecl>>,
 }
 
 /// Embeddings a selector makes before scoring, so `similarity` compares meanings, not words.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SimilarityDecl {
     /// The `llm:` profile whose model embeds.
+    #[schemars(with = "String")]
     pub embed: SpannedStr,
     /// State fields (strings or lists of strings) whose texts get vectors, beside every
     /// candidate's focus description.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub texts: Vec<SpannedStr>,
     /// Only the last `last` items of each list field (default: all of them).
+    #[schemars(with = "Option<usize>")]
     pub last: Option<Spanned<usize>>,
     /// When to embed, written like a route's `when` (default: always).
+    #[schemars(with = "Option<String>")]
     pub when: Option<SpannedStr>,
 }
 
 /// A phase of a selector.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PhaseDecl {
     pub name: String,
@@ -164,7 +204,7 @@ pub(crate) struct PhaseDecl {
 }
 
 /// A strategy: every enabled one is a candidate, once per focus its generator makes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StrategyDecl {
     pub id: String,
@@ -174,6 +214,7 @@ pub(crate) struct StrategyDecl {
     #[serde(default = "enabled")]
     pub enabled: bool,
     /// `open` (one focus on nothing in particular) or `file.rhai::fn`: `fn(strategy) -> [focus]`.
+    #[schemars(with = "String")]
     pub focus: SpannedStr,
 }
 
@@ -182,13 +223,15 @@ fn enabled() -> bool {
 }
 
 /// A scorer: a Rhai function, a registered native one, or both (the selector's `impl` picks).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScorerDecl {
     pub id: String,
     /// `file.rhai::fn`: `fn(candidate, params)` with the state as `this`.
+    #[schemars(with = "Option<String>")]
     pub script: Option<SpannedStr>,
     /// The name a host registered the native twin under.
+    #[schemars(with = "Option<String>")]
     pub native: Option<SpannedStr>,
     #[serde(rename = "impl")]
     pub implementation: Option<ScorerImpl>,
@@ -201,7 +244,7 @@ pub(crate) struct ScorerDecl {
 }
 
 /// A session option (`difficulty`), chosen when the session opens.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OptionDecl {
     #[serde(rename = "type")]
@@ -213,11 +256,13 @@ pub(crate) struct OptionDecl {
 }
 
 /// An LLM profile: which model, how it is asked.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProfileDecl {
+    #[schemars(with = "ModelDecl")]
     pub model: Spanned<ModelDecl>,
     /// A named OpenAI-compatible provider (`groq`: `GROQ_API_KEY`, `GROQ_BASE_URL`).
+    #[schemars(with = "Option<String>")]
     pub provider: Option<SpannedStr>,
     /// The model to ask when `provider` is not set up and the default provider answers.
     pub default_model: Option<String>,
@@ -235,6 +280,23 @@ pub(crate) enum ModelDecl {
     Fixed(String),
     /// `{difficulty: {easy: gpt-3.5-turbo, ...}}`: exactly one option name as the key.
     ByOption(IndexMap<String, IndexMap<String, String>>),
+}
+
+impl schemars::JsonSchema for ModelDecl {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ModelDecl".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A model name, or one per value of a session option: {option: {value: model}}.",
+            "anyOf": [
+                {"type": "string"},
+                {"type": "object", "minProperties": 1, "maxProperties": 1,
+                 "additionalProperties": {"type": "object", "additionalProperties": {"type": "string"}}}
+            ]
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for ModelDecl {
@@ -257,7 +319,7 @@ impl<'de> Deserialize<'de> for ModelDecl {
 }
 
 /// A state field: its type, first value and reducer.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FieldDecl {
     #[serde(rename = "type")]
@@ -270,7 +332,7 @@ pub(crate) struct FieldDecl {
 }
 
 /// A field of a turn's input.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct InputDecl {
     #[serde(rename = "type")]
@@ -285,28 +347,34 @@ pub(crate) struct InputDecl {
 }
 
 /// When a session is over, and what to say to a turn that comes after.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FinishDecl {
     /// A bool state field; the session is finished once it is true.
+    #[schemars(with = "String")]
     pub when: SpannedStr,
     pub message: String,
 }
 
 /// How `play` shows a turn: minijinja templates over the state.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DisplayDecl {
+    #[schemars(with = "Option<String>")]
     pub reply: Option<SpannedStr>,
+    #[schemars(with = "Option<String>")]
     pub status: Option<SpannedStr>,
+    #[schemars(with = "Option<String>")]
     pub details: Option<SpannedStr>,
+    #[schemars(with = "Option<String>")]
     pub finished: Option<SpannedStr>,
     /// Nodes whose model replies a console shows token by token as they stream.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub stream: Vec<SpannedStr>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GraphDecl {
     pub recursion_limit: Option<u32>,
@@ -314,18 +382,22 @@ pub(crate) struct GraphDecl {
     /// crash in a long turn resumes from the last finished step.
     #[serde(default)]
     pub checkpoint: CheckpointEvery,
+    #[schemars(with = "IndexMap<String, NodeDecl>")]
     pub nodes: IndexMap<String, Spanned<NodeDecl>>,
+    #[schemars(with = "Vec<String>")]
     pub edges: Vec<SpannedStr>,
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, RouteDecl>")]
     pub routes: IndexMap<String, Spanned<RouteDecl>>,
     /// Pause points: node → a condition; when the node finishes and the condition holds, the
     /// turn stops there and the next turn goes on from where it stopped.
     #[serde(default)]
+    #[schemars(with = "IndexMap<String, String>")]
     pub pause_after: IndexMap<String, SpannedStr>,
 }
 
 /// How often a turn is checkpointed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum CheckpointEvery {
     #[default]
@@ -340,22 +412,41 @@ pub(crate) enum RouteDecl {
     Script(ScriptRouteDecl),
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CaseDecl {
     /// A Rhai expression over `this` (the state); absent on the last, default case.
+    #[schemars(with = "Option<String>")]
     pub when: Option<SpannedStr>,
     /// A node name or END; several names separated by commas fan out.
+    #[schemars(with = "String")]
     pub to: SpannedStr,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScriptRouteDecl {
     #[serde(rename = "fn")]
+    #[schemars(with = "String")]
     pub func: SpannedStr,
     /// Every node the function may name (END included), for validation and diagrams.
+    #[schemars(with = "Vec<String>")]
     pub to: Vec<SpannedStr>,
+}
+
+impl schemars::JsonSchema for RouteDecl {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RouteDecl".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let cases = generator.subschema_for::<Vec<CaseDecl>>();
+        let script = generator.subschema_for::<ScriptRouteDecl>();
+        schemars::json_schema!({
+            "description": "A list of cases ({when, to}; the last without `when`), or a script: {fn, to}.",
+            "anyOf": [cases, script]
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for RouteDecl {
@@ -375,4 +466,14 @@ impl<'de> Deserialize<'de> for RouteDecl {
         }
         d.deserialize_any(V)
     }
+}
+
+/// The JSON Schema of a manifest, from the types the loader reads it into (node kinds from their
+/// table), for editors with a YAML language server (`docs/manifest.schema.json`).
+pub fn manifest_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(Manifest).to_value();
+    if let Some(o) = schema.as_object_mut() {
+        o.insert("title".into(), "ruleweave pack manifest (config/<pack>.yaml)".into());
+    }
+    schema
 }

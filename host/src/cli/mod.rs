@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod graph;
+mod new;
 mod play;
 mod replay;
 mod run;
@@ -45,6 +46,8 @@ enum Command {
     Serve(serve::Args),
     /// Time a pack's selectors, scripted against native, on recorded states.
     Bench(bench::Args),
+    /// Create a small working pack to start from (manifest, script, template, stand-in, test case).
+    New(new::Args),
     /// Run packs' test cases (tests/<pack>/*.yaml) offline; --bless rewrites their expectations.
     Test(test::Args),
     /// Play a recorded session (or a test case) again on the pack as it is now; show what changed.
@@ -78,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&cli.root, &runtime, args),
         Command::Bench(args) => bench::run(&cli.root, &runtime, args),
         Command::Test(args) => test::run(&cli.root, &runtime, args),
+        Command::New(args) => new::run(&cli.root, args),
         Command::Replay(args) => replay::run(&cli.root, &runtime, args),
     };
     match result {

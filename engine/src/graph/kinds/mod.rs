@@ -190,6 +190,34 @@ pub fn node_kinds() -> Vec<NodeKindDoc> {
 #[serde(transparent)]
 pub(crate) struct NodeDecl(IndexMap<String, Spanned<Json>>);
 
+impl schemars::JsonSchema for NodeDecl {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "NodeDecl".into()
+    }
+
+    /// Exactly one kind's key, and only the keys that kind takes.
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let kinds: Vec<Json> = KINDS
+            .iter()
+            .map(|k| {
+                let mut props = serde_json::Map::new();
+                props.insert(k.key.into(), serde_json::json!({"type": "string", "description": k.doc}));
+                props.insert("doc".into(), serde_json::json!({"type": "string", "description": "What the node does."}));
+                for key in k.keys {
+                    props.insert((*key).into(), serde_json::json!({}));
+                }
+                serde_json::json!({
+                    "type": "object",
+                    "required": [k.key],
+                    "properties": props,
+                    "additionalProperties": false,
+                })
+            })
+            .collect();
+        schemars::json_schema!({"description": "A node: exactly one of the node kinds.", "oneOf": kinds})
+    }
+}
+
 impl NodeDecl {
     /// The value of `key`, if the node has it.
     pub fn get(&self, key: &str) -> Option<&Spanned<Json>> {
