@@ -7,13 +7,12 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{repo_root, start_with};
+use support::{copy_of, start_with};
 use tokio_tungstenite::tungstenite::Message;
 
 /// A headless Chromium and a connection to its one page.
@@ -130,19 +129,6 @@ impl Browser {
     }
 }
 
-fn copy(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designer_playtests_in_the_browser() {
     let Some(exe) = chromium() else {
@@ -150,10 +136,7 @@ async fn a_designer_playtests_in_the_browser() {
         eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
         return;
     };
-    let root = tempfile::tempdir().unwrap();
-    for p in ["config/pirate.yaml", "scripts/pirate", "prompts/pirate"] {
-        copy(&repo_root().join(p), &root.path().join(p));
-    }
+    let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let server = start_with(root.path(), "memory", &[], &["--watch"]);
     let mut b = Browser::launch(&exe).await;
     b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;

@@ -75,22 +75,7 @@ impl Tavily {
         let seen = Arc::new(Mutex::new(Seen { fail_first, answer_at_most, ..Seen::default() }));
         let count = tokio::sync::watch::channel(0).0;
         let app = Router::new().route("/search", route_post(search)).with_state((seen.clone(), count.clone()));
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-        });
+        let (addr, stop) = support::mock_llm::serve_router(app);
         Tavily { url: format!("http://{addr}"), seen, count, _stop: stop }
     }
 

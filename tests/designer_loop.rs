@@ -4,38 +4,12 @@
 
 mod support;
 
-use std::path::Path;
-
 use serde_json::json;
-use support::{post, repo_root, ruleweave, run_with_stdin, start, stderr, stdout, temp_file};
+use support::{copy_of, edit, post, repo_root, ruleweave, run_with_stdin, start, stderr, stdout, temp_file};
 
 /// A copy of the pirate pack and its cases in a fresh root.
 fn pirate_root() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for p in ["config/pirate.yaml", "scripts/pirate", "prompts/pirate", "tests/pirate"] {
-        copy(&repo_root().join(p), &dir.path().join(p));
-    }
-    dir
-}
-
-fn copy(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            copy(&e.path(), &to.join(e.file_name()));
-        }
-    } else {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
-    }
-}
-
-fn edit(root: &Path, file: &str, from: &str, to: &str) {
-    let p = root.join(file);
-    let text = std::fs::read_to_string(&p).unwrap();
-    assert!(text.contains(from), "{file} has no {from:?}");
-    std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+    copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate", "tests/pirate"])
 }
 
 #[test]

@@ -10,7 +10,7 @@ fn reference() -> String {
     let mut out = String::from(
         "# Host functions\n\n\
          Everything a script may do beyond pure computation. Generated from the table in\n\
-         `engine/src/script/host.rs` (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file).\n\n\
+         `engine/src/script/host/mod.rs` (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file).\n\n\
          | function | what it does |\n| --- | --- |\n",
     );
     for f in host_functions() {

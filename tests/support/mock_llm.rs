@@ -85,6 +85,28 @@ pub struct MockLlm {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
+/// Serves `app` on a free local port from a thread of its own; returns its address and a sender
+/// that stops it when dropped.
+pub fn serve_router(app: Router) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    (addr, stop)
+}
+
 impl MockLlm {
     pub fn start() -> Self {
         let inner = Arc::new(Mutex::new(Inner::default()));
@@ -93,22 +115,7 @@ impl MockLlm {
             .route("/v1/messages", post(messages))
             .route("/v1/embeddings", post(embeddings))
             .with_state(inner.clone());
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            rt.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-        });
+        let (addr, stop) = serve_router(app);
         MockLlm { base_url: format!("http://{addr}/v1"), inner, _stop: stop }
     }
 

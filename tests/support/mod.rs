@@ -235,22 +235,35 @@ pub fn counter_root() -> tempfile::TempDir {
     ])
 }
 
+/// Copies a file, or a folder and everything in it.
+#[allow(dead_code)]
+pub fn copy_tree(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// A fresh root holding copies of the repository's files and folders at `paths`.
+#[allow(dead_code)]
+pub fn copy_of(paths: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for p in paths {
+        copy_tree(&repo_root().join(p), &dir.path().join(p));
+    }
+    dir
+}
+
 /// A fresh copy of `tests/reload/` (the `marker` pack), to edit while it serves.
 #[allow(dead_code)]
 pub fn reload_root() -> tempfile::TempDir {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
-            let target = to.join(entry.file_name());
-            if entry.file_type().unwrap().is_dir() {
-                copy(&entry.path(), &target);
-            } else {
-                std::fs::copy(entry.path(), target).unwrap();
-            }
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
-    copy(&repo_root().join("tests/reload"), dir.path());
+    copy_tree(&repo_root().join("tests/reload"), dir.path());
     dir
 }
 

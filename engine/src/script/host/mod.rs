@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex};
 use indexmap::IndexMap;
 use rhai::{Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, Map, NativeCallContext};
 
-use super::{may_block, pause_deadline};
 use crate::event::Event;
 use crate::llm::Message;
 use crate::llm::Profile;
@@ -18,6 +17,12 @@ use crate::prompt::Prompts;
 use crate::text;
 pub(crate) use crate::turn::TurnCtx;
 use crate::value;
+
+mod data;
+mod models;
+
+use data::{bump, schema_of, table_of};
+use models::{as_messages, ask, ask_with, thrown, web_search};
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 
@@ -181,139 +186,6 @@ fn str_list(v: &Array, what: &str) -> RhaiResult<Vec<ImmutableString>> {
     v.iter()
         .map(|x| {
             x.read_lock::<ImmutableString>().map(|s| s.clone()).ok_or_else(|| format!("{what} must be strings").into())
-        })
-        .collect()
-}
-
-fn ask(ctx: &NativeCallContext<'_>, shared: &HostShared, profile: &str, messages: Vec<Message>) -> RhaiResult<String> {
-    ask_with(ctx, shared, profile, messages, &Map::new())
-}
-
-/// [`ask`] with some of the profile's settings replaced for this call: `model`, `temperature`,
-/// `max_tokens`, `json`.
-fn ask_with(
-    ctx: &NativeCallContext<'_>,
-    shared: &HostShared,
-    profile: &str,
-    messages: Vec<Message>,
-    overrides: &Map,
-) -> RhaiResult<String> {
-    with_turn(ctx, |tag| {
-        if !may_block() {
-            return Err(format!(
-                "{}() can only be called by name from a pack script (not through a function pointer, \
-                 and not from a stand-in model)",
-                ctx.fn_name()
-            )
-            .into());
-        }
-        let p = shared.profiles.get(profile).ok_or_else(|| {
-            let known: Vec<&str> = shared.profiles.keys().map(String::as_str).collect();
-            format!("unknown llm profile `{profile}` (profiles: {})", known.join(", "))
-        })?;
-        let mut request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
-        for (k, v) in overrides {
-            match k.as_str() {
-                "model" if v.is_string() => {
-                    let model = v.to_string();
-                    if !model.trim().is_empty() {
-                        request.model = model;
-                        // A model chosen here is the caller's, whichever provider answers.
-                        request.default_model = None;
-                    }
-                }
-                "temperature" => request.temperature = v.as_float().ok().or_else(|| v.as_int().ok().map(|i| i as f64)),
-                "max_tokens" => request.max_tokens = v.as_int().ok().and_then(|n| u32::try_from(n).ok()),
-                "json" => request.json = v.as_bool().unwrap_or(request.json),
-                other => {
-                    return Err(
-                        format!("llm_chat: unknown setting `{other}` (model, temperature, max_tokens, json)").into()
-                    );
-                }
-            }
-        }
-        let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
-        pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request))).map(|r| r.content).map_err(thrown)
-    })
-}
-
-fn web_search(ctx: &NativeCallContext<'_>, query: &str, max: usize) -> RhaiResult<Array> {
-    with_turn(ctx, |tag| {
-        if !may_block() {
-            return Err("search() can only be called by name from a pack script (not through a function pointer, \
-                        and not from a stand-in)"
-                .into());
-        }
-        let rt = tag.turn.runtime.clone().ok_or("searches need the async runtime the turn runs on")?;
-        let found = pause_deadline(|| rt.block_on(tag.turn.search(&tag.node, query, max))).map_err(thrown)?;
-        Ok(found
-            .into_iter()
-            .map(|r| {
-                let mut m = Map::new();
-                m.insert("title".into(), r.title.into());
-                m.insert("url".into(), r.url.into());
-                m.insert("content".into(), r.content.into());
-                m.insert("score".into(), Dynamic::from_float(r.score));
-                Dynamic::from_map(m)
-            })
-            .collect())
-    })
-}
-
-/// An engine error thrown into a script: a script may catch it; uncaught, the turn fails with its
-/// kind (a spent model budget stays a limit error, not a script error).
-fn thrown(e: crate::error::Error) -> Box<EvalAltResult> {
-    Box::new(EvalAltResult::ErrorRuntime(Dynamic::from(e), rhai::Position::NONE))
-}
-
-fn table_of<'a>(shared: &'a HostShared, name: &str) -> RhaiResult<&'a Arc<crate::data::Table>> {
-    shared.tables.get(name).ok_or_else(|| {
-        let mut known: Vec<&str> = shared.tables.keys().map(String::as_str).collect();
-        known.sort();
-        format!("the pack has no table `{name}` (tables: {})", known.join(", ")).into()
-    })
-}
-
-fn schema_of<'a>(shared: &'a HostShared, name: &str) -> RhaiResult<&'a Arc<crate::schemas::JsonSchema>> {
-    shared.schemas.get(name).ok_or_else(|| {
-        let mut known: Vec<&str> = shared.schemas.keys().map(String::as_str).collect();
-        known.sort();
-        format!("the pack has no schema `{name}` (schemas: {})", known.join(", ")).into()
-    })
-}
-
-/// Records a counter bump of the turn (see `count`).
-fn bump(
-    ctx: &NativeCallContext<'_>,
-    shared: &HostShared,
-    table: &str,
-    key: &str,
-    counter: Option<&str>,
-    by: INT,
-) -> RhaiResult<()> {
-    let t = table_of(shared, table)?;
-    let counter = match counter {
-        Some(c) if t.counters.iter().any(|x| x == c) => c.to_owned(),
-        Some(c) => {
-            return Err(format!("table `{table}` has no counter `{c}` (counters: {})", t.counters.join(", ")).into());
-        }
-        None => t.counters.first().cloned().ok_or_else(|| format!("table `{table}` declares no counters"))?,
-    };
-    if !t.has_key(key) {
-        return Err(format!("table `{table}` has no row `{key}`").into());
-    }
-    with_turn(ctx, |tag| {
-        tag.turn.bump(crate::store::Bump { table: table.to_owned(), counter, key: key.to_owned(), by });
-        Ok(())
-    })
-}
-
-fn as_messages(list: &Array) -> RhaiResult<Vec<Message>> {
-    list.iter()
-        .map(|m| {
-            let map = m.read_lock::<Map>().ok_or("messages must be maps #{role, content}")?;
-            let get = |k: &str| map.get(k).map(|v| v.to_string()).ok_or_else(|| format!("a message has no `{k}`"));
-            Ok(Message::new(get("role")?, get("content")?))
         })
         .collect()
 }
