@@ -230,7 +230,10 @@ fn check() {
 }
 "#;
     let pack = format!(
-        "params: {{safety: {}}}\ndata: {}\nstate:\n  bad: {{type: list}}\n  checked: {{type: int}}\n\
+        // question.rhai's other functions read the party's fields, which `check` wants declared.
+        "params: {{safety: {}}}\ndata: {}\nstate:\n  bad: {{type: list}}\n  checked: {{type: int}}\n  \
+         candidates: {{type: list}}\n  round: {{type: int}}\n  target_intensity: {{type: int}}\n  \
+         language: {{type: string}}\n  nsfw: {{type: bool}}\n  intensity_range: {{type: list}}\n\
          graph:\n  nodes:\n    check: {{script: check.rhai::check}}\n  edges: [START -> check, check -> END]\n",
         manifest["params"]["safety"], manifest["data"]
     );

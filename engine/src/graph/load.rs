@@ -72,7 +72,15 @@ impl Load<'_> {
             return Some(flag);
         }
         match self.refs.sandbox.compile_expr(name, &w.value, &self.at(w)) {
-            Ok(f) => Some(Condition::Script(FnRef { file: Arc::new(f), name: name.into() })),
+            Ok(f) => {
+                let fields: HashSet<&str> = self.refs.schema.fields.keys().map(String::as_str).collect();
+                let problems = self.refs.sandbox.lint(&f, &fields);
+                if !problems.is_empty() {
+                    self.errors.extend(problems);
+                    return None;
+                }
+                Some(Condition::Script(FnRef { file: Arc::new(f), name: name.into() }))
+            }
             Err(e) => {
                 self.errors.push(e);
                 None

@@ -8,6 +8,7 @@
 //! A runaway script fails its call with an error naming the script and the position it was at.
 
 pub(crate) mod host;
+mod lint;
 pub(crate) mod standin;
 
 use std::cell::Cell;
@@ -67,7 +68,7 @@ impl ScriptFile {
     }
 
     /// An origin in this file as the user sees it (for manifest expressions, in the manifest).
-    fn map_origin(&self, o: Origin) -> Origin {
+    pub(crate) fn map_origin(&self, o: Origin) -> Origin {
         match &self.anchor {
             None => o,
             Some(a) if o.line <= 2 => Origin::new(&a.file, a.line, a.column + o.column.saturating_sub(1)),
@@ -110,6 +111,11 @@ impl Scripts {
             }
         }
         (scripts, errors)
+    }
+
+    /// The compiled files.
+    pub fn files(&self) -> impl Iterator<Item = &Arc<ScriptFile>> {
+        self.files.values()
     }
 
     /// The pack the scripts belong to.
@@ -188,6 +194,8 @@ pub(crate) struct Sandbox {
     limits: Limits,
     /// Libraries (`scripts/lib/*.rhai`) whose functions may call a model.
     model_libs: HashSet<String>,
+    /// Every function a script may call besides its own: the host's, the libraries' and Rhai's.
+    functions: HashSet<String>,
 }
 
 impl std::fmt::Debug for Sandbox {
@@ -325,7 +333,13 @@ impl Sandbox {
         for (name, module) in modules {
             engine.register_static_module(name, module.into());
         }
-        if errors.is_empty() { Ok(Sandbox { engine, limits, model_libs }) } else { Err(errors) }
+        let functions = engine
+            .gen_fn_signatures(true)
+            .iter()
+            .filter_map(|sig| sig.split('(').next())
+            .map(|name| name.trim().trim_start_matches("get$").trim_start_matches("set$").to_owned())
+            .collect();
+        if errors.is_empty() { Ok(Sandbox { engine, limits, model_libs, functions }) } else { Err(errors) }
     }
 
     /// Compiles one pack script; `path` is relative to the root.
@@ -364,6 +378,12 @@ impl Sandbox {
         ast.set_source(at.file.clone());
         let calls_models = calls_models(&ast, &self.model_libs);
         Ok(ScriptFile { path: at.file.clone(), ast, source, anchor: Some(at.clone()), calls_models })
+    }
+
+    /// What `check` finds in `file` before it runs: calls to functions that exist nowhere, and
+    /// `this.<field>` reads of fields `fields` does not hold.
+    pub fn lint(&self, file: &ScriptFile, fields: &HashSet<&str>) -> Vec<Error> {
+        lint::lint(file, &self.functions, fields)
     }
 
     /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.

@@ -253,6 +253,11 @@ impl Loader<'_> {
         let sources = self.read_text("scripts", &self.pack.clone(), "rhai", "script");
         let (scripts, errors) = Scripts::compile(&sandbox, &self.pack, sources);
         self.errors.extend(errors);
+        let mut files: Vec<_> = scripts.files().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        for f in files {
+            self.errors.extend(sandbox.lint(f, &fields));
+        }
         Some(Compiled { prompts, sandbox: Arc::new(sandbox), scripts, display })
     }
 

@@ -1,0 +1,93 @@
+//! What `check` finds in compiled scripts before they run: a call to a function that exists
+//! nowhere (neither in the file, nor among the host's and Rhai's functions) and a read of a state
+//! field the manifest does not declare (`this.is_blokced`), each at its `file:line:col`, with
+//! the nearest known name. Both would otherwise fail (or read `()`) on the first turn.
+
+use std::collections::HashSet;
+
+use rhai::{ASTNode, Expr};
+
+use super::ScriptFile;
+use crate::error::{Error, Origin};
+
+/// Names a script may call that are part of the language rather than registered functions.
+const LANGUAGE: &[&str] =
+    &["type_of", "print", "debug", "Fn", "call", "curry", "is_def_var", "is_def_fn", "is_shared", "eval", "throw"];
+
+/// The nearest of `known` to `name`, when it is near enough to be a typo.
+pub(crate) fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    known
+        .into_iter()
+        .map(|k| (strsim::damerau_levenshtein(name, k), k))
+        .filter(|(d, k)| *d <= 2.max(name.len().min(k.len()) / 4))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+fn did_you_mean(n: Option<&str>) -> String {
+    n.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default()
+}
+
+/// The problems of `file`: unknown functions (given every function name the sandbox knows) and
+/// reads of undeclared state fields (given the manifest's fields).
+pub(crate) fn lint(file: &ScriptFile, functions: &HashSet<String>, fields: &HashSet<&str>) -> Vec<Error> {
+    let own: HashSet<String> = file.ast.iter_functions().map(|f| f.name.to_string()).collect();
+    let known = |name: &str| own.contains(name) || functions.contains(name) || LANGUAGE.contains(&name);
+    let mut errors = Vec::new();
+    let at = |pos: rhai::Position| {
+        file.map_origin(Origin::new(&file.path, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32))
+    };
+    file.ast.walk(&mut |path: &[ASTNode<'_>]| {
+        let Some(ASTNode::Expr(expr)) = path.last() else { return true };
+        match expr {
+            Expr::FnCall(f, pos) | Expr::MethodCall(f, pos) => {
+                let name = f.name.as_str();
+                let plain = f.op_token.is_none() && f.namespace.is_empty();
+                if plain && crate::graph::load::is_identifier(name) && !known(name) {
+                    let near = nearest(name, own.iter().chain(functions.iter()).map(String::as_str));
+                    errors.push(Error::pack(
+                        format!(
+                            "unknown function `{name}`: not defined in this script, nor a host function{}",
+                            did_you_mean(near)
+                        ),
+                        at(*pos),
+                    ));
+                }
+            }
+            Expr::Dot(dot, _, _) if matches!(dot.lhs, Expr::ThisPtr(_)) => {
+                let prop = match &dot.rhs {
+                    Expr::Property(p, pos) => Some((p.2.as_str(), *pos)),
+                    Expr::Dot(inner, _, _) | Expr::Index(inner, _, _) => match &inner.lhs {
+                        Expr::Property(p, pos) => Some((p.2.as_str(), *pos)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((field, pos)) = prop
+                    && !fields.contains(field)
+                {
+                    let near = nearest(field, fields.iter().copied());
+                    errors.push(Error::pack(
+                        format!("`this.{field}`: the state has no field `{field}`{}", did_you_mean(near)),
+                        at(pos),
+                    ));
+                }
+            }
+            _ => {}
+        }
+        true
+    });
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nearest;
+
+    #[test]
+    fn nearest_names_a_typo_not_a_stranger() {
+        assert_eq!(nearest("is_blokced", ["is_blocked", "is_won"]), Some("is_blocked"));
+        assert_eq!(nearest("matches_anyy", ["matches_any", "matches"]), Some("matches_any"));
+        assert_eq!(nearest("frobnicate", ["is_blocked", "is_won"]), None);
+    }
+}
