@@ -237,3 +237,34 @@ async fn a_hundred_reloads_while_turns_run_fail_no_turn() {
     assert!(total > 100, "only {total} turns ran");
     assert!(seen.len() > 10, "turns ran on only {} versions", seen.len());
 }
+
+/// A pack's JSON Schemas and data tables are its files too: editing one reloads that pack (and a
+/// broken one is refused, the last good version serving on).
+#[test]
+fn schema_and_data_files_belong_to_their_pack() {
+    let root = support::copy_of(&[
+        "config/designer.yaml",
+        "scripts/designer",
+        "prompts/designer",
+        "schemas/designer",
+        "config/party.yaml",
+        "scripts/party",
+        "prompts/party",
+        "data/party",
+    ]);
+    let engine = Engine::builder(root.path()).build();
+    let before = engine.pack("designer").unwrap().version().to_owned();
+    edit(root.path(), "schemas/designer/zones.yaml", "maxItems: 100", "maxItems: 50");
+    let events = engine.reload_files(&["schemas/designer/zones.yaml".to_owned()]);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!((events[0].pack.as_str(), events[0].status), ("designer", ReloadStatus::Reloaded));
+    assert_ne!(engine.pack("designer").unwrap().version(), before);
+
+    edit(root.path(), "schemas/designer/zones.yaml", "type: object", "type: objekt");
+    let events = engine.reload_files(&["schemas/designer/zones.yaml".to_owned()]);
+    assert_eq!((events[0].pack.as_str(), events[0].status), ("designer", ReloadStatus::Rejected));
+
+    edit(root.path(), "data/party/questions.yaml", "Never have I ever", "Never have I ever really");
+    let events = engine.reload_files(&["data/party/questions.yaml".to_owned()]);
+    assert_eq!((events[0].pack.as_str(), events[0].status), ("party", ReloadStatus::Reloaded));
+}
