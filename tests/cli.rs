@@ -547,3 +547,18 @@ fn play_opens_with_the_first_question_and_explains_how_texts_were_compared() {
         assert!(text.contains("turn 1, exploratory"), "the answer after it is turn 1: {text}");
     }
 }
+
+#[test]
+fn play_keeps_its_database_under_the_root_and_why_waits_for_a_turn() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ruleweave"));
+    cmd.current_dir(elsewhere.path()).env("RULEWEAVE_LLM", "standin").env_remove("RULEWEAVE_STORE");
+    cmd.arg("--root").arg(root.path()).args(["play", "pirate"]);
+    let out = support::run_with_stdin(cmd, "/why\nAhoy!\n/quit\n");
+    let text = support::stdout(&out);
+    assert!(text.contains("nothing to explain yet: no turn has been played"), "{text}");
+    assert!(text.contains("pirate (stand-in) ›"), "{text}");
+    assert!(root.path().join("ruleweave.db").is_file(), "the default database is under --root");
+    assert!(!elsewhere.path().join("ruleweave.db").exists(), "not where the command ran");
+}

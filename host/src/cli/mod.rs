@@ -96,11 +96,22 @@ pub fn main() -> ExitCode {
 /// An engine over `root`: the provider the environment (and ruleweave.toml) chooses, sessions in
 /// the store `store` names.
 async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
-    let store = ruleweave::store::open(store).await?;
+    let store = ruleweave::store::open(&under_root(root, store)).await?;
     // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
     let builder = ruleweave_natives::register(Engine::builder(root));
     let builder = builder.llm(config.llm()?).named_providers(config.named_providers()).search(config.search()?);
     Ok(builder.store(store).retention(config.retention).build())
+}
+
+/// A SQLite store's relative path is under the root (`--root games/` keeps `games/ruleweave.db`),
+/// not under the directory the command runs in.
+fn under_root(root: &Path, store: &str) -> String {
+    match store.strip_prefix("sqlite://") {
+        Some(path) if !path.is_empty() && !path.starts_with(':') && Path::new(path).is_relative() => {
+            format!("sqlite://{}", root.join(path).display())
+        }
+        _ => store.to_owned(),
+    }
 }
 
 /// Loads `name`, printing its diagnostics when it does not load.

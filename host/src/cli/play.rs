@@ -145,6 +145,9 @@ impl Console<'_> {
             "/quit" | "/exit" => return Ok(Flow::Quit),
             "/help" => println!("{HELP}"),
             "/state" => println!("{}", serde_json::to_string_pretty(&self.session.state())?),
+            "/why" if self.last.is_none() && self.session.turns() == 0 => {
+                println!("nothing to explain yet: no turn has been played in this session");
+            }
             "/why" => {
                 show_details(&self.session);
                 if let Some(r) = &self.last {
