@@ -410,10 +410,17 @@ impl Llm {
             Then::Script(f) => {
                 let mut args = vec![reply];
                 args.extend(item.map(|(_, it)| it.clone()));
-                match env.call(node, f, state, args).await.and_then(|r| updates_of(r, &f.display())) {
+                // Updates that do not fit the state (a huge number that came back a float for an
+                // int field) are `then` failing on this reply, as much as a throw is.
+                let updates =
+                    env.call(node, f, state, args).await.and_then(|r| updates_of(r, &f.display())).and_then(|m| {
+                        env.schema.check(&m).map_err(|e| e.context(format_args!("{} returned", f.display())))?;
+                        Ok(m)
+                    });
+                match updates {
                     Ok(m) => Ok(m),
-                    // `then` could not read the reply (it threw, or the reply made it hit a
-                    // limit): the fallback scores instead.
+                    // `then` could not read the reply (it threw, the reply made it hit a limit, or
+                    // its updates do not fit): the fallback scores instead.
                     Err(e) if matches!(e.kind(), ErrorKind::Script | ErrorKind::Limit) && self.fallback.is_some() => {
                         Err(Unread::Why(e.to_string()))
                     }
