@@ -97,7 +97,11 @@ fn graph_prints_mermaid() {
 fn an_unknown_pack_is_an_error() {
     let out = ruleweave(&repo_root()).args(["graph", "nope"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cannot read the manifest of pack `nope`"), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("there is no pack `nope` (packs: debate, designer, interview, party, pirate)"), "{err}");
+    assert!(!err.contains("os error"), "no file system error text: {err}");
+    let out = ruleweave(&repo_root()).args(["graph", "piratee"]).output().unwrap();
+    assert!(stderr(&out).contains("there is no pack `piratee` (did you mean `pirate`? packs:"), "{}", stderr(&out));
 }
 
 // ---- run, offline --------------------------------------------------------------------------------

@@ -131,6 +131,13 @@ async fn the_whole_api(store: Arc<dyn Store>) {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
 
+    // A mistyped pack: a 404 that names the packs there are, without file system error text.
+    let (status, body) = post(&format!("{base}/v1/sessions"), json!({"pack": "piratee"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("there is no pack `piratee` (did you mean `pirate`? packs: "), "{message}");
+    assert!(!message.contains("os error"), "{message}");
+
     let (status, health) = get(&format!("{base}/healthz")).await;
     assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")));
     let metrics = http().get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();

@@ -183,7 +183,17 @@ impl Packs {
             && previous.is_none()
             && files.is_empty()
         {
-            // No such pack: nothing to keep (a client naming packs at random must not grow this).
+            // No such pack: nothing to keep (a client naming packs at random must not grow this),
+            // and the answer names the packs there are rather than a file system error.
+            if !self.inner.root.join("config").join(format!("{name}.yaml")).exists() {
+                let names = self.names().unwrap_or_default();
+                let near = crate::script::lint::nearest(name, names.iter().map(String::as_str))
+                    .map(|n| format!("did you mean `{n}`? "))
+                    .unwrap_or_default();
+                let known = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+                let why = format!("there is no pack `{name}` ({near}packs: {known})");
+                return (Err(Error::new(ErrorKind::NotFound, why)), None);
+            }
             return (Err(e.clone()), None);
         }
         let mut packs = self.inner.slots.write().unwrap_or_else(|e| e.into_inner());

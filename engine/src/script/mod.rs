@@ -8,7 +8,7 @@
 //! A runaway script fails its call with an error naming the script and the position it was at.
 
 pub(crate) mod host;
-mod lint;
+pub(crate) mod lint;
 pub(crate) mod standin;
 
 use std::cell::Cell;
