@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use rhai::{Dynamic, Map};
+use rhai::Dynamic;
 use serde_json::Value as Json;
 
 use crate::engine::Engine;
@@ -32,17 +32,7 @@ impl ScriptCall {
             Err(why) => return Err(Error::new(ErrorKind::NotFound, why)),
         };
         let options = pack.resolve_options(&serde_json::Map::new())?;
-        let turn = Arc::new(crate::turn::TurnCtx::new(
-            "call".into(),
-            1,
-            0,
-            0,
-            options,
-            Map::new(),
-            engine.provider_for(&pack),
-            None,
-        ));
-        let tag = CallTag::new(turn, "call".into());
+        let tag = CallTag::outside("call", 1, options, engine.provider_for(&pack));
         Ok(ScriptCall { pack, func, tag })
     }
 

@@ -293,16 +293,8 @@ impl Engine {
     /// The state after each turn of session `id`, as its checkpoints record it, oldest first,
     /// with the turn's number: states from real sessions, for benchmarks and replays.
     pub async fn turn_states(&self, id: &str) -> Result<Vec<(u64, Json)>> {
-        let mut out = Vec::new();
-        for c in self.checkpoints(id).await? {
-            if c.kind != crate::store::CheckpointKind::Turn {
-                continue;
-            }
-            let history = self.rt().store.history(id, c.seq).await?.ok_or_else(|| no_session(id))?;
-            let pack = self.pack(&history.info.pack)?;
-            out.push((c.turn, Session::from_stored(self.rt().clone(), pack, history)?.state()));
-        }
-        Ok(out)
+        let rec = crate::replay::Recording::from_store(self, id).await?;
+        Ok(rec.turns.into_iter().map(|t| (t.turn, t.state.unwrap_or_default())).collect())
     }
 
     /// What the store knows of session `id`.

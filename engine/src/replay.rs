@@ -44,6 +44,9 @@ pub struct Recording {
 /// One recorded turn.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RecordedTurn {
+    /// The turn's number in its session (0 in a hand-written case).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub turn: u64,
     /// The turn's input.
     pub input: Json,
     /// The answers the turn's model calls and searches got, in the order they were made.
@@ -55,6 +58,10 @@ pub struct RecordedTurn {
     /// The nodes that ran, in order, as recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One answer of a recording: to a call of `profile` (`search` for a web search).
@@ -173,6 +180,7 @@ impl Recording {
                 error: e.error.clone(),
             }));
             if c.kind == CheckpointKind::Turn {
+                current.turn = c.turn;
                 current.input = c.input.clone().unwrap_or(Json::Null);
                 current.state = Some(value::to_json(&state));
                 turns.push(std::mem::take(&mut current));

@@ -40,17 +40,7 @@ impl Selection {
             )
         })?;
         let state = pack.schema.restore(state);
-        let turn = Arc::new(crate::turn::TurnCtx::new(
-            "bench".into(),
-            turns_done + 1,
-            0,
-            0,
-            Map::new(),
-            Map::new(),
-            engine.provider_for(&pack),
-            None,
-        ));
-        let tag = CallTag::new(turn, "bench".into());
+        let tag = CallTag::outside("bench", turns_done + 1, Map::new(), engine.provider_for(&pack));
         Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
     }
 

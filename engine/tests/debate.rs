@@ -4,46 +4,14 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
+use ruleweave::llm::{BoxFuture, LlmRequest};
 use ruleweave::search::{Search, SearchChoice, SearchResult};
-use ruleweave::{Engine, Error, ErrorKind, Event, Provider, Result};
+use ruleweave::{Engine, Error, ErrorKind, Event, Result};
 use serde_json::{Map, Value, json};
-use support::{copy_of, repo_root};
-
-type Answer = Box<dyn Fn(&LlmRequest) -> std::result::Result<String, String> + Send + Sync>;
-
-/// A model whose replies a test computes from each request; every request is kept.
-struct Model {
-    answer: Answer,
-    asked: Mutex<Vec<LlmRequest>>,
-}
-
-impl Model {
-    fn new(answer: impl Fn(&LlmRequest) -> std::result::Result<String, String> + Send + Sync + 'static) -> Arc<Self> {
-        Arc::new(Model { answer: Box::new(answer), asked: Mutex::new(Vec::new()) })
-    }
-
-    fn asked(&self, profile: &str) -> Vec<LlmRequest> {
-        self.asked.lock().unwrap().iter().filter(|r| r.profile == profile).cloned().collect()
-    }
-}
-
-impl Provider for Model {
-    fn name(&self) -> &str {
-        "test"
-    }
-
-    fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
-        self.asked.lock().unwrap().push(request.clone());
-        let r = (self.answer)(request)
-            .map(|content| LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
-            .map_err(|why| Error::new(ErrorKind::Llm, why));
-        Box::pin(std::future::ready(r))
-    }
-}
+use support::{Answering, copy_of, repo_root};
 
 fn prompt(r: &LlmRequest) -> &str {
     &r.messages.iter().rev().find(|m| m.role == "user").unwrap().content
@@ -114,7 +82,7 @@ async fn every_configuration_problem_is_listed_at_once() {
 
 #[tokio::test]
 async fn off_makes_no_fact_check_calls_and_standard_never_loops() {
-    let model = Model::new(answer);
+    let model = Answering::new(answer);
     let engine = Engine::builder(repo_root()).provider(model.clone()).build();
     let (o, events) = debate(&engine, &[("fact_check", json!("off")), ("rounds", json!(2))]).await;
     let order = [(1, "pro".to_owned(), 1), (1, "con".into(), 1), (2, "pro".into(), 1), (2, "con".into(), 1)];
@@ -123,7 +91,7 @@ async fn off_makes_no_fact_check_calls_and_standard_never_loops() {
     assert!(!events.iter().any(|e| matches!(e, Event::Search { .. })));
     assert_eq!(o["transcript"][0]["factuality"], Value::Null);
 
-    let model = Model::new(answer);
+    let model = Answering::new(answer);
     let engine = Engine::builder(repo_root()).provider(model.clone()).build();
     let (o, _) = debate(&engine, &[("fact_check", json!("standard")), ("rounds", json!(2))]).await;
     assert_eq!(speakers(&o), order, "standard flags false claims; the speech stands");
@@ -135,7 +103,7 @@ async fn off_makes_no_fact_check_calls_and_standard_never_loops() {
 
 #[tokio::test]
 async fn strict_sends_a_false_claim_back_with_feedback_and_keeps_the_fix() {
-    let model = Model::new(answer);
+    let model = Answering::new(answer);
     let engine = Engine::builder(repo_root()).provider(model.clone()).build();
     let (o, events) = debate(&engine, &[("fact_check", json!("strict")), ("rounds", json!(1))]).await;
     assert_eq!(speakers(&o), [(1, "pro".to_owned(), 2), (1, "con".into(), 2)]);
@@ -161,7 +129,7 @@ async fn strict_sends_a_false_claim_back_with_feedback_and_keeps_the_fix() {
 #[tokio::test]
 async fn strict_gives_up_after_three_retries_and_marks_the_speech() {
     // A debater who never fixes the claim: four attempts, three sent back, the last kept.
-    let model = Model::new(|r| match r.profile.as_str() {
+    let model = Answering::new(|r| match r.profile.as_str() {
         "debater" => Ok(speech(r).replace("blue", "green")),
         _ => answer(r),
     });
@@ -191,7 +159,7 @@ impl Search for Down {
 
 #[tokio::test]
 async fn a_fact_checker_failure_is_logged_and_never_rejects() {
-    let model = Model::new(answer);
+    let model = Answering::new(answer);
     let engine =
         Engine::builder(repo_root()).provider(model.clone()).search(SearchChoice::Engine(Arc::new(Down))).build();
     let (o, _) = debate(&engine, &[("fact_check", json!("strict")), ("rounds", json!(1))]).await;
@@ -203,7 +171,7 @@ async fn a_fact_checker_failure_is_logged_and_never_rejects() {
     assert!(model.asked("evidence").is_empty(), "no verdict without evidence");
 
     // The claim extractor failing: no claims, logged, the speech stands.
-    let model = Model::new(|r| if r.profile == "claims" { Err("HTTP 429".into()) } else { answer(r) });
+    let model = Answering::new(|r| if r.profile == "claims" { Err("HTTP 429".into()) } else { answer(r) });
     let engine = Engine::builder(repo_root()).provider(model).build();
     let (o, _) = debate(&engine, &[("fact_check", json!("strict")), ("rounds", json!(1))]).await;
     assert_eq!(speakers(&o).len(), 2);
@@ -243,7 +211,7 @@ impl Search for Together {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_speechs_claims_are_verified_at_the_same_time() {
     // Five claims in one speech: the searches answer only when all five wait together.
-    let model = Model::new(|r| match r.profile.as_str() {
+    let model = Answering::new(|r| match r.profile.as_str() {
         "claims" => Ok(json!({"claims": ["a 1", "b 2", "c 3", "d 4", "e 5", "f 6"]}).to_string()),
         _ => answer(r),
     });
@@ -267,7 +235,7 @@ async fn a_speechs_claims_are_verified_at_the_same_time() {
 
 #[tokio::test]
 async fn the_transcript_and_metadata_accumulate_across_rounds() {
-    let model = Model::new(answer);
+    let model = Answering::new(answer);
     let engine = Engine::builder(repo_root()).provider(model).build();
     let (o, _) = debate(&engine, &[("fact_check", json!("standard")), ("rounds", json!(3))]).await;
     assert_eq!(o["transcript"].as_array().unwrap().len(), 6);
@@ -291,7 +259,7 @@ async fn the_transcript_and_metadata_accumulate_across_rounds() {
 #[tokio::test]
 async fn models_personas_and_the_word_limit_per_side() {
     let long = "word ".repeat(400);
-    let model = Model::new(move |r| match r.profile.as_str() {
+    let model = Answering::new(move |r| match r.profile.as_str() {
         "debater" if prompt(r).contains("SIDE: con") => Ok(long.clone()),
         _ => answer(r),
     });
@@ -325,7 +293,7 @@ async fn three_participants_speak_in_the_order_the_manifest_gives() {
     );
     assert_ne!(edited, text);
     std::fs::write(&manifest, edited).unwrap();
-    let model = Model::new(answer);
+    let model = Answering::new(answer);
     let engine = Engine::builder(root.path()).provider(model).build();
     let (o, _) = debate(&engine, &[("fact_check", json!("standard")), ("rounds", json!(2))]).await;
     let who: Vec<String> = speakers(&o).into_iter().map(|(r, s, _)| format!("{r}:{s}")).collect();
@@ -366,7 +334,7 @@ async fn a_paused_debate_goes_on_from_where_it_stopped_even_after_a_restart() {
 
 #[tokio::test]
 async fn a_debaters_failure_fails_the_turn_and_undoes_it() {
-    let model = Model::new(|r| {
+    let model = Answering::new(|r| {
         if r.profile == "debater" && prompt(r).contains("SIDE: con") { Err("HTTP 500".into()) } else { answer(r) }
     });
     let engine = Engine::builder(repo_root()).provider(model).build();

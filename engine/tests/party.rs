@@ -4,42 +4,25 @@
 
 mod support;
 
-use std::sync::Arc;
-
-use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
-use ruleweave::{Engine, Provider, Result};
+use ruleweave::Engine;
+use ruleweave::llm::LlmRequest;
 use serde_json::{Value, json};
-use support::{copy_of, repo_root, write_root};
+use support::{Answering, copy_of, repo_root, write_root};
 
 /// A reply computed from the candidate ids a prompt lists.
 type Answer = Box<dyn Fn(&[String]) -> String + Send + Sync>;
 
-/// A model whose reply is computed from the candidate ids its prompt lists (`[en-012] ...`).
-struct Scripted(Answer);
-
-impl Provider for Scripted {
-    fn name(&self) -> &str {
-        "scripted"
-    }
-
-    fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
-        let prompt = &request.messages.last().unwrap().content;
-        let ids: Vec<String> = prompt
-            .lines()
-            .filter_map(|l| l.strip_prefix('[').and_then(|l| l.split_once(']')).map(|(id, _)| id.to_owned()))
-            .collect();
-        let content = (self.0)(&ids);
-        Box::pin(std::future::ready(Ok(LlmResponse {
-            content,
-            model: request.model.clone(),
-            usage: Usage::default(),
-            attempts: 1,
-        })))
-    }
+/// The candidate ids the request's last message lists (`[en-012] ...`).
+fn candidate_ids(request: &LlmRequest) -> Vec<String> {
+    let prompt = &request.messages.last().unwrap().content;
+    prompt
+        .lines()
+        .filter_map(|l| l.strip_prefix('[').and_then(|l| l.split_once(']')).map(|(id, _)| id.to_owned()))
+        .collect()
 }
 
 fn engine_at(root: &std::path::Path, reply: impl Fn(&[String]) -> String + Send + Sync + 'static) -> Engine {
-    Engine::builder(root).provider(Arc::new(Scripted(Box::new(reply)))).build()
+    Engine::builder(root).provider(Answering::new(move |r| Ok(reply(&candidate_ids(r))))).build()
 }
 
 /// The first round's question: (state, the `question` event's data).

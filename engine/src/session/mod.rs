@@ -68,6 +68,13 @@ pub struct PausedAt {
     pub next: Vec<String>,
 }
 
+impl PausedAt {
+    /// What a pause point's resume point says of it.
+    pub(crate) fn of(point: &ResumePoint) -> Self {
+        PausedAt { after: point.paused_after.clone().unwrap_or_default(), next: point.next.clone() }
+    }
+}
+
 /// Where an interrupted turn stood.
 struct Interrupted {
     turn: u64,
@@ -488,9 +495,7 @@ impl Session {
     /// Where the last turn paused, if it did: the node after which it stopped and the nodes the
     /// next turn starts with.
     pub fn paused(&self) -> Option<PausedAt> {
-        self.paused
-            .as_ref()
-            .map(|p| PausedAt { after: p.paused_after.clone().unwrap_or_default(), next: p.next.clone() })
+        self.paused.as_ref().map(PausedAt::of)
     }
 
     /// Moves the session onto the pack's current version when a reload swapped in a new one: each

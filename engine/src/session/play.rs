@@ -92,10 +92,8 @@ impl Session {
                 self.snapshot_due = false;
                 self.seq = checkpoint;
                 self.turns = number;
-                let paused = pause
-                    .as_ref()
-                    .map(|(after, point)| super::PausedAt { after: after.clone(), next: point.next.clone() });
-                self.paused = pause.map(|(_, point)| point);
+                let paused = pause.as_ref().map(super::PausedAt::of);
+                self.paused = pause;
                 Ok(TurnResult {
                     paused,
                     turn: number,
@@ -137,15 +135,17 @@ impl Playing {
         state: &mut Dynamic,
         undo: &mut Undo,
         resume: Option<&ResumePoint>,
-    ) -> Result<(Vec<(String, Updates)>, Option<(String, ResumePoint)>)> {
+    ) -> Result<(Vec<(String, Updates)>, Option<ResumePoint>)> {
         let (pack, turn) = (self.pack.clone(), self.turn.clone());
         let mut run = Run::new(pack.env(self.rt.packs.natives(), &turn), resume)?;
         let mut updates: Vec<(String, Updates)> = Vec::new();
         while let Some(done) = run.step(state, undo).await? {
             updates.extend(done.updates.into_iter().map(|(n, u)| (n.to_string(), u)));
             if let Some(after) = done.paused {
-                let point = ResumePoint { paused_after: Some(after.to_string()), ..run.resume_point() };
-                return Ok((updates, Some((after.to_string(), point))));
+                return Ok((
+                    updates,
+                    Some(ResumePoint { paused_after: Some(after.to_string()), ..run.resume_point() }),
+                ));
             }
             if pack.graph.checkpoint_steps && !run.done() {
                 let made = turn.take_exchanges();
@@ -165,15 +165,14 @@ impl Playing {
 
     /// Records the turn's checkpoint (with a snapshot every `snapshot_every` turns, or when the
     /// session just moved to a new pack version); returns its number, whether the session is
-    /// finished, and the turn's events.
-    #[allow(clippy::type_complexity)]
+    /// finished, the turn's events and where it paused, if it did.
     async fn commit(
         &mut self,
         state: &Dynamic,
         updates: Vec<(String, Updates)>,
-        pause: Option<(String, ResumePoint)>,
+        pause: Option<ResumePoint>,
         snapshot_due: bool,
-    ) -> Result<(u64, bool, Vec<crate::event::Event>, Option<(String, ResumePoint)>)> {
+    ) -> Result<(u64, bool, Vec<crate::event::Event>, Option<ResumePoint>)> {
         let recorded = self.turn.take();
         let finished = self.pack.is_finished(state);
         let every = self.rt.retention.snapshot_every.max(1);
@@ -183,7 +182,7 @@ impl Playing {
             input: Some(std::mem::take(&mut self.input)),
             finished,
             bumps: recorded.bumps,
-            resume: pause.as_ref().map(|(_, point)| point.clone()),
+            resume: pause.clone(),
             ..self.checkpoint(CheckpointKind::Turn, updates, recorded.exchanges)
         };
         self.rt.store.append(&self.id, &last).await?;

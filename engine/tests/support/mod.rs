@@ -83,6 +83,42 @@ impl Provider for Canned {
     }
 }
 
+/// A reply computed from the request (`Err` fails the call).
+pub type Answer = Box<dyn Fn(&LlmRequest) -> std::result::Result<String, String> + Send + Sync>;
+
+/// A model whose replies a test computes from each request; every request is recorded.
+pub struct Answering {
+    answer: Answer,
+    asked: Mutex<Vec<LlmRequest>>,
+}
+
+impl Answering {
+    pub fn new(
+        answer: impl Fn(&LlmRequest) -> std::result::Result<String, String> + Send + Sync + 'static,
+    ) -> Arc<Self> {
+        Arc::new(Answering { answer: Box::new(answer), asked: Mutex::new(Vec::new()) })
+    }
+
+    /// The requests made for `profile`, in order.
+    pub fn asked(&self, profile: &str) -> Vec<LlmRequest> {
+        self.asked.lock().unwrap().iter().filter(|r| r.profile == profile).cloned().collect()
+    }
+}
+
+impl Provider for Answering {
+    fn name(&self) -> &str {
+        "answering"
+    }
+
+    fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+        self.asked.lock().unwrap().push(request.clone());
+        let r = (self.answer)(request)
+            .map(|content| LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
+            .map_err(|why| Error::new(ErrorKind::Llm, why));
+        Box::pin(std::future::ready(r))
+    }
+}
+
 /// An engine over the repository's packs answered by `canned`.
 pub fn engine(canned: &Arc<Canned>) -> Engine {
     Engine::builder(repo_root()).provider(canned.clone()).build()

@@ -72,6 +72,7 @@ impl Case {
             .turns
             .iter()
             .map(|t| RecordedTurn {
+                turn: 0,
                 input: t.input.clone(),
                 answers: t
                     .replies
@@ -227,7 +228,7 @@ async fn run_case(engine: &Engine, pack: &str, case: &Case, bless: bool) -> Resu
 }
 
 /// The case files of `pack` (`tests/<pack>/*.yaml`), sorted.
-fn case_files(root: &Path, pack: &str) -> Result<Vec<PathBuf>> {
+fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
     let dir = root.join("tests").join(pack);
     let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(entries) => entries
@@ -237,7 +238,7 @@ fn case_files(root: &Path, pack: &str) -> Result<Vec<PathBuf>> {
         Err(_) => Vec::new(),
     };
     files.sort();
-    Ok(files)
+    files
 }
 
 /// Reads a case file (its name defaults to the file's stem).
@@ -260,7 +261,8 @@ pub fn write_case(path: &Path, case: &Case) -> Result<()> {
 }
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
-    let engine = Engine::builder(root).build();
+    // The binary's native twins, so a case plays a pack as `play` does.
+    let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let packs = match &args.pack {
         Some(p) => vec![p.clone()],
         None => engine.pack_names()?.into_iter().filter(|p| root.join("tests").join(p).is_dir()).collect(),
@@ -271,7 +273,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             eprint!("{}", crate::diagnostics::render(&e, root));
             bail!("pack `{pack}` did not load");
         }
-        for path in case_files(root, pack)? {
+        for path in case_files(root, pack) {
             let case = read_case(&path)?;
             if args.filter.as_ref().is_some_and(|f| !case.name.contains(f.as_str())) {
                 continue;

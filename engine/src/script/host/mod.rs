@@ -146,6 +146,13 @@ impl CallTag {
     pub fn new(turn: Arc<TurnCtx>, node: Arc<str>) -> Self {
         CallTag { turn, node, embeddings: None }
     }
+
+    /// A tag for calls made outside any session (`ScriptCall`, `Selection`): turn `turn` of no
+    /// session, with these options, its models from `provider`.
+    pub fn outside(name: &str, turn: u64, options: rhai::Map, provider: Arc<dyn crate::llm::Provider>) -> Self {
+        let ctx = TurnCtx::new(name.into(), turn, 0, 0, options, rhai::Map::new(), provider, None);
+        CallTag::new(Arc::new(ctx), name.into())
+    }
 }
 
 /// The vectors of the selection running this call, if it made any.
