@@ -263,13 +263,14 @@ fn the_api_takes_any_body() {
     assert_eq!(status, StatusCode::CREATED, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
     let seeds = corpus("body");
-    let strategy = (0..seeds.len(), prop::collection::vec(mutation(), 0..8), 0..3usize)
+    let strategy = (0..seeds.len(), prop::collection::vec(mutation(), 0..8), 0..4usize)
         .prop_map(move |(i, edits, route)| (mutate(seeds[i].clone(), &edits), route));
     let mut runner = proptest::test_runner::TestRunner::new(config());
     let result = runner.run(&strategy, |(body, route)| {
         let path = match route {
             0 => "/v1/sessions".to_owned(),
             1 => format!("/v1/sessions/{id}/turns"),
+            2 => "/v1/chat/completions".to_owned(),
             _ => format!("/v1/sessions/{id}/fork"),
         };
         let (status, json) = send(&app, path, body.clone());

@@ -411,7 +411,7 @@ impl Pack {
     }
 
     /// What to tell a turn that arrives after the session finished.
-    pub(crate) fn finished_message(&self) -> &str {
+    pub fn finished_message(&self) -> &str {
         self.finish.as_ref().map_or("this session is finished", |f| f.message.as_str())
     }
 }

@@ -7,7 +7,7 @@ use tokio::sync::broadcast;
 
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, InputKind, LobbyInput, OpenRound,
-    SessionEvent, SessionInfo, SessionLock, Store, Stored, conflict,
+    SessionEvent, SessionInfo, SessionLock, Store, Stored, TranscriptLink, conflict,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
@@ -17,6 +17,8 @@ pub struct MemoryStore {
     sessions: Mutex<HashMap<String, Entry>>,
     /// (pack, table, counter, row key) → value. Locked after `sessions` when both are.
     counters: Mutex<HashMap<(String, String, String, String), i64>>,
+    /// Transcript key → (session, checkpoint). Locked before `sessions` when both are.
+    links: Mutex<HashMap<String, (String, u64)>>,
     events: broadcast::Sender<SessionEvent>,
 }
 
@@ -33,6 +35,7 @@ impl Default for MemoryStore {
         MemoryStore {
             sessions: Mutex::default(),
             counters: Mutex::default(),
+            links: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -46,6 +49,12 @@ impl MemoryStore {
 
     fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Entry>) -> R) -> R {
         f(&mut self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Drops the transcript links of sessions that are gone.
+    fn drop_stale_links(&self) {
+        let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        self.with(|m| links.retain(|_, (id, _)| m.contains_key(id)));
     }
 }
 
@@ -161,11 +170,15 @@ impl Store for MemoryStore {
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        ready(Ok(self.with(|m| m.remove(id).is_some())))
+        let removed = self.with(|m| m.remove(id).is_some());
+        if removed {
+            self.drop_stale_links();
+        }
+        ready(Ok(removed))
     }
 
     fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
-        ready(Ok(self.with(|m| {
+        let expired = self.with(|m| {
             let before = m.len();
             let named = |pack: &str| match which {
                 Expiry::Pack(p) => p == pack,
@@ -175,7 +188,11 @@ impl Store for MemoryStore {
                 !(named(&e.info.pack) && e.info.finished && e.info.finished_at.is_some_and(|t| t < finished_before))
             });
             (before - m.len()) as u64
-        })))
+        });
+        if expired > 0 {
+            self.drop_stale_links();
+        }
+        ready(Ok(expired))
     }
 
     fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
@@ -218,6 +235,28 @@ impl Store for MemoryStore {
                 })
                 .collect()
         })))
+    }
+
+    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
+        let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        let known = self.with(|m| m.contains_key(id));
+        if !known {
+            return ready(Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))));
+        }
+        links.entry(key.to_owned()).or_insert_with(|| (id.to_owned(), seq));
+        ready(Ok(()))
+    }
+
+    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> {
+        let links = self.links.lock().unwrap_or_else(|p| p.into_inner());
+        let found = keys
+            .iter()
+            .filter_map(|k| {
+                let (session, seq) = links.get(k)?;
+                Some(TranscriptLink { key: k.clone(), session: session.clone(), seq: *seq })
+            })
+            .collect();
+        ready(Ok(found))
     }
 
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {

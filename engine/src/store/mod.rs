@@ -194,6 +194,18 @@ pub struct OpenRound {
     pub first_answer_at: i64,
 }
 
+/// Where a conversation stands: the session and checkpoint a transcript's key was linked to
+/// (see [`Store::link_transcript`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptLink {
+    /// The transcript's key.
+    pub key: String,
+    /// The session.
+    pub session: String,
+    /// The checkpoint the conversation reached.
+    pub seq: u64,
+}
+
 /// Something that happened to a session, told to every process sharing the store (through
 /// PostgreSQL's `NOTIFY` when several replicas share one database), for event streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -382,6 +394,16 @@ pub trait Store: Send + Sync {
 
     /// The sessions with answers waiting.
     fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>>;
+
+    /// Remembers that the conversation whose transcript hashes to `key` stands at checkpoint `seq`
+    /// of session `id`. A key links once: the same conversation played again elsewhere (a
+    /// regenerated reply that came out the same) leaves the first link; deleting the session drops
+    /// its links. The chat face finds a stateless client's session this way, whichever replica
+    /// linked it.
+    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>>;
+
+    /// The links of those of `keys` that have one, in no particular order.
+    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>>;
 
     /// Events of every session: turns recorded (by any process sharing the store) and lobby inputs.
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent>;

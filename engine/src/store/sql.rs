@@ -407,6 +407,48 @@ macro_rules! shared_store {
             })
         }
 
+        fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO transcript_links (key, session_id, seq, created_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (key) DO NOTHING",
+                )
+                .bind(key)
+                .bind(id)
+                .bind(seq as i64)
+                .bind(crate::vocab::now_ms())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot link a transcript", e))?;
+                Ok(())
+            })
+        }
+
+        fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> {
+            Box::pin(async move {
+                let mut found = Vec::new();
+                // A bounded number of placeholders per statement, whatever the conversation's length.
+                for chunk in keys.chunks(100) {
+                    let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
+                    let sql = format!(
+                        "SELECT key, session_id, seq FROM transcript_links WHERE key IN ({})",
+                        marks.join(", ")
+                    );
+                    // Built from a fixed text and a count of placeholders: no data is spliced in.
+                    let mut q = sqlx::query_as::<_, (String, String, i64)>(sqlx::AssertSqlSafe(sql));
+                    for k in chunk {
+                        q = q.bind(k);
+                    }
+                    let rows = q.fetch_all(&self.pool).await.map_err(|e| store_error("cannot find transcripts", e))?;
+                    found.extend(
+                        rows.into_iter()
+                            .map(|(key, session, seq)| TranscriptLink { key, session, seq: seq as u64 }),
+                    );
+                }
+                Ok(found)
+            })
+        }
+
         fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
             Box::pin(async move {
                 sqlx::query_scalar("SELECT id FROM sessions WHERE head_kind = 'step'")

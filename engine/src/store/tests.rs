@@ -209,10 +209,39 @@ async fn lobby(store: Arc<dyn Store>) {
     assert!(store.inputs(&s).await.unwrap().is_empty(), "deleting a session deletes its inputs");
 }
 
+/// Transcript links: found by key among many, replaced by a later link of the same key, refused
+/// for a session that does not exist, gone with their session.
+async fn transcripts(store: Arc<dyn Store>) {
+    let a = id("chat");
+    let b = id("chat");
+    store.create(&session(&a), &start()).await.unwrap();
+    store.create(&session(&b), &start()).await.unwrap();
+    let key = |n: u32| format!("{a}-key-{n}");
+    store.link_transcript(&key(1), &a, 0).await.unwrap();
+    store.link_transcript(&key(2), &a, 1).await.unwrap();
+    store.link_transcript(&key(3), &b, 0).await.unwrap();
+    let asked: Vec<String> = (0..250).map(key).collect();
+    let mut found = store.find_transcripts(&asked).await.unwrap();
+    found.sort_by(|x, y| x.key.cmp(&y.key));
+    let link = |k: u32, session: &str, seq| TranscriptLink { key: key(k), session: session.to_owned(), seq };
+    assert_eq!(found, [link(1, &a, 0), link(2, &a, 1), link(3, &b, 0)]);
+
+    store.link_transcript(&key(2), &b, 4).await.unwrap();
+    assert_eq!(store.find_transcripts(&[key(2)]).await.unwrap(), [link(2, &a, 1)], "the first link stays");
+    assert!(store.link_transcript(&key(9), "no-such-session", 1).await.is_err());
+
+    store.delete(&b).await.unwrap();
+    let mut found = store.find_transcripts(&asked).await.unwrap();
+    found.sort_by(|x, y| x.key.cmp(&y.key));
+    assert_eq!(found, [link(1, &a, 0), link(2, &a, 1)], "a deleted session's links go");
+    assert!(store.find_transcripts(&[]).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 async fn memory_store() {
     suite(Arc::new(MemoryStore::new())).await;
     lobby(Arc::new(MemoryStore::new())).await;
+    transcripts(Arc::new(MemoryStore::new())).await;
 }
 
 #[tokio::test]
@@ -221,6 +250,7 @@ async fn sqlite_store() {
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
     suite(open(&url).await.unwrap()).await;
     lobby(open(&url).await.unwrap()).await;
+    transcripts(open(&url).await.unwrap()).await;
     // Reopening migrates nothing twice and finds what was written.
     let store = open(&url).await.unwrap();
     let s = id("again");
@@ -248,6 +278,7 @@ async fn postgres_store() {
     let Some(url) = postgres() else { return };
     suite(open(&url).await.unwrap()).await;
     lobby(open(&url).await.unwrap()).await;
+    transcripts(open(&url).await.unwrap()).await;
 }
 
 #[tokio::test]

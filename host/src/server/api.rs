@@ -286,7 +286,7 @@ async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink
 /// slots. Scripts and templates are synchronous work, and a pack whose scripts spin into their
 /// wall limit must not stall the server's other requests, nor take every thread from the other
 /// packs. Returns the pack's name with the outcome.
-async fn on_turn_thread<T: Send + 'static>(
+pub(super) async fn on_turn_thread<T: Send + 'static>(
     s: &Shared,
     live: LiveSession,
     work: impl for<'a> FnOnce(&'a mut ruleweave::Session) -> BoxFuture<'a, ruleweave::Result<T>> + Send + 'static,

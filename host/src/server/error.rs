@@ -88,8 +88,24 @@ fn source(e: &dyn std::error::Error) -> String {
     s.to_string()
 }
 
+impl ApiError {
+    /// The error's body: `{"error": {"code", "message", "type", "param"}}`, which is also the
+    /// shape OpenAI's API answers in (`type` from the status), so its SDKs raise their usual
+    /// exceptions on the chat face.
+    pub fn body(&self) -> serde_json::Value {
+        let kind = match self.status.as_u16() {
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            500.. => "server_error",
+            _ => "invalid_request_error",
+        };
+        json!({"error": {"code": self.code, "message": self.message, "type": kind, "param": null}})
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({"error": {"code": self.code, "message": self.message}}))).into_response()
+        (self.status, Json(self.body())).into_response()
     }
 }

@@ -8,6 +8,7 @@ mod api;
 mod error;
 mod listen;
 mod metrics;
+mod openai;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,6 +72,8 @@ pub struct AppState {
     /// graceful shutdown waits for them.
     pub tasks: TaskTracker,
     pub settings: Settings,
+    /// When the server started, unix seconds (the models' `created`).
+    pub started: u64,
     /// Each pack's turn slots ([`Settings::turns_per_pack`]).
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -82,7 +85,8 @@ impl AppState {
     pub fn new(engine: Engine, settings: Settings) -> Self {
         let metrics = Metrics::default();
         engine.on_llm_call(metrics.llm_counter());
-        let state = AppState { engine, metrics, tasks: TaskTracker::new(), settings, slots: Mutex::default() };
+        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let state = AppState { engine, metrics, tasks: TaskTracker::new(), settings, started, slots: Mutex::default() };
         state.load_packs();
         state
     }
@@ -125,6 +129,9 @@ pub fn app(state: Shared) -> Router {
         .route("/v1/sessions/{id}/checkpoints", get(api::checkpoints))
         .route("/v1/sessions/{id}/fork", post(api::fork))
         .route("/v1/sessions/{id}/replay", post(api::replay))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/models/{model}", get(openai::model))
+        .route("/v1/chat/completions", post(openai::completions))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()

@@ -1,0 +1,742 @@
+//! The chat face: OpenAI's Chat Completions protocol on `serve`, so the chat clients people
+//! already use (Open WebUI, LibreChat, the OpenAI SDKs) play packs with no new client.
+//!
+//! - `GET /v1/models` lists the packs that load (a pack whose newest edit was refused serves its
+//!   last good version), and a `pack:value` model for each non-default value of an option that
+//!   lists its values (`pirate:hard`).
+//! - `POST /v1/chat/completions` plays a turn: the model names the pack and its options
+//!   (`pirate:hard`, `debate:rounds=2`, and/or the request's `metadata`), the last user message is
+//!   the turn's input, the assistant message is the pack's `display.reply`.
+//!
+//! Chat clients are stateless: they send the whole conversation every time. Each reply is linked,
+//! in the store, to where the session stands: the key is a hash of the conversation so far (the
+//! model, then each user and assistant message, trimmed). A request looks up the keys of its
+//! own prefixes that end with an assistant message and goes on from the longest one found: the
+//! same session when it still stands there, else a fork from that checkpoint (a regenerated or
+//! edited message). No session is scanned, and every replica on the store finds the same link.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use ruleweave::{ErrorKind, LiveSession, Pack, Session, TurnResult};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use super::api::{Body, on_turn_thread};
+use super::{ApiError, Shared};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The header a client pins a session with, and the response names it in.
+const SESSION_HEADER: &str = "x-ruleweave-session";
+
+/// The most turns one request plays to catch up with a conversation the store has no record of
+/// (or whose end it lost): each is a full turn with its model calls.
+const MAX_CATCH_UP: usize = 16;
+
+#[derive(Deserialize)]
+pub struct ChatRequest {
+    model: String,
+    messages: Vec<Message>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    n: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+#[derive(Deserialize, Default)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// Who said a message of the conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    User,
+    Assistant,
+}
+
+/// `GET /v1/models`: the packs as models, in OpenAI's list shape.
+pub async fn models(State(s): State<Shared>) -> Json<Value> {
+    let mut data = Vec::new();
+    for status in s.engine.pack_status() {
+        let Some(pack) = status.pack else { continue };
+        data.push(model_entry(pack.name(), s.started));
+        for (_, spec) in pack.options() {
+            for v in spec.values.iter().flatten() {
+                if Some(v) != spec.default.as_ref()
+                    && let Some(v) = v.as_str()
+                {
+                    data.push(model_entry(&format!("{}:{v}", pack.name()), s.started));
+                }
+            }
+        }
+    }
+    Json(json!({"object": "list", "data": data}))
+}
+
+fn model_entry(id: &str, created: u64) -> Value {
+    json!({"id": id, "object": "model", "created": created, "owned_by": "ruleweave"})
+}
+
+/// `GET /v1/models/{model}`: one model, when it names a pack (and options it has).
+pub async fn model(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    parse_model(&s, &id, None)?;
+    Ok(Json(model_entry(&id, s.started)))
+}
+
+/// A model name read: the pack and the options it (and the request's metadata) chose.
+struct Chosen {
+    pack: Arc<Pack>,
+    options: serde_json::Map<String, Value>,
+}
+
+/// Reads `pirate`, `pirate:hard` or `debate:rounds=2:strict`: a pack, then options as `name=value`
+/// or as a bare value of the one option that lists it. `metadata` adds options by name (its
+/// `session` pins a session and is no option).
+fn parse_model(s: &Shared, model: &str, metadata: Option<&serde_json::Map<String, Value>>) -> ApiResult<Chosen> {
+    let mut parts = model.split(':');
+    let name = parts.next().unwrap_or_default().trim();
+    let pack = s.engine.pack(name).map_err(|e| {
+        if e.kind() == ErrorKind::NotFound {
+            ApiError::new(StatusCode::NOT_FOUND, "model_not_found", format!("{}; a model is a pack", e.detail()))
+        } else {
+            ApiError::from(e)
+        }
+    })?;
+    let mut options = serde_json::Map::new();
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_model", m);
+    for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some((k, v)) = part.split_once('=') {
+            let v = pack.option_from_str(k.trim(), v.trim()).map_err(|e| bad(e.detail().to_owned()))?;
+            options.insert(k.trim().to_owned(), v);
+            continue;
+        }
+        let holders: Vec<&String> = pack
+            .options()
+            .iter()
+            .filter(|(_, spec)| spec.values.iter().flatten().any(|v| v.as_str() == Some(part)))
+            .map(|(k, _)| k)
+            .collect();
+        match holders.as_slice() {
+            [one] => {
+                options.insert((*one).clone(), Value::String(part.to_owned()));
+            }
+            [] => return Err(bad(format!("`{part}` is no value of an option of pack `{name}` ({})", listed(&pack)))),
+            many => {
+                let names: Vec<&str> = many.iter().map(|k| k.as_str()).collect();
+                return Err(bad(format!(
+                    "`{part}` is a value of several options ({}): say `name={part}`",
+                    names.join(", ")
+                )));
+            }
+        }
+    }
+    for (k, v) in metadata.into_iter().flatten().filter(|(k, _)| k.as_str() != "session") {
+        let v = match v {
+            Value::String(raw) => pack.option_from_str(k, raw).map_err(|e| bad(e.detail().to_owned()))?,
+            other => other.clone(),
+        };
+        options.insert(k.clone(), v);
+    }
+    pack.resolve_options(&options).map_err(|e| bad(e.detail().to_owned()))?;
+    Ok(Chosen { pack, options })
+}
+
+/// The options a pack lists values for, for a message.
+fn listed(pack: &Pack) -> String {
+    let all: Vec<String> = pack
+        .options()
+        .iter()
+        .filter_map(|(k, spec)| {
+            let values: Vec<&str> = spec.values.as_ref()?.iter().filter_map(Value::as_str).collect();
+            Some(format!("{k}: {}", values.join(", ")))
+        })
+        .collect();
+    if all.is_empty() { "it has none to choose by value".into() } else { all.join("; ") }
+}
+
+/// The text of a message's content: a string, or the text parts of a list of parts.
+fn text_of(content: &Value) -> ApiResult<String> {
+    match content {
+        Value::Null => Ok(String::new()),
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => {
+            let mut out = String::new();
+            for p in parts {
+                match p.get("type").and_then(Value::as_str) {
+                    Some("text") => out.push_str(p.get("text").and_then(Value::as_str).unwrap_or_default()),
+                    other => {
+                        return Err(ApiError::new(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_request",
+                            format!(
+                                "a message part of type {} is not something a pack can read; send text",
+                                other.unwrap_or("(none)")
+                            ),
+                        ));
+                    }
+                }
+            }
+            Ok(out)
+        }
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "a message's content is a string or a list of parts",
+        )),
+    }
+}
+
+/// The keys of a conversation's prefixes: `keys[i]` names the conversation up to and including
+/// message `i`. Each key hashes the one before it with the next message, so a request's keys
+/// cost one pass over it.
+fn transcript_keys(chosen: &Chosen, messages: &[(Role, String)]) -> Vec<Key> {
+    let options: BTreeMap<&String, &Value> = chosen.options.iter().collect();
+    let mut digest = Sha256::new()
+        .chain_update(b"ruleweave transcript 1\0")
+        .chain_update(chosen.pack.name().as_bytes())
+        .chain_update(b"\0")
+        .chain_update(serde_json::to_string(&options).unwrap_or_default().as_bytes())
+        .finalize();
+    messages
+        .iter()
+        .map(|(role, text)| {
+            digest = next_key(&digest, *role, text);
+            Key(digest.into())
+        })
+        .collect()
+}
+
+/// A transcript's key: a SHA-256 digest, stored as hex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key([u8; 32]);
+
+impl Key {
+    fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The key of this conversation followed by the reply `text`.
+    fn after(&self, text: &str) -> Key {
+        Key(next_key(&self.0, Role::Assistant, text).into())
+    }
+}
+
+fn next_key(before: &[u8], role: Role, text: &str) -> sha2::digest::Output<Sha256> {
+    let text = text.trim();
+    Sha256::new()
+        .chain_update(before)
+        .chain_update([role as u8])
+        .chain_update((text.len() as u64).to_le_bytes())
+        .chain_update(text.as_bytes())
+        .finalize()
+}
+
+/// Where a request's turns run, and which of its messages are still to play.
+struct Plan {
+    live: LiveSession,
+    /// Indexes of the user messages to play, in order (the last is the request's own).
+    todo: Vec<usize>,
+    /// A new session of a pack that opens the conversation: its first message is answered by
+    /// the opening, with no turn.
+    opening: Option<String>,
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn completions(State(s): State<Shared>, headers: HeaderMap, Body(req): Body<ChatRequest>) -> Response {
+    match complete(s, headers, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<Response> {
+    if req.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "a turn has one reply: `n` must be 1"));
+    }
+    let chosen = parse_model(&s, &req.model, req.metadata.as_ref())?;
+    let mut messages = Vec::new();
+    for m in &req.messages {
+        let role = match m.role.as_str() {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            // The game's own rules make its system prompt: a client's is not the game's.
+            "system" | "developer" | "tool" | "function" => continue,
+            other => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    format!("no message role `{other}`"),
+                ));
+            }
+        };
+        messages.push((role, text_of(&m.content)?));
+    }
+    if messages.last().is_none_or(|(role, _)| *role != Role::User) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the last message must be the player's (role `user`): it is the turn's input",
+        ));
+    }
+    let keys = transcript_keys(&chosen, &messages);
+    let pinned = req
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("session"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned));
+    let plan = match pinned {
+        Some(id) => Plan { live: s.engine.session(&id).await?, todo: vec![messages.len() - 1], opening: None },
+        None => plan(&s, &chosen, &messages, &keys).await?,
+    };
+    let last = messages.len() - 1;
+    let mut usage = Usage::default();
+    let mut todo = plan.todo.as_slice();
+    // A new session that opens the conversation answers its first message with the opening.
+    if let (Some(opening), Some((&first, rest))) = (&plan.opening, todo.split_first()) {
+        if first == last {
+            let (id, seq) = {
+                let session = plan.live.lock().await;
+                (session.id().to_owned(), session.checkpoint())
+            };
+            if req.stream == Some(true) {
+                return Ok(stream(s, &req, keys, plan.live, Say::Opening(opening.clone()), usage));
+            }
+            return Ok(reply(&s, &req, &keys, &id, seq, 0, opening.clone(), false, usage).await);
+        }
+        link_next(&s, &messages, &keys, first, &plan.live).await;
+        todo = rest;
+    }
+    let Some((&final_msg, before)) = todo.split_last() else {
+        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "no message to play"));
+    };
+    for &i in before {
+        let (r, _) = play(&s, &plan.live, &messages[i].1, None).await?;
+        usage.add(&r);
+        link_next(&s, &messages, &keys, i, &plan.live).await;
+    }
+    {
+        let mut session = plan.live.lock().await;
+        session.refresh().await?;
+        if session.is_finished() {
+            return Err(ApiError::new(StatusCode::CONFLICT, "finished", session.pack().finished_message()));
+        }
+    }
+    if req.stream == Some(true) {
+        let say = Say::Turn(messages[final_msg].1.clone());
+        return Ok(stream(s, &req, keys, plan.live, say, usage));
+    }
+    let (r, text) = play(&s, &plan.live, &messages[final_msg].1, None).await?;
+    usage.add(&r);
+    let id = plan.live.lock().await.id().to_owned();
+    Ok(reply(&s, &req, &keys, &id, r.checkpoint, r.turn, text, r.finished, usage).await)
+}
+
+/// Finds where a conversation goes on (see the module's documentation).
+async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[Key]) -> ApiResult<Plan> {
+    let ends: Vec<String> =
+        messages.iter().zip(keys).filter(|((role, _), _)| *role == Role::Assistant).map(|(_, k)| k.hex()).collect();
+    let found = if ends.is_empty() { Vec::new() } else { s.engine.store().find_transcripts(&ends).await? };
+    let mut best: Option<(usize, &ruleweave::store::TranscriptLink)> = None;
+    for link in &found {
+        if let Some(at) = keys.iter().position(|k| k.hex() == link.key)
+            && best.is_none_or(|(b, _)| at > b)
+        {
+            best = Some((at, link));
+        }
+    }
+    if let Some((at, link)) = best
+        && let Some(live) = go_on(s, &link.session, link.seq).await?
+    {
+        let todo = user_messages(messages, at + 1);
+        check_catch_up(&todo)?;
+        return Ok(Plan { live, todo, opening: None });
+    }
+    let todo = user_messages(messages, 0);
+    check_catch_up(&todo)?;
+    let session = s.engine.open(chosen.pack.name(), &chosen.options).await?;
+    s.metrics.session_opened(chosen.pack.name());
+    let opening = match session.display("reply") {
+        Some(Ok(text)) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+        _ => None,
+    };
+    Ok(Plan { live: s.engine.keep(session), todo, opening })
+}
+
+/// The session a link points at, when it still stands at the linked checkpoint; else a fork
+/// from that checkpoint; `None` when the session is gone.
+async fn go_on(s: &Shared, id: &str, seq: u64) -> ApiResult<Option<LiveSession>> {
+    let live = match s.engine.session(id).await {
+        Ok(live) => live,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    {
+        let mut session = live.lock().await;
+        session.refresh().await?;
+        if session.checkpoint() == seq {
+            return Ok(Some(live.clone()));
+        }
+    }
+    match s.engine.fork(id, seq).await {
+        Ok(fork) => Ok(Some(s.engine.keep(fork))),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn user_messages(messages: &[(Role, String)], from: usize) -> Vec<usize> {
+    (from..messages.len()).filter(|&i| messages[i].0 == Role::User).collect()
+}
+
+fn check_catch_up(todo: &[usize]) -> ApiResult<()> {
+    if todo.len() > MAX_CATCH_UP {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unknown_conversation",
+            format!(
+                "this conversation has {} player messages this server has no record of, more than the {MAX_CATCH_UP} \
+                 one request plays to catch up; start a new conversation, or pin a session with `metadata.session`",
+                todo.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// After the user message `i` was played on `live`: when the client's conversation has an
+/// assistant message next, that prefix now stands at the session's newest checkpoint.
+async fn link_next(s: &Shared, messages: &[(Role, String)], keys: &[Key], i: usize, live: &LiveSession) {
+    if messages.get(i + 1).is_some_and(|(role, _)| *role == Role::Assistant) {
+        let (id, seq) = {
+            let session = live.lock().await;
+            (session.id().to_owned(), session.checkpoint())
+        };
+        link(s, keys[i + 1], &id, seq).await;
+    }
+}
+
+/// Links a key; a failure costs the client a catch-up later, not this reply, so it is logged.
+async fn link(s: &Shared, key: Key, id: &str, seq: u64) {
+    if let Err(e) = s.engine.store().link_transcript(&key.hex(), id, seq).await {
+        tracing::error!(session = %id, "cannot link the conversation to its session: {e}");
+    }
+}
+
+/// The key of the whole conversation a request sent (it ends with the player's message).
+fn last_key(keys: &[Key]) -> Key {
+    keys.last().copied().unwrap_or(Key([0; 32]))
+}
+
+/// Tokens a request's model calls spent.
+#[derive(Default, Clone, Copy)]
+struct Usage {
+    prompt: u64,
+    completion: u64,
+}
+
+impl Usage {
+    fn add(&mut self, r: &TurnResult) {
+        for e in &r.exchanges {
+            if let Some(resp) = &e.response {
+                self.prompt += u64::from(resp.usage.prompt_tokens);
+                self.completion += u64::from(resp.usage.completion_tokens);
+            }
+        }
+    }
+
+    fn json(self) -> Value {
+        json!({
+            "prompt_tokens": self.prompt,
+            "completion_tokens": self.completion,
+            "total_tokens": self.prompt + self.completion,
+        })
+    }
+}
+
+/// Plays the user message `text` as a turn on `live`; the turn and the reply it shows.
+async fn play(
+    s: &Shared,
+    live: &LiveSession,
+    text: &str,
+    sink: Option<ruleweave::EventSink>,
+) -> ApiResult<(TurnResult, String)> {
+    let text = text.to_owned();
+    let turn = on_turn_thread(s, live.clone(), move |session| {
+        Box::pin(async move {
+            let input = input_of(session, &text)?;
+            let r = match sink {
+                Some(sink) => session.turn_with_events(input, sink).await?,
+                None => session.turn(input).await?,
+            };
+            let shown = shown(session, &r);
+            Ok((r, shown))
+        })
+    })
+    .await;
+    match turn {
+        Ok((pack, (r, shown))) => {
+            s.metrics.turn(&pack, &r);
+            Ok((r, shown))
+        }
+        Err((pack, e)) => {
+            s.metrics.failed_turn(&pack);
+            s.metrics.error(&pack, e.kind().code());
+            Err(match e.kind() {
+                ErrorKind::Finished => ApiError::new(StatusCode::CONFLICT, "finished", e.detail()),
+                ErrorKind::Input => ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", e.detail()),
+                _ => e.into(),
+            })
+        }
+    }
+}
+
+/// A user message as a turn's input: a JSON object is the input's fields as they are; other
+/// text goes to the pack's one text field.
+fn input_of(session: &Session, text: &str) -> ruleweave::Result<Value> {
+    let trimmed = text.trim();
+    if trimmed.starts_with('{')
+        && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(trimmed)
+    {
+        return Ok(Value::Object(fields));
+    }
+    session.input_from_text(text).map_err(|e| {
+        ruleweave::Error::new(
+            ErrorKind::Input,
+            format!(
+                "{}; send the message as a JSON object of those fields (the pack is not played by text alone)",
+                e.detail()
+            ),
+        )
+    })
+}
+
+/// What a turn shows: the pack's `display.reply` (or its one text output), and its `finished`
+/// message when the turn ended the session.
+fn shown(session: &Session, r: &TurnResult) -> String {
+    let mut text = match session.display("reply") {
+        Some(Ok(t)) => t.trim().to_owned(),
+        Some(Err(e)) => format!("(the pack's reply did not render: {})", e.detail()),
+        None => match r.output.as_object().map(|o| o.values().filter_map(Value::as_str).collect::<Vec<_>>()) {
+            Some(texts) if texts.len() == 1 => texts[0].to_owned(),
+            _ => r.output.to_string(),
+        },
+    };
+    if r.finished
+        && let Some(Ok(f)) = session.display("finished")
+    {
+        text = format!("{text}\n\n{}", f.trim());
+    }
+    text
+}
+
+/// A whole reply: links it, and answers it in OpenAI's shape.
+#[allow(clippy::too_many_arguments)]
+async fn reply(
+    s: &Shared,
+    req: &ChatRequest,
+    keys: &[Key],
+    id: &str,
+    seq: u64,
+    turn: u64,
+    text: String,
+    finished: bool,
+    usage: Usage,
+) -> Response {
+    link(s, last_key(keys).after(&text), id, seq).await;
+    let body = json!({
+        "id": format!("chatcmpl-{id}-{turn}"),
+        "object": "chat.completion",
+        "created": unix_now(),
+        "model": req.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "finish_reason": "stop",
+            "logprobs": null,
+        }],
+        "usage": usage.json(),
+        "ruleweave": {"session": id, "turn": turn, "checkpoint": seq, "finished": finished},
+    });
+    let mut r = Json(body).into_response();
+    if let Ok(v) = HeaderValue::from_str(id) {
+        r.headers_mut().insert(SESSION_HEADER, v);
+    }
+    r
+}
+
+/// What a streamed reply says: a turn played on the player's message, or the opening.
+enum Say {
+    Turn(String),
+    Opening(String),
+}
+
+/// A streamed reply: the role first, then the text as the pack's streamed nodes produce it
+/// (`display.stream`; one blank line between calls), or the whole reply in one piece when it
+/// streams none, then the end with `finish_reason`, the usage when asked, and `[DONE]`. The
+/// conversation is linked to what was sent.
+fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: Say, usage: Usage) -> Response {
+    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
+    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let model = req.model.clone();
+    let task = s.clone();
+    s.tasks.spawn(async move {
+        let s = task;
+        let (session_id, streamed, seq) = {
+            let session = live.lock().await;
+            (session.id().to_owned(), session.pack().streamed_nodes().to_vec(), session.checkpoint())
+        };
+        let chunks = Chunks { id: format!("chatcmpl-{session_id}"), model, created: unix_now() };
+        let _ = tx.send(chunks.delta(json!({"role": "assistant", "content": ""}), None));
+        let sent = Arc::new(Mutex::new(Sent::default()));
+        let (shown, seq, finished, usage) = match say {
+            Say::Opening(text) => (text, seq, false, usage),
+            Say::Turn(text) => {
+                let sink: ruleweave::EventSink = {
+                    let (sent, tx, chunks) = (sent.clone(), tx.clone(), chunks.clone());
+                    Arc::new(move |e: &ruleweave::Event| {
+                        let ruleweave::Event::Token { node, text } = e else { return };
+                        let base = node.split_once('[').map_or(node.as_str(), |(n, _)| n);
+                        if streamed.iter().any(|n| n == base) {
+                            let piece = sent.lock().unwrap_or_else(|p| p.into_inner()).push(node, text);
+                            let _ = tx.send(chunks.delta(json!({"content": piece}), None));
+                        }
+                    })
+                };
+                match play(&s, &live, &text, Some(sink)).await {
+                    Ok((r, shown)) => {
+                        let mut usage = usage;
+                        usage.add(&r);
+                        (shown, r.checkpoint, r.finished, usage)
+                    }
+                    Err(e) => {
+                        let _ = tx.send(SseEvent::default().data(e.body().to_string()));
+                        let _ = tx.send(SseEvent::default().data("[DONE]"));
+                        return;
+                    }
+                }
+            }
+        };
+        let mut all = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).text);
+        // Nothing streamed: the reply in one piece. Streamed: what the pieces did not say.
+        let rest = if all.is_empty() {
+            shown
+        } else if finished && let Some(Ok(f)) = live.lock().await.display("finished") {
+            format!("\n\n{}", f.trim())
+        } else {
+            String::new()
+        };
+        if !rest.is_empty() {
+            let _ = tx.send(chunks.delta(json!({"content": rest}), None));
+        }
+        all.push_str(&rest);
+        link(&s, last_key(&keys).after(&all), &session_id, seq).await;
+        let _ = tx.send(chunks.delta(json!({}), Some("stop")));
+        if include_usage {
+            let _ = tx.send(chunks.usage(usage));
+        }
+        let _ = tx.send(SseEvent::default().data("[DONE]"));
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+}
+
+/// The chunks of one streamed reply.
+#[derive(Clone)]
+struct Chunks {
+    id: String,
+    model: String,
+    created: u64,
+}
+
+impl Chunks {
+    fn delta(&self, delta: Value, finish: Option<&str>) -> SseEvent {
+        self.event(json!([{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null}]), None)
+    }
+
+    fn usage(&self, usage: Usage) -> SseEvent {
+        self.event(json!([]), Some(usage))
+    }
+
+    fn event(&self, choices: Value, usage: Option<Usage>) -> SseEvent {
+        let mut body = json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        });
+        if let Some(u) = usage {
+            body["usage"] = u.json();
+        }
+        SseEvent::default().data(body.to_string())
+    }
+}
+
+/// The text streamed so far, and the call it came from.
+#[derive(Default)]
+struct Sent {
+    node: Option<String>,
+    text: String,
+}
+
+impl Sent {
+    /// Records a piece from `node`'s call; what to send (a new call's piece after a blank line).
+    fn push(&mut self, node: &str, piece: &str) -> String {
+        let out =
+            if self.node.as_deref().is_some_and(|n| n != node) { format!("\n\n{piece}") } else { piece.to_owned() };
+        self.node = Some(node.to_owned());
+        self.text.push_str(&out);
+        out
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_key_continues_the_chain() {
+        let before = Key(Sha256::digest(b"x").into());
+        assert_eq!(before.after(" Arr! "), Key(next_key(&before.0, Role::Assistant, "Arr!").into()));
+        assert_ne!(before.after("Arr!"), before.after("Arr?"));
+        assert_eq!(before.hex().len(), 64);
+    }
+
+    #[test]
+    fn pieces_of_another_call_come_after_a_blank_line() {
+        let mut sent = Sent::default();
+        assert_eq!(sent.push("speak", "A"), "A");
+        assert_eq!(sent.push("speak", "b"), "b");
+        assert_eq!(sent.push("speak[1]", "C"), "\n\nC");
+        assert_eq!(sent.text, "Ab\n\nC");
+    }
+}
