@@ -116,6 +116,34 @@ async fn a_session_forks_from_an_earlier_checkpoint() {
     assert_eq!(e.fork("nope", 1).await.unwrap_err().kind(), ErrorKind::NotFound);
 }
 
+/// A field declared `fork: init` is the fork's own (its id, from the pack's init); the rest is
+/// the parent's as it was. A pack without init cannot declare one.
+#[tokio::test]
+async fn a_fork_takes_its_own_fields_from_init() {
+    let manifest = COUNTER
+        .replace("  done: {type: bool}", "  done: {type: bool}\n  game_id: {type: string, fork: init}")
+        + "init: count.rhai::init\n";
+    let script = r#"fn count() { #{ n: 1, log: input().text } }
+fn init() { #{ game_id: session_id() } }"#;
+    let root = write_root(&[("config/counter.yaml", &manifest), ("scripts/counter/count.rhai", script)]);
+    let store = Arc::new(store::MemoryStore::new());
+    let e = engine(&root, store.clone(), Retention::default());
+    let mut s = e.open("counter", &Default::default()).await.unwrap();
+    s.turn(json!({"text": "a"})).await.unwrap();
+    assert_eq!(s.state()["game_id"], s.id());
+    let f = e.fork(s.id(), 1).await.unwrap();
+    assert_eq!(f.state()["game_id"], f.id(), "the fork's own id");
+    assert_eq!(f.state()["log"], json!(["a"]), "the parent's turns");
+    let reloaded = e.resume(f.id()).await.unwrap();
+    assert_eq!(reloaded.state()["game_id"], f.id(), "as stored");
+
+    let without_init =
+        COUNTER.replace("  done: {type: bool}", "  done: {type: bool}\n  game_id: {type: string, fork: init}");
+    let root = write_root(&[("config/counter.yaml", &without_init), ("scripts/counter/count.rhai", script)]);
+    let err = engine(&root, store, Retention::default()).load("counter").unwrap_err();
+    assert!(err.to_string().contains("field `game_id` takes its value from `init` on a fork"), "{err}");
+}
+
 #[tokio::test]
 async fn finished_sessions_expire_and_deleted_ones_are_gone() {
     let root = counter();

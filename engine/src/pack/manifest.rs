@@ -327,8 +327,24 @@ pub(crate) struct FieldDecl {
     pub default: Option<serde_json::Value>,
     #[serde(default)]
     pub reducer: Reducer,
+    /// What a fork of a session holds here: `keep`, the parent's value (the default), or `init`,
+    /// the value the pack's `init` gives the new session (its id, anything that must not be
+    /// shared with the parent).
+    #[serde(default)]
+    pub fork: ForkPolicy,
     #[serde(default)]
     pub doc: String,
+}
+
+/// What a fork of a session holds in a state field.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ForkPolicy {
+    /// The parent's value.
+    #[default]
+    Keep,
+    /// The value the pack's `init` gives the new session.
+    Init,
 }
 
 /// A field of a turn's input.

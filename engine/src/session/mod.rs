@@ -123,6 +123,29 @@ fn micros<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok
     s.serialize_u64(d.as_micros() as u64)
 }
 
+/// Runs the pack's `init` (if it has one) on `state` for a new session: the updates it made, and
+/// its model exchanges.
+async fn run_init(
+    rt: &Arc<Runtime>,
+    pack: &Arc<Pack>,
+    id: &Arc<str>,
+    seed: u64,
+    now: i64,
+    options: &Map,
+    state: &mut Dynamic,
+) -> Result<(Map, Vec<Exchange>)> {
+    let Some(init) = &pack.init else { return Ok((Map::new(), Vec::new())) };
+    let turn = Arc::new(
+        TurnCtx::new(id.clone(), 0, seed, now, options.clone(), Map::new(), rt.provider_for(pack), None)
+            .budget(&pack.limits)
+            .observed(&pack.name, rt.llm_observers())
+            .named(rt.named.clone()),
+    );
+    let env = pack.env(rt.packs.natives(), &turn);
+    let made = caught(std::pin::pin!(crate::graph::run::init(&env, init, state))).await?;
+    Ok((made, turn.take_exchanges()))
+}
+
 /// A fresh random id: 80 bits from the standard library's randomly keyed hasher.
 pub(crate) fn new_id() -> String {
     use std::hash::{BuildHasher, Hasher};
@@ -167,30 +190,34 @@ impl Session {
         let now = now_ms();
         let mut exchanges = Vec::new();
         let mut updates = Vec::new();
+        let renewed: Vec<&str> =
+            pack.schema.fields.iter().filter(|(_, f)| f.renewed_on_fork).map(|(k, _)| k.as_str()).collect();
         let (state, parent, turns) = match parent {
-            Some(f) => (f.state, Some((f.from, f.seq)), f.turns),
+            Some(f) if renewed.is_empty() => (f.state, Some((f.from, f.seq)), f.turns),
+            Some(f) => {
+                // The fields a fork must not share with its parent come from a fresh init.
+                let mut fresh = pack.schema.initial();
+                let (made, calls) = run_init(&rt, &pack, &id, seed, now, &options, &mut fresh).await?;
+                exchanges = calls;
+                let mut state = f.state;
+                let mut kept = Map::new();
+                if let Some(mut st) = state.write_lock::<Map>() {
+                    for name in &renewed {
+                        if let Some(v) = made.get(*name) {
+                            st.insert((*name).into(), v.clone());
+                            kept.insert((*name).into(), v.clone());
+                        }
+                    }
+                }
+                updates.push(("init".to_owned(), Updates(Arc::new(kept))));
+                (state, Some((f.from, f.seq)), f.turns)
+            }
             None => {
                 let mut state = pack.schema.initial();
-                if let Some(init) = &pack.init {
-                    let turn = Arc::new(
-                        TurnCtx::new(
-                            id.clone(),
-                            0,
-                            seed,
-                            now,
-                            options.clone(),
-                            Map::new(),
-                            rt.provider_for(&pack),
-                            None,
-                        )
-                        .budget(&pack.limits)
-                        .observed(&pack.name, rt.llm_observers())
-                        .named(rt.named.clone()),
-                    );
-                    let env = pack.env(rt.packs.natives(), &turn);
-                    let made = caught(std::pin::pin!(crate::graph::run::init(&env, init, &mut state))).await?;
+                if pack.init.is_some() {
+                    let (made, calls) = run_init(&rt, &pack, &id, seed, now, &options, &mut state).await?;
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
-                    exchanges = turn.take_exchanges();
+                    exchanges = calls;
                 }
                 (state, None, 0)
             }

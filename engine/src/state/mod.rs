@@ -22,6 +22,8 @@ pub(crate) struct Field {
     pub ty: TypeName,
     pub reducer: Reducer,
     pub default: Dynamic,
+    /// A fork takes this field from the pack's `init`, not from its parent.
+    pub renewed_on_fork: bool,
     pub doc: String,
     /// Where the manifest declares it.
     pub origin: crate::error::Origin,
@@ -196,6 +198,7 @@ mod tests {
             ty,
             reducer,
             default: from_json(&default),
+            renewed_on_fork: false,
             doc: String::new(),
             origin: crate::error::Origin::file("config/test.yaml"),
         };

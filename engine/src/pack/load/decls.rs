@@ -168,8 +168,10 @@ impl Loader<'_> {
                 }
                 None => value::zero(d.ty),
             };
-            fields
-                .insert(name.clone(), Field { ty: d.ty, reducer: d.reducer, default, doc: d.doc.clone(), origin: at });
+            let renewed_on_fork = d.fork == manifest::ForkPolicy::Init;
+            let field =
+                Field { ty: d.ty, reducer: d.reducer, default, renewed_on_fork, doc: d.doc.clone(), origin: at };
+            fields.insert(name.clone(), field);
         }
         Schema { fields }
     }

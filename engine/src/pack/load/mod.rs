@@ -21,7 +21,7 @@ use indexmap::IndexMap;
 use rhai::Map;
 use serde_saphyr::Spanned;
 
-use super::manifest::Manifest;
+use super::manifest::{self, Manifest};
 use super::{Display, Pack};
 use crate::error::{Error, Origin, Result};
 use crate::graph::load::{Load, Refs};
@@ -128,6 +128,12 @@ impl Loader<'_> {
         let refs = Refs { selectors: &selectors, ..refs };
         let mut load = Load { refs: &refs, errors: &mut self.errors };
         let init = m.init.as_ref().and_then(|r| load.resolve(r, None, 0));
+        if m.init.is_none()
+            && let Some((name, decl)) = m.state.iter().find(|(_, f)| f.value.fork == manifest::ForkPolicy::Init)
+        {
+            let at = load.at(decl);
+            load.error(format!("field `{name}` takes its value from `init` on a fork, but the pack has no init"), at);
+        }
         let migrate = m.migrate.as_ref().and_then(|r| load.resolve(r, None, 2));
         let standin = m.standin.as_ref().and_then(|r| load.resolve(r, Some("respond"), 1));
         let search_standin = m.search_standin.as_ref().and_then(|r| load.resolve(r, Some("search"), 1));
