@@ -115,12 +115,43 @@ async fn the_whole_api(store: Arc<dyn Store>) {
         .collect();
     assert_eq!(kinds, [(0, "start"), (1, "turn"), (2, "turn")]);
     assert_eq!(cps["checkpoints"][1]["pack_version"], pirate["version"]);
+    let written = cps["checkpoints"][1]["created_at"].as_str().unwrap();
+    assert!(written.len() == 24 && written.as_bytes()[10] == b'T' && written.ends_with('Z'), "RFC 3339: {written}");
 
     let (status, fork) = post(&format!("{base}/v1/sessions/{id}/fork"), json!({"checkpoint": 1})).await;
     assert_eq!(status, StatusCode::CREATED, "{fork}");
     assert_ne!(fork["id"], json!(id));
     assert_eq!(fork["state"]["conversation_history"], turn["state"]["conversation_history"], "the state after turn 1");
     let fork_id = fork["id"].as_str().unwrap();
+    assert_eq!(fork["state"]["game_id"], fork_id, "the fork's own game id, from init");
+
+    // The listing, newest first a page at a time, finds both (other tests may add pirates).
+    let (mut seen, mut cursor, mut last) = (Vec::new(), None::<String>, None::<String>);
+    for _ in 0..200 {
+        let page_url = match &cursor {
+            Some(c) => format!("{base}/v1/sessions?pack=pirate&limit=2&before={c}"),
+            None => format!("{base}/v1/sessions?pack=pirate&limit=2"),
+        };
+        let (status, page) = get(&page_url).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        for s in page["sessions"].as_array().unwrap() {
+            assert_eq!(s["pack"], "pirate");
+            let at = s["created_at"].as_str().unwrap().to_owned();
+            assert!(last.as_ref().is_none_or(|l| *l >= at), "newest first");
+            last = Some(at);
+            seen.push(s["id"].as_str().unwrap().to_owned());
+        }
+        match page["next"].as_str() {
+            Some(next) if !(seen.contains(&id) && seen.iter().any(|s| s == fork_id)) => cursor = Some(next.to_owned()),
+            _ => break,
+        }
+    }
+    assert!(seen.contains(&id) && seen.iter().any(|s| s == fork_id), "{seen:?}");
+    let (status, body) = get(&format!("{base}/v1/sessions?limit=0")).await;
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("limit is 1 to 500, not 0"))
+    );
     let (_, forked_turn) =
         post(&format!("{base}/v1/sessions/{fork_id}/turns"), json!({"input": {"message": "Another way."}})).await;
     assert_eq!(forked_turn["turn"], 2);
@@ -248,6 +279,13 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
     }
     let (status, _) = post(&turns, json!({"message": "the input key is missing"})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let r = http().post(&turns).header("content-type", "application/json").body("[]").send().await.unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["message"],
+        r#"the body does not fit: expected an object {"input": ...}, not a list at line 1 column 2"#,
+        "in words, not serde's"
+    );
     let (_, unchanged) = get(&format!("{base}/v1/sessions/{id}")).await;
     assert_eq!(unchanged["turns"], 0, "nothing changed");
 
@@ -274,6 +312,17 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
     assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
     let (status, _) = post(&format!("{base}/v1/sessions/{id}/fork"), json!({"checkpoint": 99})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A bare string is the text of a one-text-field pack, over HTTP as in `run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_string_is_a_turns_text() {
+    let s = serve(memory_engine(&repo_root()).await, None, 1 << 20).await;
+    let (_, created) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "pirate"})).await;
+    let id = created["id"].as_str().unwrap();
+    let (status, turn) = post(&format!("{}/v1/sessions/{id}/turns", s.url), json!({"input": "Ahoy, captain!"})).await;
+    assert_eq!(status, StatusCode::OK, "{turn}");
+    assert_eq!(turn["state"]["conversation_history"][0]["content"], "Ahoy, captain!");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

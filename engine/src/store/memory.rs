@@ -7,7 +7,7 @@ use tokio::sync::broadcast;
 
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, InputKind, LobbyInput, OpenRound,
-    SessionEvent, SessionInfo, SessionLock, Store, Stored, TranscriptLink, conflict,
+    SessionEvent, SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
@@ -235,6 +235,19 @@ impl Store for MemoryStore {
                 })
                 .collect()
         })))
+    }
+
+    fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
+        let mut all: Vec<SessionInfo> = self.with(|m| {
+            m.values()
+                .filter(|e| q.pack.is_none_or(|p| e.info.pack == p))
+                .filter(|e| q.before.is_none_or(|(at, id)| (e.info.created_at, e.info.id.as_str()) < (at, id)))
+                .map(|e| e.info.clone())
+                .collect()
+        });
+        all.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        all.truncate(q.limit as usize);
+        ready(Ok(all))
     }
 
     fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {

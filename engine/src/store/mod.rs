@@ -273,8 +273,31 @@ pub struct CheckpointInfo {
     pub llm_calls: usize,
     /// Whether it holds a full snapshot.
     pub snapshot: bool,
-    /// When it was written, unix milliseconds.
+    /// When it was written, unix milliseconds (RFC 3339 in JSON).
+    #[serde(serialize_with = "rfc3339")]
     pub created_at: i64,
+}
+
+/// Unix milliseconds as an RFC 3339 time in UTC (`2026-11-24T10:44:11.123Z`).
+pub fn rfc3339_of(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+fn rfc3339<S: serde::Serializer>(ms: &i64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&rfc3339_of(*ms))
+}
+
+/// Which sessions [`Store::list`] lists: newest first, `limit` of them, of one pack or all,
+/// after a cursor (the `created_at` and id of the last one of the page before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionQuery<'a> {
+    /// Only this pack's sessions.
+    pub pack: Option<&'a str>,
+    /// The most sessions to list.
+    pub limit: u32,
+    /// Only sessions older than this one (`created_at`, id).
+    pub before: Option<(i64, &'a str)>,
 }
 
 impl Checkpoint {
@@ -394,6 +417,9 @@ pub trait Store: Send + Sync {
 
     /// The sessions with answers waiting.
     fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>>;
+
+    /// Sessions newest first (by when they opened, then id), as `query` says.
+    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>>;
 
     /// Remembers that the conversation whose transcript hashes to `key` stands at checkpoint `seq`
     /// of session `id`. A key links once: the same conversation played again elsewhere (a

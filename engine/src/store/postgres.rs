@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use super::sql::{self, encode};
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
-    SessionInfo, SessionLock, Store, Stored, TranscriptLink, conflict, store_error,
+    SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict, store_error,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;

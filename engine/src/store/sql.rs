@@ -407,6 +407,24 @@ macro_rules! shared_store {
             })
         }
 
+        fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
+            Box::pin(async move {
+                let rows = sqlx::query(
+                    "SELECT * FROM sessions WHERE ($1 IS NULL OR pack = $1) \
+                     AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
+                     ORDER BY created_at DESC, id DESC LIMIT $4",
+                )
+                .bind(q.pack)
+                .bind(q.before.map(|b| b.0))
+                .bind(q.before.map_or("", |b| b.1))
+                .bind(i64::from(q.limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot list sessions", e))?;
+                rows.iter().map(sql::session).collect()
+            })
+        }
+
         fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
             Box::pin(async move {
                 sqlx::query(

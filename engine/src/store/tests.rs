@@ -209,6 +209,36 @@ async fn lobby(store: Arc<dyn Store>) {
     assert!(store.inputs(&s).await.unwrap().is_empty(), "deleting a session deletes its inputs");
 }
 
+/// Listing: newest first, by pack, a page at a time after a cursor.
+async fn listing(store: Arc<dyn Store>) {
+    let pack = id("pack");
+    let mut made = Vec::new();
+    for (i, at) in [5_000, 7_000, 7_000, 6_000].into_iter().enumerate() {
+        let mut info = session(&format!("{pack}-{i}"));
+        info.pack = pack.clone();
+        info.created_at = at;
+        store.create(&info, &start()).await.unwrap();
+        made.push(info.id);
+    }
+    let page = |before: Option<(i64, &str)>| {
+        let store = store.clone();
+        let pack = pack.clone();
+        let before = before.map(|(t, id)| (t, id.to_owned()));
+        async move {
+            let q =
+                SessionQuery { pack: Some(&pack), limit: 2, before: before.as_ref().map(|(t, id)| (*t, id.as_str())) };
+            store.list(q).await.unwrap().into_iter().map(|i| (i.created_at, i.id)).collect::<Vec<_>>()
+        }
+    };
+    let first = page(None).await;
+    assert_eq!(first, [(7_000, made[2].clone()), (7_000, made[1].clone())]);
+    let second = page(Some((7_000, &made[1]))).await;
+    assert_eq!(second, [(6_000, made[3].clone()), (5_000, made[0].clone())]);
+    assert!(page(Some((5_000, &made[0]))).await.is_empty());
+    let all = store.list(SessionQuery { pack: None, limit: 1000, before: None }).await.unwrap();
+    assert!(made.iter().all(|id| all.iter().any(|i| &i.id == id)), "no pack: every pack's sessions");
+}
+
 /// Transcript links: found by key among many, replaced by a later link of the same key, refused
 /// for a session that does not exist, gone with their session.
 async fn transcripts(store: Arc<dyn Store>) {
@@ -242,6 +272,7 @@ async fn memory_store() {
     suite(Arc::new(MemoryStore::new())).await;
     lobby(Arc::new(MemoryStore::new())).await;
     transcripts(Arc::new(MemoryStore::new())).await;
+    listing(Arc::new(MemoryStore::new())).await;
 }
 
 #[tokio::test]
@@ -251,6 +282,7 @@ async fn sqlite_store() {
     suite(open(&url).await.unwrap()).await;
     lobby(open(&url).await.unwrap()).await;
     transcripts(open(&url).await.unwrap()).await;
+    listing(open(&url).await.unwrap()).await;
     // Reopening migrates nothing twice and finds what was written.
     let store = open(&url).await.unwrap();
     let s = id("again");
@@ -279,6 +311,7 @@ async fn postgres_store() {
     suite(open(&url).await.unwrap()).await;
     lobby(open(&url).await.unwrap()).await;
     transcripts(open(&url).await.unwrap()).await;
+    listing(open(&url).await.unwrap()).await;
 }
 
 #[tokio::test]

@@ -154,6 +154,63 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// `GET /v1/sessions?pack=&limit=&before=`: the query of a session listing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listing {
+    pack: Option<String>,
+    limit: Option<u32>,
+    before: Option<String>,
+}
+
+/// The most sessions one page lists.
+const MOST_LISTED: u32 = 500;
+
+/// `GET /v1/sessions`: sessions newest first, `limit` a page (50; at most 500), of one `pack` or
+/// all; `next` is the `before` of the next page (`null` after the last).
+pub async fn list(
+    State(s): State<Shared>,
+    query: Result<axum::extract::Query<Listing>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<Value>> {
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
+    let axum::extract::Query(q) =
+        query.map_err(|e| bad(format!("the query does not fit (pack, limit, before): {}", e.body_text())))?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=MOST_LISTED).contains(&limit) {
+        return Err(bad(format!("limit is 1 to {MOST_LISTED}, not {limit}")));
+    }
+    let before = match &q.before {
+        None => None,
+        Some(cursor) => Some(
+            cursor
+                .split_once('.')
+                .and_then(|(at, id)| Some((at.parse::<i64>().ok()?, id)))
+                .ok_or_else(|| bad(format!("`{cursor}` is not a cursor this listing gave (its `next`)")))?,
+        ),
+    };
+    let query = ruleweave::store::SessionQuery { pack: q.pack.as_deref(), limit, before };
+    let found = s.engine.store().list(query).await?;
+    let next =
+        (found.len() == limit as usize).then(|| found.last().map(|i| format!("{}.{}", i.created_at, i.id))).flatten();
+    let sessions: Vec<Value> = found
+        .iter()
+        .map(|i| {
+            json!({
+                "id": i.id,
+                "pack": i.pack,
+                "pack_version": i.pack_version,
+                "options": i.options,
+                "turns": i.turns,
+                "finished": i.finished,
+                "created_at": ruleweave::store::rfc3339_of(i.created_at),
+                "updated_at": ruleweave::store::rfc3339_of(i.updated_at),
+                "forked_from": i.parent.as_ref().map(|(id, cp)| json!({"id": id, "checkpoint": cp})),
+            })
+        })
+        .collect();
+    Ok(Json(json!({"sessions": sessions, "next": next})))
+}
+
 /// `GET /v1/sessions/{id}`: a session's state and how far it got.
 pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
     let live = s.engine.session(&id).await?;

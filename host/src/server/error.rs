@@ -62,7 +62,7 @@ impl From<JsonRejection> for ApiError {
             JsonRejection::JsonDataError(e) => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_request",
-                format!("the body does not fit: {}", source(&e)),
+                format!("the body does not fit: {}", in_words(&source(&e))),
             ),
             JsonRejection::MissingJsonContentType(_) => ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -77,6 +77,37 @@ impl From<JsonRejection> for ApiError {
             other => ApiError::new(other.status(), "invalid_request", other.body_text()),
         }
     }
+}
+
+/// What the body should have been, for each request type: serde names the Rust type.
+const SHAPES: &[(&str, &str)] = &[
+    ("NewSession", r#"an object {"pack": "...", "options": {...}}"#),
+    ("NewTurn", r#"an object {"input": ...}"#),
+    ("NewFork", r#"an object {"checkpoint": n}"#),
+    ("NewInput", r#"an object {"player": "...", "input": ...}"#),
+    ("ChatRequest", r#"an object {"model": "...", "messages": [...]}"#),
+    ("Message", r#"a message {"role": "...", "content": "..."}"#),
+];
+
+/// serde's message about a body in the API's words: the shape wanted instead of a Rust type
+/// (`expected struct NewTurn`), and what came instead of a list's length.
+fn in_words(serde: &str) -> String {
+    let Some(at) = serde.find("expected struct ") else { return serde.to_owned() };
+    let name: String = serde[at + "expected struct ".len()..].chars().take_while(|c| c.is_alphanumeric()).collect();
+    let Some((_, shape)) = SHAPES.iter().find(|(n, _)| *n == name) else { return serde.to_owned() };
+    let (path, message) = match serde.split_once(": invalid") {
+        Some((path, rest)) if !path.contains(' ') => (format!("at `{path}`: "), format!("invalid{rest}")),
+        _ => (String::new(), serde.to_owned()),
+    };
+    let got = if let Some(rest) = message.strip_prefix("invalid type: ") {
+        rest.split(", expected").next().unwrap_or("something else").to_owned()
+    } else if message.starts_with("invalid length") {
+        "a list".to_owned()
+    } else {
+        return serde.to_owned();
+    };
+    let place = message.rfind(" at line ").map_or("", |i| &message[i..]);
+    format!("{path}expected {shape}, not {got}{place}")
 }
 
 /// The innermost message of a rejection (serde's, with its line and column).
@@ -101,6 +132,27 @@ impl ApiError {
             _ => "invalid_request_error",
         };
         json!({"error": {"code": self.code, "message": self.message, "type": kind, "param": null}})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn serde_is_put_in_words() {
+        assert_eq!(
+            super::in_words("invalid length 0, expected struct NewTurn with 1 element at line 1 column 2"),
+            r#"expected an object {"input": ...}, not a list at line 1 column 2"#
+        );
+        assert_eq!(
+            super::in_words("invalid type: string \"x\", expected struct NewFork at line 1 column 3"),
+            r#"expected an object {"checkpoint": n}, not string "x" at line 1 column 3"#
+        );
+        assert_eq!(
+            super::in_words("messages[0]: invalid type: integer `3`, expected struct Message at line 1 column 30"),
+            r#"at `messages[0]`: expected a message {"role": "...", "content": "..."}, not integer `3` at line 1 column 30"#
+        );
+        let plain = "inptu: unknown field `inptu`, expected `input` at line 1 column 8";
+        assert_eq!(super::in_words(plain), plain);
     }
 }
 

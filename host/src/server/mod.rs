@@ -121,7 +121,7 @@ pub fn app(state: Shared) -> Router {
     let guarded = Router::new()
         .route("/v1/packs", get(api::packs))
         .route("/v1/events", get(api::events))
-        .route("/v1/sessions", post(api::create))
+        .route("/v1/sessions", post(api::create).get(api::list))
         .route("/v1/sessions/{id}", get(api::session).delete(api::delete))
         .route("/v1/sessions/{id}/turns", post(api::turn))
         .route("/v1/sessions/{id}/inputs", post(api::input))
