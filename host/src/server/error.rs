@@ -135,6 +135,12 @@ impl ApiError {
     }
 }
 
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -153,11 +159,5 @@ mod tests {
         );
         let plain = "inptu: unknown field `inptu`, expected `input` at line 1 column 8";
         assert_eq!(super::in_words(plain), plain);
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
     }
 }
