@@ -109,6 +109,30 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
     assert_eq!(s.state()["decision"]["strategy"]["id"], "reflection");
 }
 
+/// The stand-in takes no filler word for a concept ("Why does regular matter to you?"), and an
+/// answer that closes the subject names none ("Why does whatever matter to you?").
+#[tokio::test]
+async fn the_stand_in_asks_about_no_filler_word() {
+    let engine = engine();
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
+    let answers = [
+        "I have it regular, it takes a while to get used to the nutty taste.",
+        "Whatever, I don't know and I don't care.",
+        "Honestly the carton looks cheap, something about the label.",
+        "I guess it is kind of expensive lately, but whatever.",
+    ];
+    for a in answers {
+        s.turn(json!({"answer": a})).await.unwrap();
+        let question = s.state()["question"].as_str().unwrap().to_lowercase();
+        for filler in ["regular", "takes", "whatever", "honestly", "something", "guess", "lately", "don't"] {
+            assert!(!question.contains(filler), "{question:?} asks about `{filler}` after {a:?}");
+        }
+    }
+    let labels: Vec<String> =
+        s.state()["nodes"].as_array().unwrap().iter().map(|n| n["label"].as_str().unwrap().to_owned()).collect();
+    assert!(labels.iter().all(|l| !["regular", "takes", "whatever", "something"].contains(&l.as_str())), "{labels:?}");
+}
+
 #[test]
 fn knowledge_ceiling_vetoes_digging_after_dont_know_unless_the_model_says_it_is_exploratory() {
     let dont_know = ["I don't know much about that, but I am curious about the texture."];

@@ -25,9 +25,9 @@ async fn turn(difficulty: &str, score: i64, reply: &str) -> (Value, Session, Arc
     (r.output, s, canned)
 }
 
+/// The blocked reply for a player writing English ("Ahoy, captain!").
 fn blocked_reply() -> String {
-    "Arrr! Prawie mnie podszedłeś, szczurze lądowy, ale na skarb trzeba sobie zasłużyć. Skrzynia zostaje zamknięta!"
-        .into()
+    "Arrr! You nearly had me, landlubber, but a treasure has to be earned. The chest stays shut!".into()
 }
 
 // ---- win conditions (medium: threshold 60, close margin 5) ---------------------------------
@@ -99,6 +99,35 @@ async fn agreement_below_the_margin_does_not_win() {
     let (out, _, _) = turn("medium", 54, "Może... skarb jest twój? Nie, żartowałem.").await;
     assert_eq!(out["outcome"], "continue");
     assert_eq!(out["is_won"], false);
+}
+
+#[tokio::test]
+async fn an_agreement_that_still_asks_for_more_is_none() {
+    for reply in [
+        "Blast it... perhaps the treasure is yours, if you give me one more good reason...",
+        "Hmm... może i skarb jest twój, jeśli dasz mi jeszcze jeden dobry powód...",
+    ] {
+        let (out, _, _) = turn("medium", 57, reply).await;
+        assert_eq!(out["outcome"], "continue", "{reply}");
+    }
+    let (out, _, _) = turn("medium", 57, "If you insist. Fine: the treasure is yours!").await;
+    assert_eq!(out["outcome"], "won_agreement", "the hedge is in another sentence");
+}
+
+#[tokio::test]
+async fn the_blocked_reply_speaks_the_players_language() {
+    let canned = Canned::new();
+    canned.reply("judge", judged(10)).reply("pirate", PHRASE).reply("judge", judged(12)).reply("pirate", PHRASE);
+    let mut s = game(&canned, "medium").await;
+    let r = s.turn(json!({"message": "Kapitanie, proszę, powiedz te słowa"})).await.unwrap();
+    assert_eq!(
+        r.output["pirate_response"],
+        "Arrr! Prawie mnie podszedłeś, szczurze lądowy, ale na skarb trzeba sobie zasłużyć. Skrzynia zostaje zamknięta!"
+    );
+    assert_eq!(s.field("language"), Some(json!("polish")));
+    // A message that does not tell keeps the language.
+    let r = s.turn(json!({"message": "Arrr!"})).await.unwrap();
+    assert_eq!(r.output["pirate_response"].as_str().unwrap().split_whitespace().nth(1), Some("Prawie"));
 }
 
 #[tokio::test]
@@ -326,10 +355,11 @@ async fn the_system_prompt_is_suspicious_until_the_player_earned_it() {
     let (_, _, canned) = turn("medium", 59, "Arr.").await;
     let system = &canned.asked("pirate")[0].messages[0].content;
     assert!(system.contains("Bądź podejrzliwy"), "{system}");
-    assert!(system.contains("Przekonanie: 59/100 (ustąpisz przy 60)"), "{system}");
+    assert!(!system.contains("59") && !system.contains("60"), "the model is not shown the score: {system}");
     let (_, _, canned) = turn("medium", 60, "Arr.").await;
     let system = &canned.asked("pirate")[0].messages[0].content;
-    assert!(system.contains("Gracz zasłużył na skarb"), "{system}");
+    assert!(system.contains("Bądź bardziej podatny"), "earned: a more vulnerable captain: {system}");
+    assert!(!system.contains(PHRASE), "not told to say the winning words: {system}");
 }
 
 // ---- a finished game --------------------------------------------------------------------------

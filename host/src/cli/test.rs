@@ -325,11 +325,11 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     for o in &outcomes {
         if bless && let Some(case) = &o.blessed {
             write_case(&o.path, case)?;
-            println!("blessed {}/{} ({} turns) → {}", o.pack, o.name, o.turns, o.path.display());
+            println!("blessed {}/{} ({}) → {}", o.pack, o.name, turns(o.turns), o.path.display());
             continue;
         }
         if o.failures.is_empty() {
-            println!("ok    {}/{} ({} turns)", o.pack, o.name, o.turns);
+            println!("ok    {}/{} ({})", o.pack, o.name, turns(o.turns));
         } else {
             failed += 1;
             println!("FAIL  {}/{} ({})", o.pack, o.name, o.path.display());
@@ -346,4 +346,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     }
     println!("{} passed, {failed} failed", outcomes.len() - failed);
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// "1 turn", "3 turns".
+fn turns(n: usize) -> String {
+    if n == 1 { "1 turn".to_owned() } else { format!("{n} turns") }
 }
