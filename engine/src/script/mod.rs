@@ -418,10 +418,17 @@ fn lib_name(path: &str) -> String {
 fn compile(engine: &Engine, path: &str, source: &str) -> Result<AST> {
     let mut ast = with_stack(PARSE_STACK, || engine.compile(source)).map_err(|e| {
         let pos = e.position();
-        Error::pack(
-            format!("syntax error: {}", e.err_type()),
-            Origin::new(path, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32),
-        )
+        let (line, column) = (pos.line().unwrap_or(0), pos.position().unwrap_or(0));
+        if let rhai::ParseErrorType::MissingToken(token, _) = e.err_type()
+            && token == ";"
+            && let Some((line, column)) = end_of_statement_before(source, line)
+        {
+            return Error::pack(
+                "syntax error: this statement needs a `;` at its end",
+                Origin::new(path, line as u32, column as u32),
+            );
+        }
+        Error::pack(format!("syntax error: {}", e.err_type()), Origin::new(path, line as u32, column as u32))
     })?;
     if let Some(pos) = first_import(&ast) {
         return Err(Error::pack(
@@ -432,6 +439,18 @@ fn compile(engine: &Engine, path: &str, source: &str) -> Result<AST> {
     }
     ast.set_source(path);
     Ok(ast)
+}
+
+/// Where a missing `;` belongs when Rhai notices it at the start of line `line` (the next
+/// statement): just after the last code of the nearest line above that has any (blank lines and
+/// `//` comments skipped), 1-based. `None` when there is no such line.
+fn end_of_statement_before(source: &str, line: usize) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = source.lines().collect();
+    (1..line.min(lines.len() + 1)).rev().find_map(|n| {
+        let text = lines[n - 1];
+        let code = text.split("//").next().unwrap_or(text).trim_end();
+        (!code.trim().is_empty()).then(|| (n, code.chars().count() + 1))
+    })
 }
 
 /// Where the first `import` statement of `ast` is (at the top level or in a function).

@@ -51,18 +51,65 @@ pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes) -> Result<Pac
     }
 }
 
-/// A YAML error at its place, without serde-saphyr's own snippet and position suffix.
+/// A YAML error at its place, in plain words (with the parser's own after them), without
+/// serde-saphyr's snippet and position suffix.
 fn yaml_error(e: &serde_saphyr::Error, file: &str) -> Error {
     let msg = e.without_snippet().to_string();
     let origin = match e.location() {
         Some(loc) => {
             let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
-            let msg = msg.strip_suffix(&suffix).unwrap_or(&msg).to_owned();
-            return Error::pack(msg, Origin::new(file, loc.line() as u32, loc.column() as u32));
+            let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
+            return Error::pack(in_plain_words(msg), Origin::new(file, loc.line() as u32, loc.column() as u32));
         }
         None => Origin::file(file),
     };
-    Error::pack(msg, origin)
+    Error::pack(in_plain_words(&msg), origin)
+}
+
+/// What the YAML parser's messages mean for someone editing a manifest: the parser's words (as
+/// they start) and what to do about them.
+const YAML_IN_WORDS: &[(&str, &str)] = &[
+    (
+        "mapping values are not allowed",
+        "a `key: value` cannot start here: this line is indented deeper than the key above it, \
+         which already has its value, or a value holds `: ` and needs quotes (`\"15: 3\"`)",
+    ),
+    ("while parsing a flow sequence", "a list opened with `[` is not closed before here: a `]` or a `,` is missing"),
+    ("while parsing a flow mapping", "a map opened with `{` is not closed before here: a `}` or a `,` is missing"),
+    ("invalid indentation in multiline quoted scalar", "a quoted text is not closed: its closing quote is missing"),
+    ("while scanning a quoted scalar", "a quoted text is not closed: its closing quote is missing"),
+    ("tabs disallowed", "YAML indents with spaces, not tabs: replace the tab here with spaces"),
+    (
+        "found character that cannot start any token",
+        "a value cannot start with this character (`@`, `` ` ``, `%`): put the value in quotes",
+    ),
+    (
+        "did not find expected key",
+        "this line does not fit the map it is in: the keys of one map start in the same column",
+    ),
+    (
+        "did not find expected '-' indicator",
+        "this line does not fit the list it is in: the items of one list start with `-` in the same column",
+    ),
+    (
+        "block sequence entries are not allowed",
+        "a `- item` cannot start here: a list goes on the lines under its key (`key:`, then `  - item`)",
+    ),
+    ("could not find expected ':'", "a key here has no `:` after it"),
+    ("unexpected character", "a value cannot start with this character (`@`, `` ` ``, `%`): put the value in quotes"),
+    ("unknown anchor", "`*name` refers to an anchor `&name` that is defined nowhere above"),
+];
+
+/// A YAML parser message in plain words, when it is one this knows; else as it is.
+fn in_plain_words(parser: &str) -> String {
+    if let Some(rest) = parser.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest);
+        return format!("`{key}` is given twice in one map: the second would replace the first");
+    }
+    match YAML_IN_WORDS.iter().find(|(starts, _)| parser.to_lowercase().contains(starts)) {
+        Some((_, plain)) => format!("{plain} (the YAML parser says: {parser})"),
+        None => parser.to_owned(),
+    }
 }
 
 struct Loader<'a> {
