@@ -320,7 +320,7 @@ fn a_failed_pirate_call_fails_the_turn_and_loses_nothing() {
 #[test]
 fn play_shows_replies_scores_and_the_breakdown_on_request() {
     let moves: Vec<&str> = WINNING_MOVES.lines().filter_map(|l| l.strip_prefix("- ")).collect();
-    let input = format!("{}\n/why\n{}\n{}\n{}\n{}\n/quit\n", moves[0], moves[1], moves[2], moves[3], moves[4]);
+    let input = format!("{}\n/why\n/events\n{}\n{}\n{}\n{}\n/quit\n", moves[0], moves[1], moves[2], moves[3], moves[4]);
     let mut cmd = ruleweave(&repo_root());
     cmd.args(["play", "pirate"]);
     let out = run_with_stdin(cmd, &input);
@@ -332,6 +332,11 @@ fn play_shows_replies_scores_and_the_breakdown_on_request() {
     assert!(text.contains("judge: strategy variety 5/30"), "/why shows the breakdown: {text}");
     assert!(text.contains("You won! The captain hands over his treasure"), "{text}");
     assert!(text.contains("won and over"), "a further move is refused: {text}");
+    // /events reads as lines, not JSON; piped output has no colour codes.
+    assert!(text.contains("step 1: intake\n  intake done in "), "{text}");
+    assert!(text.contains("  model merit_check (judge, gpt-4o-mini (stand-in), "), "{text}");
+    assert!(text.contains("  validate_response → END"), "{text}");
+    assert!(!text.contains(r#"{"type":"#) && !text.contains('\u{1b}'), "{text}");
 }
 
 // ---- bench -----------------------------------------------------------------------------------------

@@ -43,6 +43,14 @@ pub fn word_count(text: &str) -> usize {
     text.split_whitespace().count()
 }
 
+/// `x` with at most `digits` decimals, as people read it: 0.6454972243679029 → "0.65",
+/// 2.0 → "2", 0.1 + 0.2 → "0.3".
+pub fn decimals(x: f64, digits: usize) -> String {
+    let text = format!("{x:.digits$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.') } else { &text };
+    if text == "-0" { "0".to_owned() } else { text.to_owned() }
+}
+
 /// The first `limit` words of `text` (whitespace between them kept as single spaces).
 pub fn truncate_words(text: &str, limit: usize) -> String {
     text.split_whitespace().take(limit).collect::<Vec<_>>().join(" ")
@@ -326,6 +334,15 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn decimals_read_as_people_write_them() {
+        assert_eq!(super::decimals(0.6454972243679029, 2), "0.65");
+        assert_eq!(super::decimals(2.0, 2), "2");
+        assert_eq!(super::decimals(0.1 + 0.2, 3), "0.3");
+        assert_eq!(super::decimals(-0.0001, 2), "0");
+        assert_eq!(super::decimals(12.5, 0), "12");
+    }
+
     use super::*;
 
     #[test]

@@ -130,7 +130,8 @@ pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let kind = ctx.similarity_kind();
     let threshold = if kind == "embedding" { "embedding_threshold" } else { "threshold" };
     let limit = float(ctx.params.get(threshold)).unwrap_or(1.0);
-    let mut out = vetoed(s > limit, format!("{kind} similarity {s} to recent questions (limit {limit})"))?;
+    let mut out =
+        vetoed(s > limit, format!("{kind} similarity {} to recent questions (limit {limit})", text::decimals(s, 2)))?;
     out.signals.insert("similarity".into(), Dynamic::from_float(s));
     out.signals.insert("kind".into(), kind.into());
     Ok(out)
@@ -201,7 +202,7 @@ pub fn engagement(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
         "ease" => 1.6 - level,
         _ => 1.0,
     };
-    scored(score, format!("engagement {level}"))
+    scored(score, format!("engagement {}", text::decimals(level, 2)))
 }
 
 /// StrategyDiversity: a strategy used often lately scores lower; one not used lately higher.

@@ -8,6 +8,7 @@ mod play;
 mod replay;
 mod run;
 mod serve;
+mod terminal;
 mod test;
 
 use std::path::{Path, PathBuf};
@@ -57,11 +58,21 @@ enum Command {
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `play` shows refused edits and the embeddings' fallback itself: the log does not say them
+    // twice. Colour only on a terminal, and never with NO_COLOR.
+    let quiet = if matches!(cli.command, Command::Play(_)) {
+        "warn,ruleweave::packs=error,ruleweave::graph::kinds::select=error"
+    } else {
+        "warn"
+    };
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(quiet)),
         )
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .init();
     // Scripts recurse on the native stack: with room for the deepest call a pack may allow, they

@@ -1,6 +1,5 @@
 //! `ruleweave play PACK`: an interactive session in the terminal.
 
-use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -8,6 +7,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 use ruleweave::{Candidate, ErrorKind, Session, SimilarityKind, SimilarityNote, TurnResult};
 use serde_json::Value;
+
+use super::terminal::{Input, Out, Printer, event_line};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -53,19 +54,17 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         n => println!("session {} resumed after turn {n}", session.id()),
     }
     println!("{HELP}");
-    show_opening(&session, &speaker);
-    let _watcher = if args.no_watch { None } else { watch_edits(rt, &engine, pack.name()) };
+    let out = Out::detect();
+    show_opening(&out, &session, &speaker);
+    let mut input = Input::detect();
+    let _watcher = if args.no_watch { None } else { watch_edits(rt, &engine, pack.name(), input.printer()) };
     let mut console =
-        Console { rt, engine: &engine, pack: &pack, options, session, speaker, last: None, explain: args.explain };
-    let stdin = std::io::stdin();
+        Console { rt, engine: &engine, pack: &pack, options, session, speaker, last: None, explain: args.explain, out };
     loop {
-        print!("> ");
-        std::io::stdout().flush()?;
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
+        let Some(line) = input.line("> ")? else {
             println!();
             return Ok(ExitCode::SUCCESS);
-        }
+        };
         if console.line(line.trim())? == Flow::Quit {
             return Ok(ExitCode::SUCCESS);
         }
@@ -91,12 +90,13 @@ fn open_session(
     Ok(s)
 }
 
-/// Watches the pack's files; each reload shows as it happens: "pirate reloaded (version ...)",
-/// or why an edit was refused.
+/// Watches the pack's files; each reload shows as it happens, above the line being typed:
+/// "pirate reloaded (version ...)", or why an edit was refused.
 fn watch_edits(
     rt: &tokio::runtime::Runtime,
     engine: &ruleweave::Engine,
     name: &str,
+    mut print: Printer,
 ) -> Option<ruleweave::reload::Watcher> {
     match engine.watch() {
         Ok(w) => {
@@ -104,8 +104,7 @@ fn watch_edits(
             rt.spawn(async move {
                 while let Ok(e) = rx.recv().await {
                     if e.pack == name {
-                        print!("{}", super::describe_reload(&e, &root));
-                        let _ = std::io::stdout().flush();
+                        print(super::describe_reload(&e, &root));
                     }
                 }
             });
@@ -135,6 +134,7 @@ struct Console<'a> {
     speaker: String,
     last: Option<TurnResult>,
     explain: bool,
+    out: Out,
 }
 
 impl Console<'_> {
@@ -155,7 +155,7 @@ impl Console<'_> {
                 }
             }
             "/events" => match &self.last {
-                Some(r) => r.events.iter().for_each(|e| println!("{}", serde_json::to_string(e).unwrap_or_default())),
+                Some(r) => r.events.iter().filter_map(event_line).for_each(|line| println!("{line}")),
                 None => println!("no turn yet"),
             },
             save if save.starts_with("/save") => self.save(save.trim_start_matches("/save").trim())?,
@@ -163,7 +163,7 @@ impl Console<'_> {
                 self.session = self.rt.block_on(self.engine.open(self.pack.name(), &self.options))?;
                 self.last = None;
                 println!("new session {}", self.session.id());
-                show_opening(&self.session, &self.speaker);
+                show_opening(&self.out, &self.session, &self.speaker);
             }
             // `/word` is a command; anything else starting with `/` is an answer.
             command if command.starts_with('/') && command[1..].chars().all(|c| c.is_ascii_alphabetic()) => {
@@ -203,7 +203,7 @@ impl Console<'_> {
         };
         let input = match input {
             Ok(i) => i,
-            Err(e) => return println!("! {e:#}"),
+            Err(e) => return println!("{}", self.out.problem(&format!("! {e:#}"))),
         };
         let streamed = self.session.pack().streamed_nodes().to_vec();
         let result = if streamed.is_empty() {
@@ -220,16 +220,19 @@ impl Console<'_> {
         };
         match result {
             Ok(r) => {
-                show_turn(&self.session, &self.speaker, &r);
+                show_turn(&self.out, &self.session, &self.speaker, &r);
                 if self.explain {
                     show_details(&self.session);
                     show_decisions(&r);
                 }
                 self.last = Some(r);
             }
-            Err(e) if e.kind() == ErrorKind::Finished => println!("! {} (/new starts a new game)", e.detail()),
+            Err(e) if e.kind() == ErrorKind::Finished => {
+                println!("{}", self.out.problem(&format!("! {} (/new starts a new game)", e.detail())))
+            }
             Err(e) => {
-                print!("! the turn failed, nothing changed:\n{}", crate::diagnostics::render(&e, self.engine.root()))
+                let why = crate::diagnostics::render(&e, self.engine.root());
+                print!("{}", self.out.problem(&format!("! the turn failed, nothing changed:\n{why}")))
             }
         }
     }
@@ -270,23 +273,31 @@ impl Streaming {
 
 /// What the game says before the first move (the interview's opening question), or last said
 /// (a resumed session): the reply display, when it renders to something.
-fn show_opening(session: &Session, speaker: &str) {
+fn show_opening(out: &Out, session: &Session, speaker: &str) {
     if let Some(Ok(reply)) = session.display("reply")
         && !reply.trim().is_empty()
     {
-        println!("{speaker} › {}", reply.trim());
+        say(out, speaker, reply.trim());
     }
 }
 
-fn show_turn(session: &Session, speaker: &str, r: &TurnResult) {
+/// `speaker › text`, wrapped under itself.
+fn say(out: &Out, speaker: &str, text: &str) {
+    let first = format!("{} › ", out.speaker(speaker));
+    let width = speaker.chars().count() + 3;
+    println!("{}", out.wrap(&first, width, text, width.min(12)));
+}
+
+fn show_turn(out: &Out, session: &Session, speaker: &str, r: &TurnResult) {
     let reply = match session.display("reply") {
         Some(Ok(s)) => s,
         Some(Err(e)) => format!("(display.reply failed: {e})"),
         None => r.output.to_string(),
     };
-    println!("{speaker} › {}", reply.trim());
+    say(out, speaker, reply.trim());
     if let Some(status) = session.display("status") {
-        println!("  {}", status.unwrap_or_else(|e| format!("(display.status failed: {e})")).trim());
+        let status = status.unwrap_or_else(|e| format!("(display.status failed: {e})"));
+        println!("{}", out.quiet(&out.wrap("  ", 2, status.trim(), 4)));
     }
     if let Some(p) = &r.paused {
         println!("  (paused after {}; your next move goes on with {})", p.after, p.next.join(", "));

@@ -675,6 +675,16 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "decimals",
+        signature: "decimals(x: number, digits: int) -> string",
+        doc: "`x` with at most `digits` decimals, as people read it: `decimals(0.6454972, 2)` is \"0.65\", \
+              `decimals(2.0, 2)` is \"2\" (for reasons and messages; a number in the state stays whole).",
+        register: |e, _| {
+            e.register_fn("decimals", |x: FLOAT, digits: INT| crate::text::decimals(x, digits.clamp(0, 17) as usize));
+            e.register_fn("decimals", |x: INT, _: INT| x.to_string());
+        },
+    },
+    HostFn {
         name: "clamp",
         signature: "clamp(x: number, lo: number, hi: number) -> number",
         doc: "`x` limited to [lo, hi].",
