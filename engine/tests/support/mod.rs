@@ -186,3 +186,14 @@ pub fn copy_of(paths: &[&str]) -> tempfile::TempDir {
     }
     dir
 }
+
+/// Replaces `from` by `to` in `file` under `root`, saving as editors do (write aside, rename over).
+#[allow(dead_code)]
+pub fn edit(root: &std::path::Path, file: &str, from: &str, to: &str) {
+    let path = root.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no `{from}`");
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, text.replacen(from, to, 1)).unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
+}
