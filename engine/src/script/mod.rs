@@ -419,10 +419,15 @@ fn compile(engine: &Engine, path: &str, source: &str) -> Result<AST> {
     let mut ast = with_stack(PARSE_STACK, || engine.compile(source)).map_err(|e| {
         let pos = e.position();
         let (line, column) = (pos.line().unwrap_or(0), pos.position().unwrap_or(0));
-        if let rhai::ParseErrorType::MissingToken(token, _) = e.err_type()
-            && token == ";"
-            && let Some((line, column)) = end_of_statement_before(source, line)
-        {
+        let here = source.lines().nth(line.saturating_sub(1)).unwrap_or("").trim_start();
+        let missing_semicolon = matches!(e.err_type(), rhai::ParseErrorType::MissingToken(t, _) if t == ";");
+        if missing_semicolon && (here.starts_with("fn ") || here.starts_with("private fn ")) {
+            return Error::pack(
+                "syntax error: a `}` is missing above: this function starts while the one before it is still open",
+                Origin::new(path, line as u32, column as u32),
+            );
+        }
+        if missing_semicolon && let Some((line, column)) = end_of_statement_before(source, line) {
             return Error::pack(
                 "syntax error: this statement needs a `;` at its end",
                 Origin::new(path, line as u32, column as u32),
