@@ -339,6 +339,33 @@ fn play_shows_replies_scores_and_the_breakdown_on_request() {
     assert!(!text.contains(r#"{"type":"#) && !text.contains('\u{1b}'), "{text}");
 }
 
+/// No dead end: with every candidate vetoed (here, any similarity at all counts as a repeat), the
+/// interview's fallback strategy asks, and the decision event says why; closing is unavailable in
+/// the exploratory phase.
+#[test]
+fn the_interview_falls_back_when_every_candidate_is_vetoed() {
+    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    support::edit(root.path(), "config/interview.yaml", "params: {threshold: 0.45,", "params: {threshold: -1,");
+    let (_dir, answers) =
+        temp_file("answers.yaml", "- I like oat milk, it tastes nutty and foams well.\n- The price is high.\n");
+    let mut cmd = ruleweave(root.path());
+    cmd.args(["run", "interview", "--events", "--input", answers.to_str().unwrap()]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    for line in json_lines(&out) {
+        let decision = line["events"].as_array().unwrap().iter().find(|e| e["type"] == "decision").unwrap();
+        let b = &decision["breakdown"];
+        assert!(b["candidates"].as_array().unwrap().iter().all(|c| c["vetoed"] == true), "{b}");
+        assert_eq!(b["fallback"], "every candidate was vetoed: the fallback strategy `ease` answers");
+        assert_eq!(b["unavailable"], json!(["closing"]));
+        assert_eq!(line["output"]["decision"]["strategy"]["id"], "ease");
+        assert_eq!(
+            line["output"]["question"],
+            "Let's take a step back: what do you enjoy most about oat milk in coffee?"
+        );
+    }
+}
+
 // ---- bench -----------------------------------------------------------------------------------------
 
 #[test]

@@ -139,6 +139,12 @@ pub struct Breakdown {
     pub candidates: Vec<Candidate>,
     /// Whether scorers compared texts by embeddings or by words.
     pub similarity: SimilarityNote,
+    /// Why the winner is the selector's fallback strategy (every candidate was vetoed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+    /// The strategies this phase turns off (a multiplier of 0): they made no candidate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<String>,
 }
 
 /// One candidate of a decision.

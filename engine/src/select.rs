@@ -39,6 +39,8 @@ pub(crate) struct Selector {
     pub vetoes: Vec<Scorer>,
     pub scorers: Vec<Scorer>,
     pub similarity: Option<Similarity>,
+    /// The strategy (an index into `strategies`) that answers when every candidate is vetoed.
+    pub fallback: Option<usize>,
 }
 
 /// Embeddings made before scoring, so `similarity` compares meanings.
@@ -98,6 +100,21 @@ struct Candidate {
     total: f64,
 }
 
+impl Candidate {
+    fn new(strategy: usize, focus: Map, multiplier: f64) -> Self {
+        Candidate {
+            strategy,
+            focus,
+            vetoes: Vec::new(),
+            vetoed: false,
+            scores: Vec::new(),
+            sum: 0.0,
+            multiplier,
+            total: 0.0,
+        }
+    }
+}
+
 /// Which candidate a scorer is asked about, and when.
 #[derive(Clone, Copy)]
 pub(crate) struct At<'a> {
@@ -112,6 +129,8 @@ pub(crate) struct Candidates {
     count: i64,
     phase: String,
     list: Vec<Candidate>,
+    /// Strategies the phase turns off (multiplier 0).
+    unavailable: Vec<String>,
 }
 
 /// What a selection decided.
@@ -171,28 +190,26 @@ impl Selector {
         self.decide(candidates, run)
     }
 
-    /// Every enabled strategy once per focus its generator makes, with its phase multiplier.
+    /// Every enabled strategy once per focus its generator makes, with its phase multiplier. A
+    /// multiplier of 0 makes a strategy unavailable in that phase: it makes no candidate (the
+    /// phases are the one place that says which strategies a turn may use).
     pub fn candidates(&self, run: &mut Run<'_>) -> Result<Candidates> {
         let count = self.turn_count(run);
         let phase = self.phase(count).to_owned();
         let profile = self.profiles.get(&phase);
         let mut candidates = Vec::new();
+        let mut unavailable = Vec::new();
         for (i, s) in self.strategies.iter().enumerate() {
+            let multiplier = profile.and_then(|p| p.get(s.id.as_str())).copied().unwrap_or(1.0);
+            if multiplier == 0.0 {
+                unavailable.push(s.id.to_string());
+                continue;
+            }
             for focus in self.focuses(s, run)? {
-                let multiplier = profile.and_then(|p| p.get(s.id.as_str())).copied().unwrap_or(1.0);
-                candidates.push(Candidate {
-                    strategy: i,
-                    focus,
-                    vetoes: Vec::new(),
-                    vetoed: false,
-                    scores: Vec::new(),
-                    sum: 0.0,
-                    multiplier,
-                    total: 0.0,
-                });
+                candidates.push(Candidate::new(i, focus, multiplier));
             }
         }
-        Ok(Candidates { count, phase, list: candidates })
+        Ok(Candidates { count, phase, list: candidates, unavailable })
     }
 
     /// The texts `similarity:` embeds for these candidates: each distinct focus description,
@@ -227,9 +244,10 @@ impl Selector {
         texts.into_iter().collect()
     }
 
-    /// Scores the candidates and picks the winner.
+    /// Scores the candidates and picks the winner; when every candidate was vetoed, the
+    /// selector's fallback strategy answers, and the breakdown says so.
     pub fn decide(&self, candidates: Candidates, run: &mut Run<'_>) -> Result<Decision> {
-        let Candidates { count, phase, list: mut candidates } = candidates;
+        let Candidates { count, phase, list: mut candidates, unavailable } = candidates;
         for c in candidates.iter_mut() {
             self.score(c, &phase, count, run)?;
         }
@@ -240,13 +258,31 @@ impl Selector {
                 best = Some(i);
             }
         }
+        let mut fallback = None;
+        if best.is_none()
+            && let Some(f) = self.fallback
+        {
+            let id = &self.strategies[f].id;
+            best = match candidates.iter().position(|c| c.strategy == f) {
+                Some(i) => Some(i),
+                None => self.focuses(&self.strategies[f], run)?.into_iter().next().map(|focus| {
+                    candidates.push(Candidate::new(f, focus, 1.0));
+                    candidates.len() - 1
+                }),
+            };
+            fallback = Some(match best {
+                Some(_) => format!("every candidate was vetoed: the fallback strategy `{id}` answers"),
+                None => format!("every candidate was vetoed, and the fallback strategy `{id}` made no focus"),
+            });
+        }
         let mut winner = Map::new();
         if let Some(b) = best {
             let c = &candidates[b];
             winner.insert("strategy".into(), Dynamic::from_map(self.strategies[c.strategy].info.clone()));
             winner.insert("focus".into(), Dynamic::from_map(c.focus.clone()));
-            winner.insert("score".into(), Dynamic::from_float(c.total));
+            winner.insert("score".into(), Dynamic::from_float(if fallback.is_some() { 0.0 } else { c.total }));
             winner.insert("phase".into(), phase.clone().into());
+            winner.insert("fallback".into(), Dynamic::from_bool(fallback.is_some()));
         }
         let candidates = candidates.into_iter().map(|c| self.explain(c)).collect();
         let breakdown = Breakdown {
@@ -256,6 +292,8 @@ impl Selector {
             winner: best,
             candidates,
             similarity: SimilarityNote::lexical(None),
+            fallback,
+            unavailable,
         };
         Ok(Decision { winner, breakdown })
     }

@@ -101,10 +101,12 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
     assert_eq!(state["mentions"], json!({"taste": 1, "texture": 2, "price": 1}));
     assert_eq!(state["strategy_history"].as_array().unwrap().len(), 4, "the opening and three");
     assert!(state["nodes"].as_array().unwrap().len() >= 4, "{}", state["nodes"]);
-    // By the third turn every strategy with a focus is a candidate: all nine are.
+    // By the third turn every strategy with a focus is a candidate, but for closing, which the
+    // exploratory phase turns off (multiplier 0).
     let strategies: std::collections::BTreeSet<&str> =
         decisions[2].candidates.iter().map(|c| c.strategy.as_str()).collect();
-    assert_eq!(strategies.len(), 9, "{strategies:?}");
+    assert_eq!(strategies.len(), 8, "{strategies:?}");
+    assert_eq!(decisions[2].unavailable, ["closing"]);
     // "It is fine." is short: the ambiguity scorer favours reflecting it back.
     assert_eq!(s.state()["decision"]["strategy"]["id"], "reflection");
 }

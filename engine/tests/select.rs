@@ -139,6 +139,50 @@ fn vetoes_reject_and_phases_multiply_only_the_strategies_they_name() {
     }
 }
 
+/// No dead ends: when every candidate is vetoed the selector's `fallback` answers and the
+/// breakdown says so; a multiplier of 0 makes a strategy unavailable in that phase (it cannot win
+/// because the others were vetoed); a profile naming a disabled strategy is a warning at its line.
+#[test]
+fn the_fallback_answers_when_everything_is_vetoed_and_a_zero_multiplier_turns_a_strategy_off() {
+    let dir = support::copy_root("select");
+    let config = dir.path().join("config/worked.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let yaml = yaml
+        .replace("    phase_profiles:\n", "    fallback: broaden\n    phase_profiles:\n")
+        .replace("exploratory: {deepen: 0.8,", "exploratory: {synthesis: 0, deepen: 0.8,")
+        .replace("synthesis: 0.3}", "}");
+    std::fs::write(&config, &yaml).unwrap();
+    let engine = Engine::builder(dir.path()).build();
+    let all = json!({"vetoed": ["deepen", "broaden", "cover_element/taste", "cover_element/texture", "synthesis"]});
+    let mut sel = Selection::new(&engine, "worked", "next", &all, 0).unwrap();
+    let b = sel.run(None).unwrap();
+    assert_eq!(b.unavailable, ["synthesis"], "exploratory turns synthesis off");
+    assert!(b.candidates.iter().all(|c| c.strategy != "synthesis"));
+    assert_eq!(b.candidates[b.winner.unwrap()].strategy, "broaden", "the fallback answers");
+    assert_eq!(b.fallback.as_deref(), Some("every candidate was vetoed: the fallback strategy `broaden` answers"));
+    let event = serde_json::to_value(&b).unwrap();
+    assert_eq!(event["unavailable"], json!(["synthesis"]));
+    // In the focused phase synthesis is a candidate again (and vetoed like the rest).
+    let focused = json!({"turn_count": 5, "vetoed": all["vetoed"]});
+    let b = Selection::new(&engine, "worked", "next", &focused, 0).unwrap().run(None).unwrap();
+    assert!(b.unavailable.is_empty() && b.candidates.iter().any(|c| c.strategy == "synthesis"));
+    // Nothing vetoed: no fallback note.
+    let b = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap().run(None).unwrap();
+    assert_eq!((b.fallback, b.winner), (None, Some(2)), "cover_element/taste wins as in the worked example");
+
+    // A fallback that names no strategy is refused; a profile naming a disabled one is a warning.
+    std::fs::write(&config, yaml.replace("fallback: broaden", "fallback: ease")).unwrap();
+    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    assert!(err.detail().contains("falls back to `ease`, which is no strategy"), "{err}");
+    let disabled =
+        yaml.replace("      - {id: synthesis, prompt_hint", "      - {id: synthesis, enabled: false, prompt_hint");
+    std::fs::write(&config, disabled).unwrap();
+    let pack = Engine::builder(dir.path()).build().load("worked").unwrap();
+    let warning = &pack.warnings()[0];
+    assert!(warning.detail().contains("phase profile `exploratory` sets `synthesis`, which is disabled"), "{warning}");
+    assert_eq!(warning.origin().unwrap().file, "config/worked.yaml");
+}
+
 #[test]
 fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
     let dir = support::copy_root("select");

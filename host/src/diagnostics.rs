@@ -8,9 +8,18 @@ use ruleweave::Error;
 
 /// Every problem in `e`, each with its source line and a caret when the place is known.
 pub fn render(e: &Error, root: &Path) -> String {
+    render_as("error", e, root)
+}
+
+/// A warning (something that loads but is likely a mistake), shown as errors are.
+pub fn render_warning(e: &Error, root: &Path) -> String {
+    render_as("warning", e, root)
+}
+
+fn render_as(label: &str, e: &Error, root: &Path) -> String {
     let mut out = String::new();
     for err in e.all() {
-        let _ = writeln!(out, "error: {}", err.detail());
+        let _ = writeln!(out, "{label}: {}", err.detail());
         if let Some(node) = err.node() {
             let _ = writeln!(out, "  in node `{node}`");
         }

@@ -173,6 +173,10 @@ pub(crate) struct SelectorDecl {
     /// Embeddings for `similarity` while the selector scores (lexical without).
     #[schemars(with = "Option<SimilarityDecl>")]
     pub similarity: Option<Spanned<SimilarityDecl>>,
+    /// The strategy that answers when every candidate is vetoed: its first candidate (vetoed or
+    /// not), or its first focus. Without one, such a decision has no winner.
+    #[schemars(with = "Option<String>")]
+    pub fallback: Option<SpannedStr>,
 }
 
 /// Embeddings a selector makes before scoring, so `similarity` compares meanings, not words.

@@ -59,9 +59,17 @@ pub struct Pack {
     pub(crate) expire_finished_after: Option<Option<std::time::Duration>>,
     /// Turns a typed line into the turn's input.
     pub(crate) typed: Option<FnRef>,
+    /// What loaded but is likely a mistake, each at its place.
+    pub(crate) warnings: Vec<Error>,
 }
 
 impl Pack {
+    /// What loaded but is likely a mistake (a phase profile naming a disabled strategy), each at
+    /// its place: `check` shows them; the pack runs.
+    pub fn warnings(&self) -> &[Error] {
+        &self.warnings
+    }
+
     /// The pack's data table `name` (`data:` in the manifest): loaded once per pack version and
     /// shared by every session.
     pub fn table(&self, name: &str) -> Option<&Arc<crate::data::Table>> {

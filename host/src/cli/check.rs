@@ -20,7 +20,15 @@ pub fn run(root: &Path) -> Result<ExitCode> {
             Ok(pack) => {
                 let nodes = pack.nodes().count();
                 let standin = if pack.has_standin() { ", stand-in model" } else { "" };
-                println!("ok      {name} (version {}, {nodes} nodes{standin})", pack.version());
+                let warned = match pack.warnings().len() {
+                    0 => String::new(),
+                    1 => ", 1 warning".to_owned(),
+                    n => format!(", {n} warnings"),
+                };
+                println!("ok      {name} (version {}, {nodes} nodes{standin}{warned})", pack.version());
+                for w in pack.warnings() {
+                    eprint!("{}", crate::diagnostics::render_warning(w, root));
+                }
             }
             Err(e) => {
                 failed += 1;

@@ -339,6 +339,12 @@ fn show_decisions(r: &TurnResult) {
     for e in &r.events {
         let ruleweave::Event::Decision { node, breakdown: b } = e else { continue };
         println!("{node}: {} phase (turn count {}), {}", b.phase, b.turn_count, similarity(&b.similarity));
+        if !b.unavailable.is_empty() {
+            println!("   (off in this phase: {})", b.unavailable.join(", "));
+        }
+        if let Some(why) = &b.fallback {
+            println!("   {why}");
+        }
         for (i, c) in b.candidates.iter().enumerate() {
             let mark = if b.winner == Some(i) { "→" } else { " " };
             println!(" {mark} {}", candidate_line(c));

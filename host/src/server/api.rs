@@ -97,6 +97,13 @@ pub async fn packs(State(s): State<Shared>) -> Json<Value> {
             v["diagnostics"] =
                 json!(status.error.map(|e| e.all().map(diagnostic).collect::<Vec<_>>()).unwrap_or_default());
             v["reloads"] = json!(status.reloads);
+            v["warnings"] = json!(
+                status
+                    .pack
+                    .as_ref()
+                    .map(|p| p.warnings().iter().map(diagnostic).collect::<Vec<_>>())
+                    .unwrap_or_default()
+            );
             v
         })
         .collect();

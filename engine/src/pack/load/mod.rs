@@ -43,7 +43,7 @@ pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes) -> Result<Pac
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
     let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
-    let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), files };
+    let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), warnings: Vec::new(), files };
     let pack = l.build(manifest, natives);
     match Error::collect(std::mem::take(&mut l.errors)) {
         Some(e) => Err(e),
@@ -117,6 +117,8 @@ struct Loader<'a> {
     pack: String,
     manifest_path: String,
     errors: Vec<Error>,
+    /// What loads but is likely a mistake (a profile naming a disabled strategy).
+    warnings: Vec<Error>,
     /// Every file read, which the version covers.
     files: Files,
 }
@@ -148,6 +150,10 @@ impl Loader<'_> {
 
     fn error(&mut self, detail: impl Into<String>, origin: Origin) {
         self.errors.push(Error::pack(detail, origin));
+    }
+
+    fn warn(&mut self, detail: impl Into<String>, origin: Origin) {
+        self.warnings.push(Error::pack(detail, origin));
     }
 
     fn build(&mut self, m: Manifest, natives: &NativeNodes) -> Option<Pack> {
@@ -244,6 +250,7 @@ impl Loader<'_> {
             lobby,
             expire_finished_after,
             typed,
+            warnings: std::mem::take(&mut self.warnings),
         })
     }
 

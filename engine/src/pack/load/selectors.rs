@@ -53,6 +53,7 @@ impl Loader<'_> {
             });
             let mut strategies = Vec::new();
             let mut ids: Vec<&str> = Vec::new();
+            let mut disabled: Vec<&str> = Vec::new();
             for sd in &d.strategies {
                 let s = &sd.value;
                 if ids.contains(&s.id.as_str()) {
@@ -60,6 +61,7 @@ impl Loader<'_> {
                 }
                 ids.push(&s.id);
                 if !s.enabled {
+                    disabled.push(&s.id);
                     continue;
                 }
                 let focus = if s.focus.value == "open" {
@@ -110,6 +112,14 @@ impl Loader<'_> {
                         );
                     } else if !(m.is_finite() && *m >= 0.0) {
                         self.error(format!("phase profile `{phase}`: `{sid}: {m}` must be a number ≥ 0"), self.at(p));
+                    } else if disabled.contains(&sid.as_str()) {
+                        self.warn(
+                            format!(
+                                "phase profile `{phase}` sets `{sid}`, which is disabled (`enabled: false`): \
+                                 the multiplier does nothing"
+                            ),
+                            self.at(p),
+                        );
                     }
                 }
                 profiles.insert(phase.clone(), p.value.iter().map(|(k, v)| (k.clone(), *v)).collect());
@@ -129,6 +139,21 @@ impl Loader<'_> {
             let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
             let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
             let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, index, s, refs));
+            let fallback = d.fallback.as_ref().and_then(|f| {
+                let found = strategies.iter().position(|s: &Strategy| s.id.as_str() == f.value);
+                if found.is_none() {
+                    let why = if disabled.contains(&f.value.as_str()) { "a disabled strategy" } else { "no strategy" };
+                    self.error(
+                        format!(
+                            "selector `{name}` falls back to `{}`, which is {why} (strategies: {})",
+                            f.value,
+                            ids.join(", ")
+                        ),
+                        self.at(f),
+                    );
+                }
+                found
+            });
             out.insert(
                 name.clone(),
                 Arc::new(Selector {
@@ -140,6 +165,7 @@ impl Loader<'_> {
                     vetoes,
                     scorers,
                     similarity,
+                    fallback,
                 }),
             );
         }
