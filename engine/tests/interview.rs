@@ -12,6 +12,21 @@ fn engine() -> Engine {
     Engine::builder(repo_root()).build()
 }
 
+/// A strategy's `type_category` as `config/interview.yaml` declares it.
+fn category(strategy: &str) -> &'static str {
+    match strategy {
+        "deepen" | "contrast" | "probe" => "depth",
+        "reflection" => "clarification",
+        "broaden" => "breadth",
+        "bridge" => "peripheral",
+        "cover_element" => "coverage",
+        "synthesis" => "transition",
+        "ease" => "rapport",
+        "closing" => "closing",
+        _ => "opening",
+    }
+}
+
 /// A state after some answers: `answers` from the respondent, `asked` questions before them.
 fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) -> Value {
     let mut history = Vec::new();
@@ -30,6 +45,7 @@ fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) ->
         "turn_count": answers.len(),
         "history": history,
         "strategy_history": strategies,
+        "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(),
         "nodes": [
             {"id": "n1", "label": "coffee shop", "turn": 1},
             {"id": "n2", "label": "texture", "turn": 2},
@@ -133,6 +149,34 @@ async fn the_stand_in_asks_about_no_filler_word() {
     let labels: Vec<String> =
         s.state()["nodes"].as_array().unwrap().iter().map(|n| n["label"].as_str().unwrap().to_owned()).collect();
     assert!(labels.iter().all(|l| !["regular", "takes", "whatever", "something"].contains(&l.as_str())), "{labels:?}");
+}
+
+/// Adding a strategy of an existing kind is a YAML entry: `probe`, declared `depth`, is scored
+/// as deepen is by every category-reading scorer, and the knowledge ceiling limits it too.
+#[test]
+fn a_new_strategy_of_an_existing_kind_needs_no_script_edit() {
+    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let config = root.path().join("config/interview.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        "      - {id: ease,",
+        "      - {id: probe, name: Probe, type_category: depth, prompt_hint: Probe., focus: focus.rhai::recent_node}\n      - {id: ease,",
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let engine = Engine::builder(root.path()).build();
+    let s = state(
+        &["I like oat milk because it tastes nutty and foams.", "It is fine, maybe."],
+        &["Q1", "Q2"],
+        &["deepen"],
+        json!({}),
+    );
+    let b = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap().run(None).unwrap();
+    let (deepen, probe) = (candidate(&b, "deepen", None), candidate(&b, "probe", None));
+    for scorer in ["coverage_gap", "ambiguity", "depth_breadth_balance", "engagement"] {
+        assert_eq!(raw(probe, scorer), raw(deepen, scorer), "{scorer}");
+    }
+    let dont_know = state(&["I don't know."], &["Q1"], &[], json!({}));
+    let b = Selection::new(&engine, "interview", "next_question", &dont_know, 0).unwrap().run(None).unwrap();
+    assert!(vetoed(candidate(&b, "probe", None), "knowledge_ceiling"));
 }
 
 #[test]

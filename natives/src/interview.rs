@@ -17,9 +17,6 @@ pub fn register(builder: EngineBuilder) -> EngineBuilder {
         .native_scorer("interview_novelty", novelty)
 }
 
-const DEPTH: [&str; 4] = ["deepen", "contrast", "reflection", "synthesis"];
-const BREADTH: [&str; 3] = ["broaden", "bridge", "cover_element"];
-
 // ---- reading Rhai values ----------------------------------------------------------------------
 
 fn string(v: Option<&Dynamic>) -> Option<ImmutableString> {
@@ -69,6 +66,16 @@ fn last<T>(items: &[T], n: i64) -> &[T] {
     if items.len() > n { &items[items.len() - n..] } else { items }
 }
 
+/// The candidate strategy's `type_category`.
+fn category(ctx: &ScorerContext<'_>) -> ImmutableString {
+    string(ctx.strategy.get("type_category")).unwrap_or_default()
+}
+
+/// What the scorer's param `table` (category → number) says of `category`.
+fn by_category(ctx: &ScorerContext<'_>, table: &str, category: &str) -> Option<f64> {
+    with_map(ctx.params.get(table), |m| float(m.get(category)))
+}
+
 /// Whether this turn's LLM signals decide (the pack's flag, the scorer's opt-in, fresh signals).
 fn llm_signals(ctx: &ScorerContext<'_>) -> Option<Map> {
     with_map(ctx.state.get("signals"), |s| {
@@ -98,9 +105,9 @@ fn vetoed(veto: bool, reasoning: String) -> Result<ScorerOutput> {
 
 /// KnowledgeCeiling: after "I don't know", no digging; with fresh LLM signals, only a terminal one.
 pub fn knowledge_ceiling(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
-    let id = ctx.strategy_id();
-    if !strings(ctx.params.get("strategies")).contains(&id) {
-        return vetoed(false, format!("{id} is not limited by knowledge"));
+    let category = category(ctx);
+    if !strings(ctx.params.get("categories")).contains(&category) {
+        return vetoed(false, format!("{category} is not limited by knowledge"));
     }
     if let Some(s) = llm_signals(ctx) {
         let veto = boolean(s.get("says_dont_know")) && boolean(s.get("terminal"));
@@ -146,13 +153,7 @@ pub fn coverage_gap(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
         elements.iter().filter(|e| int(m.get(e.as_str())).unwrap_or(0) == 0).count()
     });
     let gap = if elements.is_empty() { 0.0 } else { open as f64 / elements.len() as f64 };
-    let id = ctx.strategy_id();
-    let score = match id.as_str() {
-        "cover_element" => 1.0 + gap,
-        "broaden" | "bridge" => 1.0 + gap / 2.0,
-        s if DEPTH.contains(&s) => 1.0 - gap / 2.0,
-        _ => 1.0,
-    };
+    let score = 1.0 + by_category(ctx, "weights", &category(ctx)).unwrap_or(0.0) * gap;
     scored(score, format!("{open} of {} elements uncovered", elements.len()))
 }
 
@@ -162,31 +163,23 @@ pub fn ambiguity(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let words = text::word_count(&answer);
     let hedging = contains_param(ctx, &answer, "hedges");
     let unclear = !answer.is_empty() && (words < 6 || hedging);
-    let score = match ctx.strategy_id().as_str() {
-        _ if !unclear => 1.0,
-        "reflection" => 1.6,
-        "deepen" => 1.3,
-        "synthesis" => 0.8,
-        _ => 1.0,
-    };
+    let score = if unclear { by_category(ctx, "scores", &category(ctx)).unwrap_or(1.0) } else { 1.0 };
     scored(score, format!("the last answer is {}", if unclear { "unclear" } else { "clear" }))
 }
 
 /// DepthBreadthBalance: lean against whichever kind the recent questions overused.
 pub fn depth_breadth_balance(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
-    let history = strings(ctx.state.get("strategy_history"));
+    let history = strings(ctx.state.get("category_history"));
     let recent = last(&history, int(ctx.params.get("window")).unwrap_or(0));
-    let depth = recent.iter().filter(|s| DEPTH.contains(&s.as_str())).count() as i64;
-    let breadth = recent.iter().filter(|s| BREADTH.contains(&s.as_str())).count() as i64;
+    let lean_of = |c: &str| with_map(ctx.params.get("leans"), |m| int(m.get(c))).unwrap_or(0);
+    let depth = recent.iter().filter(|c| lean_of(c) == 1).count() as i64;
+    let breadth = recent.iter().filter(|c| lean_of(c) == -1).count() as i64;
     let n = depth + breadth;
     let lean = if n == 0 { 0.0 } else { (breadth - depth) as f64 / n as f64 };
-    let id = ctx.strategy_id();
-    let score = if DEPTH.contains(&id.as_str()) {
-        1.0 + 0.8 * lean
-    } else if BREADTH.contains(&id.as_str()) {
-        1.0 - 0.8 * lean
-    } else {
-        1.0
+    let score = match lean_of(&category(ctx)) {
+        1 => 1.0 + 0.8 * lean,
+        -1 => 1.0 - 0.8 * lean,
+        _ => 1.0,
     };
     scored(score, format!("{depth} depth, {breadth} breadth of the last {}", recent.len()))
 }
@@ -197,11 +190,10 @@ pub fn engagement(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
         Some(s) => float(s.get("engagement")).unwrap_or(0.0),
         None => (text::word_count(&last_answer(ctx.state)) as f64 / 40.0).clamp(0.0, 1.0),
     };
-    let score = match ctx.strategy_id().as_str() {
-        "deepen" | "contrast" => 0.6 + 0.8 * level,
-        "ease" => 1.6 - level,
-        _ => 1.0,
-    };
+    let line = with_map(ctx.params.get("by_category"), |m| {
+        with_list(m.get(category(ctx).as_str()), |l| Some((float(l.first())?, float(l.get(1))?)))
+    });
+    let score = line.map_or(1.0, |(a, b)| a + b * level);
     scored(score, format!("engagement {}", text::decimals(level, 2)))
 }
 

@@ -43,6 +43,21 @@ const WORDS: &[&str] = &[
     "matters",
     "dairy",
 ];
+/// A strategy's `type_category` as `config/interview.yaml` declares it (what `asked` records).
+fn category(strategy: &str) -> &'static str {
+    match strategy {
+        "deepen" | "contrast" => "depth",
+        "reflection" => "clarification",
+        "broaden" => "breadth",
+        "bridge" => "peripheral",
+        "cover_element" => "coverage",
+        "synthesis" => "transition",
+        "ease" => "rapport",
+        "closing" => "closing",
+        _ => "opening",
+    }
+}
+
 const STRATEGIES: &[&str] = &[
     "opening",
     "deepen",
@@ -98,7 +113,8 @@ prop_compose! {
         json!({
             "topic": "oat milk in coffee", "elements": elements, "turn_count": turn, "history": history,
             "last_answer": last_answer, "questions": asked,
-            "strategy_history": strategies, "nodes": nodes, "edges": edges, "mentions": mentions, "signals": signals,
+            "strategy_history": strategies,
+            "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(), "nodes": nodes, "edges": edges, "mentions": mentions, "signals": signals,
         })
     }
 }
