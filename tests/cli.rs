@@ -344,7 +344,7 @@ fn play_shows_replies_scores_and_the_breakdown_on_request() {
 /// the exploratory phase.
 #[test]
 fn the_interview_falls_back_when_every_candidate_is_vetoed() {
-    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"]);
     support::edit(root.path(), "config/interview.yaml", "params: {threshold: 0.45,", "params: {threshold: -1,");
     let (_dir, answers) =
         temp_file("answers.yaml", "- I like oat milk, it tastes nutty and foams well.\n- The price is high.\n");
@@ -364,6 +364,74 @@ fn the_interview_falls_back_when_every_candidate_is_vetoed() {
             "Let's take a step back: what do you enjoy most about oat milk in coffee?"
         );
     }
+}
+
+/// The six qualitative signals, read once per turn from the recent answers by the stand-in as a
+/// model would, each consumed where it belongs: reasoning raises engagement, a stance that shifts
+/// calls for depth, a terminal "don't know" vetoes digging, and answers falling away move the
+/// phase clock on.
+#[test]
+fn the_interview_reads_six_signals_each_turn_and_uses_them() {
+    let (_dir, answers) = temp_file(
+        "answers.yaml",
+        r#"
+- I love oat milk because it tastes nutty, and I think my morning coffee became a little ritual of comfort.
+- Actually I don't like it anymore, the foam is not good in espresso.
+- I don't know, whatever, I don't care.
+"#,
+    );
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["run", "interview", "--events", "--input", answers.to_str().unwrap()]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    let keys = ["uncertainty", "reasoning", "emotional", "contradiction", "knowledge_ceiling", "concept_depth"];
+    for line in &lines {
+        let s = &line["state"]["qualitative_signals"];
+        assert_eq!(s["source"], "llm", "the stand-in answered as the model: {s}");
+        assert_eq!(s["turn"], line["turn"]);
+        for k in keys {
+            assert!(s[k].is_object(), "{k} missing: {s}");
+        }
+    }
+    let signals = |n: usize| lines[n]["state"]["qualitative_signals"].clone();
+    let decision = |n: usize| {
+        lines[n]["events"].as_array().unwrap().iter().find(|e| e["type"] == "decision").unwrap()["breakdown"].clone()
+    };
+    let candidate = |b: &Value, strategy: &str| {
+        b["candidates"].as_array().unwrap().iter().find(|c| c["strategy"] == strategy).cloned().unwrap()
+    };
+    let raw = |c: &Value, scorer: &str| {
+        c["scores"].as_array().unwrap().iter().find(|s| s["scorer"] == scorer).unwrap()["raw_score"].as_f64().unwrap()
+    };
+
+    // Turn 1: causal and metacognitive reasoning, an abstract answer; engagement counts the reasoning.
+    let first = signals(0);
+    assert_eq!(first["reasoning"]["causal"], true);
+    assert_eq!(first["reasoning"]["metacognitive"], true);
+    assert!(first["concept_depth"]["level"].as_f64().unwrap() > 0.5, "{first}");
+    let intensity = first["emotional"]["intensity"].as_f64().unwrap();
+    let level = (intensity + 0.3 * first["reasoning"]["score"].as_f64().unwrap()).min(1.0);
+    assert!((raw(&candidate(&decision(0), "deepen"), "engagement") - (0.6 + 0.8 * level)).abs() < 1e-9);
+
+    // Turn 2: the stance shifted (love → don't like): depth is favoured by the balance scorer.
+    assert_eq!(signals(1)["contradiction"]["detected"], true);
+    let b = decision(1);
+    let (deepen, broaden) = (candidate(&b, "deepen"), candidate(&b, "bridge"));
+    assert!(raw(&deepen, "depth_breadth_balance") > raw(&broaden, "depth_breadth_balance"), "{b}");
+
+    // Turn 3: a terminal "don't know": the ceiling vetoes digging; the answer fell away.
+    let third = signals(2);
+    assert_eq!(third["knowledge_ceiling"], json!({"says_dont_know": true, "is_terminal": true}));
+    assert_eq!(third["uncertainty"]["kind"], "terminal");
+    assert_eq!(third["emotional"]["trajectory"], "falling");
+    let deepen = candidate(&decision(2), "deepen");
+    assert_eq!(
+        (&deepen["vetoes"][0]["scorer"], &deepen["vetoes"][0]["is_veto"]),
+        (&json!("knowledge_ceiling"), &json!(true))
+    );
+    let state = &lines[2]["state"];
+    assert_eq!((state["turn_count"].as_i64(), state["phase_clock"].as_i64()), (Some(3), Some(4)), "paced by emotion");
 }
 
 // ---- bench -----------------------------------------------------------------------------------------
@@ -448,7 +516,16 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
     // Turn 1: extraction and signals answer; turn 2: extraction fails three times, signals are not JSON.
     mock.judge(Reply::Content(json!({"concepts": ["oat milk", "foam"], "links": [["oat milk", "foam"]]}).to_string()))
         .judge(Reply::Content(
-            json!({"says_dont_know": true, "terminal": false, "engagement": 0.9, "reasoning": "curious"}).to_string(),
+            json!({
+                "uncertainty": {"kind": "productive", "level": 0.6},
+                "reasoning": {"causal": false, "counterfactual": false, "metacognitive": false, "score": 0.0},
+                "emotional": {"intensity": 0.9, "trajectory": "rising"},
+                "contradiction": {"detected": false, "about": ""},
+                "knowledge_ceiling": {"says_dont_know": true, "is_terminal": false},
+                "concept_depth": {"level": 0.2},
+                "note": "curious"
+            })
+            .to_string(),
         ))
         .chat(Reply::Content("What makes the foam matter to you?".into()))
         .judge(Reply::Status(500, "overloaded".into()))
@@ -474,7 +551,9 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
     let labels = |s: &Value| s["nodes"].as_array().unwrap().iter().map(|n| n["label"].clone()).collect::<Vec<_>>();
     assert_eq!(labels(first), [json!("oat milk"), json!("foam")]);
     assert_eq!(first["edges"], json!([{"from": "n1", "to": "n2"}]));
-    assert_eq!((&first["signals"]["source"], &first["signals"]["says_dont_know"]), (&json!("llm"), &json!(true)));
+    let signals = &first["qualitative_signals"];
+    assert_eq!((&signals["source"], &signals["knowledge_ceiling"]["says_dont_know"]), (&json!("llm"), &json!(true)));
+    assert_eq!((&signals["uncertainty"]["kind"], &signals["note"]), (&json!("productive"), &json!("curious")));
     assert_eq!(first["question"], "What makes the foam matter to you?");
     // The "don't know" was exploratory by the model's reading: deepening was not vetoed for it.
     let decision = lines[0]["events"].as_array().unwrap().iter().find(|e| e["type"] == "decision").unwrap();
@@ -484,7 +563,7 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
     assert_eq!(ceiling["signals"]["source"], "llm");
     // Turn 2: the heuristic grew the graph, the rules read the signals.
     assert_eq!(labels(second)[2..], [json!("cheaper")], "`better` is a filler word, no concept");
-    assert_eq!(second["signals"]["source"], "rules");
+    assert_eq!(second["qualitative_signals"]["source"], "rules");
     assert_eq!(second["question"], "And the price?");
     assert_eq!(second["mentions"], json!({"price": 1, "texture": 1}));
     // What the models were asked.
@@ -500,8 +579,7 @@ fn the_interview_uses_the_models_and_falls_back_to_rules_when_they_fail() {
 #[test]
 fn the_interview_compares_by_embeddings_when_asked_and_by_words_when_they_fail() {
     let mock = MockLlm::start();
-    let signals =
-        json!({"says_dont_know": false, "terminal": false, "engagement": 0.8, "reasoning": "fine"}).to_string();
+    let signals = json!({"emotional": {"intensity": 0.8, "trajectory": "steady"}, "note": "fine"}).to_string();
     let morning = json!({"concepts": ["morning"], "links": []}).to_string();
     let asked = "What gets you going at the start of the day?";
     // Turns 1 and 2: the embeddings endpoint answers (queued, since turn 3's failures queue after).

@@ -12,6 +12,20 @@ fn engine() -> Engine {
     Engine::builder(repo_root()).build()
 }
 
+/// Six signals as the model reports them for turn `turn`: the uncertainty kind, the knowledge
+/// ceiling, the emotional intensity; reasoning, contradiction and concept depth neutral.
+fn signals(turn: i64, uncertainty: &str, terminal: bool, intensity: f64) -> Value {
+    json!({
+        "source": "llm", "turn": turn,
+        "uncertainty": {"kind": uncertainty, "level": 0.5},
+        "reasoning": {"causal": false, "counterfactual": false, "metacognitive": false, "score": 0.0},
+        "emotional": {"intensity": intensity, "trajectory": "steady"},
+        "contradiction": {"detected": false, "about": ""},
+        "knowledge_ceiling": {"says_dont_know": uncertainty != "none", "is_terminal": terminal},
+        "concept_depth": {"level": 0.5},
+    })
+}
+
 /// A strategy's `type_category` as `config/interview.yaml` declares it.
 fn category(strategy: &str) -> &'static str {
     match strategy {
@@ -43,6 +57,7 @@ fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) ->
         "topic": "oat milk in coffee",
         "elements": ["taste", "texture", "price", "packaging", "sustainability"],
         "turn_count": answers.len(),
+        "phase_clock": answers.len(),
         "history": history,
         "strategy_history": strategies,
         "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(),
@@ -117,14 +132,27 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
     assert_eq!(state["mentions"], json!({"taste": 1, "texture": 2, "price": 1}));
     assert_eq!(state["strategy_history"].as_array().unwrap().len(), 4, "the opening and three");
     assert!(state["nodes"].as_array().unwrap().len() >= 4, "{}", state["nodes"]);
-    // By the third turn every strategy with a focus is a candidate, but for closing, which the
-    // exploratory phase turns off (multiplier 0).
+    // The second turn is exploratory, where closing is off (multiplier 0). "It is fine." falls
+    // away from the answers before it (emotional trajectory falling, low intensity): the phase
+    // clock moves a turn further, into the focused phase, where all nine strategies are candidates.
+    assert_eq!(
+        (decisions[1].phase.as_str(), decisions[1].unavailable.clone()),
+        ("exploratory", vec!["closing".to_owned()])
+    );
+    assert_eq!(state["qualitative_signals"]["emotional"]["trajectory"], "falling");
+    assert_eq!((state["turn_count"].as_i64(), state["phase_clock"].as_i64()), (Some(3), Some(4)));
+    assert_eq!(decisions[2].phase, "focused");
     let strategies: std::collections::BTreeSet<&str> =
         decisions[2].candidates.iter().map(|c| c.strategy.as_str()).collect();
-    assert_eq!(strategies.len(), 8, "{strategies:?}");
-    assert_eq!(decisions[2].unavailable, ["closing"]);
-    // "It is fine." is short: the ambiguity scorer favours reflecting it back.
-    assert_eq!(s.state()["decision"]["strategy"]["id"], "reflection");
+    assert_eq!(strategies.len(), 9, "{strategies:?}");
+    // "It is fine." is short: the ambiguity scorer favours reflecting it back (1.6) over deepening
+    // (1.3), but the focused phase multiplies deepen by 1.3, and concrete answers (concept depth 0)
+    // lean towards depth: deepen wins, reflection second.
+    let finals: Vec<(&str, f64)> =
+        decisions[2].candidates.iter().filter_map(|c| Some((c.strategy.as_str(), c.final_score?))).collect();
+    let reflection = finals.iter().find(|(s, _)| *s == "reflection").unwrap().1;
+    assert!(finals.iter().filter(|(s, _)| *s != "deepen").all(|(_, f)| *f <= reflection), "{finals:?}");
+    assert_eq!(s.state()["decision"]["strategy"]["id"], "deepen");
 }
 
 /// The stand-in takes no filler word for a concept ("Why does regular matter to you?"), and an
@@ -155,7 +183,7 @@ async fn the_stand_in_asks_about_no_filler_word() {
 /// as deepen is by every category-reading scorer, and the knowledge ceiling limits it too.
 #[test]
 fn a_new_strategy_of_an_existing_kind_needs_no_script_edit() {
-    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"]);
     let config = root.path().join("config/interview.yaml");
     let yaml = std::fs::read_to_string(&config).unwrap().replace(
         "      - {id: ease,",
@@ -186,16 +214,18 @@ fn knowledge_ceiling_vetoes_digging_after_dont_know_unless_the_model_says_it_is_
     assert!(vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
     assert!(!vetoed(candidate(&b, "broaden", None), "knowledge_ceiling"));
     // Layer 3: this turn's LLM signal says the "don't know" is exploratory: deepen may go on.
-    let llm =
-        json!({"signals": {"source": "llm", "turn": 1, "says_dont_know": true, "terminal": false, "engagement": 0.7}});
+    let llm = json!({"qualitative_signals": signals(1, "productive", false, 0.7)});
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], llm));
     assert!(!vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
-    let terminal =
-        json!({"signals": {"source": "llm", "turn": 1, "says_dont_know": true, "terminal": true, "engagement": 0.1}});
+    let terminal = json!({"qualitative_signals": signals(1, "terminal", true, 0.1)});
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], terminal));
     assert!(vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
+    // Productive uncertainty overrides a ceiling the model also reported: no veto.
+    let mixed = json!({"qualitative_signals": signals(1, "productive", true, 0.5)});
+    let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], mixed));
+    assert!(!vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
     // A signal from an earlier turn is stale: the rules decide.
-    let stale = json!({"signals": {"source": "llm", "turn": 0, "says_dont_know": false, "terminal": false}});
+    let stale = json!({"qualitative_signals": signals(0, "none", false, 0.5)});
     let b = select(&state(&dont_know, &["What comes to mind?"], &["opening"], stale));
     assert!(vetoed(candidate(&b, "deepen", None), "knowledge_ceiling"));
 }
@@ -350,7 +380,7 @@ async fn the_embedding_option_embeds_once_per_turn_and_falls_back_to_words() {
 
 #[test]
 fn a_similarity_block_is_checked_at_its_lines() {
-    let dir = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let dir = support::copy_of(&["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"]);
     let config = dir.path().join("config/interview.yaml");
     let yaml = std::fs::read_to_string(&config).unwrap();
     let line_of = |needle: &str| yaml.lines().position(|l| l.contains(needle)).unwrap() as u32 + 1;
@@ -384,7 +414,7 @@ fn a_similarity_block_is_checked_at_its_lines() {
 
 #[tokio::test]
 async fn a_similarity_condition_that_is_not_a_bool_fails_the_turn_at_its_line() {
-    let dir = support::copy_of(&["config/interview.yaml", "scripts/interview", "prompts/interview"]);
+    let dir = support::copy_of(&["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"]);
     let config = dir.path().join("config/interview.yaml");
     let yaml = std::fs::read_to_string(&config).unwrap();
     let yaml = yaml.replace(r#"when: option("similarity") == "embedding""#, r#"when: option("similarity")"#);

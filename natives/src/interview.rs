@@ -78,7 +78,7 @@ fn by_category(ctx: &ScorerContext<'_>, table: &str, category: &str) -> Option<f
 
 /// Whether this turn's LLM signals decide (the pack's flag, the scorer's opt-in, fresh signals).
 fn llm_signals(ctx: &ScorerContext<'_>) -> Option<Map> {
-    with_map(ctx.state.get("signals"), |s| {
+    with_map(ctx.state.get("qualitative_signals"), |s| {
         let fresh = boolean(ctx.params.get("use_llm_signals"))
             && boolean(ctx.pack_params.get("use_llm_signals"))
             && string(s.get("source")).as_deref() == Some("llm")
@@ -110,7 +110,9 @@ pub fn knowledge_ceiling(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
         return vetoed(false, format!("{category} is not limited by knowledge"));
     }
     if let Some(s) = llm_signals(ctx) {
-        let veto = boolean(s.get("says_dont_know")) && boolean(s.get("terminal"));
+        let terminal = with_map(s.get("knowledge_ceiling"), |kc| boolean(kc.get("is_terminal")));
+        let productive = with_map(s.get("uncertainty"), |u| string(u.get("kind")).as_deref() == Some("productive"));
+        let veto = terminal && !productive;
         return vetoed(veto, format!("terminal \"don't know\" (LLM signal): {veto}"));
     }
     let veto = contains_param(ctx, &last_answer(ctx.state), "dont_know");
@@ -175,7 +177,15 @@ pub fn depth_breadth_balance(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let depth = recent.iter().filter(|c| lean_of(c) == 1).count() as i64;
     let breadth = recent.iter().filter(|c| lean_of(c) == -1).count() as i64;
     let n = depth + breadth;
-    let lean = if n == 0 { 0.0 } else { (breadth - depth) as f64 / n as f64 };
+    let mut lean = if n == 0 { 0.0 } else { (breadth - depth) as f64 / n as f64 };
+    if let Some(s) = llm_signals(ctx) {
+        // A positive lean favours depth (the recent questions went wide).
+        if with_map(s.get("contradiction"), |c| boolean(c.get("detected"))) {
+            lean += 0.5;
+        }
+        lean += 0.5 - with_map(s.get("concept_depth"), |c| float(c.get("level"))).unwrap_or(0.5);
+        lean = lean.clamp(-1.0, 1.0);
+    }
     let score = match lean_of(&category(ctx)) {
         1 => 1.0 + 0.8 * lean,
         -1 => 1.0 - 0.8 * lean,
@@ -187,7 +197,11 @@ pub fn depth_breadth_balance(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
 /// Engagement: a talkative respondent can go deeper; a terse one needs an easy question.
 pub fn engagement(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let level = match llm_signals(ctx) {
-        Some(s) => float(s.get("engagement")).unwrap_or(0.0),
+        Some(s) => {
+            let intensity = with_map(s.get("emotional"), |e| float(e.get("intensity"))).unwrap_or(0.0);
+            let reasoning = with_map(s.get("reasoning"), |r| float(r.get("score"))).unwrap_or(0.0);
+            (intensity + 0.3 * reasoning).clamp(0.0, 1.0)
+        }
         None => (text::word_count(&last_answer(ctx.state)) as f64 / 40.0).clamp(0.0, 1.0),
     };
     let line = with_map(ctx.params.get("by_category"), |m| {

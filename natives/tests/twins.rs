@@ -83,7 +83,12 @@ prop_compose! {
         labels in prop::collection::vec(prop::sample::select(WORDS), 0..8),
         links in prop::collection::vec((0usize..8, 0usize..8), 0..6),
         mentions in prop::collection::vec(0i64..6, 5),
-        signals in prop::option::of((any::<bool>(), any::<bool>(), 0.0f64..1.0, 0i64..8)),
+        signals in prop::option::of((
+            (any::<bool>(), any::<bool>(), any::<bool>()),
+            (0.0f64..1.0, 0.0f64..1.0, 0.0f64..1.0),
+            any::<bool>(),
+            0i64..8,
+        )),
         extra_turns in 0i64..12,
     ) -> Value {
         let mut history = Vec::new();
@@ -107,14 +112,22 @@ prop_compose! {
         let mentions: serde_json::Map<String, Value> = elements.iter().zip(&mentions)
             .filter(|(_, n)| **n > 0).map(|(e, n)| (e.to_string(), json!(n))).collect();
         let signals = match signals {
-            Some((dont, terminal, engagement, t)) => json!({"source": "llm", "turn": t.min(turn), "says_dont_know": dont, "terminal": terminal, "engagement": engagement}),
+            Some(((dont, terminal, productive), (intensity, reasoning, abstraction), shifted, t)) => json!({
+                "source": "llm", "turn": t.min(turn),
+                "uncertainty": {"kind": if productive { "productive" } else { "none" }, "level": 0.5},
+                "reasoning": {"causal": reasoning > 0.3, "counterfactual": false, "metacognitive": false, "score": reasoning},
+                "emotional": {"intensity": intensity, "trajectory": "steady"},
+                "contradiction": {"detected": shifted, "about": ""},
+                "knowledge_ceiling": {"says_dont_know": dont, "is_terminal": terminal},
+                "concept_depth": {"level": abstraction},
+            }),
             None => json!({}),
         };
         json!({
             "topic": "oat milk in coffee", "elements": elements, "turn_count": turn, "history": history,
             "last_answer": last_answer, "questions": asked,
             "strategy_history": strategies,
-            "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(), "nodes": nodes, "edges": edges, "mentions": mentions, "signals": signals,
+            "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(), "nodes": nodes, "edges": edges, "mentions": mentions, "qualitative_signals": signals,
         })
     }
 }
