@@ -127,6 +127,12 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
         assert!(!r.output["question"].as_str().unwrap().is_empty());
         decisions.push(b);
     }
+    // Turn 1: open questions about the topic are not repeats of the opening question for sharing
+    // the topic's words.
+    for open in ["broaden", "ease"] {
+        let c = decisions[0].candidates.iter().find(|c| c.strategy == open).unwrap();
+        assert!(!c.vetoed, "{open} vetoed on turn 1: {:?}", c.vetoes);
+    }
     let state = s.state();
     // Elements counted per answer that mentions them: foams and creamy are texture, nutty taste.
     assert_eq!(state["mentions"], json!({"taste": 1, "texture": 2, "price": 1}));

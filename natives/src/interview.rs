@@ -135,8 +135,19 @@ pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let asked = strings(ctx.state.get("questions"));
     let recent = last(&asked, int(ctx.params.get("recent")).unwrap_or(0));
     let description = string(ctx.focus.get("description")).unwrap_or_default();
-    let s = ctx.max_similarity(&description, recent.iter().map(|q| q.as_str()));
     let kind = ctx.similarity_kind();
+    let s = if kind != "embedding" && boolean(ctx.params.get("ignore_topic")) {
+        let topic = text::fold(&string(ctx.state.get("topic")).unwrap_or_default());
+        let topic: Vec<&str> = text::words(&topic).collect();
+        let without = |t: &str| {
+            let folded = text::fold(t);
+            text::words(&folded).filter(|w| !topic.contains(w)).collect::<Vec<_>>().join(" ")
+        };
+        let others: Vec<String> = recent.iter().map(|q| without(q)).collect();
+        ctx.max_similarity(&without(&description), others.iter().map(String::as_str))
+    } else {
+        ctx.max_similarity(&description, recent.iter().map(|q| q.as_str()))
+    };
     let threshold = if kind == "embedding" { "embedding_threshold" } else { "threshold" };
     let limit = float(ctx.params.get(threshold)).unwrap_or(1.0);
     let mut out =
