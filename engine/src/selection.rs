@@ -55,6 +55,29 @@ impl Selection {
         Ok(selector.texts_to_embed(&candidates, &self.state))
     }
 
+    /// The vectors the pack's stand-in model gives [`Selection::texts_to_embed`] (its
+    /// `standin_embed`, or the engine's hashed features): what the selection gets offline.
+    pub fn standin_embeddings(&mut self) -> Result<Embeddings> {
+        let texts = self.texts_to_embed()?;
+        let Some(standin) = self.pack.standin.clone() else { return Ok(Embeddings::hashed(texts)) };
+        let profile = self.selector.similarity.as_ref().map(|s| s.profile.clone()).unwrap_or_default();
+        let model =
+            self.pack.profiles.get(&profile).and_then(|p| p.model(&Map::new()).ok()).unwrap_or_default().to_owned();
+        let request = crate::llm::EmbedRequest { profile, model, texts: texts.clone() };
+        // The stand-in answers at once: one poll finishes it.
+        let mut answer = standin.embed(&request);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let std::task::Poll::Ready(answer) = answer.as_mut().poll(&mut cx) else {
+            return Err(Error::internal("the stand-in's embeddings did not answer at once"));
+        };
+        let answer = answer?;
+        let mut e = Embeddings::new(answer.model);
+        for (t, v) in texts.into_iter().zip(answer.vectors) {
+            e.insert(t, v);
+        }
+        Ok(e)
+    }
+
     /// Scores with these vectors from now on (`None`: lexical similarity, the default here).
     pub fn set_embeddings(&mut self, embeddings: Option<Embeddings>) {
         self.tag.embeddings = embeddings.map(Arc::new);

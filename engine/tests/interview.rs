@@ -299,6 +299,63 @@ fn weighted_scorers_at_their_edges() {
     assert_eq!(closing.phase_multiplier, Some(1.5));
 }
 
+/// The design's three RecentRedundancy examples: a focus that rewords a question just asked is
+/// a repeat. With a real embedding model's similarities (0.92, 0.15, 0.88 in the design) and with
+/// the stand-in's own vectors, the outcomes are the design's: veto, pass, veto. By words alone
+/// the third is missed (they share one word): words are blind to rewordings.
+#[test]
+fn rewordings_are_repeats_with_a_real_models_vectors_and_with_the_stand_ins() {
+    use ruleweave::text::Embeddings;
+    let examples = [
+        ("Explore new aspects about oat milk", "What else do you notice about oat milk?", 0.92f64, true),
+        ("Deepen: why coffee helps you focus", "What else do you notice about oat milk?", 0.15, false),
+        ("Tell me more about the taste", "What does oat milk taste like?", 0.88, true),
+    ];
+    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"]);
+    let config = root.path().join("config/interview.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap().replace(
+        "      - {id: ease,",
+        "      - {id: probe, type_category: depth, focus: focus.rhai::probe}\n      - {id: ease,",
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let mut focus = std::fs::read_to_string(root.path().join("scripts/interview/focus.rhai")).unwrap();
+    focus.push_str("\nfn probe(strategy) {\n    [");
+    for (d, ..) in &examples {
+        focus.push_str(&format!("#{{ type: \"probe\", description: \"{d}\" }}, "));
+    }
+    focus.push_str("]\n}\n");
+    std::fs::write(root.path().join("scripts/interview/focus.rhai"), focus).unwrap();
+    let engine = Engine::builder(root.path()).build();
+
+    for (description, asked, real, repeat) in examples {
+        let s = state(&["Fine."], &[asked], &["broaden"], json!({}));
+        let mut sel = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap();
+        let probe =
+            |b: &Breakdown| b.candidates.iter().find(|c| c.focus["description"] == description).unwrap().vetoes.clone();
+        let redundancy = |vetoes: Vec<ruleweave::VetoCheck>| {
+            vetoes.into_iter().find(|v| v.scorer == "recent_redundancy").map(|v| (v.is_veto, v.signals["kind"].clone()))
+        };
+        // A real model's similarity: vectors at the design's angle.
+        let mut e = Embeddings::new("text-embedding-3-small");
+        e.insert(asked, vec![1.0f32, 0.0].into());
+        e.insert(description, vec![real as f32, (1.0 - real * real).sqrt() as f32].into());
+        sel.set_embeddings(Some(e));
+        let b = sel.run(None).unwrap();
+        assert_eq!(redundancy(probe(&b)), Some((repeat, json!("embedding"))), "{description} (real)");
+        // The stand-in's own vectors.
+        let e = sel.standin_embeddings().unwrap();
+        assert!(e.model().ends_with("(stand-in)"), "{}", e.model());
+        sel.set_embeddings(Some(e));
+        let b = sel.run(None).unwrap();
+        assert_eq!(redundancy(probe(&b)), Some((repeat, json!("embedding"))), "{description} (stand-in)");
+    }
+    // By words, "Tell me more about the taste" passes: blind to the rewording.
+    let s = state(&["Fine."], &["What does oat milk taste like?"], &["broaden"], json!({}));
+    let b = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap().run(None).unwrap();
+    let taste = b.candidates.iter().find(|c| c.focus["description"] == "Tell me more about the taste").unwrap();
+    assert!(!taste.vetoed, "{:?}", taste.vetoes);
+}
+
 #[test]
 fn recent_redundancy_compares_meanings_when_the_selector_has_embeddings() {
     use ruleweave::ScorerImpl;

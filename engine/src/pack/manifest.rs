@@ -38,6 +38,10 @@ pub(crate) struct Manifest {
     /// `file.rhai::respond` (or just `file.rhai`): the pack's offline stand-in model.
     #[schemars(with = "Option<String>")]
     pub standin: Option<SpannedStr>,
+    /// `file.rhai::embed`: the stand-in's embeddings, `fn(text) -> [float]` (without it, the
+    /// engine's hashed features of the words).
+    #[schemars(with = "Option<String>")]
+    pub standin_embed: Option<SpannedStr>,
     /// `file.rhai::search`: the pack's offline stand-in search engine.
     #[schemars(with = "Option<String>")]
     pub search_standin: Option<SpannedStr>,

@@ -17,11 +17,33 @@ use crate::value;
 pub(crate) struct Standin {
     sandbox: Arc<Sandbox>,
     respond: FnRef,
+    /// `fn(text) -> [float]`: the pack's own vectors (`standin_embed`).
+    embed: Option<FnRef>,
 }
 
 impl Standin {
-    pub fn new(sandbox: Arc<Sandbox>, respond: FnRef) -> Self {
-        Standin { sandbox, respond }
+    pub fn new(sandbox: Arc<Sandbox>, respond: FnRef, embed: Option<FnRef>) -> Self {
+        Standin { sandbox, respond, embed }
+    }
+
+    /// `text`'s vector: the pack's `standin_embed`, or the engine's hashed features.
+    fn vector(&self, text: &str) -> Result<Arc<[f32]>> {
+        let Some(f) = &self.embed else { return Ok(Arc::from(crate::text::hashed_embedding(text))) };
+        let mut this = Dynamic::UNIT;
+        let out = self
+            .sandbox
+            .call(f, &mut this, (Dynamic::from(text.to_owned()),), None)
+            .map_err(|e| Error::new(ErrorKind::Llm, format!("the stand-in's embedding failed: {}", e.detail())))?;
+        let bad = || Error::new(ErrorKind::Llm, format!("{} must return a list of numbers", f.display()));
+        let list = out.try_cast::<Array>().ok_or_else(bad)?;
+        let vector: Option<Vec<f32>> = list
+            .iter()
+            .map(|x| x.as_float().ok().or_else(|| x.as_int().ok().map(|i| i as f64)).map(|v| v as f32))
+            .collect();
+        match vector {
+            Some(v) if !v.is_empty() && v.iter().all(|x| x.is_finite()) => Ok(Arc::from(v)),
+            _ => Err(bad()),
+        }
     }
 
     /// The request as the script sees it: `#{profile, model, messages: [#{role, content}], json,
@@ -103,10 +125,13 @@ impl Provider for Standin {
         Box::pin(std::future::ready(result))
     }
 
-    /// The engine's hashed features ([`crate::text::hashed_embedding`]), not the pack's script:
-    /// deterministic and offline, like the rest of the stand-in.
+    /// The pack's `standin_embed` function, or the engine's hashed features
+    /// ([`crate::text::hashed_embedding`]): deterministic and offline, like the rest of the stand-in.
     fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
-        let vectors = request.texts.iter().map(|t| Arc::from(crate::text::hashed_embedding(t))).collect();
+        let vectors = match request.texts.iter().map(|t| self.vector(t)).collect::<Result<Vec<_>>>() {
+            Ok(v) => v,
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
         Box::pin(std::future::ready(Ok(EmbedResponse {
             vectors,
             model: format!("{} (stand-in)", request.model),

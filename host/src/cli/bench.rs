@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use ruleweave::text::Embeddings;
 use ruleweave::{ScorerImpl, Selection};
 use serde_json::Value;
 
@@ -111,9 +110,9 @@ fn selections(
     for (turn, state) in states {
         let mut sel = Selection::new(engine, pack, name, state, *turn)?;
         if embeddings {
-            let texts = sel.texts_to_embed()?;
-            embedded += texts.len();
-            sel.set_embeddings(Some(Embeddings::hashed(texts)));
+            let vectors = sel.standin_embeddings()?;
+            embedded += vectors.len();
+            sel.set_embeddings(Some(vectors));
         }
         runs.push(sel);
     }

@@ -190,6 +190,11 @@ impl Loader<'_> {
         let migrate = m.migrate.as_ref().and_then(|r| load.resolve(r, None, 2));
         let standin = m.standin.as_ref().and_then(|r| load.resolve(r, Some("respond"), 1));
         let search_standin = m.search_standin.as_ref().and_then(|r| load.resolve(r, Some("search"), 1));
+        let standin_embed = m.standin_embed.as_ref().and_then(|r| load.resolve(r, Some("embed"), 1));
+        if let (Some(r), None) = (&m.standin_embed, &m.standin) {
+            let at = load.at(r);
+            load.error("standin_embed needs a `standin` model to belong to", at);
+        }
         let typed = m.typed.as_ref().and_then(|r| load.resolve(r, None, 1));
         if let (Some(f), Some(r)) = (&typed, &m.typed)
             && f.calls_models()
@@ -218,7 +223,8 @@ impl Loader<'_> {
         if !self.errors.is_empty() {
             return None;
         }
-        let standin = standin.map(|f| Arc::new(Standin::new(c.sandbox.clone(), f)) as Arc<dyn crate::llm::Provider>);
+        let standin = standin
+            .map(|f| Arc::new(Standin::new(c.sandbox.clone(), f, standin_embed)) as Arc<dyn crate::llm::Provider>);
         let search_standin = search_standin.map(|f| {
             Arc::new(crate::script::standin::StandinSearch::new(c.sandbox.clone(), f)) as Arc<dyn crate::search::Search>
         });
