@@ -434,6 +434,57 @@ fn the_interview_reads_six_signals_each_turn_and_uses_them() {
     assert_eq!((state["turn_count"].as_i64(), state["phase_clock"].as_i64()), (Some(3), Some(4)), "paced by emotion");
 }
 
+/// Twelve turns on the stand-in: none fails, every one asks a question, and none asks about a filler
+/// word (the pack's stop words) — through every phase, with "don't know"s and a stance that shifts.
+#[test]
+fn a_twelve_turn_interview_never_fails_nor_asks_about_filler() {
+    let answers = [
+        "I usually have oat milk in my coffee because it tastes nutty and foams well.",
+        "Honestly it takes a while to get used to, but now I really like it.",
+        "The price is a bit high compared to regular milk.",
+        "I don't know, whatever, I don't care about the packaging.",
+        "It is fine.",
+        "I think it matters for the environment, that is something I value.",
+        "Actually I don't like the carton, it is not good for recycling.",
+        "Maybe the texture, I guess, it is kind of creamy.",
+        "I don't know much about sustainability but I am curious about it.",
+        "My mornings feel like a little ritual with it.",
+        "Nothing else really.",
+        "Yes.",
+    ];
+    let text: String = answers.iter().map(|a| format!("- {a:?}\n")).collect();
+    let (_dir, file) = temp_file("answers.yaml", &text);
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["run", "interview", "--events", "--input", file.to_str().unwrap()]);
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 12);
+    let manifest = std::fs::read_to_string(repo_root().join("config/interview.yaml")).unwrap();
+    let start = manifest.find("  stopwords: [").unwrap() + "  stopwords: [".len();
+    let stopwords: Vec<String> = manifest[start..manifest[start..].find(']').unwrap() + start]
+        .split(',')
+        .map(|w| w.trim().to_owned())
+        .filter(|w| !w.is_empty())
+        .collect();
+    assert!(stopwords.len() > 50);
+    let mut phases = std::collections::BTreeSet::new();
+    for line in &lines {
+        assert!(line.get("error").is_none(), "turn {} failed: {line}", line["turn"]);
+        let question = line["output"]["question"].as_str().unwrap().to_lowercase();
+        assert!(question.ends_with('?'), "{question}");
+        let decision = &line["output"]["decision"];
+        phases.insert(decision["phase"].as_str().unwrap().to_owned());
+        let about = decision["focus"]["label"].as_str().unwrap_or("");
+        assert!(
+            !stopwords.iter().any(|w| w == about),
+            "turn {} asks about the filler word {about:?}: {question}",
+            line["turn"]
+        );
+    }
+    assert_eq!(phases.len(), 3, "every phase was reached: {phases:?}");
+}
+
 // ---- bench -----------------------------------------------------------------------------------------
 
 #[test]
