@@ -7,7 +7,13 @@
 //! ```
 //!
 //! Each client opens a session, plays up to 20 turns with the LangGraph baseline's messages (a new
-//! session when the game is won), and starts over. Prints turns/s and latency percentiles.
+//! session when the game is won), and starts over. Prints turns/s and latency percentiles; with
+//! `--pid` (the server's process id, on Linux), also the server's own CPU time per turn (user +
+//! system, from `/proc/PID/stat`, so the load generator's share of the machine does not count)
+//! and its peak resident memory.
+//!
+//! `--hold N` measures memory instead: it opens N sessions, plays one turn in each and keeps
+//! them, then prints how much the server's resident memory grew per session.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,6 +29,8 @@ struct Args {
     seconds: u64,
     difficulty: String,
     token: Option<String>,
+    pid: Option<u32>,
+    hold: Option<usize>,
 }
 
 fn args() -> Args {
@@ -32,6 +40,8 @@ fn args() -> Args {
         seconds: 20,
         difficulty: "hard".into(),
         token: std::env::var("RULEWEAVE_TOKEN").ok(),
+        pid: None,
+        hold: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -42,10 +52,62 @@ fn args() -> Args {
             "--seconds" => a.seconds = value.parse().expect("--seconds N"),
             "--difficulty" => a.difficulty = value,
             "--token" => a.token = Some(value),
-            other => panic!("unknown flag {other}: --url --clients --seconds --difficulty --token"),
+            "--pid" => a.pid = Some(value.parse().expect("--pid PID")),
+            "--hold" => a.hold = Some(value.parse().expect("--hold N")),
+            other => panic!("unknown flag {other}: --url --clients --seconds --difficulty --token --pid --hold"),
         }
     }
     a
+}
+
+/// The server's CPU time so far (user + system), from `/proc/PID/stat`.
+fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command (which may hold spaces) start after its closing parenthesis.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let (utime, stime): (u64, u64) = (fields.get(11)?.parse().ok()?, fields.get(12)?.parse().ok()?);
+    let ticks = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse::<u64>().ok())
+        .unwrap_or(100);
+    Some(Duration::from_micros((utime + stime) * 1_000_000 / ticks))
+}
+
+/// A field of `/proc/PID/status` in kB (`VmRSS`, `VmHWM`: peak resident memory).
+fn memory_kb(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `--hold N`: N sessions, one turn each, kept; the server's resident memory growth per session.
+async fn hold(a: &Args, client: &reqwest::Client, n: usize) {
+    let pid = a.pid.expect("--hold needs --pid (the server's process id)");
+    let before = memory_kb(pid, "VmRSS").unwrap_or(0);
+    let message = MESSAGES.lines().next().unwrap_or("Ahoy!");
+    for i in 0..n {
+        let mut rb = client.post(format!("{}/v1/sessions", a.url));
+        if let Some(t) = &a.token {
+            rb = rb.bearer_auth(t);
+        }
+        let created: Value = rb.json(&json!({"pack": "pirate"})).send().await.unwrap().json().await.unwrap();
+        let id = created["id"].as_str().unwrap_or_else(|| panic!("no session: {created}"));
+        let mut rb = client.post(format!("{}/v1/sessions/{id}/turns", a.url));
+        if let Some(t) = &a.token {
+            rb = rb.bearer_auth(t);
+        }
+        rb.json(&json!({"input": {"message": message}})).send().await.unwrap();
+        if (i + 1) % 1000 == 0 {
+            eprintln!("{} sessions", i + 1);
+        }
+    }
+    let after = memory_kb(pid, "VmRSS").unwrap_or(0);
+    println!(
+        "{n} sessions held, one turn each: resident memory {before} kB → {after} kB, {:.0} bytes per session",
+        (after.saturating_sub(before) * 1024) as f64 / n as f64
+    );
 }
 
 #[derive(Default)]
@@ -60,6 +122,10 @@ async fn main() {
     let a = args();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().pool_max_idle_per_host(a.clients).build().unwrap();
+    if let Some(n) = a.hold {
+        return hold(&a, &client, n).await;
+    }
+    let cpu_before = a.pid.and_then(cpu_time);
     let tally = Arc::new(Mutex::new(Tally::default()));
     let end = Instant::now() + Duration::from_secs(a.seconds);
     let mut tasks = Vec::new();
@@ -143,4 +209,15 @@ async fn main() {
         t.errors,
         a.clients
     );
+    if let (Some(pid), Some(before)) = (a.pid, cpu_before) {
+        let used = cpu_time(pid).unwrap_or(before).saturating_sub(before);
+        let turns = t.latencies_us.len().max(1) as f64;
+        println!(
+            "server CPU: {:.2} s over the run, {:.0} µs per turn (so {:.0} turns/s would fill two cores); peak RSS {} MB",
+            used.as_secs_f64(),
+            used.as_micros() as f64 / turns,
+            2.0 * turns / used.as_secs_f64().max(1e-9),
+            memory_kb(pid, "VmHWM").unwrap_or(0) / 1024
+        );
+    }
 }
