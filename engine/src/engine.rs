@@ -241,7 +241,7 @@ impl Engine {
     pub async fn resume(&self, id: &str) -> Result<Session> {
         let stored = self.rt().store.load(id).await?.ok_or_else(|| no_session(id))?;
         let pack = self.pack(&stored.info.pack)?;
-        Session::from_stored(self.rt().clone(), pack, stored)
+        Session::load(self.rt().clone(), pack, stored).await
     }
 
     /// The session `id`, kept live in the engine so the next turn needs no load; turns on it are
@@ -285,7 +285,7 @@ impl Engine {
         let options = history.info.options.as_object().cloned().unwrap_or_default();
         let pack = self.pack(&history.info.pack)?;
         let options = pack.resolve_options(&options)?;
-        let at = Session::from_stored(self.rt().clone(), pack.clone(), history)?;
+        let at = Session::load(self.rt().clone(), pack.clone(), history).await?;
         let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state.clone() };
         Session::open(self.rt().clone(), pack, options, None, Some(fork)).await
     }

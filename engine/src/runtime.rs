@@ -1,6 +1,8 @@
 //! What sessions run with: the packs, where sessions are kept, which models answer, and who
 //! watches model calls. A session holds this, not a whole engine.
 
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -33,6 +35,38 @@ impl Runtime {
         retention: Retention,
     ) -> Self {
         Runtime { packs, store, llm, retention, named: Arc::new(named), search, observers: RwLock::new(Arc::new([])) }
+    }
+
+    /// Records `pack`'s state schema in the store, once per version and process, before a session
+    /// writes a checkpoint on it (see [`Store::save_schema`]).
+    pub async fn record_schema(&self, pack: &Pack) -> Result<()> {
+        if pack.schema_recorded.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.store.save_schema(&pack.name, &pack.version, &pack.schema.describe()).await?;
+        pack.schema_recorded.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The schemas recorded for `versions` of `pack` (a stored session's older versions), by
+    /// version; a version with none recorded is left out.
+    pub async fn recorded_schemas(
+        &self,
+        pack: &Pack,
+        versions: Vec<String>,
+    ) -> Result<HashMap<String, crate::state::Schema>> {
+        let mut found = HashMap::new();
+        for v in versions {
+            if let Some(d) = self.store.schema(&pack.name, &v).await? {
+                match crate::state::Schema::from_description(&d) {
+                    Some(schema) => {
+                        found.insert(v, schema);
+                    }
+                    None => tracing::warn!(pack = %pack.name, version = %v, "the recorded schema cannot be read"),
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The search engine that answers `pack`'s scripts: the engine's, or the pack's stand-in.

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use rhai::Dynamic;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 /// A boxed future, as the object-safe traits (providers, stores) return them.
@@ -19,7 +19,7 @@ pub(crate) fn now_ms() -> i64 {
 }
 
 /// The value types a state field, input field or option may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TypeName {
     /// Text.
@@ -117,7 +117,7 @@ impl fmt::Display for TypeName {
 }
 
 /// How a node's update to a field is folded into the state (what each does: `state::reducer`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Reducer {
     /// The update replaces the value (the default).

@@ -49,6 +49,8 @@ pub struct Pack {
     pub(crate) prompts: Arc<Prompts>,
     pub(crate) init: Option<FnRef>,
     pub(crate) migrate: Option<FnRef>,
+    /// Whether the engine's store has this version's state schema (`Runtime::record_schema`).
+    pub(crate) schema_recorded: std::sync::atomic::AtomicBool,
     pub(crate) selectors: IndexMap<String, Arc<crate::select::Selector>>,
     pub(crate) standin: Option<Arc<dyn Provider>>,
     pub(crate) search_standin: Option<Arc<dyn crate::search::Search>>,

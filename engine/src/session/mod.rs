@@ -4,6 +4,7 @@
 //! it made, its input, its model exchanges and the pack version. Until that write succeeds the turn
 //! can still be undone, and it is, if anything fails or the turn's future is dropped.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -253,6 +254,7 @@ impl Session {
             created_at: now,
             bumps: Vec::new(),
         };
+        rt.record_schema(&pack).await?;
         rt.store.create(&info, &start).await?;
         Ok(Session {
             rt,
@@ -270,14 +272,39 @@ impl Session {
         })
     }
 
-    /// A session loaded from its store: the snapshot, with every later checkpoint folded in.
-    pub(crate) fn from_stored(rt: Arc<Runtime>, pack: Arc<Pack>, stored: Stored) -> Result<Self> {
-        let Stored { info, snapshot_seq, snapshot_turn, snapshot, after } = stored;
+    /// A session loaded from its store onto `pack` (see [`Session::from_stored`]), with the
+    /// schemas recorded for the older versions its checkpoints were written on.
+    pub(crate) async fn load(rt: Arc<Runtime>, pack: Arc<Pack>, stored: Stored) -> Result<Self> {
+        let mut versions: Vec<String> = Vec::new();
+        for v in std::iter::once(&stored.snapshot_version).chain(stored.after.iter().map(|c| &c.pack_version)) {
+            if *v != pack.version && !versions.contains(v) {
+                versions.push(v.clone());
+            }
+        }
+        let recorded = rt.recorded_schemas(&pack, versions).await?;
+        Session::from_stored(rt, pack, stored, &recorded)
+    }
+
+    /// A session loaded from its store: the snapshot, with every later checkpoint folded in, each
+    /// by the reducers of the pack version that wrote it (`recorded`: the schemas of versions
+    /// other than `pack`'s). A state stored on another version than `pack`'s then moves onto it
+    /// as a reload moves a live session: fields fitted, then the pack's `migrate` script; the
+    /// next turn's checkpoint carries a snapshot of the result. A version whose schema was never
+    /// recorded (a store older than the records) is read with `pack`'s fields.
+    pub(crate) fn from_stored(
+        rt: Arc<Runtime>,
+        pack: Arc<Pack>,
+        stored: Stored,
+        recorded: &HashMap<String, crate::state::Schema>,
+    ) -> Result<Self> {
+        let Stored { info, snapshot_seq, snapshot_turn, snapshot, snapshot_version, after } = stored;
         let options = match &info.options {
             Json::Object(o) => value::map_of_json(o),
             _ => Map::new(),
         };
-        let mut state = pack.schema.restore(&snapshot);
+        let schema_of = |v: &str| recorded.get(v).unwrap_or(&pack.schema);
+        let mut version = snapshot_version;
+        let mut state = schema_of(&version).restore(&snapshot);
         let mut pending: Option<Interrupted> = None;
         let mut paused: Option<ResumePoint> = None;
         // What the replayed checkpoints reached (a history may stop before the session's head).
@@ -288,8 +315,14 @@ impl Session {
             if c.kind == CheckpointKind::Turn {
                 turns = c.turn;
             }
+            if c.pack_version != version {
+                // A reload moved the session between these checkpoints: what followed was
+                // written on the new version's fields.
+                state = schema_of(&c.pack_version).restore(&value::to_json(&state));
+                version = c.pack_version.clone();
+            }
             for (_, u) in &c.updates {
-                pack.schema.replay(&mut state, &u.0);
+                schema_of(&version).replay(&mut state, &u.0);
             }
             match c.kind {
                 CheckpointKind::Step => {
@@ -308,6 +341,19 @@ impl Session {
                 }
             }
         }
+        let snapshot_due = version != pack.version;
+        if snapshot_due {
+            let old = value::to_json(&state);
+            state = moved(&pack, &old, &version).unwrap_or_else(|e| {
+                tracing::warn!(
+                    session = %info.id,
+                    pack = %pack.name,
+                    "the session stored on version {version} moves to {} without its migrate script: {e}",
+                    pack.version
+                );
+                pack.schema.restore(&old)
+            });
+        }
         Ok(Session {
             rt,
             id: info.id.as_str().into(),
@@ -320,7 +366,7 @@ impl Session {
             pending,
             paused,
             dirty: false,
-            snapshot_due: false,
+            snapshot_due,
         })
     }
 
@@ -471,7 +517,7 @@ impl Session {
         let info = store.info(&self.id).await?.ok_or_else(|| gone(&self.id))?;
         if info.head != self.seq || self.dirty {
             let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
-            *self = Session::from_stored(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored)?;
+            *self = Session::load(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored).await?;
         }
         Ok(())
     }
@@ -487,18 +533,28 @@ impl Session {
     async fn run_locked(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
         caught(std::pin::pin!(self.finish_pending(live.clone()))).await?;
         let before = self.upgrade();
+        if let Err(e) = self.rt.record_schema(&self.pack).await {
+            self.restore_version(before);
+            return Err(e);
+        }
         let result = caught(std::pin::pin!(self.begin(input, live))).await;
         if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal) {
             // Whatever a panic interrupted, the store has the truth: read it again before the next turn.
             self.dirty = true;
         }
-        if let (Err(_), Some((pack, state))) = (&result, before) {
-            // The turn failed: the session stays where it was, on the version it was on.
+        if result.is_err() {
+            self.restore_version(before);
+        }
+        result
+    }
+
+    /// After a failed turn, the session stays where it was, on the version it was on.
+    fn restore_version(&mut self, before: Option<(Arc<Pack>, Dynamic)>) {
+        if let Some((pack, state)) = before {
             self.pack = pack;
             self.state = state;
             self.snapshot_due = false;
         }
-        result
     }
 
     async fn begin(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
@@ -537,17 +593,9 @@ impl Session {
             return None;
         }
         let old = value::to_json(&self.state);
-        let mut state = current.schema.restore(&old);
-        if let Some(migrate) = &current.migrate {
-            let args = (value::from_json(&old), Dynamic::from(self.pack.version.clone()));
-            let mut this = Dynamic::UNIT;
-            let set = current.sandbox.call(migrate, &mut this, args, None).and_then(|v| {
-                let map = v
-                    .try_cast::<Map>()
-                    .ok_or_else(|| Error::new(ErrorKind::Script, "migrate must return a map of the fields to set"))?;
-                current.schema.overwrite(&mut state, &map)
-            });
-            if let Err(e) = set {
+        let state = match moved(&current, &old, &self.pack.version) {
+            Ok(state) => state,
+            Err(e) => {
                 tracing::warn!(
                     session = %self.id,
                     pack = %current.name,
@@ -557,11 +605,28 @@ impl Session {
                 );
                 return None;
             }
-        }
+        };
         tracing::debug!(session = %self.id, from = %self.pack.version, to = %current.version, "session moved to a new pack version");
         self.snapshot_due = true;
         Some((std::mem::replace(&mut self.pack, current), std::mem::replace(&mut self.state, state)))
     }
+}
+
+/// `old`, a state of version `from`, moved onto `to`: each field keeps its value if `to` still
+/// has it with a fitting type and takes its default otherwise, then `to`'s `migrate` script, if
+/// it has one, sees the old state and sets the fields it returns.
+fn moved(to: &Pack, old: &Json, from: &str) -> Result<Dynamic> {
+    let mut state = to.schema.restore(old);
+    if let Some(migrate) = &to.migrate {
+        let args = (value::from_json(old), Dynamic::from(from.to_owned()));
+        let mut this = Dynamic::UNIT;
+        let set = to.sandbox.call(migrate, &mut this, args, None)?;
+        let map = set
+            .try_cast::<Map>()
+            .ok_or_else(|| Error::new(ErrorKind::Script, "migrate must return a map of the fields to set"))?;
+        to.schema.overwrite(&mut state, &map)?;
+    }
+    Ok(state)
 }
 
 fn gone(id: &str) -> Error {

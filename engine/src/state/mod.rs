@@ -100,6 +100,43 @@ impl Schema {
         Dynamic::from_map(map).into_read_only()
     }
 
+    /// The schema as the store records it for each pack version: every field's type, reducer and
+    /// default, in order. With it a session stored on a version whose files are gone can still be
+    /// rebuilt (its updates folded by the reducers they were written for) and then migrated.
+    pub fn describe(&self) -> serde_json::Value {
+        let fields: Vec<serde_json::Value> = self
+            .fields
+            .iter()
+            .map(|(name, f)| {
+                serde_json::json!({
+                    "name": name,
+                    "type": f.ty,
+                    "reducer": f.reducer,
+                    "default": value::to_json(&f.default),
+                })
+            })
+            .collect();
+        serde_json::json!({ "fields": fields })
+    }
+
+    /// A schema [`Schema::describe`] recorded; `None` when `description` is not one.
+    pub fn from_description(description: &serde_json::Value) -> Option<Schema> {
+        let mut fields = IndexMap::new();
+        for f in description.get("fields")?.as_array()? {
+            let name = f.get("name")?.as_str()?.to_owned();
+            let field = Field {
+                ty: serde_json::from_value(f.get("type")?.clone()).ok()?,
+                reducer: serde_json::from_value(f.get("reducer")?.clone()).ok()?,
+                default: value::from_json(f.get("default").unwrap_or(&serde_json::Value::Null)),
+                renewed_on_fork: false,
+                doc: String::new(),
+                origin: crate::error::Origin::file("(recorded schema)"),
+            };
+            fields.insert(name, field);
+        }
+        Some(Schema { fields })
+    }
+
     /// Folds recorded updates in again (replaying checkpoints). Updates to fields the schema no
     /// longer has, or no longer accepts, are skipped.
     pub fn replay(&self, state: &mut Dynamic, updates: &Map) {

@@ -19,6 +19,8 @@ pub struct MemoryStore {
     counters: Mutex<HashMap<(String, String, String, String), i64>>,
     /// Transcript key → (session, checkpoint). Locked before `sessions` when both are.
     links: Mutex<HashMap<String, (String, u64)>>,
+    /// (pack, version) → the recorded state schema.
+    schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
     events: broadcast::Sender<SessionEvent>,
 }
 
@@ -36,6 +38,7 @@ impl Default for MemoryStore {
             sessions: Mutex::default(),
             counters: Mutex::default(),
             links: Mutex::default(),
+            schemas: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -66,7 +69,14 @@ fn stored(e: &Entry, snapshot_seq: u64, upto: u64) -> Option<Stored> {
     let at = e.rows.get(snapshot_seq as usize)?;
     let snapshot = at.snapshot.clone()?;
     let after = e.rows.iter().filter(|c| c.seq > snapshot_seq && c.seq <= upto).cloned().collect();
-    Some(Stored { info: e.info.clone(), snapshot_seq, snapshot_turn: at.turn, snapshot, after })
+    Some(Stored {
+        info: e.info.clone(),
+        snapshot_seq,
+        snapshot_turn: at.turn,
+        snapshot,
+        snapshot_version: at.pack_version.clone(),
+        after,
+    })
 }
 
 impl Store for MemoryStore {
@@ -270,6 +280,22 @@ impl Store for MemoryStore {
             })
             .collect();
         ready(Ok(found))
+    }
+
+    fn save_schema<'a>(
+        &'a self,
+        pack: &'a str,
+        version: &'a str,
+        schema: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<()>> {
+        let mut schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        schemas.entry((pack.to_owned(), version.to_owned())).or_insert_with(|| schema.clone());
+        ready(Ok(()))
+    }
+
+    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<serde_json::Value>>> {
+        let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        ready(Ok(schemas.get(&(pack.to_owned(), version.to_owned())).cloned()))
     }
 
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {

@@ -327,6 +327,8 @@ pub struct Stored {
     pub snapshot_turn: u64,
     /// The state at that checkpoint.
     pub snapshot: Json,
+    /// The pack version that wrote that checkpoint (the version the snapshot's state is on).
+    pub snapshot_version: String,
     /// The checkpoints after the snapshot, oldest first.
     pub after: Vec<Checkpoint>,
 }
@@ -430,6 +432,14 @@ pub trait Store: Send + Sync {
 
     /// The links of those of `keys` that have one, in no particular order.
     fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>>;
+
+    /// Records the state schema of version `version` of `pack` (what `Schema::describe` makes), once:
+    /// a later call for the same version changes nothing. Sessions stored on a version can then be
+    /// rebuilt and migrated after the pack's files changed, by any process sharing the store.
+    fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>>;
+
+    /// The schema recorded for version `version` of `pack`, if one was.
+    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<Json>>>;
 
     /// Events of every session: turns recorded (by any process sharing the store) and lobby inputs.
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent>;

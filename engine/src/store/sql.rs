@@ -205,15 +205,16 @@ macro_rules! shared_reads {
                 .map_err(|e| store_error("cannot read a session", e))?;
             let Some(info) = row.as_ref().map(sql::session).transpose()? else { return Ok(None) };
             let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
-            let found: Option<(Option<String>, i64)> =
-                sqlx::query_as("SELECT snapshot, turn FROM checkpoints WHERE session_id = $1 AND seq = $2")
-                    .bind(id)
-                    .bind(at)
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(|e| store_error("cannot read a snapshot", e))?;
-            let (snapshot, snapshot_turn) = match found {
-                Some((Some(s), turn)) => (s, turn as u64),
+            let found: Option<(Option<String>, i64, String)> = sqlx::query_as(
+                "SELECT snapshot, turn, pack_version FROM checkpoints WHERE session_id = $1 AND seq = $2",
+            )
+            .bind(id)
+            .bind(at)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot read a snapshot", e))?;
+            let (snapshot, snapshot_turn, snapshot_version) = match found {
+                Some((Some(s), turn, version)) => (s, turn as u64, version),
                 _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
             };
             let rows =
@@ -228,7 +229,7 @@ macro_rules! shared_reads {
             let snapshot =
                 serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
             tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
-            Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, after }))
+            Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, snapshot_version, after }))
         }
 
         async fn info_of(&self, id: &str) -> Result<Option<SessionInfo>> {
@@ -464,6 +465,38 @@ macro_rules! shared_store {
                     );
                 }
                 Ok(found)
+            })
+        }
+
+        fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a serde_json::Value) -> BoxFuture<'a, Result<()>> {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO pack_schemas (pack, version, schema, created_at) VALUES ($1, $2, $3, $4) \
+                     ON CONFLICT (pack, version) DO NOTHING",
+                )
+                .bind(pack)
+                .bind(version)
+                .bind(schema.to_string())
+                .bind(crate::vocab::now_ms())
+                .execute(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot record a pack schema", e))?;
+                Ok(())
+            })
+        }
+
+        fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<serde_json::Value>>> {
+            Box::pin(async move {
+                let found: Option<String> =
+                    sqlx::query_scalar("SELECT schema FROM pack_schemas WHERE pack = $1 AND version = $2")
+                        .bind(pack)
+                        .bind(version)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(|e| store_error("cannot read a pack schema", e))?;
+                found
+                    .map(|s| serde_json::from_str(&s).map_err(|e| store_error("a recorded pack schema is not JSON", e)))
+                    .transpose()
             })
         }
 

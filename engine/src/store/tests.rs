@@ -267,11 +267,33 @@ async fn transcripts(store: Arc<dyn Store>) {
     assert!(store.find_transcripts(&[]).await.unwrap().is_empty());
 }
 
+/// Pack schemas: recorded once per (pack, version), the first kept; a load names the version its
+/// snapshot was written on.
+async fn schemas(store: Arc<dyn Store>) {
+    let pack = id("schemas");
+    let first =
+        serde_json::json!({"fields": [{"name": "history", "type": "list", "reducer": "append", "default": []}]});
+    let later = serde_json::json!({"fields": []});
+    store.save_schema(&pack, "v1", &first).await.unwrap();
+    store.save_schema(&pack, "v1", &later).await.unwrap();
+    store.save_schema(&pack, "v2", &later).await.unwrap();
+    assert_eq!(store.schema(&pack, "v1").await.unwrap(), Some(first), "the first record stays");
+    assert_eq!(store.schema(&pack, "v2").await.unwrap(), Some(later));
+    assert_eq!(store.schema(&pack, "v3").await.unwrap(), None);
+    assert_eq!(store.schema("another-pack", "v1").await.unwrap(), None);
+
+    let s = id("schemas");
+    store.create(&session(&s), &start()).await.unwrap();
+    let stored = store.load(&s).await.unwrap().unwrap();
+    assert_eq!(stored.snapshot_version, start().pack_version);
+}
+
 #[tokio::test]
 async fn memory_store() {
     suite(Arc::new(MemoryStore::new())).await;
     lobby(Arc::new(MemoryStore::new())).await;
     transcripts(Arc::new(MemoryStore::new())).await;
+    schemas(Arc::new(MemoryStore::new())).await;
     listing(Arc::new(MemoryStore::new())).await;
 }
 
@@ -282,6 +304,7 @@ async fn sqlite_store() {
     suite(open(&url).await.unwrap()).await;
     lobby(open(&url).await.unwrap()).await;
     transcripts(open(&url).await.unwrap()).await;
+    schemas(open(&url).await.unwrap()).await;
     listing(open(&url).await.unwrap()).await;
     // Reopening migrates nothing twice and finds what was written.
     let store = open(&url).await.unwrap();
@@ -311,6 +334,7 @@ async fn postgres_store() {
     suite(open(&url).await.unwrap()).await;
     lobby(open(&url).await.unwrap()).await;
     transcripts(open(&url).await.unwrap()).await;
+    schemas(open(&url).await.unwrap()).await;
     listing(open(&url).await.unwrap()).await;
 }
 

@@ -249,6 +249,7 @@ impl Loader<'_> {
             prompts: c.prompts,
             init,
             migrate,
+            schema_recorded: Default::default(),
             selectors,
             standin,
             search_standin,
