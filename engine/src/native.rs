@@ -78,7 +78,7 @@ pub struct ScorerContext<'a> {
     pub state: &'a Map,
     /// The strategy as the manifest declares it (`id`, `name`, `prompt_hint`, ...).
     pub strategy: &'a Map,
-    /// The focus the strategy's generator made (`description`, and whatever else it set).
+    /// The focus the strategy's generator made (`focus_description`, and whatever else it set).
     pub focus: &'a Map,
     /// The scorer's `params` from the manifest.
     pub params: &'a Map,
@@ -121,9 +121,9 @@ impl ScorerContext<'_> {
 #[derive(Debug, Clone, Default)]
 pub struct ScorerOutput {
     /// For a veto scorer: whether the candidate is rejected.
-    pub veto: bool,
+    pub is_veto: bool,
     /// For a weighted scorer: the raw score, in [0, 2] (1.0 is neutral).
-    pub score: f64,
+    pub raw_score: f64,
     /// Why, in a sentence, for the breakdown.
     pub reasoning: String,
     /// The evidence, for the breakdown.

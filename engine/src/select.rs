@@ -135,7 +135,7 @@ pub(crate) struct Candidates {
 
 /// What a selection decided.
 pub(crate) struct Decision {
-    /// The winner as the `into` field holds it: `#{strategy, focus, score, phase}`, or an empty
+    /// The winner as the `into` field holds it: `#{strategy, focus, final_score, phase, fallback}`, or an empty
     /// map when every candidate was vetoed.
     pub winner: Map,
     /// The full breakdown, for the event.
@@ -222,7 +222,7 @@ impl Selector {
             }
         };
         for c in &candidates.list {
-            if let Some(d) = c.focus.get("description").and_then(|d| d.read_lock::<ImmutableString>()) {
+            if let Some(d) = c.focus.get("focus_description").and_then(|d| d.read_lock::<ImmutableString>()) {
                 push(&d);
             }
         }
@@ -280,7 +280,7 @@ impl Selector {
             let c = &candidates[b];
             winner.insert("strategy".into(), Dynamic::from_map(self.strategies[c.strategy].info.clone()));
             winner.insert("focus".into(), Dynamic::from_map(c.focus.clone()));
-            winner.insert("score".into(), Dynamic::from_float(if fallback.is_some() { 0.0 } else { c.total }));
+            winner.insert("final_score".into(), Dynamic::from_float(if fallback.is_some() { 0.0 } else { c.total }));
             winner.insert("phase".into(), phase.clone().into());
             winner.insert("fallback".into(), Dynamic::from_bool(fallback.is_some()));
         }
@@ -307,28 +307,28 @@ impl Selector {
             let out = self.call(v, &at, run, &mut shared)?;
             c.vetoes.push(VetoCheck {
                 scorer: v.id.clone(),
-                is_veto: out.veto,
+                is_veto: out.is_veto,
                 reasoning: out.reasoning,
                 signals: value::map_to_json(&out.signals),
             });
-            if out.veto {
+            if out.is_veto {
                 c.vetoed = true;
                 return Ok(());
             }
         }
         for s in &self.scorers {
             let out = self.call(s, &at, run, &mut shared)?;
-            if !(0.0..=2.0).contains(&out.score) || out.score.is_nan() {
+            if !(0.0..=2.0).contains(&out.raw_score) || out.raw_score.is_nan() {
                 return Err(Error::new(
                     ErrorKind::Script,
-                    format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.score),
+                    format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.raw_score),
                 ));
             }
-            let contribution = s.weight * out.score;
+            let contribution = s.weight * out.raw_score;
             c.sum += contribution;
             c.scores.push(Score {
                 scorer: s.id.clone(),
-                raw_score: out.score,
+                raw_score: out.raw_score,
                 weight: s.weight,
                 contribution,
                 reasoning: out.reasoning,
@@ -361,13 +361,15 @@ impl Selector {
         }
     }
 
-    /// The focuses of strategy `s`: maps with at least a `description`.
+    /// The focuses of strategy `s`, each carrying `focus_type`, `node_id`, `element_id`,
+    /// `focus_description` and `confidence` (see [`complete_focus`]).
     pub(crate) fn focuses(&self, s: &Strategy, run: &mut Run<'_>) -> Result<Vec<Map>> {
         match &s.focus {
             Focus::Open => {
                 let mut f = Map::new();
-                f.insert("type".into(), "open".into());
-                f.insert("description".into(), format!("{}: open", s.id).into());
+                f.insert("focus_type".into(), "open".into());
+                f.insert("focus_description".into(), format!("{}: open", s.id).into());
+                complete_focus(&mut f, s).map_err(|e| Error::internal(format!("the open focus: {e}")))?;
                 Ok(vec![f])
             }
             Focus::Script(func) => {
@@ -380,11 +382,9 @@ impl Selector {
                 let list = out.try_cast::<rhai::Array>().ok_or_else(|| bad("must return an array of focus maps"))?;
                 list.into_iter()
                     .map(|f| {
-                        let f = f.try_cast::<Map>().ok_or_else(|| bad("returned a focus that is not a map"))?;
-                        match f.get("description") {
-                            Some(d) if d.is_string() => Ok(f),
-                            _ => Err(bad("returned a focus without a string `description` (what scorers compare)")),
-                        }
+                        let mut f = f.try_cast::<Map>().ok_or_else(|| bad("returned a focus that is not a map"))?;
+                        complete_focus(&mut f, s).map_err(|e| bad(&e))?;
+                        Ok(f)
                     })
                     .collect()
             }
@@ -446,35 +446,67 @@ impl Selector {
     }
 }
 
-/// A scripted scorer's result. A veto returns a bool or `#{veto: bool, ...}`, a weighted scorer a
-/// number or `#{score: number, ...}`; either map may add `reasoning` and `signals`. Anything else
-/// is an error rather than a silent 0 or "no veto".
+/// A scripted scorer's result. A veto returns a bool or `#{is_veto: bool, ...}`, a weighted
+/// scorer a number or `#{raw_score: number, ...}`; either map may add `reasoning` and `signals`.
+/// (`veto` and `score` are accepted as shorter names.) Anything else is an error rather than a
+/// silent 0 or "no veto".
 fn output_of(v: Dynamic, weighted: bool) -> Result<ScorerOutput> {
     let wrong = |got: &str| {
-        let want = if weighted { "a number or #{score, ...}" } else { "a bool or #{veto, ...}" };
+        let want = if weighted { "a number or #{raw_score, ...}" } else { "a bool or #{is_veto, ...}" };
         let tier = if weighted { "weighted scorer" } else { "veto" };
         Error::new(ErrorKind::Script, format!("a {tier} returns {want}; this one returned {got}"))
     };
     match (weighted, v.as_bool(), number(&v)) {
-        (false, Ok(veto), _) => return Ok(ScorerOutput { veto, ..Default::default() }),
-        (true, _, Some(score)) => return Ok(ScorerOutput { score, ..Default::default() }),
+        (false, Ok(is_veto), _) => return Ok(ScorerOutput { is_veto, ..Default::default() }),
+        (true, _, Some(raw_score)) => return Ok(ScorerOutput { raw_score, ..Default::default() }),
         _ => {}
     }
     if !v.is_map() {
         return Err(wrong(value::type_of(&v)));
     }
     let m = v.cast::<Map>();
-    let (veto, score) = if weighted {
-        (false, m.get("score").and_then(number).ok_or_else(|| wrong("a map without a numeric `score`"))?)
+    let either = |a: &str, b: &str| m.get(a).or_else(|| m.get(b));
+    let (is_veto, raw_score) = if weighted {
+        let raw = either("raw_score", "score").and_then(number);
+        (false, raw.ok_or_else(|| wrong("a map without a numeric `raw_score`"))?)
     } else {
-        (m.get("veto").and_then(|x| x.as_bool().ok()).ok_or_else(|| wrong("a map without a bool `veto`"))?, 0.0)
+        let veto = either("is_veto", "veto").and_then(|x| x.as_bool().ok());
+        (veto.ok_or_else(|| wrong("a map without a bool `is_veto`"))?, 0.0)
     };
     Ok(ScorerOutput {
-        veto,
-        score,
+        is_veto,
+        raw_score,
         reasoning: m.get("reasoning").map(|r| r.to_string()).unwrap_or_default(),
         signals: m.get("signals").and_then(|s| s.clone().try_cast::<Map>()).unwrap_or_default(),
     })
+}
+
+/// Checks a focus and fills what it left out: it must carry a string `focus_description` (what
+/// scorers compare); `focus_type` defaults to the strategy's `type_category` (else its id),
+/// `node_id` and `element_id` to `()`, `confidence` (in [0, 1]) to 1.0.
+fn complete_focus(f: &mut Map, s: &Strategy) -> std::result::Result<(), String> {
+    match f.get("focus_description") {
+        Some(d) if d.is_string() => {}
+        _ if f.contains_key("description") => {
+            return Err("returned a focus with `description`: the focus's text is `focus_description`".into());
+        }
+        _ => return Err("returned a focus without a string `focus_description` (what scorers compare)".into()),
+    }
+    if !f.contains_key("focus_type") {
+        let kind = s.info.get("type_category").filter(|t| t.is_string()).cloned();
+        f.insert("focus_type".into(), kind.unwrap_or_else(|| s.id.clone().into()));
+    }
+    for key in ["node_id", "element_id"] {
+        f.entry(key.into()).or_insert(Dynamic::UNIT);
+    }
+    match f.get("confidence").map(number) {
+        None => {
+            f.insert("confidence".into(), Dynamic::from_float(1.0));
+        }
+        Some(Some(c)) if (0.0..=1.0).contains(&c) => {}
+        Some(_) => return Err("returned a focus whose `confidence` is not a number in [0, 1]".into()),
+    }
+    Ok(())
 }
 
 fn number(v: &Dynamic) -> Option<f64> {

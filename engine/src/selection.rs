@@ -126,8 +126,8 @@ impl Selection {
                 let at = At { strategy: &s.info, focus: &focus, phase: &phase, count };
                 let o = sel.call(scorer, &at, &mut run, &mut None)?;
                 out.push(if weighted {
-                    o.score
-                } else if o.veto {
+                    o.raw_score
+                } else if o.is_veto {
                     0.0
                 } else {
                     1.0

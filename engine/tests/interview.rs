@@ -58,7 +58,7 @@ fn state(answers: &[&str], asked: &[&str], strategies: &[&str], extra: Value) ->
         "elements": ["taste", "texture", "price", "packaging", "sustainability"],
         "turn_count": answers.len(),
         "phase_clock": answers.len(),
-        "history": history,
+        "conversation_history": history,
         "strategy_history": strategies,
         "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(),
         "nodes": [
@@ -83,7 +83,7 @@ fn select(state: &Value) -> Breakdown {
 fn candidate<'a>(b: &'a Breakdown, strategy: &str, element: Option<&str>) -> &'a Candidate {
     b.candidates
         .iter()
-        .find(|c| c.strategy == strategy && element.is_none_or(|e| c.focus["element"] == e))
+        .find(|c| c.strategy == strategy && element.is_none_or(|e| c.focus["element_id"] == e))
         .unwrap_or_else(|| panic!("no candidate {strategy} {element:?} in {b:#?}"))
 }
 
@@ -321,7 +321,7 @@ fn rewordings_are_repeats_with_a_real_models_vectors_and_with_the_stand_ins() {
     let mut focus = std::fs::read_to_string(root.path().join("scripts/interview/focus.rhai")).unwrap();
     focus.push_str("\nfn probe(strategy) {\n    [");
     for (d, ..) in &examples {
-        focus.push_str(&format!("#{{ type: \"probe\", description: \"{d}\" }}, "));
+        focus.push_str(&format!("#{{ focus_type: \"probe\", focus_description: \"{d}\" }}, "));
     }
     focus.push_str("]\n}\n");
     std::fs::write(root.path().join("scripts/interview/focus.rhai"), focus).unwrap();
@@ -330,8 +330,9 @@ fn rewordings_are_repeats_with_a_real_models_vectors_and_with_the_stand_ins() {
     for (description, asked, real, repeat) in examples {
         let s = state(&["Fine."], &[asked], &["broaden"], json!({}));
         let mut sel = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap();
-        let probe =
-            |b: &Breakdown| b.candidates.iter().find(|c| c.focus["description"] == description).unwrap().vetoes.clone();
+        let probe = |b: &Breakdown| {
+            b.candidates.iter().find(|c| c.focus["focus_description"] == description).unwrap().vetoes.clone()
+        };
         let redundancy = |vetoes: Vec<ruleweave::VetoCheck>| {
             vetoes.into_iter().find(|v| v.scorer == "recent_redundancy").map(|v| (v.is_veto, v.signals["kind"].clone()))
         };
@@ -352,7 +353,7 @@ fn rewordings_are_repeats_with_a_real_models_vectors_and_with_the_stand_ins() {
     // By words, "Tell me more about the taste" passes: blind to the rewording.
     let s = state(&["Fine."], &["What does oat milk taste like?"], &["broaden"], json!({}));
     let b = Selection::new(&engine, "interview", "next_question", &s, 0).unwrap().run(None).unwrap();
-    let taste = b.candidates.iter().find(|c| c.focus["description"] == "Tell me more about the taste").unwrap();
+    let taste = b.candidates.iter().find(|c| c.focus["focus_description"] == "Tell me more about the taste").unwrap();
     assert!(!taste.vetoed, "{:?}", taste.vetoes);
 }
 
@@ -493,4 +494,145 @@ async fn a_similarity_condition_that_is_not_a_bool_fails_the_turn_at_its_line() 
     let origin = err.origin().unwrap();
     assert_eq!((origin.file.as_str(), origin.line), ("config/interview.yaml", line), "{err}");
     assert_eq!(s.turns(), 0, "the failed turn changed nothing");
+}
+
+/// The pack's files, for a copy to edit.
+const INTERVIEW_FILES: [&str; 4] = ["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"];
+
+/// A session stored by an older version of the pack (the conversation under `history`, no
+/// migrate script) moves onto this one when a process started on the new files loads it: its
+/// turns are folded by the old version's reducers (the store recorded that schema), then the
+/// pack's `migrate` renames what changed; the next checkpoint holds the result.
+#[tokio::test]
+async fn a_session_stored_on_an_older_version_is_migrated_when_loaded() {
+    let dir = support::copy_of(&INTERVIEW_FILES);
+    let db = format!("sqlite://{}", dir.path().join("sessions.db").display());
+    let originals: Vec<(std::path::PathBuf, String)> = walk(dir.path());
+    // The older version: `history`, and nothing to migrate.
+    for (path, text) in &originals {
+        let old = text.replace("conversation_history", "history").replace("migrate: migrate.rhai::migrate\n", "");
+        std::fs::write(path, old).unwrap();
+    }
+    let open = || async { Engine::builder(dir.path()).store(ruleweave::store::open(&db).await.unwrap()).build() };
+    let engine = open().await;
+    let old_version = engine.pack("interview").unwrap().version().to_owned();
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
+    for a in ["I like the taste, it is nutty and creamy.", "The price is a bit high for me."] {
+        s.turn(json!({"answer": a})).await.unwrap();
+    }
+    let id = s.id().to_owned();
+    let before = s.state();
+    assert_eq!(before["history"].as_array().unwrap().len(), 5, "the opening, two answers, two questions");
+    drop((s, engine));
+
+    for (path, text) in &originals {
+        std::fs::write(path, text).unwrap();
+    }
+    let engine = open().await;
+    assert_ne!(engine.pack("interview").unwrap().version(), old_version);
+    let mut s = engine.resume(&id).await.unwrap();
+    let state = s.state();
+    assert_eq!(state["conversation_history"], before["history"], "moved by migrate, every turn's entries kept");
+    assert!(state.get("history").is_none());
+    assert_eq!((&state["turn_count"], &state["questions"]), (&json!(2), &before["questions"]));
+
+    let r = s.turn(json!({"answer": "Not sure about packaging."})).await.unwrap();
+    assert_eq!(r.turn, 3);
+    assert_eq!(s.state()["conversation_history"].as_array().unwrap().len(), 7);
+    drop((s, engine));
+    // What the store now holds is on the new version: a third process reads it as it is.
+    let engine = open().await;
+    let s = engine.resume(&id).await.unwrap();
+    assert_eq!(s.state()["conversation_history"].as_array().unwrap().len(), 7);
+}
+
+/// A session as the previous release stored it, decision under the old names (`type`, `node`,
+/// `description`, `score`): loading it on this version renames them as the design names them.
+#[tokio::test]
+async fn a_stored_decision_moves_to_the_design_names() {
+    use ruleweave::store::{Checkpoint, CheckpointKind, SessionInfo};
+    let engine = engine();
+    let store = engine.store().clone();
+    let mut snapshot = engine.open("interview", &Default::default()).await.unwrap().state();
+    let opening = snapshot["conversation_history"].clone();
+    let o = snapshot.as_object_mut().unwrap();
+    o.remove("conversation_history");
+    o.insert("history".into(), opening.clone());
+    o.insert(
+        "decision".into(),
+        json!({"strategy": {"id": "deepen"}, "phase": "exploratory", "score": 1.4, "fallback": false,
+               "focus": {"type": "depth", "node": "n1", "label": "nutty", "description": "why nutty matters"}}),
+    );
+    let fields: Vec<Value> = o
+        .iter()
+        .map(|(k, v)| {
+            let reducer = if v.is_array() && k != "elements" { "append" } else { "replace" };
+            let ty = match v {
+                Value::Array(_) => "list",
+                Value::Object(_) => "map",
+                Value::String(_) => "string",
+                Value::Bool(_) => "bool",
+                _ => "any",
+            };
+            json!({"name": k, "type": ty, "reducer": reducer, "default": Value::Null})
+        })
+        .collect();
+    store.save_schema("interview", "an-old-version", &json!({ "fields": fields })).await.unwrap();
+    let id = "stored-by-an-older-release".to_owned();
+    let info = SessionInfo {
+        id: id.clone(),
+        pack: "interview".into(),
+        pack_version: "an-old-version".into(),
+        options: json!({}),
+        seed: 7,
+        turns: 1,
+        head: 0,
+        head_kind: CheckpointKind::Start,
+        snapshot_seq: 0,
+        finished: false,
+        finished_at: None,
+        created_at: 1_000,
+        updated_at: 1_000,
+        parent: None,
+    };
+    let start = Checkpoint {
+        seq: 0,
+        turn: 1,
+        kind: CheckpointKind::Start,
+        step: None,
+        pack_version: "an-old-version".into(),
+        input: None,
+        updates: Vec::new(),
+        snapshot: Some(snapshot),
+        exchanges: Default::default(),
+        resume: None,
+        finished: false,
+        created_at: 1_000,
+        bumps: Vec::new(),
+    };
+    store.create(&info, &start).await.unwrap();
+
+    let s = engine.resume(&id).await.unwrap();
+    let state = s.state();
+    assert_eq!(state["conversation_history"], opening);
+    assert_eq!(
+        state["decision"]["focus"],
+        json!({"focus_type": "depth", "node_id": "n1", "element_id": null, "label": "nutty",
+               "focus_description": "why nutty matters", "confidence": 1.0})
+    );
+    assert_eq!((&state["decision"]["final_score"], state["decision"].get("score")), (&json!(1.4), None));
+}
+
+/// Every file under `root` with its text.
+fn walk(root: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            out.push((path, text));
+        }
+    }
+    out
 }

@@ -25,7 +25,7 @@ fn finals(breakdown: &Breakdown) -> Vec<(String, Value)> {
         .candidates
         .iter()
         .map(|c| {
-            let label = match c.focus["element"].as_str() {
+            let label = match c.focus["element_id"].as_str() {
                 Some(e) => format!("{}/{e}", c.strategy),
                 None => c.strategy.clone(),
             };
@@ -64,7 +64,7 @@ async fn the_worked_example_picks_the_highest_final_score_ties_to_the_first() {
     assert_eq!(breakdown.winner, Some(2));
     let decision = &turn.output["decision"];
     assert_eq!(
-        (&decision["strategy"]["id"], &decision["focus"]["element"]),
+        (&decision["strategy"]["id"], &decision["focus"]["element_id"]),
         (&json!("cover_element"), &json!("taste"))
     );
     assert_eq!(decision["strategy"]["prompt_hint"], "Ask about an element not yet covered.");
@@ -201,16 +201,21 @@ fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
     std::fs::write(&config, yaml).unwrap();
     let focus = dir.path().join("scripts/worked/focus.rhai");
     let mut script = std::fs::read_to_string(&focus).unwrap();
-    script.push_str("\nfn contrast(strategy) {\n    [#{ type: \"contrast\", node: this.nodes[0], description: `Contrast ${this.nodes[0]}` }]\n}\n");
+    script.push_str("\nfn contrast(strategy) {\n    [#{ focus_type: \"contrast\", node_id: this.nodes[0], focus_description: `Contrast ${this.nodes[0]}` }]\n}\n");
     std::fs::write(&focus, script).unwrap();
 
     let engine = Engine::builder(dir.path()).build();
     let mut sel = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap();
     let b = sel.run(None).unwrap();
     let contrast = &b.candidates[4];
+    // Every focus carries the five keys; the engine filled those the generator left out.
     assert_eq!(
-        (contrast.strategy.as_str(), &contrast.focus["description"]),
-        ("contrast", &json!("Contrast node_milk"))
+        (contrast.strategy.as_str(), &contrast.focus),
+        (
+            "contrast",
+            &json!({"focus_type": "contrast", "node_id": "node_milk", "element_id": null,
+                    "focus_description": "Contrast node_milk", "confidence": 1.0})
+        )
     );
     assert_eq!(finals(&b)[4].1, json!(1.5));
     assert_eq!(b.winner, Some(4), "the new strategy wins with its phase boost");
@@ -249,29 +254,50 @@ fn scorers_and_focuses_that_break_the_contract_are_errors_not_silent_scores() {
     // A weighted scorer returning a bool, a veto returning a number, maps missing their key.
     let cases = [
         (
-            "#{ score: param",
-            "return true; #{ score: param",
-            "a weighted scorer returns a number or #{score, ...}; this one returned a bool",
+            "#{ raw_score: param",
+            "return true; #{ raw_score: param",
+            "a weighted scorer returns a number or #{raw_score, ...}; this one returned a bool",
         ),
         (
-            "#{ veto: this.vetoed",
-            "return 1.5; #{ veto: this.vetoed",
-            "a veto returns a bool or #{veto, ...}; this one returned a float",
+            "#{ is_veto: this.vetoed",
+            "return 1.5; #{ is_veto: this.vetoed",
+            "a veto returns a bool or #{is_veto, ...}; this one returned a float",
         ),
-        ("#{ score: param(\"raw\")", "#{ points: param(\"raw\")", "this one returned a map without a numeric `score`"),
         (
-            "#{ veto: this.vetoed.contains(k)",
+            "#{ raw_score: param(\"raw\")",
+            "#{ points: param(\"raw\")",
+            "this one returned a map without a numeric `raw_score`",
+        ),
+        (
+            "#{ is_veto: this.vetoed.contains(k)",
             "#{ no: this.vetoed.contains(k)",
-            "this one returned a map without a bool `veto`",
+            "this one returned a map without a bool `is_veto`",
         ),
     ];
     for (from, to, says) in cases {
         let err = run(&rhai.replacen(from, to, 1), &focus_rhai).map(|_| ()).expect_err(to);
         assert!(err.detail().contains(says), "{to}: {err}");
     }
+    // The shorter names `score` and `veto` say the same.
+    let short = rhai.replacen("#{ raw_score:", "#{ score:", 1).replacen("#{ is_veto:", "#{ veto:", 1);
+    let (a, b) = (run(&short, &focus_rhai).unwrap(), run(&rhai, &focus_rhai).unwrap());
+    assert_eq!(serde_json::to_value(a.candidates).unwrap(), serde_json::to_value(b.candidates).unwrap());
     // A focus without a description, named with its generator's place.
-    let err = run(&rhai, &focus_rhai.replace("description: `Deepen: ${node}`", "label: node")).unwrap_err();
-    assert!(err.detail().contains("focus.rhai::recent_node returned a focus without a string `description`"), "{err}");
+    let err = run(&rhai, &focus_rhai.replace("focus_description: `Deepen: ${node}`", "label: node")).unwrap_err();
+    assert!(
+        err.detail().contains("focus.rhai::recent_node returned a focus without a string `focus_description`"),
+        "{err}"
+    );
+    // The older key is named as such.
+    let err = run(&rhai, &focus_rhai.replace("focus_description: `Deepen", "description: `Deepen")).unwrap_err();
+    assert!(
+        err.detail().contains("returned a focus with `description`: the focus's text is `focus_description`"),
+        "{err}"
+    );
+    // A confidence out of [0, 1].
+    let err =
+        run(&rhai, &focus_rhai.replace("focus_type: \"depth\",", "focus_type: \"depth\", confidence: 3,")).unwrap_err();
+    assert!(err.detail().contains("`confidence` is not a number in [0, 1]"), "{err}");
     assert_eq!(err.origin().unwrap().file, "scripts/worked/focus.rhai", "{err}");
     std::fs::write(&focus, &focus_rhai).unwrap();
     std::fs::write(&table, &rhai).unwrap();

@@ -94,11 +94,11 @@ fn contains_param(ctx: &ScorerContext<'_>, text: &str, phrases: &str) -> bool {
 }
 
 fn scored(score: f64, reasoning: String) -> Result<ScorerOutput> {
-    Ok(ScorerOutput { score, reasoning, ..Default::default() })
+    Ok(ScorerOutput { raw_score: score, reasoning, ..Default::default() })
 }
 
 fn vetoed(veto: bool, reasoning: String) -> Result<ScorerOutput> {
-    Ok(ScorerOutput { veto, reasoning, ..Default::default() })
+    Ok(ScorerOutput { is_veto: veto, reasoning, ..Default::default() })
 }
 
 // ---- tier 1 -----------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ pub fn knowledge_ceiling(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
 
 /// ElementExhausted: an element mentioned more than `max_mentions` times is not asked about again.
 pub fn element_exhausted(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
-    let Some(e) = string(ctx.focus.get("element")) else {
+    let Some(e) = string(ctx.focus.get("element_id")) else {
         return vetoed(false, "no element in focus".into());
     };
     let n = with_map(ctx.state.get("mentions"), |m| int(m.get(e.as_str()))).unwrap_or(0);
@@ -134,7 +134,7 @@ pub fn element_exhausted(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
 pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let asked = strings(ctx.state.get("questions"));
     let recent = last(&asked, int(ctx.params.get("recent")).unwrap_or(0));
-    let description = string(ctx.focus.get("description")).unwrap_or_default();
+    let description = string(ctx.focus.get("focus_description")).unwrap_or_default();
     let kind = ctx.similarity_kind();
     let s = if kind != "embedding" && boolean(ctx.params.get("ignore_topic")) {
         let topic = text::fold(&string(ctx.state.get("topic")).unwrap_or_default());
@@ -234,10 +234,10 @@ pub fn strategy_diversity(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
 
 /// Novelty: a focus on something just brought up, or never touched, is fresh.
 pub fn novelty(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
-    let kind = string(ctx.focus.get("type")).unwrap_or_default();
+    let kind = string(ctx.focus.get("focus_type")).unwrap_or_default();
     let score = if kind == "coverage" {
         1.2
-    } else if let Some(node) = ctx.focus.get("node").filter(|n| !n.is_unit()) {
+    } else if let Some(node) = ctx.focus.get("node_id").filter(|n| !n.is_unit()) {
         let node = node.to_string();
         let now = int(ctx.state.get("turn_count"));
         let fresh = with_list(ctx.state.get("nodes"), |nodes| {

@@ -124,7 +124,7 @@ prop_compose! {
             None => json!({}),
         };
         json!({
-            "topic": "oat milk in coffee", "elements": elements, "turn_count": turn, "history": history,
+            "topic": "oat milk in coffee", "elements": elements, "turn_count": turn, "conversation_history": history,
             "last_answer": last_answer, "questions": asked,
             "strategy_history": strategies,
             "category_history": strategies.iter().map(|s| category(s)).collect::<Vec<_>>(), "nodes": nodes, "edges": edges, "mentions": mentions, "qualitative_signals": signals,

@@ -19,7 +19,7 @@ fn raw(key: &str, scorer: &str) -> f64 {
 
 fn key(ctx: &ScorerContext<'_>) -> String {
     let id = ctx.strategy_id().to_string();
-    match ctx.focus.get("element") {
+    match ctx.focus.get("element_id") {
         Some(e) if id == "cover_element" => format!("{id}/{e}"),
         _ => id,
     }
@@ -31,7 +31,7 @@ pub fn natives(builder: EngineBuilder) -> EngineBuilder {
         .native_scorer("table", |ctx: &ScorerContext<'_>| {
             let name = ctx.params.get("name").map(|n| n.to_string()).unwrap_or_default();
             Ok(ScorerOutput {
-                score: raw(&key(ctx), &name),
+                raw_score: raw(&key(ctx), &name),
                 reasoning: format!("the table's {name}"),
                 ..Default::default()
             })
@@ -43,7 +43,7 @@ pub fn natives(builder: EngineBuilder) -> EngineBuilder {
             let mut signals = Map::new();
             signals.insert("key".into(), k.clone().into());
             Ok(ScorerOutput {
-                veto: vetoed.iter().any(|v| v.to_string() == k),
+                is_veto: vetoed.iter().any(|v| v.to_string() == k),
                 reasoning: format!("the test vetoes {shown}"),
                 signals,
                 ..Default::default()

@@ -354,7 +354,7 @@ fn show_decisions(r: &TurnResult) {
 
 /// One candidate of a decision: what vetoed it, or how its score adds up.
 fn candidate_line(c: &Candidate) -> String {
-    let what = format!("{} · {}", c.strategy, c.focus["description"].as_str().unwrap_or(""));
+    let what = format!("{} · {}", c.strategy, c.focus["focus_description"].as_str().unwrap_or(""));
     if c.vetoed {
         let (scorer, why) = c.vetoes.last().map_or(("?", ""), |v| (v.scorer.as_str(), v.reasoning.as_str()));
         return format!("{what}: vetoed by {scorer} ({why})");

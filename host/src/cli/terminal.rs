@@ -165,7 +165,7 @@ pub fn event_line(e: &ruleweave::Event) -> Option<String> {
                 Some(c) => format!(
                     "{} · {} (score {})",
                     c.strategy,
-                    c.focus["description"].as_str().unwrap_or(""),
+                    c.focus["focus_description"].as_str().unwrap_or(""),
                     decimals(c.final_score.unwrap_or(0.0), 3)
                 ),
                 None => "no candidate survived".to_owned(),
