@@ -506,14 +506,26 @@ const INTERVIEW_FILES: [&str; 4] = ["config/interview.yaml", "scripts/interview"
 #[tokio::test]
 async fn a_session_stored_on_an_older_version_is_migrated_when_loaded() {
     let dir = support::copy_of(&INTERVIEW_FILES);
-    let db = format!("sqlite://{}", dir.path().join("sessions.db").display());
+    stored_on_an_older_version(&dir, &format!("sqlite://{}", dir.path().join("sessions.db").display())).await;
+}
+
+/// The same with two replicas on PostgreSQL: one on the old files writes, one started on the new
+/// files loads.
+#[tokio::test]
+async fn a_replica_on_the_new_version_migrates_what_a_replica_on_the_old_one_stored() {
+    let Some(url) = support::postgres() else { return };
+    let dir = support::copy_of(&INTERVIEW_FILES);
+    stored_on_an_older_version(&dir, &url).await;
+}
+
+async fn stored_on_an_older_version(dir: &tempfile::TempDir, db: &str) {
     let originals: Vec<(std::path::PathBuf, String)> = walk(dir.path());
     // The older version: `history`, and nothing to migrate.
     for (path, text) in &originals {
         let old = text.replace("conversation_history", "history").replace("migrate: migrate.rhai::migrate\n", "");
         std::fs::write(path, old).unwrap();
     }
-    let open = || async { Engine::builder(dir.path()).store(ruleweave::store::open(&db).await.unwrap()).build() };
+    let open = || async { Engine::builder(dir.path()).store(ruleweave::store::open(db).await.unwrap()).build() };
     let engine = open().await;
     let old_version = engine.pack("interview").unwrap().version().to_owned();
     let mut s = engine.open("interview", &Default::default()).await.unwrap();
