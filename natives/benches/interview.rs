@@ -38,7 +38,7 @@ fn state() -> serde_json::Value {
         "topic": "oat milk in coffee",
         "elements": ["taste", "texture", "price", "packaging", "sustainability"],
         "turn_count": 4,
-        "history": history,
+        "conversation_history": history,
         "strategy_history": ["opening", "cover_element", "contrast", "bridge"],
         "nodes": [
             {"id": "n1", "label": "tastes", "turn": 1}, {"id": "n2", "label": "nutty", "turn": 1},
