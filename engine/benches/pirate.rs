@@ -173,9 +173,10 @@ fn bench(c: &mut Criterion) {
     });
 
     // The same conversations recorded in SQLite (WAL, synchronous=NORMAL), as `ruleweave serve`
-    // keeps them by default.
+    // keeps them by default; BENCH_SYNCHRONOUS=full (or off, extra) measures another durability.
     let db = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", db.path().join("bench.db").display());
+    let synchronous = std::env::var("BENCH_SYNCHRONOUS").unwrap_or_else(|_| "normal".into());
+    let url = format!("sqlite://{}?synchronous={synchronous}", db.path().join("bench.db").display());
     let store = rt.block_on(ruleweave::store::open(&url)).unwrap();
     let persisted = Engine::builder(repo_root()).provider(model.clone()).store(store).build();
     group.bench_function("turn (20-turn conversation, SQLite)", |b| {

@@ -109,17 +109,17 @@ impl SqliteStore {
     /// Opens (creating if missing) the database at `url` (`sqlite://PATH`) and migrates it.
     ///
     /// WAL journal with `synchronous = NORMAL`: a committed turn survives the process being
-    /// killed; surviving a power cut needs `?synchronous=full` in the URL.
+    /// killed; surviving a power cut needs `?synchronous=full` in the URL (`off`, `normal`, `full`
+    /// or `extra`, SQLite's `PRAGMA synchronous`).
     pub async fn open(url: &str) -> Result<Self> {
-        let mut options = SqliteConnectOptions::from_str(url)
+        let (rest, synchronous) = synchronous_of(url)?;
+        let options = SqliteConnectOptions::from_str(&rest)
             .map_err(|e| Error::new(ErrorKind::Input, format!("`{url}` is not a SQLite URL: {e}")))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
-        if !url.contains("synchronous=") {
-            options = options.synchronous(SqliteSynchronous::Normal);
-        }
+            .foreign_keys(true)
+            .synchronous(synchronous);
         let path = options.get_filename().to_path_buf();
         let on_disk = !path.as_os_str().is_empty() && path != Path::new(":memory:");
         let pool = SqlitePoolOptions::new()
@@ -136,6 +136,35 @@ impl SqliteStore {
         tokio::spawn(write_batches(pool.clone(), file.clone(), queue));
         Ok(SqliteStore { pool, writer, file, events: broadcast::channel(EVENT_BUFFER).0 })
     }
+}
+
+/// The URL without its `synchronous=` query parameter (which sqlx does not read), and the mode it
+/// names: `normal` (the default), `full` or `extra` (fsync at every commit), `off`.
+fn synchronous_of(url: &str) -> Result<(String, SqliteSynchronous)> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), SqliteSynchronous::Normal)) };
+    let mut mode = SqliteSynchronous::Normal;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("synchronous", v)) => {
+                mode = match v.to_ascii_lowercase().as_str() {
+                    "off" => SqliteSynchronous::Off,
+                    "normal" => SqliteSynchronous::Normal,
+                    "full" => SqliteSynchronous::Full,
+                    "extra" => SqliteSynchronous::Extra,
+                    _ => {
+                        return Err(Error::new(
+                            ErrorKind::Input,
+                            format!("`synchronous={v}` in `{url}`: say off, normal, full or extra"),
+                        ));
+                    }
+                }
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let rest = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+    Ok((rest, mode))
 }
 
 impl SqliteStore {
@@ -270,7 +299,7 @@ async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::Unb
             // Alone, the checkpoint needs no RETURNING: `execute` says whether it went in, and
             // saves a hand-off to sqlx's worker (~one round trip).
             let w = batch.pop().expect("one");
-            let r = insert(&pool, &w).await;
+            let r = insert_in(&pool, &w).await;
             let _ = w.done.send(r);
             continue;
         }
@@ -325,12 +354,7 @@ async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::Unb
     }
 }
 
-/// Inserts one checkpoint if its session's head is the checkpoint before it.
-async fn insert(pool: &SqlitePool, w: &Write) -> Result<bool> {
-    insert_in(pool, w).await
-}
-
-/// [`insert`], and the checkpoint's counter bumps if it went in, in one transaction.
+/// [`insert_in`], and the checkpoint's counter bumps if it went in, in one transaction.
 async fn insert_counting(pool: &SqlitePool, w: &Write) -> Result<bool> {
     let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
     if !insert_in(&mut *tx, w).await? {
@@ -351,6 +375,7 @@ async fn insert_counting(pool: &SqlitePool, w: &Write) -> Result<bool> {
     Ok(true)
 }
 
+/// Inserts one checkpoint if its session's head is the checkpoint before it.
 async fn insert_in<'e>(db: impl sqlx::SqliteExecutor<'e>, w: &Write) -> Result<bool> {
     let c = &w.c;
     let done = sqlx::query(
@@ -377,5 +402,31 @@ async fn insert_in<'e>(db: impl sqlx::SqliteExecutor<'e>, w: &Write) -> Result<b
         Ok(r) => Ok(r.rows_affected() == 1),
         Err(sqlx::Error::Database(d)) if d.is_unique_violation() => Ok(false),
         Err(e) => Err(store_error("cannot write the checkpoint", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `?synchronous=` chooses the durability (what SQLite's `PRAGMA synchronous` then reports on
+    /// the store's connections); other query parameters go on to sqlx; a mode it does not know
+    /// is refused with the URL.
+    #[tokio::test]
+    async fn synchronous_is_a_setting_of_the_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.db");
+        for (query, pragma) in
+            [("", 1), ("?synchronous=full", 2), ("?synchronous=OFF&mode=rwc", 0), ("?synchronous=extra", 3)]
+        {
+            let store = SqliteStore::open(&format!("sqlite://{}{query}", file.display())).await.unwrap();
+            let got: i64 = sqlx::query_scalar("PRAGMA synchronous").fetch_one(&store.pool).await.unwrap();
+            assert_eq!(got, pragma, "{query}");
+        }
+        let err = SqliteStore::open(&format!("sqlite://{}?synchronous=sometimes", file.display())).await.err().unwrap();
+        assert!(
+            err.detail().contains("`synchronous=sometimes`") && err.detail().contains("off, normal, full or extra"),
+            "{err}"
+        );
     }
 }
