@@ -1,19 +1,19 @@
 //! `sqlite`: sessions in one file (WAL mode), the default. One host process writes a file; several
 //! replicas share sessions through PostgreSQL instead.
 //!
-//! Checkpoints are written by one writer task, in batches: the checkpoints of every turn that ends
-//! while the previous batch is being written go in together, as one `INSERT ... RETURNING`. Each
-//! query to SQLite costs a round trip to sqlx's worker thread (~130 µs on a small VM, whatever the
-//! SQL), so under load one round trip serves many turns.
+//! Checkpoints, the write of every turn, go through one writer thread that owns a connection with
+//! prepared statements: the checkpoints of every turn that ends while the previous batch commits go
+//! in together, in one transaction, and each turn is answered once its batch has committed. A
+//! turn pays one hand-off to that thread and back, not sqlx's per-query round trips; the rest
+//! (reads, sessions' creation, lobby inputs) goes through sqlx's pool.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
-use sqlx::Row;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, oneshot};
 
 use super::sql::{self, encode};
 use super::{
@@ -26,7 +26,10 @@ use crate::llm::BoxFuture;
 /// Sessions in a SQLite file.
 pub struct SqliteStore {
     pool: SqlitePool,
-    writer: mpsc::UnboundedSender<Write>,
+    /// The connection checkpoints are written with; a turn that finds it free commits on it at
+    /// once, one that finds it busy queues for the writer thread.
+    pub(super) conn: Arc<Mutex<rusqlite::Connection>>,
+    writer: std::sync::mpsc::Sender<Write>,
     file: Arc<DbFile>,
     /// One process writes the file, so it is the one to tell.
     events: broadcast::Sender<SessionEvent>,
@@ -79,11 +82,16 @@ fn identity(_: &Path) -> Option<(u64, u64)> {
 
 /// A checkpoint waiting for the writer.
 struct Write {
+    p: Pending,
+    done: oneshot::Sender<Result<bool>>,
+}
+
+/// A checkpoint to write: its session, its columns, its counter bumps.
+struct Pending {
     id: String,
     c: CheckpointRow,
     /// Counter bumps to apply if the checkpoint goes in.
     bumps: Vec<super::Bump>,
-    done: oneshot::Sender<Result<bool>>,
 }
 
 /// A checkpoint's columns in insertion order, as the writer binds them.
@@ -102,7 +110,7 @@ struct CheckpointRow {
     created_at: i64,
 }
 
-/// The most checkpoints one statement writes (13 parameters each, SQLite allows 32766).
+/// The most checkpoints one transaction of the writer commits.
 const BATCH: usize = 256;
 
 impl SqliteStore {
@@ -119,7 +127,7 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true)
-            .synchronous(synchronous);
+            .synchronous(synchronous.1);
         let path = options.get_filename().to_path_buf();
         let on_disk = !path.as_os_str().is_empty() && path != Path::new(":memory:");
         let pool = SqlitePoolOptions::new()
@@ -131,27 +139,40 @@ impl SqliteStore {
             .run(&pool)
             .await
             .map_err(|e| store_error("cannot migrate the database", e))?;
-        let file = Arc::new(DbFile::new(on_disk.then_some(path)));
-        let (writer, queue) = mpsc::unbounded_channel();
-        tokio::spawn(write_batches(pool.clone(), file.clone(), queue));
-        Ok(SqliteStore { pool, writer, file, events: broadcast::channel(EVENT_BUFFER).0 })
+        if !on_disk {
+            return Err(Error::new(
+                ErrorKind::Input,
+                format!("`{url}` names no file: a SQLite store is a file (for sessions kept nowhere, say `memory`)"),
+            ));
+        }
+        let conn = Arc::new(Mutex::new(writer_connection(&path, synchronous.0)?));
+        let file = Arc::new(DbFile::new(Some(path)));
+        let (writer, queue) = std::sync::mpsc::channel();
+        let (thread_conn, thread_file) = (conn.clone(), file.clone());
+        std::thread::Builder::new()
+            .name("ruleweave-sqlite-writer".into())
+            .spawn(move || write_thread(&thread_conn, &thread_file, queue))
+            .map_err(|e| store_error("cannot start the SQLite writer", e))?;
+        Ok(SqliteStore { pool, conn, writer, file, events: broadcast::channel(EVENT_BUFFER).0 })
     }
 }
 
 /// The URL without its `synchronous=` query parameter (which sqlx does not read), and the mode it
-/// names: `normal` (the default), `full` or `extra` (fsync at every commit), `off`.
-fn synchronous_of(url: &str) -> Result<(String, SqliteSynchronous)> {
-    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), SqliteSynchronous::Normal)) };
-    let mut mode = SqliteSynchronous::Normal;
+/// names (as SQLite's pragma spells it, and as sqlx's option): `normal` (the default), `full` or
+/// `extra` (fsync at every commit), `off`.
+fn synchronous_of(url: &str) -> Result<(String, (&'static str, SqliteSynchronous))> {
+    let normal = ("NORMAL", SqliteSynchronous::Normal);
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), normal)) };
+    let mut mode = normal;
     let mut kept = Vec::new();
     for pair in query.split('&') {
         match pair.split_once('=') {
             Some(("synchronous", v)) => {
                 mode = match v.to_ascii_lowercase().as_str() {
-                    "off" => SqliteSynchronous::Off,
-                    "normal" => SqliteSynchronous::Normal,
-                    "full" => SqliteSynchronous::Full,
-                    "extra" => SqliteSynchronous::Extra,
+                    "off" => ("OFF", SqliteSynchronous::Off),
+                    "normal" => normal,
+                    "full" => ("FULL", SqliteSynchronous::Full),
+                    "extra" => ("EXTRA", SqliteSynchronous::Extra),
                     _ => {
                         return Err(Error::new(
                             ErrorKind::Input,
@@ -169,6 +190,17 @@ fn synchronous_of(url: &str) -> Result<(String, SqliteSynchronous)> {
 
 impl SqliteStore {
     sql::shared_reads!();
+
+    /// Commits `p` here and now when nobody is writing (no hand-off to the writer thread and
+    /// back); `None` when the connection is busy.
+    fn write_now(&self, p: &Pending) -> Option<Result<bool>> {
+        let conn = match self.conn.try_lock() {
+            Ok(conn) => conn,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(self.file.check().and_then(|()| write_batch(&conn, &[p])?.pop().unwrap_or(Ok(false))))
+    }
 
     /// A read transaction: SQLite's WAL gives it one consistent snapshot.
     async fn begin_read(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>> {
@@ -204,12 +236,17 @@ impl Store for SqliteStore {
                 finished: c.finished,
                 created_at: c.created_at,
             };
-            let (done, result) = oneshot::channel();
-            self.writer
-                .send(Write { id: id.to_owned(), c: row, bumps: c.bumps.clone(), done })
-                .map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))?;
-            let written =
-                result.await.map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))??;
+            let p = Pending { id: id.to_owned(), c: row, bumps: c.bumps.clone() };
+            let written = match self.write_now(&p) {
+                Some(written) => written?,
+                None => {
+                    let (done, result) = oneshot::channel();
+                    self.writer
+                        .send(Write { p, done })
+                        .map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))?;
+                    result.await.map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))??
+                }
+            };
             if written {
                 if c.kind == CheckpointKind::Turn {
                     let what = Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished };
@@ -267,11 +304,12 @@ impl Store for SqliteStore {
     }
 }
 
-/// The writer: takes every waiting checkpoint (up to [`BATCH`]) and writes them in one statement.
-/// A checkpoint is inserted only if its session's head is the checkpoint before it (the trigger
-/// then advances the head); `RETURNING` says which were, so each waiter learns its own outcome.
-async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::UnboundedReceiver<Write>) {
-    while let Some(first) = queue.recv().await {
+/// The writer thread, for turns that find the connection busy: it takes every waiting checkpoint
+/// (up to [`BATCH`]) once the connection is free and commits them in one transaction, each in a
+/// savepoint so that one that fails leaves the others; then it answers each waiter.
+fn write_thread(conn: &Mutex<rusqlite::Connection>, file: &DbFile, queue: std::sync::mpsc::Receiver<Write>) {
+    while let Ok(first) = queue.recv() {
+        let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut batch = vec![first];
         while batch.len() < BATCH {
             match queue.try_recv() {
@@ -279,130 +317,107 @@ async fn write_batches(pool: SqlitePool, file: Arc<DbFile>, mut queue: mpsc::Unb
                 Err(_) => break,
             }
         }
-        if let Err(e) = file.check() {
+        let pending: Vec<&Pending> = batch.iter().map(|w| &w.p).collect();
+        let outcome = match file.check() {
             // Written there, a turn would be acknowledged and then lost: refuse it instead.
-            for w in batch {
-                let _ = w.done.send(Err(e.clone()));
-            }
-            continue;
-        }
-        // Checkpoints that count go in one by one, each with its counters in one transaction.
-        let (counting, mut batch): (Vec<Write>, Vec<Write>) = batch.into_iter().partition(|w| !w.bumps.is_empty());
-        for w in counting {
-            let r = insert_counting(&pool, &w).await;
-            let _ = w.done.send(r);
-        }
-        if batch.is_empty() {
-            continue;
-        }
-        if batch.len() == 1 {
-            // Alone, the checkpoint needs no RETURNING: `execute` says whether it went in, and
-            // saves a hand-off to sqlx's worker (~one round trip).
-            let w = batch.pop().expect("one");
-            let r = insert_in(&pool, &w).await;
-            let _ = w.done.send(r);
-            continue;
-        }
-        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"; batch.len()].join(", ");
-        let sql = format!(
-            "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
-             SELECT * FROM (VALUES {values}) AS v \
-             WHERE (SELECT head FROM sessions WHERE id = v.column1) = v.column2 - 1 \
-             RETURNING session_id, seq"
-        );
-        // Built from a fixed template and a count: no data is spliced into the SQL.
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for w in &batch {
-            let c = &w.c;
-            q = q
-                .bind(&w.id)
-                .bind(c.seq)
-                .bind(c.turn)
-                .bind(c.kind)
-                .bind(c.step)
-                .bind(&c.pack_version)
-                .bind(&c.input)
-                .bind(&c.updates)
-                .bind(&c.snapshot)
-                .bind(&c.exchanges)
-                .bind(&c.resume)
-                .bind(c.finished)
-                .bind(c.created_at);
-        }
-        match q.fetch_all(&pool).await {
-            Ok(rows) => {
-                let written: std::collections::HashSet<(String, i64)> = rows
-                    .iter()
-                    .filter_map(|r| Some((r.try_get::<String, _>(0).ok()?, r.try_get::<i64, _>(1).ok()?)))
-                    .collect();
-                for w in batch {
-                    let ok = written.contains(&(w.id.clone(), w.c.seq));
-                    let _ = w.done.send(Ok(ok));
+            Err(e) => Err(e),
+            Ok(()) => write_batch(&conn, &pending),
+        };
+        drop(conn);
+        match outcome {
+            Ok(each) => {
+                for (w, r) in batch.into_iter().zip(each) {
+                    let _ = w.done.send(r);
                 }
             }
             Err(e) => {
-                let why = e.to_string();
                 for w in batch {
-                    let err = match &e {
-                        sqlx::Error::Database(d) if d.is_unique_violation() => Ok(false),
-                        _ => Err(store_error("cannot write the checkpoint", &why)),
-                    };
-                    let _ = w.done.send(err);
+                    let _ = w.done.send(Err(e.clone()));
                 }
             }
         }
     }
 }
 
-/// [`insert_in`], and the checkpoint's counter bumps if it went in, in one transaction.
-async fn insert_counting(pool: &SqlitePool, w: &Write) -> Result<bool> {
-    let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-    if !insert_in(&mut *tx, w).await? {
-        return Ok(false);
+/// The batch in one transaction: for each checkpoint whether it went in (or why it failed); an
+/// error when the transaction could not commit (then none went in). A checkpoint goes in only if
+/// its session's head is the checkpoint before it (the trigger then advances the head), with its
+/// counter bumps if it has any.
+fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Result<bool>>> {
+    let failed = |e: rusqlite::Error| store_error("cannot write the checkpoint", e);
+    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
+    run("BEGIN IMMEDIATE").map_err(failed)?;
+    let mut each = Vec::with_capacity(batch.len());
+    for w in batch {
+        let r = run("SAVEPOINT checkpoint").and_then(|()| insert_one(conn, w));
+        let r = match r {
+            Ok(written) => run("RELEASE checkpoint").map(|()| written),
+            Err(e) => {
+                let _ = run("ROLLBACK TO checkpoint").and_then(|()| run("RELEASE checkpoint"));
+                Err(e)
+            }
+        };
+        each.push(match r {
+            Ok(written) => Ok(written),
+            // The same checkpoint twice: another writer got there first.
+            Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                Ok(false)
+            }
+            Err(e) => Err(failed(e)),
+        });
     }
-    for b in &w.bumps {
-        sqlx::query(sql::BUMP)
-            .bind(&w.id)
-            .bind(&b.table)
-            .bind(&b.counter)
-            .bind(&b.key)
-            .bind(b.by)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot count", e))?;
+    if let Err(e) = run("COMMIT") {
+        let _ = run("ROLLBACK");
+        return Err(failed(e));
     }
-    tx.commit().await.map_err(|e| store_error("cannot commit", e))?;
-    Ok(true)
+    Ok(each)
 }
 
-/// Inserts one checkpoint if its session's head is the checkpoint before it.
-async fn insert_in<'e>(db: impl sqlx::SqliteExecutor<'e>, w: &Write) -> Result<bool> {
+/// Inserts one checkpoint if its session's head is the checkpoint before it, and then its
+/// counter bumps; whether it went in.
+fn insert_one(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
     let c = &w.c;
-    let done = sqlx::query(
+    let mut insert = conn.prepare_cached(
         "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \
          WHERE (SELECT head FROM sessions WHERE id = ?1) = ?2 - 1",
-    )
-    .bind(&w.id)
-    .bind(c.seq)
-    .bind(c.turn)
-    .bind(c.kind)
-    .bind(c.step)
-    .bind(&c.pack_version)
-    .bind(&c.input)
-    .bind(&c.updates)
-    .bind(&c.snapshot)
-    .bind(&c.exchanges)
-    .bind(&c.resume)
-    .bind(c.finished)
-    .bind(c.created_at)
-    .execute(db)
-    .await;
-    match done {
-        Ok(r) => Ok(r.rows_affected() == 1),
-        Err(sqlx::Error::Database(d)) if d.is_unique_violation() => Ok(false),
-        Err(e) => Err(store_error("cannot write the checkpoint", e)),
+    )?;
+    let n = insert.execute(rusqlite::params![
+        w.id,
+        c.seq,
+        c.turn,
+        c.kind,
+        c.step,
+        c.pack_version,
+        c.input,
+        c.updates,
+        c.snapshot,
+        c.exchanges,
+        c.resume,
+        c.finished,
+        c.created_at,
+    ])?;
+    if n == 0 {
+        return Ok(false);
     }
+    if !w.bumps.is_empty() {
+        let mut bump = conn.prepare_cached(sql::BUMP)?;
+        for b in &w.bumps {
+            bump.execute(rusqlite::named_params! {
+                "$1": w.id, "$2": b.table, "$3": b.counter, "$4": b.key, "$5": b.by,
+            })?;
+        }
+    }
+    Ok(true)
+}
+
+/// The writer's connection to the file the pool opened, with the same settings.
+fn writer_connection(path: &Path, synchronous: &str) -> Result<rusqlite::Connection> {
+    let failed = |e: rusqlite::Error| store_error(&format!("cannot open {} for writing", path.display()), e);
+    let conn = rusqlite::Connection::open(path).map_err(failed)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(failed)?;
+    conn.execute_batch(&format!("PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous};")).map_err(failed)?;
+    Ok(conn)
 }
 
 #[cfg(test)]

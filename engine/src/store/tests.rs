@@ -343,3 +343,34 @@ async fn store_urls_are_checked() {
     assert_eq!(open("redis://x").await.err().unwrap().kind(), ErrorKind::Input);
     assert_eq!(open("memory").await.unwrap().kind(), "memory");
 }
+
+/// Turns that find the SQLite connection busy queue for the writer thread, which commits them in
+/// one transaction once it is free: each learns its own outcome (the second of two writes of the
+/// same checkpoint is a conflict), and what went in is there.
+#[tokio::test]
+async fn sqlite_commits_what_waited_for_a_busy_connection_together() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        super::sqlite::SqliteStore::open(&format!("sqlite://{}", dir.path().join("t.db").display())).await.unwrap();
+    let (a, b) = (id("busy"), id("busy"));
+    store.create(&session(&a), &start()).await.unwrap();
+    store.create(&session(&b), &start()).await.unwrap();
+    let (a1, b1, b1_again) = (turn(1, 1), turn(1, 1), turn(1, 1));
+    let busy = store.conn.lock().unwrap();
+    let mut waiting =
+        vec![Box::pin(store.append(&a, &a1)), Box::pin(store.append(&b, &b1)), Box::pin(store.append(&b, &b1_again))];
+    for w in &mut waiting {
+        // Each finds the connection busy and queues (the first poll ends waiting for the writer).
+        assert!(w.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    }
+    drop(busy);
+    let mut outcomes = Vec::new();
+    for w in waiting {
+        outcomes.push(w.await.map_err(|e| e.kind()));
+    }
+    assert_eq!(outcomes, [Ok(()), Ok(()), Err(ErrorKind::Conflict)]);
+    assert_eq!(store.info(&a).await.unwrap().unwrap().head, 1);
+    assert_eq!(store.load(&b).await.unwrap().unwrap().after.len(), 1);
+}
