@@ -1,11 +1,11 @@
 //! `sqlite`: sessions in one file (WAL mode), the default. One host process writes a file; several
 //! replicas share sessions through PostgreSQL instead.
 //!
-//! Checkpoints, the write of every turn, go through one writer thread that owns a connection with
-//! prepared statements: the checkpoints of every turn that ends while the previous batch commits go
-//! in together, in one transaction, and each turn is answered once its batch has committed. A
-//! turn pays one hand-off to that thread and back, not sqlx's per-query round trips; the rest
-//! (reads, sessions' creation, lobby inputs) goes through sqlx's pool.
+//! Checkpoints, the write of every turn, go through a connection of the store's own (rusqlite,
+//! prepared statements). A turn that finds it free commits right where it ends, with no hand-off;
+//! one that finds it busy queues for a writer thread, which commits everything waiting in one
+//! transaction once the connection is free (group commit) and answers each turn after the commit.
+//! The rest (reads, sessions' creation, lobby inputs) goes through sqlx's pool.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -120,14 +120,14 @@ impl SqliteStore {
     /// killed; surviving a power cut needs `?synchronous=full` in the URL (`off`, `normal`, `full`
     /// or `extra`, SQLite's `PRAGMA synchronous`).
     pub async fn open(url: &str) -> Result<Self> {
-        let (rest, synchronous) = synchronous_of(url)?;
+        let (rest, pragma, synchronous) = synchronous_of(url)?;
         let options = SqliteConnectOptions::from_str(&rest)
             .map_err(|e| Error::new(ErrorKind::Input, format!("`{url}` is not a SQLite URL: {e}")))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true)
-            .synchronous(synchronous.1);
+            .synchronous(synchronous);
         let path = options.get_filename().to_path_buf();
         let on_disk = !path.as_os_str().is_empty() && path != Path::new(":memory:");
         let pool = SqlitePoolOptions::new()
@@ -145,7 +145,7 @@ impl SqliteStore {
                 format!("`{url}` names no file: a SQLite store is a file (for sessions kept nowhere, say `memory`)"),
             ));
         }
-        let conn = Arc::new(Mutex::new(writer_connection(&path, synchronous.0)?));
+        let conn = Arc::new(Mutex::new(writer_connection(&path, &pragma)?));
         let file = Arc::new(DbFile::new(Some(path)));
         let (writer, queue) = std::sync::mpsc::channel();
         let (thread_conn, thread_file) = (conn.clone(), file.clone());
@@ -157,35 +157,23 @@ impl SqliteStore {
     }
 }
 
-/// The URL without its `synchronous=` query parameter (which sqlx does not read), and the mode it
-/// names (as SQLite's pragma spells it, and as sqlx's option): `normal` (the default), `full` or
-/// `extra` (fsync at every commit), `off`.
-fn synchronous_of(url: &str) -> Result<(String, (&'static str, SqliteSynchronous))> {
-    let normal = ("NORMAL", SqliteSynchronous::Normal);
-    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), normal)) };
-    let mut mode = normal;
+/// The URL without its `synchronous=` query parameter (which sqlx does not read from a URL), and
+/// the mode it names, checked (`off`, `normal`, `full` or `extra`; `normal` when it names none).
+fn synchronous_of(url: &str) -> Result<(String, String, SqliteSynchronous)> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut mode = "normal";
     let mut kept = Vec::new();
-    for pair in query.split('&') {
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("synchronous", v)) => {
-                mode = match v.to_ascii_lowercase().as_str() {
-                    "off" => ("OFF", SqliteSynchronous::Off),
-                    "normal" => normal,
-                    "full" => ("FULL", SqliteSynchronous::Full),
-                    "extra" => ("EXTRA", SqliteSynchronous::Extra),
-                    _ => {
-                        return Err(Error::new(
-                            ErrorKind::Input,
-                            format!("`synchronous={v}` in `{url}`: say off, normal, full or extra"),
-                        ));
-                    }
-                }
-            }
+            Some(("synchronous", v)) => mode = v,
             _ => kept.push(pair),
         }
     }
+    let parsed = SqliteSynchronous::from_str(mode).map_err(|_| {
+        Error::new(ErrorKind::Input, format!("`synchronous={mode}` in `{url}`: say off, normal, full or extra"))
+    })?;
     let rest = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
-    Ok((rest, mode))
+    Ok((rest, mode.to_ascii_uppercase(), parsed))
 }
 
 impl SqliteStore {
