@@ -14,6 +14,7 @@ use crate::error::{Error, Origin};
 use crate::llm::Profile;
 use crate::native::NativeNodes;
 use crate::prompt::{CONTEXT_NAMES, Prompts};
+use crate::script::lint::nearest;
 use crate::script::{Condition, FnRef, Sandbox, Scripts};
 use crate::select::Selector;
 use crate::state::Schema;
@@ -102,10 +103,17 @@ impl Load<'_> {
         }
         let known: HashSet<&str> = self.refs.schema.fields.keys().map(String::as_str).collect();
         for (var, origin) in prompts.unknown_variables(&t.value, &known, self.refs.params) {
-            let what = if var.starts_with("params.") { "a parameter" } else { "a state field" };
+            let (what, hint) = match var.strip_prefix("params.") {
+                Some(p) => (
+                    "a parameter",
+                    nearest(p, self.refs.params.keys().map(|k| k.as_str())).map(|k| format!("params.{k}")),
+                ),
+                None => ("a state field", nearest(&var, known.iter().copied()).map(str::to_owned)),
+            };
+            let hint = hint.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
             self.error(
                 format!(
-                    "template `{}` reads `{var}`, which is not {what} or one of {}",
+                    "template `{}` reads `{var}`, which is not {what} or one of {}{hint}",
                     t.value,
                     CONTEXT_NAMES.join(", ")
                 ),

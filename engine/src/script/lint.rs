@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use rhai::{ASTNode, Expr};
+use rhai::{ASTNode, Expr, Stmt};
 
 use super::ScriptFile;
 use crate::error::{Error, Origin};
@@ -38,23 +38,31 @@ pub(crate) fn lint(file: &ScriptFile, functions: &HashSet<String>, fields: &Hash
         file.map_origin(Origin::new(&file.path, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32))
     };
     file.ast.walk(&mut |path: &[ASTNode<'_>]| {
-        let Some(ASTNode::Expr(expr)) = path.last() else { return true };
-        match expr {
-            Expr::FnCall(f, pos) | Expr::MethodCall(f, pos) => {
-                let name = f.name.as_str();
-                let plain = f.op_token.is_none() && f.namespace.is_empty();
-                if plain && crate::graph::load::is_identifier(name) && !known(name) {
-                    let near = nearest(name, own.iter().chain(functions.iter()).map(String::as_str));
-                    errors.push(Error::pack(
-                        format!(
-                            "unknown function `{name}`: not defined in this script, nor a host function{}",
-                            did_you_mean(near)
-                        ),
-                        at(*pos),
-                    ));
-                }
+        let call = match path.last() {
+            Some(ASTNode::Expr(Expr::FnCall(f, pos) | Expr::MethodCall(f, pos))) => Some((f, *pos)),
+            // A call standing as a whole statement (a condition that is one call, `f(x);`) is a
+            // statement of its own in Rhai's tree, not an expression.
+            Some(ASTNode::Stmt(Stmt::FnCall(f, pos))) => Some((f, *pos)),
+            _ => None,
+        };
+        if let Some((f, pos)) = call {
+            let name = f.name.as_str();
+            let plain = f.op_token.is_none() && f.namespace.is_empty();
+            if plain && crate::graph::load::is_identifier(name) && !known(name) {
+                let near = nearest(name, own.iter().chain(functions.iter()).map(String::as_str));
+                // A manifest expression has no functions of its own: only host functions.
+                let nowhere = if file.anchor.is_some() {
+                    "not a host function"
+                } else {
+                    "not defined in this script, nor a host function"
+                };
+                errors
+                    .push(Error::pack(format!("unknown function `{name}`: {nowhere}{}", did_you_mean(near)), at(pos)));
             }
-            Expr::Dot(dot, _, _) if matches!(dot.lhs, Expr::ThisPtr(_)) => {
+            return true;
+        }
+        match path.last() {
+            Some(ASTNode::Expr(Expr::Dot(dot, _, _))) if matches!(dot.lhs, Expr::ThisPtr(_)) => {
                 let prop = match &dot.rhs {
                     Expr::Property(p, pos) => Some((p.2.as_str(), *pos)),
                     Expr::Dot(inner, _, _) | Expr::Index(inner, _, _) => match &inner.lhs {
