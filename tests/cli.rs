@@ -91,6 +91,11 @@ fn graph_prints_mermaid() {
     ] {
         assert!(text.contains(edge), "missing `{edge}` in\n{text}");
     }
+    // A condition with quotes keeps a label every Mermaid renderer reads as written.
+    let out = ruleweave(&repo_root()).args(["graph", "interview"]).output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains(r#"extract -.->|"param('use_llm_signals')"| signals"#), "{text}");
+    assert!(!text.contains("#quot;"), "{text}");
 }
 
 #[test]
@@ -182,7 +187,7 @@ fn a_retry_after_past_any_clock_waits_the_longest_backoff() {
 }
 
 #[test]
-fn requests_carry_the_profiles_and_windows_of_seed_000() {
+fn requests_carry_the_pirates_profiles_and_windows() {
     let mock = MockLlm::start();
     mock.judge(judged(20)).chat(Reply::Content("Arr, who goes there?".into()));
     mock.judge(judged(30)).chat(Reply::Content("Still no.".into()));

@@ -141,7 +141,8 @@ impl Graph {
     }
 }
 
-/// A route condition shortened and escaped for a Mermaid edge label.
+/// A route condition shortened for a Mermaid edge label. The label is quoted, so a `"` in it
+/// becomes `'`: Mermaid's entity codes (`#quot;`) show as themselves in some of its renderers.
 fn mermaid_label(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let short: String = if one_line.chars().count() > 40 {
@@ -149,5 +150,5 @@ fn mermaid_label(text: &str) -> String {
     } else {
         one_line
     };
-    short.replace('"', "#quot;")
+    short.replace('"', "'")
 }
