@@ -152,6 +152,11 @@ async fn the_whole_api(store: Arc<dyn Store>) {
         (status, body["error"]["message"].as_str()),
         (StatusCode::BAD_REQUEST, Some("limit is 1 to 500, not 0"))
     );
+    let (status, body) = get(&format!("{base}/v1/sessions?limit=abc")).await;
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("the query does not fit (pack, limit, before): limit: not a whole number"))
+    );
     let (_, forked_turn) =
         post(&format!("{base}/v1/sessions/{fork_id}/turns"), json!({"input": {"message": "Another way."}})).await;
     assert_eq!(forked_turn["turn"], 2);
@@ -168,6 +173,10 @@ async fn the_whole_api(store: Arc<dyn Store>) {
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.starts_with("there is no pack `piratee` (did you mean `pirate`? packs: "), "{message}");
     assert!(!message.contains("os error"), "{message}");
+    // ... and the mistyped name is not kept as a pack.
+    let (_, packs) = get(&format!("{base}/v1/packs")).await;
+    let names: Vec<&str> = packs["packs"].as_array().unwrap().iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(!names.contains(&"piratee"), "{names:?}");
 
     let (status, health) = get(&format!("{base}/healthz")).await;
     assert_eq!((status, health["status"].as_str()), (StatusCode::OK, Some("ok")));
@@ -285,6 +294,11 @@ async fn bad_requests_get_clear_errors_and_change_nothing() {
         body["error"]["message"],
         r#"the body does not fit: expected an object {"input": ...}, not a list at line 1 column 2"#,
         "in words, not serde's"
+    );
+    let (status, body) = post(&turns, json!({})).await;
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("the body does not fit: `input` is missing at line 1 column 2"))
     );
     let (_, unchanged) = get(&format!("{base}/v1/sessions/{id}")).await;
     assert_eq!(unchanged["turns"], 0, "nothing changed");

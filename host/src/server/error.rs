@@ -92,6 +92,24 @@ const SHAPES: &[(&str, &str)] = &[
 /// serde's message about a body in the API's words: the shape wanted instead of a Rust type
 /// (`expected struct NewTurn`), and what came instead of a list's length.
 fn in_words(serde: &str) -> String {
+    let (path, rest) = match serde.split_once(": ") {
+        Some((path, rest)) if !path.contains(' ') && !path.contains('`') => (path, rest),
+        _ => ("", serde),
+    };
+    let at = |path: &str| if path.is_empty() { String::new() } else { format!("at `{path}`: ") };
+    let (message, place) = rest.rfind(" at line ").map_or((rest, ""), |i| rest.split_at(i));
+    if let Some(field) = message.strip_prefix("missing field ") {
+        return format!("{}{field} is missing{place}", at(path));
+    }
+    if let Some(field) = message.strip_prefix("unknown field ") {
+        let (field, known) = field.split_once(", expected ").unwrap_or((field, ""));
+        let known = known.strip_prefix("one of ").unwrap_or(known);
+        let known = if known.is_empty() { String::new() } else { format!(" (fields: {known})") };
+        // The path ends at the unknown field itself: where it stands is the path before it.
+        let name = field.trim_matches('`');
+        let parent = path.strip_suffix(name).map_or(path, |p| p.trim_end_matches('.'));
+        return format!("{}{field} is not a field here{known}{place}", at(parent));
+    }
     let Some(at) = serde.find("expected struct ") else { return serde.to_owned() };
     let name: String = serde[at + "expected struct ".len()..].chars().take_while(|c| c.is_alphanumeric()).collect();
     let Some((_, shape)) = SHAPES.iter().find(|(n, _)| *n == name) else { return serde.to_owned() };
@@ -157,7 +175,23 @@ mod tests {
             super::in_words("messages[0]: invalid type: integer `3`, expected struct Message at line 1 column 30"),
             r#"at `messages[0]`: expected a message {"role": "...", "content": "..."}, not integer `3` at line 1 column 30"#
         );
-        let plain = "inptu: unknown field `inptu`, expected `input` at line 1 column 8";
-        assert_eq!(super::in_words(plain), plain);
+        assert_eq!(
+            super::in_words("inptu: unknown field `inptu`, expected `input` at line 1 column 8"),
+            "`inptu` is not a field here (fields: `input`) at line 1 column 8"
+        );
+        assert_eq!(
+            super::in_words("unknown field `pak`, expected one of `pack`, `options` at line 1 column 6"),
+            "`pak` is not a field here (fields: `pack`, `options`) at line 1 column 6"
+        );
+        assert_eq!(
+            super::in_words("missing field `input` at line 1 column 2"),
+            "`input` is missing at line 1 column 2"
+        );
+        assert_eq!(
+            super::in_words("messages[1]: missing field `role` at line 1 column 40"),
+            "at `messages[1]`: `role` is missing at line 1 column 40"
+        );
+        let other = "something serde said at line 1 column 3";
+        assert_eq!(super::in_words(other), other);
     }
 }
