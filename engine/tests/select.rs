@@ -174,6 +174,16 @@ fn the_fallback_answers_when_everything_is_vetoed_and_a_zero_multiplier_turns_a_
     std::fs::write(&config, yaml.replace("fallback: broaden", "fallback: ease")).unwrap();
     let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
     assert!(err.detail().contains("falls back to `ease`, which is no strategy"), "{err}");
+    // Nor may the fallback be one a phase turns off: it would answer where it is unavailable.
+    std::fs::write(&config, yaml.replace("fallback: broaden", "fallback: synthesis")).unwrap();
+    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    assert!(
+        err.detail().contains(
+            "falls back to `synthesis`, which phase `exploratory` turns off (multiplier 0); the fallback must be \
+             available in every phase"
+        ),
+        "{err}"
+    );
     let disabled =
         yaml.replace("      - {id: synthesis, prompt_hint", "      - {id: synthesis, enabled: false, prompt_hint");
     std::fs::write(&config, disabled).unwrap();

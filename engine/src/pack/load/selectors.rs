@@ -89,7 +89,7 @@ impl Loader<'_> {
                     strategies.push(Strategy { id: s.id.as_str().into(), info, focus });
                 }
             }
-            let mut profiles = HashMap::new();
+            let mut profiles: HashMap<String, HashMap<String, f64>> = HashMap::new();
             for (phase, p) in &d.phase_profiles {
                 if !phases.iter().any(|(n, _)| n == phase) {
                     let names: Vec<&str> = phases.iter().map(|(n, _)| n.as_str()).collect();
@@ -151,6 +151,23 @@ impl Loader<'_> {
                         ),
                         self.at(f),
                     );
+                }
+                // The fallback answers in whatever phase everything was vetoed: a phase that turns
+                // it off would let it win where the phases say it is unavailable.
+                let mut off: Vec<&str> =
+                    profiles.iter().filter(|(_, p)| p.get(&f.value) == Some(&0.0)).map(|(k, _)| k.as_str()).collect();
+                off.sort_unstable();
+                if !off.is_empty() {
+                    self.error(
+                        format!(
+                            "selector `{name}` falls back to `{}`, which phase {} turns off (multiplier 0); the \
+                             fallback must be available in every phase",
+                            f.value,
+                            off.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                        self.at(f),
+                    );
+                    return None;
                 }
                 found
             });
