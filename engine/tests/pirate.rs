@@ -1,4 +1,4 @@
-//! The original game's rules, through real turns of the shipped pirate pack: every row of the win-condition
+//! The pirate game's rules, through real turns of the shipped pirate pack: every row of the win-condition
 //! logic, the thresholds, the clamps, the fallback, and what the models are asked.
 
 mod support;
@@ -227,6 +227,24 @@ async fn a_failed_judge_call_falls_back_to_the_rules() {
     let out = fallback_turn(Err("openai: HTTP 500 (after 4 attempts)")).await;
     assert_eq!(out["merit_score"], 15);
     assert_eq!(out["merit_breakdown"]["reason"], "openai: HTTP 500 (after 4 attempts)");
+}
+
+#[tokio::test]
+async fn the_fallbacks_breakdown_reads_one_in_the_singular() {
+    let canned = Canned::new();
+    canned.fail("judge", "openai: HTTP 500").fail("judge", "openai: HTTP 500");
+    canned.reply("pirate", "Arr.").reply("pirate", "Arr.");
+    let mut s = game(&canned, "medium").await;
+    // "please": one strategy (emotional); "sailor": one persona; one message so far.
+    s.turn(json!({"message": "I am a sailor, please"})).await.unwrap();
+    let details = s.display("details").unwrap().unwrap();
+    assert!(
+        details.contains("rule-based fallback (openai: HTTP 500): 1 strategy × 5 + 1 persona × 3 + 1 message × 2 → 10"),
+        "{details}"
+    );
+    s.turn(json!({"message": "I will pay you gold, I am a merchant"})).await.unwrap();
+    let details = s.display("details").unwrap().unwrap();
+    assert!(details.contains(": 2 strategies × 5 + 2 personas × 3 + 3 messages × 2 → 22"), "{details}");
 }
 
 #[tokio::test]
