@@ -27,7 +27,7 @@ use crate::vocab::Reducer;
 pub(crate) async fn init(env: &Env<'_>, f: &FnRef, state: &mut Dynamic) -> Result<Map> {
     let tag = crate::script::CallTag::new(env.turn.clone(), "init".into());
     let v = env.call_as(tag, f, state, Vec::new()).await?;
-    let updates = updates_of(v, &f.display())?;
+    let updates = updates_of(v, f)?;
     env.schema.check(&updates).map_err(|e| e.context("the init script"))?;
     env.schema.apply(state, &updates, &mut Undo::default())?;
     Ok(updates)

@@ -369,7 +369,7 @@ impl Llm {
         let mut args = vec![Dynamic::from(why)];
         args.extend(item.map(|(_, it)| it.clone()));
         let r = env.call(node, fallback, state, args).await?;
-        updates_of(r, &fallback.display())
+        updates_of(r, fallback)
     }
 
     /// Parses the reply (checking it against the schema) and hands it to `then` (or the `into`
@@ -412,11 +412,10 @@ impl Llm {
                 args.extend(item.map(|(_, it)| it.clone()));
                 // Updates that do not fit the state (a huge number that came back a float for an
                 // int field) are `then` failing on this reply, as much as a throw is.
-                let updates =
-                    env.call(node, f, state, args).await.and_then(|r| updates_of(r, &f.display())).and_then(|m| {
-                        env.schema.check(&m).map_err(|e| e.context(format_args!("{} returned", f.display())))?;
-                        Ok(m)
-                    });
+                let updates = env.call(node, f, state, args).await.and_then(|r| updates_of(r, f)).and_then(|m| {
+                    env.schema.check(&m).map_err(|e| e.context(format_args!("{} returned", f.display())))?;
+                    Ok(m)
+                });
                 match updates {
                     Ok(m) => Ok(m),
                     // `then` could not read the reply (it threw, the reply made it hit a limit, or

@@ -337,7 +337,8 @@ impl Kind for Unloaded {
 }
 
 /// A node's return value as updates: a map, or nothing.
-pub(crate) fn updates_of(v: Dynamic, what: &str) -> Result<Map> {
+/// `f`'s name is only spelled out for the error: a turn calls this for every node.
+pub(crate) fn updates_of(v: Dynamic, f: &FnRef) -> Result<Map> {
     if v.is_unit() {
         Ok(Map::new())
     } else if v.is_map() {
@@ -345,7 +346,7 @@ pub(crate) fn updates_of(v: Dynamic, what: &str) -> Result<Map> {
     } else {
         Err(Error::new(
             ErrorKind::Script,
-            format!("{what} returned {}; a node returns a map of updates (or nothing)", value::type_of(&v)),
+            format!("{} returned {}; a node returns a map of updates (or nothing)", f.display(), value::type_of(&v)),
         ))
     }
 }

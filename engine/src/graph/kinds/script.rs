@@ -58,11 +58,7 @@ impl Kind for Script {
         let f = &self.f;
         let work = match &self.map {
             None if f.calls_models() => Ok(Work::Blocking(f.clone(), Vec::new())),
-            None => env
-                .sandbox
-                .call(f, state, (), Some(env.tag(node)))
-                .and_then(|r| updates_of(r, &f.display()))
-                .map(Work::Done),
+            None => env.sandbox.call(f, state, (), Some(env.tag(node))).and_then(|r| updates_of(r, f)).map(Work::Done),
             Some(m) => m.items(env, node, state).and_then(|items| {
                 if f.calls_models() {
                     return Ok(Work::BlockingMany { f: f.clone(), limit: m.concurrency, items });
@@ -72,7 +68,7 @@ impl Kind for Script {
                     let updates = env
                         .sandbox
                         .call(f, state, (item,), Some(env.tag(node)))
-                        .and_then(|r| updates_of(r, &f.display()))
+                        .and_then(|r| updates_of(r, f))
                         .map_err(|e| e.context(format_args!("item {i} of {}", m.over.display())))?;
                     fold_into(env, &mut folded, updates);
                 }
@@ -85,7 +81,7 @@ impl Kind for Script {
     fn finish<'a>(&'a self, env: &'a Env<'a>, _: usize, outcome: Outcome, _: &'a mut Dynamic) -> Step<'a, Map> {
         let updates = match outcome {
             Outcome::Done(m) => Ok(m),
-            Outcome::Script(r) => r.and_then(|v| updates_of(v, &self.f.display())),
+            Outcome::Script(r) => r.and_then(|v| updates_of(v, &self.f)),
             Outcome::Scripts(results) => self.fold(env, results),
             Outcome::Reply(_) | Outcome::Many { .. } => Err(Error::internal("a script node was given a model reply")),
         };
@@ -99,9 +95,8 @@ impl Script {
         let over = self.map.as_ref().map_or_else(String::new, |m| m.over.display());
         let mut folded = Map::new();
         for (i, r) in results.into_iter().enumerate() {
-            let updates = r
-                .and_then(|v| updates_of(v, &self.f.display()))
-                .map_err(|e| e.context(format_args!("item {i} of {over}")))?;
+            let updates =
+                r.and_then(|v| updates_of(v, &self.f)).map_err(|e| e.context(format_args!("item {i} of {over}")))?;
             fold_into(env, &mut folded, updates);
         }
         Ok(folded)
