@@ -108,6 +108,18 @@ impl Selection {
         }
     }
 
+    /// Runs only the strategies' focus generators (what every selection does before scoring,
+    /// scripted or native alike); returns how many candidates they made.
+    pub fn run_generators(&mut self) -> Result<usize> {
+        let sel = self.selector.clone();
+        let mut run = self.runner(None);
+        let mut made = 0;
+        for s in &sel.strategies {
+            made += sel.focuses(s, &mut run)?.len();
+        }
+        Ok(made)
+    }
+
     /// Runs scorer `id` alone over every candidate (as if every other scorer passed); returns
     /// each candidate's raw score (or 1.0 / 0.0 for a veto that passes / rejects).
     pub fn run_scorer(&mut self, id: &str, implementation: ScorerImpl) -> Result<Vec<f64>> {

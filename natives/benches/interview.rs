@@ -63,6 +63,11 @@ fn bench(c: &mut Criterion) {
     group.bench_function("scripted", |b| b.iter(|| sel.run(Some(ScorerImpl::Script)).unwrap()));
     group.bench_function("native", |b| b.iter(|| sel.run(Some(ScorerImpl::Native)).unwrap()));
     group.finish();
+    // What both of the above share: the strategies' focus generators (Rhai either way). The
+    // scorers' own ratio is the two whole selections less this.
+    let mut group = c.benchmark_group("interview focus generators (shared)");
+    group.bench_function("scripted", |b| b.iter(|| sel.run_generators().unwrap()));
+    group.finish();
 
     // The same selection comparing texts by embeddings (vectors made beforehand, as the
     // selector's one embeddings call makes them): what `similarity:` costs while scoring, and
