@@ -38,6 +38,19 @@ pub fn words(folded: &str) -> impl Iterator<Item = &str> {
     folded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
 }
 
+/// `text`'s folded words but those in `skip` (folded words too), joined by single spaces.
+pub fn words_without(text: &str, skip: &[&str]) -> String {
+    let folded = fold(text);
+    let mut out = String::with_capacity(folded.len());
+    for w in words(&folded).filter(|w| !skip.contains(w)) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
+}
+
 /// How many words `text` has.
 pub fn word_count(text: &str) -> usize {
     text.split_whitespace().count()

@@ -172,17 +172,20 @@ async fn the_stand_in_asks_about_no_filler_word() {
         "Whatever, I don't know and I don't care.",
         "Honestly the carton looks cheap, something about the label.",
         "I guess it is kind of expensive lately, but whatever.",
+        "I'm curious, regular milk was different.",
     ];
     for a in answers {
         s.turn(json!({"answer": a})).await.unwrap();
         let question = s.state()["question"].as_str().unwrap().to_lowercase();
-        for filler in ["regular", "takes", "whatever", "honestly", "something", "guess", "lately", "don't"] {
+        // ("different" is no concept either, but the counter-example question says it of another.)
+        for filler in ["regular", "takes", "whatever", "honestly", "something", "guess", "lately", "don't", "curious"] {
             assert!(!question.contains(filler), "{question:?} asks about `{filler}` after {a:?}");
         }
     }
     let labels: Vec<String> =
         s.state()["nodes"].as_array().unwrap().iter().map(|n| n["label"].as_str().unwrap().to_owned()).collect();
-    assert!(labels.iter().all(|l| !["regular", "takes", "whatever", "something"].contains(&l.as_str())), "{labels:?}");
+    let fillers = ["regular", "takes", "whatever", "something", "curious", "different"];
+    assert!(labels.iter().all(|l| !fillers.contains(&l.as_str())), "{labels:?}");
 }
 
 /// Adding a strategy of an existing kind is a YAML entry: `probe`, declared `depth`, is scored

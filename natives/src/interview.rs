@@ -139,12 +139,8 @@ pub fn recent_redundancy(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
     let s = if kind != "embedding" && boolean(ctx.params.get("ignore_topic")) {
         let topic = text::fold(&string(ctx.state.get("topic")).unwrap_or_default());
         let topic: Vec<&str> = text::words(&topic).collect();
-        let without = |t: &str| {
-            let folded = text::fold(t);
-            text::words(&folded).filter(|w| !topic.contains(w)).collect::<Vec<_>>().join(" ")
-        };
-        let others: Vec<String> = recent.iter().map(|q| without(q)).collect();
-        ctx.max_similarity(&without(&description), others.iter().map(String::as_str))
+        let others: Vec<String> = recent.iter().map(|q| text::words_without(q, &topic)).collect();
+        ctx.max_similarity(&text::words_without(&description, &topic), others.iter().map(String::as_str))
     } else {
         ctx.max_similarity(&description, recent.iter().map(|q| q.as_str()))
     };

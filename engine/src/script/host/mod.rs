@@ -387,6 +387,24 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "words_without",
+        signature: "words_without(text: string, skip: string | array) -> string",
+        doc: "The folded words of `text` but those of `skip` (a text, or a list of words), joined by \
+              spaces: `words_without(\"What else about oat milk?\", \"oat milk\")` is `\"what else about\"`.",
+        register: |e, _| {
+            e.register_fn("words_without", |s: &str, skip: &str| -> String {
+                let skip = text::fold(skip);
+                let skip: Vec<&str> = text::words(&skip).collect();
+                text::words_without(s, &skip)
+            });
+            e.register_fn("words_without", |s: &str, skip: Array| -> String {
+                let skip: Vec<String> = skip.iter().map(|w| text::fold(&w.to_string())).collect();
+                let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+                text::words_without(s, &skip)
+            });
+        },
+    },
+    HostFn {
         name: "distinct",
         signature: "distinct(list: array) -> array",
         doc: "The items of `list` without repeats, in the order they first appear.",
