@@ -180,8 +180,9 @@ pub async fn list(
     query: Result<axum::extract::Query<Listing>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<Value>> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
-    let axum::extract::Query(q) =
-        query.map_err(|e| bad(format!("the query does not fit (pack, limit, before): {}", query_in_words(&e))))?;
+    let axum::extract::Query(q) = query.map_err(|e| {
+        bad(format!("the query does not fit (pack, limit, before): {}", super::error::query_in_words(&e)))
+    })?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=MOST_LISTED).contains(&limit) {
         return Err(bad(format!("limit is 1 to {MOST_LISTED}, not {limit}")));
@@ -561,18 +562,4 @@ pub async fn no_route() -> ApiError {
 
 pub async fn wrong_method() -> ApiError {
     ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
-}
-
-/// A query string's error in the API's words: `limit: not a whole number`, not axum's
-/// "Failed to deserialize query string: limit: invalid digit found in string".
-fn query_in_words(e: &axum::extract::rejection::QueryRejection) -> String {
-    let mut inner: &dyn std::error::Error = e;
-    while let Some(next) = inner.source() {
-        inner = next;
-    }
-    inner
-        .to_string()
-        .replace("invalid digit found in string", "not a whole number")
-        .replace("number too large to fit in target type", "a number too large")
-        .replace("cannot parse integer from empty string", "empty")
 }

@@ -128,6 +128,15 @@ fn in_words(serde: &str) -> String {
     format!("{path}expected {shape}, not {got}{place}")
 }
 
+/// A query string's error in the API's words: `limit: not a whole number`, not axum's
+/// "Failed to deserialize query string: limit: invalid digit found in string".
+pub(super) fn query_in_words(e: &axum::extract::rejection::QueryRejection) -> String {
+    source(e)
+        .replace("invalid digit found in string", "not a whole number")
+        .replace("number too large to fit in target type", "a number too large")
+        .replace("cannot parse integer from empty string", "empty")
+}
+
 /// The innermost message of a rejection (serde's, with its line and column).
 fn source(e: &dyn std::error::Error) -> String {
     let mut s: &dyn std::error::Error = e;
