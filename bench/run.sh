@@ -66,12 +66,13 @@ kill $SERVER; wait $SERVER 2>/dev/null || true
 trap - EXIT
 
 python3 - "$OUT" <<'EOF'
-import json, re, sys, datetime
+import datetime, json, os, re, sys
 out = sys.argv[1]
 engine = {}
 for line in open(f"{out}/engine.txt"):
     m = re.match(r"test (.+?) \.\.\. bench:\s+([\d,]+) ns/iter", line)
     if m:
+        # An iteration is one 20-turn conversation (the bench's TURNS).
         engine.setdefault(m.group(1), []).append(int(m.group(2).replace(",", "")) / 20 / 1000)
 lg = {j["mode"]: j for j in map(json.loads, open(f"{out}/langgraph.jsonl"))}
 def rng(xs):
@@ -88,7 +89,7 @@ hold = open(f"{out}/hold.txt").read()
 tps = re.search(r"([\d.]+) turns/s; latency p50 ([\d.]+) ms, p99 ([\d.]+) ms.*?(\d+) errors", load)
 cpu = re.search(r"([\d.]+) µs per turn .*?peak RSS (\d+) MB", load)
 per = re.search(r"([\d.]+) bytes per session", hold)
-print(f"Measured {datetime.date.today()} on {open('/proc/cpuinfo').read().count('processor')} cores, back to back "
+print(f"Measured {datetime.date.today()} on {os.cpu_count()} cores, back to back "
       f"(ruleweave, LangGraph, ruleweave):\n")
 print("| what | ruleweave | LangGraph | ratio (target) |")
 print("| --- | --- | --- | --- |")

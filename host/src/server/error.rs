@@ -89,8 +89,10 @@ const SHAPES: &[(&str, &str)] = &[
     ("Message", r#"a message {"role": "...", "content": "..."}"#),
 ];
 
-/// serde's message about a body in the API's words: the shape wanted instead of a Rust type
-/// (`expected struct NewTurn`), and what came instead of a list's length.
+/// serde's message about a body in the API's words: a missing or unknown field by name, the
+/// shape wanted instead of a Rust type (`expected struct NewTurn`), and what came instead of a
+/// list's length. The message is cut once into its path (`messages[0]: `), what it says, and
+/// where (` at line 1 column 2`).
 fn in_words(serde: &str) -> String {
     let (path, rest) = match serde.split_once(": ") {
         Some((path, rest)) if !path.contains(' ') && !path.contains('`') => (path, rest),
@@ -110,22 +112,18 @@ fn in_words(serde: &str) -> String {
         let parent = path.strip_suffix(name).map_or(path, |p| p.trim_end_matches('.'));
         return format!("{}{field} is not a field here{known}{place}", at(parent));
     }
-    let Some(at) = serde.find("expected struct ") else { return serde.to_owned() };
-    let name: String = serde[at + "expected struct ".len()..].chars().take_while(|c| c.is_alphanumeric()).collect();
+    let Some(at_struct) = message.find("expected struct ") else { return serde.to_owned() };
+    let name: String =
+        message[at_struct + "expected struct ".len()..].chars().take_while(|c| c.is_alphanumeric()).collect();
     let Some((_, shape)) = SHAPES.iter().find(|(n, _)| *n == name) else { return serde.to_owned() };
-    let (path, message) = match serde.split_once(": invalid") {
-        Some((path, rest)) if !path.contains(' ') => (format!("at `{path}`: "), format!("invalid{rest}")),
-        _ => (String::new(), serde.to_owned()),
-    };
     let got = if let Some(rest) = message.strip_prefix("invalid type: ") {
-        rest.split(", expected").next().unwrap_or("something else").to_owned()
+        rest.split(", expected").next().unwrap_or("something else")
     } else if message.starts_with("invalid length") {
-        "a list".to_owned()
+        "a list"
     } else {
         return serde.to_owned();
     };
-    let place = message.rfind(" at line ").map_or("", |i| &message[i..]);
-    format!("{path}expected {shape}, not {got}{place}")
+    format!("{}expected {shape}, not {got}{place}", at(path))
 }
 
 /// A query string's error in the API's words: `limit: not a whole number`, not axum's
