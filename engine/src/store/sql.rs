@@ -246,50 +246,6 @@ macro_rules! shared_reads {
 /// The `Store` methods the SQL stores share (see [`shared_reads`]).
 macro_rules! shared_store {
     () => {
-        fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
-            Box::pin(async move {
-                let e = sql::encode(start);
-                let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-                sqlx::query(
-                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                )
-                .bind(&info.id)
-                .bind(&info.pack)
-                .bind(&info.pack_version)
-                .bind(info.options.to_string())
-                .bind(info.seed as i64)
-                .bind(info.created_at)
-                .bind(info.updated_at)
-                .bind(info.parent.as_ref().map(|p| p.0.clone()))
-                .bind(info.parent.as_ref().map(|p| p.1 as i64))
-                .bind(info.turns as i64)
-                .execute(&mut *tx)
-                .await
-                .map_err(|err| match &err {
-                    sqlx::Error::Database(d) if d.is_unique_violation() => {
-                        Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id))
-                    }
-                    _ => store_error("cannot create the session", err),
-                })?;
-                sqlx::query(
-                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                     VALUES ($1, 0, $2, 'start', $3, $4, $5, $6, $7)",
-                )
-                .bind(&info.id)
-                .bind(start.turn as i64)
-                .bind(&start.pack_version)
-                .bind(&e.updates)
-                .bind(&e.snapshot)
-                .bind(&e.exchanges)
-                .bind(start.created_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot write the start checkpoint", e))?;
-                tx.commit().await.map_err(|e| store_error("cannot commit", e))
-            })
-        }
-
         fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
             Box::pin(self.info_of(id))
         }

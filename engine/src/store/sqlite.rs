@@ -5,7 +5,8 @@
 //! prepared statements). A turn that finds it free commits right where it ends, with no hand-off;
 //! one that finds it busy queues for a writer thread, which commits everything waiting in one
 //! transaction once the connection is free (group commit) and answers each turn after the commit.
-//! The rest (reads, sessions' creation, lobby inputs) goes through sqlx's pool.
+//! A new session is written the same way, its row and start checkpoint in one transaction. The
+//! rest (reads, lobby inputs) goes through sqlx's pool.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -86,12 +87,28 @@ struct Write {
     done: oneshot::Sender<Result<bool>>,
 }
 
-/// A checkpoint to write: its session, its columns, its counter bumps.
+/// A checkpoint to write: its session, its columns, its counter bumps; or a new session with its
+/// start checkpoint.
 struct Pending {
     id: String,
     c: CheckpointRow,
     /// Counter bumps to apply if the checkpoint goes in.
     bumps: Vec<super::Bump>,
+    /// The session's own row, when this is its start.
+    new: Option<SessionRow>,
+}
+
+/// A new session's columns, as the writer binds them.
+struct SessionRow {
+    pack: String,
+    pack_version: String,
+    options: String,
+    seed: i64,
+    created_at: i64,
+    updated_at: i64,
+    parent: Option<String>,
+    parent_checkpoint: Option<i64>,
+    turns: i64,
 }
 
 /// A checkpoint's columns in insertion order, as the writer binds them.
@@ -108,6 +125,26 @@ struct CheckpointRow {
     resume: Option<String>,
     finished: bool,
     created_at: i64,
+}
+
+impl CheckpointRow {
+    fn of(c: &Checkpoint) -> Self {
+        let e = encode(c);
+        CheckpointRow {
+            seq: c.seq as i64,
+            turn: c.turn as i64,
+            kind: c.kind.as_str(),
+            step: c.step.map(i64::from),
+            pack_version: c.pack_version.clone(),
+            input: e.input,
+            updates: e.updates,
+            snapshot: e.snapshot,
+            exchanges: e.exchanges,
+            resume: e.resume,
+            finished: c.finished,
+            created_at: c.created_at,
+        }
+    }
 }
 
 /// The most checkpoints one transaction of the writer commits.
@@ -190,6 +227,19 @@ impl SqliteStore {
         Some(self.file.check().and_then(|()| write_batch(&conn, &[p])?.pop().unwrap_or(Ok(false))))
     }
 
+    /// Writes `p` on the store's connection: here and now when it is free, else through the
+    /// writer thread's next group commit. Whether it went in (`false`: its session's head was not
+    /// the checkpoint before it, or a new session's id was taken).
+    async fn write(&self, p: Pending) -> Result<bool> {
+        if let Some(written) = self.write_now(&p) {
+            return written;
+        }
+        let stopped = || store_error("cannot write the checkpoint", "the writer has stopped");
+        let (done, result) = oneshot::channel();
+        self.writer.send(Write { p, done }).map_err(|_| stopped())?;
+        result.await.map_err(|_| stopped())?
+    }
+
     /// A read transaction: SQLite's WAL gives it one consistent snapshot.
     async fn begin_read(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>> {
         self.pool.begin().await.map_err(|e| store_error("cannot begin", e))
@@ -207,35 +257,32 @@ impl Store for SqliteStore {
 
     sql::shared_store!();
 
+    fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let new = SessionRow {
+                pack: info.pack.clone(),
+                pack_version: info.pack_version.clone(),
+                options: info.options.to_string(),
+                seed: info.seed as i64,
+                created_at: info.created_at,
+                updated_at: info.updated_at,
+                parent: info.parent.as_ref().map(|p| p.0.clone()),
+                parent_checkpoint: info.parent.as_ref().map(|p| p.1 as i64),
+                turns: info.turns as i64,
+            };
+            let p = Pending { id: info.id.clone(), c: CheckpointRow::of(start), bumps: Vec::new(), new: Some(new) };
+            if self.write(p).await? {
+                Ok(())
+            } else {
+                Err(Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id)))
+            }
+        })
+    }
+
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let e = encode(c);
-            let row = CheckpointRow {
-                seq: c.seq as i64,
-                turn: c.turn as i64,
-                kind: c.kind.as_str(),
-                step: c.step.map(i64::from),
-                pack_version: c.pack_version.clone(),
-                input: e.input,
-                updates: e.updates,
-                snapshot: e.snapshot,
-                exchanges: e.exchanges,
-                resume: e.resume,
-                finished: c.finished,
-                created_at: c.created_at,
-            };
-            let p = Pending { id: id.to_owned(), c: row, bumps: c.bumps.clone() };
-            let written = match self.write_now(&p) {
-                Some(written) => written?,
-                None => {
-                    let (done, result) = oneshot::channel();
-                    self.writer
-                        .send(Write { p, done })
-                        .map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))?;
-                    result.await.map_err(|_| store_error("cannot write the checkpoint", "the writer has stopped"))??
-                }
-            };
-            if written {
+            let p = Pending { id: id.to_owned(), c: CheckpointRow::of(c), bumps: c.bumps.clone(), new: None };
+            if self.write(p).await? {
                 if c.kind == CheckpointKind::Turn {
                     let what = Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished };
                     let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
@@ -365,6 +412,30 @@ fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Re
 /// counter bumps; whether it went in.
 fn insert_one(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
     let c = &w.c;
+    if let Some(s) = &w.new {
+        conn.prepare_cached(
+            "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        )?
+        .execute(rusqlite::params![
+            w.id,
+            s.pack,
+            s.pack_version,
+            s.options,
+            s.seed,
+            s.created_at,
+            s.updated_at,
+            s.parent,
+            s.parent_checkpoint,
+            s.turns,
+        ])?;
+        conn.prepare_cached(
+            "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
+             VALUES (?1, 0, ?2, 'start', ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(rusqlite::params![w.id, c.turn, c.pack_version, c.updates, c.snapshot, c.exchanges, c.created_at])?;
+        return Ok(true);
+    }
     let mut insert = conn.prepare_cached(
         "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
          SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \

@@ -358,9 +358,17 @@ async fn sqlite_commits_what_waited_for_a_busy_connection_together() {
     store.create(&session(&a), &start()).await.unwrap();
     store.create(&session(&b), &start()).await.unwrap();
     let (a1, b1, b1_again) = (turn(1, 1), turn(1, 1), turn(1, 1));
+    // New sessions queue beside the turns: a second one with the same id is refused.
+    let (c, c_info, c_start) = (id("busy"), session(&a), start());
+    let c_info = SessionInfo { id: c.clone(), ..c_info };
     let busy = store.conn.lock().unwrap();
-    let mut waiting =
-        vec![Box::pin(store.append(&a, &a1)), Box::pin(store.append(&b, &b1)), Box::pin(store.append(&b, &b1_again))];
+    let mut waiting = vec![
+        Box::pin(store.append(&a, &a1)),
+        Box::pin(store.append(&b, &b1)),
+        Box::pin(store.append(&b, &b1_again)),
+        Box::pin(store.create(&c_info, &c_start)),
+        Box::pin(store.create(&c_info, &c_start)),
+    ];
     for w in &mut waiting {
         // Each finds the connection busy and queues (the first poll ends waiting for the writer).
         assert!(w.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
@@ -370,7 +378,8 @@ async fn sqlite_commits_what_waited_for_a_busy_connection_together() {
     for w in waiting {
         outcomes.push(w.await.map_err(|e| e.kind()));
     }
-    assert_eq!(outcomes, [Ok(()), Ok(()), Err(ErrorKind::Conflict)]);
+    assert_eq!(outcomes, [Ok(()), Ok(()), Err(ErrorKind::Conflict), Ok(()), Err(ErrorKind::Conflict)]);
     assert_eq!(store.info(&a).await.unwrap().unwrap().head, 1);
+    assert_eq!(store.info(&c).await.unwrap().unwrap().options, json!({"difficulty": "easy"}));
     assert_eq!(store.load(&b).await.unwrap().unwrap().after.len(), 1);
 }
