@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use aho_corasick::AhoCorasick;
+use aho_corasick::{AhoCorasick, AhoCorasickKind};
 use unicode_normalization::UnicodeNormalization;
 
 /// Lowercases and strips diacritics, so `Załoga`, `zaloga` and `ZAŁOGA` compare equal.
@@ -109,7 +109,8 @@ impl PhraseSet {
                 group.push(g);
             }
         }
-        let automaton = AhoCorasick::new(&patterns).ok()?;
+        // A full DFA: a parameter's phrases make a small one, and it is searched on every turn.
+        let automaton = AhoCorasick::builder().kind(Some(AhoCorasickKind::DFA)).build(&patterns).ok()?;
         Some(PhraseSet { automaton, group, groups: groups.len() })
     }
 
@@ -136,6 +137,14 @@ pub fn similarity(a: &str, b: &str) -> f64 {
 pub fn max_similarity<'a>(text: &str, others: impl IntoIterator<Item = &'a str>) -> f64 {
     let counts = WordCounts::of(text);
     others.into_iter().map(|o| counts.cosine(&WordCounts::of(o))).fold(0.0, f64::max)
+}
+
+/// For each of `texts`, its highest [`similarity`] to any text before it (0 for the first): how
+/// much each message of a conversation repeats the earlier ones. Each text's words are counted
+/// once, where calling [`max_similarity`] for each would count them again for every later text.
+pub fn max_similarity_to_earlier(texts: &[&str]) -> Vec<f64> {
+    let counts: Vec<WordCounts> = texts.iter().map(|t| WordCounts::of(t)).collect();
+    (0..counts.len()).map(|i| counts[..i].iter().map(|o| counts[i].cosine(o)).fold(0.0, f64::max)).collect()
 }
 
 /// A text's folded words of three letters or more, counted, with the vector's norm.
@@ -263,6 +272,15 @@ pub fn max_similarity_in<'a>(
     }
 }
 
+/// [`max_similarity_to_earlier`] by embeddings when there are any (what the host function of that
+/// name computes).
+pub fn max_similarity_to_earlier_in(embeddings: Option<&Embeddings>, texts: &[&str]) -> Vec<f64> {
+    match embeddings {
+        Some(e) => (0..texts.len()).map(|i| e.max_similarity(texts[i], texts[..i].iter().copied())).collect(),
+        None => max_similarity_to_earlier(texts),
+    }
+}
+
 /// The cosine of two vectors; 0 when either is all zeros, their lengths differ, or it is not a
 /// number.
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -362,6 +380,19 @@ mod tests {
     fn folding_strips_polish_diacritics() {
         assert_eq!(fold("Załoga ŻĄDA Złota, weź go!"), "zaloga zada zlota, wez go!");
         assert_eq!(fold("Oto mój skarb"), "oto moj skarb");
+    }
+
+    #[test]
+    fn max_similarity_to_earlier_is_max_similarity_to_each_prefix() {
+        let said = ["Give me the treasure now", "I am a royal envoy", "give me the treasure, envoy", "a parrot"];
+        let got = max_similarity_to_earlier(&said);
+        assert_eq!(got.len(), 4);
+        for (i, g) in got.iter().enumerate() {
+            assert!((g - max_similarity(said[i], said[..i].iter().copied())).abs() < 1e-12, "{i}: {g}");
+        }
+        assert_eq!(got[0], 0.0);
+        assert!(got[2] > 0.5 && got[3] == 0.0, "{got:?}");
+        assert!(max_similarity_to_earlier(&[]).is_empty());
     }
 
     #[test]

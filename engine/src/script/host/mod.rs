@@ -546,6 +546,27 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "max_similarity_to_earlier",
+        signature: "max_similarity_to_earlier(texts: array) -> array",
+        doc: "For each of `texts`, its highest `similarity` to any text before it (0.0 for the first): \
+              `max_similarity(texts[i], texts.extract(0, i))` for every i, each text read once. How much \
+              each message of a conversation repeats the earlier ones.",
+        register: |e, _| {
+            e.register_fn(
+                "max_similarity_to_earlier",
+                |ctx: NativeCallContext<'_>, texts: Array| -> RhaiResult<Array> {
+                    let texts = str_list(&texts, "texts")?;
+                    let texts: Vec<&str> = texts.iter().map(|t| t.as_str()).collect();
+                    let e = embeddings(&ctx);
+                    Ok(text::max_similarity_to_earlier_in(e.as_deref(), &texts)
+                        .into_iter()
+                        .map(|s| Dynamic::from_float(s as FLOAT))
+                        .collect())
+                },
+            );
+        },
+    },
+    HostFn {
         name: "similarity_kind",
         signature: "similarity_kind() -> string",
         doc: "`\"embedding\"` while a selector's scorers run with embeddings (`similarity:` on, and the \
