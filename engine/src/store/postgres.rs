@@ -192,6 +192,17 @@ impl Store for PostgresStore {
         })
     }
 
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let r = sqlx::query("DELETE FROM sessions WHERE id = $1")
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(|e| store_error("cannot delete the session", e))?;
+            Ok(r.rows_affected() > 0)
+        })
+    }
+
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let e = encode(c);

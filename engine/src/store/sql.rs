@@ -294,17 +294,6 @@ macro_rules! shared_store {
             })
         }
 
-        fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-            Box::pin(async move {
-                let r = sqlx::query("DELETE FROM sessions WHERE id = $1")
-                    .bind(id)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|e| store_error("cannot delete the session", e))?;
-                Ok(r.rows_affected() > 0)
-            })
-        }
-
         fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
             Box::pin(async move {
                 let (sql, packs) = sql::expiry(which);

@@ -5,8 +5,9 @@
 //! prepared statements). A turn that finds it free commits right where it ends, with no hand-off;
 //! one that finds it busy queues for a writer thread, which commits everything waiting in one
 //! transaction once the connection is free (group commit) and answers each turn after the commit.
-//! A new session is written the same way, its row and start checkpoint in one transaction. The
-//! rest (reads, lobby inputs) goes through sqlx's pool.
+//! New sessions and deletions are written the same way (a write on another connection would also
+//! throw away this one's page cache). The rest (reads, lobby inputs, expiry) goes through sqlx's
+//! pool.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -81,21 +82,27 @@ fn identity(_: &Path) -> Option<(u64, u64)> {
     None
 }
 
-/// A checkpoint waiting for the writer.
+/// A write waiting for the writer.
 struct Write {
     p: Pending,
     done: oneshot::Sender<Result<bool>>,
 }
 
-/// A checkpoint to write: its session, its columns, its counter bumps; or a new session with its
-/// start checkpoint.
+/// A write to a session: the session's id and what to do.
 struct Pending {
     id: String,
-    c: CheckpointRow,
-    /// Counter bumps to apply if the checkpoint goes in.
-    bumps: Vec<super::Bump>,
-    /// The session's own row, when this is its start.
-    new: Option<SessionRow>,
+    op: Op,
+}
+
+/// What the writer does to a session.
+enum Op {
+    /// Insert its row and start checkpoint (it must not exist yet).
+    Create(SessionRow, CheckpointRow),
+    /// Append a checkpoint (its head must be the checkpoint before it), with counter bumps to
+    /// apply if it goes in.
+    Append(CheckpointRow, Vec<super::Bump>),
+    /// Delete it, its checkpoints with it.
+    Delete,
 }
 
 /// A new session's columns, as the writer binds them.
@@ -109,6 +116,17 @@ struct SessionRow {
     parent: Option<String>,
     parent_checkpoint: Option<i64>,
     turns: i64,
+}
+
+impl Op {
+    /// What failed, when it fails.
+    fn failure(&self) -> &'static str {
+        match self {
+            Op::Create(..) => "cannot create the session",
+            Op::Append(..) => "cannot write the checkpoint",
+            Op::Delete => "cannot delete the session",
+        }
+    }
 }
 
 /// A checkpoint's columns in insertion order, as the writer binds them.
@@ -147,7 +165,7 @@ impl CheckpointRow {
     }
 }
 
-/// The most checkpoints one transaction of the writer commits.
+/// The most writes one transaction of the writer commits.
 const BATCH: usize = 256;
 
 impl SqliteStore {
@@ -228,13 +246,15 @@ impl SqliteStore {
     }
 
     /// Writes `p` on the store's connection: here and now when it is free, else through the
-    /// writer thread's next group commit. Whether it went in (`false`: its session's head was not
-    /// the checkpoint before it, or a new session's id was taken).
+    /// writer thread's next group commit. Whether it went in (`false`: a checkpoint's session
+    /// head was not the checkpoint before it, a new session's id was taken, or there was no
+    /// session to delete).
     async fn write(&self, p: Pending) -> Result<bool> {
         if let Some(written) = self.write_now(&p) {
             return written;
         }
-        let stopped = || store_error("cannot write the checkpoint", "the writer has stopped");
+        let what = p.op.failure();
+        let stopped = || store_error(what, "the writer has stopped");
         let (done, result) = oneshot::channel();
         self.writer.send(Write { p, done }).map_err(|_| stopped())?;
         result.await.map_err(|_| stopped())?
@@ -270,7 +290,7 @@ impl Store for SqliteStore {
                 parent_checkpoint: info.parent.as_ref().map(|p| p.1 as i64),
                 turns: info.turns as i64,
             };
-            let p = Pending { id: info.id.clone(), c: CheckpointRow::of(start), bumps: Vec::new(), new: Some(new) };
+            let p = Pending { id: info.id.clone(), op: Op::Create(new, CheckpointRow::of(start)) };
             if self.write(p).await? {
                 Ok(())
             } else {
@@ -279,9 +299,13 @@ impl Store for SqliteStore {
         })
     }
 
+    fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(self.write(Pending { id: id.to_owned(), op: Op::Delete }))
+    }
+
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let p = Pending { id: id.to_owned(), c: CheckpointRow::of(c), bumps: c.bumps.clone(), new: None };
+            let p = Pending { id: id.to_owned(), op: Op::Append(CheckpointRow::of(c), c.bumps.clone()) };
             if self.write(p).await? {
                 if c.kind == CheckpointKind::Turn {
                     let what = Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished };
@@ -339,7 +363,7 @@ impl Store for SqliteStore {
     }
 }
 
-/// The writer thread, for turns that find the connection busy: it takes every waiting checkpoint
+/// The writer thread, for writes that find the connection busy: it takes every waiting write
 /// (up to [`BATCH`]) once the connection is free and commits them in one transaction, each in a
 /// savepoint so that one that fails leaves the others; then it answers each waiter.
 fn write_thread(conn: &Mutex<rusqlite::Connection>, file: &DbFile, queue: std::sync::mpsc::Receiver<Write>) {
@@ -374,17 +398,15 @@ fn write_thread(conn: &Mutex<rusqlite::Connection>, file: &DbFile, queue: std::s
     }
 }
 
-/// The batch in one transaction: for each checkpoint whether it went in (or why it failed); an
-/// error when the transaction could not commit (then none went in). A checkpoint goes in only if
-/// its session's head is the checkpoint before it (the trigger then advances the head), with its
-/// counter bumps if it has any.
+/// The batch in one transaction, each write in a savepoint: for each whether it went in (see
+/// [`apply`]) or why it failed; an error when the transaction could not commit (then none went in).
 fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Result<bool>>> {
-    let failed = |e: rusqlite::Error| store_error("cannot write the checkpoint", e);
+    let failed = |e: rusqlite::Error| store_error("cannot write to the database", e);
     let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
     run("BEGIN IMMEDIATE").map_err(failed)?;
     let mut each = Vec::with_capacity(batch.len());
     for w in batch {
-        let r = run("SAVEPOINT checkpoint").and_then(|()| insert_one(conn, w));
+        let r = run("SAVEPOINT checkpoint").and_then(|()| apply(conn, w));
         let r = match r {
             Ok(written) => run("RELEASE checkpoint").map(|()| written),
             Err(e) => {
@@ -394,11 +416,11 @@ fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Re
         };
         each.push(match r {
             Ok(written) => Ok(written),
-            // The same checkpoint twice: another writer got there first.
+            // The same checkpoint (or session) twice: another writer got there first.
             Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
                 Ok(false)
             }
-            Err(e) => Err(failed(e)),
+            Err(e) => Err(store_error(w.op.failure(), e)),
         });
     }
     if let Err(e) = run("COMMIT") {
@@ -408,66 +430,70 @@ fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Re
     Ok(each)
 }
 
-/// Inserts one checkpoint if its session's head is the checkpoint before it, and then its
-/// counter bumps; whether it went in.
-fn insert_one(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
-    let c = &w.c;
-    if let Some(s) = &w.new {
-        conn.prepare_cached(
-            "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        )?
-        .execute(rusqlite::params![
-            w.id,
-            s.pack,
-            s.pack_version,
-            s.options,
-            s.seed,
-            s.created_at,
-            s.updated_at,
-            s.parent,
-            s.parent_checkpoint,
-            s.turns,
-        ])?;
-        conn.prepare_cached(
-            "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-             VALUES (?1, 0, ?2, 'start', ?3, ?4, ?5, ?6, ?7)",
-        )?
-        .execute(rusqlite::params![w.id, c.turn, c.pack_version, c.updates, c.snapshot, c.exchanges, c.created_at])?;
-        return Ok(true);
-    }
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \
-         WHERE (SELECT head FROM sessions WHERE id = ?1) = ?2 - 1",
-    )?;
-    let n = insert.execute(rusqlite::params![
-        w.id,
-        c.seq,
-        c.turn,
-        c.kind,
-        c.step,
-        c.pack_version,
-        c.input,
-        c.updates,
-        c.snapshot,
-        c.exchanges,
-        c.resume,
-        c.finished,
-        c.created_at,
-    ])?;
-    if n == 0 {
-        return Ok(false);
-    }
-    if !w.bumps.is_empty() {
-        let mut bump = conn.prepare_cached(sql::BUMP)?;
-        for b in &w.bumps {
-            bump.execute(rusqlite::named_params! {
-                "$1": w.id, "$2": b.table, "$3": b.counter, "$4": b.key, "$5": b.by,
-            })?;
+/// Does one write: a new session's row and start checkpoint; a checkpoint if its session's head
+/// is the checkpoint before it, then its counter bumps; a deletion. Whether it went in.
+fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
+    match &w.op {
+        Op::Create(s, c) => {
+            conn.prepare_cached(
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )?
+            .execute(rusqlite::params![
+                w.id,
+                s.pack,
+                s.pack_version,
+                s.options,
+                s.seed,
+                s.created_at,
+                s.updated_at,
+                s.parent,
+                s.parent_checkpoint,
+                s.turns,
+            ])?;
+            conn.prepare_cached(
+                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
+                 VALUES (?1, 0, ?2, 'start', ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(rusqlite::params![w.id, c.turn, c.pack_version, c.updates, c.snapshot, c.exchanges, c.created_at])?;
+            Ok(true)
         }
+        Op::Append(c, bumps) => {
+            let mut insert = conn.prepare_cached(
+                "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
+                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \
+                 WHERE (SELECT head FROM sessions WHERE id = ?1) = ?2 - 1",
+            )?;
+            let n = insert.execute(rusqlite::params![
+                w.id,
+                c.seq,
+                c.turn,
+                c.kind,
+                c.step,
+                c.pack_version,
+                c.input,
+                c.updates,
+                c.snapshot,
+                c.exchanges,
+                c.resume,
+                c.finished,
+                c.created_at,
+            ])?;
+            if n == 0 {
+                return Ok(false);
+            }
+            if !bumps.is_empty() {
+                let mut bump = conn.prepare_cached(sql::BUMP)?;
+                for b in bumps {
+                    bump.execute(rusqlite::named_params! {
+                        "$1": w.id, "$2": b.table, "$3": b.counter, "$4": b.key, "$5": b.by,
+                    })?;
+                }
+            }
+            Ok(true)
+        }
+        Op::Delete => Ok(conn.prepare_cached("DELETE FROM sessions WHERE id = ?1")?.execute([&w.id])? > 0),
     }
-    Ok(true)
 }
 
 /// The writer's connection to the file the pool opened, with the same settings.

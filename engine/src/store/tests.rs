@@ -369,17 +369,23 @@ async fn sqlite_commits_what_waited_for_a_busy_connection_together() {
         Box::pin(store.create(&c_info, &c_start)),
         Box::pin(store.create(&c_info, &c_start)),
     ];
+    // A deletion queues too, and says whether there was a session.
+    let (deleted, not_there) = (store.delete(&a), store.delete("no-such-session"));
     for w in &mut waiting {
         // Each finds the connection busy and queues (the first poll ends waiting for the writer).
         assert!(w.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
     }
+    let (mut deleted, mut not_there) = (Box::pin(deleted), Box::pin(not_there));
+    assert!(deleted.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+    assert!(not_there.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
     drop(busy);
     let mut outcomes = Vec::new();
     for w in waiting {
         outcomes.push(w.await.map_err(|e| e.kind()));
     }
+    assert_eq!((deleted.await.unwrap(), not_there.await.unwrap()), (true, false));
+    assert!(store.info(&a).await.unwrap().is_none(), "a is deleted, its turn with it");
     assert_eq!(outcomes, [Ok(()), Ok(()), Err(ErrorKind::Conflict), Ok(()), Err(ErrorKind::Conflict)]);
-    assert_eq!(store.info(&a).await.unwrap().unwrap().head, 1);
     assert_eq!(store.info(&c).await.unwrap().unwrap().options, json!({"difficulty": "easy"}));
     assert_eq!(store.load(&b).await.unwrap().unwrap().after.len(), 1);
 }
