@@ -3,12 +3,13 @@
 # engine's bench again (back to back, so both see the same machine), then the server under load
 # with its own CPU time per turn and its memory. Prints a dated Markdown table with the ratios.
 #
-#   bash bench/run.sh                 (about 8 minutes once built; the first build takes longer)
+#   bash bench/run.sh                 (about 8 minutes once built; the first build, with whole-program
+#                                     LTO, takes about ten more on two cores)
 #   LOAD_SECONDS=20 CONVS=200 bash bench/run.sh
 #
 # env: VENV (default ${TMPDIR:-/var/tmp}/lgvenv; made with PyPI's langgraph when missing),
 #      CONVS (LangGraph conversations of 20 turns per mode, default 100), LOAD_SECONDS (default 15),
-#      CLIENTS (load generator clients, default 64), PORT (default 18080).
+#      CLIENTS (load generator clients, default 64), PORT (default 18080), CARGO_TARGET_DIR.
 # Raw outputs stay in target/bench-run/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,7 @@ CONVS=${CONVS:-100}
 LOAD_SECONDS=${LOAD_SECONDS:-15}
 CLIENTS=${CLIENTS:-64}
 PORT=${PORT:-18080}
+TARGET=${CARGO_TARGET_DIR:-target}
 OUT=target/bench-run
 mkdir -p "$OUT"
 
@@ -51,7 +53,7 @@ engine_bench
 
 echo "== the server under load (stand-in model, SQLite, $CLIENTS clients, ${LOAD_SECONDS}s)" >&2
 rm -f "$OUT"/load.db*
-target/release/ruleweave serve --store "sqlite://$PWD/$OUT/load.db" --addr "127.0.0.1:$PORT" > "$OUT/serve.log" 2>&1 &
+"$TARGET/release/ruleweave" serve --store "sqlite://$PWD/$OUT/load.db" --addr "127.0.0.1:$PORT" > "$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -59,9 +61,9 @@ for _ in $(seq 1 100); do
   kill -0 $SERVER 2>/dev/null || { cat "$OUT/serve.log" >&2; exit 1; }
   sleep 0.1
 done
-target/release/examples/loadgen --url "http://127.0.0.1:$PORT" --clients "$CLIENTS" --seconds "$LOAD_SECONDS" --pid $SERVER \
+"$TARGET/release/examples/loadgen" --url "http://127.0.0.1:$PORT" --clients "$CLIENTS" --seconds "$LOAD_SECONDS" --pid $SERVER \
   > "$OUT/load.txt"
-target/release/examples/loadgen --url "http://127.0.0.1:$PORT" --hold 5000 --pid $SERVER 2>/dev/null > "$OUT/hold.txt"
+"$TARGET/release/examples/loadgen" --url "http://127.0.0.1:$PORT" --hold 5000 --pid $SERVER 2>/dev/null > "$OUT/hold.txt"
 kill $SERVER; wait $SERVER 2>/dev/null || true
 trap - EXIT
 
