@@ -60,7 +60,7 @@ impl DbFile {
             )
         };
         let meta = std::fs::metadata(path).map_err(|_| gone())?;
-        if self.identity.is_some() && identity(path) != self.identity {
+        if self.identity.is_some() && identity_of(&meta) != self.identity {
             return Err(gone());
         }
         if meta.permissions().readonly() {
@@ -71,14 +71,18 @@ impl DbFile {
 }
 
 /// A file's device and inode, which a new file at the same path does not share.
-#[cfg(unix)]
 fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().as_ref().and_then(identity_of)
+}
+
+#[cfg(unix)]
+fn identity_of(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    Some((meta.dev(), meta.ino()))
 }
 
 #[cfg(not(unix))]
-fn identity(_: &Path) -> Option<(u64, u64)> {
+fn identity_of(_: &std::fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
