@@ -193,19 +193,25 @@ pub(crate) fn transcript(list: minijinja::Value, kwargs: minijinja::value::Kwarg
     let sep: Option<String> = kwargs.get("sep")?;
     kwargs.assert_all_used()?;
     let sep = sep.as_deref().unwrap_or(": ");
-    let label = |role: &str| -> String {
-        roles
-            .as_ref()
-            .and_then(|r| r.get_attr(role).ok())
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| role.to_owned())
-    };
+    // Labels looked up once per role, not once per line.
+    let mut labels: Vec<(String, String)> = Vec::new();
     let mut out = String::new();
     let mut line = |role: &str, content: &str| {
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&label(role));
+        match labels.iter().find(|(r, _)| r == role) {
+            Some((_, l)) => out.push_str(l),
+            None => {
+                let l = roles
+                    .as_ref()
+                    .and_then(|r| r.get_attr(role).ok())
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| role.to_owned());
+                out.push_str(&l);
+                labels.push((role.to_owned(), l));
+            }
+        }
         out.push_str(sep);
         out.push_str(content);
     };
@@ -222,8 +228,11 @@ pub(crate) fn transcript(list: minijinja::Value, kwargs: minijinja::value::Kwarg
             let from = last.map_or(0, |n| items.len().saturating_sub(n));
             for item in &items[from..] {
                 let map = item.read_lock::<Map>()?;
-                let (role, content) = (map.get("role")?.to_string(), map.get("content")?.to_string());
-                line(&role, &content);
+                let (role, content) = (map.get("role")?, map.get("content")?);
+                match (role.read_lock::<ImmutableString>(), content.read_lock::<ImmutableString>()) {
+                    (Some(r), Some(c)) => line(&r, &c),
+                    _ => line(&role.to_string(), &content.to_string()),
+                }
             }
             Some(())
         });
@@ -332,6 +341,32 @@ mod tests {
     fn json_round_trips_through_dynamic() {
         let v = json!({"a": 1, "b": [true, null, 2.5, "x"], "c": {"d": -7}});
         assert_eq!(to_json(&from_json(&v)), v);
+    }
+
+    /// The state's messages and a template's own list give the same lines: labels where `roles`
+    /// has one, the role's name where it has none, the last `last` messages only.
+    #[test]
+    fn transcript_labels_roles_and_keeps_the_last_messages() {
+        let mut env = minijinja::Environment::new();
+        env.add_filter("transcript", transcript);
+        let messages = json!([
+            {"role": "user", "content": "one"},
+            {"role": "pirate", "content": "two"},
+            {"role": "narrator", "content": "three"},
+            {"role": "user", "content": "four"},
+        ]);
+        let m = to_template(&from_json(&messages).into_shared());
+        let filter = r#"transcript(last=3, roles={"user": "Gracz", "pirate": "Pirat"})"#;
+        let (plain, literal) =
+            (format!("{{{{ m | {filter} }}}}"), format!("{{% set m = {messages} %}}{{{{ m | {filter} }}}}"));
+        let from_state = env.template_from_str(&plain).unwrap();
+        let from_template = env.template_from_str(&literal).unwrap();
+        for t in [from_state, from_template] {
+            assert_eq!(
+                t.render(minijinja::context! { m => m.clone() }).unwrap(),
+                "Pirat: two\nnarrator: three\nGracz: four"
+            );
+        }
     }
 
     #[test]
