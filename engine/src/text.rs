@@ -456,6 +456,8 @@ mod tests {
         assert!((e.similarity("the crown", "the crown") - 1.0).abs() < 1e-9);
         assert_eq!(e.compared_by_words(), 2);
         assert!((e.max_similarity("a", ["c", "b"]) - 0.6).abs() < 1e-6);
+        let by_vector = max_similarity_to_earlier_in(Some(&e), &["a", "c", "b"]);
+        assert!(by_vector[..2] == [0.0, 0.0] && (by_vector[2] - 0.6).abs() < 1e-6, "{by_vector:?}");
         assert!((max_similarity_in(None, "give gold", ["give gold"]) - 1.0).abs() < 1e-9);
         assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0, "lengths differ");
         assert_eq!(cosine(&[f32::INFINITY, 1.0], &[1.0, 1.0]), 0.0, "not a number");

@@ -170,34 +170,35 @@ impl IntoResponse for ApiError {
 mod tests {
     #[test]
     fn serde_is_put_in_words() {
-        assert_eq!(
-            super::in_words("invalid length 0, expected struct NewTurn with 1 element at line 1 column 2"),
-            r#"expected an object {"input": ...}, not a list at line 1 column 2"#
-        );
-        assert_eq!(
-            super::in_words("invalid type: string \"x\", expected struct NewFork at line 1 column 3"),
-            r#"expected an object {"checkpoint": n}, not string "x" at line 1 column 3"#
-        );
-        assert_eq!(
-            super::in_words("messages[0]: invalid type: integer `3`, expected struct Message at line 1 column 30"),
-            r#"at `messages[0]`: expected a message {"role": "...", "content": "..."}, not integer `3` at line 1 column 30"#
-        );
-        assert_eq!(
-            super::in_words("inptu: unknown field `inptu`, expected `input` at line 1 column 8"),
-            "`inptu` is not a field here (fields: `input`) at line 1 column 8"
-        );
-        assert_eq!(
-            super::in_words("unknown field `pak`, expected one of `pack`, `options` at line 1 column 6"),
-            "`pak` is not a field here (fields: `pack`, `options`) at line 1 column 6"
-        );
-        assert_eq!(
-            super::in_words("missing field `input` at line 1 column 2"),
-            "`input` is missing at line 1 column 2"
-        );
-        assert_eq!(
-            super::in_words("messages[1]: missing field `role` at line 1 column 40"),
-            "at `messages[1]`: `role` is missing at line 1 column 40"
-        );
+        for (serde, words) in [
+            (
+                "invalid length 0, expected struct NewTurn with 1 element at line 1 column 2",
+                r#"expected an object {"input": ...}, not a list at line 1 column 2"#,
+            ),
+            (
+                "invalid type: string \"x\", expected struct NewFork at line 1 column 3",
+                r#"expected an object {"checkpoint": n}, not string "x" at line 1 column 3"#,
+            ),
+            (
+                "messages[0]: invalid type: integer `3`, expected struct Message at line 1 column 30",
+                r#"at `messages[0]`: expected a message {"role": "...", "content": "..."}, not integer `3` at line 1 column 30"#,
+            ),
+            (
+                "inptu: unknown field `inptu`, expected `input` at line 1 column 8",
+                "`inptu` is not a field here (fields: `input`) at line 1 column 8",
+            ),
+            (
+                "unknown field `pak`, expected one of `pack`, `options` at line 1 column 6",
+                "`pak` is not a field here (fields: `pack`, `options`) at line 1 column 6",
+            ),
+            ("missing field `input` at line 1 column 2", "`input` is missing at line 1 column 2"),
+            (
+                "messages[1]: missing field `role` at line 1 column 40",
+                "at `messages[1]`: `role` is missing at line 1 column 40",
+            ),
+        ] {
+            assert_eq!(super::in_words(serde), words, "{serde}");
+        }
         let other = "something serde said at line 1 column 3";
         assert_eq!(super::in_words(other), other);
     }
