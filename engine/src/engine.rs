@@ -93,6 +93,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Registers a Rust focus generator that strategies can name as `focus_native: <name>` (the
+    /// twin of their scripted `focus:` generator).
+    pub fn native_focus(mut self, name: impl Into<String>, focus: impl crate::NativeFocus + 'static) -> Self {
+        self.natives.insert_focus(name.into(), Arc::new(focus));
+        self
+    }
+
     /// Where sessions are kept (default: in memory; see [`crate::store::open`]).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);

@@ -68,7 +68,7 @@ pub use graph::run::ResumePoint;
 pub use limits::{LimitDef, Limits, limit_table};
 pub use llm::Profile;
 pub use llm::{LlmChoice, Provider};
-pub use native::{NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
+pub use native::{FocusContext, NativeFocus, NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
 pub use pack::manifest::manifest_schema;
 pub use pack::{InputSpec, OptionSpec, Pack};
 pub use packs::Packs;

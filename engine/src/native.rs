@@ -117,6 +117,33 @@ impl ScorerContext<'_> {
     }
 }
 
+/// A strategy's focus generator written in Rust (the twin of a scripted one, named by the
+/// strategy's `focus_native:`): the same input, the same focuses.
+pub trait NativeFocus: Send + Sync {
+    /// The strategy's focuses on this state, in order.
+    fn focuses(&self, ctx: &FocusContext<'_>) -> Result<Vec<Map>>;
+}
+
+impl<F> NativeFocus for F
+where
+    F: Fn(&FocusContext<'_>) -> Result<Vec<Map>> + Send + Sync,
+{
+    fn focuses(&self, ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+        self(ctx)
+    }
+}
+
+/// What a focus generator sees: the state, the strategy as declared, and the pack's params.
+#[non_exhaustive]
+pub struct FocusContext<'a> {
+    /// The whole state.
+    pub state: &'a Map,
+    /// The strategy as the manifest declares it (`id`, `name`, `type_category`, `prompt_hint`).
+    pub strategy: &'a Map,
+    /// The pack's `params:` (what `param(name)` gives scripts).
+    pub pack_params: &'a Map,
+}
+
 /// What a scorer says of a candidate.
 #[derive(Debug, Clone, Default)]
 pub struct ScorerOutput {
@@ -135,6 +162,7 @@ pub struct ScorerOutput {
 pub(crate) struct NativeNodes {
     nodes: HashMap<String, Arc<dyn NativeNode>>,
     scorers: HashMap<String, Arc<dyn NativeScorer>>,
+    focuses: HashMap<String, Arc<dyn NativeFocus>>,
 }
 
 impl NativeNodes {
@@ -156,5 +184,13 @@ impl NativeNodes {
 
     pub fn scorer(&self, name: &str) -> Option<&Arc<dyn NativeScorer>> {
         self.scorers.get(name)
+    }
+
+    pub fn insert_focus(&mut self, name: String, focus: Arc<dyn NativeFocus>) {
+        self.focuses.insert(name, focus);
+    }
+
+    pub fn focus(&self, name: &str) -> Option<&Arc<dyn NativeFocus>> {
+        self.focuses.get(name)
     }
 }

@@ -21,7 +21,7 @@ use rhai::{Dynamic, ImmutableString, Map};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Breakdown, Score, SimilarityNote, VetoCheck};
-use crate::native::{NativeNodes, NativeScorer, ScorerContext, ScorerOutput};
+use crate::native::{FocusContext, NativeNodes, NativeScorer, ScorerContext, ScorerOutput};
 use crate::script::{CallTag, Condition, FnRef, Sandbox};
 use crate::value;
 pub use crate::vocab::ScorerImpl;
@@ -62,6 +62,10 @@ pub(crate) struct Strategy {
     pub id: ImmutableString,
     pub info: Map,
     pub focus: Focus,
+    /// The generator's native twin, when the host registered it.
+    pub native: Option<String>,
+    /// Which of the two runs unless a run forces one (the selector's `impl`).
+    pub uses: ScorerImpl,
 }
 
 /// How a strategy's focuses are made.
@@ -84,6 +88,8 @@ pub(crate) struct Scorer {
     /// `params` as scripts get it: shared and read-only, so passing it copies nothing.
     pub shared_params: Dynamic,
     pub script: Option<FnRef>,
+    /// The script takes every candidate in one call (`fn(candidates, params)` → a list).
+    pub batch: bool,
     pub native: Option<String>,
     pub uses: ScorerImpl,
 }
@@ -248,9 +254,7 @@ impl Selector {
     /// selector's fallback strategy answers, and the breakdown says so.
     pub fn decide(&self, candidates: Candidates, run: &mut Run<'_>) -> Result<Decision> {
         let Candidates { count, phase, list: mut candidates, unavailable } = candidates;
-        for c in candidates.iter_mut() {
-            self.score(c, &phase, count, run)?;
-        }
+        self.score(&mut candidates, &phase, count, run)?;
         // Ties go to the candidate generated first: strictly greater replaces.
         let mut best: Option<usize> = None;
         for (i, c) in candidates.iter().enumerate() {
@@ -298,52 +302,132 @@ impl Selector {
         Ok(Decision { winner, breakdown })
     }
 
-    /// Runs the vetoes on a candidate until one vetoes, then, if none did, the weighted scorers.
-    fn score(&self, c: &mut Candidate, phase: &str, count: i64, run: &mut Run<'_>) -> Result<()> {
-        let strategy = &self.strategies[c.strategy].info;
-        let at = At { strategy, focus: &c.focus, phase, count };
-        let mut shared = None;
+    /// Runs the vetoes in order (a candidate leaves the running at its first veto), then the
+    /// weighted scorers on the candidates left. Each scorer sees the candidates still in the
+    /// running: one at a time, or all in one call when it is a `batch` script.
+    fn score(&self, candidates: &mut [Candidate], phase: &str, count: i64, run: &mut Run<'_>) -> Result<()> {
+        // Each candidate's map as scripts see it, built once and shared by its scorers.
+        let mut shared: Vec<Option<Dynamic>> = vec![None; candidates.len()];
         for v in &self.vetoes {
-            let out = self.call(v, &at, run, &mut shared)?;
-            c.vetoes.push(VetoCheck {
-                scorer: v.id.clone(),
-                is_veto: out.is_veto,
-                reasoning: out.reasoning,
-                signals: value::map_to_json(&out.signals),
-            });
-            if out.is_veto {
-                c.vetoed = true;
-                return Ok(());
+            let alive: Vec<usize> = (0..candidates.len()).filter(|&i| !candidates[i].vetoed).collect();
+            let outs = self.call_each(v, &alive, candidates, phase, count, run, &mut shared)?;
+            for (i, out) in alive.into_iter().zip(outs) {
+                let c = &mut candidates[i];
+                c.vetoes.push(VetoCheck {
+                    scorer: v.id.clone(),
+                    is_veto: out.is_veto,
+                    reasoning: out.reasoning,
+                    signals: value::map_to_json(&out.signals),
+                });
+                c.vetoed = out.is_veto;
             }
         }
+        let alive: Vec<usize> = (0..candidates.len()).filter(|&i| !candidates[i].vetoed).collect();
         for s in &self.scorers {
-            let out = self.call(s, &at, run, &mut shared)?;
-            if !(0.0..=2.0).contains(&out.raw_score) || out.raw_score.is_nan() {
+            let outs = self.call_each(s, &alive, candidates, phase, count, run, &mut shared)?;
+            for (&i, out) in alive.iter().zip(outs) {
+                if !(0.0..=2.0).contains(&out.raw_score) || out.raw_score.is_nan() {
+                    return Err(Error::new(
+                        ErrorKind::Script,
+                        format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.raw_score),
+                    ));
+                }
+                let c = &mut candidates[i];
+                let contribution = s.weight * out.raw_score;
+                c.sum += contribution;
+                c.scores.push(Score {
+                    scorer: s.id.clone(),
+                    raw_score: out.raw_score,
+                    weight: s.weight,
+                    contribution,
+                    reasoning: out.reasoning,
+                    signals: value::map_to_json(&out.signals),
+                });
+            }
+        }
+        for &i in &alive {
+            let c = &mut candidates[i];
+            c.total = c.sum * c.multiplier;
+            if !c.total.is_finite() {
+                let id = &self.strategies[c.strategy].id;
                 return Err(Error::new(
                     ErrorKind::Script,
-                    format!("scorer `{}` gave {} raw; raw scores are in [0, 2]", s.id, out.raw_score),
+                    format!("candidate {id} scored {}: the weights are too large", c.total),
                 ));
             }
-            let contribution = s.weight * out.raw_score;
-            c.sum += contribution;
-            c.scores.push(Score {
-                scorer: s.id.clone(),
-                raw_score: out.raw_score,
-                weight: s.weight,
-                contribution,
-                reasoning: out.reasoning,
-                signals: value::map_to_json(&out.signals),
-            });
-        }
-        c.total = c.sum * c.multiplier;
-        if !c.total.is_finite() {
-            let id = &self.strategies[c.strategy].id;
-            return Err(Error::new(
-                ErrorKind::Script,
-                format!("candidate {id} scored {}: the weights are too large", c.total),
-            ));
         }
         Ok(())
+    }
+
+    /// Scorer `s` on the candidates `alive` (indices into `candidates`), one output each in
+    /// order: one call per candidate, or one call for all of them when `s` is a batch script.
+    #[allow(clippy::too_many_arguments)]
+    fn call_each(
+        &self,
+        s: &Scorer,
+        alive: &[usize],
+        candidates: &[Candidate],
+        phase: &str,
+        count: i64,
+        run: &mut Run<'_>,
+        shared: &mut [Option<Dynamic>],
+    ) -> Result<Vec<ScorerOutput>> {
+        let at = |i: usize| {
+            let c = &candidates[i];
+            At { strategy: &self.strategies[c.strategy].info, focus: &c.focus, phase, count }
+        };
+        let (Some(f), true, ScorerImpl::Script) = (&s.script, s.batch, self.implementation(s, run)) else {
+            return alive.iter().map(|&i| self.call(s, &at(i), run, &mut shared[i])).collect();
+        };
+        if alive.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: rhai::Array =
+            alive.iter().map(|&i| shared[i].get_or_insert_with(|| candidate_map(&at(i))).clone()).collect();
+        let out = run.sandbox.call(f, run.state, (list, s.shared_params.clone()), Some(run.tag.clone()))?;
+        let bad = |what: String| Error::new(ErrorKind::Script, format!("{} {what}", f.display()));
+        let outs = out
+            .try_cast::<rhai::Array>()
+            .ok_or_else(|| bad("is a batch scorer: it returns a list with one result per candidate".to_owned()))?;
+        if outs.len() != alive.len() {
+            return Err(bad(format!(
+                "got {} candidates and returned {} results: a batch scorer returns one result per candidate, in order",
+                alive.len(),
+                outs.len()
+            )));
+        }
+        outs.into_iter()
+            .enumerate()
+            .map(|(k, o)| output_of(o, s.weighted).map_err(|e| e.context(format_args!("{} (result {k})", f.display()))))
+            .collect()
+    }
+
+    /// Scorer `s` alone on every candidate (as if every other scorer passed): what the benches
+    /// time and the twins' tests compare.
+    pub(crate) fn score_alone(
+        &self,
+        s: &Scorer,
+        candidates: &Candidates,
+        run: &mut Run<'_>,
+    ) -> Result<Vec<ScorerOutput>> {
+        let Candidates { count, phase, list, .. } = candidates;
+        let all: Vec<usize> = (0..list.len()).collect();
+        self.call_each(s, &all, list, phase, *count, run, &mut vec![None; list.len()])
+    }
+
+    /// The native twin that makes strategy `s`'s focuses in this run, if its twin runs.
+    fn native_focus<'s>(&self, s: &'s Strategy, run: &Run<'_>) -> Option<&'s str> {
+        let name = s.native.as_deref()?;
+        (run.force.unwrap_or(s.uses) == ScorerImpl::Native).then_some(name)
+    }
+
+    /// Whether scorer `s` runs as its script or its native twin in this run.
+    fn implementation(&self, s: &Scorer, run: &Run<'_>) -> ScorerImpl {
+        let forced = run.force.filter(|f| match f {
+            ScorerImpl::Script => s.script.is_some(),
+            ScorerImpl::Native => s.native.is_some(),
+        });
+        forced.unwrap_or(s.uses)
     }
 
     /// A scored candidate as the breakdown shows it.
@@ -372,6 +456,25 @@ impl Selector {
                 complete_focus(&mut f, s).map_err(|e| Error::internal(format!("the open focus: {e}")))?;
                 Ok(vec![f])
             }
+            Focus::Script(func) if let Some(name) = self.native_focus(s, run) => {
+                let native = run.natives.focus(name).ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, format!("native focus generator `{name}` is not registered"))
+                })?;
+                let state = run.state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+                let ctx = FocusContext { state: &state, strategy: &s.info, pack_params: run.pack_params };
+                let bad = |what: &str| {
+                    Error::new(ErrorKind::Script, format!("native focus generator `{name}` {what}"))
+                        .at(func.file.fn_origin(&func.name))
+                };
+                let list =
+                    native.focuses(&ctx).map_err(|e| e.context(format_args!("native focus generator `{name}`")))?;
+                list.into_iter()
+                    .map(|mut f| {
+                        complete_focus(&mut f, s).map_err(|e| bad(&e))?;
+                        Ok(f)
+                    })
+                    .collect()
+            }
             Focus::Script(func) => {
                 let out =
                     run.sandbox.call(func, run.state, (Dynamic::from_map(s.info.clone()),), Some(run.tag.clone()))?;
@@ -399,11 +502,7 @@ impl Selector {
         shared: &mut Option<Dynamic>,
     ) -> Result<ScorerOutput> {
         let At { strategy, focus, phase, count } = *at;
-        let uses = run.force.filter(|f| match f {
-            ScorerImpl::Script => s.script.is_some(),
-            ScorerImpl::Native => s.native.is_some(),
-        });
-        match uses.unwrap_or(s.uses) {
+        match self.implementation(s, run) {
             ScorerImpl::Native => {
                 let name = s.native.as_deref().unwrap_or("");
                 let native: &Arc<dyn NativeScorer> = run.natives.scorer(name).ok_or_else(|| {
@@ -424,26 +523,25 @@ impl Selector {
             }
             ScorerImpl::Script => {
                 let f = s.script.as_ref().ok_or_else(|| Error::internal("a scripted scorer without a script"))?;
-                // Built once per candidate and shared (read-only) by its scorers: a clone is a
-                // reference count, not a copy of the maps.
-                let candidate = shared.get_or_insert_with(|| {
-                    let mut candidate = Map::new();
-                    candidate.insert("strategy".into(), Dynamic::from_map(strategy.clone()));
-                    candidate.insert("focus".into(), Dynamic::from_map(focus.clone()));
-                    candidate.insert("phase".into(), phase.into());
-                    candidate.insert("turn_count".into(), Dynamic::from_int(count));
-                    Dynamic::from_map(candidate).into_read_only().into_shared()
-                });
-                let out = run.sandbox.call(
-                    f,
-                    run.state,
-                    (candidate.clone(), s.shared_params.clone()),
-                    Some(run.tag.clone()),
-                )?;
+                let candidate = shared.get_or_insert_with(|| candidate_map(at)).clone();
+                let out =
+                    run.sandbox.call(f, run.state, (candidate, s.shared_params.clone()), Some(run.tag.clone()))?;
                 output_of(out, s.weighted).map_err(|e| e.context(format_args!("{}", f.display())))
             }
         }
     }
+}
+
+/// A candidate as scorers' scripts get it: `#{strategy, focus, phase, turn_count}`, built once
+/// per candidate and shared (read-only) by its scorers: a clone is a reference count, not a copy
+/// of the maps.
+fn candidate_map(at: &At<'_>) -> Dynamic {
+    let mut candidate = Map::new();
+    candidate.insert("strategy".into(), Dynamic::from_map(at.strategy.clone()));
+    candidate.insert("focus".into(), Dynamic::from_map(at.focus.clone()));
+    candidate.insert("phase".into(), at.phase.into());
+    candidate.insert("turn_count".into(), Dynamic::from_int(at.count));
+    Dynamic::from_map(candidate).into_read_only().into_shared()
 }
 
 /// A scripted scorer's result. A veto returns a bool or `#{is_veto: bool, ...}`, a weighted

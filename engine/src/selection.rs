@@ -12,7 +12,7 @@ use crate::event::Breakdown;
 use crate::native::NativeNodes;
 use crate::pack::Pack;
 use crate::script::CallTag;
-use crate::select::{At, Run, Selector};
+use crate::select::{Candidates, Run, Selector};
 use crate::text::Embeddings;
 use crate::vocab::ScorerImpl;
 
@@ -25,6 +25,8 @@ pub struct Selection {
     state: Dynamic,
     tag: CallTag,
     turns_done: u64,
+    /// The candidates `run_scorer` scores, made on its first call.
+    candidates: Option<Candidates>,
 }
 
 impl Selection {
@@ -41,7 +43,7 @@ impl Selection {
         })?;
         let state = pack.schema.restore(state);
         let tag = CallTag::outside("bench", turns_done + 1, Map::new(), engine.provider_for(&pack));
-        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done })
+        Ok(Selection { natives: engine.natives().clone(), pack, selector, state, tag, turns_done, candidates: None })
     }
 
     /// The texts the selector would embed over this state (every focus description, then the
@@ -89,6 +91,16 @@ impl Selection {
         s.vetoes.iter().chain(&s.scorers).map(|x| (x.id.clone(), x.script.is_some(), x.native.is_some())).collect()
     }
 
+    /// The selector's strategies: (id, has a generator script, has a native twin this host registered).
+    pub fn strategies(&self) -> Vec<(String, bool, bool)> {
+        use crate::select::Focus;
+        self.selector
+            .strategies
+            .iter()
+            .map(|s| (s.id.to_string(), matches!(s.focus, Focus::Script(_)), s.native.is_some()))
+            .collect()
+    }
+
     /// Runs the whole selection (every scorer with `implementation` where it has one, else as the
     /// manifest says); returns the breakdown, `winner` its index into `candidates`.
     pub fn run(&mut self, implementation: Option<ScorerImpl>) -> Result<Breakdown> {
@@ -108,11 +120,12 @@ impl Selection {
         }
     }
 
-    /// Runs only the strategies' focus generators (what every selection does before scoring,
-    /// scripted or native alike); returns how many candidates they made.
-    pub fn run_generators(&mut self) -> Result<usize> {
+    /// Runs only the strategies' focus generators (what every selection does before scoring),
+    /// each as `implementation` where it has one (its script, or its native twin); returns how
+    /// many candidates they made.
+    pub fn run_generators(&mut self, implementation: Option<ScorerImpl>) -> Result<usize> {
         let sel = self.selector.clone();
-        let mut run = self.runner(None);
+        let mut run = self.runner(implementation);
         let mut made = 0;
         for s in &sel.strategies {
             made += sel.focuses(s, &mut run)?.len();
@@ -120,7 +133,8 @@ impl Selection {
         Ok(made)
     }
 
-    /// Runs scorer `id` alone over every candidate (as if every other scorer passed); returns
+    /// Runs scorer `id` alone over every candidate (as if every other scorer passed; the
+    /// candidates are made once, by the selector's own generators, and kept); returns
     /// each candidate's raw score (or 1.0 / 0.0 for a veto that passes / rejects).
     pub fn run_scorer(&mut self, id: &str, implementation: ScorerImpl) -> Result<Vec<f64>> {
         let sel = self.selector.clone();
@@ -129,23 +143,26 @@ impl Selection {
                 Error::new(ErrorKind::NotFound, format!("selector `{}` has no scorer `{id}`", sel.name))
             })?;
         let weighted = sel.scorers.iter().any(|s| s.id == id);
-        let mut run = self.runner(Some(implementation));
-        let count = sel.turn_count(&run);
-        let phase = sel.phase(count).to_owned();
-        let mut out = Vec::new();
-        for s in &sel.strategies {
-            for focus in sel.focuses(s, &mut run)? {
-                let at = At { strategy: &s.info, focus: &focus, phase: &phase, count };
-                let o = sel.call(scorer, &at, &mut run, &mut None)?;
-                out.push(if weighted {
+        // The candidates as the selector's own `impl` makes them, made once: this times the
+        // scorer alone.
+        let candidates = match self.candidates.take() {
+            Some(c) => c,
+            None => sel.candidates(&mut self.runner(None))?,
+        };
+        let outs = sel.score_alone(scorer, &candidates, &mut self.runner(Some(implementation)));
+        self.candidates = Some(candidates);
+        let outs = outs?;
+        Ok(outs
+            .into_iter()
+            .map(|o| {
+                if weighted {
                     o.raw_score
                 } else if o.is_veto {
                     0.0
                 } else {
                     1.0
-                });
-            }
-        }
-        Ok(out)
+                }
+            })
+            .collect())
     }
 }

@@ -139,6 +139,127 @@ fn vetoes_reject_and_phases_multiply_only_the_strategies_they_name() {
     }
 }
 
+/// A batch scorer (`batch: true`) gets every candidate still in the running in one call and
+/// returns one result each: the decision is the one the same scorers make a candidate at a time,
+/// scripted or native, and a result list of the wrong shape is an error that says so.
+#[test]
+fn batch_scorers_take_every_candidate_in_one_call_and_decide_the_same() {
+    let dir = support::copy_root("select");
+    let config = dir.path().join("config/worked.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let batch = yaml
+        .replace("script: table.rhai::raw,", "script: table.rhai::raw_all, batch: true,")
+        .replace("script: table.rhai::veto,", "script: table.rhai::veto_all, batch: true,");
+    assert_eq!(batch.matches("batch: true").count(), 7);
+    std::fs::write(&config, &batch).unwrap();
+    let batch_engine = engine(dir.path());
+    let one_by_one = engine(&root());
+    for state in [json!({}), json!({"vetoed": ["cover_element/taste", "deepen"]}), json!({"turn_count": 5})] {
+        let mut a = Selection::new(&batch_engine, "worked", "next", &state, 0).unwrap();
+        let mut b = Selection::new(&one_by_one, "worked", "next", &state, 0).unwrap();
+        let scripted = a.run(Some(ScorerImpl::Script)).unwrap();
+        assert_eq!(scripted, b.run(Some(ScorerImpl::Script)).unwrap(), "state {state}");
+        assert_eq!(scripted, a.run(Some(ScorerImpl::Native)).unwrap(), "state {state}");
+    }
+    // One scorer alone, over every candidate, as the benches time it.
+    let mut a = Selection::new(&batch_engine, "worked", "next", &json!({}), 0).unwrap();
+    let mut b = Selection::new(&one_by_one, "worked", "next", &json!({}), 0).unwrap();
+    assert_eq!(a.run_scorer("novelty", ScorerImpl::Script).unwrap(), [0.85, 1.0, 1.1, 1.1, 0.95]);
+    assert_eq!(b.run_scorer("novelty", ScorerImpl::Script).unwrap(), [0.85, 1.0, 1.1, 1.1, 0.95]);
+    // Everything vetoed: the weighted scorers are not called with an empty list.
+    let all = json!({"vetoed": ["deepen", "broaden", "cover_element/taste", "cover_element/texture", "synthesis"]});
+    let mut sel = Selection::new(&batch_engine, "worked", "next", &all, 0).unwrap();
+    assert_eq!(sel.run(Some(ScorerImpl::Script)).unwrap().winner, None);
+
+    let table = dir.path().join("scripts/worked/table.rhai");
+    let rhai = std::fs::read_to_string(&table).unwrap();
+    let cases = [
+        (
+            "    out\n}\n\nfn veto_all",
+            "    out.pop();\n    out\n}\n\nfn veto_all",
+            "table.rhai::raw_all got 5 candidates and returned 4 results",
+        ),
+        (
+            "    out\n}\n\nfn veto_all",
+            "    1.0\n}\n\nfn veto_all",
+            "table.rhai::raw_all is a batch scorer: it returns a list with one result per candidate",
+        ),
+        (
+            "out.push(this.veto(c, params));",
+            "out.push(2);",
+            "table.rhai::veto_all (result 0): a veto returns a bool or #{is_veto, ...}; this one returned an int",
+        ),
+    ];
+    for (from, to, says) in cases {
+        assert!(rhai.contains(from), "{from}");
+        std::fs::write(&table, rhai.replacen(from, to, 1)).unwrap();
+        let engine = engine(dir.path());
+        let err = Selection::new(&engine, "worked", "next", &json!({}), 0)
+            .unwrap()
+            .run(Some(ScorerImpl::Script))
+            .unwrap_err();
+        assert!(err.detail().contains(says), "{to}: {err}");
+    }
+    std::fs::write(&table, &rhai).unwrap();
+
+    // `batch: true` with nothing to call once is refused at load, at the scorer.
+    std::fs::write(
+        &config,
+        batch.replace(
+            "script: table.rhai::veto_all, batch: true, native: table_veto",
+            "batch: true, native: table_veto",
+        ),
+    )
+    .unwrap();
+    let err = engine(dir.path()).load("worked").unwrap_err();
+    assert!(err.to_string().contains("scorer `listed` says `batch: true` but has no script to call once"), "{err}");
+    assert_eq!(err.origin().unwrap().line, 36, "{err}");
+}
+
+/// A strategy's `focus_native:` twin makes its focuses when the run (or the selector's `impl`)
+/// asks for native, and the selection comes out the same; a twin that cannot run is refused at
+/// load, at its line.
+#[test]
+fn a_native_focus_generator_makes_the_same_candidates_as_its_script() {
+    let dir = support::copy_root("select");
+    let config = dir.path().join("config/worked.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    let twinned =
+        yaml.replace("focus: focus.rhai::uncovered}", "focus: focus.rhai::uncovered, focus_native: uncovered}");
+    std::fs::write(&config, &twinned).unwrap();
+    let twins = engine(dir.path());
+    let mut sel = Selection::new(&twins, "worked", "next", &json!({"uncovered": ["texture", "taste"]}), 0).unwrap();
+    assert_eq!(sel.strategies()[2], ("cover_element".to_owned(), true, true));
+    let runs = || worked::UNCOVERED_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+    let scripted = sel.run(Some(ScorerImpl::Script)).unwrap();
+    assert_eq!(runs(), 0, "the script made the focuses");
+    let native = sel.run(Some(ScorerImpl::Native)).unwrap();
+    assert_eq!(runs(), 1, "the twin made the focuses");
+    assert_eq!(scripted, native);
+    let elements: Vec<&Value> =
+        native.candidates.iter().map(|c| &c.focus["element_id"]).filter(|e| !e.is_null()).collect();
+    assert_eq!(elements, [&json!("texture"), &json!("taste")]);
+    assert_eq!(sel.run_generators(Some(ScorerImpl::Native)).unwrap(), 5);
+
+    // Refused at load: a twin of `focus: open`, and one this host lacks when the selector asks
+    // for native.
+    let open = twinned.replace("focus: open}", "focus: open, focus_native: uncovered}");
+    std::fs::write(&config, &open).unwrap();
+    let err = engine(dir.path()).load("worked").unwrap_err();
+    assert!(
+        err.to_string().contains("strategy `broaden`: `focus: open` has no generator for `focus_native` to twin"),
+        "{err}"
+    );
+    let line = open.lines().position(|l| l.contains("id: broaden")).unwrap() + 1;
+    assert_eq!(err.origin().unwrap().line as usize, line, "{err}");
+    let lacking = twinned
+        .replace("focus_native: uncovered}", "focus_native: nowhere}")
+        .replace("    vetoes:", "    impl: native\n    vetoes:");
+    std::fs::write(&config, &lacking).unwrap();
+    let err = engine(dir.path()).load("worked").unwrap_err();
+    assert!(err.to_string().contains("native focus generator `nowhere` is not registered by this host"), "{err}");
+}
+
 /// No dead ends: when every candidate is vetoed the selector's `fallback` answers and the
 /// breakdown says so; a multiplier of 0 makes a strategy unavailable in that phase (it cannot win
 /// because the others were vetoed); a profile naming a disabled strategy is a warning at its line.

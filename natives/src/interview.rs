@@ -1,7 +1,7 @@
 //! The interview pack's scorers (`scripts/interview/scorers.rhai`), rule for rule.
 
 use ruleweave::values::{Array, Dynamic, ImmutableString, Map};
-use ruleweave::{EngineBuilder, Result, ScorerContext, ScorerOutput, text};
+use ruleweave::{EngineBuilder, FocusContext, Result, ScorerContext, ScorerOutput, text};
 
 /// Registers the nine scorers under the names `config/interview.yaml` gives them.
 pub fn register(builder: EngineBuilder) -> EngineBuilder {
@@ -250,4 +250,170 @@ pub fn novelty(ctx: &ScorerContext<'_>) -> Result<ScorerOutput> {
         1.0
     };
     scored(score, format!("focus of type {kind}"))
+}
+
+// ---- focus generators (scripts/interview/focus.rhai) -------------------------------------------
+
+/// Registers the six focus generators under the names `config/interview.yaml` gives them.
+pub fn register_focuses(builder: EngineBuilder) -> EngineBuilder {
+    builder
+        .native_focus("interview_recent_node", recent_node)
+        .native_focus("interview_open", open)
+        .native_focus("interview_peripheral", peripheral)
+        .native_focus("interview_recent_nodes", recent_nodes)
+        .native_focus("interview_uncovered", uncovered)
+        .native_focus("interview_last_answer", last_answer_focus)
+}
+
+/// A focus from `(key, value)` pairs.
+fn focus<const N: usize>(pairs: [(&str, Dynamic); N]) -> Map {
+    pairs.into_iter().map(|(k, v)| (k.into(), v)).collect()
+}
+
+/// A field of a map value (unit when it has none).
+fn field(v: &Dynamic, key: &str) -> Dynamic {
+    with_map(Some(v), |m| m.get(key).cloned().unwrap_or(Dynamic::UNIT))
+}
+
+/// The state's `topic` as scripts interpolate it.
+fn topic(ctx: &FocusContext<'_>) -> String {
+    ctx.state.get("topic").map(|t| t.to_string()).unwrap_or_default()
+}
+
+/// deepen, contrast: the most recent concept (and the study's element it is about, if any).
+pub fn recent_node(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+    let Some(n) = with_list(ctx.state.get("nodes"), |nodes| nodes.last().cloned()) else { return Ok(Vec::new()) };
+    let label = field(&n, "label");
+    let what = if string(ctx.strategy.get("id")).as_deref() == Some("contrast") {
+        format!("a time when {label} was different")
+    } else {
+        format!("why {label} matters")
+    };
+    let text = label.to_string();
+    let element = with_map(ctx.pack_params.get("element_keywords"), |table| {
+        strings(ctx.state.get("elements")).into_iter().find(|e| match table.get(e.as_str()) {
+            Some(words) => text::contains_any(&text, strings(Some(words)).iter().map(|s| s.as_str())),
+            None => text::contains_any(&text, [e.as_str()]),
+        })
+    });
+    let mut f = focus([
+        ("focus_type", "depth".into()),
+        ("node_id", field(&n, "id")),
+        ("label", label),
+        ("focus_description", what.into()),
+    ]);
+    if let Some(e) = element {
+        f.insert("element_id".into(), e.into());
+    }
+    Ok(vec![f])
+}
+
+/// broaden, ease, closing: the topic, nothing in particular, worded by the strategy's kind.
+pub fn open(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+    let kind = string(ctx.strategy.get("type_category")).unwrap_or_default();
+    let topic = topic(ctx);
+    let what = match kind.as_str() {
+        "rapport" => format!("what you enjoy about {topic}"),
+        "closing" => format!("anything else about {topic}"),
+        _ => format!("what else about {topic}"),
+    };
+    let kind = if kind == "breadth" { "breadth" } else { "open" };
+    Ok(vec![focus([("focus_type", kind.into()), ("focus_description", what.into())])])
+}
+
+/// bridge: a peripheral concept (the fewest links), not one from the last answer.
+pub fn peripheral(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+    let mut degree: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
+    with_list(ctx.state.get("edges"), |edges| {
+        for e in edges {
+            let (from, to) = (field(e, "from").to_string(), field(e, "to").to_string());
+            *degree.entry(from.clone()).or_default() += 1;
+            if to != from {
+                *degree.entry(to).or_default() += 1;
+            }
+        }
+    });
+    let now = int(ctx.state.get("turn_count")).unwrap_or(0);
+    let best = with_list(ctx.state.get("nodes"), |nodes| {
+        let mut best: Option<(&Dynamic, i64)> = None;
+        for n in nodes {
+            if int(Some(&field(n, "turn"))).is_some_and(|t| t >= now) {
+                continue;
+            }
+            let links = degree.get(&field(n, "id").to_string()).copied().unwrap_or(0);
+            if best.is_none_or(|(_, fewest)| links < fewest) {
+                best = Some((n, links));
+            }
+        }
+        best.map(|(n, links)| (n.clone(), links))
+    });
+    let Some((n, links)) = best else { return Ok(Vec::new()) };
+    let label = field(&n, "label");
+    Ok(vec![focus([
+        ("focus_type", "peripheral".into()),
+        ("node_id", field(&n, "id")),
+        ("focus_description", format!("how {label} connects").into()),
+        ("label", label),
+        ("degree", Dynamic::from_int(links)),
+    ])])
+}
+
+/// synthesis: the two or three most recent concepts.
+pub fn recent_nodes(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+    let (ids, labels) = with_list(ctx.state.get("nodes"), |nodes| {
+        if nodes.len() < 2 {
+            return None;
+        }
+        let recent = last(nodes, 3);
+        let ids: Array = recent.iter().map(|n| field(n, "id")).collect();
+        let mut labels = String::new();
+        for n in recent {
+            let label = field(n, "label").to_string();
+            labels = if labels.is_empty() { label } else { format!("{labels}, {label}") };
+        }
+        Some((ids, labels))
+    })
+    .unzip();
+    let (Some(ids), Some(labels)) = (ids, labels) else { return Ok(Vec::new()) };
+    Ok(vec![focus([
+        ("focus_type", "summary".into()),
+        ("nodes", Dynamic::from_array(ids)),
+        ("focus_description", labels.into()),
+    ])])
+}
+
+/// cover_element: one focus per element no answer has mentioned yet.
+pub fn uncovered(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+    let topic = topic(ctx);
+    let mentioned = |e: &str| with_map(ctx.state.get("mentions"), |m| float(m.get(e)).unwrap_or(0.0) != 0.0);
+    Ok(strings(ctx.state.get("elements"))
+        .into_iter()
+        .filter(|e| !mentioned(e))
+        .map(|e| {
+            let what = format!("the {e} of {topic}");
+            focus([
+                ("focus_type", "coverage".into()),
+                ("element_id", e.clone().into()),
+                ("label", e.into()),
+                ("focus_description", what.into()),
+            ])
+        })
+        .collect())
+}
+
+/// reflection: the respondent's last answer, its first words.
+pub fn last_answer_focus(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
+    let answer = with_list(ctx.state.get("conversation_history"), |history| {
+        history
+            .iter()
+            .rev()
+            .find(|m| string(Some(&field(m, "role"))).as_deref() == Some("respondent"))
+            .map(|m| field(m, "content"))
+    });
+    Ok(answer
+        .map(|content| {
+            let what = text::truncate_words(&content.to_string(), 8);
+            vec![focus([("focus_type", "reflection".into()), ("focus_description", what.into())])]
+        })
+        .unwrap_or_default())
 }

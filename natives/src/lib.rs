@@ -12,5 +12,5 @@ pub mod interview;
 
 /// Registers every twin in this crate.
 pub fn register(builder: ruleweave::EngineBuilder) -> ruleweave::EngineBuilder {
-    interview::register(builder)
+    interview::register_focuses(interview::register(builder))
 }

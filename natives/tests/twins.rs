@@ -156,6 +156,10 @@ proptest! {
         let scripted = sel.run(Some(ScorerImpl::Script)).unwrap();
         let native = sel.run(Some(ScorerImpl::Native)).unwrap();
         prop_assert_eq!(results(&scripted), results(&native));
+        // The focuses are in the results: with `Native` every generator's twin made them.
+        for (id, script, native) in sel.strategies() {
+            prop_assert!(!script || native, "strategy {} lacks a twin of its generator", id);
+        }
         for (id, script, native) in sel.scorers() {
             prop_assert!(script && native, "{} lacks a twin", id);
             prop_assert_eq!(sel.run_scorer(&id, ScorerImpl::Script).unwrap(), sel.run_scorer(&id, ScorerImpl::Native).unwrap(), "scorer {}", id);

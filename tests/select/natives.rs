@@ -1,8 +1,12 @@
-//! The worked example's table scorers in Rust (`tests/select/config/worked.yaml`), shared by
-//! `engine/tests/select.rs` and `engine/benches/select.rs`.
+//! The worked example's table scorers and its `uncovered` focus generator in Rust
+//! (`tests/select/config/worked.yaml`), shared by `engine/tests/select.rs` and
+//! `engine/benches/select.rs`.
 
 use ruleweave::values::{Dynamic, Map};
-use ruleweave::{EngineBuilder, ScorerContext, ScorerOutput};
+use ruleweave::{EngineBuilder, FocusContext, ScorerContext, ScorerOutput};
+
+/// How many times the native `uncovered` has run (tests check which generator ran).
+pub static UNCOVERED_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The raw values of `config/worked.yaml`'s table, for the native twins.
 fn raw(key: &str, scorer: &str) -> f64 {
@@ -25,9 +29,23 @@ fn key(ctx: &ScorerContext<'_>) -> String {
     }
 }
 
-/// An engine with native twins of the pack's table scorers.
+/// An engine with native twins of the pack's table scorers and of `focus.rhai::uncovered`.
 pub fn natives(builder: EngineBuilder) -> EngineBuilder {
     builder
+        .native_focus("uncovered", |ctx: &FocusContext<'_>| {
+            UNCOVERED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let uncovered = ctx.state["uncovered"].clone().into_array().unwrap_or_default();
+            Ok(uncovered
+                .into_iter()
+                .map(|e| {
+                    let mut f = Map::new();
+                    f.insert("focus_type".into(), "coverage".into());
+                    f.insert("focus_description".into(), format!("Cover the element {e}").into());
+                    f.insert("element_id".into(), e);
+                    f
+                })
+                .collect())
+        })
         .native_scorer("table", |ctx: &ScorerContext<'_>| {
             let name = ctx.params.get("name").map(|n| n.to_string()).unwrap_or_default();
             Ok(ScorerOutput {

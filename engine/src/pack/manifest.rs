@@ -224,6 +224,10 @@ pub(crate) struct StrategyDecl {
     /// `open` (one focus on nothing in particular) or `file.rhai::fn`: `fn(strategy) -> [focus]`.
     #[schemars(with = "String")]
     pub focus: SpannedStr,
+    /// The name a host registered the generator's Rust twin under; the selector's `impl` picks
+    /// which runs.
+    #[schemars(with = "Option<String>")]
+    pub focus_native: Option<SpannedStr>,
 }
 
 fn enabled() -> bool {
@@ -238,6 +242,10 @@ pub(crate) struct ScorerDecl {
     /// `file.rhai::fn`: `fn(candidate, params)` with the state as `this`.
     #[schemars(with = "Option<String>")]
     pub script: Option<SpannedStr>,
+    /// The script scores every candidate in one call: `fn(candidates, params)` gets the list of
+    /// candidates still in the running and returns one result per candidate, in order.
+    #[serde(default)]
+    pub batch: bool,
     /// The name a host registered the native twin under.
     #[schemars(with = "Option<String>")]
     pub native: Option<SpannedStr>,

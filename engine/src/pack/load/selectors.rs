@@ -80,13 +80,37 @@ impl Loader<'_> {
                         f => f.map(Focus::Script),
                     }
                 };
+                let native = match &s.focus_native {
+                    Some(n) if matches!(focus, Some(Focus::Open)) => {
+                        self.error(
+                            format!("strategy `{}`: `focus: open` has no generator for `focus_native` to twin", s.id),
+                            self.at(n),
+                        );
+                        None
+                    }
+                    Some(n) if refs.natives.focus(&n.value).is_some() => Some(n.value.clone()),
+                    Some(n) if d.implementation == Some(ScorerImpl::Native) => {
+                        self.error(
+                            format!("native focus generator `{}` is not registered by this host", n.value),
+                            self.at(n),
+                        );
+                        None
+                    }
+                    // A twin this host lacks: the script runs.
+                    _ => None,
+                };
                 let mut info = Map::new();
                 info.insert("id".into(), s.id.clone().into());
                 info.insert("name".into(), s.name.clone().unwrap_or_else(|| s.id.clone()).into());
                 info.insert("type_category".into(), s.type_category.clone().unwrap_or_default().into());
                 info.insert("prompt_hint".into(), s.prompt_hint.clone().unwrap_or_default().into());
                 if let Some(focus) = focus {
-                    strategies.push(Strategy { id: s.id.as_str().into(), info, focus });
+                    let uses = if native.is_some() {
+                        d.implementation.unwrap_or(ScorerImpl::Script)
+                    } else {
+                        ScorerImpl::Script
+                    };
+                    strategies.push(Strategy { id: s.id.as_str().into(), info, focus, native, uses });
                 }
             }
             let mut profiles: HashMap<String, HashMap<String, f64>> = HashMap::new();
@@ -270,6 +294,10 @@ impl Loader<'_> {
             self.error(format!("scorer `{}` needs `script`, `native`, or both", d.id), at);
             return None;
         }
+        if d.batch && d.script.is_none() {
+            self.error(format!("scorer `{}` says `batch: true` but has no script to call once", d.id), at);
+            return None;
+        }
         let uses = match (d.implementation, d.script.is_some(), d.native.is_some()) {
             (Some(Script), false, _) | (Some(Native), _, false) => {
                 self.error(format!("scorer `{}` says impl {:?} but does not name one", d.id, d.implementation), at);
@@ -311,6 +339,7 @@ impl Loader<'_> {
             shared_params: Dynamic::from_map(params.clone()).into_read_only().into_shared(),
             params,
             script,
+            batch: d.batch,
             native,
             uses,
         })
