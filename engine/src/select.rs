@@ -385,7 +385,10 @@ impl Selector {
         let list: rhai::Array =
             alive.iter().map(|&i| shared[i].get_or_insert_with(|| candidate_map(&at(i))).clone()).collect();
         let out = run.sandbox.call(f, run.state, (list, s.shared_params.clone()), Some(run.tag.clone()))?;
-        let bad = |what: String| Error::new(ErrorKind::Script, format!("{} {what}", f.display()));
+        let bad = |what: String| {
+            Error::new(ErrorKind::Script, format!("scorer `{}`: {} {what}", s.id, f.display()))
+                .at(f.file.fn_origin(&f.name))
+        };
         let outs = out
             .try_cast::<rhai::Array>()
             .ok_or_else(|| bad("is a batch scorer: it returns a list with one result per candidate".to_owned()))?;
@@ -397,8 +400,15 @@ impl Selector {
             )));
         }
         outs.into_iter()
+            .zip(alive)
             .enumerate()
-            .map(|(k, o)| output_of(o, s.weighted).map_err(|e| e.context(format_args!("{} (result {k})", f.display()))))
+            .map(|(k, (o, &i))| {
+                output_of(o, s.weighted).map_err(|e| {
+                    let strategy = &self.strategies[candidates[i].strategy].id;
+                    e.context(format_args!("scorer `{}`: {}, result {k} (candidate {strategy})", s.id, f.display()))
+                        .at(f.file.fn_origin(&f.name))
+                })
+            })
             .collect()
     }
 
@@ -413,6 +423,24 @@ impl Selector {
         let Candidates { count, phase, list, .. } = candidates;
         let all: Vec<usize> = (0..list.len()).collect();
         self.call_each(s, &all, list, phase, *count, run, &mut vec![None; list.len()])
+    }
+
+    /// Strategy `s`'s focuses made by its native twin `name`.
+    fn native_focuses(&self, s: &Strategy, name: &str, run: &mut Run<'_>) -> Result<Vec<Map>> {
+        let what = format!("native focus generator `{name}` (strategy `{}`)", s.id);
+        let native = run
+            .natives
+            .focus(name)
+            .ok_or_else(|| Error::new(ErrorKind::Internal, format!("{what} is not registered")))?;
+        let state = run.state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
+        let ctx = FocusContext { state: &state, strategy: &s.info, pack_params: run.pack_params };
+        let list = native.focuses(&ctx).map_err(|e| e.context(&what))?;
+        list.into_iter()
+            .map(|mut f| {
+                complete_focus(&mut f, s).map_err(|e| Error::new(ErrorKind::Script, format!("{what} {e}")))?;
+                Ok(f)
+            })
+            .collect()
     }
 
     /// The native twin that makes strategy `s`'s focuses in this run, if its twin runs.
@@ -456,26 +484,10 @@ impl Selector {
                 complete_focus(&mut f, s).map_err(|e| Error::internal(format!("the open focus: {e}")))?;
                 Ok(vec![f])
             }
-            Focus::Script(func) if let Some(name) = self.native_focus(s, run) => {
-                let native = run.natives.focus(name).ok_or_else(|| {
-                    Error::new(ErrorKind::Internal, format!("native focus generator `{name}` is not registered"))
-                })?;
-                let state = run.state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
-                let ctx = FocusContext { state: &state, strategy: &s.info, pack_params: run.pack_params };
-                let bad = |what: &str| {
-                    Error::new(ErrorKind::Script, format!("native focus generator `{name}` {what}"))
-                        .at(func.file.fn_origin(&func.name))
-                };
-                let list =
-                    native.focuses(&ctx).map_err(|e| e.context(format_args!("native focus generator `{name}`")))?;
-                list.into_iter()
-                    .map(|mut f| {
-                        complete_focus(&mut f, s).map_err(|e| bad(&e))?;
-                        Ok(f)
-                    })
-                    .collect()
-            }
             Focus::Script(func) => {
+                if let Some(name) = self.native_focus(s, run) {
+                    return self.native_focuses(s, name, run);
+                }
                 let out =
                     run.sandbox.call(func, run.state, (Dynamic::from_map(s.info.clone()),), Some(run.tag.clone()))?;
                 let bad = |what: &str| {

@@ -177,17 +177,17 @@ fn batch_scorers_take_every_candidate_in_one_call_and_decide_the_same() {
         (
             "    out\n}\n\nfn veto_all",
             "    out.pop();\n    out\n}\n\nfn veto_all",
-            "table.rhai::raw_all got 5 candidates and returned 4 results",
+            "scorer `coverage_gap`: table.rhai::raw_all got 5 candidates and returned 4 results",
         ),
         (
             "    out\n}\n\nfn veto_all",
             "    1.0\n}\n\nfn veto_all",
-            "table.rhai::raw_all is a batch scorer: it returns a list with one result per candidate",
+            "scorer `coverage_gap`: table.rhai::raw_all is a batch scorer: it returns a list with one result per candidate",
         ),
         (
             "out.push(this.veto(c, params));",
             "out.push(2);",
-            "table.rhai::veto_all (result 0): a veto returns a bool or #{is_veto, ...}; this one returned an int",
+            "a veto returns a bool or #{is_veto, ...}; this one returned an int",
         ),
     ];
     for (from, to, says) in cases {
@@ -199,7 +199,14 @@ fn batch_scorers_take_every_candidate_in_one_call_and_decide_the_same() {
             .run(Some(ScorerImpl::Script))
             .unwrap_err();
         assert!(err.detail().contains(says), "{to}: {err}");
+        assert_eq!(err.origin().unwrap().file, "scripts/worked/table.rhai", "{err}");
     }
+    // A bad result names its scorer and its candidate.
+    std::fs::write(&table, rhai.replacen("out.push(this.veto(c, params));", "out.push(2);", 1)).unwrap();
+    let broken = engine(dir.path());
+    let err =
+        Selection::new(&broken, "worked", "next", &json!({}), 0).unwrap().run(Some(ScorerImpl::Script)).unwrap_err();
+    assert!(err.to_string().contains("scorer `listed`: table.rhai::veto_all, result 0 (candidate deepen)"), "{err}");
     std::fs::write(&table, &rhai).unwrap();
 
     // `batch: true` with nothing to call once is refused at load, at the scorer.

@@ -1,4 +1,5 @@
-//! The interview pack's scorers (`scripts/interview/scorers.rhai`), rule for rule.
+//! The interview pack's scorers (`scripts/interview/scorers.rhai`) and focus generators
+//! (`scripts/interview/focus.rhai`), rule for rule.
 
 use ruleweave::values::{Array, Dynamic, ImmutableString, Map};
 use ruleweave::{EngineBuilder, FocusContext, Result, ScorerContext, ScorerOutput, text};

@@ -30,14 +30,6 @@ pub(crate) struct Env<'a> {
     pub turn: &'a Arc<TurnCtx>,
 }
 
-/// Whether a model-calling script is the only work a step waits for (it may then block the
-/// step's own thread) or one of several that wait together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Alone {
-    Yes,
-    No,
-}
-
 impl Env<'_> {
     /// The name of node `node`.
     pub fn name(&self, node: usize) -> &Arc<str> {
@@ -57,45 +49,27 @@ impl Env<'_> {
     /// [`Env::call`] with a tag of the caller's making.
     pub async fn call_as(&self, tag: CallTag, f: &FnRef, state: &mut Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
         if f.calls_models() {
-            return self.call_blocking_as(tag, f.clone(), state.clone(), args, Alone::Yes).await;
+            return self.call_blocking_as(tag, f.clone(), state.clone(), args).await;
         }
         self.sandbox.call(f, state, args, Some(tag))
     }
 
-    /// Calls a script for `node` where it may wait for models (see [`Env::call_blocking_as`]).
-    pub async fn call_blocking(
-        &self,
-        node: usize,
-        f: FnRef,
-        state: Dynamic,
-        args: Vec<Dynamic>,
-        alone: Alone,
-    ) -> Result<Dynamic> {
-        self.call_blocking_as(self.tag(node), f, state, args, alone).await
+    /// Calls a script for `node` on a blocking thread, where it may wait for models.
+    pub async fn call_blocking(&self, node: usize, f: FnRef, state: Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
+        self.call_blocking_as(self.tag(node), f, state, args).await
     }
 
-    /// Calls a script that may wait for models, which it does by blocking its thread. A script
-    /// that runs `alone` on a multi-threaded runtime runs on this thread, the runtime told that
-    /// it blocks (`block_in_place`: free on a turn thread or in a `block_on`; a worker first hands
-    /// its other tasks on): no thread handoff per model-calling script. One of several that wait
-    /// together (a step's parallel nodes, a `map:` script's items), or any on a current-thread
-    /// runtime, goes to a blocking thread of its own, so that their model calls overlap.
     pub async fn call_blocking_as(
         &self,
         tag: CallTag,
         f: FnRef,
         mut state: Dynamic,
         args: Vec<Dynamic>,
-        alone: Alone,
     ) -> Result<Dynamic> {
         let sandbox = self.sandbox.clone();
-        let run = move || allow_blocking(|| sandbox.call(&f, &mut state, args, Some(tag)));
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if alone == Alone::Yes && multi_thread {
-            return tokio::task::block_in_place(run);
-        }
-        tokio::task::spawn_blocking(run).await.map_err(|e| Error::internal(format!("a script thread failed: {e}")))?
+        tokio::task::spawn_blocking(move || allow_blocking(|| sandbox.call(&f, &mut state, args, Some(tag))))
+            .await
+            .map_err(|e| Error::internal(format!("a script thread failed: {e}")))?
     }
 
     /// Whether a condition holds for `node`; `what` names it in the error when it is not a bool.

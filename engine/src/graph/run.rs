@@ -12,7 +12,7 @@ use futures_util::stream::{self, StreamExt};
 use rhai::{Array, Dynamic, Map};
 use serde::{Deserialize, Serialize};
 
-use super::env::{Alone, Env};
+use super::env::Env;
 use super::kinds::{Outcome, Work, updates_of};
 use super::{Route, Target};
 use crate::error::{Error, ErrorKind, Result};
@@ -215,17 +215,12 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
     let outcomes: Vec<Outcome> = if work.iter().all(|w| matches!(w, Work::Done(_))) {
         work.into_iter().map(|w| if let Work::Done(m) = w { Outcome::Done(m) } else { unreachable!() }).collect()
     } else {
-        // A step that waits for one thing alone may wait on its own thread.
-        let waiting = work.iter().filter(|w| !matches!(w, Work::Done(_))).count();
         let snapshot = &*state;
         join_all(work.into_iter().zip(active).map(|(w, &i)| async move {
             match w {
                 Work::Done(m) => Outcome::Done(m),
                 Work::Ask(request) => Outcome::Reply(env.turn.ask(&g.nodes[i].name, request).await),
-                Work::Blocking(f, args) => {
-                    let alone = if waiting == 1 { Alone::Yes } else { Alone::No };
-                    Outcome::Script(env.call_blocking(i, f, snapshot.clone(), args, alone).await)
-                }
+                Work::Blocking(f, args) => Outcome::Script(env.call_blocking(i, f, snapshot.clone(), args).await),
                 Work::Many { requests, limit, items } => {
                     let name = &g.nodes[i].name;
                     let replies = stream::iter(requests.into_iter().enumerate())
@@ -237,11 +232,10 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
                 }
                 Work::BlockingMany { f, limit, items } => {
                     let name = &g.nodes[i].name;
-                    let alone = if waiting == 1 && (limit == 1 || items.len() == 1) { Alone::Yes } else { Alone::No };
                     let results = stream::iter(items.into_iter().enumerate())
                         .map(|(k, item)| {
                             let tag = crate::script::CallTag::new(env.turn.clone(), format!("{name}[{k}]").into());
-                            env.call_blocking_as(tag, f.clone(), snapshot.clone(), vec![item], alone)
+                            env.call_blocking_as(tag, f.clone(), snapshot.clone(), vec![item])
                         })
                         .buffered(limit)
                         .collect()
