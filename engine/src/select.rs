@@ -64,7 +64,7 @@ pub(crate) struct Strategy {
     pub focus: Focus,
     /// The generator's native twin, when the host registered it.
     pub native: Option<String>,
-    /// Which of the two runs unless a run forces one (the selector's `impl`).
+    /// Which of the two runs where both are there, unless a run forces one (the selector's `impl`).
     pub uses: ScorerImpl,
 }
 
@@ -123,7 +123,7 @@ impl Candidate {
 
 /// Which candidate a scorer is asked about, and when.
 #[derive(Clone, Copy)]
-pub(crate) struct At<'a> {
+struct At<'a> {
     pub strategy: &'a Map,
     pub focus: &'a Map,
     pub phase: &'a str,
@@ -506,13 +506,7 @@ impl Selector {
         }
     }
 
-    pub(crate) fn call(
-        &self,
-        s: &Scorer,
-        at: &At<'_>,
-        run: &mut Run<'_>,
-        shared: &mut Option<Dynamic>,
-    ) -> Result<ScorerOutput> {
+    fn call(&self, s: &Scorer, at: &At<'_>, run: &mut Run<'_>, shared: &mut Option<Dynamic>) -> Result<ScorerOutput> {
         let At { strategy, focus, phase, count } = *at;
         match self.implementation(s, run) {
             ScorerImpl::Native => {

@@ -12,6 +12,14 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/select")
 }
 
+/// A copy of the worked example to edit: its directory, its manifest's path and text.
+fn worked_copy() -> (tempfile::TempDir, PathBuf, String) {
+    let dir = support::copy_root("select");
+    let config = dir.path().join("config/worked.yaml");
+    let yaml = std::fs::read_to_string(&config).unwrap();
+    (dir, config, yaml)
+}
+
 #[path = "../../tests/select/natives.rs"]
 mod worked;
 
@@ -144,9 +152,7 @@ fn vetoes_reject_and_phases_multiply_only_the_strategies_they_name() {
 /// scripted or native, and a result list of the wrong shape is an error that says so.
 #[test]
 fn batch_scorers_take_every_candidate_in_one_call_and_decide_the_same() {
-    let dir = support::copy_root("select");
-    let config = dir.path().join("config/worked.yaml");
-    let yaml = std::fs::read_to_string(&config).unwrap();
+    let (dir, config, yaml) = worked_copy();
     let batch = yaml
         .replace("script: table.rhai::raw,", "script: table.rhai::raw_all, batch: true,")
         .replace("script: table.rhai::veto,", "script: table.rhai::veto_all, batch: true,");
@@ -228,9 +234,7 @@ fn batch_scorers_take_every_candidate_in_one_call_and_decide_the_same() {
 /// load, at its line.
 #[test]
 fn a_native_focus_generator_makes_the_same_candidates_as_its_script() {
-    let dir = support::copy_root("select");
-    let config = dir.path().join("config/worked.yaml");
-    let yaml = std::fs::read_to_string(&config).unwrap();
+    let (dir, config, yaml) = worked_copy();
     let twinned =
         yaml.replace("focus: focus.rhai::uncovered}", "focus: focus.rhai::uncovered, focus_native: uncovered}");
     std::fs::write(&config, &twinned).unwrap();
@@ -272,9 +276,7 @@ fn a_native_focus_generator_makes_the_same_candidates_as_its_script() {
 /// because the others were vetoed); a profile naming a disabled strategy is a warning at its line.
 #[test]
 fn the_fallback_answers_when_everything_is_vetoed_and_a_zero_multiplier_turns_a_strategy_off() {
-    let dir = support::copy_root("select");
-    let config = dir.path().join("config/worked.yaml");
-    let yaml = std::fs::read_to_string(&config).unwrap();
+    let (dir, config, yaml) = worked_copy();
     let yaml = yaml
         .replace("    phase_profiles:\n", "    fallback: broaden\n    phase_profiles:\n")
         .replace("exploratory: {deepen: 0.8,", "exploratory: {synthesis: 0, deepen: 0.8,")
@@ -323,9 +325,7 @@ fn the_fallback_answers_when_everything_is_vetoed_and_a_zero_multiplier_turns_a_
 
 #[test]
 fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
-    let dir = support::copy_root("select");
-    let config = dir.path().join("config/worked.yaml");
-    let yaml = std::fs::read_to_string(&config).unwrap();
+    let (dir, config, yaml) = worked_copy();
     let yaml = yaml
         .replace(
             "      - {id: synthesis,",

@@ -361,7 +361,7 @@ pub fn peripheral(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
 
 /// synthesis: the two or three most recent concepts.
 pub fn recent_nodes(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
-    let (ids, labels) = with_list(ctx.state.get("nodes"), |nodes| {
+    let recent = with_list(ctx.state.get("nodes"), |nodes| {
         if nodes.len() < 2 {
             return None;
         }
@@ -373,9 +373,8 @@ pub fn recent_nodes(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
             labels = if labels.is_empty() { label } else { format!("{labels}, {label}") };
         }
         Some((ids, labels))
-    })
-    .unzip();
-    let (Some(ids), Some(labels)) = (ids, labels) else { return Ok(Vec::new()) };
+    });
+    let Some((ids, labels)) = recent else { return Ok(Vec::new()) };
     Ok(vec![focus([
         ("focus_type", "summary".into()),
         ("nodes", Dynamic::from_array(ids)),

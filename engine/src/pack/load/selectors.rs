@@ -51,6 +51,8 @@ impl Loader<'_> {
                     None
                 }
             });
+            // Which implementation runs where a scorer or a generator has both.
+            let default = d.implementation.unwrap_or(ScorerImpl::Script);
             let mut strategies = Vec::new();
             let mut ids: Vec<&str> = Vec::new();
             let mut disabled: Vec<&str> = Vec::new();
@@ -105,12 +107,7 @@ impl Loader<'_> {
                 info.insert("type_category".into(), s.type_category.clone().unwrap_or_default().into());
                 info.insert("prompt_hint".into(), s.prompt_hint.clone().unwrap_or_default().into());
                 if let Some(focus) = focus {
-                    let uses = if native.is_some() {
-                        d.implementation.unwrap_or(ScorerImpl::Script)
-                    } else {
-                        ScorerImpl::Script
-                    };
-                    strategies.push(Strategy { id: s.id.as_str().into(), info, focus, native, uses });
+                    strategies.push(Strategy { id: s.id.as_str().into(), info, focus, native, uses: default });
                 }
             }
             let mut profiles: HashMap<String, HashMap<String, f64>> = HashMap::new();
@@ -159,7 +156,6 @@ impl Loader<'_> {
                 }
                 scorer_ids.push(&sd.value.id);
             }
-            let default = d.implementation.unwrap_or(ScorerImpl::Script);
             let vetoes = d.vetoes.iter().filter_map(|v| self.scorer(name, v, refs, default, false)).collect();
             let scorers = d.scorers.iter().filter_map(|v| self.scorer(name, v, refs, default, true)).collect();
             let similarity = d.similarity.as_ref().and_then(|s| self.similarity(name, index, s, refs));
