@@ -402,12 +402,26 @@ fn write_thread(conn: &Mutex<rusqlite::Connection>, file: &DbFile, queue: std::s
     }
 }
 
-/// The batch in one transaction, each write in a savepoint: for each whether it went in (see
-/// [`apply`]) or why it failed; an error when the transaction could not commit (then none went in).
+/// The batch in one transaction: for each write whether it went in (see [`apply`]) or why it
+/// failed; an error when the transaction could not commit (then none went in). In a batch of
+/// several, each write has a savepoint, so one that fails leaves the others; a lone write (a turn
+/// that found the connection free) needs none: its transaction is rolled back instead.
 fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Result<bool>>> {
     let failed = |e: rusqlite::Error| store_error("cannot write to the database", e);
     let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
     run("BEGIN IMMEDIATE").map_err(failed)?;
+    if let [w] = batch {
+        let r = apply(conn, w);
+        if r.is_err() {
+            let _ = run("ROLLBACK");
+            return Ok(vec![outcome(w, r)]);
+        }
+        if let Err(e) = run("COMMIT") {
+            let _ = run("ROLLBACK");
+            return Err(failed(e));
+        }
+        return Ok(vec![outcome(w, r)]);
+    }
     let mut each = Vec::with_capacity(batch.len());
     for w in batch {
         let r = run("SAVEPOINT checkpoint").and_then(|()| apply(conn, w));
@@ -418,20 +432,23 @@ fn write_batch(conn: &rusqlite::Connection, batch: &[&Pending]) -> Result<Vec<Re
                 Err(e)
             }
         };
-        each.push(match r {
-            Ok(written) => Ok(written),
-            // The same checkpoint (or session) twice: another writer got there first.
-            Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
-                Ok(false)
-            }
-            Err(e) => Err(store_error(w.op.failure(), e)),
-        });
+        each.push(outcome(w, r));
     }
     if let Err(e) = run("COMMIT") {
         let _ = run("ROLLBACK");
         return Err(failed(e));
     }
     Ok(each)
+}
+
+/// What one write's result means to its caller: the same checkpoint (or session) twice is not
+/// an error but a write that did not go in: another writer got there first.
+fn outcome(w: &Pending, r: rusqlite::Result<bool>) -> Result<bool> {
+    match r {
+        Ok(written) => Ok(written),
+        Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::ConstraintViolation => Ok(false),
+        Err(e) => Err(store_error(w.op.failure(), e)),
+    }
 }
 
 /// Does one write: a new session's row and start checkpoint; a checkpoint if its session's head
