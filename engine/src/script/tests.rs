@@ -132,6 +132,19 @@ fn text_host_functions_work_without_a_turn() {
     assert_eq!(crate::value::to_json(&v), serde_json::json!([true, true, 100]));
     let e = call(&sb, r#"fn f() { matches("x", "(unclosed") }"#).unwrap_err();
     assert!(e.detail().contains("bad pattern"), "{e}");
+    let prompt = "Lists: a, b\nPlayer: one\nCaptain: two\n  Player: indented\nPlayer: three\r\nPlayer:";
+    let v = call(
+        &sb,
+        &format!(
+            r#"fn f() {{ [labelled("{}", "Player: "), labelled("{}", "Lists: ")] }}"#,
+            prompt.escape_default(),
+            prompt.escape_default()
+        ),
+    )
+    .unwrap();
+    assert_eq!(crate::value::to_json(&v), serde_json::json!([["one", "three"], ["a, b"]]));
+    let v = call(&sb, r#"fn f() { distinct(["b", "a", "b", 1, 1.0, 1, #{x: 1}, #{x: 1}, "1"]) }"#).unwrap();
+    assert_eq!(crate::value::to_json(&v), serde_json::json!(["b", "a", 1, 1.0, {"x": 1}, "1"]));
 }
 
 #[test]

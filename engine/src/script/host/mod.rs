@@ -410,8 +410,15 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The items of `list` without repeats, in the order they first appear.",
         register: |e, _| {
             e.register_fn("distinct", |list: Array| -> Array {
-                let mut seen = std::collections::HashSet::new();
-                list.into_iter().filter(|v| seen.insert(crate::value::to_json(v).to_string())).collect()
+                // Strings (the usual items) are compared as they are; anything else by its JSON.
+                let mut strings = std::collections::HashSet::new();
+                let mut others = std::collections::HashSet::new();
+                list.into_iter()
+                    .filter(|v| match v.read_lock::<ImmutableString>() {
+                        Some(s) => strings.insert(s.clone()),
+                        None => others.insert(crate::value::to_json(v).to_string()),
+                    })
+                    .collect()
             });
         },
     },
@@ -429,6 +436,21 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The first `limit` words of `text`.",
         register: |e, _| {
             e.register_fn("truncate_words", |s: &str, n: INT| text::truncate_words(s, n.max(0) as usize));
+        },
+    },
+    HostFn {
+        name: "labelled",
+        signature: "labelled(text: string, label: string) -> array",
+        doc: "What follows `label` on each line of `text` that starts with it, in order: \
+              `labelled(prompt, \"Player: \")` is every line a transcript gives the player. How a stand-in \
+              model reads the parts of its prompt without a loop over its lines.",
+        register: |e, _| {
+            e.register_fn("labelled", |text: &str, label: &str| -> Array {
+                text.lines()
+                    .filter_map(|line| line.strip_prefix(label))
+                    .map(|rest| Dynamic::from(rest.to_owned()))
+                    .collect()
+            });
         },
     },
     HostFn {
