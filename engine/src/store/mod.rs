@@ -14,6 +14,7 @@ mod memory;
 mod postgres;
 mod sql;
 mod sqlite;
+mod wal;
 
 use std::sync::Arc;
 

@@ -7,7 +7,8 @@
 //! transaction once the connection is free (group commit) and answers each turn after the commit.
 //! New sessions and deletions are written the same way (a write on another connection would also
 //! throw away this one's page cache). The rest (reads, lobby inputs, expiry) goes through sqlx's
-//! pool.
+//! pool. No commit of a turn copies the WAL into the file: a thread of `wal.rs` does, every few
+//! hundred writes.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -18,6 +19,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use tokio::sync::{broadcast, oneshot};
 
 use super::sql::{self, encode};
+use super::wal::Checkpoints;
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
     SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict, store_error,
@@ -32,6 +34,8 @@ pub struct SqliteStore {
     /// once, one that finds it busy queues for the writer thread.
     pub(super) conn: Arc<Mutex<rusqlite::Connection>>,
     writer: std::sync::mpsc::Sender<Write>,
+    /// Copies the WAL into the file off the turns' path.
+    checkpoints: Arc<Checkpoints>,
     file: Arc<DbFile>,
     /// One process writes the file, so it is the one to tell.
     events: broadcast::Sender<SessionEvent>,
@@ -205,14 +209,15 @@ impl SqliteStore {
             ));
         }
         let conn = Arc::new(Mutex::new(writer_connection(&path, &pragma)?));
+        let checkpoints = Arc::new(Checkpoints::start(&path, &pragma, conn.clone())?);
         let file = Arc::new(DbFile::new(Some(path)));
         let (writer, queue) = std::sync::mpsc::channel();
-        let (thread_conn, thread_file) = (conn.clone(), file.clone());
+        let (thread_conn, thread_file, thread_checkpoints) = (conn.clone(), file.clone(), checkpoints.clone());
         std::thread::Builder::new()
             .name("ruleweave-sqlite-writer".into())
-            .spawn(move || write_thread(&thread_conn, &thread_file, queue))
+            .spawn(move || write_thread(&thread_conn, &thread_file, &thread_checkpoints, queue))
             .map_err(|e| store_error("cannot start the SQLite writer", e))?;
-        Ok(SqliteStore { pool, conn, writer, file, events: broadcast::channel(EVENT_BUFFER).0 })
+        Ok(SqliteStore { pool, conn, writer, checkpoints, file, events: broadcast::channel(EVENT_BUFFER).0 })
     }
 }
 
@@ -246,7 +251,12 @@ impl SqliteStore {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        Some(self.file.check().and_then(|()| write_batch(&conn, &[p])?.pop().unwrap_or(Ok(false))))
+        let written = self.file.check().and_then(|()| write_batch(&conn, &[p]));
+        drop(conn);
+        if written.is_ok() {
+            self.checkpoints.wrote(1);
+        }
+        Some(written.and_then(|mut each| each.pop().unwrap_or(Ok(false))))
     }
 
     /// Writes `p` on the store's connection: here and now when it is free, else through the
@@ -370,7 +380,12 @@ impl Store for SqliteStore {
 /// The writer thread, for writes that find the connection busy: it takes every waiting write
 /// (up to [`BATCH`]) once the connection is free and commits them in one transaction, each in a
 /// savepoint so that one that fails leaves the others; then it answers each waiter.
-fn write_thread(conn: &Mutex<rusqlite::Connection>, file: &DbFile, queue: std::sync::mpsc::Receiver<Write>) {
+fn write_thread(
+    conn: &Mutex<rusqlite::Connection>,
+    file: &DbFile,
+    checkpoints: &Checkpoints,
+    queue: std::sync::mpsc::Receiver<Write>,
+) {
     while let Ok(first) = queue.recv() {
         let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut batch = vec![first];
@@ -387,6 +402,9 @@ fn write_thread(conn: &Mutex<rusqlite::Connection>, file: &DbFile, queue: std::s
             Ok(()) => write_batch(&conn, &pending),
         };
         drop(conn);
+        if outcome.is_ok() {
+            checkpoints.wrote(batch.len());
+        }
         match outcome {
             Ok(each) => {
                 for (w, r) in batch.into_iter().zip(each) {
@@ -522,13 +540,63 @@ fn writer_connection(path: &Path, synchronous: &str) -> Result<rusqlite::Connect
     let failed = |e: rusqlite::Error| store_error(&format!("cannot open {} for writing", path.display()), e);
     let conn = rusqlite::Connection::open(path).map_err(failed)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(failed)?;
-    conn.execute_batch(&format!("PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous};")).map_err(failed)?;
+    // Checkpoints are the checkpointer's (`wal.rs`), not a turn's commit's.
+    conn.execute_batch(&format!(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous}; PRAGMA wal_autocheckpoint = 0;"
+    ))
+    .map_err(failed)?;
     Ok(conn)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{session, start, turn};
     use super::*;
+
+    /// Turns never checkpoint the WAL themselves, yet it is copied into the database file and
+    /// starts over as they go on: the checkpointer's rounds keep it bounded, and every
+    /// checkpoint written is there to read.
+    #[tokio::test]
+    async fn the_wal_is_checkpointed_off_the_turns_path_and_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.db");
+        let store = SqliteStore::open(&format!("sqlite://{}", file.display())).await.unwrap();
+        let s = "wal-test";
+        store.create(&session(s), &start()).await.unwrap();
+        // A turn's row of a few kilobytes, as a chat game's turns are.
+        let exchanges = Arc::new(vec![crate::llm::Exchange {
+            node: "judge".into(),
+            provider: "test".into(),
+            request: crate::llm::LlmRequest {
+                provider: None,
+                default_model: None,
+                profile: "judge".into(),
+                model: "m".into(),
+                messages: vec![crate::llm::Message::new("user", "x".repeat(3000))],
+                temperature: None,
+                max_tokens: None,
+                json: false,
+                schema: None,
+            },
+            response: None,
+            error: Some("none".into()),
+            latency_ms: 0.0,
+        }]);
+        let writes = 4 * super::super::wal::EVERY as u64;
+        for n in 1..=writes {
+            let c = Checkpoint { exchanges: exchanges.clone(), ..turn(n, n) };
+            store.append(s, &c).await.unwrap();
+        }
+        assert!(store.checkpoints.wait_rounds(3, Duration::from_secs(20)), "the checkpointer never ran");
+        let wal = std::fs::metadata(dir.path().join("s.db-wal")).map_or(0, |m| m.len());
+        let db = std::fs::metadata(&file).unwrap().len();
+        // Never reset, the WAL would hold every write (about five pages each: 22 MB); it starts
+        // over after each round instead, and the pages are in the database file.
+        assert!(wal < 8 << 20, "the WAL grew to {wal} bytes");
+        assert!(db > 3 << 20, "the database file holds {db} bytes");
+        let stored = store.load(s).await.unwrap().unwrap();
+        assert_eq!(stored.info.head, writes);
+    }
 
     /// `?synchronous=` chooses the durability (what SQLite's `PRAGMA synchronous` then reports on
     /// the store's connections); other query parameters go on to sqlx; a mode it does not know

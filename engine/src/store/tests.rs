@@ -13,7 +13,7 @@ fn updates(node: &str, v: serde_json::Value) -> (String, Updates) {
     (node.to_owned(), Updates(Arc::new(from_json(&v).cast())))
 }
 
-fn session(id: &str) -> SessionInfo {
+pub(super) fn session(id: &str) -> SessionInfo {
     SessionInfo {
         id: id.to_owned(),
         pack: "p".into(),
@@ -32,7 +32,7 @@ fn session(id: &str) -> SessionInfo {
     }
 }
 
-fn start() -> Checkpoint {
+pub(super) fn start() -> Checkpoint {
     Checkpoint {
         seq: 0,
         turn: 0,
@@ -50,7 +50,7 @@ fn start() -> Checkpoint {
     }
 }
 
-fn turn(seq: u64, n: u64) -> Checkpoint {
+pub(super) fn turn(seq: u64, n: u64) -> Checkpoint {
     Checkpoint {
         seq,
         turn: n,
