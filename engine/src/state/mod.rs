@@ -32,8 +32,12 @@ pub(crate) struct Field {
 /// The state fields of a pack, in declaration order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Schema {
-    pub fields: IndexMap<String, Field>,
+    pub fields: Fields,
 }
+
+/// Fields by name. Every update of every turn looks its fields up here, so the hasher is a fast
+/// one rather than std's SipHash (the names are the pack's own).
+pub(crate) type Fields = IndexMap<String, Field, foldhash::fast::RandomState>;
 
 /// How to undo one applied update.
 #[derive(Debug)]
@@ -121,7 +125,7 @@ impl Schema {
 
     /// A schema [`Schema::describe`] recorded; `None` when `description` is not one.
     pub fn from_description(description: &serde_json::Value) -> Option<Schema> {
-        let mut fields = IndexMap::new();
+        let mut fields = Fields::default();
         for f in description.get("fields")?.as_array()? {
             let name = f.get("name")?.as_str()?.to_owned();
             let field = Field {
@@ -239,7 +243,7 @@ mod tests {
             doc: String::new(),
             origin: crate::error::Origin::file("config/test.yaml"),
         };
-        let mut fields = IndexMap::new();
+        let mut fields = Fields::default();
         fields.insert("score".into(), mk(TypeName::Int, Reducer::Replace, json!(0)));
         fields.insert("ratio".into(), mk(TypeName::Float, Reducer::Replace, json!(0.0)));
         fields.insert("log".into(), mk(TypeName::List, Reducer::Append, json!([])));

@@ -137,7 +137,7 @@ impl Loader<'_> {
     }
 
     pub(super) fn schema(&mut self, decls: &IndexMap<String, Spanned<manifest::FieldDecl>>) -> Schema {
-        let mut fields = IndexMap::new();
+        let mut fields = crate::state::Fields::default();
         for (name, d) in decls {
             let at = self.at(d);
             let d = &d.value;
