@@ -582,12 +582,18 @@ mod tests {
             error: Some("none".into()),
             latency_ms: 0.0,
         }]);
-        let writes = 4 * super::super::wal::EVERY as u64;
-        for n in 1..=writes {
-            let c = Checkpoint { exchanges: exchanges.clone(), ..turn(n, n) };
-            store.append(s, &c).await.unwrap();
+        // Four rounds' worth of writes, each batch waiting for its round (a nudge that comes
+        // while a round runs may be folded into it).
+        let every = u64::from(super::super::wal::EVERY);
+        let mut writes = 0;
+        for round in 1..=4 {
+            for _ in 0..every {
+                writes += 1;
+                let c = Checkpoint { exchanges: exchanges.clone(), ..turn(writes, writes) };
+                store.append(s, &c).await.unwrap();
+            }
+            assert!(store.checkpoints.wait_rounds(round, Duration::from_secs(30)), "round {round} never ran");
         }
-        assert!(store.checkpoints.wait_rounds(3, Duration::from_secs(20)), "the checkpointer never ran");
         let wal = std::fs::metadata(dir.path().join("s.db-wal")).map_or(0, |m| m.len());
         let db = std::fs::metadata(&file).unwrap().len();
         // Never reset, the WAL would hold every write (about five pages each: 22 MB); it starts
