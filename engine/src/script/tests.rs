@@ -169,36 +169,3 @@ fn import_is_refused_where_it_is_written() {
     assert!(e.detail().starts_with("`import` is not available"), "{e}");
     assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:2:1");
 }
-
-/// `param()` hands out the pack's lists and maps without copying them, and no script can change
-/// what the next call (of any session) sees: a copy is the script's own, and the shared value
-/// refuses changes.
-#[test]
-fn params_are_shared_and_never_changed_by_a_script() {
-    let params = from_json(&serde_json::json!({"table": {"a": [1, 2], "b": 3}, "list": [1], "n": 4})).cast::<Map>();
-    let shared = Arc::new(HostShared::new(
-        "t".into(),
-        params.clone(),
-        Arc::new(Prompts::empty(&params)),
-        Arc::new(IndexMap::new()),
-        Default::default(),
-        Default::default(),
-    ));
-    let sb = Sandbox::new(Limits::default(), shared, &[]).unwrap();
-    let src = r#"
-        fn f() {
-            let t = param("table");
-            t.a.push(9);
-            t.b = 0;
-            param("table").a.push(8);
-            param("list").push(7);
-            [t.a.len(), param("table").a.len(), param("table")["b"], param("list").len(), param("n")]
-        }
-        fn g() { [param("table").a.len(), param("table").b, param("list").len()] }
-    "#;
-    let mut state = Dynamic::UNIT;
-    let got = sb.call(&func(&sb, src, "f"), &mut state, (), None).unwrap();
-    assert_eq!(crate::value::to_json(&got), serde_json::json!([3, 2, 3, 1, 4]));
-    let again = sb.call(&func(&sb, src, "g"), &mut state, (), None).unwrap();
-    assert_eq!(crate::value::to_json(&again), serde_json::json!([2, 3, 1]));
-}

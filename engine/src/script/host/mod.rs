@@ -130,7 +130,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         register: |e, shared| {
             let shared = shared.clone();
             e.register_fn("param", move |name: &str| -> RhaiResult<Dynamic> {
-                shared.handed.get(name).cloned().ok_or_else(|| {
+                shared.params.get(name).cloned().ok_or_else(|| {
                     let known: Vec<&str> = shared.params.keys().map(|k| k.as_str()).collect();
                     format!("unknown parameter `{name}` (params: {})", known.join(", ")).into()
                 })

@@ -16,9 +16,6 @@ use crate::text;
 pub(crate) struct HostShared {
     pub pack: String,
     pub params: Map,
-    /// The params as `param()` hands them out: each list or map shared (and read-only), so a
-    /// call copies nothing and `param("table")[key]` copies only the entry it reads.
-    pub(super) handed: Map,
     pub prompts: Arc<Prompts>,
     pub profiles: Arc<IndexMap<String, Profile>>,
     /// The pack's data tables.
@@ -49,17 +46,9 @@ impl HostShared {
         schemas: crate::schemas::Schemas,
     ) -> Self {
         let folded = params.iter().filter_map(|(k, v)| Some((k.to_string(), fold_param(v)?))).collect();
-        let handed = params
-            .iter()
-            .map(|(k, v)| {
-                let v = if v.is_array() || v.is_map() { v.clone().into_shared().into_read_only() } else { v.clone() };
-                (k.clone(), v)
-            })
-            .collect();
         HostShared {
             pack,
             params,
-            handed,
             prompts,
             profiles,
             tables,
