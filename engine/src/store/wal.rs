@@ -2,18 +2,19 @@
 //! turns' path.
 //!
 //! Left to itself, SQLite checkpoints inside the commit that grows the WAL past 1000 pages, and
-//! that commit (a turn's) waits while the database file is synced: a few milliseconds every
-//! couple of hundred turns, about a fifth of a persisted turn's time on average. Here the store's
-//! writer connection never checkpoints. Every [`EVERY`] writes nudge a thread of this module's,
-//! which copies the WAL with a passive checkpoint while turns go on writing, then holds writes for
-//! a moment to copy what they wrote meanwhile and let the WAL start over from its beginning (so it
-//! does not grow for as long as turns keep coming).
+//! that commit (a turn's) waits while the log and the database file are synced: a few
+//! milliseconds every couple of hundred turns, about a tenth of a persisted turn's time on
+//! average. Here the store's writer connection never checkpoints. Every [`EVERY`] writes nudge a
+//! thread of this module's, which copies the WAL with a passive checkpoint while turns go on
+//! writing, then holds writes for the moment it takes to copy what they wrote meanwhile and let
+//! the WAL start over from its beginning (so it does not grow for as long as turns keep coming).
+//! Only the turns that arrive in that moment wait, for a copy of a few pages and their sync.
 //!
 //! Durability is unchanged: a turn is acknowledged once its commit is in the WAL, as before, and
-//! the database file is synced before the WAL is reused (`synchronous=normal`).
+//! the log and the database file are synced before the WAL is reused (`synchronous=normal`).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -21,18 +22,25 @@ use std::time::Duration;
 use super::store_error;
 use crate::error::Result;
 
-/// Writes between two checkpoints. A chat game's turn adds about five pages to the WAL, so this is
-/// about SQLite's own interval of 1000 pages.
-pub(super) const EVERY: u32 = 256;
+/// Writes between two checkpoints. A chat game's turn adds about five pages to the WAL, so this
+/// keeps it under the 1000 pages at which SQLite's own checkpointing starts: the sqlx pool's
+/// connections keep it, for the few writes they make, and would otherwise checkpoint in them.
+pub(super) const EVERY: u64 = 160;
 
 /// How long the final step of a round may wait for a reader still in the WAL, holding writes:
 /// past it, the round gives up and the next one tries again.
 const HOLD: Duration = Duration::from_millis(20);
 
+/// Rounds in a row that may end with the WAL still in a reader's use before that is logged.
+const STARVED: u32 = 8;
+
 /// The checkpointer of one database file: the writes it counts, and its thread.
 pub(super) struct Checkpoints {
-    writes: AtomicU32,
+    /// Writes committed since the store opened.
+    writes: AtomicU64,
     nudge: SyncSender<()>,
+    /// Set when the thread is gone and the writer checkpoints as SQLite would.
+    fallen_back: AtomicBool,
     /// Rounds finished, for whoever waits for one (tests).
     #[cfg_attr(not(test), allow(dead_code))]
     rounds: Arc<(Mutex<u64>, Condvar)>,
@@ -44,6 +52,7 @@ impl Checkpoints {
     pub fn start(path: &Path, synchronous: &str, writer: Arc<Mutex<rusqlite::Connection>>) -> Result<Self> {
         let failed = |e: rusqlite::Error| store_error(&format!("cannot open {} to checkpoint it", path.display()), e);
         let conn = rusqlite::Connection::open(path).map_err(failed)?;
+        conn.busy_timeout(HOLD).map_err(failed)?;
         conn.execute_batch(&format!("PRAGMA synchronous = {synchronous};")).map_err(failed)?;
         let (nudge, nudges) = std::sync::mpsc::sync_channel(1);
         let rounds = Arc::new((Mutex::new(0), Condvar::new()));
@@ -52,17 +61,24 @@ impl Checkpoints {
             .name("ruleweave-sqlite-checkpoints".into())
             .spawn(move || run(&conn, &writer, &nudges, &counted))
             .map_err(|e| store_error("cannot start the SQLite checkpointer", e))?;
-        Ok(Checkpoints { writes: AtomicU32::new(0), nudge, rounds })
+        Ok(Checkpoints { writes: AtomicU64::new(0), nudge, fallen_back: AtomicBool::new(false), rounds })
     }
 
-    /// Counts `n` committed writes, nudging the checkpointer every [`EVERY`].
-    pub fn wrote(&self, n: usize) {
-        let n = u32::try_from(n).unwrap_or(u32::MAX);
-        if self.writes.fetch_add(n, Ordering::Relaxed).saturating_add(n) >= EVERY {
-            self.writes.store(0, Ordering::Relaxed);
-            // A round already waiting will copy these writes too.
-            if let Err(TrySendError::Disconnected(())) = self.nudge.try_send(()) {
-                tracing::error!("the SQLite checkpointer has stopped; the WAL is no longer copied");
+    /// Counts `n` writes just committed on `writer` (the store's writer connection, held by the
+    /// caller), nudging the checkpointer each time the count passes a multiple of [`EVERY`].
+    pub fn wrote(&self, n: usize, writer: &rusqlite::Connection) {
+        let n = n as u64;
+        let before = self.writes.fetch_add(n, Ordering::Relaxed);
+        if before / EVERY == (before + n) / EVERY {
+            return;
+        }
+        // A round already waiting will copy these writes too.
+        if let Err(TrySendError::Disconnected(())) = self.nudge.try_send(())
+            && !self.fallen_back.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!("the SQLite checkpointer has stopped; the store's commits checkpoint as SQLite's do");
+            if let Err(e) = writer.execute_batch("PRAGMA wal_autocheckpoint = 1000;") {
+                tracing::error!("cannot turn SQLite's own checkpoints back on: {e}");
             }
         }
     }
@@ -84,9 +100,20 @@ fn run(
     nudges: &Receiver<()>,
     rounds: &(Mutex<u64>, Condvar),
 ) {
+    let mut starved = 0;
     while nudges.recv().is_ok() {
-        if let Err(e) = round(conn, writer) {
-            tracing::warn!("a checkpoint of the SQLite store failed (the next one tries again): {e}");
+        match round(conn, writer) {
+            Ok(true) => starved = 0,
+            Ok(false) => {
+                starved += 1;
+                if starved == STARVED {
+                    tracing::warn!(
+                        "the SQLite WAL has not started over for {STARVED} checkpoints: a reader keeps \
+                         using it (a long read?), so it grows"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("a checkpoint of the SQLite store failed (the next one tries again): {e}"),
         }
         let (count, changed) = rounds;
         *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
@@ -94,16 +121,17 @@ fn run(
     }
 }
 
-/// One round: the bulk of the copy (and the sync of the database file) while turns write on, then
-/// the pages they wrote meanwhile with writes held, after which the WAL starts over.
-fn round(conn: &rusqlite::Connection, writer: &Mutex<rusqlite::Connection>) -> rusqlite::Result<()> {
-    conn.busy_timeout(Duration::from_secs(10))?;
+/// One round: the bulk of the copy (and the syncs) while turns write on, then, with writes held,
+/// the pages they wrote meanwhile, after which the WAL starts over. Whether it could: a reader
+/// still in the WAL keeps it.
+fn round(conn: &rusqlite::Connection, writer: &Mutex<rusqlite::Connection>) -> rusqlite::Result<bool> {
+    // Busy here means another connection is checkpointing: this round's copy is its.
     checkpoint(conn, "PASSIVE")?;
     let _held = writer.lock().unwrap_or_else(|p| p.into_inner());
-    conn.busy_timeout(HOLD)?;
-    checkpoint(conn, "RESTART")
+    Ok(!checkpoint(conn, "RESTART")?)
 }
 
-fn checkpoint(conn: &rusqlite::Connection, mode: &str) -> rusqlite::Result<()> {
-    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()))
+/// Runs a checkpoint of `mode`; whether it was kept from finishing (SQLite's `busy` column).
+fn checkpoint(conn: &rusqlite::Connection, mode: &str) -> rusqlite::Result<bool> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| row.get::<_, i64>(0)).map(|busy| busy != 0)
 }
