@@ -7,8 +7,8 @@
 //! transaction once the connection is free (group commit) and answers each turn after the commit.
 //! New sessions and deletions are written the same way (a write on another connection would also
 //! throw away this one's page cache). The rest (reads, lobby inputs, expiry) goes through sqlx's
-//! pool. No commit of a turn copies the WAL into the file: a thread of `wal.rs` does, every few
-//! hundred writes.
+//! pool. No commit of a turn copies the WAL into the file: a thread of `wal.rs` does, every 160
+//! writes.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -563,25 +563,8 @@ mod tests {
         let autocheckpoint: i64 =
             store.conn.lock().unwrap().query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0)).unwrap();
         assert_eq!(autocheckpoint, 0, "the writer's commits must not checkpoint");
-        // A turn's row of a few kilobytes, as a chat game's turns are.
-        let exchanges = Arc::new(vec![crate::llm::Exchange {
-            node: "judge".into(),
-            provider: "test".into(),
-            request: crate::llm::LlmRequest {
-                provider: None,
-                default_model: None,
-                profile: "judge".into(),
-                model: "m".into(),
-                messages: vec![crate::llm::Message::new("user", "x".repeat(3000))],
-                temperature: None,
-                max_tokens: None,
-                json: false,
-                schema: None,
-            },
-            response: None,
-            error: Some("none".into()),
-            latency_ms: 0.0,
-        }]);
+        // A turn's row of a few kilobytes, as a chat game's turns are (their prompts make it so).
+        let long = serde_json::json!({"message": "x".repeat(3000)});
         // Four rounds' worth of writes, each batch waiting for its round (a nudge that comes
         // while a round runs may be folded into it).
         let every = super::super::wal::EVERY;
@@ -589,7 +572,7 @@ mod tests {
         for round in 1..=4 {
             for _ in 0..every {
                 writes += 1;
-                let c = Checkpoint { exchanges: exchanges.clone(), ..turn(writes, writes) };
+                let c = Checkpoint { input: Some(long.clone()), ..turn(writes, writes) };
                 store.append(s, &c).await.unwrap();
             }
             assert!(store.checkpoints.wait_rounds(round, Duration::from_secs(30)), "round {round} never ran");
