@@ -42,10 +42,10 @@ pub(crate) struct Column {
     pub ty: TypeName,
 }
 
-/// A row: the map scripts get (built once, shared) and its key.
+/// A row: its map (scripts get a copy) and its key.
 #[derive(Debug)]
 pub(crate) struct Row {
-    pub map: Dynamic,
+    pub map: Map,
     /// The key column's value as text (what counters are kept by).
     pub key: String,
 }
@@ -167,7 +167,7 @@ impl Table {
                 for (column, cell) in by_column.iter_mut().zip(cells) {
                     column.push(cell);
                 }
-                Row { map: Dynamic::from_map(map).into_read_only().into_shared(), key }
+                Row { map, key }
             })
             .collect();
         let index = rows.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
@@ -352,12 +352,10 @@ impl Table {
         Ok(hits.into_iter().map(|i| self.row(i, counted(i))).collect())
     }
 
-    /// Row `i` as scripts see it: its map, with the counters when the table has any.
+    /// Row `i` as scripts see it: a copy of its map (it goes into a list, and Rhai holds that no
+    /// list has a shared value inside it), with the counters when the table has any.
     fn row(&self, i: usize, counted: &[i64]) -> Dynamic {
-        if self.counters.is_empty() {
-            return self.rows[i].map.clone();
-        }
-        let mut map = self.rows[i].map.read_lock::<Map>().map(|m| m.clone()).unwrap_or_default();
+        let mut map = self.rows[i].map.clone();
         for (name, n) in self.counters.iter().zip(counted) {
             map.insert(name.as_str().into(), Dynamic::from_int(*n));
         }

@@ -8,10 +8,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use minijinja::{AutoEscape, Environment, UndefinedBehavior, Value};
-use rhai::Map;
+use rhai::{Dynamic, Map};
 
 use crate::error::{Error, ErrorKind, Origin, Result};
-use crate::value::to_template;
+use crate::value::{field_to_template, to_template};
 
 /// Names every template may read besides state fields.
 pub(crate) const CONTEXT_NAMES: &[&str] = &["params", "options", "input", "vars"];
@@ -185,15 +185,23 @@ impl Prompts {
     }
 
     /// Renders `name` for a node: state fields at the top level, plus params, options, input
-    /// and the node's vars.
-    pub fn render(&self, name: &str, state: &Map, options: &Map, input: &Map, vars: Option<&Map>) -> Result<String> {
+    /// and the node's vars. The template reads the state's lists and maps where they are.
+    pub fn render(
+        &self,
+        name: &str,
+        state: &Dynamic,
+        options: &Map,
+        input: &Map,
+        vars: Option<&Map>,
+    ) -> Result<String> {
+        let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         let mut ctx: BTreeMap<String, Value> = BTreeMap::new();
         let put = |key: &str| match key {
             "params" => Some(self.params.clone()),
             "options" => Some(map_value(options)),
             "input" => Some(map_value(input)),
             "vars" => vars.map(map_value),
-            field => state.get(field).map(to_template),
+            field => field_to_template(state, &map, field),
         };
         match self.reads.get(name) {
             Some(Some(reads)) => {
@@ -204,13 +212,15 @@ impl Prompts {
                 }
             }
             _ => {
-                for key in state.keys().map(|k| k.as_str()).chain(CONTEXT_NAMES.iter().copied()) {
+                for key in map.keys().map(|k| k.as_str()).chain(CONTEXT_NAMES.iter().copied()) {
                     if let Some(v) = put(key) {
                         ctx.insert(key.to_owned(), v);
                     }
                 }
             }
         }
+        // The views lock the state as they read it.
+        drop(map);
         self.render_ctx(name, Value::from_object(ctx))
     }
 
@@ -341,7 +351,7 @@ mod tests {
     fn renders_state_params_options_and_vars() {
         let p = prompts(&[("t.j2", "{{ score }}/{{ params.n }}/{{ options.level }}/{{ vars.x }}/{{ input.m }}")]);
         let p = p.unwrap();
-        let state = from_json(&json!({"score": 7, "other": [1]})).cast::<Map>();
+        let state = from_json(&json!({"score": 7, "other": [1]}));
         let options = from_json(&json!({"level": "easy"})).cast::<Map>();
         let input = from_json(&json!({"m": "hi"})).cast::<Map>();
         let vars = from_json(&json!({"x": true})).cast::<Map>();
@@ -351,14 +361,14 @@ mod tests {
     #[test]
     fn a_sliced_loop_sees_its_sequence() {
         let p = prompts(&[("t.j2", "{% for m in history[-params.n:] %}{{ m }},{% endfor %}")]);
-        let state = from_json(&json!({"history": [1, 2, 3, 4, 5]})).cast::<Map>();
+        let state = crate::state::root(from_json(&json!({"history": [1, 2, 3, 4, 5]})).cast::<Map>());
         assert_eq!(p.unwrap().render("t.j2", &state, &Map::new(), &Map::new(), None).unwrap(), "3,4,5,");
     }
 
     #[test]
     fn undefined_variables_fail_with_the_template_line() {
         let p = prompts(&[("t.j2", "line one\n{{ nope.deeper }}")]);
-        let e = p.unwrap().render("t.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap_err();
+        let e = p.unwrap().render("t.j2", &Dynamic::from_map(Map::new()), &Map::new(), &Map::new(), None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Template);
         assert_eq!(e.origin().unwrap().to_string(), "prompts/p/t.j2:2:4");
     }
@@ -368,13 +378,16 @@ mod tests {
         let bomb = r#"{% for i in range(100000) %}{{ "x" * 100000 }}{% endfor %}"#;
         let p = prompts(&[("bomb.j2", bomb), ("ok.j2", "{{ 'y' * 10 }}")]);
         let p = p.unwrap().limit_output(4096);
-        let e = p.render("bomb.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap_err();
+        let e = p.render("bomb.j2", &Dynamic::from_map(Map::new()), &Map::new(), &Map::new(), None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Limit);
         assert_eq!(
             e.to_string(),
             "template `bomb.j2` rendered more than 4096 bytes (limits.max_render_size) (in prompts/p/bomb.j2)"
         );
-        assert_eq!(p.render("ok.j2", &Map::new(), &Map::new(), &Map::new(), None).unwrap(), "yyyyyyyyyy");
+        assert_eq!(
+            p.render("ok.j2", &Dynamic::from_map(Map::new()), &Map::new(), &Map::new(), None).unwrap(),
+            "yyyyyyyyyy"
+        );
     }
 
     #[test]

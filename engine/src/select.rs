@@ -382,8 +382,9 @@ impl Selector {
         if alive.is_empty() {
             return Ok(Vec::new());
         }
+        // The list holds plain copies: Rhai holds that no list has a shared value inside it.
         let list: rhai::Array =
-            alive.iter().map(|&i| shared[i].get_or_insert_with(|| candidate_map(&at(i))).clone()).collect();
+            alive.iter().map(|&i| shared[i].get_or_insert_with(|| candidate_map(&at(i))).flatten_clone()).collect();
         let out = run.sandbox.call(f, run.state, (list, s.shared_params.clone()), Some(run.tag.clone()))?;
         let bad = |what: String| {
             Error::new(ErrorKind::Script, format!("scorer `{}`: {} {what}", s.id, f.display()))

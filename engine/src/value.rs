@@ -70,9 +70,23 @@ pub(crate) fn map_to_json(map: &Map) -> Json {
 pub(crate) fn to_template(d: &Dynamic) -> minijinja::Value {
     match scalar(d) {
         Some(v) => v,
-        // State lists and maps are shared already; anything else is shared once, here.
         None => View::root(if d.is_shared() { d.clone() } else { d.clone().into_shared() }),
     }
+}
+
+/// Field `name` of the state `map` (read from `state`) as a template value: a scalar converted,
+/// a list or map viewed where it is in a shared state rather than copied.
+pub(crate) fn field_to_template(state: &Dynamic, map: &Map, name: &str) -> Option<minijinja::Value> {
+    let v = map.get(name)?;
+    Some(match scalar(v) {
+        Some(s) => s,
+        None if state.is_shared() => minijinja::Value::from_object(View {
+            root: state.clone(),
+            path: vec![Step::Key(name.into())],
+            list: v.is_array(),
+        }),
+        None => to_template(v),
+    })
 }
 
 /// A scalar as a template value; `None` for lists and maps.

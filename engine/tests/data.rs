@@ -138,3 +138,27 @@ fn a_table_may_be_csv() {
     let pack = Engine::builder(root.path()).build().pack("deck").unwrap();
     assert_eq!(pack.describe()["tables"]["cards"]["rows"], 2);
 }
+
+/// Rows of a table without counters are the scripts' to measure and change: each query hands out
+/// copies (changing one changes nothing in the table).
+#[tokio::test]
+async fn rows_without_counters_are_copies_a_script_may_measure_and_change() {
+    const PICK_ALL: &str = r#"
+fn pick() {
+    let rows = query("cards", #{ where: #{ level: #{ between: [1, input().level] } }, order: ["id"] });
+    rows[0].word = "changed";
+    rows.push(#{ word: "extra" });
+    let again = query("cards", #{ order: ["id"], limit: 1 });
+    #{ picked: `${rows.len()} rows, first ${rows[0].word}, then ${again[0].word} (${again.len()})` }
+}
+"#;
+    let root = write_root(&[
+        ("config/deck.yaml", &PACK.replace("    counters: [times_used]\n", "")),
+        ("data/deck/cards.yaml", CARDS),
+        ("scripts/deck/pick.rhai", PICK_ALL),
+    ]);
+    let engine = Engine::builder(root.path()).build();
+    let mut s = engine.open("deck", &Default::default()).await.unwrap();
+    let out = s.turn(json!({"level": 2})).await.unwrap().output;
+    assert_eq!(out["picked"], json!(["5 rows, first changed, then apple (1)"]));
+}

@@ -243,3 +243,28 @@ fn a_bad_map_is_refused_at_load() {
     let err = Engine::builder(bad.path()).build().pack("mapper").unwrap_err().to_string();
     assert!(err.contains("`m.rhai::items` must be a function of 2 parameter(s)"), "then gets (reply, item): {err}");
 }
+
+/// A script map node whose items call models runs them at the same time too, each on its own
+/// copy of the state: all three read it while all three wait for the model.
+#[tokio::test]
+async fn script_items_read_the_state_while_they_wait_at_the_same_time() {
+    let manifest = MANIFEST.replace(
+        "      llm: m\n      prompt: each.j2\n      map: {over: m.rhai::items, concurrency: CONCURRENCY}\n      then: m.rhai::got\n      FALLBACK\n",
+        "      script: m.rhai::each\n      map: {over: m.rhai::items, concurrency: 3}\n",
+    );
+    assert!(manifest.contains("m.rhai::each"));
+    let each = "fn each(item) {\n    let before = this.items.len();\n    let reply = llm(\"m\", `ITEM ${item} AT ${item.sub_string(5)}`);\n    #{got: [`${item}=${reply} of ${before}/${this.items.len()}`], total: 1}\n}\n";
+    let dir = write_root(&[
+        ("config/mapper.yaml", &manifest.replace("script: m.rhai::each", "script: each.rhai::each")),
+        ("scripts/mapper/m.rhai", SCRIPT),
+        ("scripts/mapper/each.rhai", each),
+    ]);
+    let model = Gated::new(1, vec![]);
+    let engine = Engine::builder(dir.path()).provider(model.clone()).build();
+    let turn = tokio::spawn(play(engine, 3));
+    model.wait("three calls at once", |s| s.arrived == 3).await;
+    model.gates[0].add_permits(3);
+    let (state, _) = turn.await.unwrap().unwrap();
+    assert_eq!(state["got"], json!(["item-0=reply-0 of 3/3", "item-1=reply-1 of 3/3", "item-2=reply-2 of 3/3"]));
+    assert_eq!(state["total"], json!(3));
+}

@@ -146,3 +146,34 @@ async fn a_panic_inside_a_turn_is_an_error_and_the_turn_is_undone() {
     let r = s.turn(json!({"text": "two"})).await.unwrap();
     assert_eq!((r.turn, r.output), (2, json!({"log": ["one", "two"]})));
 }
+
+/// A script may take the state whole: count its fields, list them, write it out, copy it and
+/// change the copy. (Rhai panics when it measures a list or map with a shared value inside; the
+/// state's lists and maps are plain, so these are ordinary operations, not a bug in the turn.)
+#[tokio::test]
+async fn a_script_may_measure_list_and_copy_the_whole_state() {
+    let root = write_root(&[
+        (
+            "config/whole.yaml",
+            "state:\n  log: {type: list, reducer: append}\n  meta: {type: map, reducer: merge, default: {a: [1, 2]}}\n  seen: {type: string}\ninput:\n  text: {type: string, required: true}\noutput: [log, seen]\ngraph:\n  nodes:\n    note: {script: note.rhai::note}\n    look: {script: note.rhai::look}\n  edges:\n    - START -> note\n    - note -> look\n    - look -> END\n",
+        ),
+        (
+            "scripts/whole/note.rhai",
+            r#"fn note() { #{ log: input().text } }
+fn look() {
+    let copy = this;
+    copy.log.push("not in the state");
+    let j = parse_json(to_json(this));
+    #{ seen: `${this.len()} fields ${this.keys()}, ${this.values().len()} values, log ${j.log}, copy ${copy.log.len()}, meta ${this.meta.a.len()}` }
+}"#,
+        ),
+    ]);
+    let engine = Engine::builder(root.path()).build();
+    let mut s = engine.open("whole", &Default::default()).await.unwrap();
+    s.turn(json!({"text": "one"})).await.unwrap();
+    let r = s.turn(json!({"text": "two"})).await.unwrap();
+    assert_eq!(
+        r.output,
+        json!({"log": ["one", "two"], "seen": "3 fields [\"log\", \"meta\", \"seen\"], 3 values, log [\"one\", \"two\"], copy 3, meta 2"})
+    );
+}

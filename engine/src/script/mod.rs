@@ -43,6 +43,9 @@ pub(crate) struct ScriptFile {
     anchor: Option<Origin>,
     /// Whether any function in it (or a library it uses) may call a model.
     pub calls_models: bool,
+    /// Whether any function in it reads the state (`this`). Libraries do not: their functions
+    /// are called by their module's name, which binds no `this`.
+    pub reads_state: bool,
 }
 
 impl ScriptFile {
@@ -185,6 +188,11 @@ impl FnRef {
     /// Whether calling it may wait for a model.
     pub fn calls_models(&self) -> bool {
         self.file.calls_models
+    }
+
+    /// Whether calling it may read the state (its file uses `this` somewhere).
+    pub fn reads_state(&self) -> bool {
+        self.file.reads_state
     }
 }
 
@@ -351,7 +359,15 @@ impl Sandbox {
     pub fn compile(&self, path: &str, source: &str) -> Result<ScriptFile> {
         let ast = compile(&self.engine, path, source)?;
         let calls_models = calls_models(&ast, &self.model_libs);
-        Ok(ScriptFile { path: path.to_owned(), ast, source: source.to_owned(), anchor: None, calls_models })
+        let reads_state = reads_state(&ast);
+        Ok(ScriptFile {
+            path: path.to_owned(),
+            ast,
+            source: source.to_owned(),
+            anchor: None,
+            calls_models,
+            reads_state,
+        })
     }
 
     /// Compiles a Rhai expression written in a manifest (a route case's `when`) as a function
@@ -382,7 +398,8 @@ impl Sandbox {
         })?;
         ast.set_source(at.file.clone());
         let calls_models = calls_models(&ast, &self.model_libs);
-        Ok(ScriptFile { path: at.file.clone(), ast, source, anchor: Some(at.clone()), calls_models })
+        let reads_state = reads_state(&ast);
+        Ok(ScriptFile { path: at.file.clone(), ast, source, anchor: Some(at.clone()), calls_models, reads_state })
     }
 
     /// What `check` finds in `file` before it runs: calls to functions that exist nowhere, and
@@ -393,6 +410,14 @@ impl Sandbox {
 
     /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.
     pub fn call(&self, f: &FnRef, this: &mut Dynamic, args: impl FuncArgs, tag: Option<CallTag>) -> Result<Dynamic> {
+        // A shared state is locked once for the whole call, and the script gets the map inside:
+        // bound to the shared value, Rhai would lock it again at every `this.` the script reads.
+        if this.is_shared() {
+            let mut inner = this
+                .write_lock::<Dynamic>()
+                .ok_or_else(|| Error::internal(format!("{}: the state is in use by another script", f.display())))?;
+            return self.call(f, &mut inner, args, tag);
+        }
         let _deadline = DeadlineGuard::set(self.limits.max_wall);
         let mut options = CallFnOptions::new().eval_ast(false).rewind_scope(true).bind_this_ptr(this);
         if let Some(tag) = tag {
@@ -491,6 +516,16 @@ fn calls_models(ast: &AST, model_libs: &HashSet<String>) -> bool {
             };
             found |= hit;
         }
+        !found
+    });
+    found
+}
+
+/// Whether any function of `ast` uses `this`.
+fn reads_state(ast: &AST) -> bool {
+    let mut found = false;
+    ast.walk(&mut |path: &[ASTNode<'_>]| {
+        found |= matches!(path.last(), Some(ASTNode::Expr(Expr::ThisPtr(_))));
         !found
     });
     found

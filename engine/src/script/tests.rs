@@ -116,6 +116,17 @@ fn model_calls_are_found_statically() {
     assert!(!sb.compile("scripts/t/x.rhai", "// llm(\"judge\")\nfn f() { \"llm()\" }").unwrap().calls_models);
 }
 
+/// Scripts that run at the same time get a copy of the state only when their file reads it.
+#[test]
+fn reading_the_state_is_found_statically() {
+    let sb = sandbox(Limits::default());
+    let reads = |src: &str| sb.compile("scripts/t/x.rhai", src).unwrap().reads_state;
+    assert!(reads("fn f() { this.x }"));
+    assert!(reads("fn f(c) { c.id } fn g() { let all = this; all.len() }"), "any function of the file");
+    assert!(reads("fn f(c) { [c].map(|x| x + this.n) }"));
+    assert!(!reads("// reads this.x? no:\nfn f(item) { `this ${item}` }"), "comments and strings say nothing");
+}
+
 #[test]
 fn host_functions_that_need_a_turn_say_so() {
     let sb = sandbox(Limits::default());

@@ -444,8 +444,7 @@ impl Session {
         if !has {
             return None;
         }
-        let map = self.state.read_lock::<Map>()?;
-        Some(self.pack.prompts.render(&format!("display.{part}"), &map, &self.options, &Map::new(), None))
+        Some(self.pack.prompts.render(&format!("display.{part}"), &self.state, &self.options, &Map::new(), None))
     }
 
     /// The turn input for a line a person typed: what the pack's `typed` script makes of it (it

@@ -84,8 +84,7 @@ impl Undo {
 impl Schema {
     /// The state of a new session: every field at its default, read-only for scripts.
     pub fn initial(&self) -> Dynamic {
-        let map: Map = self.fields.iter().map(|(k, f)| (k.as_str().into(), stored(f.default.clone()))).collect();
-        Dynamic::from_map(map).into_read_only()
+        root(self.fields.iter().map(|(k, f)| (k.as_str().into(), stored(f.default.clone()))).collect())
     }
 
     /// The state a snapshot records, fitted to this schema: a field the snapshot lacks (or holds
@@ -101,7 +100,7 @@ impl Schema {
                 .unwrap_or_else(|| field.default.clone());
             map.insert(name.as_str().into(), stored(v));
         }
-        Dynamic::from_map(map).into_read_only()
+        root(map)
     }
 
     /// The schema as the store records it for each pack version: every field's type, reducer and
@@ -222,10 +221,25 @@ impl Schema {
     }
 }
 
-/// A value as state keeps it: read-only, and shared when it is a list or a map.
+/// A value as state keeps it: read-only and plain. Only the state as a whole is shared (see
+/// [`root`]): Rhai holds that no list or map has a shared value inside it, and breaks that rule's
+/// back with a panic when a script measures one (`this.len()`, a size limit's check).
 pub(super) fn stored(v: Dynamic) -> Dynamic {
-    let v = v.flatten().into_read_only();
-    if v.is_array() || v.is_map() { v.into_shared() } else { v }
+    v.flatten().into_read_only()
+}
+
+/// A state as sessions hold it: a read-only map (scripts see it as `this` and cannot assign to
+/// it), shared, so that a script on another thread, a template's view of a field and the turn
+/// all hold the one state without copying it.
+pub(crate) fn root(map: Map) -> Dynamic {
+    Dynamic::from_map(map).into_read_only().into_shared()
+}
+
+/// A copy of `state` that shares nothing with it: for scripts that run at the same time (Rhai
+/// locks a shared value for as long as a script works on it, so two scripts on one state would
+/// wait for each other).
+pub(crate) fn copy(state: &Dynamic) -> Dynamic {
+    root(state.read_lock::<Map>().map(|m| m.clone()).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -312,13 +326,14 @@ mod tests {
     }
 
     #[test]
-    fn lists_and_maps_are_stored_shared_and_survive_rollback() {
+    fn the_state_is_shared_whole_its_fields_plain_and_rollback_restores_them() {
         let s = schema();
         let mut state = s.initial();
         let mut undo = Undo::default();
         s.apply(&mut state, &updates(json!({"log": ["a"], "meta": {"k": 1}, "seen": ["a", "z"]})), &mut undo).unwrap();
+        assert!(state.is_shared() && state.is_read_only());
         let map = state.read_lock::<Map>().unwrap();
-        assert!(map["log"].is_shared() && map["meta"].is_shared() && !map["score"].is_shared());
+        assert!(map.values().all(|v| !v.is_shared()), "no shared value inside the state");
         drop(map);
         undo.rollback(&mut state);
         assert_eq!(to_json(&state)["log"], json!([]));

@@ -288,17 +288,17 @@ impl Llm {
             v.insert("item".into(), it.clone());
             v.insert("index".into(), Dynamic::from_int(i as i64));
         }
-        let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         let (options, input) = (&env.turn.options, &env.turn.input);
         let mut messages = Vec::new();
         if let Some(t) = &self.system {
-            messages.push(Message::new("system", env.prompts.render(t, &map, options, input, vars.as_ref())?));
+            messages.push(Message::new("system", env.prompts.render(t, state, options, input, vars.as_ref())?));
         }
         if let Some(h) = &self.history {
+            let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
             messages.extend(history(&map, h)?);
         }
         if let Some(t) = &self.prompt {
-            messages.push(Message::new("user", env.prompts.render(t, &map, options, input, vars.as_ref())?));
+            messages.push(Message::new("user", env.prompts.render(t, state, options, input, vars.as_ref())?));
         }
         let mut request = env.profiles[self.profile.as_str()].request(options, messages)?;
         if let Some(s) = &self.schema {
