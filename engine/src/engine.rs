@@ -293,7 +293,7 @@ impl Engine {
         let pack = self.pack(&history.info.pack)?;
         let options = pack.resolve_options(&options)?;
         let at = Session::load(self.rt().clone(), pack.clone(), history).await?;
-        let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state.clone() };
+        let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state };
         Session::open(self.rt().clone(), pack, options, None, Some(fork)).await
     }
 

@@ -11,6 +11,8 @@ use crate::error::Result;
 use crate::text::{self, Embeddings};
 
 /// A node written in Rust. It sees the state read-only and returns updates, like a script node.
+/// Updates hold plain values: a value made shared (`Dynamic::into_shared`) inside a list or map
+/// would reach scripts, and Rhai refuses those.
 pub trait NativeNode: Send + Sync {
     /// Runs the node.
     fn run(&self, ctx: &NodeContext<'_>) -> Result<Map>;

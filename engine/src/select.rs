@@ -540,8 +540,8 @@ impl Selector {
 }
 
 /// A candidate as scorers' scripts get it: `#{strategy, focus, phase, turn_count}`, built once
-/// per candidate and shared (read-only) by its scorers: a clone is a reference count, not a copy
-/// of the maps.
+/// per candidate and shared (read-only): a scorer called once per candidate gets it for a
+/// reference count; a batch scorer's list holds copies (no list may hold a shared value).
 fn candidate_map(at: &At<'_>) -> Dynamic {
     let mut candidate = Map::new();
     candidate.insert("strategy".into(), Dynamic::from_map(at.strategy.clone()));

@@ -177,3 +177,60 @@ fn look() {
         json!({"log": ["one", "two"], "seen": "3 fields [\"log\", \"meta\", \"seen\"], 3 values, log [\"one\", \"two\"], copy 3, meta 2"})
     );
 }
+
+/// A model that answers once the test lets it.
+struct Held {
+    asked: tokio::sync::Notify,
+    answer: tokio::sync::Semaphore,
+}
+
+impl ruleweave::Provider for Held {
+    fn name(&self) -> &str {
+        "held"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a ruleweave::llm::LlmRequest,
+        _: Option<ruleweave::llm::TokenSink>,
+    ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<ruleweave::llm::LlmResponse>> {
+        Box::pin(async move {
+            self.asked.notify_one();
+            self.answer.acquire().await.unwrap().forget();
+            Ok(ruleweave::llm::LlmResponse {
+                content: "late".into(),
+                model: request.model.clone(),
+                usage: Default::default(),
+                attempts: 1,
+            })
+        })
+    }
+}
+
+/// A turn dropped while a script waits for a model on its thread: the session is as it was,
+/// though the script still runs (it has its own copy of the state, not the session's).
+#[tokio::test]
+async fn a_turn_dropped_while_a_script_waits_for_a_model_leaves_the_session_as_it_was() {
+    let root = write_root(&[
+        (
+            "config/talker.yaml",
+            &TALKER.replace("talk: {llm: chat, prompt: ask.j2, into: reply}", "talk: {script: talk.rhai::talk}"),
+        ),
+        ("scripts/talker/note.rhai", "fn note() { #{ log: input().text } }"),
+        ("scripts/talker/talk.rhai", "fn talk() { #{ reply: llm(\"chat\", this.log[-1]) } }"),
+        ("scripts/talker/standin.rhai", "fn respond(r) { \"unused\" }"),
+    ]);
+    let held = Arc::new(Held { asked: Default::default(), answer: tokio::sync::Semaphore::new(0) });
+    let engine = Engine::builder(root.path()).provider(held.clone()).build();
+    let mut s = engine.open("talker", &Default::default()).await.unwrap();
+    tokio::select! {
+        r = s.turn(json!({"text": "hello"})) => panic!("the turn should wait for the model: {r:?}"),
+        () = held.asked.notified() => {}
+    }
+    assert_eq!(s.state(), json!({"log": [], "reply": ""}), "`note` is undone");
+    assert_eq!(s.turns(), 0);
+    held.answer.add_permits(2);
+    let again = tokio::time::timeout(std::time::Duration::from_secs(20), s.turn(json!({"text": "again"})));
+    let r = again.await.expect("the next turn never finished").unwrap();
+    assert_eq!(r.output, json!({"log": ["again"], "reply": "late"}));
+}

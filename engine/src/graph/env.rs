@@ -49,23 +49,28 @@ impl Env<'_> {
     /// [`Env::call`] with a tag of the caller's making.
     pub async fn call_as(&self, tag: CallTag, f: &FnRef, state: &mut Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
         if f.calls_models() {
-            return self.call_blocking_as(tag, f.clone(), state.clone(), args).await;
+            return self.call_blocking_as(tag, f.clone(), state, args).await;
         }
         self.sandbox.call(f, state, args, Some(tag))
     }
 
     /// Calls a script for `node` on a blocking thread, where it may wait for models.
-    pub async fn call_blocking(&self, node: usize, f: FnRef, state: Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
+    pub async fn call_blocking(&self, node: usize, f: FnRef, state: &Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
         self.call_blocking_as(self.tag(node), f, state, args).await
     }
 
+    /// [`Env::call_blocking`] with a tag of the caller's making. The script gets a copy of the
+    /// state, or an empty one when its file never uses `this`; never the turn's own: a running
+    /// script holds its state locked, other runs of the step may run at the same time, and a
+    /// dropped turn leaves the thread running while the session rolls its state back.
     pub async fn call_blocking_as(
         &self,
         tag: CallTag,
         f: FnRef,
-        mut state: Dynamic,
+        state: &Dynamic,
         args: Vec<Dynamic>,
     ) -> Result<Dynamic> {
+        let mut state = if f.reads_state() { crate::state::copy(state)? } else { crate::state::root(Map::new()) };
         let sandbox = self.sandbox.clone();
         tokio::task::spawn_blocking(move || allow_blocking(|| sandbox.call(&f, &mut state, args, Some(tag))))
             .await

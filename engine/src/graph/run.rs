@@ -216,29 +216,11 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
         work.into_iter().map(|w| if let Work::Done(m) = w { Outcome::Done(m) } else { unreachable!() }).collect()
     } else {
         let snapshot = &*state;
-        // Scripts that run at the same time each get a copy of the state (a script holds the
-        // state locked while it runs), or an empty one when they never read it.
-        let at_once: usize = work
-            .iter()
-            .map(|w| match w {
-                Work::Blocking(..) => 1,
-                Work::BlockingMany { limit, items, .. } => (*limit).min(items.len()),
-                _ => 0,
-            })
-            .sum();
-        let state_for_script = move |f: &FnRef| match (at_once > 1, f.reads_state()) {
-            (false, _) => snapshot.clone(),
-            (true, true) => crate::state::copy(snapshot),
-            (true, false) => crate::state::root(Map::new()),
-        };
         join_all(work.into_iter().zip(active).map(|(w, &i)| async move {
             match w {
                 Work::Done(m) => Outcome::Done(m),
                 Work::Ask(request) => Outcome::Reply(env.turn.ask(&g.nodes[i].name, request).await),
-                Work::Blocking(f, args) => {
-                    let state = state_for_script(&f);
-                    Outcome::Script(env.call_blocking(i, f, state, args).await)
-                }
+                Work::Blocking(f, args) => Outcome::Script(env.call_blocking(i, f, snapshot, args).await),
                 Work::Many { requests, limit, items } => {
                     let name = &g.nodes[i].name;
                     let replies = stream::iter(requests.into_iter().enumerate())
@@ -253,7 +235,7 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
                     let results = stream::iter(items.into_iter().enumerate())
                         .map(|(k, item)| {
                             let tag = crate::script::CallTag::new(env.turn.clone(), format!("{name}[{k}]").into());
-                            env.call_blocking_as(tag, f.clone(), state_for_script(&f), vec![item])
+                            env.call_blocking_as(tag, f.clone(), snapshot, vec![item])
                         })
                         .buffered(limit)
                         .collect()

@@ -13,6 +13,7 @@ pub(crate) mod standin;
 
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,8 +44,9 @@ pub(crate) struct ScriptFile {
     anchor: Option<Origin>,
     /// Whether any function in it (or a library it uses) may call a model.
     pub calls_models: bool,
-    /// Whether any function in it reads the state (`this`). Libraries do not: their functions
-    /// are called by their module's name, which binds no `this`.
+    /// Whether any function in it uses `this` (the state, for the functions the engine calls).
+    /// A library's functions cannot reach the state without it: a call by module name binds no
+    /// `this`, and a method on the state is a `this.` in the calling file.
     pub reads_state: bool,
 }
 
@@ -416,7 +418,11 @@ impl Sandbox {
             let mut inner = this
                 .write_lock::<Dynamic>()
                 .ok_or_else(|| Error::internal(format!("{}: the state is in use by another script", f.display())))?;
-            return self.call(f, &mut inner, args, tag);
+            // A panic (a bug in a host function, or in Rhai) must not leave the state's lock
+            // poisoned, or undoing the turn would panic again: let go of the lock, then go on.
+            let called = std::panic::catch_unwind(AssertUnwindSafe(|| self.call(f, &mut inner, args, tag)));
+            drop(inner);
+            return called.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
         let _deadline = DeadlineGuard::set(self.limits.max_wall);
         let mut options = CallFnOptions::new().eval_ast(false).rewind_scope(true).bind_this_ptr(this);

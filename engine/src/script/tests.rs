@@ -180,3 +180,17 @@ fn import_is_refused_where_it_is_written() {
     assert!(e.detail().starts_with("`import` is not available"), "{e}");
     assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:2:1");
 }
+
+/// A panic inside a script on a shared state (a bug in a host function) leaves the state usable:
+/// the call lets go of the state's lock before the panic goes on, so the turn can be undone.
+#[test]
+fn a_panic_in_a_script_leaves_the_shared_state_unlocked() {
+    let mut sb = sandbox(Limits::default());
+    sb.engine.register_fn("boom", || -> i64 { panic!("a bug in a host function") });
+    let f = func(&sb, "fn f() { this.a + boom() }", "f");
+    let mut state = crate::state::root(from_json(&serde_json::json!({"a": 1})).cast::<Map>());
+    let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| sb.call(&f, &mut state, (), None)));
+    assert!(panicked.is_err());
+    assert!(crate::state::Undo::default().rollback(&mut state), "the state's lock is not poisoned");
+    assert_eq!(crate::value::to_json(&state), serde_json::json!({"a": 1}));
+}

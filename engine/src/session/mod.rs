@@ -168,10 +168,18 @@ struct Rollback<'a> {
     undo: Option<Undo>,
 }
 
+impl Rollback<'_> {
+    /// Undoes the turn now: false when it could not (the session must be read again).
+    fn undo(mut self) -> bool {
+        self.undo.take().is_none_or(|undo| undo.rollback(self.state))
+    }
+}
+
 impl Drop for Rollback<'_> {
+    /// A dropped turn: the session is marked to be read again whatever happens here.
     fn drop(&mut self) {
         if let Some(undo) = self.undo.take() {
-            undo.rollback(self.state);
+            let _ = undo.rollback(self.state);
         }
     }
 }

@@ -107,10 +107,10 @@ impl Session {
                 })
             }
             Err(e) => {
-                drop(guard);
-                // Withdrawn, the store agrees with memory again; if not, the session reloads
-                // from the store before its next turn.
-                self.dirty = !p.withdraw().await;
+                let undone = guard.undo();
+                // Undone and withdrawn, the store agrees with memory again; if not, the session
+                // reloads from the store before its next turn.
+                self.dirty = !p.withdraw().await || !undone;
                 Err(e)
             }
         }

@@ -55,9 +55,16 @@ pub(super) enum UndoOp {
 pub(crate) struct Undo(pub(super) Vec<UndoOp>);
 
 impl Undo {
-    /// Reverts every change in the log, newest first.
-    pub fn rollback(self, state: &mut Dynamic) {
-        let mut map = state.write_lock::<Map>().expect("state is a map");
+    /// Reverts every change in the log, newest first. Returns false, having changed nothing, when
+    /// the state cannot be had (a bug left it locked): the session must then be read again.
+    #[must_use]
+    pub fn rollback(self, state: &mut Dynamic) -> bool {
+        let Some(mut map) = state.write_lock::<Map>() else {
+            tracing::error!(
+                "cannot undo a turn: its state is locked (a bug); the session is read again from its store"
+            );
+            return false;
+        };
         for op in self.0.into_iter().rev() {
             match op {
                 UndoOp::Restore(field, old) => {
@@ -78,6 +85,7 @@ impl Undo {
                 }
             }
         }
+        true
     }
 }
 
@@ -235,11 +243,11 @@ pub(crate) fn root(map: Map) -> Dynamic {
     Dynamic::from_map(map).into_read_only().into_shared()
 }
 
-/// A copy of `state` that shares nothing with it: for scripts that run at the same time (Rhai
-/// locks a shared value for as long as a script works on it, so two scripts on one state would
-/// wait for each other).
-pub(crate) fn copy(state: &Dynamic) -> Dynamic {
-    root(state.read_lock::<Map>().map(|m| m.clone()).unwrap_or_default())
+/// A copy of `state` that shares nothing with it, for a script on another thread.
+pub(crate) fn copy(state: &Dynamic) -> Result<Dynamic> {
+    let map =
+        state.read_lock::<Map>().ok_or_else(|| Error::internal("the state is locked by a script still running"))?;
+    Ok(root(map.clone()))
 }
 
 #[cfg(test)]
@@ -289,7 +297,7 @@ mod tests {
             json!({"score": 5, "ratio": 2.0, "log": ["m1", "m2", "m3"], "seen": ["a", "b"],
                    "meta": {"x": 3, "y": 2}, "total": 4.5})
         );
-        undo.rollback(&mut state);
+        assert!(undo.rollback(&mut state));
         assert_eq!(to_json(&state), before);
     }
 
@@ -335,7 +343,7 @@ mod tests {
         let map = state.read_lock::<Map>().unwrap();
         assert!(map.values().all(|v| !v.is_shared()), "no shared value inside the state");
         drop(map);
-        undo.rollback(&mut state);
+        assert!(undo.rollback(&mut state));
         assert_eq!(to_json(&state)["log"], json!([]));
         assert_eq!(to_json(&state)["meta"], json!({"x": 1}));
         assert_eq!(to_json(&state)["seen"], json!(["a"]));
