@@ -306,7 +306,8 @@ impl Selector {
     /// weighted scorers on the candidates left. Each scorer sees the candidates still in the
     /// running: one at a time, or all in one call when it is a `batch` script.
     fn score(&self, candidates: &mut [Candidate], phase: &str, count: i64, run: &mut Run<'_>) -> Result<()> {
-        // Each candidate's map as scripts see it, built once and shared by its scorers.
+        // Each candidate's map as scripts see it, built once: shared with the scorers called a
+        // candidate at a time, copied into a batch scorer's list.
         let mut shared: Vec<Option<Dynamic>> = vec![None; candidates.len()];
         for v in &self.vetoes {
             let alive: Vec<usize> = (0..candidates.len()).filter(|&i| !candidates[i].vetoed).collect();

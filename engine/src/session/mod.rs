@@ -169,8 +169,8 @@ struct Rollback<'a> {
 }
 
 impl Rollback<'_> {
-    /// Undoes the turn now: false when it could not (the session must be read again).
-    fn undo(mut self) -> bool {
+    /// Undoes the turn (once): false when it could not (the session must be read again).
+    fn undo(&mut self) -> bool {
         self.undo.take().is_none_or(|undo| undo.rollback(self.state))
     }
 }
@@ -178,9 +178,7 @@ impl Rollback<'_> {
 impl Drop for Rollback<'_> {
     /// A dropped turn: the session is marked to be read again whatever happens here.
     fn drop(&mut self) {
-        if let Some(undo) = self.undo.take() {
-            let _ = undo.rollback(self.state);
-        }
+        let _ = self.undo();
     }
 }
 

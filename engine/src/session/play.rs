@@ -108,6 +108,7 @@ impl Session {
             }
             Err(e) => {
                 let undone = guard.undo();
+                drop(guard);
                 // Undone and withdrawn, the store agrees with memory again; if not, the session
                 // reloads from the store before its next turn.
                 self.dirty = !p.withdraw().await || !undone;

@@ -230,15 +230,15 @@ impl Schema {
 }
 
 /// A value as state keeps it: read-only and plain. Only the state as a whole is shared (see
-/// [`root`]): Rhai holds that no list or map has a shared value inside it, and breaks that rule's
-/// back with a panic when a script measures one (`this.len()`, a size limit's check).
+/// [`root`]): Rhai holds that no list or map has a shared value inside it, and panics when its
+/// size checks meet one (`this.len()`, `to_json(this)`).
 pub(super) fn stored(v: Dynamic) -> Dynamic {
     v.flatten().into_read_only()
 }
 
 /// A state as sessions hold it: a read-only map (scripts see it as `this` and cannot assign to
-/// it), shared, so that a script on another thread, a template's view of a field and the turn
-/// all hold the one state without copying it.
+/// it), shared, so that a template's views of its fields hold the state itself, not a copy, and
+/// a script's call locks it once (see `Sandbox::call`).
 pub(crate) fn root(map: Map) -> Dynamic {
     Dynamic::from_map(map).into_read_only().into_shared()
 }

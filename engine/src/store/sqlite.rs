@@ -251,10 +251,7 @@ impl SqliteStore {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return None,
         };
-        let written = self.file.check().and_then(|()| write_batch(&conn, &[p]));
-        if written.is_ok() {
-            self.checkpoints.wrote(1, &conn);
-        }
+        let written = commit(&conn, &self.file, &self.checkpoints, &[p]);
         Some(written.and_then(|mut each| each.pop().unwrap_or(Ok(false))))
     }
 
@@ -395,14 +392,7 @@ fn write_thread(
             }
         }
         let pending: Vec<&Pending> = batch.iter().map(|w| &w.p).collect();
-        let outcome = match file.check() {
-            // Written there, a turn would be acknowledged and then lost: refuse it instead.
-            Err(e) => Err(e),
-            Ok(()) => write_batch(&conn, &pending),
-        };
-        if outcome.is_ok() {
-            checkpoints.wrote(batch.len(), &conn);
-        }
+        let outcome = commit(&conn, file, checkpoints, &pending);
         drop(conn);
         match outcome {
             Ok(each) => {
@@ -417,6 +407,21 @@ fn write_thread(
             }
         }
     }
+}
+
+/// Commits `batch` on the store's connection `conn` (held by the caller) when the file is still
+/// the store's, and counts the writes for the checkpointer.
+fn commit(
+    conn: &rusqlite::Connection,
+    file: &DbFile,
+    checkpoints: &Checkpoints,
+    batch: &[&Pending],
+) -> Result<Vec<Result<bool>>> {
+    // Written to another file, a turn would be acknowledged and then lost: refuse it instead.
+    file.check()?;
+    let each = write_batch(conn, batch)?;
+    checkpoints.wrote(batch.len(), conn);
+    Ok(each)
 }
 
 /// The batch in one transaction: for each write whether it went in (see [`apply`]) or why it
