@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blocking;
 mod call;
 pub mod data;
 mod engine;

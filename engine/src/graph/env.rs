@@ -72,7 +72,7 @@ impl Env<'_> {
     ) -> Result<Dynamic> {
         let mut state = if f.reads_state() { crate::state::copy(state)? } else { crate::state::root(Map::new()) };
         let sandbox = self.sandbox.clone();
-        tokio::task::spawn_blocking(move || allow_blocking(|| sandbox.call(&f, &mut state, args, Some(tag))))
+        crate::blocking::run(move || allow_blocking(|| sandbox.call(&f, &mut state, args, Some(tag))))
             .await
             .map_err(|e| Error::internal(format!("a script thread failed: {e}")))?
     }

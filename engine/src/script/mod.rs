@@ -246,7 +246,7 @@ pub(crate) fn pause_deadline<R>(wait: impl FnOnce() -> R) -> R {
     r
 }
 
-/// Runs `f` on this thread with blocking model calls allowed (called on `spawn_blocking` threads).
+/// Runs `f` on this thread with blocking model calls allowed (called on [`crate::blocking`]'s threads).
 pub(crate) fn allow_blocking<R>(f: impl FnOnce() -> R) -> R {
     let before = MAY_BLOCK.replace(true);
     let r = f();

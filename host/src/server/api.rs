@@ -360,7 +360,7 @@ pub(super) async fn on_turn_thread<T: Send + 'static>(
     let pack = session.pack().name().to_owned();
     let _slot = s.turn_slot(&pack).await;
     let runtime = tokio::runtime::Handle::current();
-    let done = tokio::task::spawn_blocking(move || runtime.block_on(work(&mut session))).await.unwrap_or_else(|e| {
+    let done = ruleweave::blocking::run(move || runtime.block_on(work(&mut session))).await.unwrap_or_else(|e| {
         Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a turn thread failed: {e}")))
     });
     match done {

@@ -288,7 +288,7 @@ async fn close_rounds(state: Shared) {
         tick.tick().await;
         let engine = state.engine.clone();
         let runtime = tokio::runtime::Handle::current();
-        let swept = tokio::task::spawn_blocking(move || runtime.block_on(engine.close_due_rounds())).await;
+        let swept = ruleweave::blocking::run(move || runtime.block_on(engine.close_due_rounds())).await;
         match swept {
             Ok(Ok(closed)) => {
                 for (id, result) in closed {
