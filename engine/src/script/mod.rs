@@ -248,10 +248,15 @@ pub(crate) fn pause_deadline<R>(wait: impl FnOnce() -> R) -> R {
 
 /// Runs `f` on this thread with blocking model calls allowed (called on [`crate::blocking`]'s threads).
 pub(crate) fn allow_blocking<R>(f: impl FnOnce() -> R) -> R {
-    let before = MAY_BLOCK.replace(true);
-    let r = f();
-    MAY_BLOCK.set(before);
-    r
+    /// Puts the flag back however `f` ends: the thread goes on to other work after a panic too.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            MAY_BLOCK.set(self.0);
+        }
+    }
+    let _restore = Restore(MAY_BLOCK.replace(true));
+    f()
 }
 
 /// Whether a model call may block this thread.

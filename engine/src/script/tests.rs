@@ -181,6 +181,16 @@ fn import_is_refused_where_it_is_written() {
     assert_eq!(e.origin().unwrap().to_string(), "scripts/t/x.rhai:2:1");
 }
 
+/// A thread that ran a model-calling script which panicked goes on to other work: it must not
+/// go on allowing model calls to block it.
+#[test]
+fn a_panic_under_allow_blocking_puts_the_flag_back() {
+    assert!(!may_block());
+    let panicked = std::panic::catch_unwind(|| allow_blocking(|| panic!("a host function broke")));
+    assert!(panicked.is_err());
+    assert!(!may_block());
+}
+
 /// A panic inside a script on a shared state (a bug in a host function) leaves the state usable:
 /// the call lets go of the state's lock before the panic goes on, so the turn can be undone.
 #[test]
