@@ -101,5 +101,5 @@ print(f"| the same logic as bare Python functions | | {bare:,.1f} µs | ruleweav
 print(f"| server: turns/s (stand-in model, SQLite, load generator on the same cores) | {float(tps.group(1)):,.0f} "
       f"(p50 {tps.group(2)} ms, p99 {tps.group(3)} ms, {tps.group(4)} errors) | | 5,000 turns/s |")
 print(f"| server: its own CPU per turn | {float(cpu.group(1)):,.0f} µs (peak RSS {cpu.group(2)} MB) | | ≤ 200 µs |")
-print(f"| server: memory per held session (5,000 held) | {float(per.group(1)) / 1000:,.1f} kB | | |")
+print(f"| server: memory per held session (5,000 held, after the load run) | {float(per.group(1)) / 1000:,.1f} kB | | |")
 EOF

@@ -8,18 +8,30 @@
 //! goes to the thread that finished last, so a steady load keeps a few warm threads busy and
 //! the rest sleep until they retire.
 //!
-//! The pool grows as tokio's does, a thread per job when none is idle: what bounds it is the
-//! callers (a server's turn slots). A thread idle for [`KEEP_ALIVE`] ends. Hand-written: the
-//! pools on crates.io either wake their threads in the same order as tokio's or have a fixed size.
+//! Like tokio's pool, this one starts a thread for a job when none is idle, up to
+//! [`MAX_THREADS`]; beyond that jobs wait in line for the next thread to finish. A thread idle for
+//! [`KEEP_ALIVE`] ends. The threads are the engine's own, named `ruleweave-blocking`: a tokio
+//! runtime's settings (stack size, thread hooks) do not apply to them, though each job runs in
+//! its caller's runtime. [`settled`] waits for the jobs under way, for a graceful shutdown.
+//! Hand-written: the pools on crates.io either wake their threads in the same order as tokio's or
+//! have a fixed size.
 
 use std::any::Any;
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
 
 /// How long a thread waits for work before it ends.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+/// The most threads at once (tokio's default for its blocking pool).
+pub const MAX_THREADS: usize = 512;
 
 /// Each thread's stack: scripts recurse, and the engine's own threads get as much.
 const STACK: usize = 16 << 20;
@@ -36,18 +48,41 @@ struct Idle {
 }
 
 #[derive(Default)]
-struct Pool {
+struct Threads {
     /// Idle threads, the most recently idle last.
-    idle: Mutex<Vec<Idle>>,
-    next_id: std::sync::atomic::AtomicU64,
+    idle: Vec<Idle>,
+    /// Jobs waiting for a thread, when [`Pool::max`] are busy.
+    waiting: VecDeque<Job>,
+    /// Threads alive, busy or idle.
+    alive: usize,
 }
 
-static POOL: LazyLock<Arc<Pool>> = LazyLock::new(Arc::default);
+struct Pool {
+    threads: Mutex<Threads>,
+    max: usize,
+    keep_alive: Duration,
+    next_id: AtomicU64,
+    /// Jobs handed out and not yet answered.
+    running: AtomicUsize,
+    /// Told when `running` falls to 0.
+    none_running: Notify,
+}
+
+static POOL: LazyLock<Arc<Pool>> = LazyLock::new(|| Pool::new(MAX_THREADS, KEEP_ALIVE));
 
 /// Runs `f` on a pool thread, in the caller's tokio runtime (if any), and waits for it without
 /// blocking the caller's task. A panic in `f` comes back as its message.
+///
+/// The job is handed out when the future is first polled. Dropping the future afterwards does
+/// not stop `f`: it runs to its end, and its result is dropped on its thread, in the runtime.
 pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
     POOL.run(f).await
+}
+
+/// Waits until no job handed to [`run`] is still running, those handed out meanwhile included:
+/// what a graceful shutdown waits for, since the runtime's own shutdown does not.
+pub async fn settled() {
+    POOL.settled().await
 }
 
 fn panic_message(p: Box<dyn Any + Send>) -> String {
@@ -59,78 +94,179 @@ fn panic_message(p: Box<dyn Any + Send>) -> String {
 }
 
 impl Pool {
+    fn new(max: usize, keep_alive: Duration) -> Arc<Self> {
+        Arc::new(Pool {
+            threads: Mutex::default(),
+            max: max.max(1),
+            keep_alive,
+            next_id: AtomicU64::new(0),
+            running: AtomicUsize::new(0),
+            none_running: Notify::new(),
+        })
+    }
+
+    fn threads(&self) -> MutexGuard<'_, Threads> {
+        self.threads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     async fn run<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        self.clone().dispatch(Box::new(move || {
-            // In the caller's runtime, as on tokio's own threads: `f` and what it drops may
-            // reach for it (a store's lock spawns its release when dropped).
-            let _runtime = runtime.as_ref().map(tokio::runtime::Handle::enter);
-            let result = catch_unwind(AssertUnwindSafe(f)).map_err(panic_message);
+        let runtime = Handle::try_current().ok();
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let dispatched = self.clone().dispatch(Box::new(move || {
+            let result = {
+                // In the caller's runtime, as on tokio's own threads: `f` and what it drops may
+                // reach for it (a store's lock spawns its release when dropped).
+                let _runtime = runtime.as_ref().map(Handle::enter);
+                let result = catch_unwind(AssertUnwindSafe(f)).map_err(panic_message);
+                if tx.is_closed() {
+                    // The caller has gone: the result is dropped here, before the thread takes
+                    // other work.
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(result)));
+                    None
+                } else {
+                    Some(result)
+                }
+            };
             Box::new(move || {
-                let _ = tx.send(result);
+                if let Some(result) = result
+                    && let Err(unsent) = tx.send(result)
+                {
+                    let _runtime = runtime.as_ref().map(Handle::enter);
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(unsent)));
+                }
             })
-        }))?;
+        }));
+        if let Err(e) = dispatched {
+            self.finished();
+            return Err(e);
+        }
         rx.await.map_err(|_| "the thread ended before its job did".to_owned())?
     }
 
-    /// Hands `job` to the most recently idle thread, or to a new one.
+    /// One job less running.
+    fn finished(&self) {
+        if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.none_running.notify_waiters();
+        }
+    }
+
+    async fn settled(&self) {
+        loop {
+            let told = self.none_running.notified();
+            tokio::pin!(told);
+            told.as_mut().enable();
+            if self.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            told.await;
+        }
+    }
+
+    /// Hands `job` to the most recently idle thread, or to a new one, or puts it in line when
+    /// [`Pool::max`] threads are busy (or no new thread can start while others run).
     fn dispatch(self: Arc<Self>, mut job: Job) -> Result<(), String> {
         loop {
-            let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-            match idle {
+            let mut threads = self.threads();
+            match threads.idle.pop() {
                 // Popped, so no other job goes to it; it has ended only if it is gone.
-                Some(thread) => match thread.jobs.send(job) {
-                    Ok(()) => return Ok(()),
-                    Err(mpsc::SendError(back)) => job = back,
-                },
-                None => return self.spawn(job),
+                Some(thread) => {
+                    drop(threads);
+                    match thread.jobs.send(job) {
+                        Ok(()) => return Ok(()),
+                        Err(mpsc::SendError(back)) => job = back,
+                    }
+                }
+                None if threads.alive >= self.max => {
+                    threads.waiting.push_back(job);
+                    return Ok(());
+                }
+                None => {
+                    threads.alive += 1;
+                    drop(threads);
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    // Kept outside the thread's closure, which a failed start drops.
+                    let first = Arc::new(Mutex::new(Some(job)));
+                    let (pool, handed) = (self.clone(), first.clone());
+                    let started = std::thread::Builder::new()
+                        .name("ruleweave-blocking".to_owned())
+                        .stack_size(STACK)
+                        .spawn(move || {
+                            let job = handed.lock().unwrap_or_else(|p| p.into_inner()).take();
+                            if let Some(job) = job {
+                                pool.work(id, job);
+                            }
+                        });
+                    let Err(e) = started else { return Ok(()) };
+                    job = first.lock().unwrap_or_else(|p| p.into_inner()).take().expect("the thread never started");
+                    let mut threads = self.threads();
+                    threads.alive -= 1;
+                    match (threads.idle.is_empty(), threads.alive) {
+                        // No thread to take it, now or later.
+                        (true, 0) => return Err(format!("cannot start a thread: {e}")),
+                        // The busy threads take it when they are done.
+                        (true, _) => {
+                            threads.waiting.push_back(job);
+                            return Ok(());
+                        }
+                        // One went idle meanwhile.
+                        (false, _) => continue,
+                    }
+                }
             }
         }
     }
 
-    fn spawn(self: Arc<Self>, job: Job) -> Result<(), String> {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        std::thread::Builder::new()
-            .name("ruleweave-turn".to_owned())
-            .stack_size(STACK)
-            .spawn(move || self.work(id, job))
-            .map(drop)
-            .map_err(|e| format!("cannot start a thread: {e}"))
-    }
-
-    /// A thread's life: the job it was started for, then whatever it is handed while it is idle,
-    /// until it has waited [`KEEP_ALIVE`] for nothing.
+    /// A thread's life: jobs, the one it was started for first, taken from the line or handed
+    /// to it while it is idle, until it has waited [`Pool::keep_alive`] for nothing.
     fn work(&self, id: u64, first: Job) {
         let (tx, jobs) = mpsc::sync_channel::<Job>(1);
         let mut job = first;
         loop {
             // Jobs from `run` catch their own panics.
             let answer = job();
-            self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(Idle { id, jobs: tx.clone() });
+            let next = {
+                let mut threads = self.threads();
+                let next = threads.waiting.pop_front();
+                if next.is_none() {
+                    threads.idle.push(Idle { id, jobs: tx.clone() });
+                }
+                next
+            };
             answer();
-            job = match jobs.recv_timeout(KEEP_ALIVE) {
-                Ok(next) => next,
-                Err(RecvTimeoutError::Timeout) => {
-                    let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-                    match idle.iter().position(|t| t.id == id) {
-                        Some(at) => {
-                            idle.remove(at);
-                            return;
-                        }
-                        // A caller took this thread just now: its job is on the way.
-                        None => {
-                            drop(idle);
-                            match jobs.recv() {
-                                Ok(next) => next,
-                                Err(_) => return,
+            self.finished();
+            job = match next {
+                Some(next) => next,
+                None => match jobs.recv_timeout(self.keep_alive) {
+                    Ok(next) => next,
+                    Err(RecvTimeoutError::Timeout) => {
+                        let mut threads = self.threads();
+                        match threads.idle.iter().position(|t| t.id == id) {
+                            Some(at) => {
+                                threads.idle.remove(at);
+                                threads.alive -= 1;
+                                return;
+                            }
+                            // A caller took this thread just now: its job is on the way.
+                            None => {
+                                drop(threads);
+                                match jobs.recv() {
+                                    Ok(next) => next,
+                                    // Never: this thread holds a sender.
+                                    Err(_) => return self.retire(),
+                                }
                             }
                         }
                     }
-                }
-                Err(RecvTimeoutError::Disconnected) => return,
+                    // Never: this thread holds a sender.
+                    Err(RecvTimeoutError::Disconnected) => return self.retire(),
+                },
             };
         }
+    }
+
+    fn retire(&self) {
+        self.threads().alive -= 1;
     }
 }
 
@@ -142,13 +278,21 @@ mod tests {
         std::thread::current().id()
     }
 
-    #[tokio::test]
-    async fn a_job_runs_on_the_thread_that_was_idle_last() {
-        // Three threads, busy at once; then jobs one at a time go to the one that finished last
-        // (tokio's pool would hand the second to another of the three).
-        let pool = Arc::new(Pool::default());
-        let all = Arc::new(std::sync::Barrier::new(3));
-        let busy: Vec<_> = (0..3)
+    /// Lets the test's other tasks run until `done` holds (they need a few polls, not time).
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..10_000 {
+            if done() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("never happened: {what}");
+    }
+
+    /// Runs `n` jobs at once on `pool`, each waiting for all of them: `n` threads, then idle.
+    async fn all_at_once(pool: &Arc<Pool>, n: usize) {
+        let all = Arc::new(std::sync::Barrier::new(n));
+        let busy: Vec<_> = (0..n)
             .map(|_| {
                 let (pool, all) = (pool.clone(), all.clone());
                 tokio::spawn(async move { pool.run(move || all.wait()).await })
@@ -157,27 +301,104 @@ mod tests {
         for b in busy {
             b.await.unwrap().unwrap();
         }
-        assert_eq!(pool.idle.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_job_runs_on_the_thread_that_was_idle_last() {
+        // Three threads, busy at once; then jobs one at a time go to the one that finished last
+        // (tokio's pool would hand the second to another of the three).
+        let pool = Pool::new(8, KEEP_ALIVE);
+        all_at_once(&pool, 3).await;
+        assert_eq!(pool.threads().idle.len(), 3);
         let first = pool.run(thread).await.unwrap();
         let second = pool.run(thread).await.unwrap();
         let third = pool.run(thread).await.unwrap();
         assert_eq!((first, first), (second, third));
-        assert_eq!(pool.idle.lock().unwrap().len(), 3);
+        let threads = pool.threads();
+        assert_eq!((threads.idle.len(), threads.alive), (3, 3));
+    }
+
+    #[tokio::test]
+    async fn beyond_the_most_threads_jobs_wait_in_line() {
+        // One thread at most: the second job waits for the first to finish, on the same thread.
+        let pool = Pool::new(1, KEEP_ALIVE);
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let a = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run(move || (hold.recv().unwrap(), thread()).1).await }
+        });
+        let b = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run(thread).await }
+        });
+        until("the second job waits in line", || !pool.threads().waiting.is_empty()).await;
+        release.send(()).unwrap();
+        assert_eq!(a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
+        assert_eq!(pool.threads().alive, 1);
     }
 
     #[tokio::test]
     async fn a_panic_comes_back_as_an_error_and_the_pool_goes_on() {
-        let pool = Arc::new(Pool::default());
+        let pool = Pool::new(8, KEEP_ALIVE);
         let e = pool.run(|| -> u32 { panic!("the script broke") }).await.unwrap_err();
         assert_eq!(e, "panicked: the script broke");
         assert_eq!(pool.run(|| 7).await.unwrap(), 7);
-        assert_eq!(pool.idle.lock().unwrap().len(), 1);
+        assert_eq!(pool.threads().idle.len(), 1);
     }
 
     #[tokio::test]
     async fn a_job_runs_in_its_callers_runtime() {
-        let pool = Arc::new(Pool::default());
-        let spawned = pool.run(|| tokio::runtime::Handle::current().block_on(tokio::spawn(async { 5 })));
+        let pool = Pool::new(8, KEEP_ALIVE);
+        let spawned = pool.run(|| Handle::current().block_on(tokio::spawn(async { 5 })));
         assert_eq!(spawned.await.unwrap().unwrap(), 5);
+    }
+
+    /// Spawns on the runtime when dropped, as a store's lock guard does.
+    struct SpawnsOnDrop(tokio::sync::mpsc::UnboundedSender<()>);
+
+    impl Drop for SpawnsOnDrop {
+        fn drop(&mut self) {
+            let told = self.0.clone();
+            tokio::spawn(async move { told.send(()).unwrap() });
+        }
+    }
+
+    #[tokio::test]
+    async fn the_result_of_a_caller_that_left_is_dropped_in_the_runtime() {
+        let pool = Pool::new(8, KEEP_ALIVE);
+        let (told, mut dropped) = tokio::sync::mpsc::unbounded_channel();
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let job = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run(move || (hold.recv().unwrap(), SpawnsOnDrop(told)).1).await.map(drop) }
+        });
+        until("the job is handed out", || pool.running.load(Ordering::SeqCst) == 1).await;
+        job.abort();
+        assert!(job.await.unwrap_err().is_cancelled());
+        release.send(()).unwrap();
+        dropped.recv().await.expect("the drop spawned its task");
+        // And the thread goes on.
+        assert_eq!(pool.run(|| 7).await.unwrap(), 7);
+    }
+
+    #[tokio::test]
+    async fn settled_waits_for_the_jobs_under_way() {
+        let pool = Pool::new(8, KEEP_ALIVE);
+        pool.settled().await;
+        let (release, hold) = std::sync::mpsc::channel::<()>();
+        let job = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.run(move || hold.recv().unwrap()).await }
+        });
+        until("the job is handed out", || pool.running.load(Ordering::SeqCst) == 1).await;
+        let settled = tokio::spawn({
+            let pool = pool.clone();
+            async move { pool.settled().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!settled.is_finished());
+        release.send(()).unwrap();
+        settled.await.unwrap();
+        job.await.unwrap().unwrap();
     }
 }

@@ -358,9 +358,15 @@ pub(super) async fn on_turn_thread<T: Send + 'static>(
 ) -> Result<(String, T), (String, ruleweave::Error)> {
     let mut session = live.lock_owned().await;
     let pack = session.pack().name().to_owned();
-    let _slot = s.turn_slot(&pack).await;
+    let slot = s.turn_slot(&pack).await;
     let runtime = tokio::runtime::Handle::current();
-    let done = ruleweave::blocking::run(move || runtime.block_on(work(&mut session))).await.unwrap_or_else(|e| {
+    // The slot goes with the work: a request dropped while it waits does not free it early.
+    let done = ruleweave::blocking::run(move || {
+        let _slot = slot;
+        runtime.block_on(work(&mut session))
+    })
+    .await
+    .unwrap_or_else(|e| {
         Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a turn thread failed: {e}")))
     });
     match done {

@@ -274,6 +274,8 @@ pub async fn run(state: Shared, addr: std::net::SocketAddr) -> Result<()> {
     rounds.abort();
     state.tasks.close();
     state.tasks.wait().await;
+    // And the work no task waits for any more: a lobby post whose client left, the last sweep.
+    ruleweave::blocking::settled().await;
     eprintln!("ruleweave: stopped");
     Ok(())
 }
