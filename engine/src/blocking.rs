@@ -5,8 +5,8 @@
 //! job lands on a different thread from the one before it, round the whole pool: each job finds
 //! its thread's allocator heap and the CPU's caches cold (a server under load spread its turns
 //! evenly over ~40 threads, and a twelfth of its CPU was cache misses in `malloc`). Here a job
-//! goes to the thread that finished last, so a steady load keeps a few warm threads busy and
-//! the rest sleep until they retire.
+//! goes to the thread that finished last, so a steady load keeps as many threads busy as it has
+//! jobs at once, warm, and the rest sleep until they retire.
 //!
 //! Like tokio's pool, this one starts a thread for a job when none is idle, up to
 //! [`MAX_THREADS`]; beyond that jobs wait in line for the next thread to finish. A thread idle for
