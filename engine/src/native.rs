@@ -56,8 +56,9 @@ impl NodeContext<'_> {
     }
 }
 
-/// A selector's scorer written in Rust (see [`crate::select`]): the same inputs as a scripted
-/// scorer, the same output. A veto scorer sets `veto`; a weighted one sets `score` in [0, 2].
+/// A selector's scorer written in Rust, registered with [`crate::EngineBuilder::native_scorer`]
+/// and named by a scorer's `native:` in a manifest: the same inputs as a scripted scorer, the
+/// same output. A veto scorer sets `veto`; a weighted one sets `score` in [0, 2].
 pub trait NativeScorer: Send + Sync {
     /// Scores one candidate.
     fn score(&self, ctx: &ScorerContext<'_>) -> Result<ScorerOutput>;

@@ -201,7 +201,7 @@ impl std::fmt::Debug for LlmChoice {
 impl LlmChoice {
     /// The choice the environment makes: `RULEWEAVE_LLM=standin|openai|anthropic`; when
     /// unset, `openai` if `OPENAI_API_KEY` is set, else `standin`. `RULEWEAVE_MODEL` and
-    /// `RULEWEAVE_MODEL_MAP` rename models (see [`ModelMap::from_env`]).
+    /// `RULEWEAVE_MODEL_MAP` rename models (see [`ModelMap::from_vars`]).
     pub fn from_env() -> Result<Self> {
         Self::from_vars(|k| std::env::var(k).ok())
     }
