@@ -193,8 +193,10 @@ impl Pool {
                         .stack_size(STACK)
                         .spawn(move || {
                             let job = handed.lock().unwrap_or_else(|p| p.into_inner()).take();
-                            if let Some(job) = job {
-                                pool.work(id, job);
+                            match job {
+                                Some(job) => pool.work(id, job),
+                                // Never: only a thread that failed to start gives its job back.
+                                None => pool.retire(),
                             }
                         });
                     let Err(e) = started else { return Ok(()) };
