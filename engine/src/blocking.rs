@@ -66,6 +66,8 @@ struct Pool {
     running: AtomicUsize,
     /// Told when `running` falls to 0.
     none_running: Notify,
+    /// Told when a thread ends.
+    retired: Notify,
 }
 
 static POOL: LazyLock<Arc<Pool>> = LazyLock::new(|| Pool::new(MAX_THREADS, KEEP_ALIVE));
@@ -102,6 +104,7 @@ impl Pool {
             next_id: AtomicU64::new(0),
             running: AtomicUsize::new(0),
             none_running: Notify::new(),
+            retired: Notify::new(),
         })
     }
 
@@ -246,8 +249,8 @@ impl Pool {
                         match threads.idle.iter().position(|t| t.id == id) {
                             Some(at) => {
                                 threads.idle.remove(at);
-                                threads.alive -= 1;
-                                return;
+                                drop(threads);
+                                return self.retire();
                             }
                             // A caller took this thread just now: its job is on the way.
                             None => {
@@ -269,6 +272,7 @@ impl Pool {
 
     fn retire(&self) {
         self.threads().alive -= 1;
+        self.retired.notify_one();
     }
 }
 
@@ -337,6 +341,18 @@ mod tests {
         release.send(()).unwrap();
         assert_eq!(a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
         assert_eq!(pool.threads().alive, 1);
+    }
+
+    #[tokio::test]
+    async fn an_idle_thread_ends_after_its_keep_alive_and_a_new_one_takes_the_next_job() {
+        let pool = Pool::new(8, Duration::from_millis(1));
+        let first = pool.run(thread).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), pool.retired.notified()).await.expect("the thread ended");
+        {
+            let threads = pool.threads();
+            assert_eq!((threads.idle.len(), threads.alive), (0, 0));
+        }
+        assert_ne!(pool.run(thread).await.unwrap(), first);
     }
 
     #[tokio::test]
