@@ -88,11 +88,14 @@ pub async fn settled() {
 }
 
 fn panic_message(p: Box<dyn Any + Send>) -> String {
-    match (p.downcast_ref::<&str>(), p.downcast_ref::<String>()) {
-        (Some(s), _) => format!("panicked: {s}"),
-        (_, Some(s)) => format!("panicked: {s}"),
-        _ => "panicked".to_owned(),
-    }
+    crate::error::panic_text(&*p).map_or_else(|| "panicked".to_owned(), |s| format!("panicked: {s}"))
+}
+
+/// Drops `v` in the caller's runtime (a drop may spawn, as a store's lock guard does), a panic in
+/// its drop going no further: a result whose caller has gone.
+fn dispose<T>(runtime: Option<&Handle>, v: T) {
+    let _runtime = runtime.map(Handle::enter);
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(v)));
 }
 
 impl Pool {
@@ -116,27 +119,26 @@ impl Pool {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let runtime = Handle::try_current().ok();
         self.running.fetch_add(1, Ordering::SeqCst);
-        let dispatched = self.clone().dispatch(Box::new(move || {
+        let dispatched = self.dispatch(Box::new(move || {
             let result = {
                 // In the caller's runtime, as on tokio's own threads: `f` and what it drops may
                 // reach for it (a store's lock spawns its release when dropped).
                 let _runtime = runtime.as_ref().map(Handle::enter);
-                let result = catch_unwind(AssertUnwindSafe(f)).map_err(panic_message);
-                if tx.is_closed() {
-                    // The caller has gone: the result is dropped here, before the thread takes
-                    // other work.
-                    let _ = catch_unwind(AssertUnwindSafe(move || drop(result)));
-                    None
-                } else {
-                    Some(result)
-                }
+                catch_unwind(AssertUnwindSafe(f)).map_err(panic_message)
+            };
+            // When the caller has gone, the result is dropped here, before the thread takes other
+            // work.
+            let result = if tx.is_closed() {
+                dispose(runtime.as_ref(), result);
+                None
+            } else {
+                Some(result)
             };
             Box::new(move || {
                 if let Some(result) = result
                     && let Err(unsent) = tx.send(result)
                 {
-                    let _runtime = runtime.as_ref().map(Handle::enter);
-                    let _ = catch_unwind(AssertUnwindSafe(move || drop(unsent)));
+                    dispose(runtime.as_ref(), unsent);
                 }
             })
         }));
@@ -168,7 +170,7 @@ impl Pool {
 
     /// Hands `job` to the most recently idle thread, or to a new one, or puts it in line when
     /// [`Pool::max`] threads are busy (or no new thread can start while others run).
-    fn dispatch(self: Arc<Self>, mut job: Job) -> Result<(), String> {
+    fn dispatch(self: &Arc<Self>, mut job: Job) -> Result<(), String> {
         loop {
             let mut threads = self.threads();
             match threads.idle.pop() {

@@ -213,6 +213,11 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The message a panic carried (`panic!` with a string literal or a formatted one), if any.
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload.downcast_ref::<&str>().copied().or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

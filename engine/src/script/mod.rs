@@ -15,6 +15,7 @@ use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
 use rhai::packages::{
@@ -221,20 +222,26 @@ thread_local! {
     static MAY_BLOCK: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Restores the previous deadline when a call ends (calls nest: a stand-in model called from a
-/// script has a deadline of its own).
-struct DeadlineGuard(Option<Instant>);
+/// Puts a thread-local back as it was when dropped, however the code it guards ends: calls nest
+/// (a stand-in model called from a script has a deadline of its own), and a thread goes on to
+/// other work after a panic.
+struct Restore<T: Copy + 'static>(&'static LocalKey<Cell<T>>, T);
 
-impl DeadlineGuard {
-    fn set(limit: Duration) -> Self {
-        DeadlineGuard(DEADLINE.replace(Some(Instant::now() + limit)))
+impl<T: Copy + 'static> Restore<T> {
+    fn set(key: &'static LocalKey<Cell<T>>, value: T) -> Self {
+        Restore(key, key.replace(value))
     }
 }
 
-impl Drop for DeadlineGuard {
+impl<T: Copy + 'static> Drop for Restore<T> {
     fn drop(&mut self) {
-        DEADLINE.set(self.0);
+        self.0.set(self.1);
     }
+}
+
+/// Sets this thread's deadline `limit` from now, until the guard is dropped.
+fn deadline_in(limit: Duration) -> Restore<Option<Instant>> {
+    Restore::set(&DEADLINE, Some(Instant::now() + limit))
 }
 
 /// Runs `wait` (a model call) with the running script's wall-time limit paused.
@@ -248,14 +255,7 @@ pub(crate) fn pause_deadline<R>(wait: impl FnOnce() -> R) -> R {
 
 /// Runs `f` on this thread with blocking model calls allowed (called on [`crate::blocking`]'s threads).
 pub(crate) fn allow_blocking<R>(f: impl FnOnce() -> R) -> R {
-    /// Puts the flag back however `f` ends: the thread goes on to other work after a panic too.
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            MAY_BLOCK.set(self.0);
-        }
-    }
-    let _restore = Restore(MAY_BLOCK.replace(true));
+    let _restore = Restore::set(&MAY_BLOCK, true);
     f()
 }
 
@@ -339,7 +339,7 @@ impl Sandbox {
             if calls_models(&ast, &HashSet::new()) {
                 model_libs.insert(name.clone());
             }
-            let _deadline = DeadlineGuard::set(limits.max_wall);
+            let _deadline = deadline_in(limits.max_wall);
             let loaded =
                 with_stack(limits.stack_needed(), || rhai::Module::eval_ast_as_new(Scope::new(), &ast, &engine));
             match loaded {
@@ -429,7 +429,7 @@ impl Sandbox {
             drop(inner);
             return called.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         }
-        let _deadline = DeadlineGuard::set(self.limits.max_wall);
+        let _deadline = deadline_in(self.limits.max_wall);
         let mut options = CallFnOptions::new().eval_ast(false).rewind_scope(true).bind_this_ptr(this);
         if let Some(tag) = tag {
             options = options.with_tag(tag);

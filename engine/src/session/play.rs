@@ -239,11 +239,7 @@ pub(crate) async fn caught<T>(turn: impl std::future::Future<Output = Result<T>>
     match std::panic::AssertUnwindSafe(turn).catch_unwind().await {
         Ok(result) => result,
         Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".into());
+            let what = crate::error::panic_text(&*payload).unwrap_or("no message");
             tracing::error!("a turn panicked (a bug; the turn was undone): {what}");
             Err(Error::internal(format!("the turn hit a bug and was undone (it panicked: {what})")))
         }
