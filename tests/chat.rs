@@ -2,7 +2,7 @@
 //! stateless clients continuing their session, regenerated and edited messages forking, streaming,
 //! OpenAI's error shape, two replicas on one PostgreSQL, and the official OpenAI Python SDK.
 
-mod support;
+use crate::support;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! packs, offline on the stand-in and against a local Chat Completions server that answers 429,
 //! 500, slowly, and with malformed JSON.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply, judged};

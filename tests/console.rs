@@ -4,7 +4,7 @@
 //! replays the session on the edited rules, and forks from a checkpoint. Every wait is on the page
 //! itself (a DOM mutation that makes a condition true), bounded.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -3,7 +3,7 @@
 //! `play`, a debate killed mid-round resuming without repeating a finished search, and a paused
 //! debate continued on another replica.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! as the request's structured-output format, the rest of the pipeline on the stand-in; and the
 //! whole pipeline offline.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::mock_llm::{MockLlm, Reply};

@@ -2,7 +2,7 @@
 //! field-by-field report, `--bless`; `replay` of a stored session after an edit, on the command
 //! line and over HTTP; `play`'s `/save` writing a case that passes.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{copy_of, edit, post, repo_root, ruleweave, run_with_stdin, start, stderr, stdout, temp_file};

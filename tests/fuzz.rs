@@ -6,7 +6,7 @@
 //! `RULEWEAVE_FUZZ_CASES` sets the cases per target (48 by default; CI runs more). A failure
 //! prints the input that broke it, shrunk.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

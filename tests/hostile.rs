@@ -3,7 +3,7 @@
 //! error or a bounded result — and never in a crash, a runaway process or a file read from
 //! outside the root.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! get 409, strangers 422, players leave and join between rounds, and every follower's event
 //! stream carries each new question, on one server and across two replicas on PostgreSQL.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::pin::Pin;

@@ -2,7 +2,7 @@
 //! NSFW on and off, the safety valve fired and not), the pool it asks from, the lobby finishing,
 //! and its models reached through a named provider (Groq) on a local server speaking the protocol.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! The model providers against a local server speaking their protocols: OpenAI's streaming and
 //! embeddings, Anthropic's Messages API (plain and streaming), and renamed models.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

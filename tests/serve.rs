@@ -2,7 +2,7 @@
 //! PostgreSQL, a graceful shutdown with a turn in flight, reloading packs with `--watch`; and
 //! `play` resuming a stored session and showing reloads.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! The HTTP API through a real client and socket: every route, the SSE stream, errors, the token,
 //! metrics, and turns racing on one session. Servers start in-process on free ports.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

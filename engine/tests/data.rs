@@ -1,7 +1,7 @@
 //! Pack data tables: loaded and checked with their places, queried by scripts, and counters
 //! shared by every session of a pack, counted when a turn commits and never when it is undone.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

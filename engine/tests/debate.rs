@@ -2,7 +2,7 @@
 //! its retry limit, fact-checker failures logged (never rejecting), claims verified at once, the
 //! transcript and metadata across rounds, pauses, three participants, and a debater's failure.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! back to a sequential graph, and the blueprint's mapping, with the designer model's replies
 //! given in order and every other model failing (so their fallbacks answer).
 
-mod support;
+use crate::support;
 
 use ruleweave::{Engine, ErrorKind, Event};
 use serde_json::{Value, json};

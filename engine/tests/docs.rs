@@ -2,7 +2,7 @@
 //! editor definitions come from the host function table, the limits reference from the limit
 //! table. `UPDATE_DOCS=1` rewrites them.
 
-mod support;
+use crate::support;
 
 use ruleweave::{host_functions, limit_table, manifest_schema, node_kinds};
 
@@ -10,7 +10,7 @@ fn reference() -> String {
     let mut out = String::from(
         "# Host functions\n\n\
          Everything a script may do beyond pure computation. Generated from the table in\n\
-         `engine/src/script/host/mod.rs` (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file).\n\n\
+         `engine/src/script/host/mod.rs` (`UPDATE_DOCS=1 cargo test --test engine docs::` rewrites this file).\n\n\
          | function | what it does |\n| --- | --- |\n",
     );
     for f in host_functions() {
@@ -34,7 +34,7 @@ fn limits() -> String {
         "# Limits\n\n\
          What a pack may set under `limits:` in its manifest. Each has a default and a ceiling: a value\n\
          of 0 (which would mean unlimited) or over the ceiling is refused by `check`. Generated from\n\
-         the table in `engine/src/limits.rs` (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file).\n\n\
+         the table in `engine/src/limits.rs` (`UPDATE_DOCS=1 cargo test --test engine docs::` rewrites this file).\n\n\
          | limit | default | ceiling | what it bounds |\n| --- | --- | --- | --- |\n",
     );
     for l in limit_table() {
@@ -48,7 +48,7 @@ fn kinds() -> String {
         "# Node kinds\n\n\
          What a node of a pack's graph may be. A node has exactly one kind key, and only the other keys\n\
          its kind takes (and `doc`). Generated from the table in `engine/src/graph/kinds/mod.rs`\n\
-         (`UPDATE_DOCS=1 cargo test --test docs` rewrites this file); docs/packs.md shows each in use.\n\n\
+         (`UPDATE_DOCS=1 cargo test --test engine docs::` rewrites this file); docs/packs.md shows each in use.\n\n\
          | kind | other keys | what it is |\n| --- | --- | --- |\n",
     );
     for k in node_kinds() {
@@ -73,7 +73,7 @@ fn generated_docs_are_current() {
             std::fs::write(&path, &text).unwrap();
         } else {
             let current = std::fs::read_to_string(&path).unwrap_or_default();
-            assert!(current == text, "docs/{file} is stale: run UPDATE_DOCS=1 cargo test --test docs");
+            assert!(current == text, "docs/{file} is stale: run UPDATE_DOCS=1 cargo test --test engine docs::");
         }
     }
 }

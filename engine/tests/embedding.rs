@@ -2,7 +2,7 @@
 //! would: a game opened, a move streamed as server-sent events, errors as statuses, and an edit
 //! of the pack live on the next move.
 
-mod support;
+use crate::support;
 
 #[allow(dead_code)]
 #[path = "../examples/axum_server.rs"]

@@ -1,7 +1,7 @@
 //! The interview pack: a session on the stand-in model, and each scorer at its edges,
 //! through the selector over hand-made states.
 
-mod support;
+use crate::support;
 
 use ruleweave::{Breakdown, Candidate, Selection, SimilarityKind, VetoCheck};
 use ruleweave::{Engine, Event};

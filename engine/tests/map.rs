@@ -3,7 +3,7 @@
 //! turn's), events naming the item, the Mermaid drawing saying so. The model here answers only
 //! when the test lets it, so what is in flight at any moment is known, not timed.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

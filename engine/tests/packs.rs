@@ -5,9 +5,9 @@
 //! - the others run `inputs.yaml` turn by turn on a fresh session; `expected.jsonl` holds one line
 //!   per input: the turn's output and the nodes each step ran, or the error.
 //!
-//! `UPDATE_FIXTURES=1 cargo test --test packs` rewrites the expectations; review the diff.
+//! `UPDATE_FIXTURES=1 cargo test --test engine packs::` rewrites the expectations; review the diff.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! picker's choice and rephrasing, the safety filter, the writer when the pool runs dry, the
 //! fallbacks, and the times_used counters every lobby shares.
 
-mod support;
+use crate::support;
 
 use ruleweave::Engine;
 use ruleweave::llm::LlmRequest;

@@ -1,7 +1,7 @@
 //! The pirate game's rules, through real turns of the shipped pirate pack: every row of the win-condition
 //! logic, the thresholds, the clamps, the fallback, and what the models are asked.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

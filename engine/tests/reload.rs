@@ -1,6 +1,6 @@
 //! Hot reload: edits to a copy of `tests/reload/` while sessions play, seen through the watcher.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The runtime as an embedding program sees it: cancelled turns, native nodes, live events.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

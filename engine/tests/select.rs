@@ -1,7 +1,7 @@
 //! The scoring pipeline on the interviewer's worked example (`tests/select/`): final scores, the winner,
 //! vetoes, phases, scripted and native scorers agreeing, and a strategy added by YAML alone.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

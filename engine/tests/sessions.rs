@@ -1,7 +1,7 @@
 //! Sessions that last: turns recorded in a store, reloaded by a new engine, forked, expired,
 //! serialized under concurrency, and long turns resumed after an interruption.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

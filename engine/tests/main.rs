@@ -1,0 +1,28 @@
+//! The engine's integration tests, linked as one binary: one link and one executable instead of
+//! one per file, which keeps a clean build's disk and link time small. A new file here needs its
+//! `mod` line below; `every_file_is_declared` fails until it has one.
+
+mod support;
+
+mod data;
+mod debate;
+mod designer;
+mod docs;
+mod embedding;
+mod interview;
+mod map;
+mod packs;
+mod party;
+mod pirate;
+mod reload;
+mod runtime;
+mod select;
+mod sessions;
+
+#[path = "../../tests/declared.rs"]
+mod declared;
+
+#[test]
+fn every_file_is_declared() {
+    declared::every_file_is_declared(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/main.rs"));
+}

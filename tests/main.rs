@@ -1,0 +1,25 @@
+//! The host's end-to-end tests, linked as one binary: one link and one executable instead of one
+//! per file, which keeps a clean build's disk and link time small. A new file here needs its `mod`
+//! line below; `every_file_is_declared` fails until it has one.
+
+mod support;
+
+mod chat;
+mod cli;
+mod console;
+mod debate;
+mod declared;
+mod designer;
+mod designer_loop;
+mod fuzz;
+mod hostile;
+mod lobby;
+mod party;
+mod providers;
+mod serve;
+mod server;
+
+#[test]
+fn every_file_is_declared() {
+    declared::every_file_is_declared(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/main.rs"));
+}
