@@ -1,7 +1,8 @@
 //! Lobby rounds over HTTP, on the party pack: players answer one by one (concurrently), the
 //! round's turn runs when the last one answers or the timeout passes, late and duplicate answers
 //! get 409, strangers 422, players leave and join between rounds, and every follower's event
-//! stream carries each new question, on one server and across two replicas on PostgreSQL.
+//! stream carries each new question, on one server and across two replicas on PostgreSQL; and a
+//! round whose closing client left is still played and kept when the server shuts down.
 
 use crate::support;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use support::mock_llm::{MockLlm, Reply};
 use support::{Process, get, http, post, repo_root, start};
 
 /// The shipped party pack, its lobby timeout shortened to `timeout` so a test waits seconds.
@@ -259,4 +261,51 @@ async fn a_lobby_spans_two_replicas() {
         let got = get(&format!("{}/v1/sessions/{id}", server.url)).await;
         assert_eq!((got["turns"].as_u64(), got["lobby"]["round"].as_u64()), (Some(3), Some(3)), "{got}");
     }
+}
+
+/// The answer that closes a round runs the round's turn; when its client leaves while that turn
+/// waits for the model, the turn still finishes and is kept, and shutting the server down waits
+/// for it: no request is left to wait for it, so nothing but the server's own shutdown does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_whose_closing_client_left_is_kept_through_a_shutdown() {
+    let mock = MockLlm::start();
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    // The picker's answers: the opening question's (unusable, so the first candidate), then the
+    // round's, held until the server is shutting down.
+    mock.judge(Reply::Content("No pick.".into()))
+        .judge(Reply::Gated(gate.clone(), Box::new(Reply::Content("No pick either.".into()))));
+    let root = party_root("10m");
+    let db = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", db.path().join("l.db").display());
+    let env = [("GROQ_API_KEY", "gsk-test"), ("GROQ_BASE_URL", mock.base_url.as_str()), ("RULEWEAVE_LLM_RETRIES", "0")];
+    let mut server = start(root.path(), &store, &env);
+    let url = server.url.clone();
+    let (status, created) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": "ana, bo"}})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (status, started) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    assert_eq!((status, started["output"]["round"].as_u64()), (StatusCode::OK, Some(1)), "{started}");
+    assert_eq!(answer(&url, &id, "ana", "have").await.0, StatusCode::OK);
+
+    // bo's answer closes round 1; its client gives up while the round's turn is at the picker.
+    let closing = tokio::spawn({
+        let (url, id) = (url.clone(), id.clone());
+        async move { answer(&url, &id, "bo", "have_not").await }
+    });
+    mock.wait_seen(2).await;
+    closing.abort();
+    assert!(closing.await.unwrap_err().is_cancelled());
+    let pid = server.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    server.wait_for_line("shutting down; finishing the turns in flight");
+    gate.notify_one();
+    let exit = server.child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+
+    // A new server on the same database finds the round closed and the next one open.
+    let server = start(root.path(), &store, &env);
+    let got = get(&format!("{}/v1/sessions/{id}", server.url)).await;
+    assert_eq!((got["turns"].as_u64(), got["lobby"]["round"].as_u64()), (Some(2), Some(2)), "{got}");
+    assert_eq!(got["state"]["escalation_history"][0]["have_ratio"], 0.5, "{got}");
 }
