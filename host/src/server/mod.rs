@@ -289,8 +289,10 @@ async fn close_rounds(state: Shared) {
     loop {
         tick.tick().await;
         let engine = state.engine.clone();
-        let runtime = tokio::runtime::Handle::current();
-        let swept = ruleweave::blocking::run(move || runtime.block_on(engine.close_due_rounds())).await;
+        // The pool runs the job in this runtime, so the job finds it as its current one.
+        let swept =
+            ruleweave::blocking::run(move || tokio::runtime::Handle::current().block_on(engine.close_due_rounds()))
+                .await;
         match swept {
             Ok(Ok(closed)) => {
                 for (id, result) in closed {
