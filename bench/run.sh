@@ -35,19 +35,23 @@ fi
 unset LANGSMITH_TRACING LANGCHAIN_TRACING_V2 LANGSMITH_API_KEY LANGCHAIN_API_KEY || true
 
 engine_bench() {
-  # bencher format: one line per bench, ns per iteration (a 20-turn conversation).
-  cargo bench -q -p ruleweave-engine --bench pirate -- --output-format bencher 'pirate/turn' 2>/dev/null | grep '^test ' >> "$OUT/engine.txt"
+  # bencher format: one line per bench, ns per iteration (a 20-turn conversation; the floor's
+  # iteration is 100 turns).
+  cargo bench -q -p ruleweave-engine --bench pirate -- --output-format bencher 'pirate/turn|floor/turn' 2>/dev/null | grep '^test ' >> "$OUT/engine.txt"
 }
 
 : > "$OUT/engine.txt"
 : > "$OUT/langgraph.jsonl"
-echo "== ruleweave, pirate turns (memory, SQLite)" >&2
+echo "== ruleweave, pirate turns (memory, SQLite) and the floor" >&2
 engine_bench
 echo "== LangGraph, the same pirate graph (MemorySaver, SqliteSaver, bare functions)" >&2
 for mode in memory sqlite bare; do
   (cd bench/langgraph && "$VENV/bin/python" pirate_bench.py --mode "$mode" --turns 20 --convs "$CONVS" --warmup 10 --run 1) \
     | tail -n 1 >> "$OUT/langgraph.jsonl"
 done
+echo "== LangGraph, the floor (three trivial nodes, MemorySaver)" >&2
+(cd bench/langgraph && "$VENV/bin/python" floor_bench.py --nodes 3 --mode memory --iters 1000 --warmup 100 --run 1) \
+  | tail -n 1 >> "$OUT/langgraph.jsonl"
 echo "== ruleweave again" >&2
 engine_bench
 
@@ -74,9 +78,10 @@ engine = {}
 for line in open(f"{out}/engine.txt"):
     m = re.match(r"test (.+?) \.\.\. bench:\s+([\d,]+) ns/iter", line)
     if m:
-        # An iteration is one 20-turn conversation (the bench's TURNS).
-        engine.setdefault(m.group(1), []).append(int(m.group(2).replace(",", "")) / 20 / 1000)
-lg = {j["mode"]: j for j in map(json.loads, open(f"{out}/langgraph.jsonl"))}
+        # An iteration is one 20-turn conversation (the bench's TURNS), the floor's 100 turns.
+        turns = 100 if m.group(1).startswith("floor/") else 20
+        engine.setdefault(m.group(1), []).append(int(m.group(2).replace(",", "")) / turns / 1000)
+lg = {(j["bench"], j["mode"]): j for j in map(json.loads, open(f"{out}/langgraph.jsonl"))}
 def rng(xs):
     lo, hi = min(xs), max(xs)
     return f"{lo:,.1f} µs" if abs(hi - lo) < 0.05 else f"{lo:,.1f}–{hi:,.1f} µs"
@@ -85,7 +90,9 @@ def ratio(base, xs):
     return f"{lo:.0f}×" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}×"
 mem = engine["pirate/turn (20-turn conversation, in memory)"]
 sql = engine["pirate/turn (20-turn conversation, SQLite)"]
-lgm, lgs, bare = (lg[m]["turn"]["median_us"] for m in ("memory", "sqlite", "bare"))
+floor = engine["floor/turn (3 trivial script nodes, in memory)"]
+lgm, lgs, bare = (lg["pirate", m]["turn"]["median_us"] for m in ("memory", "sqlite", "bare"))
+lgf = lg["floor", "memory"]["invoke"]["median_us"]
 load = open(f"{out}/load.txt").read()
 hold = open(f"{out}/hold.txt").read()
 tps = re.search(r"([\d.]+) turns/s; latency p50 ([\d.]+) ms, p99 ([\d.]+) ms.*?(\d+) errors", load)
@@ -98,6 +105,7 @@ print("| --- | --- | --- | --- |")
 print(f"| pirate turn, in memory | {rng(mem)} | `MemorySaver` {lgm:,.0f} µs | **{ratio(lgm, mem)}** faster (200×) |")
 print(f"| pirate turn, SQLite | {rng(sql)} | `SqliteSaver` {lgs:,.0f} µs | **{ratio(lgs, sql)}** faster (100×) |")
 print(f"| the same logic as bare Python functions | | {bare:,.1f} µs | ruleweave in memory: {min(mem)/bare:.1f}× its time |")
+print(f"| the floor: three trivial nodes, in memory | {rng(floor)} | `MemorySaver` {lgf:,.0f} µs | **{ratio(lgf, floor)}** faster |")
 print(f"| server: turns/s (stand-in model, SQLite, load generator on the same cores) | {float(tps.group(1)):,.0f} "
       f"(p50 {tps.group(2)} ms, p99 {tps.group(3)} ms, {tps.group(4)} errors) | | 5,000 turns/s |")
 print(f"| server: its own CPU per turn | {float(cpu.group(1)):,.0f} µs (peak RSS {cpu.group(2)} MB) | | ≤ 200 µs |")

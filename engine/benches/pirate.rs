@@ -1,5 +1,5 @@
 //! One pirate turn through the engine with a model that answers instantly, so only the engine is
-//! timed: the same graph, user messages and paths as `shared/bench/langgraph/pirate_bench.py`.
+//! timed: the same graph, user messages and paths as `bench/langgraph/pirate_bench.py`.
 //!
 //! The baseline's canned judge scores would win the game by the fifth turn (its graph has no
 //! finish rule and keeps going); ours ends a won game, so the cycle below exercises the same paths
