@@ -13,7 +13,10 @@ pub fn every_file_is_declared(main: &Path) {
             let name = entry.unwrap().file_name().into_string().ok()?;
             Some(name.strip_suffix(".rs")?.to_owned())
         })
-        .filter(|name| name != "main" && !source.lines().any(|l| l == format!("mod {name};")))
+        .filter(|name| {
+            let declaration = format!("mod {name};");
+            name != "main" && !source.lines().any(|l| l == declaration)
+        })
         .collect();
     missing.sort();
     assert!(missing.is_empty(), "{} leaves out {missing:?}: add `mod name;` lines for them", main.display());

@@ -296,11 +296,9 @@ async fn a_round_whose_closing_client_left_is_kept_through_a_shutdown() {
     mock.wait_seen(2).await;
     closing.abort();
     assert!(closing.await.unwrap_err().is_cancelled());
-    let pid = server.child.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    server.wait_for_line("shutting down; finishing the turns in flight");
+    server.terminate();
     gate.notify_one();
-    let exit = server.child.wait().unwrap();
+    let exit = server.exit_status();
     assert!(exit.success(), "{exit:?}");
 
     // A new server on the same database finds the round closed and the next one open.

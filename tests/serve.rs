@@ -5,7 +5,7 @@
 use crate::support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -131,14 +131,12 @@ async fn shutting_down_finishes_the_turn_in_flight() {
     // The turn is at the captain's model (judge, then chat) when SIGTERM arrives; the model
     // answers only once the server has begun shutting down.
     mock.wait_seen(2).await;
-    let pid = server.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    server.wait_for_line("shutting down; finishing the turns in flight");
+    server.terminate();
     gate.notify_one();
     let (status, body) = turn.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["output"]["pirate_response"], "Slowly, arr.");
-    let exit = server.child.wait().unwrap();
+    let exit = server.exit_status();
     assert!(exit.success(), "{exit:?}");
 }
 

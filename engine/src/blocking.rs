@@ -81,6 +81,17 @@ pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> R
     POOL.run(f).await
 }
 
+/// Runs the future `make` returns on a pool thread, blocked on in the caller's tokio runtime (a
+/// turn: scripts and templates are synchronous work between its awaits), and waits for it as
+/// [`run`] does. Called from within a tokio runtime; outside one it returns an error.
+pub async fn run_async<F: Future>(make: impl FnOnce() -> F + Send + 'static) -> Result<F::Output, String>
+where
+    F::Output: Send + 'static,
+{
+    // The pool runs the job in the caller's runtime, so the job finds it as its current one.
+    POOL.run(move || Handle::current().block_on(make())).await
+}
+
 /// Waits until no job handed to [`run`] is still running, those handed out meanwhile included:
 /// what a graceful shutdown waits for, since the runtime's own shutdown does not.
 pub async fn settled() {
@@ -128,16 +139,8 @@ impl Pool {
             };
             // When the caller has gone, the result is dropped here, before the thread takes other
             // work.
-            let result = if tx.is_closed() {
-                dispose(runtime.as_ref(), result);
-                None
-            } else {
-                Some(result)
-            };
             Box::new(move || {
-                if let Some(result) = result
-                    && let Err(unsent) = tx.send(result)
-                {
+                if let Err(unsent) = tx.send(result) {
                     dispose(runtime.as_ref(), unsent);
                 }
             })
@@ -371,6 +374,12 @@ mod tests {
         let pool = Pool::new(8, KEEP_ALIVE);
         let spawned = pool.run(|| Handle::current().block_on(tokio::spawn(async { 5 })));
         assert_eq!(spawned.await.unwrap().unwrap(), 5);
+    }
+
+    #[tokio::test]
+    async fn a_future_is_blocked_on_in_its_callers_runtime() {
+        let spawned = run_async(|| async { tokio::spawn(async { 5 }).await.unwrap() });
+        assert_eq!(spawned.await.unwrap(), 5);
     }
 
     /// Spawns on the runtime when dropped, as a store's lock guard does.

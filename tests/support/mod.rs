@@ -93,6 +93,20 @@ impl Process {
             }
         }
     }
+
+    /// Sends SIGTERM and waits (at most 30 s) until the server says it is shutting down.
+    pub fn terminate(&self) {
+        let pid = self.child.id().to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        self.wait_for_line("shutting down; finishing the turns in flight");
+    }
+
+    /// How the server exited, once it has said it stopped (at most 30 s, so a server that hangs
+    /// in its shutdown fails the test instead of holding it).
+    pub fn exit_status(&mut self) -> std::process::ExitStatus {
+        self.wait_for_line("ruleweave: stopped");
+        self.child.wait().unwrap()
+    }
 }
 
 impl Drop for Process {

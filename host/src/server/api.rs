@@ -359,11 +359,10 @@ pub(super) async fn on_turn_thread<T: Send + 'static>(
     let mut session = live.lock_owned().await;
     let pack = session.pack().name().to_owned();
     let slot = s.turn_slot(&pack).await;
-    // The slot goes with the work: a request dropped while it waits does not free it early. The
-    // pool runs the job in this runtime, so the job finds it as its current one.
-    let done = ruleweave::blocking::run(move || {
+    // The slot goes with the work: a request dropped while it waits does not free it early.
+    let done = ruleweave::blocking::run_async(move || async move {
         let _slot = slot;
-        tokio::runtime::Handle::current().block_on(work(&mut session))
+        work(&mut session).await
     })
     .await
     .unwrap_or_else(|e| {

@@ -289,10 +289,7 @@ async fn close_rounds(state: Shared) {
     loop {
         tick.tick().await;
         let engine = state.engine.clone();
-        // The pool runs the job in this runtime, so the job finds it as its current one.
-        let swept =
-            ruleweave::blocking::run(move || tokio::runtime::Handle::current().block_on(engine.close_due_rounds()))
-                .await;
+        let swept = ruleweave::blocking::run_async(move || async move { engine.close_due_rounds().await }).await;
         match swept {
             Ok(Ok(closed)) => {
                 for (id, result) in closed {
