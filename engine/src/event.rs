@@ -43,6 +43,20 @@ pub enum Event {
         /// The text of this piece.
         text: String,
     },
+    /// A piece of what a face shows as a reply streams (the pack's `display.stream`): a streamed
+    /// call's text after its `display.stream_from` heading (the speech, not the reasoning before
+    /// it), with who speaks. Sent only while someone watches, as `token` is.
+    Speech {
+        /// The node whose call streams (`content[2]` for a map node's third item).
+        node: String,
+        /// Who speaks (the state field `display.speaker` names, as the node started).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        speaker: Option<String>,
+        /// True for the first piece of a speech: a new speech begins (the same speaker's too).
+        start: bool,
+        /// The text of this piece.
+        text: String,
+    },
     /// A selector's decision with its full breakdown (see the scoring module).
     Decision {
         /// The node that decided.
@@ -313,6 +327,7 @@ impl Event {
             Event::NodeStarted { node, .. }
             | Event::NodeFinished { node, .. }
             | Event::Token { node, .. }
+            | Event::Speech { node, .. }
             | Event::Decision { node, .. }
             | Event::Custom { node, .. }
             | Event::Search { node, .. }

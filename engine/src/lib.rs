@@ -50,6 +50,7 @@ pub mod search;
 mod select;
 mod selection;
 mod session;
+mod speech;
 mod state;
 pub mod store;
 pub mod text;
@@ -76,7 +77,7 @@ pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};
 pub use selection::Selection;
-pub use session::{PausedAt, Session, TurnResult};
+pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 
 /// The value types state lives in (Rhai's), for native nodes.

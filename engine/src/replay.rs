@@ -155,10 +155,16 @@ impl Recording {
     /// Session `id` as `engine`'s store holds it: its options, and per turn the input, the model
     /// exchanges and searches, the nodes that ran and the state it left.
     pub async fn from_store(engine: &Engine, id: &str) -> Result<Self> {
+        let head = engine.info(id).await?.head;
+        Self::from_store_until(engine, id, head).await
+    }
+
+    /// Session `id` as [`Recording::from_store`] reads it, up to its checkpoint `seq`.
+    pub async fn from_store_until(engine: &Engine, id: &str, seq: u64) -> Result<Self> {
         let info = engine.info(id).await?;
         let store = engine.store();
         let stored = store
-            .history(id, info.head)
+            .history(id, seq)
             .await?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("there is no session {id}")))?;
         let pack = engine.pack(&info.pack)?;

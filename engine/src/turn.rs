@@ -18,6 +18,7 @@ use crate::llm::{
     estimate_tokens,
 };
 use crate::search::{Search, SearchResult};
+use crate::speech::{Speakers, SpeechFilter, Streamed};
 use crate::store::Bump;
 
 /// Sees every model call: the pack that made it and its `llm` event.
@@ -50,6 +51,9 @@ pub(crate) struct TurnCtx {
     search: Option<Arc<dyn Search>>,
     rng: Mutex<ChaCha8Rng>,
     record: Mutex<Record>,
+    /// What faces show of streamed replies (the pack's `display.stream`), and who speaks in each.
+    streamed: Arc<Streamed>,
+    speakers: Speakers,
 }
 
 #[derive(Default)]
@@ -107,6 +111,26 @@ impl TurnCtx {
             search: None,
             rng: Mutex::new(turn_rng(seed, turn)),
             record: Mutex::new(Record::default()),
+            streamed: Arc::default(),
+            speakers: Speakers::default(),
+        }
+    }
+
+    /// Shows the replies of the pack's streamed nodes as `speech` events (see [`crate::speech`]).
+    pub fn streaming(mut self, streamed: Arc<Streamed>) -> Self {
+        self.streamed = streamed;
+        self
+    }
+
+    /// A node starts: when its replies stream and the pack names who speaks, remember who.
+    pub fn node_started(&self, node: &str, state: &rhai::Dynamic) {
+        let Some(field) = &self.streamed.speaker else { return };
+        if self.live.is_none() || !self.streamed.shows(node) {
+            return;
+        }
+        let who = state.read_lock::<rhai::Map>().and_then(|m| m.get(field.as_str()).map(|v| v.to_string()));
+        if let Some(who) = who.filter(|w| !w.is_empty()) {
+            self.speakers.set(node, who);
         }
     }
 
@@ -208,10 +232,10 @@ impl TurnCtx {
         self
     }
 
-    /// The provider for `request`: the one its profile names, or the turn's default (saying so,
-    /// once a turn, when the named one is not set up).
     /// The provider that answers `request`: its named one, or the default one (then asked for the
-    /// profile's `default_model`, when it names one).
+    /// profile's `default_model`, when it names one), saying so once a turn in an `info` log: a
+    /// pack written for several vendors playing on one key is how it is meant to run, no problem
+    /// for a face to show each turn.
     fn provider_for(&self, node: &str, request: &mut LlmRequest) -> Arc<dyn Provider> {
         let Some(name) = &request.provider else { return self.provider.clone() };
         match self.named.get(name) {
@@ -226,7 +250,7 @@ impl TurnCtx {
                     self.record().events.iter().any(|e| matches!(e, Event::Log { message: m, .. } if *m == message));
                 if !said {
                     tracing::info!(node, "{message}");
-                    self.emit(Event::Log { node: node.to_owned(), level: "warn".into(), message });
+                    self.emit(Event::Log { node: node.to_owned(), level: "info".into(), message });
                 }
                 if let Some(model) = request.default_model.take() {
                     request.model = model;
@@ -337,7 +361,18 @@ impl TurnCtx {
         let start = Instant::now();
         let tokens: Option<TokenSink> = self.live.clone().map(|live| {
             let node = node.to_owned();
-            Arc::new(move |text: &str| live(&Event::Token { node: node.clone(), text: text.to_owned() })) as TokenSink
+            let speech = self.streamed.shows(&node).then(|| {
+                let speaker = self.speakers.of(&node);
+                (speaker, Mutex::new(SpeechFilter::new(self.streamed.from.clone())))
+            });
+            Arc::new(move |text: &str| {
+                live(&Event::Token { node: node.clone(), text: text.to_owned() });
+                if let Some((speaker, filter)) = &speech
+                    && let Some((text, start)) = filter.lock().unwrap_or_else(|p| p.into_inner()).push(text)
+                {
+                    live(&Event::Speech { node: node.clone(), speaker: speaker.clone(), text, start });
+                }
+            }) as TokenSink
         });
         let provider = self.provider_for(node, &mut request);
         let result = provider.complete(&request, tokens).await;

@@ -7,6 +7,7 @@ mod support;
 mod data;
 mod debate;
 mod designer;
+mod display;
 mod docs;
 mod embedding;
 mod interview;

@@ -209,6 +209,7 @@ async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynami
     let mut work = Vec::with_capacity(active.len());
     for &i in active {
         env.turn.emit(Event::NodeStarted { node: g.nodes[i].name.to_string(), step });
+        env.turn.node_started(&g.nodes[i].name, state);
         started.push(Instant::now());
         work.push(g.nodes[i].kind.prepare(env, i, state).result().await.map_err(|e| e.in_node(&g.nodes[i].name))?);
     }

@@ -404,6 +404,21 @@ pub(crate) struct DisplayDecl {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     pub stream: Vec<SpannedStr>,
+    /// A regular expression: a streamed reply shows only what follows its first match (the
+    /// speech after a `PHASE 3 - REFINEMENT:` heading, not the reasoning before it).
+    #[schemars(with = "Option<String>")]
+    pub stream_from: Option<SpannedStr>,
+    /// The state field that names who speaks, read as a streamed node starts.
+    #[schemars(with = "Option<String>")]
+    pub speaker: Option<SpannedStr>,
+    /// What the reply says before the first turn: a `question` the player's first input answers
+    /// (the default), or a `hint` of what to type, whose answer is the game's first input.
+    #[serde(default)]
+    pub opening: crate::session::OpeningKind,
+    /// An input every face plays as soon as a session opens, for a pack whose first turn needs no
+    /// answer from the player (a party's `{}` that asks the first question).
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub play_on_open: Option<Spanned<serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

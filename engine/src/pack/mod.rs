@@ -127,15 +127,19 @@ pub(crate) struct Display {
     pub status: bool,
     pub details: bool,
     pub finished: bool,
-    /// Nodes whose replies a console streams (`display.stream`).
-    pub stream: Vec<String>,
+    /// What a face shows while replies stream (`display.stream`, `stream_from`, `speaker`).
+    pub stream: Arc<crate::speech::Streamed>,
+    /// What the reply before the first turn is (`display.opening`).
+    pub opening: crate::session::OpeningKind,
+    /// The input every face plays on open (`display.play_on_open`).
+    pub play_on_open: Option<Json>,
 }
 
 impl Pack {
     /// The nodes whose model replies a console shows as they stream (`display.stream`); a map
     /// node's items stream as `node[i]`.
     pub fn streamed_nodes(&self) -> &[String] {
-        &self.display.stream
+        &self.display.stream.nodes
     }
 
     /// The pack's name (the manifest's file stem).
@@ -287,6 +291,11 @@ impl Pack {
             "nodes": nodes,
             "tables": self.tables.iter().map(|(k, t)| (k.clone(), t.describe())).collect::<serde_json::Map<_, _>>(),
             "standin": self.standin.is_some(),
+            "display": {
+                "opening": self.display.opening,
+                "play_on_open": self.display.play_on_open,
+                "stream": self.display.stream.nodes,
+            },
         })
     }
 

@@ -18,6 +18,7 @@ use crate::graph::run::ResumePoint;
 
 mod lobby;
 mod play;
+mod view;
 
 use crate::llm::Exchange;
 use crate::pack::Pack;
@@ -28,6 +29,7 @@ use crate::turn::TurnCtx;
 use crate::value;
 use crate::vocab::now_ms;
 pub(crate) use play::caught;
+pub use view::{Opening, OpeningKind, Said, View};
 
 /// One running game or flow: a pack version, the options chosen, the state so far.
 pub struct Session {
@@ -115,6 +117,9 @@ pub struct TurnResult {
     pub checkpoint: u64,
     /// Whether the session is finished now (a won game).
     pub finished: bool,
+    /// What a person sees after the turn: the pack's `display:` rendered over the new state,
+    /// with the turn's warnings (a node that fell back) among its notes.
+    pub display: View,
     /// Wall time of the turn.
     #[serde(serialize_with = "micros")]
     pub duration: Duration,

@@ -64,6 +64,7 @@ impl Session {
         .observed(&pack.name, rt.llm_observers())
         .named(rt.named.clone())
         .searching(rt.search_for(&pack))
+        .streaming(pack.display.stream.clone())
         .counted(counts);
         let mut p = Playing {
             rt,
@@ -94,8 +95,10 @@ impl Session {
                 self.turns = number;
                 let paused = pause.as_ref().map(super::PausedAt::of);
                 self.paused = pause;
+                let display = self.view().after(&events);
                 Ok(TurnResult {
                     paused,
+                    display,
                     turn: number,
                     output: self.output(),
                     events,

@@ -220,6 +220,14 @@ impl Loader<'_> {
                 self.error(format!("display.stream names `{}`, which is not a node", s.value), self.at(s));
             }
         }
+        if let Some(field) = &m.display.speaker
+            && !d.schema.fields.contains_key(&field.value)
+        {
+            self.error(format!("display.speaker names `{}`, which is not a state field", field.value), self.at(field));
+        }
+        if let Some(play) = &m.display.play_on_open {
+            self.check_play_on_open(play, &d.inputs);
+        }
         if !self.errors.is_empty() {
             return None;
         }
@@ -290,7 +298,21 @@ impl Loader<'_> {
                 *flag = true;
             }
         }
-        display.stream = m.display.stream.iter().map(|s| s.value.clone()).collect();
+        let from = m.display.stream_from.as_ref().and_then(|r| match regex::Regex::new(&r.value) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                let at = self.at(r);
+                self.error(format!("display.stream_from is no regular expression: {e}"), at);
+                None
+            }
+        });
+        display.stream = Arc::new(crate::speech::Streamed {
+            nodes: m.display.stream.iter().map(|s| s.value.clone()).collect(),
+            from,
+            speaker: m.display.speaker.as_ref().map(|s| s.value.clone()),
+        });
+        display.opening = m.display.opening;
+        display.play_on_open = m.display.play_on_open.as_ref().map(|p| p.value.clone());
         let fields: HashSet<&str> = d.schema.fields.keys().map(String::as_str).collect();
         let templates = self.read_text("prompts", &self.pack.clone(), "j2", "template");
         let prompts = match Prompts::load(&self.pack, &d.params, &fields, templates, inline) {
@@ -326,6 +348,23 @@ impl Loader<'_> {
             self.errors.extend(sandbox.lint(f, &fields));
         }
         Some(Compiled { prompts, sandbox: Arc::new(sandbox), scripts, display })
+    }
+
+    /// `display.play_on_open` is a map of the pack's input fields.
+    fn check_play_on_open(&mut self, play: &Spanned<serde_json::Value>, inputs: &IndexMap<String, super::InputSpec>) {
+        let Some(map) = play.value.as_object() else {
+            let at = self.at(play);
+            return self.error("display.play_on_open is a map of input fields ({} for none)", at);
+        };
+        if let Some(name) = map.keys().find(|k| !inputs.contains_key(*k)) {
+            let known: Vec<&str> = inputs.keys().map(String::as_str).collect();
+            let what = format!(
+                "display.play_on_open sets `{name}`, which is not an input field (fields: {})",
+                known.join(", ")
+            );
+            let at = self.at(play);
+            self.error(what, at);
+        }
     }
 
     /// The `display:` templates read only state fields.

@@ -1,0 +1,168 @@
+//! What a person sees of a session: the pack's `display:` templates rendered over its state, so
+//! no client has to guess which output field is the game's reply.
+
+use rhai::{Dynamic, Map};
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use super::Session;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::event::Event;
+use crate::pack::Pack;
+use crate::replay::Recording;
+use crate::value;
+
+/// A session as a person sees it: the reply, the status line, the details on demand, and, where
+/// they apply, the opening before the first turn and the closing words of a finished session.
+///
+/// Every part is the pack's `display:` template of that name rendered over the state; a part the
+/// pack has no template for is `None`. A template that fails to render leaves its part `None` and
+/// says why in `notes`, so a broken template never hides the turn it describes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct View {
+    /// What the game says (`display.reply`), trimmed.
+    pub reply: Option<String>,
+    /// One line of where the game stands (`display.status`).
+    pub status: Option<String>,
+    /// The machinery behind the turn, shown on demand (`display.details`).
+    pub details: Option<String>,
+    /// The closing words of a finished session (`display.finished`), once it is finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+    /// How the pack opens the conversation, before the first turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opening: Option<Opening>,
+    /// What a person should know of that went wrong or was noted on the way: a node that fell
+    /// back (a model reply that could not be read, a script that failed), a script's `warn`, a
+    /// template that would not render. Each is `node: message`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// How a pack opens a conversation (its manifest's `display.opening` and `display.play_on_open`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Opening {
+    /// Whether the text before the first turn is a question the player answers or a hint of what
+    /// to type; a chat client's first message answers the one and is the first input after the other.
+    pub kind: OpeningKind,
+    /// The reply before the first turn (`None` when it renders to nothing).
+    pub text: Option<String>,
+    /// An input every face plays as soon as the session opens (a party's first question needs
+    /// no answer from anyone), or `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub play: Option<Json>,
+}
+
+/// What the text before the first turn is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OpeningKind {
+    /// A question: the player's first input answers it (an interviewer's first question).
+    #[default]
+    Question,
+    /// A hint of what to type: the player's first input is the game's first input (a designer's
+    /// "type what the game should teach").
+    Hint,
+}
+
+impl Session {
+    /// The session as a person sees it now: the pack's `display:` rendered over the state (with
+    /// the opening before the first turn, and the closing words once finished).
+    pub fn view(&self) -> View {
+        self.pack.view(&self.state, &self.options, self.turns)
+    }
+}
+
+/// One turn of a conversation as a person saw it: what was sent and what the game showed after.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Said {
+    /// The turn's number.
+    pub turn: u64,
+    /// Its input, as the store kept it.
+    pub input: Json,
+    /// The display after it, rendered by the pack as it is now.
+    pub display: View,
+}
+
+/// How many forks back a conversation is followed to its start.
+const MOST_FORKS_BACK: usize = 32;
+
+impl Engine {
+    /// What a person saw of session `id`, turn by turn, from its start: for a fork, the turns of
+    /// the session it left up to where it left, then its own. The displays are the pack's
+    /// templates, as it is now, over each turn's state; no script runs.
+    pub async fn conversation(&self, id: &str) -> Result<Vec<Said>> {
+        let mut legs = Vec::new();
+        let (mut at, mut until) = (id.to_owned(), None);
+        while legs.len() < MOST_FORKS_BACK {
+            let info = self.info(&at).await?;
+            let rec = Recording::from_store_until(self, &at, until.unwrap_or(info.head)).await?;
+            legs.push(rec);
+            match info.parent {
+                Some((parent, seq)) => (at, until) = (parent, Some(seq)),
+                None => break,
+            }
+        }
+        let mut said = Vec::new();
+        for rec in legs.into_iter().rev() {
+            let pack = self.pack(&rec.pack)?;
+            let options = value::from_json(&Json::Object(rec.options.clone()));
+            let options = options.try_cast::<Map>().unwrap_or_default();
+            for t in rec.turns {
+                let Some(state) = &t.state else { continue };
+                let state = pack.schema.restore(state);
+                said.push(Said { turn: t.turn, input: t.input, display: pack.view(&state, &options, t.turn) });
+            }
+        }
+        Ok(said)
+    }
+}
+
+impl Pack {
+    /// The `display:` of this pack rendered over `state`, a session's after `turns` turns.
+    pub(crate) fn view(&self, state: &Dynamic, options: &Map, turns: u64) -> View {
+        let mut notes = Vec::new();
+        let mut part = |name: &str, has: bool| {
+            if !has {
+                return None;
+            }
+            match self.prompts.render(&format!("display.{name}"), state, options, &Map::new(), None) {
+                Ok(text) => Some(text.trim().to_owned()).filter(|t| !t.is_empty()),
+                Err(e) => {
+                    notes.push(format!("display.{name} failed: {}", e.detail()));
+                    None
+                }
+            }
+        };
+        let d = &self.display;
+        let reply = part("reply", d.reply);
+        let status = part("status", d.status);
+        let details = part("details", d.details);
+        let finished = part("finished", d.finished && self.is_finished(state));
+        let opening =
+            (turns == 0).then(|| Opening { kind: d.opening, text: reply.clone(), play: d.play_on_open.clone() });
+        View { reply, status, details, finished, opening, notes }
+    }
+}
+
+impl View {
+    /// The view after a turn, with the turn's warnings first among its notes: a node that fell
+    /// back or a script's `warn`, each once, in the order they happened.
+    pub(crate) fn after(mut self, events: &[Event]) -> Self {
+        let mut seen = Vec::new();
+        for e in events {
+            if let Event::Log { node, level, message } = e
+                && level == "warn"
+            {
+                let line = format!("{node}: {message}");
+                if !seen.contains(&line) {
+                    seen.push(line);
+                }
+            }
+        }
+        seen.append(&mut self.notes);
+        self.notes = seen;
+        self
+    }
+}
