@@ -187,31 +187,58 @@ async fn a_finished_game_is_a_conflict_and_a_pack_without_text_input_says_why() 
     assert_eq!(said(&body).0, r#"{"total":5}"#, "a pack without display.reply shows its output");
 }
 
+/// Each shipped pack's first message as a person expects it: the interviewer answers it with its
+/// first question, the party with the question its lobby opens on, the designer and the debate
+/// take it as their first input (their openings are only hints of what to type).
 #[tokio::test]
-async fn a_pack_that_opens_answers_the_first_message_with_its_opening_and_streams_its_speeches() {
-    let root = copy_of(&["config/debate.yaml", "scripts/debate", "prompts/debate"]);
-    let server = start(root.path(), "memory", &[]);
+async fn every_pack_answers_its_first_message_as_a_person_expects() {
+    let server = start(&support::repo_root(), "memory", &[]);
     let url = &server.url;
-    let (_, opening) = chat(url, "debate:rounds=1:off", &[user("hello")]).await;
-    let (motion, s, turn) = said(&opening);
-    assert!(motion.starts_with("Motion: ") && motion.contains("Type `start`"), "{motion}");
-    assert_eq!(turn, 0, "no turn was played");
 
-    let data = chat_stream(
-        url,
-        json!({"model": "debate:rounds=1:off", "stream": true,
-               "messages": [user("hello"), assistant(&motion), user("start")]}),
-    )
-    .await;
-    let pieces: Vec<String> = data[..data.len() - 1]
+    let (_, first) = chat(url, "interview", &[user("hi")]).await;
+    let (question, s, turn) = said(&first);
+    assert_eq!(turn, 0, "the opening question answers the first message: {first}");
+    assert!(question.ends_with('?'), "{question}");
+    let (_, second) = chat(url, "interview", &[user("hi"), assistant(&question), user("I like it frothy.")]).await;
+    let (next, s2, turn) = said(&second);
+    assert_eq!((s2, turn), (s, 1));
+    let session = get(&format!("{url}/v1/sessions/{}", said(&second).1)).await;
+    assert_eq!(next, session["display"]["reply"].as_str().unwrap());
+
+    let (_, first) = chat(url, "party", &[user("hi everyone")]).await;
+    let (question, s, turn) = said(&first);
+    assert_eq!(turn, 1, "the lobby opened by asking its first question: {first}");
+    assert!(question.starts_with("Never have I ever"), "{question}");
+    let (_, second) = chat(url, "party", &[user("hi everyone"), assistant(&question), user("all")]).await;
+    let (next, s2, turn) = said(&second);
+    assert_eq!((s2.as_str(), turn), (s.as_str(), 2));
+    let session = get(&format!("{url}/v1/sessions/{s}")).await;
+    assert_eq!(next, session["display"]["reply"].as_str().unwrap());
+    assert_eq!(session["state"]["escalation_history"][0]["have_ratio"], 1.0, "everyone had");
+
+    let (status, first) = chat(url, "designer", &[user("the chambers of the heart")]).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (design, _, turn) = said(&first);
+    assert_eq!(turn, 1, "the question is the designer's first input");
+    assert!(design.contains("scene"), "{design}");
+
+    // The debate: `start` is its first input; its speeches stream under their speakers, without
+    // the debaters' reflection and critique.
+    let data =
+        chat_stream(url, json!({"model": "debate:rounds=1:off", "stream": true, "messages": [user("start")]})).await;
+    let streamed: String = data[..data.len() - 1]
         .iter()
         .filter_map(|d| {
             serde_json::from_str::<Value>(d).ok()?["choices"][0]["delta"]["content"].as_str().map(str::to_owned)
         })
         .collect();
-    assert!(pieces.len() > 10, "the speeches stream piece by piece: {pieces:?}");
-    let session = get(&format!("{url}/v1/sessions/{s}")).await;
-    assert_eq!(session["turns"], 1, "the opening's session played the turn");
+    assert!(streamed.starts_with("pro: Surveys where"), "{streamed}");
+    assert!(streamed.contains("\n\ncon: Surveys where"), "{streamed}");
+    assert!(!streamed.contains("PHASE"), "{streamed}");
+    assert!(streamed.ends_with("The debate is over. Winner: con."), "{streamed}");
+    let (status, refused) = chat(url, "debate", &[user("hello")]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("type \"start\" to begin the debate"), "{refused}");
 }
 
 #[tokio::test]

@@ -131,7 +131,10 @@ fn run_prints_one_json_line_per_turn_and_a_won_game_refuses_more() {
     assert_eq!(lines.len(), 5, "{}", stderr(&out));
     for (i, line) in lines[..4].iter().enumerate() {
         let keys: Vec<&str> = line.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, ["output", "state", "turn"], "exactly the contract's keys");
+        assert_eq!(keys, ["display", "output", "state", "turn"], "exactly the contract's keys");
+        // What a person sees travels with the line: the captain's words are the reply.
+        assert_eq!(line["display"]["reply"], line["output"]["pirate_response"]);
+        assert!(line["display"]["status"].as_str().unwrap().starts_with("merit "), "{line}");
         assert_eq!(line["turn"], i as u64 + 1);
         assert_eq!(line["state"]["conversation_history"].as_array().unwrap().len(), 2 * (i + 1));
     }
@@ -731,4 +734,58 @@ fn play_keeps_its_database_under_the_root_and_why_waits_for_a_turn() {
     assert!(text.contains("pirate (stand-in) ›"), "{text}");
     assert!(root.path().join("ruleweave.db").is_file(), "the default database is under --root");
     assert!(!elsewhere.path().join("ruleweave.db").exists(), "not where the command ran");
+}
+
+/// `play PACK` with `lines` typed (piped: plain text), its screen after the banner.
+fn played(pack: &str, set: &[&str], lines: &str) -> String {
+    let mut cmd = ruleweave(&repo_root());
+    cmd.args(["play", pack, "--store", "memory", "--no-watch"]);
+    for s in set {
+        cmd.args(["--set", s]);
+    }
+    let out = run_with_stdin(cmd, lines);
+    let text = stdout(&out);
+    let start = text.find("/quit\n").map_or(0, |i| i + "/quit\n".len());
+    text[start..].to_owned()
+}
+
+#[test]
+fn every_pack_plays_in_the_terminal_as_a_person_sees_it() {
+    // The pirate: the captain's words, then where the merit stands.
+    let screen = played("pirate", &[], "Ahoy, captain! I am the harbour master's daughter.\n");
+    let mut lines = screen.lines();
+    let reply = lines.next().unwrap();
+    assert!(reply.starts_with("> pirate (stand-in) › ") && !reply.ends_with("continue"), "{screen}");
+    assert!(lines.next().unwrap().starts_with("  merit "), "{screen}");
+
+    // The interview: its first question before the first answer, then the next with the choice.
+    let screen = played("interview", &[], "I like oat milk because it foams.\n");
+    assert!(screen.starts_with("interview (stand-in) › Let's talk about oat milk in coffee."), "{screen}");
+    assert!(screen.contains("\n  turn 1, exploratory: "), "{screen}");
+
+    // The party: the lobby opens on its first question; `all` plays a round, `+gus` only joins.
+    let screen = played("party", &["players=ana,bo,cy,dee"], "all\n+gus\n");
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(lines[0].starts_with("party (stand-in) › Never have I ever"), "{screen}");
+    assert!(lines[1].starts_with("  round 1/20 · "), "{screen}");
+    assert!(lines[3].starts_with("  round 2/20 · safe (intensity 2) · B 0.15 + P 0.04"), "{screen}");
+    let question = lines[2].trim_start_matches("> party (stand-in) › ");
+    assert_eq!(
+        lines[4],
+        format!("> party (stand-in) › (now at the table: ana, bo, cy, dee, gus; the question stands) {question}")
+    );
+    assert!(lines[5].starts_with("  round 2/20 · ") && lines[5].ends_with("· 5 players"), "{screen}");
+
+    // The designer: what to type, then the design it built.
+    let screen = played("designer", &[], "the chambers of the heart\n");
+    assert!(screen.starts_with("designer (stand-in) › Type what the game should teach"), "{screen}");
+    assert!(screen.contains("› Explore the chambers of the heart: 2 scene(s), 160 points"), "{screen}");
+    assert!(screen.contains("\n  complete · attempts 1 · validation 1.0"), "{screen}");
+
+    // The debate at a pause: the status says what to type; a note goes to the next round.
+    let screen =
+        played("debate", &["rounds=2", "pause=rounds", "fact_check=off"], "start\nAddress the costs, please.\n");
+    assert!(screen.contains("paused: type a note for the next round's debaters, or `continue`"), "{screen}");
+    assert!(screen.contains("As the moderator asks, on \"Address the costs, please.\""), "{screen}");
+    assert!(!screen.contains("PHASE") && !screen.contains("failed"), "{screen}");
 }

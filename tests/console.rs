@@ -120,6 +120,41 @@ impl Browser {
         self.eval(&format!("document.querySelector({selector:?}).click()")).await;
     }
 
+    /// Saves a PNG of the page as a person sees it, in `target/console-screenshots/NAME.png`
+    /// (look at them before calling a change to the console done).
+    async fn screenshot(&mut self, name: &str) -> std::path::PathBuf {
+        let shot = self.call("Page.captureScreenshot", json!({"format": "png"})).await;
+        let png = base64_decode(shot["data"].as_str().unwrap());
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    /// Sets the window's size (the screenshots').
+    async fn size(&mut self, width: u32, height: u32) {
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        )
+        .await;
+    }
+
+    /// Types `text` into the move box and sends it with the keyboard shortcut.
+    async fn type_move(&mut self, text: &str) {
+        self.eval(&format!(
+            "{{ const i = document.getElementById('input'); i.value = {text:?};
+             i.dispatchEvent(new KeyboardEvent('keydown', {{key: 'Enter', ctrlKey: true, bubbles: true}})) }}"
+        ))
+        .await;
+    }
+
+    /// The session on screen as the API shows it (`GET /v1/sessions/{id}`).
+    async fn shown_session(&mut self) -> Value {
+        self.eval("fetch('/v1/sessions/' + document.getElementById('sid').textContent).then((r) => r.json())").await
+    }
+
     async fn text(&mut self, selector: &str) -> String {
         self.eval(&format!("document.querySelector({selector:?}).textContent"))
             .await
@@ -127,6 +162,171 @@ impl Browser {
             .unwrap_or_default()
             .to_owned()
     }
+}
+
+/// Standard base64, for the screenshots DevTools sends.
+fn base64_decode(text: &str) -> Vec<u8> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    };
+    let bytes: Vec<u8> = text.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()).map(value).collect();
+    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
+    for chunk in bytes.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, v)| n | (u32::from(*v) << (18 - 6 * i)));
+        out.extend(n.to_be_bytes()[1..chunk.len()].iter());
+    }
+    out
+}
+
+/// Squashes blank space, as a person reads text whatever its wrapping.
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The game's last message on screen: its reply and status line as a person reads them.
+async fn last_game_message(b: &mut Browser, turn: u64) -> (String, String) {
+    let sel = format!("#conversation .msg.game[data-turn='{turn}']");
+    b.wait_for(&format!("document.querySelector(\"{sel} .status\")")).await;
+    let reply = b.text(&format!("{sel} > .reply")).await;
+    let status = b.text(&format!("{sel} .status")).await;
+    (reply, status)
+}
+
+/// Every template of the page's pack rendered (no `display.… failed` note), and nothing went
+/// wrong; then a screenshot to look at.
+async fn looked_at(b: &mut Browser, name: &str) {
+    let conversation = b.text("#conversation").await;
+    assert!(!conversation.contains("failed:"), "{name}: {conversation}");
+    assert_eq!(
+        b.eval("document.getElementById('problem').hidden").await,
+        json!(true),
+        "{name}: {}",
+        b.text("#problem").await
+    );
+    b.screenshot(name).await;
+}
+
+/// Opens `pack` with `options` (set as a test sets them: the JSON box's value).
+async fn open_pack(b: &mut Browser, pack: &str, options: Value) {
+    b.click(&format!("button.pack[data-pack='{pack}']")).await;
+    b.wait_for(&format!("document.getElementById('pack-title').textContent == {pack:?}")).await;
+    if let Value::Object(set) = options {
+        let js = format!(
+            "{{ const o = JSON.parse(document.getElementById('options').value); Object.assign(o, {}); \
+             document.getElementById('options').value = JSON.stringify(o) }}",
+            Value::Object(set)
+        );
+        b.eval(&js).await;
+    }
+    b.click("#open").await;
+    b.wait_for("!document.getElementById('play').hidden && document.getElementById('sid').textContent").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pack_plays_in_the_console_as_a_person_sees_it() {
+    let Some(exe) = chromium() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
+        return;
+    };
+    let server = start_with(&support::repo_root(), "memory", &[], &[]);
+    let mut b = Browser::launch(&exe).await;
+    b.size(1400, 900).await;
+    b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
+    b.wait_for("document.querySelector('#packs button.pack')").await;
+    // Before a pack is picked, the middle says what to do.
+    assert!(b.text("#empty").await.contains("Pick a pack on the left"));
+    looked_at(&mut b, "0-start").await;
+
+    // The pirate: the captain's words are the reply, the merit the status line.
+    open_pack(&mut b, "pirate", json!({})).await;
+    assert_eq!(b.eval("document.querySelectorAll('#conversation .msg').length").await, json!(0), "no opening");
+    b.type_move("Ahoy, captain! I am the harbour master's daughter, and the Navy is coming.").await;
+    let (reply, status) = last_game_message(&mut b, 1).await;
+    let shown = b.shown_session().await;
+    assert_eq!(reply, shown["display"]["reply"].as_str().unwrap());
+    assert_eq!(reply, shown["state"]["pirate_response"].as_str().unwrap(), "the captain's words, not `continue`");
+    assert_eq!(status, shown["display"]["status"].as_str().unwrap());
+    assert!(status.starts_with("merit "), "{status}");
+    assert_eq!(
+        b.text("#conversation .msg.you").await,
+        "Ahoy, captain! I am the harbour master's daughter, and the Navy is coming."
+    );
+    looked_at(&mut b, "1-pirate").await;
+
+    // The interview: its first question is on screen before any answer.
+    open_pack(&mut b, "interview", json!({})).await;
+    b.wait_for("document.querySelector('#conversation .msg.game.opening .reply')").await;
+    let opening = b.text("#conversation .msg.game.opening .reply").await;
+    assert_eq!(opening, b.shown_session().await["display"]["opening"]["text"].as_str().unwrap());
+    assert!(opening.ends_with('?'), "a question: {opening}");
+    b.type_move("I buy vegetables at the market because the farmers there grow them without chemicals.").await;
+    let (reply, status) = last_game_message(&mut b, 1).await;
+    let shown = b.shown_session().await;
+    assert_eq!(reply, shown["display"]["reply"].as_str().unwrap());
+    assert_eq!(reply, shown["state"]["question"].as_str().unwrap());
+    assert!(status.starts_with("turn 1"), "{status}");
+    looked_at(&mut b, "2-interview").await;
+
+    // The party: the lobby opens on its first question; the host types `all`, then a join.
+    open_pack(&mut b, "party", json!({"players": "ana,bo,cy,dee"})).await;
+    let (first, status) = last_game_message(&mut b, 1).await;
+    assert!(first.starts_with("Never have I ever"), "{first}");
+    assert!(status.starts_with("round 1/20"), "{status}");
+    assert_eq!(b.eval("document.querySelectorAll('#conversation .msg.you').length").await, json!(0), "nobody typed");
+    b.type_move("all").await;
+    let (reply, status) = last_game_message(&mut b, 2).await;
+    assert_eq!(reply, b.shown_session().await["display"]["reply"].as_str().unwrap());
+    assert!(status.starts_with("round 2/20"), "{status}");
+    b.type_move("+gus").await;
+    let (reply, status) = last_game_message(&mut b, 3).await;
+    assert!(reply.ends_with(&first_question_of(&b.shown_session().await)), "the question stands: {reply}");
+    assert!(status.starts_with("round 2/20") && status.ends_with("5 players"), "no round played: {status}");
+    assert!(b.eval("document.getElementById('problem').hidden").await == json!(true));
+    looked_at(&mut b, "3-party").await;
+
+    // The designer: a hint first; the question typed is the first input.
+    open_pack(&mut b, "designer", json!({})).await;
+    b.wait_for("document.querySelector('#conversation .msg.game.opening')").await;
+    assert!(b.text("#conversation .msg.game.opening .reply").await.starts_with("Type what the game should teach"));
+    b.type_move("the chambers of the heart").await;
+    let (reply, status) = last_game_message(&mut b, 1).await;
+    let shown = b.shown_session().await;
+    assert_eq!(reply, shown["display"]["reply"].as_str().unwrap());
+    assert!(reply.contains("scene"), "{reply}");
+    assert!(status.starts_with("complete"), "{status}");
+    looked_at(&mut b, "4-designer").await;
+
+    // The debate, strict: each speech under its speaker, no reasoning sections, send-backs shown.
+    open_pack(
+        &mut b,
+        "debate",
+        json!({"rounds": 1, "fact_check": "strict", "topic": "Cars should be banned from city centres"}),
+    )
+    .await;
+    b.wait_for("document.querySelector('#conversation .msg.game.opening')").await;
+    assert!(b.text("#conversation .msg.game.opening .reply").await.contains("Cars should be banned from city centres"));
+    b.type_move("start").await;
+    let (reply, status) = last_game_message(&mut b, 1).await;
+    let shown = b.shown_session().await;
+    assert_eq!(squash(&reply), squash(shown["display"]["reply"].as_str().unwrap()));
+    assert!(reply.starts_with("pro: ") && reply.contains("\n\ncon: "), "{reply}");
+    assert!(reply.contains("city centres"), "the stand-in argues the motion: {reply}");
+    let conversation = b.text("#conversation").await;
+    assert!(!conversation.contains("PHASE"), "{conversation}");
+    assert!(conversation.contains("pro's speech sent back"), "{conversation}");
+    assert!(status.contains("winner:"), "{status}");
+    assert!(b.text("#conversation .msg.game[data-turn='1'] .finished").await.starts_with("The debate is over."));
+    looked_at(&mut b, "5-debate").await;
+}
+
+/// The question a party session shows after its turns.
+fn first_question_of(session: &Value) -> String {
+    session["state"]["question"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,4 +385,33 @@ async fn a_designer_playtests_in_the_browser() {
         .await;
     assert!(forked.as_str().unwrap().contains(&format!("forked from {first} at checkpoint 0")), "{forked}");
     assert_eq!(b.eval("document.querySelectorAll('#conversation .msg').length").await, json!(0));
+
+    // Fork after the first turn: the conversation so far is on screen, the captain's reply too.
+    let second = b.text("#sid").await;
+    b.eval("document.querySelector('#start').hidden = true").await;
+    b.click("#sid").await;
+    b.type_move("Ahoy again, captain! The harbour master sent me.").await;
+    b.wait_for("document.querySelector(\"#conversation .msg.game[data-turn='1'] .status\")").await;
+    let reply = b.text("#conversation .msg.game[data-turn='1'] > .reply").await;
+    b.wait_for("document.querySelector(\"#checkpoints button.fork[data-seq='1']\")").await;
+    b.click("#checkpoints button.fork[data-seq='1']").await;
+    b.wait_for(&format!(
+        "document.getElementById('sid').textContent != {second:?} && document.querySelectorAll('#conversation .msg').length == 2"
+    ))
+    .await;
+    assert_eq!(b.text("#conversation .msg.you").await, "Ahoy again, captain! The harbour master sent me.");
+    assert_eq!(b.text("#conversation .msg.game > .reply").await, reply);
+
+    // An edit the loader refuses: after a reload of the page the pack still opens, at its last
+    // good version, with the refusal beside it.
+    std::fs::write(&manifest, std::fs::read_to_string(&manifest).unwrap().replacen("graph:", "graph: [", 1)).unwrap();
+    b.wait_for("document.querySelector('#reloads .reload.err')").await;
+    b.call("Page.reload", json!({})).await;
+    b.wait_for("document.querySelector(\"button.pack[data-pack='pirate']\") && document.querySelector(\"button.pack[data-pack='pirate']\").textContent.includes('edit refused')").await;
+    b.click("button.pack[data-pack='pirate']").await;
+    b.wait_for("!document.getElementById('pack-refusal').hidden").await;
+    assert!(b.text("#pack-refusal").await.contains("config/pirate.yaml:"), "{}", b.text("#pack-refusal").await);
+    b.click("#open").await;
+    b.wait_for("!document.getElementById('play').hidden").await;
+    b.screenshot("6-refused-edit").await;
 }

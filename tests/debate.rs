@@ -164,7 +164,12 @@ fn play_streams_the_speeches() {
         "start\n",
     );
     let text = stdout(&out);
-    assert!(text.contains("  [speak] PHASE 1 - REFLECTION:"), "{text}");
+    // Each speech streams under its speaker; the reflection and critique are the debater's notes.
+    assert!(text.contains("pro › Surveys where \"Artificial intelligence"), "{text}");
+    assert!(text.contains("\ncon › Surveys where"), "{text}");
+    assert!(!text.contains("PHASE"), "{text}");
+    // Streamed as the reply says it, so the reply is not printed a second time.
+    assert_eq!(text.matches("62 percent").count(), 1, "{text}");
     assert!(text.contains("winner:"), "{text}");
 }
 

@@ -216,7 +216,8 @@ async fn a_lobby_plays_round_by_round_over_http() {
     }
     let history = &last["output"]["escalation_history"];
     assert_eq!(history.as_array().unwrap().len(), 3);
-    assert_eq!((history[2]["round"].as_u64(), history[2]["have_ratio"].as_f64()), (Some(3), Some(1.0)));
+    // Over everyone at the table (ana, bo, cy, gus): the three who stayed silent said neither.
+    assert_eq!((history[2]["round"].as_u64(), history[2]["have_ratio"].as_f64()), (Some(3), Some(0.25)));
     let (status, body) = answer(&url, &id, "ana", "have").await;
     assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("session_finished")));
     drop(server);

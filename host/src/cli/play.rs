@@ -55,11 +55,11 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     }
     println!("{HELP}");
     let out = Out::detect();
-    show_opening(&out, &session, &speaker);
     let mut input = Input::detect();
     let _watcher = if args.no_watch { None } else { watch_edits(rt, &engine, pack.name(), input.printer()) };
     let mut console =
         Console { rt, engine: &engine, pack: &pack, options, session, speaker, last: None, explain: args.explain, out };
+    console.open();
     loop {
         let Some(line) = input.line("> ")? else {
             println!();
@@ -141,6 +141,8 @@ impl Console<'_> {
     /// One line typed: a command, or a move.
     fn line(&mut self, line: &str) -> Result<Flow> {
         match line {
+            // An empty line goes on from a pause (the debate's next round); elsewhere it is nothing.
+            "" if self.session.paused().is_some() => self.play(""),
             "" => {}
             "/quit" | "/exit" => return Ok(Flow::Quit),
             "/help" => println!("{HELP}"),
@@ -163,7 +165,7 @@ impl Console<'_> {
                 self.session = self.rt.block_on(self.engine.open(self.pack.name(), &self.options))?;
                 self.last = None;
                 println!("new session {}", self.session.id());
-                show_opening(&self.out, &self.session, &self.speaker);
+                self.open();
             }
             // `/word` is a command; anything else starting with `/` is an answer.
             command if command.starts_with('/') && command[1..].chars().all(|c| c.is_ascii_alphabetic()) => {
@@ -194,33 +196,39 @@ impl Console<'_> {
         Ok(())
     }
 
-    /// A move: a JSON map of input fields, or the text of a one-text-field pack.
+    /// A move: a JSON map of input fields, or a line the pack reads (its `typed` script, or its
+    /// one text field).
     fn play(&mut self, text: &str) {
         let input = if text.starts_with('{') {
             super::parse_value(text)
         } else {
             super::turn_input(&self.session, Value::String(text.to_owned()))
         };
-        let input = match input {
-            Ok(i) => i,
-            Err(e) => return println!("{}", self.out.problem(&format!("! {e:#}"))),
-        };
-        let streamed = self.session.pack().streamed_nodes().to_vec();
-        let result = if streamed.is_empty() {
-            self.rt.block_on(self.session.turn(input))
-        } else {
-            let stream = Arc::new(Mutex::new(Streaming::default()));
+        match input {
+            Ok(i) => self.play_input(i),
+            Err(e) => println!("{}", self.out.problem(&format!("! {e:#}"))),
+        }
+    }
+
+    /// Plays `input` as a turn and shows it.
+    fn play_input(&mut self, input: Value) {
+        let streams = !self.session.pack().streamed_nodes().is_empty();
+        let stream = Arc::new(Mutex::new(Streaming { out: self.out, ..Streaming::default() }));
+        let result = if streams {
             let sink_stream = stream.clone();
             let sink: ruleweave::EventSink = Arc::new(move |e: &ruleweave::Event| {
-                sink_stream.lock().unwrap_or_else(|p| p.into_inner()).show(e, &streamed);
+                sink_stream.lock().unwrap_or_else(|p| p.into_inner()).show(e);
             });
             let r = self.rt.block_on(self.session.turn_with_events(input, sink));
             stream.lock().unwrap_or_else(|p| p.into_inner()).end();
             r
+        } else {
+            self.rt.block_on(self.session.turn(input))
         };
+        let streamed = std::mem::take(&mut *stream.lock().unwrap_or_else(|p| p.into_inner()));
         match result {
             Ok(r) => {
-                show_turn(&self.out, &self.session, &self.speaker, &r);
+                show_turn(&self.out, &self.speaker, &r, &streamed);
                 if self.explain {
                     show_details(&self.session);
                     show_decisions(&r);
@@ -238,29 +246,43 @@ impl Console<'_> {
     }
 }
 
-/// Model replies shown as they stream, for the nodes the pack's `display.stream` names.
+/// What the pack shows while a turn runs (`display.stream`): each speech as it is written, under
+/// its speaker, and the turn's warnings as they happen (a speech sent back).
 #[derive(Default)]
 struct Streaming {
-    /// The call whose tokens are being shown (`speak`, or `content[2]` for a map node's item).
+    out: Out,
+    /// The call whose speech is being shown (`speak`, or `content[2]` for a map node's item).
     node: Option<String>,
+    /// Each speech shown, `speaker: text`, and the warnings shown.
+    speeches: Vec<String>,
+    notes: Vec<String>,
 }
 
 impl Streaming {
-    fn show(&mut self, e: &ruleweave::Event, streamed: &[String]) {
+    fn show(&mut self, e: &ruleweave::Event) {
         use std::io::Write as _;
-        let ruleweave::Event::Token { node, text } = e else { return };
-        let base = node.split_once('[').map_or(node.as_str(), |(n, _)| n);
-        if !streamed.iter().any(|s| s == base) {
-            return;
-        }
-        if self.node.as_deref() != Some(node) {
-            if self.node.is_some() {
-                println!();
+        match e {
+            ruleweave::Event::Speech { node, speaker, text, start } => {
+                if *start || self.node.as_deref() != Some(node) {
+                    self.end();
+                    let who = speaker.as_deref().unwrap_or(node);
+                    print!("{} › ", self.out.speaker(who));
+                    self.node = Some(node.clone());
+                    self.speeches.push(format!("{who}: "));
+                }
+                print!("{text}");
+                if let Some(last) = self.speeches.last_mut() {
+                    last.push_str(text);
+                }
             }
-            print!("  [{node}] ");
-            self.node = Some(node.clone());
+            ruleweave::Event::Log { node, level, message } if level == "warn" => {
+                self.end();
+                let note = format!("{node}: {message}");
+                println!("{}", self.out.quiet(&format!("  ({note})")));
+                self.notes.push(note);
+            }
+            _ => return,
         }
-        print!("{text}");
         let _ = std::io::stdout().flush();
     }
 
@@ -269,15 +291,30 @@ impl Streaming {
             println!();
         }
     }
+
+    /// What streamed, as one text to compare with the turn's reply.
+    fn text(&self) -> String {
+        self.speeches.iter().map(|s| s.trim()).collect::<Vec<_>>().join("\n\n")
+    }
 }
 
-/// What the game says before the first move (the interview's opening question), or last said
-/// (a resumed session): the reply display, when it renders to something.
-fn show_opening(out: &Out, session: &Session, speaker: &str) {
-    if let Some(Ok(reply)) = session.display("reply")
-        && !reply.trim().is_empty()
-    {
-        say(out, speaker, reply.trim());
+impl Console<'_> {
+    /// The game's opening: a session that opens by playing an input (a party's first question)
+    /// plays it; one that opens with a question or a hint shows it; a resumed one shows where it
+    /// stands.
+    fn open(&mut self) {
+        let view = self.session.view();
+        if let Some(play) = view.opening.as_ref().and_then(|o| o.play.clone()) {
+            return self.play_input(play);
+        }
+        if let Some(reply) = &view.reply {
+            say(&self.out, &self.speaker, reply);
+        }
+        if self.session.turns() > 0
+            && let Some(status) = &view.status
+        {
+            println!("{}", self.out.quiet(&self.out.wrap("  ", 2, status, 4)));
+        }
     }
 }
 
@@ -288,26 +325,30 @@ fn say(out: &Out, speaker: &str, text: &str) {
     println!("{}", out.wrap(&first, width, text, width.min(12)));
 }
 
-fn show_turn(out: &Out, session: &Session, speaker: &str, r: &TurnResult) {
-    let reply = match session.display("reply") {
-        Some(Ok(s)) => s,
-        Some(Err(e)) => format!("(display.reply failed: {e})"),
-        None => r.output.to_string(),
-    };
-    say(out, speaker, reply.trim());
-    if let Some(status) = session.display("status") {
-        let status = status.unwrap_or_else(|e| format!("(display.status failed: {e})"));
-        println!("{}", out.quiet(&out.wrap("  ", 2, status.trim(), 4)));
+/// A turn as a person sees it: the reply (unless it streamed just so), the warnings that did not
+/// stream, the status line, and the closing words of a finished session.
+fn show_turn(out: &Out, speaker: &str, r: &TurnResult, streamed: &Streaming) {
+    let d = &r.display;
+    let reply = d.reply.clone().unwrap_or_else(|| r.output.to_string());
+    if streamed.speeches.is_empty() || squash(&streamed.text()) != squash(&reply) {
+        say(out, speaker, &reply);
     }
-    if let Some(p) = &r.paused {
-        println!("  (paused after {}; your next move goes on with {})", p.after, p.next.join(", "));
+    for note in d.notes.iter().filter(|n| !streamed.notes.contains(n)) {
+        println!("{}", out.problem(&out.wrap("  ! ", 4, note, 4)));
+    }
+    match (&d.status, &r.paused) {
+        (Some(status), _) => println!("{}", out.quiet(&out.wrap("  ", 2, status, 4))),
+        (None, Some(p)) => println!("  (paused after {}; your next move goes on with {})", p.after, p.next.join(", ")),
+        (None, None) => {}
     }
     if r.finished {
-        match session.display("finished") {
-            Some(Ok(s)) => println!("{}", s.trim()),
-            _ => println!("The session is finished."),
-        }
+        println!("{}", d.finished.as_deref().unwrap_or("The session is finished."));
     }
+}
+
+/// Text with its runs of blank space made one space, to compare what streamed with the reply.
+fn squash(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn show_details(session: &Session) {

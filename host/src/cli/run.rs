@@ -59,7 +59,8 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             }
             Ok(input) => match rt.block_on(session.turn(input)) {
                 Ok(r) => {
-                    let mut line = json!({"turn": r.turn, "output": r.output, "state": session.state()});
+                    let mut line =
+                        json!({"turn": r.turn, "output": r.output, "state": session.state(), "display": r.display});
                     if let Some(p) = &r.paused {
                         line["paused"] = json!(p);
                     }

@@ -9,7 +9,7 @@ use rustyline::error::ReadlineError;
 use rustyline::{DefaultEditor, ExternalPrinter};
 
 /// How `play` writes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Out {
     /// The terminal's width, when the output is a terminal.
     width: Option<usize>,
@@ -138,7 +138,7 @@ pub fn event_line(e: &ruleweave::Event) -> Option<String> {
     use ruleweave::Event;
     use ruleweave::text::decimals;
     Some(match e {
-        Event::Token { .. } => return None,
+        Event::Token { .. } | Event::Speech { .. } => return None,
         Event::NodeStarted { node, step } => format!("step {step}: {node}"),
         Event::NodeFinished { node, duration_us, updates, .. } => {
             let fields: Vec<&str> = updates.fields().collect();

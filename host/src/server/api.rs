@@ -156,7 +156,7 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
     let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
     let session = s.engine.open(&req.pack, &req.options).await.map_err(|e| failed(&s, label, e))?;
     s.metrics.session_opened(&req.pack);
-    let body = json!({"id": session.id(), "pack": req.pack, "state": session.state()});
+    let body = json!({"id": session.id(), "pack": req.pack, "state": session.state(), "display": session.view()});
     s.engine.keep(session);
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -235,6 +235,7 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
         "finished": session.is_finished(),
         "lobby": session.lobby().await?,
         "paused": session.paused(),
+        "display": session.view(),
     })))
 }
 
@@ -248,6 +249,19 @@ pub async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
 pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
     let list = s.engine.checkpoints(&id).await?;
     Ok(Json(json!({ "id": id, "checkpoints": list })))
+}
+
+/// `GET /v1/sessions/{id}/conversation`: what a person saw, turn by turn from the start (a fork's
+/// from the start of the session it left): each turn's input and its display, rendered by the
+/// pack's templates over the state the turn left. Templates only (no script runs), on a blocking
+/// thread: a long session renders many.
+pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
+    let engine = s.engine.clone();
+    let key = id.clone();
+    let turns = ruleweave::blocking::run_async(move || async move { engine.conversation(&key).await })
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
+    Ok(Json(json!({"id": id, "turns": turns})))
 }
 
 /// `POST /v1/sessions/{id}/replay`: the session played again on its pack as it is now, with the
@@ -273,6 +287,7 @@ pub async fn fork(
         "id": session.id(),
         "pack": session.pack().name(),
         "state": session.state(),
+        "display": session.view(),
         "forked_from": {"id": id, "checkpoint": req.checkpoint},
     });
     s.engine.keep(session);
@@ -313,10 +328,10 @@ pub async fn turn(
     Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 
-/// A turn's result as the API answers it: `{turn, output, state}`, and `paused` (`{after, next}`)
-/// when the turn stopped at a pause point of the pack.
+/// A turn's result as the API answers it: `{turn, output, state, display}`, and `paused`
+/// (`{after, next}`) when the turn stopped at a pause point of the pack.
 fn turn_body(r: &TurnResult, state: Value) -> Value {
-    let mut body = json!({"turn": r.turn, "output": r.output, "state": state});
+    let mut body = json!({"turn": r.turn, "output": r.output, "state": state, "display": r.display});
     if let Some(p) = &r.paused {
         body["paused"] = json!(p);
     }
@@ -424,7 +439,7 @@ pub async fn input(
 fn posted_json(p: &ruleweave::lobby::Posted) -> Value {
     json!({
         "lobby": p.lobby,
-        "closed": p.closed.as_ref().map(|t| json!({"turn": t.turn, "output": t.output, "finished": t.finished})),
+        "closed": p.closed.as_ref().map(|t| json!({"turn": t.turn, "output": t.output, "finished": t.finished, "display": t.display})),
         "close_error": p.close_error,
     })
 }
@@ -502,6 +517,7 @@ async fn snapshot(live: &LiveSession) -> ApiResult<Value> {
         "output": session.output(),
         "lobby": lobby,
         "finished": session.is_finished(),
+        "display": session.view(),
     }))
 }
 
@@ -521,6 +537,7 @@ fn kind(e: &Event) -> &'static str {
         Event::Route { .. } => "route",
         Event::Llm(_) => "llm",
         Event::Token { .. } => "token",
+        Event::Speech { .. } => "speech",
         Event::Decision { .. } => "decision",
         Event::Custom { .. } => "custom",
         Event::Log { .. } => "log",

@@ -127,6 +127,7 @@ pub fn app(state: Shared) -> Router {
         .route("/v1/sessions/{id}/inputs", post(api::input))
         .route("/v1/sessions/{id}/events", get(api::session_events))
         .route("/v1/sessions/{id}/checkpoints", get(api::checkpoints))
+        .route("/v1/sessions/{id}/conversation", get(api::conversation))
         .route("/v1/sessions/{id}/fork", post(api::fork))
         .route("/v1/sessions/{id}/replay", post(api::replay))
         .route("/v1/models", get(openai::models))

@@ -23,7 +23,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use ruleweave::{ErrorKind, LiveSession, Pack, Session, TurnResult};
+use ruleweave::{ErrorKind, LiveSession, Opening, OpeningKind, Pack, Session, TurnResult};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -317,14 +317,14 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
     // A new session that opens the conversation answers its first message with the opening.
     if let (Some(opening), Some((&first, rest))) = (&plan.opening, todo.split_first()) {
         if first == last {
-            let (id, seq) = {
+            let (id, seq, turns) = {
                 let session = plan.live.lock().await;
-                (session.id().to_owned(), session.checkpoint())
+                (session.id().to_owned(), session.checkpoint(), session.turns())
             };
             if req.stream == Some(true) {
                 return Ok(stream(s, &req, keys, plan.live, Say::Opening(opening.clone()), usage));
             }
-            return Ok(reply(&s, &req, &keys, &id, seq, 0, opening.clone(), false, usage).await);
+            return Ok(reply(&s, &req, &keys, &id, seq, turns, opening.clone(), false, usage).await);
         }
         link_next(&s, &messages, &keys, first, &plan.live).await;
         todo = rest;
@@ -333,7 +333,7 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
         return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "no message to play"));
     };
     for &i in before {
-        let (r, _) = play(&s, &plan.live, &messages[i].1, None).await?;
+        let (r, _) = play(&s, &plan.live, Move::Text(messages[i].1.clone()), None).await?;
         usage.add(&r);
         link_next(&s, &messages, &keys, i, &plan.live).await;
     }
@@ -348,7 +348,7 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
         let say = Say::Turn(messages[final_msg].1.clone());
         return Ok(stream(s, &req, keys, plan.live, say, usage));
     }
-    let (r, text) = play(&s, &plan.live, &messages[final_msg].1, None).await?;
+    let (r, text) = play(&s, &plan.live, Move::Text(messages[final_msg].1.clone()), None).await?;
     usage.add(&r);
     let id = plan.live.lock().await.id().to_owned();
     Ok(reply(&s, &req, &keys, &id, r.checkpoint, r.turn, text, r.finished, usage).await)
@@ -378,11 +378,17 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
     check_catch_up(&todo)?;
     let session = s.engine.open(chosen.pack.name(), &chosen.options).await?;
     s.metrics.session_opened(chosen.pack.name());
-    let opening = match session.display("reply") {
-        Some(Ok(text)) if !text.trim().is_empty() => Some(text.trim().to_owned()),
+    let opening = session.view().opening;
+    let live = s.engine.keep(session);
+    // A pack that opens by playing an input (a party's first question) plays it now: its reply
+    // is the opening question. A question answers the first message with itself; after a hint
+    // (what to type), the first message is the game's first input.
+    let opening = match opening {
+        Some(Opening { play: Some(input), .. }) => Some(play(s, &live, Move::Input(input), None).await?.1),
+        Some(Opening { kind: OpeningKind::Question, text, .. }) => text,
         _ => None,
     };
-    Ok(Plan { live: s.engine.keep(session), todo, opening })
+    Ok(Plan { live, todo, opening })
 }
 
 /// The session a link points at, when it still stands at the linked checkpoint; else a fork
@@ -476,22 +482,30 @@ impl Usage {
     }
 }
 
-/// Plays the user message `text` as a turn on `live`; the turn and the reply it shows.
+/// What a turn plays: a player's message, or an input the pack opens with.
+enum Move {
+    Text(String),
+    Input(Value),
+}
+
+/// Plays `what` as a turn on `live`; the turn and the reply it shows.
 async fn play(
     s: &Shared,
     live: &LiveSession,
-    text: &str,
+    what: Move,
     sink: Option<ruleweave::EventSink>,
 ) -> ApiResult<(TurnResult, String)> {
-    let text = text.to_owned();
     let turn = on_turn_thread(s, live.clone(), move |session| {
         Box::pin(async move {
-            let input = input_of(session, &text)?;
+            let input = match what {
+                Move::Text(text) => input_of(session, &text)?,
+                Move::Input(input) => input,
+            };
             let r = match sink {
                 Some(sink) => session.turn_with_events(input, sink).await?,
                 None => session.turn(input).await?,
             };
-            let shown = shown(session, &r);
+            let shown = shown(&r);
             Ok((r, shown))
         })
     })
@@ -533,23 +547,23 @@ fn input_of(session: &Session, text: &str) -> ruleweave::Result<Value> {
     })
 }
 
-/// What a turn shows: the pack's `display.reply` (or its one text output), and its `finished`
-/// message when the turn ended the session.
-fn shown(session: &Session, r: &TurnResult) -> String {
-    let mut text = match session.display("reply") {
-        Some(Ok(t)) => t.trim().to_owned(),
-        Some(Err(e)) => format!("(the pack's reply did not render: {})", e.detail()),
+/// What a turn shows: the pack's `display.reply` (or its one text output), then what follows it.
+fn shown(r: &TurnResult) -> String {
+    let reply = match &r.display.reply {
+        Some(t) => t.clone(),
         None => match r.output.as_object().map(|o| o.values().filter_map(Value::as_str).collect::<Vec<_>>()) {
             Some(texts) if texts.len() == 1 => texts[0].to_owned(),
             _ => r.output.to_string(),
         },
     };
-    if r.finished
-        && let Some(Ok(f)) = session.display("finished")
-    {
-        text = format!("{text}\n\n{}", f.trim());
-    }
-    text
+    std::iter::once(reply).chain(after_reply(r, &[])).collect::<Vec<_>>().join("\n\n")
+}
+
+/// What follows a turn's reply: each note a person should know of (a node that fell back) not
+/// already sent, and the closing words when the turn ended the session.
+fn after_reply(r: &TurnResult, sent_notes: &[String]) -> Vec<String> {
+    let notes = r.display.notes.iter().filter(|n| !sent_notes.contains(n)).map(|n| format!("(⚠ {n})"));
+    notes.chain(r.display.finished.clone()).collect()
 }
 
 /// A whole reply: links it, and answers it in OpenAI's shape.
@@ -604,32 +618,45 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
     let task = s.clone();
     s.tasks.spawn(async move {
         let s = task;
-        let (session_id, streamed, seq) = {
+        let (session_id, seq) = {
             let session = live.lock().await;
-            (session.id().to_owned(), session.pack().streamed_nodes().to_vec(), session.checkpoint())
+            (session.id().to_owned(), session.checkpoint())
         };
         let chunks = Chunks { id: format!("chatcmpl-{session_id}"), model, created: unix_now() };
         let _ = tx.send(chunks.delta(json!({"role": "assistant", "content": ""}), None));
         let sent = Arc::new(Mutex::new(Sent::default()));
-        let (shown, seq, finished, usage) = match say {
-            Say::Opening(text) => (text, seq, false, usage),
+        let (rest, seq, usage) = match say {
+            Say::Opening(text) => (text, seq, usage),
             Say::Turn(text) => {
                 let sink: ruleweave::EventSink = {
                     let (sent, tx, chunks) = (sent.clone(), tx.clone(), chunks.clone());
                     Arc::new(move |e: &ruleweave::Event| {
-                        let ruleweave::Event::Token { node, text } = e else { return };
-                        let base = node.split_once('[').map_or(node.as_str(), |(n, _)| n);
-                        if streamed.iter().any(|n| n == base) {
-                            let piece = sent.lock().unwrap_or_else(|p| p.into_inner()).push(node, text);
-                            let _ = tx.send(chunks.delta(json!({"content": piece}), None));
-                        }
+                        let piece = match e {
+                            ruleweave::Event::Speech { node, speaker, text, start } => {
+                                let who = speaker.as_deref().unwrap_or(node);
+                                sent.lock().unwrap_or_else(|p| p.into_inner()).speech(who, text, *start)
+                            }
+                            ruleweave::Event::Log { node, level, message } if level == "warn" => {
+                                sent.lock().unwrap_or_else(|p| p.into_inner()).note(&format!("{node}: {message}"))
+                            }
+                            _ => return,
+                        };
+                        let _ = tx.send(chunks.delta(json!({"content": piece}), None));
                     })
                 };
-                match play(&s, &live, &text, Some(sink)).await {
-                    Ok((r, shown)) => {
+                match play(&s, &live, Move::Text(text), Some(sink)).await {
+                    Ok((r, _)) => {
                         let mut usage = usage;
                         usage.add(&r);
-                        (shown, r.checkpoint, r.finished, usage)
+                        let sent = sent.lock().unwrap_or_else(|p| p.into_inner());
+                        // Nothing streamed: the whole reply. Streamed: the notes not sent yet and
+                        // the closing words.
+                        let rest = if sent.text.is_empty() {
+                            shown(&r)
+                        } else {
+                            after_reply(&r, &sent.notes).iter().map(|p| format!("\n\n{p}")).collect()
+                        };
+                        (rest, r.checkpoint, usage)
                     }
                     Err(e) => {
                         let _ = tx.send(SseEvent::default().data(e.body().to_string()));
@@ -640,14 +667,6 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
             }
         };
         let mut all = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).text);
-        // Nothing streamed: the reply in one piece. Streamed: what the pieces did not say.
-        let rest = if all.is_empty() {
-            shown
-        } else if finished && let Some(Ok(f)) = live.lock().await.display("finished") {
-            format!("\n\n{}", f.trim())
-        } else {
-            String::new()
-        };
         if !rest.is_empty() {
             let _ = tx.send(chunks.delta(json!({"content": rest}), None));
         }
@@ -697,19 +716,30 @@ impl Chunks {
     }
 }
 
-/// The text streamed so far, and the call it came from.
+/// The text streamed so far, and the notes in it.
 #[derive(Default)]
 struct Sent {
-    node: Option<String>,
     text: String,
+    notes: Vec<String>,
 }
 
 impl Sent {
-    /// Records a piece from `node`'s call; what to send (a new call's piece after a blank line).
-    fn push(&mut self, node: &str, piece: &str) -> String {
-        let out =
-            if self.node.as_deref().is_some_and(|n| n != node) { format!("\n\n{piece}") } else { piece.to_owned() };
-        self.node = Some(node.to_owned());
+    /// Records a piece of a speech; what to send: a new speech after a blank line, with its
+    /// speaker (`pro: `).
+    fn speech(&mut self, who: &str, piece: &str, start: bool) -> String {
+        let out = match (start, self.text.is_empty()) {
+            (true, true) => format!("{who}: {piece}"),
+            (true, false) => format!("\n\n{who}: {piece}"),
+            (false, _) => piece.to_owned(),
+        };
+        self.text.push_str(&out);
+        out
+    }
+
+    /// Records a note (a speech sent back) as it happens; what to send.
+    fn note(&mut self, note: &str) -> String {
+        let out = format!("{}(⚠ {note})", if self.text.is_empty() { "" } else { "\n\n" });
+        self.notes.push(note.to_owned());
         self.text.push_str(&out);
         out
     }
@@ -732,11 +762,13 @@ mod tests {
     }
 
     #[test]
-    fn pieces_of_another_call_come_after_a_blank_line() {
+    fn each_speech_comes_after_a_blank_line_under_its_speaker() {
         let mut sent = Sent::default();
-        assert_eq!(sent.push("speak", "A"), "A");
-        assert_eq!(sent.push("speak", "b"), "b");
-        assert_eq!(sent.push("speak[1]", "C"), "\n\nC");
-        assert_eq!(sent.text, "Ab\n\nC");
+        assert_eq!(sent.speech("pro", "A", true), "pro: A");
+        assert_eq!(sent.speech("pro", "b", false), "b");
+        assert_eq!(sent.note("judge: sent back"), "\n\n(⚠ judge: sent back)");
+        assert_eq!(sent.speech("pro", "C", true), "\n\npro: C");
+        assert_eq!(sent.text, "pro: Ab\n\n(⚠ judge: sent back)\n\npro: C");
+        assert_eq!(sent.notes, ["judge: sent back"]);
     }
 }
