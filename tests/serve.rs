@@ -117,6 +117,37 @@ async fn two_servers_on_one_postgres_share_sessions_without_lost_updates() {
     }
 }
 
+/// What a person sees is one product across replicas: a party opened and played on A shows the
+/// same display on B, and a fork made on B opens on A with its whole conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_show_the_same_display_and_conversation() {
+    let Some(pg) = support::postgres() else { return };
+    let a = start(&repo_root(), &pg, &[]);
+    let b = start(&repo_root(), &pg, &[]);
+    let (_, created) =
+        post(&format!("{}/v1/sessions", a.url), json!({"pack": "party", "options": {"players": "ana,bo,cy"}})).await;
+    assert_eq!(created["display"]["opening"]["play"], json!({}), "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (_, first) = post(&format!("{}/v1/sessions/{id}/turns", a.url), json!({"input": {}})).await;
+    let (status, second) = post(&format!("{}/v1/sessions/{id}/turns", b.url), json!({"input": "all"})).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    for server in [&a, &b] {
+        let got = get(&format!("{}/v1/sessions/{id}", server.url)).await;
+        assert_eq!(got["display"], second["display"], "the same display on either replica");
+    }
+    let (_, fork) = post(&format!("{}/v1/sessions/{id}/fork", b.url), json!({"checkpoint": 2})).await;
+    let fork_id = fork["id"].as_str().unwrap();
+    let said = get(&format!("{}/v1/sessions/{fork_id}/conversation", a.url)).await;
+    let turns = said["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{said}");
+    assert_eq!(turns[0]["display"]["reply"], first["display"]["reply"]);
+    assert_eq!(
+        turns[1]["input"],
+        json!({"answers": {"ana": "have", "bo": "have", "cy": "have"}, "join": [], "leave": []})
+    );
+    assert_eq!(turns[1]["display"]["reply"], second["display"]["reply"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutting_down_finishes_the_turn_in_flight() {
     let mock = MockLlm::start();
