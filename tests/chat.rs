@@ -194,6 +194,13 @@ async fn a_finished_game_is_a_conflict_and_a_pack_without_text_input_says_why() 
 async fn every_pack_answers_its_first_message_as_a_person_expects() {
     let server = start(&support::repo_root(), "memory", &[]);
     let url = &server.url;
+    let models = get(&format!("{url}/v1/models")).await;
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert!(
+        ids.contains(&"debate:pause=rounds") && !ids.contains(&"debate:rounds"),
+        "a value named as an option reads as its option: {ids:?}"
+    );
+    assert!(ids.contains(&"debate:strict"), "{ids:?}");
 
     let (_, first) = chat(url, "interview", &[user("hi")]).await;
     let (question, s, turn) = said(&first);

@@ -50,14 +50,16 @@ impl std::fmt::Debug for Prompts {
 impl Prompts {
     /// Builds the pack's templates: `files` are its `prompts/<pack>/` files as (path relative to
     /// the root, text), named by their path under that folder; `inline` are the manifest's own
-    /// templates (`display:`) as (name, source, origin).
+    /// templates (`display:`) as (name, source, origin). Returns the templates with the errors of
+    /// those that did not compile: the others stay, so one broken template is one error, and the
+    /// references to the rest still resolve.
     pub fn load(
         pack: &str,
         params: &Map,
         fields: &HashSet<&str>,
         files: Vec<(String, String)>,
         inline: Vec<(String, String, Origin)>,
-    ) -> std::result::Result<Self, Vec<Error>> {
+    ) -> (Self, Vec<Error>) {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         let syntax = minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build();
@@ -108,15 +110,41 @@ impl Prompts {
             };
             reads.insert(name.clone(), vars);
         }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
         let params =
             Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
-        Ok(Prompts { env, sources, reads, params, max_output: crate::limits::Limits::default().max_render_size })
+        let max_output = crate::limits::Limits::default().max_render_size;
+        (Prompts { env, sources, reads, params, max_output }, errors)
     }
 
-    /// A set with no templates (to go on checking a pack whose templates failed to load).
+    /// The filters template `name` uses that do not exist (`{{ x | uper }}`), each with where it
+    /// is first used: minijinja looks filters up only as it renders, so without this a typo
+    /// passes `check` and fails the first turn that renders it.
+    pub fn unknown_filters(&self, name: &str) -> Vec<(String, Origin)> {
+        let Some(src) = self.sources.get(name) else { return Vec::new() };
+        let mut unknown: Vec<String> = Vec::new();
+        for filter in filters_used(&src.text) {
+            if unknown.contains(&filter) {
+                continue;
+            }
+            let probe = format!("{{{{ 1 | {filter} }}}}");
+            if let Err(e) = self.env.render_str(&probe, ())
+                && e.kind() == minijinja::ErrorKind::UnknownFilter
+            {
+                unknown.push(filter);
+            }
+        }
+        unknown
+            .into_iter()
+            .map(|f| {
+                let (line, col) = find_word(&src.text, &f).unwrap_or((1, 1));
+                let col = if line == 1 { col + src.col_offset } else { col };
+                (f, Origin::new(&src.file, src.line_offset + line, col))
+            })
+            .collect()
+    }
+
+    /// A set with no templates (for a sandbox's tests).
+    #[cfg(test)]
     pub fn empty(params: &Map) -> Self {
         let params =
             Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
@@ -138,6 +166,13 @@ impl Prompts {
     /// Whether a template of that name exists.
     pub fn contains(&self, name: &str) -> bool {
         self.sources.contains_key(name)
+    }
+
+    /// Every template's name (the inline ones' too), sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.sources.keys().map(String::as_str).collect();
+        v.sort();
+        v
     }
 
     /// The names of the file templates (not the inline ones), sorted.
@@ -291,6 +326,117 @@ fn map_value(m: &Map) -> Value {
 }
 
 /// 1-based line and column of the first whole-word occurrence of `word` in `text`.
+/// minijinja's own filters, for a "did you mean" (whether a filter exists is asked of the
+/// environment itself).
+pub(crate) const KNOWN_FILTERS: &[&str] = &[
+    "abs",
+    "attr",
+    "batch",
+    "bool",
+    "capitalize",
+    "count",
+    "default",
+    "dictsort",
+    "escape",
+    "first",
+    "float",
+    "groupby",
+    "indent",
+    "int",
+    "items",
+    "join",
+    "last",
+    "length",
+    "lines",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "pprint",
+    "reject",
+    "rejectattr",
+    "replace",
+    "reverse",
+    "round",
+    "safe",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "split",
+    "string",
+    "sum",
+    "title",
+    "tojson",
+    "trim",
+    "unique",
+    "upper",
+    "urlencode",
+    "transcript",
+];
+
+/// The filter names a template's tags use: `| name` inside `{{ }}` and `{% %}` (string literals
+/// skipped), and `{% filter name %}`.
+fn filters_used(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find(['{']) {
+        let after = &rest[open + 1..];
+        let close = match after.chars().next() {
+            Some('{') => "}}",
+            Some('%') => "%}",
+            _ => {
+                rest = after;
+                continue;
+            }
+        };
+        let Some(end) = after.find(close) else { break };
+        let tag = without_strings(&after[1..end]);
+        let words: Vec<&str> = tag.split_whitespace().collect();
+        if words.first() == Some(&"filter")
+            && let Some(name) = words.get(1)
+        {
+            out.push(name.trim_end_matches(|c: char| !c.is_alphanumeric() && c != '_').to_owned());
+        }
+        for piece in tag.split('|').skip(1) {
+            let name: String = piece.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            if !name.is_empty() {
+                out.push(name);
+            }
+        }
+        rest = &after[end + close.len()..];
+    }
+    out
+}
+
+/// A tag's text with its string literals blanked out.
+fn without_strings(tag: &str) -> String {
+    let mut out = String::with_capacity(tag.len());
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in tag.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+                out.push(' ');
+            }
+            None if c == '"' || c == '\'' => {
+                quote = Some(c);
+                out.push(' ');
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 fn find_word(text: &str, word: &str) -> Option<(u32, u32)> {
     let mut from = 0;
     while let Some(i) = text[from..].find(word) {
@@ -344,7 +490,10 @@ mod tests {
         let files = files.iter().map(|(name, text)| (format!("prompts/p/{name}"), text.to_string())).collect();
         let params = from_json(&json!({"n": 3})).cast::<Map>();
         let fields: HashSet<&str> = ["score", "other", "history"].into();
-        Prompts::load("p", &params, &fields, files, vec![])
+        match Prompts::load("p", &params, &fields, files, vec![]) {
+            (p, errors) if errors.is_empty() => Ok(p),
+            (_, errors) => Err(errors),
+        }
     }
 
     #[test]
@@ -410,5 +559,27 @@ mod tests {
         let unknown = p.unknown_variables("t.j2", &known, &params);
         let names: Vec<String> = unknown.iter().map(|(v, o)| format!("{v}@{o}")).collect();
         assert_eq!(names, ["missing@prompts/p/t.j2:3:33", "params.zz@prompts/p/t.j2:3:18"]);
+    }
+
+    #[test]
+    fn unknown_filters_are_found_before_a_render() {
+        let p = prompts(&[(
+            "t.j2",
+            "{{ score | round(2) }} {{ \"a|uper\" }}\n{{ other | uper }}{% for h in history | revers %}{% endfor %}",
+        )])
+        .unwrap();
+        let found: Vec<String> = p.unknown_filters("t.j2").iter().map(|(f, o)| format!("{f}@{o}")).collect();
+        assert_eq!(found, ["uper@prompts/p/t.j2:2:12", "revers@prompts/p/t.j2:2:41"]);
+    }
+
+    #[test]
+    fn one_broken_template_leaves_the_others() {
+        let files = vec![
+            ("prompts/p/ok.j2".to_owned(), "{{ score }}".to_owned()),
+            ("prompts/p/bad.j2".to_owned(), "{% if %}".to_owned()),
+        ];
+        let (p, errors) = Prompts::load("p", &Map::new(), &["score"].into(), files, vec![]);
+        assert_eq!(errors.len(), 1);
+        assert!(p.contains("ok.j2") && p.contains("bad.j2"), "both are known; only one is broken");
     }
 }

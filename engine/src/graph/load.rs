@@ -30,6 +30,7 @@ pub(crate) struct Refs<'a> {
     pub schema: &'a Schema,
     pub profiles: &'a IndexMap<String, Profile>,
     pub params: &'a Map,
+    pub options: &'a IndexMap<String, crate::pack::OptionSpec>,
     pub natives: &'a NativeNodes,
     pub selectors: &'a IndexMap<String, Arc<Selector>>,
     /// The pack's JSON Schemas.
@@ -74,8 +75,12 @@ impl Load<'_> {
         }
         match self.refs.sandbox.compile_expr(name, &w.value, &self.at(w)) {
             Ok(f) => {
-                let fields: HashSet<&str> = self.refs.schema.fields.keys().map(String::as_str).collect();
-                let problems = self.refs.sandbox.lint(&f, &fields);
+                let declared = crate::script::lint::Declared {
+                    fields: self.refs.schema.fields.keys().map(String::as_str).collect(),
+                    params: self.refs.params.keys().map(|k| k.as_str()).collect(),
+                    options: self.refs.options.keys().map(String::as_str).collect(),
+                };
+                let problems = self.refs.sandbox.lint(&f, &declared);
                 if !problems.is_empty() {
                     self.errors.extend(problems);
                     return None;
@@ -103,22 +108,8 @@ impl Load<'_> {
         }
         let known: HashSet<&str> = self.refs.schema.fields.keys().map(String::as_str).collect();
         for (var, origin) in prompts.unknown_variables(&t.value, &known, self.refs.params) {
-            let (what, hint) = match var.strip_prefix("params.") {
-                Some(p) => (
-                    "a parameter",
-                    nearest(p, self.refs.params.keys().map(|k| k.as_str())).map(|k| format!("params.{k}")),
-                ),
-                None => ("a state field", nearest(&var, known.iter().copied()).map(str::to_owned)),
-            };
-            let hint = hint.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
-            self.error(
-                format!(
-                    "template `{}` reads `{var}`, which is not {what} or one of {}{hint}",
-                    t.value,
-                    CONTEXT_NAMES.join(", ")
-                ),
-                origin,
-            );
+            let what = unknown_read(&format!("template `{}`", t.value), &var, &known, self.refs.params, true);
+            self.error(what, origin);
         }
         Some(t.value.clone())
     }
@@ -158,4 +149,24 @@ pub(crate) fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What `check` says of a template (`what`) that reads `var`, which is neither a state field nor
+/// a parameter: `params.x` names the parameters it might have meant, anything else the fields.
+/// `context` says whether the template also sees the node's context (`options`, `input`, `vars`).
+pub(crate) fn unknown_read(what: &str, var: &str, known: &HashSet<&str>, params: &rhai::Map, context: bool) -> String {
+    let (is_not, hint) = match var.strip_prefix("params.") {
+        Some(p) => (
+            format!("the pack has no parameter `{}`", p.split('.').next().unwrap_or(p)),
+            nearest(p, params.keys().map(|k| k.as_str())).map(|k| format!("params.{k}")),
+        ),
+        None if context => (
+            format!("which is not a state field or one of {}", CONTEXT_NAMES.join(", ")),
+            nearest(var, known.iter().copied()).map(str::to_owned),
+        ),
+        None => ("which is not a state field".to_owned(), nearest(var, known.iter().copied()).map(str::to_owned)),
+    };
+    let hint = hint.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+    let sep = if is_not.starts_with("which") { ", " } else { ": " };
+    format!("{what} reads `{var}`{sep}{is_not}{hint}")
 }

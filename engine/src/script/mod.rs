@@ -144,13 +144,22 @@ impl Scripts {
         let Some(script) = self.files.get(file) else {
             let mut known: Vec<&str> = self.files.keys().map(String::as_str).collect();
             known.sort();
+            let near = lint::nearest(file, known.iter().copied()).map(|k| format!(" (did you mean `{k}`?)"));
             let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
-            return Err(format!("there is no script `{file}` in scripts/{}/ (scripts: {known})", self.pack));
+            return Err(format!(
+                "there is no script `{file}` in scripts/{}/ (scripts: {known}){}",
+                self.pack,
+                near.unwrap_or_default()
+            ));
         };
         if !script.has_fn(func, arity) {
             let found = script.arities(func);
             let why = if found.is_empty() {
-                "does not define it".to_owned()
+                let defined: Vec<String> = script.ast.iter_functions().map(|f| f.name.to_string()).collect();
+                match lint::nearest(func, defined.iter().map(String::as_str)) {
+                    Some(k) => format!("does not define it (did you mean `{file}::{k}`?)"),
+                    None => "does not define it".to_owned(),
+                }
             } else {
                 let n: Vec<String> = found.iter().map(|n| n.to_string()).collect();
                 format!("defines it with {} parameter(s)", n.join(" or "))
@@ -411,8 +420,8 @@ impl Sandbox {
 
     /// What `check` finds in `file` before it runs: calls to functions that exist nowhere, and
     /// `this.<field>` reads of fields `fields` does not hold.
-    pub fn lint(&self, file: &ScriptFile, fields: &HashSet<&str>) -> Vec<Error> {
-        lint::lint(file, &self.functions, fields)
+    pub fn lint(&self, file: &ScriptFile, declared: &lint::Declared<'_>) -> Vec<Error> {
+        lint::lint(file, &self.functions, declared)
     }
 
     /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.

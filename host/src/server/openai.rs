@@ -3,7 +3,7 @@
 //!
 //! - `GET /v1/models` lists the packs that load (a pack whose newest edit was refused serves its
 //!   last good version), and a `pack:value` model for each non-default value of an option that
-//!   lists its values (`pirate:hard`).
+//!   lists its values (`pirate:hard`; `debate:pause=rounds` when the value is an option's name).
 //! - `POST /v1/chat/completions` plays a turn: the model names the pack and its options
 //!   (`pirate:hard`, `debate:rounds=2`, and/or the request's `metadata`), the last user message is
 //!   the turn's input, the assistant message is the pack's `display.reply`.
@@ -81,12 +81,19 @@ pub async fn models(State(s): State<Shared>) -> Json<Value> {
     for status in s.engine.pack_status() {
         let Some(pack) = status.pack else { continue };
         data.push(model_entry(pack.name(), s.started));
-        for (_, spec) in pack.options() {
+        for (name, spec) in pack.options() {
             for v in spec.values.iter().flatten() {
                 if Some(v) != spec.default.as_ref()
                     && let Some(v) = v.as_str()
                 {
-                    data.push(model_entry(&format!("{}:{v}", pack.name()), s.started));
+                    // A value that is also an option's name would read as that option
+                    // (`debate:rounds` as a number of rounds): it is named with its option.
+                    let id = if pack.options().contains_key(v) {
+                        format!("{}:{name}={v}", pack.name())
+                    } else {
+                        format!("{}:{v}", pack.name())
+                    };
+                    data.push(model_entry(&id, s.started));
                 }
             }
         }

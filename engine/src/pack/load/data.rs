@@ -135,7 +135,7 @@ impl Loader<'_> {
         let rows: YamlRows = match serde_saphyr::from_str(text) {
             Ok(r) => r,
             Err(e) => {
-                self.errors.push(super::yaml_error(&e, file));
+                self.errors.push(super::yaml_error(&e, file, text));
                 return Vec::new();
             }
         };

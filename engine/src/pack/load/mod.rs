@@ -42,7 +42,7 @@ pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes) -> Result<Pac
     let bytes = files.read(&manifest_path, &format!("the manifest of pack `{name}`"))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
-    let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path))?;
+    let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path, &text))?;
     let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), warnings: Vec::new(), files };
     let pack = l.build(manifest, natives);
     match Error::collect(std::mem::take(&mut l.errors)) {
@@ -53,13 +53,17 @@ pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes) -> Result<Pac
 
 /// A YAML error at its place, in plain words (with the parser's own after them), without
 /// serde-saphyr's snippet and position suffix.
-fn yaml_error(e: &serde_saphyr::Error, file: &str) -> Error {
+fn yaml_error(e: &serde_saphyr::Error, file: &str, text: &str) -> Error {
     let msg = e.without_snippet().to_string();
     let origin = match e.location() {
         Some(loc) => {
             let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
             let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
-            return Error::pack(in_plain_words(msg), Origin::new(file, loc.line() as u32, loc.column() as u32));
+            let mut words = in_plain_words(msg);
+            if msg.starts_with("unknown field") {
+                words.push_str(&indentation_hint(text, loc.line() as usize));
+            }
+            return Error::pack(words, Origin::new(file, loc.line() as u32, loc.column() as u32));
         }
         None => Origin::file(file),
     };
@@ -99,6 +103,26 @@ const YAML_IN_WORDS: &[(&str, &str)] = &[
     ("unexpected character", "a value cannot start with this character (`@`, `` ` ``, `%`): put the value in quotes"),
     ("unknown anchor", "`*name` refers to an anchor `&name` that is defined nowhere above"),
 ];
+
+/// For a key the map it sits in does not have: when its line is indented less than the line
+/// above it, it may belong with those lines (a node one level too shallow lands among the graph's
+/// own keys); say so.
+fn indentation_hint(text: &str, line: usize) -> String {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(here) = lines.get(line.saturating_sub(1)) else { return String::new() };
+    let above =
+        lines[..line.saturating_sub(1)].iter().rev().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+    match above {
+        Some(a) if indent(a) > indent(here) => format!(
+            "; this line is indented less than the one above it (column {} against {}): if it belongs with \
+             the lines above (a node under `nodes:`, a field of the node above), indent it to their column",
+            indent(here) + 1,
+            indent(a) + 1
+        ),
+        _ => String::new(),
+    }
+}
 
 /// A YAML parser message in plain words, when it is one this knows; else as it is.
 fn in_plain_words(parser: &str) -> String {
@@ -173,6 +197,7 @@ impl Loader<'_> {
             schema: &d.schema,
             profiles: &d.profiles,
             params: &d.params,
+            options: &d.options,
             natives,
             selectors: &none,
             schemas: &d.schemas,
@@ -315,13 +340,16 @@ impl Loader<'_> {
         display.play_on_open = m.display.play_on_open.as_ref().map(|p| p.value.clone());
         let fields: HashSet<&str> = d.schema.fields.keys().map(String::as_str).collect();
         let templates = self.read_text("prompts", &self.pack.clone(), "j2", "template");
-        let prompts = match Prompts::load(&self.pack, &d.params, &fields, templates, inline) {
-            Ok(p) => p.limit_output(d.limits.max_render_size),
-            Err(errs) => {
-                self.errors.extend(errs);
-                Prompts::empty(&d.params)
+        let (prompts, errors) = Prompts::load(&self.pack, &d.params, &fields, templates, inline);
+        self.errors.extend(errors);
+        for name in prompts.names() {
+            for (filter, origin) in prompts.unknown_filters(name) {
+                let near = crate::script::lint::nearest(&filter, crate::prompt::KNOWN_FILTERS.iter().copied());
+                let hint = near.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+                self.error(format!("template `{name}` uses the filter `{filter}`, which does not exist{hint}"), origin);
             }
-        };
+        }
+        let prompts = prompts.limit_output(d.limits.max_render_size);
         let prompts = Arc::new(prompts);
         let shared = Arc::new(HostShared::new(
             self.pack.clone(),
@@ -344,8 +372,13 @@ impl Loader<'_> {
         self.errors.extend(errors);
         let mut files: Vec<_> = scripts.files().collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
+        let declared = crate::script::lint::Declared {
+            fields,
+            params: d.params.keys().map(|k| k.as_str()).collect(),
+            options: d.options.keys().map(String::as_str).collect(),
+        };
         for f in files {
-            self.errors.extend(sandbox.lint(f, &fields));
+            self.errors.extend(sandbox.lint(f, &declared));
         }
         Some(Compiled { prompts, sandbox: Arc::new(sandbox), scripts, display })
     }
@@ -374,7 +407,8 @@ impl Loader<'_> {
             let name = format!("display.{part}");
             if prompts.contains(&name) {
                 for (var, origin) in prompts.unknown_variables(&name, &known, &d.params) {
-                    self.error(format!("display.{part} reads `{var}`, which is not a state field"), origin);
+                    let what = crate::graph::load::unknown_read(&name, &var, &known, &d.params, false);
+                    self.error(what, origin);
                 }
             }
         }

@@ -42,7 +42,7 @@ impl Loader<'_> {
             let document: Json = match serde_saphyr::from_str(&text) {
                 Ok(d) => d,
                 Err(e) => {
-                    self.errors.push(yaml_error(&e, &path));
+                    self.errors.push(yaml_error(&e, &path, &text));
                     continue;
                 }
             };
