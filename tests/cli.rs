@@ -140,8 +140,9 @@ fn run_prints_one_json_line_per_turn_and_a_won_game_refuses_more() {
     }
     let won = &lines[3]["output"];
     assert_eq!(won["is_won"], true, "{won}");
-    assert_eq!(won["outcome"], "won_exact_phrase");
-    assert!(won["pirate_response"].as_str().unwrap().contains("Oto mój skarb, weź go"));
+    // In English the captain agrees in English (the exact words are the game's Polish ones).
+    assert_eq!(won["outcome"], "won_agreement");
+    assert!(won["pirate_response"].as_str().unwrap().contains("The treasure is yours"), "{won}");
     assert_eq!(lines[4]["turn"], 5);
     assert_eq!(lines[4]["error"]["code"], "session_finished");
     assert!(lines[4]["error"]["message"].as_str().unwrap().contains("won and over"));

@@ -91,5 +91,9 @@ fn the_whole_pipeline_runs_offline() {
         assert_eq!(o["blueprint"]["sceneTransitions"][0]["type"], json!("score_gate"));
     }
     assert_eq!(lines[1]["output"]["design"]["subject"], json!("biology"));
-    assert_eq!(lines[0]["output"]["design"]["title"], json!("Explore the water cycle"));
+    // The stand-in shapes the game by the question: a cycle is put in order, a structure labelled.
+    assert_eq!(lines[0]["output"]["design"]["title"], json!("How the water cycle works"));
+    assert_eq!(lines[0]["output"]["design"]["scenes"][0]["mechanics"][0]["mechanic_type"], json!("sequencing"));
+    assert_eq!(lines[1]["output"]["design"]["title"], json!("Explore the chambers of the heart"));
+    assert_eq!(lines[1]["output"]["design"]["scenes"][0]["needs_diagram"], json!(true));
 }

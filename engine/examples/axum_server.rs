@@ -54,19 +54,19 @@ async fn play(
     });
     // Scripts and templates run synchronously: the turn gets a thread of its own, so a slow
     // pack never stalls the server's other requests. Turns on one session run one at a time.
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        runtime.block_on(async move {
-            let mut session = live.lock().await;
-            let last = match session.turn_with_events(input, sink).await {
-                Ok(turn) => SseEvent::default()
-                    .event("result")
-                    .data(json!({"turn": turn.turn, "output": turn.output, "finished": turn.finished}).to_string()),
-                Err(e) => SseEvent::default().event("error").data(json!({"error": e.to_string()}).to_string()),
-            };
-            let _ = tx.send(last);
-        })
-    });
+    // (Spawned, not awaited: the stream answers, and the turn finishes even if the client leaves.)
+    tokio::spawn(ruleweave::blocking::run_async(move || async move {
+        let mut session = live.lock().await;
+        let last = match session.turn_with_events(input, sink).await {
+            // `display` is what a person sees: the pack's reply, status line and details.
+            Ok(turn) => SseEvent::default().event("result").data(
+                json!({"turn": turn.turn, "output": turn.output, "display": turn.display, "finished": turn.finished})
+                    .to_string(),
+            ),
+            Err(e) => SseEvent::default().event("error").data(json!({"error": e.to_string()}).to_string()),
+        };
+        let _ = tx.send(last);
+    }));
     Ok(Sse::new(stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) })))
 }
 

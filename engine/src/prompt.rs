@@ -121,22 +121,22 @@ impl Prompts {
     /// passes `check` and fails the first turn that renders it.
     pub fn unknown_filters(&self, name: &str) -> Vec<(String, Origin)> {
         let Some(src) = self.sources.get(name) else { return Vec::new() };
-        let mut unknown: Vec<String> = Vec::new();
-        for filter in filters_used(&src.text) {
-            if unknown.contains(&filter) {
+        let mut unknown: Vec<(String, usize)> = Vec::new();
+        for (filter, at) in filters_used(&src.text) {
+            if unknown.iter().any(|(f, _)| *f == filter) {
                 continue;
             }
             let probe = format!("{{{{ 1 | {filter} }}}}");
             if let Err(e) = self.env.render_str(&probe, ())
                 && e.kind() == minijinja::ErrorKind::UnknownFilter
             {
-                unknown.push(filter);
+                unknown.push((filter, at));
             }
         }
         unknown
             .into_iter()
-            .map(|f| {
-                let (line, col) = find_word(&src.text, &f).unwrap_or((1, 1));
+            .map(|(f, at)| {
+                let (line, col) = line_col(&src.text, at);
                 let col = if line == 1 { col + src.col_offset } else { col };
                 (f, Origin::new(&src.file, src.line_offset + line, col))
             })
@@ -376,36 +376,44 @@ pub(crate) const KNOWN_FILTERS: &[&str] = &[
     "transcript",
 ];
 
-/// The filter names a template's tags use: `| name` inside `{{ }}` and `{% %}` (string literals
-/// skipped), and `{% filter name %}`.
-fn filters_used(text: &str) -> Vec<String> {
+/// The filter names a template's tags use, each with its byte offset: `| name` inside `{{ }}`
+/// and `{% %}` (string literals skipped), and `{% filter name %}`.
+fn filters_used(text: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(open) = rest.find(['{']) {
-        let after = &rest[open + 1..];
-        let close = match after.chars().next() {
+    let mut at = 0;
+    while let Some(open) = text[at..].find('{') {
+        let start = at + open + 1;
+        let close = match text[start..].chars().next() {
             Some('{') => "}}",
             Some('%') => "%}",
             _ => {
-                rest = after;
+                at = start;
                 continue;
             }
         };
-        let Some(end) = after.find(close) else { break };
-        let tag = without_strings(&after[1..end]);
-        let words: Vec<&str> = tag.split_whitespace().collect();
-        if words.first() == Some(&"filter")
-            && let Some(name) = words.get(1)
+        // The tag's text starts after its second brace; its end is looked for from there (`{%}`
+        // is no tag).
+        let body = start + 1;
+        let Some(len) = text[body..].find(close) else { break };
+        let tag = without_strings(&text[body..body + len]);
+        let name_at = |from: usize| {
+            let rest = &tag[from..];
+            let skip = rest.len() - rest.trim_start().len();
+            let name: String = rest[skip..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+            (!name.is_empty()).then(|| (name, body + from + skip))
+        };
+        let lead = tag.len() - tag.trim_start().len();
+        if tag[lead..].starts_with("filter ")
+            && let Some(found) = name_at(lead + "filter ".len())
         {
-            out.push(name.trim_end_matches(|c: char| !c.is_alphanumeric() && c != '_').to_owned());
+            out.push(found);
         }
-        for piece in tag.split('|').skip(1) {
-            let name: String = piece.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            if !name.is_empty() {
-                out.push(name);
-            }
+        let mut bar = 0;
+        while let Some(i) = tag[bar..].find('|') {
+            bar += i + 1;
+            out.extend(name_at(bar));
         }
-        rest = &after[end + close.len()..];
+        at = body + len + close.len();
     }
     out
 }
@@ -425,7 +433,8 @@ fn without_strings(tag: &str) -> String {
                 } else if c == q {
                     quote = None;
                 }
-                out.push(' ');
+                // As many bytes as the character had, so offsets in the text still hold.
+                out.extend(std::iter::repeat_n(' ', c.len_utf8()));
             }
             None if c == '"' || c == '\'' => {
                 quote = Some(c);
@@ -570,6 +579,16 @@ mod tests {
         .unwrap();
         let found: Vec<String> = p.unknown_filters("t.j2").iter().map(|(f, o)| format!("{f}@{o}")).collect();
         assert_eq!(found, ["uper@prompts/p/t.j2:2:12", "revers@prompts/p/t.j2:2:41"]);
+    }
+
+    #[test]
+    fn filters_are_read_from_any_text() {
+        for text in ["{%}", "{{}", "{{", "{%", "{{ | }}", "{% filter %}", "{{ 'a' | x('}}') }}", "é{{ x |ü }}"] {
+            let _ = filters_used(text);
+        }
+        let names: Vec<String> =
+            filters_used("{% filter upper %}x{% endfilter %}{{ a|b|c(1) }}").into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["upper", "b", "c"]);
     }
 
     #[test]
