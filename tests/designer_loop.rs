@@ -45,6 +45,47 @@ fn an_edit_that_changes_a_rule_fails_its_case_field_by_field_and_bless_accepts_i
     assert!(case.contains("merit_has_earned_it: false"), "{case}");
 }
 
+#[test]
+fn replay_of_a_case_agrees_with_test_and_tells_a_turn_that_now_succeeds() {
+    // On the shipped packs as they are, every case replays unchanged, as `test` passes it.
+    for pack in ["pirate", "interview", "party", "designer", "debate"] {
+        for entry in std::fs::read_dir(repo_root().join("tests").join(pack)).unwrap() {
+            let file = entry.unwrap().path();
+            let out = ruleweave(&repo_root()).args(["replay", "--file"]).arg(&file).output().unwrap();
+            let text = stdout(&out);
+            assert!(text.lines().last().is_some_and(|l| l.starts_with("0 of ")), "{}: {text}", file.display());
+        }
+    }
+    // Easy needs 50: the captain no longer hands the treasure over, so the turn after, which
+    // failed on a won game, now plays.
+    let root = pirate_root();
+    edit(root.path(), "config/pirate.yaml", "thresholds: {easy: 40,", "thresholds: {easy: 50,");
+    let case = root.path().join("tests/pirate/judge_decides.yaml");
+    let out = ruleweave(root.path()).args(["replay", "--file"]).arg(&case).output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("turn 3: now succeeds (it failed: The captain has already handed over"), "{text}");
+    assert!(text.ends_with("2 of 3 turn(s) changed\n"), "{text}");
+}
+
+#[test]
+fn bless_drops_the_replies_the_rules_no_longer_ask_for() {
+    let root = pirate_root();
+    let case = root.path().join("tests/pirate/judge_down.yaml");
+    let text = std::fs::read_to_string(&case).unwrap();
+    let judge_replies = text.matches("- error:").count();
+    // A second reply for the judge, which turn 1 never asks twice.
+    let failed = "    - error: HTTP 500 from the model\n";
+    let extra = format!("{failed}{}\n", r#"    - '{"total_score": 99}'"#);
+    std::fs::write(&case, text.replacen(failed, &extra, 1)).unwrap();
+    let out = ruleweave(root.path()).args(["test", "pirate", "--filter", "falls back"]).output().unwrap();
+    assert!(stdout(&out).contains("a recorded call the rules no longer make"), "{}", stdout(&out));
+    let out = ruleweave(root.path()).args(["test", "pirate", "--filter", "falls back", "--bless"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let blessed = std::fs::read_to_string(&case).unwrap();
+    assert!(!blessed.contains("99"), "the unused reply is gone: {blessed}");
+    assert_eq!(blessed.matches("- error:").count(), judge_replies, "the used ones stay: {blessed}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_shows_what_an_edit_changed_turn_by_turn() {
     let root = pirate_root();

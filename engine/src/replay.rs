@@ -58,6 +58,10 @@ pub struct RecordedTurn {
     /// The nodes that ran, in order, as recorded.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// The turn failed, with an error saying this (a case's `expect_error`; the store keeps no
+    /// failed turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -95,9 +99,16 @@ pub struct TurnDiff {
     /// Why the turn fails now, when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How the recording says the turn failed, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_error: Option<String>,
     /// The state after the replayed turn.
     #[serde(skip)]
     pub state: Json,
+    /// The profiles of the recorded answers the turn no longer asked for, one per answer (each
+    /// profile's last ones: answers are taken in order).
+    #[serde(skip)]
+    pub unused: Vec<String>,
 }
 
 /// One field that changed.
@@ -112,9 +123,19 @@ pub struct Change {
 }
 
 impl TurnDiff {
-    /// Whether the turn did exactly what was recorded.
+    /// Whether the turn did exactly what was recorded: the same changes, route, and outcome (a
+    /// turn recorded as failing still fails with the error it recorded).
     pub fn is_same(&self) -> bool {
-        self.changes.is_empty() && self.route.is_none() && self.error.is_none()
+        self.changes.is_empty() && self.route.is_none() && self.fails_as_recorded()
+    }
+
+    /// Whether the turn fails now exactly when the recording says it failed, and with its error.
+    fn fails_as_recorded(&self) -> bool {
+        match (&self.recorded_error, &self.error) {
+            (None, None) => true,
+            (Some(want), Some(got)) => got.contains(want.as_str()),
+            _ => false,
+        }
     }
 
     /// The turn's changes on one line: `turn 4: merit_score 55 → 62; outcome "continue" → "won_score"`.
@@ -124,8 +145,11 @@ impl TurnDiff {
         if let Some((before, after)) = &self.route {
             parts.push(format!("route {} → {}", before.join(" › "), after.join(" › ")));
         }
-        if let Some(e) = &self.error {
-            parts.push(format!("now fails: {e}"));
+        match (&self.recorded_error, &self.error) {
+            (None, Some(e)) => parts.push(format!("now fails: {e}")),
+            (Some(was), None) => parts.push(format!("now succeeds (it failed: {was})")),
+            (Some(_), Some(e)) if !self.fails_as_recorded() => parts.push(format!("fails otherwise now: {e}")),
+            _ => {}
         }
         if parts.is_empty() {
             parts.push("unchanged".into());
@@ -370,8 +394,9 @@ impl Replayer {
             *self.recorded.script() = Script { answers: t.answers.iter().cloned().collect(), notes: Vec::new() };
             let result = session.turn(t.input.clone()).await;
             let mut script = std::mem::take(&mut *self.recorded.script());
-            for left in &script.answers {
-                script.notes.push(format!("{}: a recorded call the rules no longer make", left.profile));
+            let unused: Vec<String> = script.answers.iter().map(|a| a.profile.clone()).collect();
+            for profile in &unused {
+                script.notes.push(format!("{profile}: a recorded call the rules no longer make"));
             }
             let state = session.state();
             let (nodes, error) = match &result {
@@ -383,7 +408,17 @@ impl Replayer {
                 None => Vec::new(),
             };
             let route = (!t.nodes.is_empty() && result.is_ok() && t.nodes != nodes).then(|| (t.nodes.clone(), nodes));
-            out.push(TurnDiff { turn: i as u64 + 1, changes, route, notes: script.notes, error, state });
+            let recorded_error = t.error.clone();
+            out.push(TurnDiff {
+                turn: i as u64 + 1,
+                changes,
+                route,
+                notes: script.notes,
+                error,
+                recorded_error,
+                state,
+                unused,
+            });
         }
         // The replay's session was the replayer's own; the next replay of this recording opens it again.
         self.engine.delete(session.id()).await?;
