@@ -223,6 +223,40 @@ async fn a_lobby_plays_round_by_round_over_http() {
     drop(server);
 }
 
+/// A round nobody answers closes at its timeout, counted from when its question was asked, and
+/// the next question follows; three such rounds in a row end the lobby (the table has gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_nobody_answers_closes_at_its_timeout_and_an_empty_table_ends_the_lobby() {
+    let root = party_root("1s");
+    let server = start(root.path(), "memory", &[]);
+    let url = &server.url;
+    let (_, created) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let mut follower = Follower::open(&format!("{url}/v1/sessions/{id}/events")).await;
+    follower.next_named("state").await;
+    let (_, first) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    let asked = get(&format!("{url}/v1/sessions/{id}")).await;
+    assert!(asked["lobby"]["closes_at"].as_i64().is_some(), "the round's timeout runs from its question: {asked}");
+    assert_eq!(asked["lobby"]["answered"], json!([]));
+    let mut rounds = Vec::new();
+    let last = loop {
+        let turn = follower.next_named("turn").await;
+        if turn["finished"] == true {
+            break turn;
+        }
+        rounds.push(question_of(&turn));
+    };
+    // The opening question, then two more after rounds nobody answered; the third ends it.
+    assert_eq!(rounds.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 2, 3], "{rounds:?}");
+    assert_eq!(rounds[0], question_of(&first));
+    let history = last["output"]["escalation_history"].as_array().unwrap();
+    assert_eq!(history.len(), 3);
+    assert!(history.iter().all(|h| h["have_ratio"] == 0.0), "{history:?}");
+    let done = get(&format!("{url}/v1/sessions/{id}")).await;
+    assert!(done["finished"] == true && done["turns"] == 4, "{done}");
+}
+
 /// Two replicas on one PostgreSQL are one lobby: answers go to either, the follower on one sees
 /// the rounds the other closed, and the timeout closes a round whichever replica took its answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -361,23 +361,28 @@ impl Engine {
         session.post(post).await
     }
 
-    /// Closes every lobby round whose timeout has passed since its first answer, running its
-    /// turn with the answers it has; returns the turns run. Rounds another process closed first
-    /// are skipped; a round whose turn failed is tried again after its timeout (at least 5 s), not
-    /// at every call. A host calls this every so often (the server does, several times a second).
+    /// Closes every lobby round whose timeout has passed since its question was asked, running
+    /// its turn with the answers it has (none, when nobody answered); returns the turns run.
+    /// Rounds another process closed first are skipped; a round whose turn failed is tried again
+    /// after its timeout (at least 5 s), not at every call. A host calls this every so often (the
+    /// server does, several times a second), for the packs loaded in this engine.
     pub async fn close_due_rounds(&self) -> Result<Vec<(String, Result<crate::TurnResult>)>> {
         let now = crate::vocab::now_ms();
         self.retry().retain(|_, t| *t > now);
+        let lobbies: Vec<(String, i64)> = self
+            .packs()
+            .loaded()
+            .into_iter()
+            .filter_map(|p| Some((p.name.clone(), now - p.lobby.as_ref()?.timeout.as_millis() as i64)))
+            .collect();
         let mut closed = Vec::new();
-        for open in self.rt().store.open_rounds().await? {
+        if lobbies.is_empty() {
+            return Ok(closed);
+        }
+        for open in self.rt().store.open_rounds(&lobbies).await? {
             let lobby = self.packs().current(&open.pack).and_then(|p| p.lobby.clone());
-            let due = match &lobby {
-                Some(lobby) => open.first_answer_at + lobby.timeout.as_millis() as i64 <= now,
-                // A pack not loaded yet: load the session to learn its timeout.
-                None => self.packs().contains(&open.pack),
-            };
             let waiting = self.retry().get(&open.session).is_some_and(|t| *t > now);
-            if !due || waiting {
+            if waiting {
                 continue;
             }
             let result = async {

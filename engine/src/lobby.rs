@@ -1,6 +1,7 @@
 //! Lobby rounds: a pack may declare that a turn gathers one input per player. Each player posts
 //! their own answer; the round's turn runs when every player in the lobby has answered, or the
-//! pack's timeout after the round's first answer. Answers wait in the store (so any replica can
+//! pack's timeout after the round's question was asked (with the answers it has, none if nobody
+//! answered). Answers wait in the store (so any replica can
 //! take the next one, or close the round), and the turn that closes the round clears them in the
 //! transaction that records it.
 //!
@@ -31,7 +32,7 @@ pub struct Lobby {
     pub join: Option<String>,
     /// The list input field the leavers go in.
     pub leave: Option<String>,
-    /// How long a round waits after its first answer.
+    /// How long a round waits after its question was asked.
     pub timeout: Duration,
     /// The most players a lobby holds.
     pub max_players: Option<usize>,
@@ -68,13 +69,15 @@ pub struct LobbyStatus {
     pub joining: Vec<String>,
     /// Who has left this round.
     pub leaving: Vec<String>,
-    /// When the round closes if not everyone answers, unix milliseconds (after the first answer).
+    /// When the round closes if not everyone answers, unix milliseconds: the pack's timeout after
+    /// the question was asked (`None` before the first question).
     pub closes_at: Option<i64>,
 }
 
 impl LobbyStatus {
-    /// Where the round stands, from the players in the state and the inputs waiting.
-    pub(crate) fn of(lobby: &Lobby, round: u64, players: Vec<String>, inputs: &[LobbyInput]) -> Self {
+    /// Where the round stands, from the players in the state, the inputs waiting, and when the
+    /// round's question was asked.
+    pub(crate) fn of(lobby: &Lobby, round: u64, players: Vec<String>, inputs: &[LobbyInput], asked_at: i64) -> Self {
         let who = |kind: InputKind| -> Vec<String> {
             inputs.iter().filter(|i| i.round == round && i.kind == kind).map(|i| i.player.clone()).collect()
         };
@@ -83,8 +86,6 @@ impl LobbyStatus {
         let leaving = who(InputKind::Leave);
         let waiting =
             players.iter().filter(|p| !answered.contains(p) && !leaving.contains(p)).cloned().collect::<Vec<_>>();
-        let first =
-            inputs.iter().filter(|i| i.round == round && i.kind == InputKind::Answer).map(|i| i.created_at).min();
         LobbyStatus {
             round,
             players,
@@ -92,7 +93,7 @@ impl LobbyStatus {
             waiting,
             joining,
             leaving,
-            closes_at: first.map(|t| t + lobby.timeout.as_millis() as i64),
+            closes_at: (round > 0).then(|| asked_at + lobby.timeout.as_millis() as i64),
         }
     }
 

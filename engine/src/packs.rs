@@ -143,6 +143,11 @@ impl Packs {
                 || self.inner.root.join("config").join(format!("{name}.yaml")).is_file())
     }
 
+    /// Every pack serving now (loaded at some version), in no order.
+    pub fn loaded(&self) -> Vec<Arc<Pack>> {
+        self.inner.slots.read().unwrap_or_else(|e| e.into_inner()).values().filter_map(|s| s.pack.clone()).collect()
+    }
+
     /// The version of `name` serving now, if it ever loaded.
     pub fn current(&self, name: &str) -> Option<Arc<Pack>> {
         self.inner.slots.read().unwrap_or_else(|e| e.into_inner()).get(name).and_then(|s| s.pack.clone())

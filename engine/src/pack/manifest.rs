@@ -94,7 +94,7 @@ pub(crate) struct Manifest {
 }
 
 /// Lobby rounds: each player posts their own input; the round's turn runs when every player has
-/// answered, or `timeout` after the first answer.
+/// answered, or `timeout` after the round's question was asked.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LobbyDecl {
@@ -115,7 +115,7 @@ pub(crate) struct LobbyDecl {
     /// A list input field: who leaves (leaving is refused when absent).
     #[schemars(with = "Option<String>")]
     pub leave: Option<SpannedStr>,
-    /// How long a round waits after its first answer (`30s`).
+    /// How long a round waits after its question was asked (`30s`).
     #[schemars(with = "String")]
     pub timeout: SpannedStr,
     /// At most this many players (joins past it are refused).

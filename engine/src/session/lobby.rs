@@ -41,7 +41,7 @@ impl Session {
         self.refresh().await?;
         let inputs = self.rt.store.inputs(&self.id).await?;
         let (round, players) = self.round_and_players(&lobby);
-        Ok(Some(LobbyStatus::of(&lobby, round, players, &inputs)))
+        Ok(Some(LobbyStatus::of(&lobby, round, players, &inputs, self.at)))
     }
 
     /// Posts one player's answer, joining or leaving to the round under way. Refused: a player
@@ -68,7 +68,7 @@ impl Session {
             ));
         }
         let inputs = store.inputs(&self.id).await?;
-        let status = LobbyStatus::of(&lobby, round, players, &inputs);
+        let status = LobbyStatus::of(&lobby, round, players, &inputs, self.at);
         self.admit(&lobby, &status, &post)?;
         let input = match post.kind {
             InputKind::Answer => post.input.clone(),
@@ -85,7 +85,7 @@ impl Session {
         }
         let mut inputs = inputs;
         inputs.push(record);
-        let status = LobbyStatus::of(&lobby, round, status.players, &inputs);
+        let status = LobbyStatus::of(&lobby, round, status.players, &inputs, self.at);
         if !status.complete() {
             return Ok(Posted { lobby: status, closed: None, close_error: None });
         }
@@ -147,9 +147,9 @@ impl Session {
         Ok(())
     }
 
-    /// Closes the round if it is due at `now` (its timeout passed since the first answer, or
-    /// nobody is left to wait for): runs its turn with the inputs it has. `None` when the round
-    /// is not due, or was closed already (by another process, say).
+    /// Closes the round if it is due at `now` (its timeout passed since its question was asked,
+    /// or nobody is left to wait for): runs its turn with the inputs it has, none when nobody
+    /// answered. `None` when the round is not due, or was closed already (by another process).
     pub async fn close_due(&mut self, now: i64) -> Result<Option<TurnResult>> {
         let Some(lobby) = self.pack.lobby.clone() else { return Ok(None) };
         let store = self.rt.store.clone();
@@ -160,9 +160,9 @@ impl Session {
         }
         let (round, players) = self.round_and_players(&lobby);
         let inputs = store.inputs(&self.id).await?;
-        let status = LobbyStatus::of(&lobby, round, players, &inputs);
+        let status = LobbyStatus::of(&lobby, round, players, &inputs, self.at);
         let due = status.complete() || status.closes_at.is_some_and(|t| t <= now);
-        if !due || status.answered.is_empty() {
+        if !due {
             return Ok(None);
         }
         self.close(&lobby, &status, &inputs).await.map(Some)
@@ -178,7 +178,7 @@ impl Session {
     async fn posted(&mut self, lobby: &Lobby, closed: Result<TurnResult>) -> Result<Posted> {
         let (round, players) = self.round_and_players(lobby);
         let inputs = self.rt.store.inputs(&self.id).await?;
-        let status = LobbyStatus::of(lobby, round, players, &inputs);
+        let status = LobbyStatus::of(lobby, round, players, &inputs, self.at);
         Ok(match closed {
             Ok(turn) => Posted { lobby: status, closed: Some(turn), close_error: None },
             Err(e) => {

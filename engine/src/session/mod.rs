@@ -52,6 +52,9 @@ pub struct Session {
     /// The state moved to a new pack version: the next turn's checkpoint carries a snapshot, so
     /// the store holds what `migrate` made of it.
     snapshot_due: bool,
+    /// When its newest turn was recorded (or it opened), unix milliseconds: when a lobby's round
+    /// under way was asked, which its timeout counts from.
+    pub(crate) at: i64,
 }
 
 /// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
@@ -280,6 +283,7 @@ impl Session {
             paused: None,
             dirty: false,
             snapshot_due: false,
+            at: now,
         })
     }
 
@@ -378,6 +382,7 @@ impl Session {
             paused,
             dirty: false,
             snapshot_due,
+            at: info.updated_at,
         })
     }
 

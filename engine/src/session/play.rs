@@ -93,6 +93,7 @@ impl Session {
                 self.snapshot_due = false;
                 self.seq = checkpoint;
                 self.turns = number;
+                self.at = now_ms();
                 let paused = pause.as_ref().map(super::PausedAt::of);
                 self.paused = pause;
                 let display = self.view().after(&events);

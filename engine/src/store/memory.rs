@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use tokio::sync::broadcast;
 
 use super::{
-    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, InputKind, LobbyInput, OpenRound,
-    SessionEvent, SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict,
+    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
+    SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
@@ -236,12 +236,15 @@ impl Store for MemoryStore {
         ready(Ok(self.with(|m| m.get(id).map(|e| e.inputs.clone()).unwrap_or_default())))
     }
 
-    fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>> {
+    fn open_rounds<'a>(&'a self, due: &'a [(String, i64)]) -> BoxFuture<'a, Result<Vec<OpenRound>>> {
         ready(Ok(self.with(|m| {
             m.values()
-                .filter_map(|e| {
-                    let first = e.inputs.iter().filter(|i| i.kind == InputKind::Answer).map(|i| i.created_at).min()?;
-                    Some(OpenRound { session: e.info.id.clone(), pack: e.info.pack.clone(), first_answer_at: first })
+                .filter(|e| !e.info.finished && e.info.turns > 0)
+                .filter(|e| due.iter().any(|(pack, before)| *pack == e.info.pack && e.info.updated_at <= *before))
+                .map(|e| OpenRound {
+                    session: e.info.id.clone(),
+                    pack: e.info.pack.clone(),
+                    asked_at: e.info.updated_at,
                 })
                 .collect()
         })))

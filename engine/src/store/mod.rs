@@ -191,8 +191,8 @@ pub struct OpenRound {
     pub session: String,
     /// Its pack.
     pub pack: String,
-    /// When the round's first answer arrived, unix milliseconds.
-    pub first_answer_at: i64,
+    /// When its question was asked (its newest checkpoint), unix milliseconds.
+    pub asked_at: i64,
 }
 
 /// Where a conversation stands: the session and checkpoint a transcript's key was linked to
@@ -418,8 +418,10 @@ pub trait Store: Send + Sync {
     /// clears them.
     fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>>;
 
-    /// The sessions with answers waiting.
-    fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>>;
+    /// The lobby rounds that may be due: for each `(pack, before)`, the unfinished sessions of
+    /// that pack past their first turn whose newest checkpoint (the question under way) was
+    /// written at or before `before` (its timeout ago).
+    fn open_rounds<'a>(&'a self, due: &'a [(String, i64)]) -> BoxFuture<'a, Result<Vec<OpenRound>>>;
 
     /// Sessions newest first (by when they opened, then id), as `query` says.
     fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>>;

@@ -321,20 +321,26 @@ macro_rules! shared_store {
             })
         }
 
-        fn open_rounds(&self) -> BoxFuture<'_, Result<Vec<OpenRound>>> {
+        fn open_rounds<'a>(&'a self, due: &'a [(String, i64)]) -> BoxFuture<'a, Result<Vec<OpenRound>>> {
             Box::pin(async move {
-                let rows: Vec<(String, String, i64)> = sqlx::query_as(
-                    "SELECT l.session_id, s.pack, MIN(l.created_at) FROM lobby_inputs l \
-                     JOIN sessions s ON s.id = l.session_id WHERE l.kind = 'answer' \
-                     GROUP BY l.session_id, s.pack",
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot list open lobby rounds", e))?;
-                Ok(rows
-                    .into_iter()
-                    .map(|(session, pack, first_answer_at)| OpenRound { session, pack, first_answer_at })
-                    .collect())
+                let mut out = Vec::new();
+                for (pack, before) in due {
+                    let rows: Vec<(String, i64)> = sqlx::query_as(
+                        "SELECT id, updated_at FROM sessions \
+                         WHERE pack = $1 AND NOT finished AND turns > 0 AND updated_at <= $2",
+                    )
+                    .bind(pack)
+                    .bind(before)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| store_error("cannot list open lobby rounds", e))?;
+                    out.extend(rows.into_iter().map(|(session, asked_at)| OpenRound {
+                        session,
+                        pack: pack.clone(),
+                        asked_at,
+                    }));
+                }
+                Ok(out)
             })
         }
 

@@ -179,13 +179,17 @@ async fn lobby(store: Arc<dyn Store>) {
     assert!(store.add_input(&s, &answer("bo", 2_003)).await.unwrap());
     let listed = store.inputs(&s).await.unwrap();
     assert_eq!(listed, vec![answer("ana", 2_000), leave, answer("bo", 2_003)]);
-    let open = store.open_rounds().await.unwrap();
-    let mine: Vec<&OpenRound> = open.iter().filter(|o| o.session == s).collect();
-    assert_eq!(mine, [&OpenRound { session: s.clone(), pack: "p".into(), first_answer_at: 2_000 }]);
-
     store.append(&s, &turn(1, 1)).await.unwrap();
     assert!(store.inputs(&s).await.unwrap().is_empty(), "the turn closed the round");
-    assert!(!store.open_rounds().await.unwrap().iter().any(|o| o.session == s));
+    let asked_at = store.info(&s).await.unwrap().unwrap().updated_at;
+    // The round is open from its question on: due once its timeout (here, before) has passed.
+    let open = store.open_rounds(&[("p".into(), asked_at)]).await.unwrap();
+    let mine: Vec<&OpenRound> = open.iter().filter(|o| o.session == s).collect();
+    assert_eq!(mine, [&OpenRound { session: s.clone(), pack: "p".into(), asked_at }]);
+    let early = store.open_rounds(&[("p".into(), asked_at - 1)]).await.unwrap();
+    assert!(!early.iter().any(|o| o.session == s), "not due before its timeout");
+    let other = store.open_rounds(&[("q".into(), asked_at)]).await.unwrap();
+    assert!(!other.iter().any(|o| o.session == s), "another pack's sweep");
 
     let mut heard = Vec::new();
     while heard.len() < 4 {
