@@ -445,3 +445,81 @@ mod client {
         assert_eq!(health["status"], "unhealthy", "{health}");
     }
 }
+
+/// `run pirate` under the memory bound against `mock`, the judge's reply capped at 64 KiB.
+fn run_capped(mock: &support::mock_llm::MockLlm) -> std::process::Output {
+    let (_dir, file) = support::temp_file("moves.json", r#"["Ahoy, captain! I bring word from the governor."]"#);
+    ruleweave_bounded(&repo_root())
+        .args(["run", "pirate", "--input"])
+        .arg(&file)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env("RULEWEAVE_LLM_RETRIES", "0")
+        .env("RULEWEAVE_LLM_MAX_REPLY_BYTES", "65536")
+        .output()
+        .unwrap()
+}
+
+/// A model server that answers 200 and never stops sending, or says its reply is larger than the
+/// cap: the call fails at the cap (refused before a byte is read when `Content-Length` says so),
+/// the judge's fallback scores the turn, and the process stays under its memory bound.
+#[test]
+fn a_reply_past_the_cap_fails_its_call_and_the_fallback_answers() {
+    use support::mock_llm::{MockLlm, Reply};
+    for (reply, says) in [(Reply::Endless, "went on past it"), (Reply::Huge(1_000_000), "says it is")] {
+        let mock = MockLlm::start();
+        mock.judge(reply).chat(Reply::Content("Arr, go on.".into()));
+        let out = run_capped(&mock);
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 1, "{}", stderr(&out));
+        let merit = &lines[0]["output"]["merit_breakdown"];
+        assert_eq!(merit["source"], "fallback", "{merit}");
+        let reason = merit["reason"].as_str().unwrap();
+        assert!(reason.contains(says) && reason.contains("65536 bytes"), "{reason}");
+        assert_eq!(lines[0]["output"]["pirate_response"], "Arr, go on.");
+        let notes = lines[0]["display"]["notes"].as_array().unwrap();
+        assert!(notes.iter().any(|n| n.as_str().unwrap().contains("falling back")), "a person is told: {notes:?}");
+    }
+}
+
+/// A stream that never ends is cut at the cap; one that closes without `[DONE]` or a
+/// `finish_reason` is no whole reply: either fails the debater's call, and the turn with it
+/// (the debate has no fallback for a speech), and nothing of it is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_past_the_cap_or_cut_short_is_no_reply() {
+    use support::mock_llm::{MockLlm, Reply};
+    for (reply, says) in [
+        (Reply::Endless, "streamed on past it"),
+        (Reply::Truncated("PHASE 3 - REFINEMENT:\nA speech cut".into()), "the stream ended before the reply did"),
+    ] {
+        let mock = MockLlm::start();
+        mock.chat(reply);
+        let server = start_cmd({
+            let mut cmd = ruleweave_bounded(&repo_root());
+            cmd.args(["serve", "--addr", "127.0.0.1:0", "--store", "memory"])
+                .env("OPENAI_API_KEY", "sk-test")
+                .env("OPENAI_BASE_URL", &mock.base_url)
+                .env("RULEWEAVE_LLM_RETRIES", "0")
+                .env("RULEWEAVE_LLM_MAX_REPLY_BYTES", "65536");
+            cmd
+        });
+        let (_, created) = post(
+            &format!("{}/v1/sessions", server.url),
+            json!({"pack": "debate", "options": {"rounds": 1, "fact_check": "off"}}),
+        )
+        .await;
+        let id = created["id"].as_str().unwrap();
+        let r = support::http()
+            .post(format!("{}/v1/sessions/{id}/turns", server.url))
+            .header("accept", "text/event-stream")
+            .json(&json!({"input": "start"}))
+            .send()
+            .await
+            .unwrap();
+        let text = r.text().await.unwrap();
+        let error = text.lines().skip_while(|l| *l != "event: error").nth(1).unwrap_or_else(|| panic!("{text}"));
+        assert!(error.contains(says), "{error}");
+        let session = get(&format!("{}/v1/sessions/{id}", server.url)).await;
+        assert_eq!((session["turns"].as_u64(), &session["state"]["transcript"]), (Some(0), &json!([])), "nothing kept");
+    }
+}

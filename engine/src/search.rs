@@ -28,6 +28,33 @@ pub struct SearchResult {
     pub score: f64,
 }
 
+impl SearchResult {
+    /// The most characters of a result's title, url and content that scripts and checkpoints
+    /// see: a page's extract past this is cut (with `…`), whatever the engine sent.
+    pub const MAX_TITLE: usize = 300;
+    /// See [`SearchResult::MAX_TITLE`].
+    pub const MAX_URL: usize = 2_000;
+    /// See [`SearchResult::MAX_TITLE`].
+    pub const MAX_CONTENT: usize = 4_000;
+
+    /// This result within the budget of [`SearchResult::MAX_TITLE`] and the others.
+    pub fn trimmed(self) -> Self {
+        SearchResult {
+            title: cut(self.title, Self::MAX_TITLE),
+            url: cut(self.url, Self::MAX_URL),
+            content: cut(self.content, Self::MAX_CONTENT),
+            score: if self.score.is_finite() { self.score } else { 0.0 },
+        }
+    }
+}
+
+fn cut(text: String, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 /// A search engine.
 pub trait Search: Send + Sync {
     /// Its name, for events and records (`tavily`, `standin`).
@@ -124,7 +151,7 @@ impl Search for Tavily {
                 self.client.post(&self.url).bearer_auth(&self.key).json(&body)
             })
             .await?;
-            let v = crate::llm::http::json_body("tavily", resp, attempts).await?;
+            let v = crate::llm::http::json_body("tavily", resp, attempts, self.retry.max_reply_bytes).await?;
             let answer: TavilyAnswer = serde_json::from_value(v).map_err(|e| {
                 Error::new(ErrorKind::Llm, format!("tavily answered JSON without a readable `results` list ({e})"))
             })?;
@@ -132,5 +159,19 @@ impl Search for Tavily {
             results.truncate(max_results);
             Ok(results)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SearchResult;
+
+    #[test]
+    fn a_result_past_its_budget_is_cut() {
+        let big = SearchResult { title: "t".repeat(1000), url: "u".into(), content: "é".repeat(10_000), score: f64::NAN };
+        let cut = big.trimmed();
+        assert_eq!(cut.title.chars().count(), SearchResult::MAX_TITLE + 1);
+        assert!(cut.content.ends_with('…') && cut.content.chars().count() == SearchResult::MAX_CONTENT + 1);
+        assert_eq!((cut.url.as_str(), cut.score), ("u", 0.0));
     }
 }

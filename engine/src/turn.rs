@@ -171,7 +171,11 @@ impl TurnCtx {
         })?;
         self.charge()?;
         let start = Instant::now();
-        let result = engine.search(query, max_results).await;
+        // Whatever the engine sent, scripts and checkpoints get its results trimmed to a budget.
+        let result = engine
+            .search(query, max_results)
+            .await
+            .map(|found| found.into_iter().take(max_results).map(SearchResult::trimmed).collect::<Vec<_>>());
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         self.emit(Event::Search {

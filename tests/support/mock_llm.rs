@@ -35,6 +35,14 @@ pub enum Reply {
     Hang,
     /// Answers once the test opens the gate.
     Gated(Arc<tokio::sync::Notify>, Box<Reply>),
+    /// 200, and a body that never ends: JSON that never closes, or, to a streaming request,
+    /// chunks of text forever.
+    Endless,
+    /// 200 with a valid completion of this many bytes, its `Content-Length` saying so.
+    Huge(usize),
+    /// To a streaming request: this text in chunks, then the stream closes without `[DONE]` or a
+    /// `finish_reason` (a connection cut mid-reply).
+    Truncated(String),
 }
 
 /// A recorded request.
@@ -289,6 +297,7 @@ async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
             Response::builder().status(429).header("retry-after", after).body(Body::empty()).unwrap()
         }
         Reply::Slow(..) | Reply::Gated(..) | Reply::Hang => unreachable!("delayed() waited"),
+        other => panic!("the Messages API mock does not play {other:?}"),
     }
 }
 
@@ -347,6 +356,33 @@ async fn answer(reply: Reply, request: &Value, streaming: bool) -> Response {
         Reply::RetryAfter(after) => {
             let body = json!({"error": {"message": "Rate limit reached", "type": "requests"}}).to_string();
             Response::builder().status(429).header("retry-after", after).body(Body::from(body)).unwrap()
+        }
+        Reply::Endless if streaming => {
+            let chunk = json!({"model": model, "choices": [{"index": 0, "delta": {"content": "and on "}}]});
+            let line = axum::body::Bytes::from(format!("data: {chunk}\n\n"));
+            let forever = futures_util::stream::repeat_with(move || Ok::<_, std::io::Error>(line.clone()));
+            Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(forever)).unwrap()
+        }
+        Reply::Endless => {
+            let head = futures_util::stream::once(async {
+                Ok::<_, std::io::Error>(axum::body::Bytes::from("{\"choices\": ["))
+            });
+            let more = futures_util::stream::repeat_with(|| Ok(axum::body::Bytes::from_static(b"{\"x\": 1}, ")));
+            let body = futures_util::StreamExt::chain(head, more);
+            Response::builder().header("content-type", "application/json").body(Body::from_stream(body)).unwrap()
+        }
+        Reply::Huge(bytes) => {
+            let text = "x".repeat(bytes.saturating_sub(200));
+            let body = json!({"model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]});
+            axum::Json(body).into_response()
+        }
+        Reply::Truncated(text) => {
+            let mut sse = String::new();
+            for piece in text.split_inclusive(' ') {
+                let chunk = json!({"model": model, "choices": [{"index": 0, "delta": {"content": piece}}]});
+                sse.push_str(&format!("data: {chunk}\n\n"));
+            }
+            Response::builder().header("content-type", "text/event-stream").body(Body::from(sse)).unwrap()
         }
         Reply::Slow(..) | Reply::Gated(..) | Reply::Hang => unreachable!("delayed() waited"),
     }

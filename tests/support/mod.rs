@@ -65,6 +65,7 @@ fn clean(mut cmd: Command, root: &Path) -> Command {
         "RULEWEAVE_LLM_BACKOFF_MS",
         "RULEWEAVE_LLM_MAX_BACKOFF_MS",
         "RULEWEAVE_LLM_TIMEOUT_MS",
+        "RULEWEAVE_LLM_MAX_REPLY_BYTES",
         "RUST_LOG",
     ] {
         cmd.env_remove(var);

@@ -121,7 +121,7 @@ impl Anthropic {
         let bad = |why: String| Error::new(ErrorKind::Llm, format!("anthropic: {why} (after {attempts} attempts)"));
         match tokens {
             None => {
-                let v = http::json_body("anthropic", resp, attempts).await?;
+                let v = http::json_body("anthropic", resp, attempts, self.config.retry.max_reply_bytes).await?;
                 let content: String = v["content"]
                     .as_array()
                     .ok_or_else(|| bad("the reply has no content".into()))?
@@ -142,7 +142,9 @@ impl Anthropic {
             Some(sink) => {
                 let mut content = String::new();
                 let mut usage = Usage::default();
-                http::read_sse("anthropic", resp, attempts, |data| {
+                // A stream is whole only when it says it ended (`message_stop`).
+                let mut ended = false;
+                http::read_sse("anthropic", resp, attempts, self.config.retry.max_reply_bytes, |data| {
                     let v: Value = serde_json::from_str(data)
                         .map_err(|e| bad(format!("a streamed event is not valid JSON ({e})")))?;
                     match v["type"].as_str() {
@@ -156,6 +158,7 @@ impl Anthropic {
                             usage.prompt_tokens =
                                 v.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
                         }
+                        Some("message_stop") => ended = true,
                         Some("message_delta") => {
                             usage.completion_tokens =
                                 v.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
@@ -172,6 +175,9 @@ impl Anthropic {
                     Ok(())
                 })
                 .await?;
+                if !ended {
+                    return Err(bad("the stream ended before the reply did (no message_stop)".into()));
+                }
                 Ok(LlmResponse { content, model: request.model.clone(), usage, attempts })
             }
         }

@@ -41,8 +41,9 @@ pub(crate) async fn send(
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| retry_after(v, policy.max_backoff));
-                let body = resp.text().await.unwrap_or_default();
-                let why = format!("HTTP {status}: {}", error_message(&body));
+                // An error body is read for its message only: a few kilobytes at most.
+                let body = read_capped(provider, resp, attempt, ERROR_BODY_BYTES).await.unwrap_or_default();
+                let why = format!("HTTP {status}: {}", error_message(&String::from_utf8_lossy(&body)));
                 let retryable = status.as_u16() == 408 || status.as_u16() == 429 || status.is_server_error();
                 if !retryable {
                     return Err(fail(provider, &why, attempt));
@@ -99,35 +100,84 @@ fn error_message(body: &str) -> String {
     short
 }
 
-/// Reads a successful response body as JSON, with an error that says the body was malformed.
-pub(crate) async fn json_body(provider: &str, resp: reqwest::Response, attempts: u32) -> Result<serde_json::Value> {
-    let text = resp.text().await.map_err(|e| fail(provider, &format!("reading the reply failed: {e}"), attempts))?;
-    serde_json::from_str(&text).map_err(|e| {
-        let head: String = text.chars().take(120).collect();
+/// The most bytes of an error reply read for its message.
+const ERROR_BODY_BYTES: usize = 16 * 1024;
+
+/// A reply's body, at most `max` bytes: one whose `Content-Length` says more is refused before a
+/// byte is read, one that sends more is cut off as it passes the cap.
+pub(crate) async fn read_capped(provider: &str, resp: reqwest::Response, attempts: u32, max: usize) -> Result<Vec<u8>> {
+    if let Some(len) = resp.content_length()
+        && len > max as u64
+    {
+        return Err(too_long(provider, &format!("says it is {len} bytes"), max, attempts));
+    }
+    let mut stream = resp.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk =
+            chunk.map_err(|e| fail(provider, &format!("reading the reply failed: {}", root_cause(&e)), attempts))?;
+        if body.len() + chunk.len() > max {
+            return Err(too_long(provider, "went on past it", max, attempts));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn too_long(provider: &str, what: &str, max: usize, attempts: u32) -> Error {
+    let why = format!(
+        "the reply {what}: more than the {max} bytes this host reads from a model or search server \
+         (RULEWEAVE_LLM_MAX_REPLY_BYTES)"
+    );
+    fail(provider, &why, attempts)
+}
+
+/// Reads a successful response body (at most `max` bytes) as JSON, with an error that says the
+/// body was malformed.
+pub(crate) async fn json_body(
+    provider: &str,
+    resp: reqwest::Response,
+    attempts: u32,
+    max: usize,
+) -> Result<serde_json::Value> {
+    let body = read_capped(provider, resp, attempts, max).await?;
+    serde_json::from_slice(&body).map_err(|e| {
+        let head: String = String::from_utf8_lossy(&body[..body.len().min(480)]).chars().take(120).collect();
         fail(provider, &format!("the reply is not valid JSON ({e}): {head}"), attempts)
     })
 }
 
-/// Calls `on_data` with the payload of every `data:` line of a server-sent-event body.
+/// Calls `on_data` with the payload of every `data:` line of a server-sent-event body; a body
+/// past `max` bytes in all is cut off with an error (a server that never stops sending).
 pub(crate) async fn read_sse(
     provider: &str,
     resp: reqwest::Response,
     attempts: u32,
+    max: usize,
     mut on_data: impl FnMut(&str) -> Result<()>,
 ) -> Result<()> {
     let mut stream = resp.bytes_stream();
     let mut buf: Vec<u8> = Vec::new();
+    // How much of `buf` is known to hold no newline: each byte is looked at once.
+    let mut scanned = 0;
+    let mut total = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk =
             chunk.map_err(|e| fail(provider, &format!("the stream broke off: {}", root_cause(&e)), attempts))?;
+        total += chunk.len();
+        if total > max {
+            return Err(too_long(provider, "streamed on past it", max, attempts));
+        }
         buf.extend_from_slice(&chunk);
-        while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=nl).collect();
+        while let Some(at) = buf[scanned..].iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=scanned + at).collect();
+            scanned = 0;
             let line = String::from_utf8_lossy(&line);
             if let Some(data) = line.trim_end().strip_prefix("data:") {
                 on_data(data.trim_start())?;
             }
         }
+        scanned = buf.len();
     }
     let rest = String::from_utf8_lossy(&buf);
     if let Some(data) = rest.trim_end().strip_prefix("data:") {

@@ -245,17 +245,30 @@ pub struct RetryPolicy {
     pub base_backoff: Duration,
     /// The longest wait, also the cap on a server's `Retry-After`.
     pub max_backoff: Duration,
+    /// The most bytes one reply may have (a streamed one counted as it arrives): a server that
+    /// says more, or sends more, fails the call.
+    pub max_reply_bytes: usize,
 }
+
+/// The most bytes of one model or search reply, by default (`RULEWEAVE_LLM_MAX_REPLY_BYTES`):
+/// far above any reply a model writes (a 4,096-token reply is ~16 kB; embeddings of a batch of 64
+/// texts at 3,072 dimensions ~4 MB as JSON), far below what exhausts a host.
+pub const MAX_REPLY_BYTES: usize = 8 * 1024 * 1024;
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_retries: 3, base_backoff: Duration::from_millis(500), max_backoff: Duration::from_secs(8) }
+        RetryPolicy {
+            max_retries: 3,
+            base_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            max_reply_bytes: MAX_REPLY_BYTES,
+        }
     }
 }
 
 impl RetryPolicy {
-    /// Reads `RULEWEAVE_LLM_RETRIES`, `RULEWEAVE_LLM_BACKOFF_MS` and
-    /// `RULEWEAVE_LLM_MAX_BACKOFF_MS` over the defaults.
+    /// Reads `RULEWEAVE_LLM_RETRIES`, `RULEWEAVE_LLM_BACKOFF_MS`, `RULEWEAVE_LLM_MAX_BACKOFF_MS`
+    /// and `RULEWEAVE_LLM_MAX_REPLY_BYTES` (at least 1024) over the defaults.
     pub(crate) fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut p = RetryPolicy::default();
         if let Some(n) = parse_var(var, "RULEWEAVE_LLM_RETRIES")? {
@@ -266,6 +279,9 @@ impl RetryPolicy {
         }
         if let Some(ms) = parse_var(var, "RULEWEAVE_LLM_MAX_BACKOFF_MS")? {
             p.max_backoff = Duration::from_millis(ms);
+        }
+        if let Some(bytes) = parse_var(var, "RULEWEAVE_LLM_MAX_REPLY_BYTES")? {
+            p.max_reply_bytes = usize::try_from(bytes).unwrap_or(usize::MAX).max(1024);
         }
         Ok(p)
     }
@@ -419,6 +435,7 @@ mod tests {
             max_retries: 5,
             base_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(500),
+            ..RetryPolicy::default()
         };
         assert_eq!(p.backoff(0, None), Duration::from_millis(100));
         assert_eq!(p.backoff(2, None), Duration::from_millis(400));

@@ -124,7 +124,7 @@ impl OpenAi {
         let (resp, attempts) = http::send(&self.name, &self.config.retry, || self.post(&self.url, &body)).await?;
         match tokens {
             None => {
-                let v = http::json_body(&self.name, resp, attempts).await?;
+                let v = http::json_body(&self.name, resp, attempts, self.config.retry.max_reply_bytes).await?;
                 let content = v
                     .pointer("/choices/0/message/content")
                     .and_then(Value::as_str)
@@ -140,8 +140,11 @@ impl OpenAi {
                 let mut content = String::new();
                 let mut model = request.model.clone();
                 let mut use_ = Usage::default();
-                http::read_sse(&self.name, resp, attempts, |data| {
+                // A stream is whole only when it says it ended: `[DONE]`, or a `finish_reason`.
+                let mut ended: Option<String> = None;
+                http::read_sse(&self.name, resp, attempts, self.config.retry.max_reply_bytes, |data| {
                     if data == "[DONE]" {
+                        ended.get_or_insert_with(|| "stop".into());
                         return Ok(());
                     }
                     let v: Value = serde_json::from_str(data)
@@ -158,10 +161,21 @@ impl OpenAi {
                     if v.get("usage").is_some_and(|u| !u.is_null()) {
                         use_ = usage(&v);
                     }
+                    if let Some(why) = v.pointer("/choices/0/finish_reason").and_then(Value::as_str) {
+                        ended = Some(why.to_owned());
+                    }
                     Ok(())
                 })
                 .await?;
-                Ok(LlmResponse { content, model, usage: use_, attempts })
+                match ended.as_deref() {
+                    None => {
+                        Err(malformed("the stream ended before the reply did (no [DONE], no finish_reason)", attempts))
+                    }
+                    Some(why) if content.is_empty() && why != "stop" && why != "length" => {
+                        Err(malformed(&format!("the streamed reply has no text (it finished with `{why}`)"), attempts))
+                    }
+                    _ => Ok(LlmResponse { content, model, usage: use_, attempts }),
+                }
             }
         }
     }
@@ -198,7 +212,7 @@ impl OpenAi {
             let (resp, tries) =
                 http::send(&self.name, &self.config.retry, || self.post(&self.embeddings_url, &body)).await?;
             attempts += tries;
-            let v = http::json_body(&self.name, resp, tries).await?;
+            let v = http::json_body(&self.name, resp, tries, self.config.retry.max_reply_bytes).await?;
             let batch_vectors = embeddings_of(&v, batch.len(), tries)?;
             let model: Arc<str> = v["model"].as_str().unwrap_or(&request.model).into();
             // Cached batch by batch: a later batch failing keeps what was paid for.
