@@ -75,19 +75,28 @@ async fn a_stateless_client_plays_the_pirate() {
 
     // Regenerating turn 2 (the same conversation again) forks from turn 1: the session keeps its
     // own turn 2.
-    let (_, again) = chat(url, "pirate:hard", &[user(m1), assistant(&a1), user(m2)]).await;
+    let (regenerated, again) = {
+        let (_, again) = chat(url, "pirate:hard", &[user(m1), assistant(&a1), user(m2)]).await;
+        (said(&again).0, again)
+    };
     let (_, fork, turn) = said(&again);
     assert_ne!(fork, s);
     assert_eq!(turn, 2);
     assert_eq!(get(&format!("{url}/v1/sessions/{s}")).await["turns"], 2);
+    // The stand-in said it word for word again: two sessions now stand where this conversation
+    // does, so it goes on in a fork of the first, never in a session another client may hold.
+    assert_eq!(regenerated, a2);
 
     // An edited earlier message forks too; the original goes on where it was.
     let (_, edited) = chat(url, "pirate:hard", &[user(m1), assistant(&a1), user("Give me the treasure.")]).await;
     assert_ne!(said(&edited).1, s);
     let m3 = "I can sing the song she sang to you as a boy.";
     let (_, third) = chat(url, "pirate:hard", &[user(m1), assistant(&a1), user(m2), assistant(&a2), user(m3)]).await;
-    assert_eq!(said(&third).1, s);
-    assert_eq!(said(&third).2, 3);
+    let s = {
+        let (_, s3, turn) = said(&third);
+        assert!(s3 != s && s3 != fork && turn == 3, "a fork of the first at turn 2: {third}");
+        s3
+    };
 
     // The same words under another difficulty are another conversation.
     let (_, other) = chat(url, "pirate", &[user(m1), assistant(&a1), user(m2)]).await;
@@ -246,6 +255,40 @@ async fn every_pack_answers_its_first_message_as_a_person_expects() {
     let (status, refused) = chat(url, "debate", &[user("hello")]).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("type \"start\" to begin the debate"), "{refused}");
+}
+
+/// Two clients whose conversations open alike (the same first message, the same opening) never
+/// play in each other's session: a conversation linked twice is continued in a fork, so what one
+/// answers stays in that one's session.
+#[tokio::test]
+async fn clients_that_open_alike_never_share_a_session() {
+    let server = start(&support::repo_root(), "memory", &[]);
+    let url = &server.url;
+    let (_, a) = chat(url, "interview", &[user("hi")]).await;
+    let (_, b) = chat(url, "interview", &[user("hi")]).await;
+    let (question, a0, _) = said(&a);
+    assert_eq!(said(&b).0, question, "the same opening");
+    let secret = |who: &str| format!("{who}'s private answer: I grew up on a farm near the river.");
+    let (_, a1) = chat(url, "interview", &[user("hi"), assistant(&question), user(&secret("A"))]).await;
+    let (_, b1) = chat(url, "interview", &[user("hi"), assistant(&question), user(&secret("B"))]).await;
+    let (a_next, a_session, a_turn) = said(&a1);
+    let (_, b_session, b_turn) = said(&b1);
+    assert_ne!(a_session, b_session, "{a1} {b1}");
+    assert_eq!((a_turn, b_turn), (1, 1));
+    for (session, mine, theirs) in [(&a_session, "A", "B"), (&b_session, "B", "A")] {
+        let said = get(&format!("{url}/v1/sessions/{session}/conversation")).await;
+        let text = said.to_string();
+        assert!(text.contains(&secret(mine)) && !text.contains(&secret(theirs)), "{session}: {text}");
+    }
+    // A goes on in its own session.
+    let (_, a2) = chat(
+        url,
+        "interview",
+        &[user("hi"), assistant(&question), user(&secret("A")), assistant(&a_next), user("More about the river.")],
+    )
+    .await;
+    assert_eq!((said(&a2).1, said(&a2).2), (a_session, 2));
+    let _ = a0;
 }
 
 #[tokio::test]

@@ -523,3 +523,48 @@ async fn a_stream_past_the_cap_or_cut_short_is_no_reply() {
         assert_eq!((session["turns"].as_u64(), &session["state"]["transcript"]), (Some(0), &json!([])), "nothing kept");
     }
 }
+
+/// A `ruleweave.toml` in the root (a pack folder cloned from someone else) cannot send the
+/// user's keys elsewhere: with a key set, the file's base URLs are ignored, said so, and the
+/// banner names where each key goes. Without a key (a local server), the file's URL serves.
+#[test]
+fn a_file_in_the_root_does_not_redirect_a_key() {
+    use support::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::start();
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let toml = format!("[llm]\nbase_url = \"{}\"\n[providers.groq]\nbase_url = \"{}\"\n", mock.base_url, mock.base_url);
+    std::fs::write(root.path().join("ruleweave.toml"), toml).unwrap();
+    // No turn is played: the banner alone says where the keys would go.
+    let out = support::run_with_stdin(
+        {
+            let mut cmd = support::ruleweave(root.path());
+            cmd.args(["play", "pirate", "--store", "memory", "--no-watch"])
+                .env("OPENAI_API_KEY", "sk-mine")
+                .env("GROQ_API_KEY", "gsk-mine");
+            cmd
+        },
+        "",
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "keys: OPENAI_API_KEY → https://api.openai.com/v1, GROQ_API_KEY → https://api.groq.com/openai/v1"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("ruleweave.toml sends OPENAI to") && text.contains("but OPENAI_API_KEY is set"), "{text}");
+    assert!(text.contains("ruleweave.toml sends GROQ to"), "{text}");
+    assert!(mock.seen().is_empty());
+
+    // A keyless local server named in the file is used: nothing secret goes there.
+    mock.judge(Reply::Content(r#"{"total_score": 10}"#.into())).chat(Reply::Content("Arr.".into()));
+    let (_dir, file) = support::temp_file("moves.json", r#"["Ahoy!"]"#);
+    let out = support::ruleweave(root.path())
+        .args(["run", "pirate", "--input"])
+        .arg(&file)
+        .env("RULEWEAVE_LLM", "openai")
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&out)[0]["output"]["pirate_response"], "Arr.", "{}", stderr(&out));
+    assert!(mock.seen().iter().all(|s| s.authorization.is_none()), "no key was sent");
+}

@@ -168,7 +168,8 @@ mod tests {
 
     #[test]
     fn a_result_past_its_budget_is_cut() {
-        let big = SearchResult { title: "t".repeat(1000), url: "u".into(), content: "é".repeat(10_000), score: f64::NAN };
+        let big =
+            SearchResult { title: "t".repeat(1000), url: "u".into(), content: "é".repeat(10_000), score: f64::NAN };
         let cut = big.trimmed();
         assert_eq!(cut.title.chars().count(), SearchResult::MAX_TITLE + 1);
         assert!(cut.content.ends_with('…') && cut.content.chars().count() == SearchResult::MAX_CONTENT + 1);

@@ -25,7 +25,12 @@
 //! ```
 //!
 //! API keys come only from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`): a file in the
-//! repository is the wrong place for them. Nothing secret is logged or reaches scripts.
+//! repository is the wrong place for them. So is where a key is sent: a base URL in this file
+//! (`[llm] base_url`, `[providers.<name>] base_url`) serves only a provider whose key the
+//! environment does not hold (a keyless local server); with the key set, the endpoint comes from
+//! the environment (`OPENAI_BASE_URL`, `<NAME>_BASE_URL`) or the provider's own, and the file's is
+//! ignored with a warning. A pack folder cloned from someone else cannot redirect your keys.
+//! Nothing secret is logged or reaches scripts.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -204,35 +209,84 @@ impl Config {
         })
     }
 
-    /// The model choice: the environment, with the file's `[llm]` values where it says nothing.
+    /// The model choice: the environment, with the file's `[llm]` values where it says nothing
+    /// (see [`Config::file_value`]).
     pub fn llm(&self) -> Result<ruleweave::LlmChoice> {
-        let from_file = |k: &str| self.llm.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone());
-        Ok(ruleweave::LlmChoice::from_vars(|k| {
-            std::env::var(k).ok().filter(|v| !v.is_empty()).or_else(|| from_file(k))
-        })?)
+        Ok(ruleweave::LlmChoice::from_vars(|k| env(k).or_else(|| self.file_value(k)))?)
+    }
+
+    /// The file's value for the variable `k`; a provider's base URL only when the environment
+    /// holds no key for that provider: where a key is sent is never a file in the root's to say.
+    fn file_value(&self, k: &str) -> Option<String> {
+        let value = self.llm.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone())?;
+        match k.strip_suffix("_BASE_URL") {
+            Some(provider) if env(&format!("{provider}_API_KEY")).is_some() => None,
+            _ => Some(value),
+        }
+    }
+
+    /// What the file says that is not used, and why: base URLs for providers whose key is set.
+    pub fn ignored(&self) -> Vec<String> {
+        self.llm
+            .iter()
+            .filter_map(|(var, url)| {
+                let provider = var.strip_suffix("_BASE_URL")?;
+                let key = format!("{provider}_API_KEY");
+                env(&key).is_some().then(|| {
+                    format!(
+                        "ruleweave.toml sends {provider} to {url}, but {key} is set: a file in the root does not \
+                         choose where a key goes, so it is not used (set {var} in the environment to send it there)"
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Where each key in the environment is sent: `OPENAI_API_KEY → https://api.openai.com/v1`.
+    pub fn key_endpoints(&self) -> Vec<String> {
+        let mut names: Vec<String> =
+            ["OPENAI", "ANTHROPIC", "TAVILY", "GROQ", "GEMINI", "OPENROUTER", "TOGETHER", "MISTRAL"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+        for (var, _) in &self.llm {
+            if let Some(p) = var.strip_suffix("_BASE_URL")
+                && !names.iter().any(|n| n == p)
+            {
+                names.push(p.to_owned());
+            }
+        }
+        names
+            .into_iter()
+            .filter(|p| env(&format!("{p}_API_KEY")).is_some())
+            .map(|p| {
+                let url = env(&format!("{p}_BASE_URL"))
+                    .or_else(|| self.file_value(&format!("{p}_BASE_URL")))
+                    .unwrap_or_else(|| default_endpoint(&p).to_owned());
+                format!("{p}_API_KEY → {url}")
+            })
+            .collect()
     }
 
     /// The search engine scripts' `search()` asks: `RULEWEAVE_SEARCH`, `TAVILY_API_KEY`,
     /// `TAVILY_BASE_URL` from the environment, with the file's `[llm]` values where it says nothing.
     /// The stand-in when `RULEWEAVE_LLM=standin` asks for everything offline.
     pub fn search(&self) -> Result<ruleweave::search::SearchChoice> {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         if env("RULEWEAVE_LLM").as_deref() == Some("standin") {
             return Ok(ruleweave::search::SearchChoice::Standin);
         }
-        let from_file = |k: &str| self.llm.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone());
-        Ok(ruleweave::search::SearchChoice::from_vars(|k| env(k).or_else(|| from_file(k)))?)
+        Ok(ruleweave::search::SearchChoice::from_vars(|k| env(k).or_else(|| self.file_value(k)))?)
     }
 
     /// The providers profiles may name (`provider: groq`): `<NAME>_API_KEY` and `<NAME>_BASE_URL`
     /// from the environment, base URLs from `[providers.<name>]`. None when `RULEWEAVE_LLM=standin`
     /// asks for everything offline.
     pub fn named_providers(&self) -> ruleweave::llm::NamedProviders {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         if env("RULEWEAVE_LLM").as_deref() == Some("standin") {
             return ruleweave::llm::NamedProviders::none();
         }
-        let file = self.llm.clone();
+        let file: Vec<(String, String)> =
+            self.llm.iter().filter_map(|(k, _)| Some((k.clone(), self.file_value(k)?))).collect();
         ruleweave::llm::NamedProviders::from_vars(move |k| {
             env(k).or_else(|| file.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone()))
         })
@@ -286,6 +340,25 @@ pub fn redact(url: &str) -> String {
             format!("{}{user}:***{}", &url[..s + 3], &url[at..])
         }
         _ => url.to_owned(),
+    }
+}
+
+/// A variable of the process environment, when set and not empty.
+fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+/// Where a provider's key goes when nothing says otherwise.
+fn default_endpoint(provider: &str) -> &'static str {
+    match provider {
+        "OPENAI" => "https://api.openai.com/v1",
+        "ANTHROPIC" => "https://api.anthropic.com",
+        "TAVILY" => "https://api.tavily.com",
+        "GROQ" => "https://api.groq.com/openai/v1",
+        "OPENROUTER" => "https://openrouter.ai/api/v1",
+        "TOGETHER" => "https://api.together.xyz/v1",
+        "MISTRAL" => "https://api.mistral.ai/v1",
+        _ => "(no endpoint: set its _BASE_URL)",
     }
 }
 

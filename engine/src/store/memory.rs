@@ -18,7 +18,7 @@ pub struct MemoryStore {
     /// (pack, table, counter, row key) → value. Locked after `sessions` when both are.
     counters: Mutex<HashMap<(String, String, String, String), i64>>,
     /// Transcript key → (session, checkpoint). Locked before `sessions` when both are.
-    links: Mutex<HashMap<String, (String, u64)>>,
+    links: Mutex<HashMap<String, (String, u64, bool)>>,
     /// (pack, version) → the recorded state schema.
     schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
     events: broadcast::Sender<SessionEvent>,
@@ -57,7 +57,7 @@ impl MemoryStore {
     /// Drops the transcript links of sessions that are gone.
     fn drop_stale_links(&self) {
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        self.with(|m| links.retain(|_, (id, _)| m.contains_key(id)));
+        self.with(|m| links.retain(|_, (id, _, _)| m.contains_key(id)));
     }
 }
 
@@ -269,7 +269,10 @@ impl Store for MemoryStore {
         if !known {
             return ready(Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))));
         }
-        links.entry(key.to_owned()).or_insert_with(|| (id.to_owned(), seq));
+        let link = links.entry(key.to_owned()).or_insert_with(|| (id.to_owned(), seq, false));
+        if link.0 != id || link.1 != seq {
+            link.2 = true;
+        }
         ready(Ok(()))
     }
 
@@ -278,8 +281,8 @@ impl Store for MemoryStore {
         let found = keys
             .iter()
             .filter_map(|k| {
-                let (session, seq) = links.get(k)?;
-                Some(TranscriptLink { key: k.clone(), session: session.clone(), seq: *seq })
+                let (session, seq, shared) = links.get(k)?;
+                Some(TranscriptLink { key: k.clone(), session: session.clone(), seq: *seq, shared: *shared })
             })
             .collect();
         ready(Ok(found))

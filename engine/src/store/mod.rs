@@ -205,6 +205,10 @@ pub struct TranscriptLink {
     pub session: String,
     /// The checkpoint the conversation reached.
     pub seq: u64,
+    /// Whether the same conversation was linked again to another session or checkpoint (two
+    /// clients whose conversations are word for word the same): it is continued in a fork, never
+    /// in the session itself.
+    pub shared: bool,
 }
 
 /// Something that happened to a session, told to every process sharing the store (through
@@ -427,10 +431,11 @@ pub trait Store: Send + Sync {
     fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>>;
 
     /// Remembers that the conversation whose transcript hashes to `key` stands at checkpoint `seq`
-    /// of session `id`. A key links once: the same conversation played again elsewhere (a
-    /// regenerated reply that came out the same) leaves the first link; deleting the session drops
-    /// its links. The chat face finds a stateless client's session this way, whichever replica
-    /// linked it.
+    /// of session `id`. A key links once: the same conversation played again elsewhere (two
+    /// clients opening alike, a regenerated reply that came out the same) leaves the first link
+    /// and marks it `shared`, so that no one continues in a session another was handed; deleting
+    /// the session drops its links. The chat face finds a stateless client's session this way,
+    /// whichever replica linked it.
     fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>>;
 
     /// The links of those of `keys` that have one, in no particular order.

@@ -381,7 +381,8 @@ macro_rules! shared_store {
             Box::pin(async move {
                 sqlx::query(
                     "INSERT INTO transcript_links (key, session_id, seq, created_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (key) DO NOTHING",
+                     ON CONFLICT (key) DO UPDATE SET shared = TRUE \
+                     WHERE transcript_links.session_id <> excluded.session_id OR transcript_links.seq <> excluded.seq",
                 )
                 .bind(key)
                 .bind(id)
@@ -401,18 +402,18 @@ macro_rules! shared_store {
                 for chunk in keys.chunks(100) {
                     let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
                     let sql = format!(
-                        "SELECT key, session_id, seq FROM transcript_links WHERE key IN ({})",
+                        "SELECT key, session_id, seq, shared FROM transcript_links WHERE key IN ({})",
                         marks.join(", ")
                     );
                     // Built from a fixed text and a count of placeholders: no data is spliced in.
-                    let mut q = sqlx::query_as::<_, (String, String, i64)>(sqlx::AssertSqlSafe(sql));
+                    let mut q = sqlx::query_as::<_, (String, String, i64, bool)>(sqlx::AssertSqlSafe(sql));
                     for k in chunk {
                         q = q.bind(k);
                     }
                     let rows = q.fetch_all(&self.pool).await.map_err(|e| store_error("cannot find transcripts", e))?;
                     found.extend(
                         rows.into_iter()
-                            .map(|(key, session, seq)| TranscriptLink { key, session, seq: seq as u64 }),
+                            .map(|(key, session, seq, shared)| TranscriptLink { key, session, seq: seq as u64, shared }),
                     );
                 }
                 Ok(found)

@@ -257,17 +257,25 @@ async fn transcripts(store: Arc<dyn Store>) {
     let asked: Vec<String> = (0..250).map(key).collect();
     let mut found = store.find_transcripts(&asked).await.unwrap();
     found.sort_by(|x, y| x.key.cmp(&y.key));
-    let link = |k: u32, session: &str, seq| TranscriptLink { key: key(k), session: session.to_owned(), seq };
+    let link =
+        |k: u32, session: &str, seq| TranscriptLink { key: key(k), session: session.to_owned(), seq, shared: false };
     assert_eq!(found, [link(1, &a, 0), link(2, &a, 1), link(3, &b, 0)]);
 
+    store.link_transcript(&key(1), &a, 0).await.unwrap();
+    assert_eq!(store.find_transcripts(&[key(1)]).await.unwrap(), [link(1, &a, 0)], "linked again to the same place");
     store.link_transcript(&key(2), &b, 4).await.unwrap();
-    assert_eq!(store.find_transcripts(&[key(2)]).await.unwrap(), [link(2, &a, 1)], "the first link stays");
+    let shared = TranscriptLink { shared: true, ..link(2, &a, 1) };
+    assert_eq!(
+        store.find_transcripts(&[key(2)]).await.unwrap(),
+        std::slice::from_ref(&shared),
+        "the first link stays, shared"
+    );
     assert!(store.link_transcript(&key(9), "no-such-session", 1).await.is_err());
 
     store.delete(&b).await.unwrap();
     let mut found = store.find_transcripts(&asked).await.unwrap();
     found.sort_by(|x, y| x.key.cmp(&y.key));
-    assert_eq!(found, [link(1, &a, 0), link(2, &a, 1)], "a deleted session's links go");
+    assert_eq!(found, [link(1, &a, 0), shared], "a deleted session's links go");
     assert!(store.find_transcripts(&[]).await.unwrap().is_empty());
 }
 

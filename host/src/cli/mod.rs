@@ -163,6 +163,18 @@ fn describe_reload(e: &ruleweave::PackEvent, root: &std::path::Path) -> String {
     }
 }
 
+/// Where each key in the environment is sent (`keys: OPENAI_API_KEY → https://…`), and each
+/// endpoint of `ruleweave.toml` that is not used because its provider's key is set: lines for a
+/// banner, so a person sees where a key goes before the first call.
+fn key_lines(config: &crate::config::Config) -> Vec<String> {
+    let mut lines: Vec<String> = config.ignored().into_iter().map(|w| format!("warning: {w}")).collect();
+    let endpoints = config.key_endpoints();
+    if !endpoints.is_empty() {
+        lines.push(format!("keys: {}", endpoints.join(", ")));
+    }
+    lines
+}
+
 fn model_banner(engine: &Engine, pack: &Pack) -> String {
     match engine.llm() {
         LlmChoice::Standin if pack.has_standin() => {

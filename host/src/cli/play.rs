@@ -46,6 +46,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     let speaker = if standin { format!("{} (stand-in)", pack.name()) } else { pack.name().to_owned() };
     println!("{} (version {}): {}", pack.name(), pack.version(), pack.description());
     println!("model: {}", super::model_banner(&engine, &pack));
+    for line in super::key_lines(&config) {
+        println!("{line}");
+    }
     if !pack.options().is_empty() {
         println!("options: {}", session.options());
     }

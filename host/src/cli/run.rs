@@ -48,6 +48,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         session.id(),
         super::model_banner(&engine, &pack)
     );
+    for line in super::key_lines(&config) {
+        eprintln!("ruleweave: {line}");
+    }
     let mut stdout = std::io::stdout().lock();
     let mut failed = false;
     for item in inputs {

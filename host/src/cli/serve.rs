@@ -41,6 +41,9 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             redact(&config.store),
             engine.llm().describe()
         );
+        for line in super::key_lines(&config) {
+            eprintln!("ruleweave: {line}");
+        }
         let state = Arc::new(AppState::new(engine.clone(), config.server.clone()));
         let _watcher = match args.watch {
             true => {

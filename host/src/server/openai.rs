@@ -15,7 +15,7 @@
 //! same session when it still stands there, else a fork from that checkpoint (a regenerated or
 //! edited message). No session is scanned, and every replica on the store finds the same link.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
@@ -363,19 +363,19 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
 
 /// Finds where a conversation goes on (see the module's documentation).
 async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[Key]) -> ApiResult<Plan> {
-    let ends: Vec<String> =
-        messages.iter().zip(keys).filter(|((role, _), _)| *role == Role::Assistant).map(|(_, k)| k.hex()).collect();
-    let found = if ends.is_empty() { Vec::new() } else { s.engine.store().find_transcripts(&ends).await? };
-    let mut best: Option<(usize, &ruleweave::store::TranscriptLink)> = None;
-    for link in &found {
-        if let Some(at) = keys.iter().position(|k| k.hex() == link.key)
-            && best.is_none_or(|(b, _)| at > b)
-        {
-            best = Some((at, link));
-        }
-    }
+    // Each prefix's key once, and where it ends: a lookup per found link, not a scan.
+    let ends: HashMap<String, usize> = messages
+        .iter()
+        .zip(keys)
+        .enumerate()
+        .filter(|(_, ((role, _), _))| *role == Role::Assistant)
+        .map(|(i, (_, k))| (k.hex(), i))
+        .collect();
+    let asked: Vec<String> = ends.keys().cloned().collect();
+    let found = if asked.is_empty() { Vec::new() } else { s.engine.store().find_transcripts(&asked).await? };
+    let best = found.iter().filter_map(|link| Some((*ends.get(&link.key)?, link))).max_by_key(|(at, _)| *at);
     if let Some((at, link)) = best
-        && let Some(live) = go_on(s, &link.session, link.seq).await?
+        && let Some(live) = go_on(s, &link.session, link.seq, link.shared).await?
     {
         let todo = user_messages(messages, at + 1);
         check_catch_up(&todo)?;
@@ -398,15 +398,15 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
     Ok(Plan { live, todo, opening })
 }
 
-/// The session a link points at, when it still stands at the linked checkpoint; else a fork
-/// from that checkpoint; `None` when the session is gone.
-async fn go_on(s: &Shared, id: &str, seq: u64) -> ApiResult<Option<LiveSession>> {
-    let live = match s.engine.session(id).await {
-        Ok(live) => live,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    {
+/// The session a link points at, when it still stands at the linked checkpoint and the link is
+/// no other client's too; else a fork from that checkpoint; `None` when the session is gone.
+async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool) -> ApiResult<Option<LiveSession>> {
+    if !shared {
+        let live = match s.engine.session(id).await {
+            Ok(live) => live,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
         let mut session = live.lock().await;
         session.refresh().await?;
         if session.checkpoint() == seq {
