@@ -144,10 +144,12 @@ fn play_saves_a_session_as_a_case_that_passes() {
             c.args(["play", "pirate", "--store", "memory"]);
             c
         },
-        "Ahoy, I sailed with your crew!\nI know the signal of the quartermaster.\n/save two_moves\n",
+        "Ahoy, I sailed with your crew!\nI know the signal of the quartermaster.\n/save two_moves\nArr?\n/save two_moves\n",
     );
     let text = stdout(&out);
     assert!(text.contains("saved 2 turn(s) as"), "{text}{}", stderr(&out));
+    // A second /save of the name keeps the case there (it may be hand-written); --force replaces it.
+    assert!(text.contains("two_moves.yaml exists: /save two_moves --force replaces it"), "{text}");
     let case = std::fs::read_to_string(root.path().join("tests/pirate/two_moves.yaml")).unwrap();
     assert!(case.contains("judge:") && case.contains("merit_score:"), "{case}");
     let out = ruleweave(root.path()).args(["test", "pirate"]).output().unwrap();

@@ -568,3 +568,117 @@ fn a_file_in_the_root_does_not_redirect_a_key() {
     assert_eq!(json_lines(&out)[0]["output"]["pirate_response"], "Arr.", "{}", stderr(&out));
     assert!(mock.seen().iter().all(|s| s.authorization.is_none()), "no key was sent");
 }
+
+/// The console cannot be framed, sniffed, or made to run a script it does not carry (its policy
+/// allows its own inline script by hash and fetches from this server only); the browser test plays
+/// every pack under that policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_page_says_what_it_may_run() {
+    let server = support::start(&repo_root(), "memory", &[]);
+    let r = support::http().get(format!("{}/", server.url)).send().await.unwrap();
+    let h = r.headers().clone();
+    let policy = h["content-security-policy"].to_str().unwrap();
+    assert!(policy.contains("script-src 'sha256-") && policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert!(policy.contains("connect-src 'self'") && policy.starts_with("default-src 'none'"), "{policy}");
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert!(r.text().await.unwrap().contains("id=\"conversation\""));
+}
+
+/// `ruleweave test` reads and `--bless` rewrites only the root's own files: a case that is a link
+/// to a file elsewhere is refused, its lines never printed, the file never rewritten.
+#[test]
+fn test_refuses_a_case_that_links_out_of_the_root() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate", "tests/pirate"]);
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("notes.yaml");
+    let text = format!("name: {SECRET}\nturns:\n- input: hi\n  expect: {{merit_score: 99}}\n");
+    std::fs::write(&secret, &text).unwrap();
+    std::os::unix::fs::symlink(&secret, root.path().join("tests/pirate/linked.yaml")).unwrap();
+    for args in [&["test", "pirate"][..], &["test", "pirate", "--bless"]] {
+        let out = support::ruleweave(root.path()).args(args).output().unwrap();
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(!out.status.success(), "{all}");
+        assert!(all.contains("linked.yaml is a link"), "{all}");
+        assert!(!all.contains(SECRET), "{all}");
+    }
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), text, "never rewritten");
+}
+
+/// What a client chooses that the operator's key pays for: a text option past its cap is refused
+/// at the session's start (a 50,000-character persona would ride along in every prompt), and a
+/// model the pack does not name is refused unless the operator allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_choose_what_the_operators_key_pays_for() {
+    use support::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::start();
+    for _ in 0..4 {
+        mock.chat(Reply::Content(
+            "PHASE 1 - REFLECTION:\nx\nPHASE 2 - CRITIQUE:\ny\nPHASE 3 - REFINEMENT:\nA speech.".into(),
+        ));
+    }
+    let env = [
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", mock.base_url.as_str()),
+        ("RULEWEAVE_ALLOWED_MODELS", "gpt-4o-mini"),
+    ];
+    let server = support::start(&repo_root(), "memory", &env);
+    let url = &server.url;
+    let persona = "a very long persona ".repeat(2_500);
+    let (status, body) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "debate", "options": {"pro_persona": persona}})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("the most a session may give is 1000"), "{body}");
+
+    let options = json!({"rounds": 1, "fact_check": "off", "pro_model": "o1-pro"});
+    let (_, created) = post(&format!("{url}/v1/sessions"), json!({"pack": "debate", "options": options})).await;
+    let id = created["id"].as_str().unwrap();
+    let (status, body) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": "start"})).await;
+    assert!(status.is_server_error() || status.is_client_error(), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("model `o1-pro` is not one this host lets a session choose"),
+        "{body}"
+    );
+    assert!(mock.seen().iter().all(|s| s.body["model"] != "o1-pro"), "never asked");
+
+    // A model the operator allows, and the pack's own, play.
+    let options = json!({"rounds": 1, "fact_check": "off", "pro_model": "gpt-4o-mini"});
+    let (_, created) = post(&format!("{url}/v1/sessions"), json!({"pack": "debate", "options": options})).await;
+    let id = created["id"].as_str().unwrap();
+    let (status, body) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": "start"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let models: Vec<String> = mock.seen().iter().filter_map(|s| s.body["model"].as_str().map(str::to_owned)).collect();
+    assert!(models.iter().any(|m| m == "gpt-4o-mini") && models.iter().any(|m| m == "gpt-4o"), "{models:?}");
+}
+
+/// A read does not wait for a running turn: while the captain's model hangs, `GET
+/// /v1/sessions/{id}` answers at once with what the store last committed; once the turn is
+/// recorded, with that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_does_not_wait_for_a_running_turn() {
+    use support::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::start();
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    mock.judge(Reply::Content(r#"{"total_score": 10}"#.into()))
+        .chat(Reply::Gated(gate.clone(), Box::new(Reply::Content("At last, arr.".into()))));
+    let env = [("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", mock.base_url.as_str())];
+    let server = support::start(&repo_root(), "memory", &env);
+    let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "pirate"})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let turns = format!("{}/v1/sessions/{id}/turns", server.url);
+    let turn = tokio::spawn(async move { post(&turns, json!({"input": "Ahoy!"})).await });
+    mock.wait_seen(2).await; // the judge answered; the captain's call hangs at the gate
+    let read =
+        tokio::time::timeout(std::time::Duration::from_secs(10), get(&format!("{}/v1/sessions/{id}", server.url)))
+            .await
+            .expect("the read answers while the turn runs");
+    assert_eq!(read["turns"], 0, "{read}");
+    gate.notify_one();
+    let (status, body) = turn.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let after = get(&format!("{}/v1/sessions/{id}", server.url)).await;
+    assert_eq!((after["turns"].as_u64(), &after["display"]["reply"]), (Some(1), &json!("At last, arr.")));
+}

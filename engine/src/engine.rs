@@ -52,9 +52,20 @@ pub struct EngineBuilder {
     natives: NativeNodes,
     store: Option<Arc<dyn Store>>,
     retention: Retention,
+    allowed_models: Option<Arc<[String]>>,
 }
 
 impl EngineBuilder {
+    /// Limits the models a session may choose beyond the ones its pack names (a script's
+    /// `llm_chat(..., #{model: m})`, fed by an option like the debate's `pro_model`) to `models`;
+    /// every model a pack's profiles name is always allowed. Unset (the default), a session may
+    /// choose any model: right for a person at their own terminal, not for a server whose clients
+    /// choose options while the operator's key pays.
+    pub fn allowed_models(mut self, models: Vec<String>) -> Self {
+        self.allowed_models = Some(models.into());
+        self
+    }
+
     /// Which models answer (default: each pack's stand-in).
     pub fn llm(mut self, choice: LlmChoice) -> Self {
         self.llm = choice;
@@ -116,7 +127,9 @@ impl EngineBuilder {
     pub fn build(self) -> Engine {
         let packs = Packs::new(self.root, self.natives);
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
-        let runtime = Arc::new(Runtime::new(packs, store, self.llm, self.named, self.search, self.retention));
+        let mut runtime = Runtime::new(packs, store, self.llm, self.named, self.search, self.retention);
+        runtime.allowed_models = self.allowed_models;
+        let runtime = Arc::new(runtime);
         Engine { inner: Arc::new(Inner { runtime, live: Mutex::default(), retry_close: Mutex::default() }) }
     }
 }
@@ -133,6 +146,7 @@ impl Engine {
             natives: NativeNodes::default(),
             store: None,
             retention: Retention::default(),
+            allowed_models: None,
         }
     }
 

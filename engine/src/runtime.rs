@@ -22,6 +22,8 @@ pub(crate) struct Runtime {
     pub named: Arc<NamedProviders>,
     /// Who answers scripts' `search()`.
     pub search: crate::search::SearchChoice,
+    /// The models a session may choose beyond its pack's (`None`: any).
+    pub allowed_models: Option<Arc<[String]>>,
     observers: RwLock<Arc<[LlmObserver]>>,
 }
 
@@ -34,7 +36,16 @@ impl Runtime {
         search: crate::search::SearchChoice,
         retention: Retention,
     ) -> Self {
-        Runtime { packs, store, llm, retention, named: Arc::new(named), search, observers: RwLock::new(Arc::new([])) }
+        Runtime {
+            packs,
+            store,
+            llm,
+            retention,
+            named: Arc::new(named),
+            search,
+            allowed_models: None,
+            observers: RwLock::new(Arc::new([])),
+        }
     }
 
     /// Records `pack`'s state schema in the store, once per version and process, before a session

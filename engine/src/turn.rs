@@ -54,6 +54,8 @@ pub(crate) struct TurnCtx {
     /// What faces show of streamed replies (the pack's `display.stream`), and who speaks in each.
     streamed: Arc<Streamed>,
     speakers: Speakers,
+    /// The models a script may choose beyond its pack's (`None`: any).
+    pub allowed_models: Option<Arc<[String]>>,
 }
 
 #[derive(Default)]
@@ -113,7 +115,15 @@ impl TurnCtx {
             record: Mutex::new(Record::default()),
             streamed: Arc::default(),
             speakers: Speakers::default(),
+            allowed_models: None,
         }
+    }
+
+    /// Limits the models a script may choose beyond its pack's (see
+    /// [`crate::EngineBuilder::allowed_models`]).
+    pub fn allowing(mut self, models: Option<Arc<[String]>>) -> Self {
+        self.allowed_models = models;
+        self
     }
 
     /// Shows the replies of the pack's streamed nodes as `speech` events (see [`crate::speech`]).

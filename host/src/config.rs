@@ -22,6 +22,8 @@
 //! model = "llama3.2"
 //! timeout_ms = 60000
 //! retries = 3
+//! allowed_models = ["gpt-4o"]    # or RULEWEAVE_ALLOWED_MODELS; models serve's clients may choose
+//!                                # besides the packs' own (a debate's pro_model): none by default
 //! ```
 //!
 //! API keys come only from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`): a file in the
@@ -95,6 +97,8 @@ struct LlmSection {
     retries: Option<u64>,
     backoff_ms: Option<u64>,
     max_backoff_ms: Option<u64>,
+    /// Models a client of `serve` may choose besides the packs' own (a debate's `pro_model`).
+    allowed_models: Option<Vec<String>>,
 }
 
 /// The host's settings after the file, the environment and flags have had their say.
@@ -106,6 +110,9 @@ pub struct Config {
     pub store: String,
     pub retention: Retention,
     llm: Vec<(String, String)>,
+    /// Models a client of `serve` may choose besides the packs' own (`[llm] allowed_models`, or
+    /// `RULEWEAVE_ALLOWED_MODELS`, comma-separated): none by default.
+    pub allowed_models: Vec<String>,
 }
 
 impl std::fmt::Debug for Config {
@@ -200,7 +207,12 @@ impl Config {
                 llm.push((var.to_owned(), v));
             }
         }
+        let allowed_models = match env("RULEWEAVE_ALLOWED_MODELS") {
+            Some(list) => list.split(',').map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()).collect(),
+            None => file.llm.allowed_models.clone().unwrap_or_default(),
+        };
         Ok(Config {
+            allowed_models,
             addr,
             server,
             store: env("RULEWEAVE_STORE").or(file.store.url).unwrap_or_else(|| DEFAULT_STORE.into()),

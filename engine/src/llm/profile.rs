@@ -34,6 +34,16 @@ pub(crate) enum ModelSpec {
 }
 
 impl Profile {
+    /// Whether the profile names `model` (as its model, one of its by-option models, or the
+    /// model to ask when its named provider is not set up).
+    pub(crate) fn names_model(&self, model: &str) -> bool {
+        let own = match &self.model {
+            ModelSpec::Fixed(m) => m == model,
+            ModelSpec::ByOption { models, .. } => models.values().any(|m| m == model),
+        };
+        own || self.default_model.as_deref() == Some(model)
+    }
+
     /// The model this profile uses for a session with `options`.
     pub(crate) fn model(&self, options: &Map) -> Result<&str> {
         match &self.model {

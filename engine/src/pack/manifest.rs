@@ -269,6 +269,10 @@ pub(crate) struct OptionDecl {
     pub default: Option<serde_json::Value>,
     #[serde(default)]
     pub description: String,
+    /// The most characters a session may give this option (a text), or the most bytes of its
+    /// JSON (anything else); 1,000 and 10,000 by default. Options reach prompts: a client must
+    /// not make every call of a session pay for a 50,000-character persona.
+    pub max_length: Option<usize>,
 }
 
 /// An LLM profile: which model, how it is asked.

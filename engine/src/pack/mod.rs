@@ -96,7 +96,15 @@ pub struct OptionSpec {
     pub default: Option<Json>,
     /// What the option means.
     pub description: String,
+    /// The most characters of a text given for it (the most bytes of its JSON otherwise), as
+    /// the manifest declares it; [`OPTION_TEXT_CHARS`] and [`OPTION_JSON_BYTES`] when it does not.
+    pub max_length: Option<usize>,
 }
+
+/// The most characters of a text option a session may give, unless the option says otherwise.
+pub const OPTION_TEXT_CHARS: usize = 1_000;
+/// The most bytes of an option of any other type's JSON, unless the option says otherwise.
+pub const OPTION_JSON_BYTES: usize = 10_000;
 
 /// A field of a turn's input as the pack declares it.
 #[derive(Debug, Clone)]
@@ -341,10 +349,20 @@ impl Pack {
                 }
             };
             if !spec.ty.holds_json(&v) {
+                let shown: String = v.to_string().chars().take(80).collect();
                 return Err(Error::input(format!(
-                    "option `{name}` is {}, not {} ({v})",
+                    "option `{name}` is {}, not {} ({shown})",
                     spec.ty.a(),
                     value::json_type_of(&v)
+                )));
+            }
+            let (size, most, what) = match &v {
+                Json::String(s) => (s.chars().count(), spec.max_length.unwrap_or(OPTION_TEXT_CHARS), "characters"),
+                other => (other.to_string().len(), spec.max_length.unwrap_or(OPTION_JSON_BYTES), "bytes of JSON"),
+            };
+            if size > most {
+                return Err(Error::input(format!(
+                    "option `{name}` is {size} {what}; the most a session may give is {most} (its max_length)"
                 )));
             }
             if let Some(values) = &spec.values

@@ -65,6 +65,7 @@ impl Session {
         .named(rt.named.clone())
         .searching(rt.search_for(&pack))
         .streaming(pack.display.stream.clone())
+        .allowing(rt.allowed_models.clone())
         .counted(counts);
         let mut p = Playing {
             rt,

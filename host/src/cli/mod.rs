@@ -107,10 +107,19 @@ pub fn main() -> ExitCode {
 /// An engine over `root`: the provider the environment (and ruleweave.toml) chooses, sessions in
 /// the store `store` names.
 async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
+    engine_for(root, config, store, None).await
+}
+
+/// The engine, its sessions limited to the packs' own models and `allowed` ones when clients
+/// choose options (`serve`), or to any model (a person at their own terminal).
+async fn engine_for(root: &Path, config: &Config, store: &str, allowed: Option<Vec<String>>) -> Result<Engine> {
     let store = ruleweave::store::open(&under_root(root, store)).await?;
     // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
     let builder = ruleweave_natives::register(Engine::builder(root));
-    let builder = builder.llm(config.llm()?).named_providers(config.named_providers()).search(config.search()?);
+    let mut builder = builder.llm(config.llm()?).named_providers(config.named_providers()).search(config.search()?);
+    if let Some(models) = allowed {
+        builder = builder.allowed_models(models);
+    }
     Ok(builder.store(store).retention(config.retention).build())
 }
 

@@ -32,8 +32,7 @@ pub struct Args {
     no_watch: bool,
 }
 
-const HELP: &str =
-    "commands: /why (details of the last turn), /events, /state, /save NAME (as a test case), /new (start over), /quit";
+const HELP: &str = "commands: /why (details of the last turn), /events, /state, /save NAME [--force] (as a test case), /new (start over), /quit";
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
@@ -179,16 +178,32 @@ impl Console<'_> {
         Ok(Flow::Go)
     }
 
-    /// `/save NAME`: the session so far as a test case, `tests/<pack>/NAME.yaml`: its inputs, the
-    /// model replies it got, and the pack's output fields after each turn.
-    fn save(&mut self, name: &str) -> Result<()> {
+    /// `/save NAME [--force]`: the session so far as a test case, `tests/<pack>/NAME.yaml`: its
+    /// inputs, the model replies it got, and the pack's output fields after each turn. A case of
+    /// that name already there (hand-written, perhaps) is kept unless `--force` says otherwise.
+    fn save(&mut self, args: &str) -> Result<()> {
+        let (name, force) = match args.strip_suffix("--force") {
+            Some(name) => (name.trim(), true),
+            None => (args, false),
+        };
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
             println!("! /save NAME: a name of letters, digits, _ and -");
             return Ok(());
         }
+        let path = self.engine.root().join("tests").join(self.pack.name()).join(format!("{name}.yaml"));
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                println!("! {} is a link: /save writes only files of its own", path.display());
+                return Ok(());
+            }
+            Ok(_) if !force => {
+                println!("! {} exists: /save {name} --force replaces it", path.display());
+                return Ok(());
+            }
+            _ => {}
+        }
         let rec = self.rt.block_on(ruleweave::replay::Recording::from_store(self.engine, self.session.id()))?;
         let case = super::test::Case::from_recording(name, &rec, self.pack.outputs());
-        let path = self.engine.root().join("tests").join(self.pack.name()).join(format!("{name}.yaml"));
         super::test::write_case(&path, &case)?;
         println!(
             "saved {} turn(s) as {} (`ruleweave test {} --filter {name}` runs it)",

@@ -34,7 +34,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     }
     config.check_exposure()?;
     rt.block_on(async {
-        let engine = super::engine(root, &config, &config.store).await?;
+        let engine = super::engine_for(root, &config, &config.store, Some(config.allowed_models.clone())).await?;
         eprintln!(
             "ruleweave: packs from {}, sessions in {}, models: {}",
             root.display(),

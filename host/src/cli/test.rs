@@ -284,6 +284,15 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             bail!("pack `{pack}` did not load");
         }
         for path in case_files(root, pack) {
+            // A case is a file of the root's own: `test` prints a case's lines and `--bless`
+            // rewrites it, so a link (to a file anywhere) is refused, unread.
+            let linked = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+            if linked(&path) || linked(&root.join("tests")) || linked(&root.join("tests").join(pack)) {
+                bail!(
+                    "{} is a link (or in one): `ruleweave test` reads and --bless rewrites only the root's own files",
+                    path.display()
+                );
+            }
             let case = read_case(&path)?;
             if args.filter.as_ref().is_some_and(|f| !case.name.contains(f.as_str())) {
                 continue;

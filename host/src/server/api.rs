@@ -222,9 +222,21 @@ pub async fn list(
 /// `GET /v1/sessions/{id}`: a session's state and how far it got.
 pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
     let live = s.engine.session(&id).await?;
-    let mut session = live.lock().await;
-    session.refresh().await?;
-    Ok(Json(json!({
+    // A running turn holds the live session (a model call may take a minute): read what the
+    // store last committed instead of waiting for it.
+    let body = match live.try_lock() {
+        Ok(mut session) => {
+            session.refresh().await?;
+            session_json(&mut session).await?
+        }
+        Err(_) => session_json(&mut s.engine.resume(&id).await?).await?,
+    };
+    Ok(Json(body))
+}
+
+/// A session as `GET /v1/sessions/{id}` shows it.
+async fn session_json(session: &mut ruleweave::Session) -> ApiResult<Value> {
+    Ok(json!({
         "id": session.id(),
         "pack": session.pack().name(),
         "pack_version": session.pack().version(),
@@ -236,7 +248,7 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
         "lobby": session.lobby().await?,
         "paused": session.paused(),
         "display": session.view(),
-    })))
+    }))
 }
 
 /// `DELETE /v1/sessions/{id}`.
@@ -573,9 +585,30 @@ pub async fn healthz(State(s): State<Shared>) -> Response {
     }
 }
 
-/// `GET /`: the web console.
-pub async fn console() -> Html<&'static str> {
-    Html(include_str!("console.html"))
+/// The console page.
+const CONSOLE: &str = include_str!("console.html");
+
+/// `GET /`: the web console, with headers that keep it from being framed, sniffed or made to run
+/// any script but its own (its one inline script, by hash; it fetches only from this server).
+pub async fn console() -> Response {
+    static POLICY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let script =
+            CONSOLE.split_once("<script>").and_then(|(_, rest)| rest.split_once("</script>")).map_or("", |(s, _)| s);
+        let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(script.as_bytes()));
+        format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; connect-src 'self'; \
+             img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        )
+    });
+    let headers = [
+        (header::CONTENT_SECURITY_POLICY, POLICY.as_str()),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ];
+    (headers, Html(CONSOLE)).into_response()
 }
 
 pub async fn no_route() -> ApiError {

@@ -50,6 +50,7 @@ impl Loader<'_> {
                 values: d.values.clone(),
                 default: d.default.clone(),
                 description: d.description.clone(),
+                max_length: d.max_length,
             };
             out.insert(name.clone(), spec);
         }

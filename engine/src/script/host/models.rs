@@ -46,6 +46,17 @@ pub(super) fn ask_with(
                 "model" if v.is_string() => {
                     let model = v.to_string();
                     if !model.trim().is_empty() {
+                        if let Some(allowed) = &tag.turn.allowed_models
+                            && !allowed.contains(&model)
+                            && !shared.profiles.values().any(|p| p.names_model(&model))
+                        {
+                            return Err(format!(
+                                "model `{model}` is not one this host lets a session choose: a pack's own models, \
+                                 and those its operator allows ({}; `[llm] allowed_models` in ruleweave.toml)",
+                                if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+                            )
+                            .into());
+                        }
                         request.model = model;
                         // A model chosen here is the caller's, whichever provider answers.
                         request.default_model = None;
