@@ -343,3 +343,32 @@ async fn a_round_whose_closing_client_left_is_kept_through_a_shutdown() {
     assert_eq!((got["turns"].as_u64(), got["lobby"]["round"].as_u64()), (Some(2), Some(2)), "{got}");
     assert_eq!(got["state"]["escalation_history"][0]["have_ratio"], 0.5, "{got}");
 }
+
+/// A name that looks like another is no new player: a zero-width space, a direction override, a
+/// space at an end, a full-width or upper-case twin are refused, each saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookalike_names_do_not_join_as_new_players() {
+    let root = party_root("30s");
+    let server = start(root.path(), "memory", &[]);
+    let url = &server.url;
+    let (_, created) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
+    let id = created["id"].as_str().unwrap();
+    post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    let inputs = format!("{url}/v1/sessions/{id}/inputs");
+    for (name, says) in [
+        ("an\u{200B}a", "invisible ones"),
+        ("\u{202E}ana", "invisible ones"),
+        (" ana", "without spaces at its ends"),
+        ("ａｎａ", "looks the same as ana"),
+        ("Ana", "looks the same as ana"),
+    ] {
+        let (status, body) = post(&inputs, json!({"player": name, "join": true})).await;
+        assert!(status == StatusCode::UNPROCESSABLE_ENTITY || status == StatusCode::CONFLICT, "{name:?}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(says), "{name:?}: {body}");
+    }
+    let (status, body) = post(&inputs, json!({"player": "gus", "join": true})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post(&inputs, json!({"player": "GUS", "join": true})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "one who is joining counts too: {body}");
+}

@@ -157,7 +157,7 @@ impl Engine {
         self.rt().on_llm_call(Arc::new(observe));
     }
 
-    fn rt(&self) -> &Arc<Runtime> {
+    pub(crate) fn rt(&self) -> &Arc<Runtime> {
         &self.inner.runtime
     }
 

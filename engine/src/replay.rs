@@ -39,6 +39,19 @@ pub struct Recording {
     pub options: JsonMap<String, Json>,
     /// Its turns, in order.
     pub turns: Vec<RecordedTurn>,
+    /// Where a fork started: the state and the turns of the session it left, at the checkpoint
+    /// it left from. A replay starts there, not from a new session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<Base>,
+}
+
+/// The start of a forked session: the state it was handed and the turns done by then.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Base {
+    /// The state at the fork.
+    pub state: Json,
+    /// The turns done by then (the fork's first turn is the next one).
+    pub turns: u64,
 }
 
 /// One recorded turn.
@@ -192,6 +205,7 @@ impl Recording {
             .await?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("there is no session {id}")))?;
         let pack = engine.pack(&info.pack)?;
+        let base = info.parent.is_some().then(|| Base { state: stored.snapshot.clone(), turns: stored.snapshot_turn });
         let mut state = pack.schema.restore(&stored.snapshot);
         let mut turns = Vec::new();
         let mut current = RecordedTurn::default();
@@ -221,6 +235,7 @@ impl Recording {
             id: info.id.clone(),
             options: info.options.as_object().cloned().unwrap_or_default(),
             turns,
+            base,
         })
     }
 }
@@ -388,7 +403,18 @@ impl Replayer {
     /// of a hand-written case, which records no states, reports only its notes and errors).
     pub async fn replay(&self, rec: &Recording) -> Result<Vec<TurnDiff>> {
         let id = (!rec.id.is_empty()).then(|| rec.id.clone());
-        let mut session = self.engine.open_with_id(&rec.pack, &rec.options, id).await?;
+        let mut session = match &rec.base {
+            None => self.engine.open_with_id(&rec.pack, &rec.options, id).await?,
+            // A fork replays from the state it was handed, as it played.
+            Some(base) => {
+                let pack = self.engine.pack(&rec.pack)?;
+                let options = pack.resolve_options(&rec.options)?;
+                let state = pack.schema.restore(&base.state);
+                let fork = crate::session::Fork { from: rec.id.clone(), seq: 0, turns: base.turns, state };
+                let rt = self.engine.rt().clone();
+                crate::session::Session::open(rt, pack, options, id, Some(fork)).await?
+            }
+        };
         let mut out = Vec::with_capacity(rec.turns.len());
         for (i, t) in rec.turns.iter().enumerate() {
             *self.recorded.script() = Script { answers: t.answers.iter().cloned().collect(), notes: Vec::new() };
@@ -410,7 +436,7 @@ impl Replayer {
             let route = (!t.nodes.is_empty() && result.is_ok() && t.nodes != nodes).then(|| (t.nodes.clone(), nodes));
             let recorded_error = t.error.clone();
             out.push(TurnDiff {
-                turn: i as u64 + 1,
+                turn: rec.base.as_ref().map_or(0, |b| b.turns) + i as u64 + 1,
                 changes,
                 route,
                 notes: script.notes,

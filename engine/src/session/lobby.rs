@@ -118,15 +118,25 @@ impl Session {
                 if lobby.join.is_none() {
                     return Err(Error::input(format!("pack `{}` does not let players join", self.pack.name)));
                 }
-                if name.trim().is_empty() || name.chars().count() > lobby.max_name || name.chars().any(char::is_control)
+                if name.trim().is_empty()
+                    || name.chars().count() > lobby.max_name
+                    || name.trim() != name
+                    || name.chars().any(|c| c.is_control() || invisible(c))
                 {
                     return Err(Error::input(format!(
-                        "a player's name is 1 to {} characters, without control characters",
+                        "a player's name is 1 to {} characters, without spaces at its ends, control characters or \
+                         invisible ones (zero-width spaces, direction overrides)",
                         lobby.max_name
                     )));
                 }
-                if listed {
-                    return Err(Error::new(ErrorKind::Conflict, format!("{name} is already in this lobby")));
+                let like = |other: &str| looks_like(other) == looks_like(name);
+                if let Some(other) = status.players.iter().chain(&status.joining).find(|p| like(p)) {
+                    let what = if other == name {
+                        format!("{name} is already in this lobby")
+                    } else {
+                        format!("{name} looks the same as {other}, who is in this lobby")
+                    };
+                    return Err(Error::new(ErrorKind::Conflict, what));
                 }
                 let after = status.players.len() + status.joining.len() - status.leaving.len();
                 if let Some(max) = lobby.max_players
@@ -187,4 +197,19 @@ impl Session {
             }
         })
     }
+}
+
+/// Characters that show nothing or turn the text around them: zero-width spaces and joiners,
+/// direction marks, embeddings, overrides and isolates, the word joiner, the byte-order mark, a
+/// soft hyphen. A name holding one looks like another name that does not.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}')
+}
+
+/// What a name looks like, for telling two apart: compatibility-normalized (NFKC: a full-width
+/// `Ａ` is an `A`) and case-folded.
+fn looks_like(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    name.nfkc().flat_map(char::to_lowercase).collect()
 }

@@ -89,6 +89,7 @@ impl Case {
             id: self.seed.clone().unwrap_or_else(|| format!("test-{}", self.name)),
             options: self.options.clone(),
             turns,
+            base: None,
         }
     }
 
