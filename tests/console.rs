@@ -368,6 +368,7 @@ async fn a_designer_playtests_in_the_browser() {
     std::fs::write(&manifest, text.replacen("conversation length x 2", "conversation length x 2 (edited)", 1)).unwrap();
     let reload = b.wait_for("document.querySelector('#reloads .reload.ok') && document.querySelector('#reloads .reload.ok').textContent").await;
     assert!(reload.as_str().unwrap().starts_with("pirate reloaded (version"), "{reload}");
+    assert!(reload.as_str().unwrap().ends_with("after config/pirate.yaml"), "the file saved, no other: {reload}");
     b.click("#replay-btn").await;
     let replayed = b
         .wait_for("document.querySelector('#replay .replay-turn') && document.getElementById('replay').textContent")
