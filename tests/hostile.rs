@@ -377,9 +377,14 @@ mod client {
         let server = start(root.path(), "memory", &[("RULEWEAVE_TURNS_PER_PACK", "2")]);
         let (started_tx, mut started) = tokio::sync::mpsc::unbounded_channel::<()>();
         let mut spins = Vec::new();
+        // The sessions first: opening one is pack work too, in the pack's slots.
+        let mut ids = Vec::new();
         for _ in 0..4 {
             let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "spin"})).await;
-            let turns = format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap());
+            ids.push(created["id"].as_str().unwrap().to_owned());
+        }
+        for id in ids {
+            let turns = format!("{}/v1/sessions/{id}/turns", server.url);
             let started_tx = started_tx.clone();
             spins.push(tokio::spawn(async move {
                 let mut r = http()

@@ -124,8 +124,14 @@ impl EngineBuilder {
     }
 
     /// The engine.
-    pub fn build(self) -> Engine {
-        let packs = Packs::new(self.root, self.natives);
+    pub fn build(mut self) -> Engine {
+        let packs = Packs::new(self.root.clone(), std::mem::take(&mut self.natives));
+        self.build_on(packs)
+    }
+
+    /// The engine, on `packs` already loaded (a replay's engine shares the serving engine's
+    /// packs: the version serving, not a reload from disk).
+    pub(crate) fn build_on(self, packs: Packs) -> Engine {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let mut runtime = Runtime::new(packs, store, self.llm, self.named, self.search, self.retention);
         runtime.allowed_models = self.allowed_models;

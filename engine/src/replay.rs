@@ -392,10 +392,11 @@ impl Replayer {
             }
         };
         let recorded = Arc::new(Recorded { script: Mutex::default(), model, search, live });
+        // The serving engine's packs: the version serving now, not a reload from disk.
         let replaying = Engine::builder(engine.root())
             .provider(recorded.clone())
             .search(SearchChoice::Engine(Arc::new(RecordedSearch(recorded.clone()))))
-            .build();
+            .build_on(engine.packs().clone());
         Ok(Replayer { engine: replaying, recorded })
     }
 

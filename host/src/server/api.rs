@@ -154,11 +154,19 @@ fn diagnostic(e: &ruleweave::Error) -> Value {
 pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Value>)> {
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
     let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
-    let session = s.engine.open(&req.pack, &req.options).await.map_err(|e| failed(&s, label, e))?;
+    // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
+    let engine = s.engine.clone();
+    let (pack, options) = (req.pack.clone(), req.options.clone());
+    let opened = on_pack_thread(&s, &req.pack, move || async move {
+        let session = engine.open(&pack, &options).await?;
+        let body = json!({"id": session.id(), "pack": pack, "state": session.state(), "display": session.view()});
+        engine.keep(session);
+        Ok(body)
+    })
+    .await
+    .map_err(|e| failed(&s, label, e))?;
     s.metrics.session_opened(&req.pack);
-    let body = json!({"id": session.id(), "pack": req.pack, "state": session.state(), "display": session.view()});
-    s.engine.keep(session);
-    Ok((StatusCode::CREATED, Json(body)))
+    Ok((StatusCode::CREATED, Json(opened)))
 }
 
 /// `GET /v1/sessions?pack=&limit=&before=`: the query of a session listing.
@@ -280,12 +288,19 @@ pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> 
 /// recorded model and search answers; what changed, turn by turn (a call the recording cannot
 /// answer fails, as it would for real, and is noted).
 pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
-    let rec = ruleweave::replay::Recording::from_store(&s.engine, &id).await?;
-    let replayer = ruleweave::replay::Replayer::new(&s.engine, &rec.pack, ruleweave::replay::Fallback::Fail)?;
-    let diffs = replayer.replay(&rec).await?;
-    let changed = diffs.iter().filter(|d| !d.is_same()).count();
-    let summaries: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
-    Ok(Json(json!({"id": id, "pack": rec.pack, "changed": changed, "turns": diffs, "summary": summaries})))
+    // Every turn of the session played again: pack work, on the pack's slots, off the workers.
+    let pack = s.engine.info(&id).await?.pack;
+    let engine = s.engine.clone();
+    let body = on_pack_thread(&s, &pack, move || async move {
+        let rec = ruleweave::replay::Recording::from_store(&engine, &id).await?;
+        let replayer = ruleweave::replay::Replayer::new(&engine, &rec.pack, ruleweave::replay::Fallback::Fail)?;
+        let diffs = replayer.replay(&rec).await?;
+        let changed = diffs.iter().filter(|d| !d.is_same()).count();
+        let summaries: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
+        Ok(json!({"id": id, "pack": rec.pack, "changed": changed, "turns": diffs, "summary": summaries}))
+    })
+    .await?;
+    Ok(Json(body))
 }
 
 /// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
@@ -294,15 +309,22 @@ pub async fn fork(
     SessionId(id): SessionId,
     Body(req): Body<NewFork>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let session = s.engine.fork(&id, req.checkpoint).await?;
-    let body = json!({
-        "id": session.id(),
-        "pack": session.pack().name(),
-        "state": session.state(),
-        "display": session.view(),
-        "forked_from": {"id": id, "checkpoint": req.checkpoint},
-    });
-    s.engine.keep(session);
+    let pack = s.engine.info(&id).await?.pack;
+    let engine = s.engine.clone();
+    let seq = req.checkpoint;
+    let body = on_pack_thread(&s, &pack, move || async move {
+        let session = engine.fork(&id, seq).await?;
+        let body = json!({
+            "id": session.id(),
+            "pack": session.pack().name(),
+            "state": session.state(),
+            "display": session.view(),
+            "forked_from": {"id": id, "checkpoint": seq},
+        });
+        engine.keep(session);
+        Ok(body)
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(body)))
 }
 
@@ -372,6 +394,30 @@ async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink
             Err(failed(&s, &pack, e))
         }
     }
+}
+
+/// Pack work that is no turn of a live session (a new session's `init`, a fork's, a replay, a
+/// conversation's opening): on a blocking thread in one of the pack's slots, as a turn is, so a
+/// pack whose scripts spin stalls neither the server's workers nor the other packs. A name that
+/// is no pack gets no slot (the work fails at once, and names grow no table).
+pub(super) async fn on_pack_thread<T, F>(
+    s: &Shared,
+    pack: &str,
+    work: impl FnOnce() -> F + Send + 'static,
+) -> ruleweave::Result<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = ruleweave::Result<T>>,
+{
+    let slot = if s.engine.has_pack(pack) { Some(s.turn_slot(pack).await) } else { None };
+    ruleweave::blocking::run_async(move || async move {
+        let _slot = slot;
+        work().await
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a pack thread failed: {e}")))
+    })
 }
 
 /// Work on a session that may run a turn: done on a blocking thread, in one of its pack's

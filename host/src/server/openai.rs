@@ -383,10 +383,15 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
     }
     let todo = user_messages(messages, 0);
     check_catch_up(&todo)?;
-    let session = s.engine.open(chosen.pack.name(), &chosen.options).await?;
+    let engine = s.engine.clone();
+    let (name, options) = (chosen.pack.name().to_owned(), chosen.options.clone());
+    let (live, opening) = super::api::on_pack_thread(s, chosen.pack.name(), move || async move {
+        let session = engine.open(&name, &options).await?;
+        let opening = session.view().opening;
+        Ok((engine.keep(session), opening))
+    })
+    .await?;
     s.metrics.session_opened(chosen.pack.name());
-    let opening = session.view().opening;
-    let live = s.engine.keep(session);
     // A pack that opens by playing an input (a party's first question) plays it now: its reply
     // is the opening question. A question answers the first message with itself; after a hint
     // (what to type), the first message is the game's first input.
