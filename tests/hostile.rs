@@ -687,3 +687,28 @@ async fn a_read_does_not_wait_for_a_running_turn() {
     let after = get(&format!("{}/v1/sessions/{id}", server.url)).await;
     assert_eq!((after["turns"].as_u64(), &after["display"]["reply"]), (Some(1), &json!("At last, arr.")));
 }
+
+/// `limits.max_llm_ms` is a deadline: a model that never answers is cut off when the turn's model
+/// time is spent, not when the client's own timeout (a minute) runs out.
+#[test]
+fn the_turns_model_time_is_a_deadline() {
+    use support::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::start();
+    mock.judge(Reply::Hang);
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let manifest = root.path().join("config/pirate.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, format!("{text}\nlimits:\n  max_llm_ms: 300\n")).unwrap();
+    let (_dir, file) = support::temp_file("moves.json", r#"["Ahoy, captain!"]"#);
+    let out = support::ruleweave(root.path())
+        .args(["run", "pirate", "--input"])
+        .arg(&file)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env("RULEWEAVE_LLM_TIMEOUT_MS", "600000")
+        .env("RULEWEAVE_LLM_RETRIES", "0")
+        .output()
+        .unwrap();
+    let line = json_lines(&out).remove(0);
+    assert!(line.to_string().contains("limits.max_llm_ms"), "{line}");
+}

@@ -182,8 +182,8 @@ impl TurnCtx {
         self.charge()?;
         let start = Instant::now();
         // Whatever the engine sent, scripts and checkpoints get its results trimmed to a budget.
-        let result = engine
-            .search(query, max_results)
+        let result = self
+            .within_budget(engine.search(query, max_results))
             .await
             .map(|found| found.into_iter().take(max_results).map(SearchResult::trimmed).collect::<Vec<_>>());
         self.record().waited += start.elapsed();
@@ -304,6 +304,24 @@ impl TurnCtx {
     }
 
     /// Counts one more model call, or refuses it when the turn's budget is spent.
+    /// Runs a model (or search) call within what is left of the turn's model time
+    /// (`limits.max_llm_ms`): a deadline, not only a check before the call. A call still running
+    /// when the budget is spent is cut off and fails.
+    async fn within_budget<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let left = self.max_time.saturating_sub(self.record().waited);
+        match tokio::time::timeout(left, call).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::new(
+                ErrorKind::Limit,
+                format!(
+                    "the call was cut off: this turn's model calls ran past {} ms, the most its pack allows \
+                     (limits.max_llm_ms)",
+                    self.max_time.as_millis()
+                ),
+            )),
+        }
+    }
+
     fn charge(&self) -> Result<()> {
         let mut r = self.record();
         if r.calls >= self.max_calls {
@@ -389,7 +407,7 @@ impl TurnCtx {
             }) as TokenSink
         });
         let provider = self.provider_for(node, &mut request);
-        let result = provider.complete(&request, tokens).await;
+        let result = self.within_budget(provider.complete(&request, tokens)).await;
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let standin = provider.is_standin();
@@ -442,7 +460,7 @@ impl TurnCtx {
     pub async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
         self.charge()?;
         let start = Instant::now();
-        let result = self.provider.embed(request).await;
+        let result = self.within_budget(self.provider.embed(request)).await;
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let mut event = self.llm_event(&*self.provider, node, &request.profile, &request.model, latency_ms);
