@@ -33,9 +33,29 @@ pub struct Engine {
 struct Inner {
     runtime: Arc<Runtime>,
     live: Mutex<HashMap<String, LiveSession>>,
-    /// Lobby rounds whose closing turn failed: not tried again before this time (unix ms).
-    retry_close: Mutex<HashMap<String, i64>>,
+    /// Lobby rounds whose closing turn failed: when to try again, and how often it failed.
+    retry_close: Mutex<HashMap<String, Retry>>,
 }
+
+/// A lobby round whose closing turn failed.
+#[derive(Debug, Clone)]
+struct Retry {
+    /// Not tried again before this time (unix ms); `i64::MAX` once given up.
+    at: i64,
+    /// How many times in a row it failed.
+    failures: u32,
+    /// Why, the last time.
+    why: String,
+}
+
+/// How many lobby rounds one sweep closes at once: a slow model in one lobby does not hold up the
+/// others' due rounds, and a sweep does not start a turn for every lobby at the same moment.
+const CLOSES_AT_ONCE: usize = 8;
+/// How many times in a row a round's closing turn may fail before the sweep gives up on it (the
+/// next answer posted, or a replica's restart, tries again).
+const CLOSE_ATTEMPTS: u32 = 5;
+/// The longest wait between two tries of a failing round.
+const MOST_CLOSE_BACKOFF_MS: i64 = 10 * 60 * 1000;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -376,6 +396,7 @@ impl Engine {
     /// Posts a player's answer (or joining or leaving) to session `id`'s lobby round, and runs
     /// the round's turn when it was the last one the round waited for (see [`Session::post`]).
     pub async fn post(&self, id: &str, post: crate::lobby::Post) -> Result<crate::lobby::Posted> {
+        self.forget_close_failures(id);
         let live = self.session(id).await?;
         let mut session = live.lock().await;
         session.post(post).await
@@ -383,34 +404,53 @@ impl Engine {
 
     /// Closes every lobby round whose timeout has passed since its question was asked, running
     /// its turn with the answers it has (none, when nobody answered); returns the turns run.
-    /// Rounds another process closed first are skipped; a round whose turn failed is tried again
-    /// after its timeout (at least 5 s), not at every call. A host calls this every so often (the
-    /// server does, several times a second), for the packs loaded in this engine.
+    /// Rounds are closed several at once (at most eight), so one slow model does not hold up the
+    /// other lobbies. Rounds another process closed first are skipped. A round whose turn fails is
+    /// tried again after its timeout (at least 5 s), doubling each time up to 10 minutes, and
+    /// after five failures in a row no more: [`Engine::close_problem`] says why, and the next
+    /// answer posted tries again. A host calls this every so often (the server does, several times
+    /// a second), for the packs loaded in this engine.
     pub async fn close_due_rounds(&self) -> Result<Vec<(String, Result<crate::TurnResult>)>> {
-        let now = crate::vocab::now_ms();
-        self.retry().retain(|_, t| *t > now);
+        self.close_due_rounds_at(crate::vocab::now_ms()).await
+    }
+
+    /// [`Engine::close_due_rounds`] as of `now` (unix ms): for a host keeping its own clock, and
+    /// for tests that let time pass without waiting for it.
+    pub async fn close_due_rounds_at(&self, now: i64) -> Result<Vec<(String, Result<crate::TurnResult>)>> {
+        use futures_util::StreamExt as _;
+        self.retry().retain(|_, r| r.at == i64::MAX || r.at > now - 24 * 3600 * 1000);
         let lobbies: Vec<(String, i64)> = self
             .packs()
             .loaded()
             .into_iter()
             .filter_map(|p| Some((p.name.clone(), now - p.lobby.as_ref()?.timeout.as_millis() as i64)))
             .collect();
-        let mut closed = Vec::new();
         if lobbies.is_empty() {
-            return Ok(closed);
+            return Ok(Vec::new());
         }
-        for open in self.rt().store.open_rounds(&lobbies).await? {
-            let lobby = self.packs().current(&open.pack).and_then(|p| p.lobby.clone());
-            let waiting = self.retry().get(&open.session).is_some_and(|t| *t > now);
-            if waiting {
-                continue;
-            }
-            let result = async {
-                let live = self.session(&open.session).await?;
-                let mut session = live.lock().await;
-                session.close_due(now).await
-            }
+        let due: Vec<crate::store::OpenRound> = self
+            .rt()
+            .store
+            .open_rounds(&lobbies)
+            .await?
+            .into_iter()
+            .filter(|open| self.retry().get(&open.session).is_none_or(|r| r.at <= now))
+            .collect();
+        let results: Vec<_> = futures_util::stream::iter(due)
+            .map(|open| async move {
+                let result = async {
+                    let live = self.session(&open.session).await?;
+                    let mut session = live.lock().await;
+                    session.close_due(now).await
+                }
+                .await;
+                (open, result)
+            })
+            .buffer_unordered(CLOSES_AT_ONCE)
+            .collect()
             .await;
+        let mut closed = Vec::new();
+        for (open, result) in results {
             match result {
                 Ok(None) => {}
                 Ok(Some(turn)) => {
@@ -418,8 +458,20 @@ impl Engine {
                     closed.push((open.session, Ok(turn)));
                 }
                 Err(e) => {
-                    let wait = lobby.map_or(5_000, |l| (l.timeout.as_millis() as i64).max(5_000));
-                    self.retry().insert(open.session.clone(), now + wait);
+                    let lobby = self.packs().current(&open.pack).and_then(|p| p.lobby.clone());
+                    let first = lobby.map_or(5_000, |l| (l.timeout.as_millis() as i64).max(5_000));
+                    let mut retry = self.retry();
+                    let r =
+                        retry.entry(open.session.clone()).or_insert(Retry { at: 0, failures: 0, why: String::new() });
+                    r.failures += 1;
+                    r.why = e.to_string();
+                    r.at = if r.failures >= CLOSE_ATTEMPTS {
+                        tracing::error!(session = %open.session, "gave up closing the lobby round after {} failed tries: {e}", r.failures);
+                        i64::MAX
+                    } else {
+                        now + first.saturating_mul(1 << (r.failures - 1)).min(MOST_CLOSE_BACKOFF_MS)
+                    };
+                    drop(retry);
                     closed.push((open.session, Err(e)));
                 }
             }
@@ -427,7 +479,21 @@ impl Engine {
         Ok(closed)
     }
 
-    fn retry(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+    /// Why the sweep gave up closing session `id`'s lobby round, when it did (five failed tries in
+    /// a row; in this process: another replica keeps its own count).
+    pub fn close_problem(&self, id: &str) -> Option<String> {
+        let retry = self.retry();
+        let r = retry.get(id).filter(|r| r.at == i64::MAX)?;
+        Some(format!("the round could not be closed after {} tries: {}", r.failures, r.why))
+    }
+
+    /// A post to the lobby tries a round the sweep gave up on again (a host that posts through
+    /// [`Session::post`] itself calls this first, as [`Engine::post`] does).
+    pub fn forget_close_failures(&self, id: &str) {
+        self.retry().remove(id);
+    }
+
+    fn retry(&self) -> std::sync::MutexGuard<'_, HashMap<String, Retry>> {
         self.inner.retry_close.lock().unwrap_or_else(|p| p.into_inner())
     }
 

@@ -234,3 +234,46 @@ fn check() {
     assert!(state["checked"].as_i64().unwrap() >= 200);
     assert_eq!(state["bad"], json!([]), "pool questions the safety filter refuses");
 }
+
+/// A lobby round whose closing turn keeps failing is tried again later and later, and after five
+/// failures in a row no more, saying why; the next answer posted tries again.
+#[tokio::test]
+async fn a_round_that_cannot_close_backs_off_and_gives_up_visibly() {
+    let root = write_root(&[
+        (
+            "config/table.yaml",
+            "state:\n  players: {type: list, default: [a, b]}\n  round: {type: int}\n\
+             input:\n  answers: {type: map, default: {}}\n\
+             lobby: {players: players, round: round, answers: answers, timeout: 1s}\n\
+             graph:\n  nodes:\n    play: {script: table.rhai::play}\n  edges:\n    - START -> play\n    - play -> END\n",
+        ),
+        // The first turn asks round 1; closing any round after it fails.
+        (
+            "scripts/table/table.rhai",
+            "fn play() { if this.round > 0 { throw \"the table is broken\"; } #{ round: 1 } }",
+        ),
+    ]);
+    let engine = Engine::builder(root.path()).build();
+    let mut session = engine.open("table", &Default::default()).await.unwrap();
+    session.turn(json!({})).await.unwrap();
+    let id = session.id().to_owned();
+    engine.keep(session);
+    let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let failed_at = |closed: &[(String, ruleweave::Result<ruleweave::TurnResult>)]| {
+        closed.iter().filter(|(s, r)| *s == id && r.is_err()).count()
+    };
+    assert_eq!(failed_at(&engine.close_due_rounds_at(start + 1_500).await.unwrap()), 1, "due after its timeout");
+    assert_eq!(failed_at(&engine.close_due_rounds_at(start + 2_500).await.unwrap()), 0, "not again at once");
+    let mut at = start + 1_500 + 5_000;
+    let mut tries = 1;
+    for _ in 0..20 {
+        let closed = engine.close_due_rounds_at(at).await.unwrap();
+        tries += failed_at(&closed);
+        at += 5 * 60 * 1000; // past any backoff so far
+    }
+    assert_eq!(tries, 5, "five tries, then no more");
+    let why = engine.close_problem(&id).expect("the sweep says why it gave up");
+    assert!(why.contains("after 5 tries") && why.contains("the table is broken"), "{why}");
+    engine.forget_close_failures(&id);
+    assert!(engine.close_problem(&id).is_none(), "a post tries again");
+}

@@ -239,6 +239,10 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
         }
         Err(_) => session_json(&mut s.engine.resume(&id).await?).await?,
     };
+    let mut body = body;
+    if let Some(problem) = s.engine.close_problem(&id) {
+        body["lobby_problem"] = json!(problem);
+    }
     Ok(Json(body))
 }
 
@@ -482,6 +486,8 @@ pub async fn input(
     }
     let post = ruleweave::lobby::Post { player: req.player, kind, input: req.input, round: req.round };
     let live = s.engine.session(&id).await?;
+    // A player's post gives a round the sweep gave up on another try.
+    s.engine.forget_close_failures(&id);
     let posted = on_turn_thread(&s, live, move |session| Box::pin(session.post(post))).await;
     match posted {
         Ok((pack, posted)) => {
