@@ -372,3 +372,40 @@ async fn lookalike_names_do_not_join_as_new_players() {
     let (status, body) = post(&inputs, json!({"player": "GUS", "join": true})).await;
     assert_eq!(status, StatusCode::CONFLICT, "one who is joining counts too: {body}");
 }
+
+/// One lobby's slow model holds up no other lobby: while lobby A's closing turn waits at the
+/// picker, lobby B's round, falling due meanwhile, is closed by the next sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_round_holds_up_no_other_lobby() {
+    let mock = MockLlm::start();
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    // The picker: A's opening question, then A's round 2, held until the test opens the gate.
+    mock.judge(Reply::Content("No pick.".into()))
+        .judge(Reply::Gated(gate.clone(), Box::new(Reply::Content("No pick either.".into()))));
+    let root = party_root("1s");
+    let env = [("GROQ_API_KEY", "gsk-test"), ("GROQ_BASE_URL", mock.base_url.as_str()), ("RULEWEAVE_LLM_RETRIES", "0")];
+    let server = start(root.path(), "memory", &env);
+    let url = server.url.clone();
+    let lobby = |players: &'static str| {
+        let url = url.clone();
+        async move {
+            let (_, created) =
+                post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": players}})).await;
+            let id = created["id"].as_str().unwrap().to_owned();
+            let (status, started) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+            assert_eq!(status, StatusCode::OK, "{started}");
+            id
+        }
+    };
+    let a = lobby("ana, bo").await;
+    // Nobody answers A: its round closes at its timeout, and the closing turn waits at the gate.
+    mock.wait_seen(2).await;
+    let b = lobby("cy, dee").await;
+    let mut follower = Follower::open(&format!("{url}/v1/sessions/{b}/events")).await;
+    follower.next_named("state").await;
+    let closed = follower.next_named("turn").await;
+    assert_eq!(closed["output"]["round"], 2, "B's round closed while A's waited: {closed}");
+    let a_now = get(&format!("{url}/v1/sessions/{a}")).await;
+    assert_eq!(a_now["turns"], 1, "A's round is still at its model: {a_now}");
+    gate.notify_one();
+}

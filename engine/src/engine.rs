@@ -35,6 +35,20 @@ struct Inner {
     live: Mutex<HashMap<String, LiveSession>>,
     /// Lobby rounds whose closing turn failed: when to try again, and how often it failed.
     retry_close: Mutex<HashMap<String, Retry>>,
+    /// Lobby rounds a sweep of this engine is closing now: another sweep leaves them be.
+    closing: Mutex<std::collections::HashSet<String>>,
+}
+
+/// A round being closed by a sweep, marked as such until the close ends (or is dropped).
+struct Closing<'a> {
+    engine: &'a Engine,
+    session: String,
+}
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        self.engine.inner.closing.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.session);
+    }
 }
 
 /// A lobby round whose closing turn failed.
@@ -156,7 +170,14 @@ impl EngineBuilder {
         let mut runtime = Runtime::new(packs, store, self.llm, self.named, self.search, self.retention);
         runtime.allowed_models = self.allowed_models;
         let runtime = Arc::new(runtime);
-        Engine { inner: Arc::new(Inner { runtime, live: Mutex::default(), retry_close: Mutex::default() }) }
+        Engine {
+            inner: Arc::new(Inner {
+                runtime,
+                live: Mutex::default(),
+                retry_close: Mutex::default(),
+                closing: Mutex::default(),
+            }),
+        }
     }
 }
 
@@ -436,8 +457,21 @@ impl Engine {
             .into_iter()
             .filter(|open| self.retry().get(&open.session).is_none_or(|r| r.at <= now))
             .collect();
+        // A round another sweep of this engine is closing (its model slow) is left to it: sweeps
+        // may overlap, so a slow round holds up no other.
+        let due: Vec<(crate::store::OpenRound, Closing<'_>)> = {
+            let mut closing = self.inner.closing.lock().unwrap_or_else(|p| p.into_inner());
+            due.into_iter()
+                .filter(|open| closing.insert(open.session.clone()))
+                .map(|open| {
+                    let mark = Closing { engine: self, session: open.session.clone() };
+                    (open, mark)
+                })
+                .collect()
+        };
         let results: Vec<_> = futures_util::stream::iter(due)
-            .map(|open| async move {
+            .map(|(open, mark)| async move {
+                let _mark = mark;
                 let result = async {
                     let live = self.session(&open.session).await?;
                     let mut session = live.lock().await;

@@ -283,32 +283,43 @@ pub async fn run(state: Shared, addr: std::net::SocketAddr) -> Result<()> {
 
 /// Closes lobby rounds whose timeout passed, four times a second, whichever replica their
 /// answers reached: the store says which rounds are open, and a session's lock makes one replica
-/// close each. The closing turns run on a blocking thread, as every turn does.
+/// close each. The closing turns run on a blocking thread, as every turn does. A sweep does not
+/// wait for the one before (a round whose model is slow is left to the sweep closing it, so it
+/// holds up no round that falls due meanwhile); at most [`SWEEPS_AT_ONCE`] run at once.
 async fn close_rounds(state: Shared) {
+    let sweeps = Arc::new(Semaphore::new(SWEEPS_AT_ONCE));
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let engine = state.engine.clone();
-        let swept = ruleweave::blocking::run_async(move || async move { engine.close_due_rounds().await }).await;
-        match swept {
-            Ok(Ok(closed)) => {
-                for (id, result) in closed {
-                    let pack = state.engine.info(&id).await.map(|i| i.pack).unwrap_or_default();
-                    match result {
-                        Ok(turn) => state.metrics.turn(&pack, &turn),
-                        Err(e) => {
-                            state.metrics.failed_turn(&pack);
-                            tracing::error!(session = %id, "cannot close the lobby round: {e}");
+        let Ok(permit) = sweeps.clone().try_acquire_owned() else { continue };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let engine = state.engine.clone();
+            let swept = ruleweave::blocking::run_async(move || async move { engine.close_due_rounds().await }).await;
+            match swept {
+                Ok(Ok(closed)) => {
+                    for (id, result) in closed {
+                        let pack = state.engine.info(&id).await.map(|i| i.pack).unwrap_or_default();
+                        match result {
+                            Ok(turn) => state.metrics.turn(&pack, &turn),
+                            Err(e) => {
+                                state.metrics.failed_turn(&pack);
+                                tracing::error!(session = %id, "cannot close the lobby round: {e}");
+                            }
                         }
                     }
                 }
+                Ok(Err(e)) => tracing::error!("cannot look for lobby rounds to close: {e}"),
+                Err(e) => tracing::error!("the lobby sweep failed: {e}"),
             }
-            Ok(Err(e)) => tracing::error!("cannot look for lobby rounds to close: {e}"),
-            Err(e) => tracing::error!("the lobby sweep failed: {e}"),
-        }
+        });
     }
 }
+
+/// How many lobby sweeps may run at once (each closes up to eight rounds at once).
+const SWEEPS_AT_ONCE: usize = 4;
 
 async fn shutdown() {
     let ctrl_c = async {
