@@ -383,8 +383,9 @@ impl Engine {
     }
 
     /// Deletes the sessions that finished at least as long ago as they are kept: a pack's own
-    /// `expire_finished_after` for its sessions, the engine's [`Retention`] for the others.
-    /// Returns how many.
+    /// `expire_finished_after` for its sessions, the engine's [`Retention`] for the others; and,
+    /// when the retention says so (`expire_idle_after`), the unfinished ones nobody has played for
+    /// that long. Returns how many.
     pub async fn expire_finished(&self) -> Result<u64> {
         let now = crate::vocab::now_ms();
         // Finished at least `after` ago: at or before now - after (the store's bound is exclusive).
@@ -401,6 +402,9 @@ impl Engine {
         }
         if let Some(after) = self.retention().expire_finished_after {
             n += self.rt().store.expire(before(after), crate::store::Expiry::AllBut(&own)).await?;
+        }
+        if let Some(after) = self.retention().expire_idle_after {
+            n += self.rt().store.expire_idle(before(after)).await?;
         }
         if n > 0 {
             // Let expired sessions go from memory too: the store no longer has them.

@@ -161,6 +161,28 @@ async fn finished_sessions_expire_and_deleted_ones_are_gone() {
     assert_eq!(e.delete(going.id()).await.unwrap_err().kind(), ErrorKind::NotFound);
 }
 
+/// With `expire_idle_after`, an unfinished session nobody plays goes (a one-off chat, an abandoned
+/// game), with what links to it; without the setting nothing unfinished ever goes. In memory and
+/// in SQLite (a file of the test's own: the shared PostgreSQL test database holds other tests'
+/// sessions, which an expiry would take too).
+#[tokio::test]
+async fn idle_unfinished_sessions_expire_by_a_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in [Arc::new(store::MemoryStore::new()) as Arc<dyn Store>, sqlite(&dir).await] {
+        let root = counter();
+        let kept = engine(&root, store.clone(), Retention::default());
+        let mut idle = kept.open("counter", &Default::default()).await.unwrap();
+        idle.turn(json!({"text": "a"})).await.unwrap();
+        store.link_transcript("a-chat", idle.id(), 1).await.unwrap();
+        assert_eq!(kept.expire_finished().await.unwrap(), 0, "no setting: kept");
+        let retention = Retention { expire_idle_after: Some(Duration::ZERO), ..Retention::default() };
+        let e = engine(&root, store.clone(), retention);
+        assert_eq!(e.expire_finished().await.unwrap(), 1, "idle for as long as allowed: gone");
+        assert_eq!(e.info(idle.id()).await.unwrap_err().kind(), ErrorKind::NotFound);
+        assert!(store.find_transcripts(&["a-chat".to_owned()]).await.unwrap().is_empty(), "its links with it");
+    }
+}
+
 async fn hundred_concurrent_turns(store: Arc<dyn Store>) {
     let root = counter();
     let e = engine(&root, store, Retention::default());

@@ -15,6 +15,8 @@
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
 //! snapshot_every = 16
 //! expire_finished_after = "24h"  # s, m, h, d; "never" keeps them
+//! expire_idle_after = "30d"      # or RULEWEAVE_EXPIRE_IDLE_AFTER: unfinished sessions nobody
+//!                                # played for this long (one-off chats); "never" (the default)
 //!
 //! [llm]                          # defaults for the RULEWEAVE_LLM_* / OPENAI_BASE_URL variables
 //! provider = "openai"
@@ -84,6 +86,7 @@ struct StoreSection {
     url: Option<String>,
     snapshot_every: Option<u64>,
     expire_finished_after: Option<String>,
+    expire_idle_after: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,9 +186,12 @@ impl Config {
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());
+        let idle =
+            env("RULEWEAVE_EXPIRE_IDLE_AFTER").or(file.store.expire_idle_after).unwrap_or_else(|| "never".into());
         let retention = Retention {
             snapshot_every: file.store.snapshot_every.unwrap_or(16).max(1),
             expire_finished_after: parse_duration(&expire)?,
+            expire_idle_after: parse_duration(&idle)?,
         };
         let mut llm = Vec::new();
         for (name, p) in file.providers {

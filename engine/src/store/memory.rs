@@ -205,6 +205,18 @@ impl Store for MemoryStore {
         ready(Ok(expired))
     }
 
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
+        let expired = self.with(|m| {
+            let before = m.len();
+            m.retain(|_, e| e.info.finished || e.info.updated_at >= idle_before);
+            (before - m.len()) as u64
+        });
+        if expired > 0 {
+            self.drop_stale_links();
+        }
+        ready(Ok(expired))
+    }
+
     fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         ready(Ok(self.with(|m| {
             m.values().filter(|e| e.info.head_kind == CheckpointKind::Step).map(|e| e.info.id.clone()).collect()

@@ -345,11 +345,14 @@ pub struct Retention {
     pub snapshot_every: u64,
     /// Finished sessions are deleted this long after they finished (`None`: kept).
     pub expire_finished_after: Option<std::time::Duration>,
+    /// Unfinished sessions nobody has played for this long are deleted (`None`: kept): one-off
+    /// chats and abandoned games, with their conversation links.
+    pub expire_idle_after: Option<std::time::Duration>,
 }
 
 impl Default for Retention {
     fn default() -> Self {
-        Retention { snapshot_every: 16, expire_finished_after: None }
+        Retention { snapshot_every: 16, expire_finished_after: None, expire_idle_after: None }
     }
 }
 
@@ -404,6 +407,10 @@ pub trait Store: Send + Sync {
     /// Deletes the sessions `which` names that finished before `finished_before` (unix ms);
     /// returns how many.
     fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>>;
+
+    /// Deletes the unfinished sessions whose newest checkpoint was written before `idle_before`
+    /// (unix ms), their checkpoints and links with them; returns how many.
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>>;
 
     /// The sessions whose newest checkpoint is a step: a long turn a crash interrupted.
     fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>>;

@@ -307,6 +307,17 @@ macro_rules! shared_store {
             })
         }
 
+        fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
+            Box::pin(async move {
+                let r = sqlx::query("DELETE FROM sessions WHERE NOT finished AND updated_at < $1")
+                    .bind(idle_before)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| store_error("cannot expire idle sessions", e))?;
+                Ok(r.rows_affected())
+            })
+        }
+
         fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>> {
             Box::pin(async move {
                 let rows: Vec<(i64, String, String, String, i64)> = sqlx::query_as(
