@@ -18,11 +18,15 @@ pub(crate) struct Streamed {
     pub speaker: Option<String>,
 }
 
+/// The node a call belongs to: a map node's item (`speak[2]`) is its node's.
+fn base(node: &str) -> &str {
+    node.split_once('[').map_or(node, |(n, _)| n)
+}
+
 impl Streamed {
     /// Whether `node`'s calls stream (a map node's items, `node[2]`, as the node's).
     pub fn shows(&self, node: &str) -> bool {
-        let base = node.split_once('[').map_or(node, |(n, _)| n);
-        self.nodes.iter().any(|n| n == base)
+        self.nodes.iter().any(|n| n == base(node))
     }
 }
 
@@ -37,8 +41,7 @@ impl Speakers {
 
     /// Who speaks in `node` (a map node's item speaks as its node).
     pub fn of(&self, node: &str) -> Option<String> {
-        let base = node.split_once('[').map_or(node, |(n, _)| n);
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(base).cloned()
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).get(base(node)).cloned()
     }
 }
 

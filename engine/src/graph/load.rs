@@ -166,7 +166,7 @@ pub(crate) fn unknown_read(what: &str, var: &str, known: &HashSet<&str>, params:
         ),
         None => ("which is not a state field".to_owned(), nearest(var, known.iter().copied()).map(str::to_owned)),
     };
-    let hint = hint.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+    let hint = crate::script::lint::did_you_mean(hint.as_deref());
     let sep = if is_not.starts_with("which") { ", " } else { ": " };
     format!("{what} reads `{var}`{sep}{is_not}{hint}")
 }

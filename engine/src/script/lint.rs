@@ -33,7 +33,8 @@ pub(crate) fn nearest<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) 
     })
 }
 
-fn did_you_mean(n: Option<&str>) -> String {
+/// ` (did you mean `name`?)` for a near name, or nothing.
+pub(crate) fn did_you_mean(n: Option<&str>) -> String {
     n.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default()
 }
 

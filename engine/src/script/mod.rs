@@ -144,13 +144,9 @@ impl Scripts {
         let Some(script) = self.files.get(file) else {
             let mut known: Vec<&str> = self.files.keys().map(String::as_str).collect();
             known.sort();
-            let near = lint::nearest(file, known.iter().copied()).map(|k| format!(" (did you mean `{k}`?)"));
+            let near = lint::did_you_mean(lint::nearest(file, known.iter().copied()));
             let known = if known.is_empty() { "none".to_owned() } else { known.join(", ") };
-            return Err(format!(
-                "there is no script `{file}` in scripts/{}/ (scripts: {known}){}",
-                self.pack,
-                near.unwrap_or_default()
-            ));
+            return Err(format!("there is no script `{file}` in scripts/{}/ (scripts: {known}){}", self.pack, near));
         };
         if !script.has_fn(func, arity) {
             let found = script.arities(func);

@@ -450,17 +450,7 @@ impl Session {
     /// Renders one of the pack's `display:` templates (`reply`, `status`, `details`,
     /// `finished`) over the state; `None` when the pack has no such template.
     pub fn display(&self, part: &str) -> Option<Result<String>> {
-        let has = match part {
-            "reply" => self.pack.display.reply,
-            "status" => self.pack.display.status,
-            "details" => self.pack.display.details,
-            "finished" => self.pack.display.finished,
-            _ => false,
-        };
-        if !has {
-            return None;
-        }
-        Some(self.pack.prompts.render(&format!("display.{part}"), &self.state, &self.options, &Map::new(), None))
+        self.pack.render_display(part, &self.state, &self.options)
     }
 
     /// The turn input for a line a person typed: what the pack's `typed` script makes of it (it

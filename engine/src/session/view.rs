@@ -120,26 +120,40 @@ impl Engine {
 }
 
 impl Pack {
+    /// One of the pack's `display:` templates (`reply`, `status`, `details`, `finished`)
+    /// rendered over `state`; `None` when the pack has no such template.
+    pub(crate) fn render_display(
+        &self,
+        part: &str,
+        state: &Dynamic,
+        options: &Map,
+    ) -> Option<crate::error::Result<String>> {
+        let d = &self.display;
+        let has = match part {
+            "reply" => d.reply,
+            "status" => d.status,
+            "details" => d.details,
+            "finished" => d.finished,
+            _ => false,
+        };
+        has.then(|| self.prompts.render(&format!("display.{part}"), state, options, &Map::new(), None))
+    }
+
     /// The `display:` of this pack rendered over `state`, a session's after `turns` turns.
     pub(crate) fn view(&self, state: &Dynamic, options: &Map, turns: u64) -> View {
         let mut notes = Vec::new();
-        let mut part = |name: &str, has: bool| {
-            if !has {
-                return None;
-            }
-            match self.prompts.render(&format!("display.{name}"), state, options, &Map::new(), None) {
-                Ok(text) => Some(text.trim().to_owned()).filter(|t| !t.is_empty()),
-                Err(e) => {
-                    notes.push(format!("display.{name} failed: {}", e.detail()));
-                    None
-                }
+        let mut part = |name: &str| match self.render_display(name, state, options)? {
+            Ok(text) => Some(text.trim().to_owned()).filter(|t| !t.is_empty()),
+            Err(e) => {
+                notes.push(format!("display.{name} failed: {}", e.detail()));
+                None
             }
         };
+        let reply = part("reply");
+        let status = part("status");
+        let details = part("details");
+        let finished = if self.is_finished(state) { part("finished") } else { None };
         let d = &self.display;
-        let reply = part("reply", d.reply);
-        let status = part("status", d.status);
-        let details = part("details", d.details);
-        let finished = part("finished", d.finished && self.is_finished(state));
         let opening =
             (turns == 0).then(|| Opening { kind: d.opening, text: reply.clone(), play: d.play_on_open.clone() });
         View { reply, status, details, finished, opening, notes }

@@ -232,14 +232,13 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
     let live = s.engine.session(&id).await?;
     // A running turn holds the live session (a model call may take a minute): read what the
     // store last committed instead of waiting for it.
-    let body = match live.try_lock() {
+    let mut body = match live.try_lock() {
         Ok(mut session) => {
             session.refresh().await?;
             session_json(&mut session).await?
         }
         Err(_) => session_json(&mut s.engine.resume(&id).await?).await?,
     };
-    let mut body = body;
     if let Some(problem) = s.engine.close_problem(&id) {
         body["lobby_problem"] = json!(problem);
     }

@@ -345,7 +345,7 @@ impl Loader<'_> {
         for name in prompts.names() {
             for (filter, origin) in prompts.unknown_filters(name) {
                 let near = crate::script::lint::nearest(&filter, crate::prompt::KNOWN_FILTERS.iter().copied());
-                let hint = near.map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+                let hint = crate::script::lint::did_you_mean(near);
                 self.error(format!("template `{name}` uses the filter `{filter}`, which does not exist{hint}"), origin);
             }
         }
