@@ -198,7 +198,9 @@ async fn a_lobby_plays_round_by_round_over_http() {
     assert_eq!(body["lobby"]["waiting"], json!(["bo", "cy"]));
     let (status, body) = post(&inputs, json!({"player": "gus", "join": true})).await;
     assert_eq!((status, &body["lobby"]["joining"]), (StatusCode::OK, &json!(["gus"])), "{body}");
-    assert_eq!(answer(&url, &id, "bo", "have").await.0, StatusCode::OK);
+    // bo says again what he said in round 1, so he names the round (see the test of retries).
+    let (status, body) = post(&inputs, json!({"player": "bo", "input": "have", "round": 2})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = answer(&url, &id, "cy", "have").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["closed"]["output"]["players"], json!(["ana", "bo", "cy", "gus"]));
@@ -371,6 +373,54 @@ async fn lookalike_names_do_not_join_as_new_players() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = post(&inputs, json!({"player": "GUS", "join": true})).await;
     assert_eq!(status, StatusCode::CONFLICT, "one who is joining counts too: {body}");
+}
+
+/// The players a lobby starts with are held to the names a joiner is: a zero-width space or a
+/// twin in another case makes no second player.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookalike_names_do_not_start_a_lobby() {
+    let root = party_root("30s");
+    let server = start(root.path(), "memory", &[]);
+    let url = &server.url;
+    for (players, says) in [
+        (json!("ana, an\u{200B}a"), "cannot be a player's name"),
+        (json!(["ana", "bo", "ANA"]), "\"ana\" and \"ANA\" look the same"),
+    ] {
+        let (status, body) = post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": players}})).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{players}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(says), "{players}: {body}");
+    }
+}
+
+/// A client that lost the reply to its answer and posts it again, without saying the round, is
+/// told the round it answered has closed; its answer does not land in the question after, which
+/// the player has not seen. Naming the round, or a different answer, goes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_answer_does_not_land_in_the_next_round() {
+    let root = party_root("30s");
+    let server = start(root.path(), "memory", &[]);
+    let url = &server.url;
+    let (_, created) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
+    let id = created["id"].as_str().unwrap();
+    post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    assert_eq!(answer(url, id, "ana", "have").await.0, StatusCode::OK);
+    let (status, closed) = answer(url, id, "bo", "have_not").await;
+    assert_eq!((status, closed["lobby"]["round"].as_u64()), (StatusCode::OK, Some(2)), "{closed}");
+
+    let (status, body) = answer(url, id, "bo", "have_not").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("bo answered \"have_not\" to round 1, which has closed"), "{message}");
+    assert!(message.contains("\"round\": 2"), "{message}");
+    let now = get(&format!("{url}/v1/sessions/{id}")).await;
+    assert_eq!(now["lobby"]["answered"], json!([]), "the retry is in no round: {now}");
+
+    let inputs = format!("{url}/v1/sessions/{id}/inputs");
+    let (status, body) = post(&inputs, json!({"player": "bo", "input": "have_not", "round": 2})).await;
+    assert_eq!(status, StatusCode::OK, "naming the round says it is meant: {body}");
+    let (status, body) = answer(url, id, "ana", "have_not").await;
+    assert_eq!(status, StatusCode::OK, "a different answer is no retry: {body}");
 }
 
 /// One lobby's slow model holds up no other lobby: while lobby A's closing turn waits at the

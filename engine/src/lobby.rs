@@ -40,6 +40,54 @@ pub struct Lobby {
     pub max_name: usize,
 }
 
+impl Lobby {
+    /// Whether `name` may be a player's: 1 to `max_name` characters, no spaces at its ends, no
+    /// control characters or invisible ones.
+    pub(crate) fn check_name(&self, name: &str) -> crate::error::Result<()> {
+        if name.trim().is_empty()
+            || name.chars().count() > self.max_name
+            || name.trim() != name
+            || name.chars().any(|c| c.is_control() || invisible(c))
+        {
+            return Err(crate::error::Error::input(format!(
+                "{name:?} cannot be a player's name: a name is 1 to {} characters, without spaces at its ends, \
+                 control characters or invisible ones (zero-width spaces, direction overrides)",
+                self.max_name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the players a session starts with may play: each name one a player could join
+    /// with, and no two alike.
+    pub(crate) fn check_players(&self, players: &[String]) -> crate::error::Result<()> {
+        for (i, name) in players.iter().enumerate() {
+            self.check_name(name)?;
+            if let Some(other) = players[..i].iter().find(|p| looks_like(p) == looks_like(name)) {
+                return Err(crate::error::Error::input(format!(
+                    "players {other:?} and {name:?} look the same: each player needs a name the others can tell apart"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Characters that show nothing or turn the text around them: zero-width spaces and joiners,
+/// direction marks, embeddings, overrides and isolates, the word joiner, the byte-order mark, a
+/// soft hyphen. A name holding one looks like another name that does not.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}')
+}
+
+/// What a name looks like, for telling two apart: compatibility-normalized (NFKC: a full-width
+/// `Ａ` is an `A`) and case-folded.
+pub(crate) fn looks_like(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    name.nfkc().flat_map(char::to_lowercase).collect()
+}
+
 /// One post to a lobby: a player's answer, or their joining or leaving.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Post {

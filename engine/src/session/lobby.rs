@@ -10,6 +10,10 @@ use crate::session::TurnResult;
 use crate::store::LobbyInput;
 use crate::vocab::now_ms;
 
+/// How soon after a round closed an answer without a round that repeats the player's answer
+/// to it is taken for a retry and refused (see `Session::refuse_repeat`).
+const REPEAT_WINDOW_MS: i64 = 10_000;
+
 impl Session {
     /// The pack's lobby, or an error saying the pack has none.
     fn lobby_spec(&self) -> Result<Lobby> {
@@ -23,16 +27,7 @@ impl Session {
 
     /// The round under way and who is in the lobby, from the state.
     fn round_and_players(&self, lobby: &Lobby) -> (u64, Vec<String>) {
-        let map = self.state.read_lock::<Map>();
-        let get = |name: &str| map.as_ref().and_then(|m| m.get(name).cloned()).unwrap_or(Dynamic::UNIT);
-        let round = get(&lobby.round).as_int().map_or(0, |r| r.max(0) as u64);
-        let players = get(&lobby.players)
-            .try_cast::<rhai::Array>()
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|p| p.into_immutable_string().ok().map(|s| s.to_string()))
-            .collect();
-        (round, players)
+        round_and_players(lobby, &self.state)
     }
 
     /// Where the session's lobby round stands: `None` when the pack has no lobby.
@@ -68,6 +63,10 @@ impl Session {
             ));
         }
         let inputs = store.inputs(&self.id).await?;
+        let answered = |i: &LobbyInput| i.round == round && i.player == post.player && i.kind == InputKind::Answer;
+        if post.round.is_none() && post.kind == InputKind::Answer && !inputs.iter().any(answered) {
+            self.refuse_repeat(&lobby, round, &post).await?;
+        }
         let status = LobbyStatus::of(&lobby, round, players, &inputs, self.at);
         self.admit(&lobby, &status, &post)?;
         let input = match post.kind {
@@ -91,6 +90,34 @@ impl Session {
         }
         let closed = self.close(&lobby, &status, &inputs).await;
         self.posted(&lobby, closed).await
+    }
+
+    /// Refuses an answer without a round that repeats, soon after, the player's answer to the
+    /// round that just closed: a client's retry of a post whose reply it lost, which would
+    /// otherwise land in a question the player has not seen. A client that names the round
+    /// (`Post::round`) is never refused this way.
+    async fn refuse_repeat(&self, lobby: &Lobby, round: u64, post: &Post) -> Result<()> {
+        let since = now_ms() - self.at;
+        if round < 2 || !(0..REPEAT_WINDOW_MS).contains(&since) {
+            return Ok(());
+        }
+        let Some(past) = self.rt.store.history(&self.id, self.seq).await? else { return Ok(()) };
+        let last = past.after.iter().rev().find_map(|c| c.input.as_ref());
+        let before = last.and_then(|input| input.get(&lobby.answers)).and_then(|a| a.get(&post.player));
+        if before != Some(&post.input) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "{} answered {} to round {}, which has closed, {} s ago: if this is a new answer, to round {round}, \
+                 post it with \"round\": {round}",
+                post.player,
+                post.input,
+                round - 1,
+                since / 1000
+            ),
+        ))
     }
 
     /// Whether `post` may go into the round `status` describes.
@@ -118,18 +145,8 @@ impl Session {
                 if lobby.join.is_none() {
                     return Err(Error::input(format!("pack `{}` does not let players join", self.pack.name)));
                 }
-                if name.trim().is_empty()
-                    || name.chars().count() > lobby.max_name
-                    || name.trim() != name
-                    || name.chars().any(|c| c.is_control() || invisible(c))
-                {
-                    return Err(Error::input(format!(
-                        "a player's name is 1 to {} characters, without spaces at its ends, control characters or \
-                         invisible ones (zero-width spaces, direction overrides)",
-                        lobby.max_name
-                    )));
-                }
-                let like = |other: &str| looks_like(other) == looks_like(name);
+                lobby.check_name(name)?;
+                let like = |other: &str| crate::lobby::looks_like(other) == crate::lobby::looks_like(name);
                 if let Some(other) = status.players.iter().chain(&status.joining).find(|p| like(p)) {
                     let what = if other == name {
                         format!("{name} is already in this lobby")
@@ -199,17 +216,16 @@ impl Session {
     }
 }
 
-/// Characters that show nothing or turn the text around them: zero-width spaces and joiners,
-/// direction marks, embeddings, overrides and isolates, the word joiner, the byte-order mark, a
-/// soft hyphen. A name holding one looks like another name that does not.
-fn invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}')
-}
-
-/// What a name looks like, for telling two apart: compatibility-normalized (NFKC: a full-width
-/// `Ａ` is an `A`) and case-folded.
-fn looks_like(name: &str) -> String {
-    use unicode_normalization::UnicodeNormalization as _;
-    name.nfkc().flat_map(char::to_lowercase).collect()
+/// The round under way and who is in the lobby, from a session's state.
+pub(super) fn round_and_players(lobby: &Lobby, state: &Dynamic) -> (u64, Vec<String>) {
+    let map = state.read_lock::<Map>();
+    let get = |name: &str| map.as_ref().and_then(|m| m.get(name).cloned()).unwrap_or(Dynamic::UNIT);
+    let round = get(&lobby.round).as_int().map_or(0, |r| r.max(0) as u64);
+    let players = get(&lobby.players)
+        .try_cast::<rhai::Array>()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| p.into_immutable_string().ok().map(|s| s.to_string()))
+        .collect();
+    (round, players)
 }

@@ -234,6 +234,9 @@ impl Session {
                     updates.push(("init".to_owned(), Updates(Arc::new(made))));
                     exchanges = calls;
                 }
+                if let Some(lobby) = &pack.lobby {
+                    lobby.check_players(&lobby::round_and_players(lobby, &state).1)?;
+                }
                 (state, None, 0)
             }
         };
