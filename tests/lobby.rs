@@ -386,7 +386,8 @@ async fn lookalike_names_do_not_start_a_lobby() {
         (json!("ana, an\u{200B}a"), "cannot be a player's name"),
         (json!(["ana", "bo", "ANA"]), "\"ana\" and \"ANA\" look the same"),
     ] {
-        let (status, body) = post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": players}})).await;
+        let (status, body) =
+            post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": players}})).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{players}: {body}");
         assert!(body["error"]["message"].as_str().unwrap().contains(says), "{players}: {body}");
     }

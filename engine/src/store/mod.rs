@@ -465,6 +465,51 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// Whether a store's last write went in. A write that failed in the store itself (a full disk,
+/// an I/O error, a lost database; not a conflict) is what [`Store::health`] reports until a later
+/// write goes in, so a health check fails while every turn would.
+#[derive(Debug, Default)]
+pub(crate) struct LastWrite(std::sync::Mutex<Option<String>>);
+
+impl LastWrite {
+    /// Notes how a write went.
+    pub(crate) fn note<T>(&self, r: &Result<T>) {
+        let failed = match r {
+            Ok(_) => None,
+            Err(e) if e.kind() == ErrorKind::Store => Some(e.to_string()),
+            Err(_) => return,
+        };
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = failed;
+    }
+
+    /// An error when the last write failed in the store and `probe`, a small write, fails too
+    /// (a probe that goes in says the store takes writes again).
+    pub(crate) async fn check<F: Future<Output = Result<()>>>(&self, probe: impl FnOnce() -> F) -> Result<()> {
+        let failed = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let Some(why) = failed else { return Ok(()) };
+        let probed = probe().await;
+        self.note(&probed);
+        probed.map_err(|e| {
+            Error::new(ErrorKind::Store, format!("the last write failed ({why}), and so does a probe: {e}"))
+        })
+    }
+}
+
+/// What a health probe writes: 64 KiB that do not compress, about what a chat turn's checkpoint
+/// takes, so that a probe goes in only where a turn would (a few bytes fit in a page a full
+/// disk still has).
+pub(crate) fn probe_payload() -> Vec<u8> {
+    let mut x = crate::vocab::now_ms() as u64 | 1;
+    (0..64 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 /// Opens the store a URL names: `memory`, `sqlite://PATH` (created if missing), `postgres://...`.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     if url == "memory" || url == "memory://" {

@@ -24,6 +24,8 @@ pub struct PostgresStore {
     /// moment the store opens (and stops when it is dropped).
     events: broadcast::Sender<SessionEvent>,
     relay: tokio::task::AbortHandle,
+    /// How the last turn's write went.
+    last_write: super::LastWrite,
 }
 
 impl Drop for PostgresStore {
@@ -106,7 +108,7 @@ impl PostgresStore {
         listener.listen(CHANNEL).await.map_err(|e| store_error("cannot listen for session events", e))?;
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let relay = tokio::spawn(relay(listener, events.clone())).abort_handle();
-        Ok(PostgresStore { pool, events, relay })
+        Ok(PostgresStore { pool, events, relay, last_write: Default::default() })
     }
 }
 
@@ -150,45 +152,50 @@ impl Store for PostgresStore {
 
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let e = sql::encode(start);
-            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-            sqlx::query(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(&info.id)
-            .bind(&info.pack)
-            .bind(&info.pack_version)
-            .bind(info.options.to_string())
-            .bind(info.seed as i64)
-            .bind(info.created_at)
-            .bind(info.updated_at)
-            .bind(info.parent.as_ref().map(|p| p.0.clone()))
-            .bind(info.parent.as_ref().map(|p| p.1 as i64))
-            .bind(info.turns as i64)
-            .execute(&mut *tx)
-            .await
-            .map_err(|err| match &err {
-                sqlx::Error::Database(d) if d.is_unique_violation() => {
-                    Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id))
-                }
-                _ => store_error("cannot create the session", err),
-            })?;
-            sqlx::query(
-                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                 VALUES ($1, 0, $2, 'start', $3, $4, $5, $6, $7)",
-            )
-            .bind(&info.id)
-            .bind(start.turn as i64)
-            .bind(&start.pack_version)
-            .bind(&e.updates)
-            .bind(&e.snapshot)
-            .bind(&e.exchanges)
-            .bind(start.created_at)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot write the start checkpoint", e))?;
-            tx.commit().await.map_err(|e| store_error("cannot commit", e))
+            let written = async {
+                let e = sql::encode(start);
+                let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+                sqlx::query(
+                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .bind(&info.id)
+                .bind(&info.pack)
+                .bind(&info.pack_version)
+                .bind(info.options.to_string())
+                .bind(info.seed as i64)
+                .bind(info.created_at)
+                .bind(info.updated_at)
+                .bind(info.parent.as_ref().map(|p| p.0.clone()))
+                .bind(info.parent.as_ref().map(|p| p.1 as i64))
+                .bind(info.turns as i64)
+                .execute(&mut *tx)
+                .await
+                .map_err(|err| match &err {
+                    sqlx::Error::Database(d) if d.is_unique_violation() => {
+                        Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id))
+                    }
+                    _ => store_error("cannot create the session", err),
+                })?;
+                sqlx::query(
+                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
+                     VALUES ($1, 0, $2, 'start', $3, $4, $5, $6, $7)",
+                )
+                .bind(&info.id)
+                .bind(start.turn as i64)
+                .bind(&start.pack_version)
+                .bind(&e.updates)
+                .bind(&e.snapshot)
+                .bind(&e.exchanges)
+                .bind(start.created_at)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot write the start checkpoint", e))?;
+                tx.commit().await.map_err(|e| store_error("cannot commit", e))
+            }
+            .await;
+            self.last_write.note(&written);
+            written
         })
     }
 
@@ -205,95 +212,113 @@ impl Store for PostgresStore {
 
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let e = encode(c);
-            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-            // The session advances only from the checkpoint before this one: a second writer finds
-            // the head moved and gets a conflict instead of overwriting.
-            let advanced = sqlx::query(
-                "UPDATE sessions SET head = $2, head_kind = $3, \
-                 turns = CASE WHEN $3 = 'turn' THEN $4 ELSE turns END, \
-                 snapshot_seq = CASE WHEN $5 THEN $2 ELSE snapshot_seq END, \
-                 finished = $6, \
-                 finished_at = CASE WHEN $6 AND finished_at IS NULL THEN $7 ELSE finished_at END, \
-                 updated_at = $7 \
-                 WHERE id = $1 AND head = $2 - 1",
-            )
-            .bind(id)
-            .bind(c.seq as i64)
-            .bind(c.kind.as_str())
-            .bind(c.turn as i64)
-            .bind(c.snapshot.is_some())
-            .bind(c.finished)
-            .bind(c.created_at)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot advance the session", e))?;
-            if advanced.rows_affected() == 0 {
-                drop(tx);
-                return match self.info_of(id).await? {
-                    None => Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))),
-                    Some(_) => Err(conflict(id, c.seq)),
-                };
-            }
-            sqlx::query(
-                "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
-            )
-            .bind(id)
-            .bind(c.seq as i64)
-            .bind(c.turn as i64)
-            .bind(c.kind.as_str())
-            .bind(c.step.map(i64::from))
-            .bind(&c.pack_version)
-            .bind(&e.input)
-            .bind(&e.updates)
-            .bind(&e.snapshot)
-            .bind(&e.exchanges)
-            .bind(&e.resume)
-            .bind(c.finished)
-            .bind(c.created_at)
-            .execute(&mut *tx)
-            .await
-            .map_err(|err| match &err {
-                sqlx::Error::Database(d) if d.is_unique_violation() => conflict(id, c.seq),
-                _ => store_error("cannot write the checkpoint", err),
-            })?;
-            if c.kind == CheckpointKind::Turn {
-                sqlx::query("DELETE FROM lobby_inputs WHERE session_id = $1")
-                    .bind(id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| store_error("cannot close the lobby round", e))?;
-                notify(&mut tx, id, Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished }).await?;
-            }
-            for b in &c.bumps {
-                sqlx::query(sql::BUMP)
-                    .bind(id)
-                    .bind(&b.table)
-                    .bind(&b.counter)
-                    .bind(&b.key)
-                    .bind(b.by)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| store_error("cannot count", e))?;
-            }
-            if c.snapshot.is_some() {
-                sqlx::query(
-                    "UPDATE checkpoints SET snapshot = NULL \
-                     WHERE session_id = $1 AND seq > 0 AND seq < $2 AND snapshot IS NOT NULL",
+            let written = async {
+                let e = encode(c);
+                let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+                // The session advances only from the checkpoint before this one: a second writer finds
+                // the head moved and gets a conflict instead of overwriting.
+                let advanced = sqlx::query(
+                    "UPDATE sessions SET head = $2, head_kind = $3, \
+                     turns = CASE WHEN $3 = 'turn' THEN $4 ELSE turns END, \
+                     snapshot_seq = CASE WHEN $5 THEN $2 ELSE snapshot_seq END, \
+                     finished = $6, \
+                     finished_at = CASE WHEN $6 AND finished_at IS NULL THEN $7 ELSE finished_at END, \
+                     updated_at = $7 \
+                     WHERE id = $1 AND head = $2 - 1",
                 )
                 .bind(id)
                 .bind(c.seq as i64)
+                .bind(c.kind.as_str())
+                .bind(c.turn as i64)
+                .bind(c.snapshot.is_some())
+                .bind(c.finished)
+                .bind(c.created_at)
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| store_error("cannot prune snapshots", e))?;
+                .map_err(|e| store_error("cannot advance the session", e))?;
+                if advanced.rows_affected() == 0 {
+                    drop(tx);
+                    return match self.info_of(id).await? {
+                        None => Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))),
+                        Some(_) => Err(conflict(id, c.seq)),
+                    };
+                }
+                sqlx::query(
+                    "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                )
+                .bind(id)
+                .bind(c.seq as i64)
+                .bind(c.turn as i64)
+                .bind(c.kind.as_str())
+                .bind(c.step.map(i64::from))
+                .bind(&c.pack_version)
+                .bind(&e.input)
+                .bind(&e.updates)
+                .bind(&e.snapshot)
+                .bind(&e.exchanges)
+                .bind(&e.resume)
+                .bind(c.finished)
+                .bind(c.created_at)
+                .execute(&mut *tx)
+                .await
+                .map_err(|err| match &err {
+                    sqlx::Error::Database(d) if d.is_unique_violation() => conflict(id, c.seq),
+                    _ => store_error("cannot write the checkpoint", err),
+                })?;
+                if c.kind == CheckpointKind::Turn {
+                    sqlx::query("DELETE FROM lobby_inputs WHERE session_id = $1")
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| store_error("cannot close the lobby round", e))?;
+                    notify(&mut tx, id, Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished }).await?;
+                }
+                for b in &c.bumps {
+                    sqlx::query(sql::BUMP)
+                        .bind(id)
+                        .bind(&b.table)
+                        .bind(&b.counter)
+                        .bind(&b.key)
+                        .bind(b.by)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| store_error("cannot count", e))?;
+                }
+                if c.snapshot.is_some() {
+                    sqlx::query(
+                        "UPDATE checkpoints SET snapshot = NULL \
+                         WHERE session_id = $1 AND seq > 0 AND seq < $2 AND snapshot IS NOT NULL",
+                    )
+                    .bind(id)
+                    .bind(c.seq as i64)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| store_error("cannot prune snapshots", e))?;
+                }
+                tx.commit().await.map_err(|e| store_error("cannot commit", e))
             }
-            tx.commit().await.map_err(|e| store_error("cannot commit", e))
+            .await;
+            self.last_write.note(&written);
+            written
         })
     }
 
     fn health(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
+            let probe = || async {
+                sqlx::query(
+                    "INSERT INTO write_probes (id, at, payload) VALUES (1, $1, $2) \
+                     ON CONFLICT (id) DO UPDATE SET at = excluded.at, payload = excluded.payload",
+                )
+                .bind(crate::vocab::now_ms())
+                .bind(super::probe_payload())
+                .execute(&self.pool)
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error("cannot write to the database", e))
+            };
+            self.last_write.check(probe).await?;
             sqlx::query("SELECT 1 FROM sessions LIMIT 1")
                 .execute(&self.pool)
                 .await

@@ -47,12 +47,14 @@ pub struct SqliteStore {
 struct DbFile {
     path: Option<PathBuf>,
     identity: Option<(u64, u64)>,
+    /// How the last commit went.
+    last_write: super::LastWrite,
 }
 
 impl DbFile {
     fn new(path: Option<PathBuf>) -> Self {
         let identity = path.as_deref().and_then(identity);
-        DbFile { path, identity }
+        DbFile { path, identity, last_write: Default::default() }
     }
 
     fn check(&self) -> Result<()> {
@@ -240,6 +242,10 @@ fn synchronous_of(url: &str) -> Result<(String, String, SqliteSynchronous)> {
     Ok((rest, mode.to_ascii_uppercase(), parsed))
 }
 
+/// The write a health check tries when the last one failed.
+const PROBE: &str = "INSERT INTO write_probes (id, at, payload) VALUES (1, ?1, ?2) \
+     ON CONFLICT (id) DO UPDATE SET at = excluded.at, payload = excluded.payload";
+
 impl SqliteStore {
     sql::shared_reads!();
 
@@ -333,6 +339,16 @@ impl Store for SqliteStore {
     fn health(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             self.file.check()?;
+            let conn = self.conn.clone();
+            let probe = || async move {
+                let write = move || {
+                    let conn = conn.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    conn.execute(PROBE, rusqlite::params![crate::vocab::now_ms(), super::probe_payload()]).map(|_| ())
+                };
+                let wrote = tokio::task::spawn_blocking(write).await.map_err(|e| store_error("cannot probe", e))?;
+                wrote.map_err(|e| store_error("cannot write to the database", e))
+            };
+            self.file.last_write.check(probe).await?;
             sqlx::query("SELECT 1 FROM sessions LIMIT 1")
                 .execute(&self.pool)
                 .await
@@ -419,7 +435,15 @@ fn commit(
 ) -> Result<Vec<Result<bool>>> {
     // Written to another file, a turn would be acknowledged and then lost: refuse it instead.
     file.check()?;
-    let each = write_batch(conn, batch)?;
+    let each = write_batch(conn, batch);
+    match &each {
+        Ok(each) => match each.iter().find(|r| r.is_err()) {
+            Some(failed) => file.last_write.note(failed),
+            None => file.last_write.note(&Ok(())),
+        },
+        Err(_) => file.last_write.note(&each),
+    }
+    let each = each?;
     checkpoints.wrote(batch.len(), conn);
     Ok(each)
 }
@@ -590,6 +614,38 @@ mod tests {
         assert!(db > 2 << 20, "the database file holds {db} bytes");
         let stored = store.load(s).await.unwrap().unwrap();
         assert_eq!(stored.info.head, writes);
+    }
+
+    /// A full disk (here SQLite's page limit, which fails a write as a full disk does) fails the
+    /// health check once a write failed on it, and the check passes again by itself once the
+    /// store takes writes again (its probe goes in), before any turn is played.
+    #[tokio::test]
+    async fn health_fails_while_the_disk_is_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&format!("sqlite://{}", dir.path().join("s.db").display())).await.unwrap();
+        let s = "full-disk";
+        store.create(&session(s), &start()).await.unwrap();
+        store.health().await.unwrap();
+        let pages: i64 = store.conn.lock().unwrap().query_row("PRAGMA page_count", [], |r| r.get(0)).unwrap();
+        store.conn.lock().unwrap().execute_batch(&format!("PRAGMA max_page_count = {pages}")).unwrap();
+        // Text that does not compress, as a checkpoint's is stored compressed.
+        let mut x = 1u64;
+        let noise: String = (0..100_000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                char::from(b'a' + (x >> 59) as u8)
+            })
+            .collect();
+        let big = Checkpoint { input: Some(serde_json::json!({"message": noise})), ..turn(1, 1) };
+        let err = store.append(s, &big).await.unwrap_err();
+        assert!(err.to_string().contains("full"), "{err}");
+        let unhealthy = store.health().await.unwrap_err();
+        assert!(unhealthy.to_string().contains("the last write failed"), "{unhealthy}");
+        assert!(unhealthy.to_string().contains("full"), "{unhealthy}");
+
+        store.conn.lock().unwrap().execute_batch("PRAGMA max_page_count = 1073741823").unwrap();
+        store.health().await.unwrap();
+        store.append(s, &big).await.unwrap();
     }
 
     /// `?synchronous=` chooses the durability (what SQLite's `PRAGMA synchronous` then reports on
