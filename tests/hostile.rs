@@ -712,3 +712,53 @@ fn the_turns_model_time_is_a_deadline() {
     let line = json_lines(&out).remove(0);
     assert!(line.to_string().contains("limits.max_llm_ms"), "{line}");
 }
+
+/// One client cannot fill the server's connections with idle event streams: past
+/// `streams_per_client` it gets 429, and a stream it closes frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_keeps_a_bounded_number_of_event_streams() {
+    use crate::lobby::Follower;
+    let root = crate::lobby::party_root("30s");
+    let server = support::start(root.path(), "memory", &[("RULEWEAVE_STREAMS_PER_CLIENT", "2")]);
+    let events = format!("{}/v1/events", server.url);
+    let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "party"})).await;
+    let follow = format!("{}/v1/sessions/{}/events", server.url, created["id"].as_str().unwrap());
+    let first = Follower::open(&events).await;
+    let mut second = Follower::open(&follow).await;
+    second.next_named("state").await;
+    let refused = support::http().get(&events).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("streams_per_client"), "{body}");
+    // Other requests still go through.
+    assert_eq!(get(&format!("{}/healthz", server.url)).await["status"], "ok");
+
+    drop(first);
+    // The server learns the stream closed when its connection does: try again until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let r = support::http().get(&events).send().await.unwrap();
+        if r.status() == StatusCode::OK {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the closed stream's place was never freed");
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A follower's stream ends when its session is deleted: it does not follow a session that is
+/// gone for as long as the client keeps it open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_stream_closes_with_its_session() {
+    use crate::lobby::Follower;
+    let root = crate::lobby::party_root("30s");
+    let server = support::start(root.path(), "memory", &[]);
+    let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "party"})).await;
+    let session = format!("{}/v1/sessions/{}", server.url, created["id"].as_str().unwrap());
+    let mut follower = Follower::open(&format!("{session}/events")).await;
+    follower.next_named("state").await;
+    let deleted = support::http().delete(&session).send().await.unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    assert_eq!(follower.next().await.map(|(name, _)| name), None, "the stream ends with its session");
+}

@@ -17,7 +17,7 @@ use support::mock_llm::{MockLlm, Reply};
 use support::{Process, get, http, post, repo_root, start};
 
 /// The shipped party pack, its lobby timeout shortened to `timeout` so a test waits seconds.
-fn party_root(timeout: &str) -> tempfile::TempDir {
+pub(crate) fn party_root(timeout: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let repo = repo_root();
     for sub in ["scripts/party", "prompts/party", "data/party"] {
@@ -43,13 +43,13 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// One follower of a session's event stream.
-struct Follower {
+pub(crate) struct Follower {
     body: Pin<Box<dyn Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
     buffer: String,
 }
 
 impl Follower {
-    async fn open(url: &str) -> Self {
+    pub(crate) async fn open(url: &str) -> Self {
         let r = http().get(url).header("accept", "text/event-stream").send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
         assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
@@ -57,7 +57,7 @@ impl Follower {
     }
 
     /// The next event (name, data), waiting at most 30 s; `None` when the stream ended.
-    async fn next(&mut self) -> Option<(String, Value)> {
+    pub(crate) async fn next(&mut self) -> Option<(String, Value)> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
@@ -85,7 +85,7 @@ impl Follower {
     }
 
     /// Skips to the next event called `name`.
-    async fn next_named(&mut self, name: &str) -> Value {
+    pub(crate) async fn next_named(&mut self, name: &str) -> Value {
         loop {
             match self.next().await {
                 Some((n, data)) if n == name => return data,

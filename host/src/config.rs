@@ -10,6 +10,8 @@
 //! max_connections = 1024         # open connections; more wait to be accepted
 //! allowed_hosts = ["game.local"] # Host names accepted besides loopback ones, when there is no token
 //! turns_per_pack = 8             # turns of one pack running at once; more wait
+//! streams_per_client = 16        # event streams one client address keeps open (behind a
+//!                                # proxy every client shares its address: raise it there)
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -78,6 +80,7 @@ struct ServerSection {
     max_connections: Option<usize>,
     allowed_hosts: Option<Vec<String>>,
     turns_per_pack: Option<usize>,
+    streams_per_client: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,6 +186,12 @@ impl Config {
             allowed_hosts,
             turns_per_pack: number("RULEWEAVE_TURNS_PER_PACK", file.server.turns_per_pack, defaults.turns_per_pack)?
                 .max(1),
+            streams_per_client: number(
+                "RULEWEAVE_STREAMS_PER_CLIENT",
+                file.server.streams_per_client,
+                defaults.streams_per_client,
+            )?
+            .max(1),
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());

@@ -183,6 +183,7 @@ impl Store for MemoryStore {
         let removed = self.with(|m| m.remove(id).is_some());
         if removed {
             self.drop_stale_links();
+            let _ = self.events.send(SessionEvent { session: id.to_owned(), what: Happened::Deleted });
         }
         ready(Ok(removed))
     }

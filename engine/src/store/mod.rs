@@ -244,6 +244,8 @@ pub enum Happened {
         /// What it was.
         kind: InputKind,
     },
+    /// The session was deleted (its followers' streams end).
+    Deleted,
 }
 
 /// Which finished sessions an expiry deletes.

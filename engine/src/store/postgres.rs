@@ -201,12 +201,18 @@ impl Store for PostgresStore {
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
             let r = sqlx::query("DELETE FROM sessions WHERE id = $1")
                 .bind(id)
-                .execute(&self.pool)
+                .execute(&mut *tx)
                 .await
                 .map_err(|e| store_error("cannot delete the session", e))?;
-            Ok(r.rows_affected() > 0)
+            let deleted = r.rows_affected() > 0;
+            if deleted {
+                notify(&mut tx, id, Happened::Deleted).await?;
+            }
+            tx.commit().await.map_err(|e| store_error("cannot commit", e))?;
+            Ok(deleted)
         })
     }
 

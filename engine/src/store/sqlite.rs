@@ -316,7 +316,13 @@ impl Store for SqliteStore {
     }
 
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(self.write(Pending { id: id.to_owned(), op: Op::Delete }))
+        Box::pin(async move {
+            let deleted = self.write(Pending { id: id.to_owned(), op: Op::Delete }).await?;
+            if deleted {
+                let _ = self.events.send(SessionEvent { session: id.to_owned(), what: Happened::Deleted });
+            }
+            Ok(deleted)
+        })
     }
 
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {

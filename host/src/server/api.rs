@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{Extension, FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -19,7 +19,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{ApiError, Shared};
+use super::listen::Peer;
+use super::{ApiError, Shared, StreamSlot};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -112,18 +113,19 @@ pub async fn packs(State(s): State<Shared>) -> Json<Value> {
 
 /// `GET /v1/events`: reload events as SSE (`event: reload`), as they happen, for a console to
 /// show; a comment every 15 s keeps the stream open.
-pub async fn events(State(s): State<Shared>) -> Response {
+pub async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> ApiResult<Response> {
+    let slot = s.stream_slot(peer.map(|p| p.0))?;
     let rx = s.engine.subscribe();
-    let stream = stream::unfold(rx, |mut rx| async move {
+    let stream = stream::unfold((rx, slot), |(mut rx, slot)| async move {
         loop {
             match rx.recv().await {
-                Ok(e) => return Some((Ok::<_, Infallible>(sse("reload", &reload_event(&e))), rx)),
+                Ok(e) => return Some((Ok::<_, Infallible>(sse("reload", &reload_event(&e))), (rx, slot))),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
 }
 
 /// A reload as the API shows it: diagnostics in the shape `GET /v1/packs` uses.
@@ -512,14 +514,20 @@ fn posted_json(p: &ruleweave::lobby::Posted) -> Value {
 /// joins or leaves (with the lobby after it) and `turn` when a turn is recorded (with its output:
 /// a lobby's next question), whichever replica recorded it. After the turn that finishes the
 /// session, the stream ends. A follower too slow to keep up gets `state` again.
-pub async fn session_events(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Response> {
+pub async fn session_events(
+    State(s): State<Shared>,
+    SessionId(id): SessionId,
+    peer: Option<Extension<Peer>>,
+) -> ApiResult<Response> {
+    let slot = s.stream_slot(peer.map(|p| p.0))?;
     let live = s.engine.session(&id).await?;
     // Subscribed before the first look, so nothing recorded after it is missed.
     let rx = s.engine.session_events();
     let first = snapshot(&live).await?;
     let done = first["finished"].as_bool() == Some(true);
     let first = sse("state", &first);
-    let follow = Follow { rx, live, id, done };
+    let still = tokio::time::interval_at(tokio::time::Instant::now() + STILL_THERE, STILL_THERE);
+    let follow = Follow { rx, live, id, done, still, store: s.engine.store().clone(), _slot: slot };
     let rest = stream::unfold(follow, |mut f| async move {
         let event = f.next().await?;
         Some((Ok::<_, Infallible>(event), f))
@@ -528,12 +536,19 @@ pub async fn session_events(State(s): State<Shared>, SessionId(id): SessionId) -
     Ok(Sse::new(all).keep_alive(KeepAlive::default()).into_response())
 }
 
+/// How often a follower's stream checks that its session is still stored: one expired (which
+/// no event announces) ends the stream by then.
+const STILL_THERE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A follower of one session's events.
 struct Follow {
     rx: tokio::sync::broadcast::Receiver<ruleweave::store::SessionEvent>,
     live: LiveSession,
     id: String,
     done: bool,
+    still: tokio::time::Interval,
+    store: Arc<dyn ruleweave::store::Store>,
+    _slot: Option<StreamSlot>,
 }
 
 impl Follow {
@@ -544,7 +559,14 @@ impl Follow {
             return None;
         }
         loop {
-            let what = match self.rx.recv().await {
+            let received = tokio::select! {
+                r = self.rx.recv() => r,
+                _ = self.still.tick() => match self.store.info(&self.id).await {
+                    Ok(None) => return None,
+                    _ => continue,
+                },
+            };
+            let what = match received {
                 Ok(e) if e.session == self.id => e.what,
                 Ok(_) => continue,
                 Err(RecvError::Lagged(_)) => {
@@ -565,6 +587,7 @@ impl Follow {
                     self.done = finished;
                     Some(sse("turn", &now))
                 }
+                ruleweave::store::Happened::Deleted => None,
             };
         }
     }

@@ -26,6 +26,10 @@ impl ApiError {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the body is larger than this server accepts")
     }
 
+    pub fn too_many(message: String) -> Self {
+        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+    }
+
     pub fn unauthorized() -> Self {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this API needs `Authorization: Bearer <token>`")
     }

@@ -16,6 +16,11 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio_util::task::TaskTracker;
+use tower::ServiceExt as _;
+
+/// The address a request came from (a proxy's, behind one), in every request's extensions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Peer(pub std::net::IpAddr);
 
 /// Serves `app` on `listener` until `shutdown` completes, then waits for open requests.
 pub async fn serve(
@@ -38,7 +43,7 @@ pub async fn serve(
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors (or a connection reset before it was accepted):
                     // wait a moment instead of spinning; connections that close free them.
@@ -49,8 +54,13 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let service =
+            TowerToHyperService::new(app.clone().map_request(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(Peer(peer.ip()));
+                req
+            }));
         let conn = builder.serve_connection(TokioIo::new(stream), service);
         let mut stopping = stopping.clone();
         connections.spawn(async move {

@@ -48,6 +48,9 @@ pub struct Settings {
     /// Turns of one pack that run at once; more wait for a slot, so a slow pack cannot take every
     /// thread from the others.
     pub turns_per_pack: usize,
+    /// Event streams (`/v1/events`, `/v1/sessions/{id}/events`) one client address keeps open at
+    /// once; more are refused (429), so one client's idle streams cannot fill `max_connections`.
+    pub streams_per_client: usize,
 }
 
 impl Default for Settings {
@@ -60,6 +63,7 @@ impl Default for Settings {
             max_connections: 1024,
             allowed_hosts: Vec::new(),
             turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
+            streams_per_client: 16,
         }
     }
 }
@@ -76,6 +80,26 @@ pub struct AppState {
     pub started: u64,
     /// Each pack's turn slots ([`Settings::turns_per_pack`]).
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// The event streams each client address has open ([`Settings::streams_per_client`]).
+    streams: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
+}
+
+/// One open event stream of a client: dropped when the stream ends or its client goes.
+pub struct StreamSlot {
+    streams: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
+    peer: std::net::IpAddr,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.peer);
+            }
+        }
+    }
 }
 
 /// The state handlers see.
@@ -86,7 +110,15 @@ impl AppState {
         let metrics = Metrics::default();
         engine.on_llm_call(metrics.llm_counter());
         let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let state = AppState { engine, metrics, tasks: TaskTracker::new(), settings, started, slots: Mutex::default() };
+        let state = AppState {
+            engine,
+            metrics,
+            tasks: TaskTracker::new(),
+            settings,
+            started,
+            slots: Mutex::default(),
+            streams: Arc::default(),
+        };
         state.load_packs();
         state
     }
@@ -98,6 +130,21 @@ impl AppState {
             all.entry(pack.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.settings.turns_per_pack))).clone()
         };
         slots.acquire_owned().await.expect("the semaphore is never closed")
+    }
+
+    /// A slot for one more event stream of the client at `peer` (any client when the server was
+    /// not reached through [`listen::serve`]); refused when it has `streams_per_client` open.
+    pub fn stream_slot(&self, peer: Option<listen::Peer>) -> Result<Option<StreamSlot>, error::ApiError> {
+        let Some(listen::Peer(peer)) = peer else { return Ok(None) };
+        let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(peer).or_default();
+        if *n >= self.settings.streams_per_client {
+            return Err(error::ApiError::too_many(format!(
+                "{peer} has {n} event streams open, the most one client may (streams_per_client): close one first"
+            )));
+        }
+        *n += 1;
+        Ok(Some(StreamSlot { streams: self.streams.clone(), peer }))
     }
 
     /// Loads every pack (the engine keeps how each fared, for `GET /v1/packs`).
