@@ -13,6 +13,10 @@ use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
 
 use crate::vocab::TypeName;
 
+/// The most YAML values (a row counts one, and two for each of its cells) a table written in
+/// YAML may have: parsing keeps every value with its place, so a bigger table belongs in CSV.
+pub const YAML_TABLE_NODES: usize = 1_000_000;
+
 /// A loaded table ([`crate::Pack::table`]).
 #[derive(Debug)]
 pub struct Table {

@@ -59,6 +59,7 @@ mod value;
 mod vocab;
 
 pub use call::ScriptCall;
+pub use data::YAML_TABLE_NODES;
 pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
 pub use error::{Error, ErrorKind, Origin, Result};
 pub use event::{

@@ -116,12 +116,52 @@ fn bad_rows_are_reported_at_their_place() {
     assert_eq!(
         found,
         [
-            "data/deck/cards.yaml:2:32: the row's `level` is an int, not a string",
+            "data/deck/cards.yaml:2:32: the row's `level` should be an int and is a string",
             "data/deck/cards.yaml:4:33: `colour` is not a column of this table",
             "data/deck/cards.yaml:5:3: the row has no `word`",
             "data/deck/cards.yaml:3:3: table `cards`: a second row has id `a`",
         ]
     );
+}
+
+/// A YAML table past the size YAML tables may have is refused in plain words that say where
+/// its limit is and what to do (CSV), not with the parser's budget; the same rows as CSV load.
+#[test]
+fn a_table_too_large_for_yaml_says_so_and_csv_takes_it() {
+    // Each row here is 7 values: the map, and a key and a value for each of its 3 cells.
+    let rows = ruleweave::YAML_TABLE_NODES / 7 + 1000;
+    let yaml: String = (0..rows).map(|i| format!("- {{id: c{i}, word: w{i}, level: {i}}}\n")).collect();
+    let root =
+        write_root(&[("config/deck.yaml", PACK), ("data/deck/cards.yaml", &yaml), ("scripts/deck/pick.rhai", PICK)]);
+    let e = Engine::builder(root.path()).build().pack("deck").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "this table is too large for YAML: a YAML table holds at most {} values (about {} rows of its 4 \
+             columns); write it as CSV, which has no such limit (in data/deck/cards.yaml)",
+            ruleweave::YAML_TABLE_NODES,
+            ruleweave::YAML_TABLE_NODES / 9
+        )
+    );
+    let csv: String =
+        std::iter::once("id,word,level\n".to_owned()).chain((0..rows).map(|i| format!("c{i},w{i},{i}\n"))).collect();
+    std::fs::remove_file(root.path().join("data/deck/cards.yaml")).unwrap();
+    std::fs::write(root.path().join("data/deck/cards.csv"), csv).unwrap();
+    std::fs::write(root.path().join("config/deck.yaml"), PACK.replace("cards.yaml", "cards.csv")).unwrap();
+    let pack = Engine::builder(root.path()).build().pack("deck").unwrap();
+    assert_eq!(pack.describe()["tables"]["cards"]["rows"], rows);
+}
+
+/// A table with a problem in every row tells of the first twenty and how many more there are.
+#[test]
+fn a_table_tells_of_its_first_problems_and_counts_the_rest() {
+    let yaml: String = (0..500).map(|i| format!("- {{id: c{i}, word: w{i}, level: high}}\n")).collect();
+    let root =
+        write_root(&[("config/deck.yaml", PACK), ("data/deck/cards.yaml", &yaml), ("scripts/deck/pick.rhai", PICK)]);
+    let e = Engine::builder(root.path()).build().pack("deck").unwrap_err();
+    let all: Vec<String> = e.all().map(|e| e.detail().to_owned()).collect();
+    assert_eq!(all.len(), 21, "{all:?}");
+    assert_eq!(all[20], "table `cards`: 480 more problems like these in its rows");
 }
 
 #[test]

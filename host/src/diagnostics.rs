@@ -18,6 +18,8 @@ pub fn render_warning(e: &Error, root: &Path) -> String {
 
 fn render_as(label: &str, e: &Error, root: &Path) -> String {
     let mut out = String::new();
+    // Each file read and split into lines once, however many problems it has.
+    let mut files: std::collections::HashMap<&str, Vec<String>> = std::collections::HashMap::new();
     for err in e.all() {
         let _ = writeln!(out, "{label}: {}", err.detail());
         if let Some(node) = err.node() {
@@ -28,8 +30,10 @@ fn render_as(label: &str, e: &Error, root: &Path) -> String {
         if origin.line == 0 {
             continue;
         }
-        let text = read_inside(root, &origin.file).unwrap_or_default();
-        if let Some(line) = text.lines().nth(origin.line as usize - 1) {
+        let lines = files.entry(origin.file.as_str()).or_insert_with(|| {
+            read_inside(root, &origin.file).unwrap_or_default().lines().map(str::to_owned).collect()
+        });
+        if let Some(line) = lines.get(origin.line as usize - 1) {
             let n = origin.line.to_string();
             let pad = " ".repeat(n.len());
             let _ = writeln!(out, "{pad} |");

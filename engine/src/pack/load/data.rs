@@ -11,8 +11,8 @@ use serde_saphyr::Spanned;
 
 use super::super::manifest::TableDecl;
 use super::Loader;
-use crate::data::{Cell, Column, Table, Tables};
-use crate::error::Origin;
+use crate::data::{Cell, Column, Table, Tables, YAML_TABLE_NODES};
+use crate::error::{Error, Origin};
 use crate::graph::load::is_identifier;
 use crate::vocab::TypeName;
 
@@ -71,6 +71,7 @@ impl Loader<'_> {
                 return None;
             }
         };
+        let before = self.errors.len();
         let rows = if file.ends_with(".csv") {
             self.csv_rows(&file, &text, &columns)
         } else {
@@ -85,6 +86,11 @@ impl Loader<'_> {
                 continue;
             }
             cells.push(row);
+        }
+        if self.errors.len() - before > ROW_PROBLEMS {
+            let more = self.errors.len() - before - ROW_PROBLEMS;
+            self.errors.truncate(before + ROW_PROBLEMS);
+            self.error(format!("table `{name}`: {more} more problems like these in its rows"), Origin::file(&file));
         }
         let columns = columns.into_iter().map(|c| Column { name: c.name, ty: c.ty }).collect();
         let mut table = Table::new(name.to_owned(), columns, key, cells, counters);
@@ -132,8 +138,25 @@ impl Loader<'_> {
     /// The rows of a YAML table: a list of maps, each cell checked at its place.
     fn yaml_rows(&mut self, file: &str, text: &str, columns: &[ColumnSpec]) -> Vec<(Vec<Cell>, Origin)> {
         type YamlRows = Vec<Spanned<IndexMap<String, Spanned<Json>>>>;
-        let rows: YamlRows = match serde_saphyr::from_str(text) {
+        let mut budget = serde_saphyr::Budget::default();
+        budget.max_nodes = YAML_TABLE_NODES;
+        budget.max_events = 2 * YAML_TABLE_NODES;
+        let mut options = serde_saphyr::Options::default();
+        options.budget = Some(budget);
+        let rows: YamlRows = match serde_saphyr::from_str_with_options(text, options) {
             Ok(r) => r,
+            Err(e) if too_large(&e) => {
+                let rows = YAML_TABLE_NODES / (1 + 2 * columns.len());
+                self.errors.push(Error::pack(
+                    format!(
+                        "this table is too large for YAML: a YAML table holds at most {YAML_TABLE_NODES} values \
+                         (about {rows} rows of its {} columns); write it as CSV, which has no such limit",
+                        columns.len()
+                    ),
+                    Origin::file(file),
+                ));
+                return Vec::new();
+            }
             Err(e) => {
                 self.errors.push(super::yaml_error(&e, file, text));
                 return Vec::new();
@@ -227,7 +250,14 @@ fn type_name(t: &str) -> Option<TypeName> {
 }
 
 fn cell_of_json(v: &Json, ty: TypeName) -> Result<Cell, String> {
-    let wrong = || format!("is {}, not {}", ty.a(), crate::value::json_type_of(v));
+    let wrong = || {
+        let quote = if ty == TypeName::String && (v.is_boolean() || v.is_number()) {
+            format!(": YAML reads it as {v}; put it in quotes to keep it as written")
+        } else {
+            String::new()
+        };
+        format!("should be {} and is {}{quote}", ty.a(), crate::value::json_type_of(v))
+    };
     match (ty, v) {
         (TypeName::String, Json::String(s)) => Ok(Cell::Str(s.as_str().into())),
         (TypeName::Int, Json::Number(n)) => n.as_i64().map(Cell::Int).ok_or_else(wrong),
@@ -253,4 +283,16 @@ fn show(c: &Cell) -> String {
         Cell::Str(s) => format!("`{s}`"),
         other => format!("{:?}", other.to_dynamic()),
     }
+}
+
+/// The most problems told of one table's rows: past them, how many more there are.
+const ROW_PROBLEMS: usize = 20;
+
+/// Whether the YAML parser stopped at the size a table may have.
+fn too_large(e: &serde_saphyr::Error) -> bool {
+    use serde_saphyr::budget::BudgetBreach;
+    matches!(
+        e.without_snippet(),
+        serde_saphyr::Error::Budget { breach: BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. }, .. }
+    )
 }
