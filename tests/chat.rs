@@ -336,3 +336,23 @@ fn the_openai_python_sdk_plays_the_pirate() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("the SDK played 4 turns in one session"), "{stdout}");
 }
+
+/// A long conversation this server has no record of (3,200 messages in one request) is looked
+/// up in one pass and refused with what to do, while `/healthz` goes on answering: the lookup
+/// once took 17 s of a worker per request, and could be replayed forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_unknown_conversation_is_refused_without_holding_the_server() {
+    let server = start(&support::repo_root(), "memory", &[]);
+    let url = server.url.clone();
+    let messages: Vec<Value> = (0..1600)
+        .flat_map(|i| [user(&format!("move number {i} of a long game")), assistant(&format!("reply {i}"))])
+        .chain([user("and one more")])
+        .collect();
+    let bound = std::time::Duration::from_secs(60);
+    let asked = tokio::spawn(async move { tokio::time::timeout(bound, chat(&url, "pirate", &messages)).await });
+    let health = tokio::time::timeout(bound, get(&format!("{}/healthz", server.url))).await;
+    assert_eq!(health.expect("/healthz answers meanwhile")["status"], "ok");
+    let (status, body) = asked.await.unwrap().expect("the long conversation is answered");
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["code"], "unknown_conversation", "{body}");
+}
