@@ -315,8 +315,9 @@ pub(crate) fn json_type_of(v: &Json) -> &'static str {
     }
 }
 
-/// Extracts the first JSON value from a model's reply: the whole text, or the part inside a
-/// ```` ```json ```` fence, or from the first `{`/`[` to the last matching `}`/`]`.
+/// Extracts the first JSON value from a model's reply, in the shapes models write it: the whole
+/// text, the inside of a ```` ```json ```` fence, or the first object or list in prose (a
+/// sentence before it, another after); with trailing commas (`{"a": 1,}`) forgiven.
 pub(crate) fn parse_json_reply(text: &str) -> Result<Json, String> {
     let trimmed = text.trim();
     if let Ok(v) = serde_json::from_str::<Json>(trimmed) {
@@ -325,7 +326,7 @@ pub(crate) fn parse_json_reply(text: &str) -> Result<Json, String> {
     let body = match trimmed.find("```") {
         Some(start) => {
             let after = &trimmed[start + 3..];
-            let after = after.strip_prefix("json").unwrap_or(after);
+            let after = after.strip_prefix("json").or_else(|| after.strip_prefix("JSON")).unwrap_or(after);
             match after.find("```") {
                 Some(end) => &after[..end],
                 None => after,
@@ -333,17 +334,63 @@ pub(crate) fn parse_json_reply(text: &str) -> Result<Json, String> {
         }
         None => trimmed,
     };
-    if let Ok(v) = serde_json::from_str::<Json>(body.trim()) {
-        return Ok(v);
-    }
-    let open = body.find(['{', '[']);
-    let close = body.rfind(['}', ']']);
-    match (open, close) {
-        (Some(o), Some(c)) if c > o => {
-            serde_json::from_str::<Json>(&body[o..=c]).map_err(|e| format!("the reply is not valid JSON: {e}"))
+    let mut last_error = None;
+    for candidate in [body.to_owned(), without_trailing_commas(body)] {
+        // From each `{` or `[` (the first few: a reply of braces must not cost a parse each),
+        // the first whole value there; what follows it is prose.
+        for (at, _) in candidate.match_indices(['{', '[']).take(32) {
+            let mut values = serde_json::Deserializer::from_str(&candidate[at..]).into_iter::<Json>();
+            match values.next() {
+                Some(Ok(v)) => return Ok(v),
+                Some(Err(e)) => {
+                    last_error.get_or_insert(e);
+                }
+                None => {}
+            }
         }
-        _ => Err("the reply contains no JSON object".into()),
     }
+    match last_error {
+        Some(e) => Err(format!("the reply is not valid JSON: {e}")),
+        None => Err("the reply contains no JSON object".into()),
+    }
+}
+
+/// `text` without the commas that come right before a closing `}` or `]` (outside strings),
+/// which models write and JSON does not allow. A few lines rather than a JSON5 parser, which
+/// would accept far more than a reply should be forgiven (comments, single quotes, `NaN`).
+fn without_trailing_commas(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut pending_comma: Option<usize> = None;
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '}' | ']' => {
+                if let Some(at) = pending_comma.take() {
+                    out.remove(at);
+                }
+            }
+            c if c.is_whitespace() => {}
+            _ => pending_comma = None,
+        }
+        if c == ',' {
+            pending_comma = Some(out.len());
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -395,6 +442,24 @@ mod tests {
         assert_eq!(parse_json_reply("Sure! {\"a\": 3} Hope it helps").unwrap(), json!({"a": 3}));
         assert!(parse_json_reply("Niestety nie potrafie ocenic tej rozmowy.").is_err());
         assert!(parse_json_reply("{\"a\": ").is_err());
+    }
+
+    /// The shapes models write JSON in: after a sentence and followed by another (which may
+    /// hold a brace), with trailing commas, in a fence named `JSON`; a string's commas and
+    /// braces are its own.
+    #[test]
+    fn json_replies_are_found_as_models_write_them() {
+        let cases = [
+            ("Here you go: {\"a\": 1} Let me know if {you} need more.", json!({"a": 1})),
+            ("{\"claims\": [\"x\", \"y\",],}", json!({"claims": ["x", "y"]})),
+            ("```JSON\n{\"a\": [1, 2,\n]}\n```", json!({"a": [1, 2]})),
+            ("Result: {\"s\": \"a, } b,]\", \"n\": 2,}", json!({"s": "a, } b,]", "n": 2})),
+            ("I think [the list] is: [\"p\", \"q\"]", json!(["p", "q"])),
+        ];
+        for (reply, want) in cases {
+            assert_eq!(parse_json_reply(reply).unwrap(), want, "{reply}");
+        }
+        assert!(parse_json_reply("{\"verdict\": \"tr").is_err(), "a reply cut off is no JSON");
     }
 
     #[test]

@@ -248,7 +248,8 @@ async fn the_transcript_and_metadata_accumulate_across_rounds() {
     assert_eq!(m["status"], json!("complete"));
     assert_eq!(m["stats"]["speeches"], json!(6));
     assert_eq!(m["stats"]["factuality"], json!({"pro": 0.5, "con": 0.5}));
-    assert_eq!(m["winner"], json!("draw"), "equal factuality and equal words");
+    assert_eq!(m["winner"], json!("draw"), "no judge here: by the rule, equal factuality is a draw");
+    assert_eq!(m["winner_by"], json!("rule"));
     let t = &o["transcript"][0];
     assert_eq!(t["reflection"], json!("Thinking."));
     assert_eq!(t["critique"], json!("Weak points."));
@@ -343,4 +344,154 @@ async fn a_debaters_failure_fails_the_turn_and_undoes_it() {
     let err = s.turn(json!("start")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Llm, "{err}");
     assert_eq!(s.state(), before);
+}
+
+/// A debater's reply in the shapes real models write it. Each shape's speech is the refined
+/// part only, without markup; the reflection and critique are kept apart.
+#[tokio::test]
+async fn the_debaters_reply_is_read_in_the_shapes_models_write() {
+    let shapes = [
+        "**Phase 1 – Reflection**\nThinking.\n\n**Phase 2 – Critique**\nWeak points.\n\n**Phase 3 – Refinement**\nThe **real** speech.",
+        "### Phase 1: Reflection\nThinking.\n### Phase 2: Critique\nWeak points.\n### Phase 3: Refinement\nThe **real** speech.",
+        "phase 1 - reflection: Thinking.\nphase 2 - critique: Weak points.\nphase 3 - refinement: The **real** speech.",
+        "PHASE 1 — REFLECTION\nThinking.\nPHASE 2 — CRITIQUE\nWeak points.\nPHASE 3 — REFINEMENT\nThe **real** speech.",
+        "FASE 1 - REFLEXIÓN:\nThinking.\nFASE 2 - CRÍTICA:\nWeak points.\nFASE 3 - REFINAMIENTO:\nThe **real** speech.",
+        "Here is my turn.\n\n1. Reflection:\nThinking.\n2. Critique:\nWeak points.\n3. Refinement:\nThe **real** speech.",
+    ];
+    for shape in shapes {
+        let model = Answering::new(move |r| if r.profile == "debater" { Ok(shape.to_owned()) } else { answer(r) });
+        let engine = Engine::builder(repo_root()).provider(model).build();
+        let (o, _) = debate(&engine, &[("fact_check", json!("off")), ("rounds", json!(1))]).await;
+        let t = &o["transcript"][0];
+        assert_eq!(
+            (&t["speech"], &t["reflection"], &t["critique"], &t["format_followed"]),
+            (&json!("The real speech."), &json!("Thinking."), &json!("Weak points."), &json!(true)),
+            "{shape:?}"
+        );
+    }
+    // A sentence that starts with a heading's word is no heading.
+    let prose = "Reflection on this motion shows the evidence is thin. Critique comes easily.";
+    let model = Answering::new(move |r| if r.profile == "debater" { Ok(prose.to_owned()) } else { answer(r) });
+    let engine = Engine::builder(repo_root()).provider(model).build();
+    let (o, events) = debate(&engine, &[("fact_check", json!("off")), ("rounds", json!(1))]).await;
+    assert_eq!((&o["transcript"][0]["speech"], &o["transcript"][0]["format_followed"]), (&json!(prose), &json!(false)));
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Log { message, .. } if message.contains("ignores the RCR format")))
+    );
+}
+
+/// A refusal is no speech: the turn fails, saying who refused, and is undone.
+#[tokio::test]
+async fn a_refusal_is_not_read_out_as_a_speech() {
+    let model = Answering::new(|r| {
+        if r.profile == "debater" && prompt(r).contains("SIDE: con") {
+            Ok("I'm sorry, but I can't argue against this motion.".into())
+        } else {
+            answer(r)
+        }
+    });
+    let engine = Engine::builder(repo_root()).provider(model).build();
+    let mut s = engine.open("debate", &options(&[("rounds", json!(1))])).await.unwrap();
+    let before = s.state();
+    let err = s.turn(json!("start")).await.unwrap_err();
+    assert!(err.to_string().contains("con's model refused to speak"), "{err}");
+    assert_eq!(s.state(), before);
+}
+
+/// Verdicts as analysts write them: `True`, `FALSE`, a JSON bool, a synonym; anything else is
+/// no verdict (unverifiable, with the error noted).
+#[tokio::test]
+async fn verdicts_are_read_in_any_case_and_as_booleans() {
+    for (said, verdict) in [
+        (json!("True"), "true"),
+        (json!(" FALSE "), "false"),
+        (json!(true), "true"),
+        (json!(false), "false"),
+        (json!("Supported."), "true"),
+        (json!("Unverifiable"), "unverifiable"),
+        (json!("probably"), "unverifiable"),
+    ] {
+        let reply = json!({"verdict": said, "reasoning": "checked"}).to_string();
+        let model = Answering::new(move |r| if r.profile == "evidence" { Ok(reply.clone()) } else { answer(r) });
+        let engine = Engine::builder(repo_root()).provider(model).build();
+        let (o, _) = debate(&engine, &[("fact_check", json!("standard")), ("rounds", json!(1))]).await;
+        let log = &o["fact_check_logs"][0];
+        assert_eq!(log["verdict"], json!(verdict), "{said}: {log}");
+        assert_eq!(log.get("error").is_some(), said == json!("probably"), "{said}: {log}");
+    }
+}
+
+/// Factuality counts an unverifiable claim half: a speech of vague claims scores 0.5, below one
+/// of nine true claims and a false one (0.9); with no claims it is not scored.
+#[tokio::test]
+async fn unverifiable_claims_count_half_and_a_speech_without_claims_is_not_scored() {
+    let claims = |n: usize| json!({"claims": (0..n).map(|i| format!("claim {i}")).collect::<Vec<_>>()}).to_string();
+    for (n, verdict_of, want) in [
+        (4, (|_: &str| "unverifiable") as fn(&str) -> &'static str, json!(0.5)),
+        (10, |c: &str| if c == "claim 9" { "false" } else { "true" }, json!(0.9)),
+        (0, |_: &str| "true", Value::Null),
+    ] {
+        let listed = claims(n);
+        let model = Answering::new(move |r| match r.profile.as_str() {
+            "claims" => Ok(listed.clone()),
+            "evidence" => {
+                let claim = prompt(r).lines().find_map(|l| l.strip_prefix("CLAIM: ")).unwrap();
+                Ok(json!({"verdict": verdict_of(claim)}).to_string())
+            }
+            _ => answer(r),
+        });
+        let root = copy_of(&["config/debate.yaml", "scripts/debate", "prompts/debate"]);
+        let manifest = root.path().join("config/debate.yaml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        std::fs::write(&manifest, text.replace("  max_claims: 5\n", "  max_claims: 10\n")).unwrap();
+        let engine = Engine::builder(root.path()).provider(model).build();
+        let (o, _) = debate(&engine, &[("fact_check", json!("standard")), ("rounds", json!(1))]).await;
+        assert_eq!(o["transcript"][0]["factuality"], want, "{n} claims");
+    }
+}
+
+/// The winner is the judge model's when it names a side; when its call fails or it names
+/// nobody, the factuality rule decides (and says so); words spoken never decide.
+#[tokio::test]
+async fn a_judge_names_the_winner_and_the_rule_stands_in_for_it() {
+    let judged = |reply: Result<Value, String>| {
+        Answering::new(move |r| match r.profile.as_str() {
+            "judge" => reply.clone().map(|v| v.to_string()),
+            // The con side's claims all hold; the pro side's include a false one.
+            "evidence" => {
+                let claim = prompt(r).lines().find_map(|l| l.strip_prefix("CLAIM: ")).unwrap();
+                let verdict = if claim.contains("green") && claim.contains("pro") { "false" } else { "true" };
+                Ok(json!({"verdict": verdict}).to_string())
+            }
+            _ => answer(r),
+        })
+    };
+    let cases = [
+        (Ok(json!({"winner": "Pro", "reason": "Bolder."})), "pro", "judge"),
+        (Err("HTTP 500".to_owned()), "con", "rule"),
+        (Ok(json!({"winner": "the audience"})), "con", "rule"),
+    ];
+    for (reply, winner, by) in cases {
+        let model = judged(reply.clone());
+        let engine = Engine::builder(repo_root()).provider(model.clone()).build();
+        let (o, _) = debate(&engine, &[("fact_check", json!("standard")), ("rounds", json!(1))]).await;
+        let m = &o["metadata"];
+        assert_eq!((&m["winner"], &m["winner_by"]), (&json!(winner), &json!(by)), "{reply:?}: {m}");
+        let asked = model.asked("judge");
+        assert_eq!(asked.len(), 1);
+        assert!(
+            prompt(&asked[0]).contains("SIDE con: factuality 1, 2 claims checked, 0 false"),
+            "{}",
+            prompt(&asked[0])
+        );
+    }
+    // Fact checking off, the judge down: a draw, however many more words one side spoke.
+    let model = Answering::new(|r| match r.profile.as_str() {
+        "judge" => Err("HTTP 500".into()),
+        "debater" if prompt(r).contains("SIDE: con") => Ok(format!("{} {}", speech(r), "more ".repeat(100))),
+        _ => answer(r),
+    });
+    let engine = Engine::builder(repo_root()).provider(model).build();
+    let (o, _) = debate(&engine, &[("fact_check", json!("off")), ("rounds", json!(1))]).await;
+    assert_eq!((&o["metadata"]["winner"], &o["metadata"]["winner_by"]), (&json!("draw"), &json!("rule")));
 }

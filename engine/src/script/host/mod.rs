@@ -520,6 +520,19 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         },
     },
     HostFn {
+        name: "after_match",
+        signature: "after_match(text: string, pattern: string) -> string | ()",
+        doc: "What follows the first match of the regular expression `pattern` (case-insensitive) in `text`, or `()` \
+              when it does not match: `after_match(\"**Phase 3: Refinement:** Friends\", \"refinement[*:\\\\s]*\")` is \
+              \"Friends\". For reading a model's reply by its headings.",
+        register: |e, shared| {
+            let s = shared.clone();
+            e.register_fn("after_match", move |t: &str, p: &str| -> RhaiResult<Dynamic> {
+                Ok(s.regex(p)?.find(t).map_or(Dynamic::UNIT, |m| Dynamic::from(t[m.end()..].to_owned())))
+            });
+        },
+    },
+    HostFn {
         name: "matches_any",
         signature: "matches_any(text: string, patterns: array | string) -> bool",
         doc: "Whether any of the patterns (a list, or the name of a parameter holding one) matches.",
