@@ -65,25 +65,25 @@ async fn the_pickers_answer_is_used_only_when_it_is_safe() {
         (
             "a deny-listed rephrasing",
             Box::new(|ids| json!({"id": ids[1], "question": "Never have I ever dated a minor"}).to_string()),
-            "fallback_candidate",
+            "picked_as_written",
             "deny list",
         ),
         (
             "NSFW with NSFW off",
             Box::new(|ids| json!({"id": ids[1], "question": "Never have I ever sent nudes to a stranger"}).to_string()),
-            "fallback_candidate",
+            "picked_as_written",
             "NSFW",
         ),
         (
             "another form",
             Box::new(|ids| json!({"id": ids[1], "question": "Have you ever lied to a friend?"}).to_string()),
-            "fallback_candidate",
+            "picked_as_written",
             "form",
         ),
         (
             "another language",
             Box::new(|ids| json!({"id": ids[1], "question": "Nigdy nie kłamałem przyjacielowi"}).to_string()),
-            "fallback_candidate",
+            "picked_as_written",
             "form",
         ),
         (
@@ -92,7 +92,7 @@ async fn the_pickers_answer_is_used_only_when_it_is_safe() {
                 json!({"id": ids[1], "question": format!("Never have I ever {}", "said so much ".repeat(20))})
                     .to_string()
             }),
-            "fallback_candidate",
+            "picked_as_written",
             "characters long",
         ),
     ];
@@ -111,12 +111,35 @@ async fn the_pickers_answer_is_used_only_when_it_is_safe() {
         match source {
             "adapted" => assert_eq!((id, text), (candidates[1]["id"].as_str().unwrap(), adapted), "{case}"),
             "picked" => assert_eq!(id, candidates[2]["id"], "{case}"),
+            // The picker's choice stands; only its rephrasing is dropped.
+            "picked_as_written" => {
+                assert_eq!((id, text), (candidates[1]["id"].as_str().unwrap(), candidates[1]["text"].as_str().unwrap()))
+            }
             _ => {
                 assert_eq!((id, text), (candidates[0]["id"].as_str().unwrap(), candidates[0]["text"].as_str().unwrap()))
             }
         }
         assert_eq!(state["used_question_ids"], json!([id]), "{case}");
     }
+}
+
+/// A rephrasing that names someone at the table is aimed at one player: the picker's choice is
+/// asked as written.
+#[tokio::test]
+async fn a_question_naming_a_player_is_not_asked() {
+    for (players, named) in [("ana, bo, cy", "Bo"), ("ana, Mary Jane, cy", "mary jane")] {
+        let question = format!("Never have I ever lied to {named} about my age");
+        let engine = engine_at(&repo_root(), move |ids| json!({"id": ids[1], "question": question}).to_string());
+        let (state, event) = first_question(&engine, json!({"players": players})).await;
+        assert_eq!(state["question_source"], "picked_as_written", "{players}");
+        assert!(event["why"].as_str().unwrap().contains("a player at the table"), "{event}");
+    }
+    // A word that is no one's name passes.
+    let engine = engine_at(&repo_root(), |ids| {
+        json!({"id": ids[1], "question": "Never have I ever lied to a bouncer about my age"}).to_string()
+    });
+    let (state, _) = first_question(&engine, json!({"players": "ana, bo, cy"})).await;
+    assert_eq!(state["question_source"], "adapted");
 }
 
 /// A copy of the party pack with a pool of two English questions.
@@ -148,6 +171,30 @@ async fn with_fewer_than_three_candidates_a_model_writes_the_question() {
         (Some(written), Some("gen-1"), Some("generated"))
     );
     assert_eq!((state["intensity"].as_i64(), event["source"].as_str()), (Some(1), Some("generated")));
+}
+
+/// The writer is told what the pool still has (too few to choose from) and what the game has
+/// asked, so that it writes something new.
+#[tokio::test]
+async fn the_writer_sees_the_candidates_left_and_the_questions_asked() {
+    let root = dry_pool();
+    let model = Answering::new(|r| {
+        let n = r.messages.last().unwrap().content.matches("Already asked").count();
+        Ok(json!({"question": format!("Never have I ever written question number {n} myself")}).to_string())
+    });
+    let engine = Engine::builder(root.path()).provider(model.clone()).build();
+    let mut session = engine.open("party", &Default::default()).await.unwrap();
+    session.turn(json!({})).await.unwrap();
+    session.turn(json!("all")).await.unwrap();
+    let asked = model.asked("writer");
+    let first = &asked[0].messages.last().unwrap().content;
+    assert!(first.contains("has only 2 questions left at this intensity, too few to choose from"), "{first}");
+    assert!(first.contains("- Never have I ever eaten cold pizza for breakfast"), "{first}");
+    assert!(!first.contains("Already asked"), "{first}");
+    let second = &asked[1].messages.last().unwrap().content;
+    assert!(second.contains("Already asked in this game"), "{second}");
+    assert!(second.contains("- Never have I ever written question number 0 myself"), "{second}");
+    assert_eq!(session.state()["asked_questions"].as_array().unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -203,7 +250,7 @@ fn every_pool_question_passes_the_safety_filter() {
 fn check() {
     let bad = [];
     for q in query("questions", #{}) {
-        let lobby = #{ language: q.language, nsfw: q.is_nsfw };
+        let lobby = #{ language: q.language, nsfw: q.is_nsfw, players: ["anastazja", "bartholomew", "cyprian", "delphine"] };
         let why = lobby.unsafe_reason(q.text);
         if why != () {
             bad.push(`${q.id}: ${why}`);
@@ -214,9 +261,9 @@ fn check() {
 "#;
     let pack = format!(
         // question.rhai's other functions read the party's fields, which `check` wants declared.
-        "params: {{safety: {}}}\ndata: {}\nstate:\n  bad: {{type: list}}\n  checked: {{type: int}}\n  \
+        "params: {{safety: {}}}\nlimits: {{max_wall_ms: 10000}}\ndata: {}\nstate:\n  bad: {{type: list}}\n  checked: {{type: int}}\n  \
          candidates: {{type: list}}\n  round: {{type: int}}\n  target_intensity: {{type: int}}\n  \
-         language: {{type: string}}\n  nsfw: {{type: bool}}\n  intensity_range: {{type: list}}\n\
+         language: {{type: string}}\n  nsfw: {{type: bool}}\n  intensity_range: {{type: list}}\n  players: {{type: list}}\n\
          graph:\n  nodes:\n    check: {{script: check.rhai::check}}\n  edges: [START -> check, check -> END]\n",
         manifest["params"]["safety"], manifest["data"]
     );
