@@ -141,7 +141,8 @@ pub(crate) struct Candidates {
 
 /// What a selection decided.
 pub(crate) struct Decision {
-    /// The winner as the `into` field holds it: `#{strategy, focus, final_score, phase, fallback}`, or an empty
+    /// The winner as the `into` field holds it: `#{strategy, focus, score, final_score, phase, fallback}`
+    /// (`final_score` the same as `score`: the scorers' weighted sum times the phase's multiplier), or an empty
     /// map when every candidate was vetoed.
     pub winner: Map,
     /// The full breakdown, for the event.
@@ -284,7 +285,9 @@ impl Selector {
             let c = &candidates[b];
             winner.insert("strategy".into(), Dynamic::from_map(self.strategies[c.strategy].info.clone()));
             winner.insert("focus".into(), Dynamic::from_map(c.focus.clone()));
-            winner.insert("final_score".into(), Dynamic::from_float(if fallback.is_some() { 0.0 } else { c.total }));
+            let score = Dynamic::from_float(if fallback.is_some() { 0.0 } else { c.total });
+            winner.insert("score".into(), score.clone());
+            winner.insert("final_score".into(), score);
             winner.insert("phase".into(), phase.clone().into());
             winner.insert("fallback".into(), Dynamic::from_bool(fallback.is_some()));
         }

@@ -101,18 +101,96 @@ fn raw(c: &Candidate, scorer: &str) -> f64 {
     c.scores.as_ref().unwrap().iter().find(|s| s.scorer == scorer).unwrap().raw_score
 }
 
+/// The interview with emotional pacing on (`pace_by_emotion`, off by default).
+fn paced() -> (tempfile::TempDir, Engine) {
+    let root = support::copy_of(&["config/interview.yaml", "scripts/interview", "scripts/lib", "prompts/interview"]);
+    let manifest = root.path().join("config/interview.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let paced = text.replace("  pace_by_emotion: false\n", "  pace_by_emotion: true\n");
+    assert_ne!(paced, text);
+    std::fs::write(&manifest, paced).unwrap();
+    let engine = Engine::builder(root.path()).build();
+    (root, engine)
+}
+
+const ANSWERS: [&str; 3] = [
+    "I like oat milk because it tastes nutty and it foams nicely for my morning cappuccino.",
+    "The texture is creamy, but the price is a bit high compared to dairy.",
+    "It is fine.",
+];
+
+/// By default the phases follow the turn count alone, as the deterministic model has them:
+/// the third answer is still exploratory, whatever its mood; the decision carries its `score`.
 #[tokio::test]
-async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
+async fn the_phase_follows_the_turn_count_by_default() {
     let engine = engine();
     let mut s = engine.open("interview", &Default::default()).await.unwrap();
-    assert_eq!(s.state()["question"], "Let's talk about oat milk in coffee. What comes to mind first?");
+    let mut phases = Vec::new();
+    for a in ANSWERS {
+        let r = s.turn(json!({"answer": a})).await.unwrap();
+        phases.push(r.output["decision"]["phase"].as_str().unwrap().to_owned());
+        let d = &r.output["decision"];
+        assert!(d["score"].as_f64().is_some() && d["score"] == d["final_score"], "{d}");
+    }
+    assert_eq!(phases, ["exploratory", "exploratory", "exploratory"]);
+    let state = s.state();
+    assert_eq!(state["qualitative_signals"]["emotional"]["trajectory"], "falling");
+    assert_eq!((state["turn_count"].as_i64(), state["phase_clock"].as_i64()), (Some(3), Some(3)));
+}
+
+/// The closing phase asks the closing question; the answer to it ends the interview with
+/// thanks, and a further answer is refused as the interview being over. Each focus says how
+/// sure its generator is of it: an unmentioned element 1, the topic at large 0.5.
+#[tokio::test]
+async fn the_answer_to_the_closing_question_ends_the_interview() {
+    let engine = engine();
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
     let answers = [
-        "I like oat milk because it tastes nutty and it foams nicely for my morning cappuccino.",
-        "The texture is creamy, but the price is a bit high compared to dairy.",
+        "I like oat milk because it tastes nutty.",
+        "The texture is creamy but pricey.",
         "It is fine.",
+        "I drink it every morning with my partner.",
+        "Sustainability matters to me because of the climate.",
+        "The carton design is plain.",
+        "Sometimes it separates in hot coffee.",
+        "I switched from dairy two years ago.",
+        "My friends prefer almond milk.",
+        "The barista at my cafe recommends it.",
     ];
+    let mut last = Value::Null;
+    for (i, a) in answers.iter().enumerate() {
+        let r = s.turn(json!({"answer": a})).await.unwrap();
+        assert!(!r.finished, "turn {}", i + 1);
+        let d = &r.output["decision"];
+        let confidence = d["focus"]["confidence"].as_f64().unwrap();
+        let expected = match d["focus"]["focus_type"].as_str().unwrap() {
+            "coverage" => 1.0,
+            "open" | "breadth" => 0.5,
+            _ => confidence,
+        };
+        assert!((0.0..=1.0).contains(&confidence) && confidence == expected, "{d}");
+        last = r.output;
+    }
+    assert_eq!(
+        (last["decision"]["phase"].as_str(), last["decision"]["strategy"]["type_category"].as_str()),
+        (Some("closing"), Some("closing")),
+        "the tenth answer is in the closing phase: {last}"
+    );
+    let r = s.turn(json!({"answer": "I would pay a bit more for organic."})).await.unwrap();
+    assert!(r.finished);
+    assert!(r.output["question"].as_str().unwrap().starts_with("Thank you, that was the last question"));
+    assert_eq!(r.display.finished.as_deref(), Some("The interview is over. Thank you for your answers."));
+    let err = s.turn(json!({"answer": "One more thing."})).await.unwrap_err();
+    assert_eq!(err.kind(), ruleweave::ErrorKind::Finished);
+}
+
+#[tokio::test]
+async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
+    let (_root, engine) = paced();
+    let mut s = engine.open("interview", &Default::default()).await.unwrap();
+    assert_eq!(s.state()["question"], "Let's talk about oat milk in coffee. What comes to mind first?");
     let mut decisions = Vec::new();
-    for a in answers {
+    for a in ANSWERS {
         let r = s.turn(json!({"answer": a})).await.unwrap();
         let b = r
             .events
@@ -138,8 +216,8 @@ async fn an_interview_on_the_stand_in_chooses_explains_and_asks() {
     assert_eq!(state["mentions"], json!({"taste": 1, "texture": 2, "price": 1}));
     assert_eq!(state["strategy_history"].as_array().unwrap().len(), 4, "the opening and three");
     assert!(state["nodes"].as_array().unwrap().len() >= 4, "{}", state["nodes"]);
-    // The second turn is exploratory, where closing is off (multiplier 0). "It is fine." falls
-    // away from the answers before it (emotional trajectory falling, low intensity): the phase
+    // The second turn is exploratory, where closing is off (multiplier 0). With emotional pacing
+    // on, "It is fine." falls away from the answers before it (emotional trajectory falling, low intensity): the phase
     // clock moves a turn further, into the focused phase, where all nine strategies are candidates.
     assert_eq!(
         (decisions[1].phase.as_str(), decisions[1].unavailable.clone()),
@@ -635,7 +713,7 @@ async fn a_stored_decision_moves_to_the_design_names() {
         json!({"focus_type": "depth", "node_id": "n1", "element_id": null, "label": "nutty",
                "focus_description": "why nutty matters", "confidence": 1.0})
     );
-    assert_eq!((&state["decision"]["final_score"], state["decision"].get("score")), (&json!(1.4), None));
+    assert_eq!((&state["decision"]["final_score"], &state["decision"]["score"]), (&json!(1.4), &json!(1.4)));
 }
 
 /// Every file under `root` with its text.

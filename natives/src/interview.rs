@@ -297,11 +297,14 @@ pub fn recent_node(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
             None => text::contains_any(&text, [e.as_str()]),
         })
     });
+    let fresh =
+        int(Some(&field(&n, "turn"))).is_some() && int(Some(&field(&n, "turn"))) == int(ctx.state.get("turn_count"));
     let mut f = focus([
         ("focus_type", "depth".into()),
         ("node_id", field(&n, "id")),
         ("label", label),
         ("focus_description", what.into()),
+        ("confidence", Dynamic::from_float(if fresh { 1.0 } else { 0.6 })),
     ]);
     if let Some(e) = element {
         f.insert("element_id".into(), e.into());
@@ -319,7 +322,11 @@ pub fn open(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
         _ => format!("what else about {topic}"),
     };
     let kind = if kind == "breadth" { "breadth" } else { "open" };
-    Ok(vec![focus([("focus_type", kind.into()), ("focus_description", what.into())])])
+    Ok(vec![focus([
+        ("focus_type", kind.into()),
+        ("focus_description", what.into()),
+        ("confidence", Dynamic::from_float(0.5)),
+    ])])
 }
 
 /// bridge: a peripheral concept (the fewest links), not one from the last answer.
@@ -356,6 +363,7 @@ pub fn peripheral(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
         ("focus_description", format!("how {label} connects").into()),
         ("label", label),
         ("degree", Dynamic::from_int(links)),
+        ("confidence", Dynamic::from_float(1.0 / (1 + links) as f64)),
     ])])
 }
 
@@ -375,10 +383,12 @@ pub fn recent_nodes(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
         Some((ids, labels))
     });
     let Some((ids, labels)) = recent else { return Ok(Vec::new()) };
+    let confidence = ids.len() as f64 / 3.0;
     Ok(vec![focus([
         ("focus_type", "summary".into()),
         ("nodes", Dynamic::from_array(ids)),
         ("focus_description", labels.into()),
+        ("confidence", Dynamic::from_float(confidence)),
     ])])
 }
 
@@ -396,6 +406,7 @@ pub fn uncovered(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
                 ("element_id", e.clone().into()),
                 ("label", e.into()),
                 ("focus_description", what.into()),
+                ("confidence", Dynamic::from_float(1.0)),
             ])
         })
         .collect())
@@ -413,7 +424,11 @@ pub fn last_answer_focus(ctx: &FocusContext<'_>) -> Result<Vec<Map>> {
     Ok(answer
         .map(|content| {
             let what = text::truncate_words(&content.to_string(), 8);
-            vec![focus([("focus_type", "reflection".into()), ("focus_description", what.into())])]
+            vec![focus([
+                ("focus_type", "reflection".into()),
+                ("focus_description", what.into()),
+                ("confidence", Dynamic::from_float(0.8)),
+            ])]
         })
         .unwrap_or_default())
 }
