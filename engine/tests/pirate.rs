@@ -101,16 +101,29 @@ async fn agreement_below_the_margin_does_not_win() {
     assert_eq!(out["is_won"], false);
 }
 
+/// By the rule as written, an agreement within the margin wins, hedged or not; with the option
+/// `hedged_agreement`, one that still asks for more in the same sentence is none.
 #[tokio::test]
-async fn an_agreement_that_still_asks_for_more_is_none() {
-    for reply in [
+async fn a_hedged_agreement_wins_unless_the_option_says_otherwise() {
+    let hedged = [
         "Blast it... perhaps the treasure is yours, if you give me one more good reason...",
         "Hmm... może i skarb jest twój, jeśli dasz mi jeszcze jeden dobry powód...",
-    ] {
+    ];
+    for reply in hedged {
         let (out, _, _) = turn("medium", 57, reply).await;
-        assert_eq!(out["outcome"], "continue", "{reply}");
+        assert_eq!(out["outcome"], "won_agreement", "by default: {reply}");
     }
-    let (out, _, _) = turn("medium", 57, "If you insist. Fine: the treasure is yours!").await;
+    let strict = |reply: &'static str| async move {
+        let canned = Canned::new();
+        canned.reply("judge", judged(57)).reply("pirate", reply);
+        let options = json!({"difficulty": "medium", "hedged_agreement": true});
+        let mut s = engine(&canned).open("pirate", options.as_object().unwrap()).await.unwrap();
+        s.turn(json!({"message": "Ahoy, captain!"})).await.unwrap().output
+    };
+    for reply in hedged {
+        assert_eq!(strict(reply).await["outcome"], "continue", "with the option: {reply}");
+    }
+    let out = strict("If you insist. Fine: the treasure is yours!").await;
     assert_eq!(out["outcome"], "won_agreement", "the hedge is in another sentence");
 }
 
