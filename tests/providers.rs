@@ -243,3 +243,57 @@ async fn embeddings_follow_model_renames_and_anthropic_has_none() {
     let e = Anthropic::new(config).unwrap().embed(&embed(&["x"])).await.unwrap_err();
     assert!(e.detail().contains("anthropic provider has no embeddings endpoint"), "{e}");
 }
+
+/// The debate as designed: the side for the motion on the default provider (OpenAI's wire), the
+/// side against on Gemini's OpenAI-compatible endpoint (its own key and URL), each server hearing
+/// only its own side; a model the operator names as a reasoning model is asked with
+/// `max_completion_tokens` and no temperature; a profile with a JSON Schema on Gemini gets JSON
+/// mode (which that endpoint takes) rather than the schema.
+#[tokio::test]
+async fn each_side_of_a_debate_speaks_through_its_own_provider() {
+    let openai = MockLlm::start();
+    let gemini = MockLlm::start();
+    let vars: HashMap<&str, String> = [
+        ("OPENAI_API_KEY", "sk-openai".to_owned()),
+        ("OPENAI_BASE_URL", openai.base_url.clone()),
+        ("GOOGLE_API_KEY", "g-key".to_owned()),
+        ("GEMINI_BASE_URL", gemini.base_url.clone()),
+        ("RULEWEAVE_REASONING_MODELS", "gpt-4o-mini".to_owned()),
+        ("RULEWEAVE_LLM_RETRIES", "0".to_owned()),
+    ]
+    .into();
+    let vars = Arc::new(vars);
+    let (a, b) = (vars.clone(), vars.clone());
+    let engine = Engine::builder(support::repo_root())
+        .llm(LlmChoice::from_vars(move |k| a.get(k).cloned()).unwrap())
+        .named_providers(ruleweave::llm::NamedProviders::from_vars(move |k| b.get(k).cloned()))
+        .build();
+    let options = json!({"rounds": 1, "fact_check": "standard"});
+    let mut debate = engine.open("debate", options.as_object().unwrap()).await.unwrap();
+    let r = debate.turn(json!("start")).await.unwrap();
+    assert_eq!(r.output["transcript"].as_array().unwrap().len(), 2, "{}", r.output);
+
+    let heard = |mock: &MockLlm| -> Vec<(String, String)> {
+        mock.seen()
+            .iter()
+            .filter(|s| s.body["messages"].to_string().contains("SIDE: "))
+            .map(|s| (s.body["model"].as_str().unwrap().to_owned(), s.authorization.clone().unwrap_or_default()))
+            .collect()
+    };
+    assert_eq!(heard(&gemini), [("gemini-2.0-flash".to_owned(), "Bearer g-key".to_owned())], "the side against");
+    assert_eq!(heard(&openai), [("gpt-4o".to_owned(), "Bearer sk-openai".to_owned())], "the side for");
+    let speakers: Vec<&str> =
+        r.output["transcript"].as_array().unwrap().iter().map(|t| t["model"].as_str().unwrap()).collect();
+    assert_eq!(speakers, ["gpt-4o", "gemini-2.0-flash"]);
+    // The claim extractor runs on gpt-4o-mini, named a reasoning model.
+    let claims = openai.seen_kind("judge").into_iter().find(|b| b["model"] == "gpt-4o-mini").expect("claims asked");
+    assert_eq!((claims.get("temperature"), &claims["max_completion_tokens"]), (None, &json!(400)), "{claims}");
+
+    // A schema-bearing profile on Gemini: JSON mode, the schema left to the prompt.
+    gemini.judge(Reply::Content("{\"title\": \"x\"}".into()));
+    let mut design = engine.open("designer", &Default::default()).await.unwrap();
+    let _ = design.turn(json!("the chambers of the heart")).await;
+    let asked = gemini.seen_kind("judge");
+    let designer = asked.iter().find(|b| b["model"] == "gemini-2.5-pro").expect("the designer asked Gemini");
+    assert_eq!(designer["response_format"], json!({"type": "json_object"}), "{designer}");
+}

@@ -289,8 +289,8 @@ async fn three_participants_speak_in_the_order_the_manifest_gives() {
     let manifest = root.path().join("config/debate.yaml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let edited = text.replace(
-        "    - {id: con, side: con, model_option: con_model, persona_option: con_persona}\n",
-        "    - {id: con, side: con, model_option: con_model, persona_option: con_persona}\n    - {id: skeptic, side: neither}\n",
+        "persona_option: con_persona}\n",
+        "persona_option: con_persona}\n    - {id: skeptic, side: neither}\n",
     );
     assert_ne!(edited, text);
     std::fs::write(&manifest, edited).unwrap();

@@ -28,6 +28,8 @@
 //! retries = 3
 //! allowed_models = ["gpt-4o"]    # or RULEWEAVE_ALLOWED_MODELS; models serve's clients may choose
 //!                                # besides the packs' own (a debate's pro_model): none by default
+//! reasoning_models = ["o3-mini"] # or RULEWEAVE_REASONING_MODELS: asked with max_completion_tokens
+//!                                # and no temperature, which these models refuse
 //! ```
 //!
 //! API keys come only from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`): a file in the
@@ -105,6 +107,8 @@ struct LlmSection {
     max_backoff_ms: Option<u64>,
     /// Models a client of `serve` may choose besides the packs' own (a debate's `pro_model`).
     allowed_models: Option<Vec<String>>,
+    /// Models asked with `max_completion_tokens` and no temperature (reasoning models).
+    reasoning_models: Option<Vec<String>>,
 }
 
 /// The host's settings after the file, the environment and flags have had their say.
@@ -217,6 +221,7 @@ impl Config {
             ("RULEWEAVE_LLM_RETRIES", file.llm.retries.map(|v| v.to_string())),
             ("RULEWEAVE_LLM_BACKOFF_MS", file.llm.backoff_ms.map(|v| v.to_string())),
             ("RULEWEAVE_LLM_MAX_BACKOFF_MS", file.llm.max_backoff_ms.map(|v| v.to_string())),
+            ("RULEWEAVE_REASONING_MODELS", file.llm.reasoning_models.map(|m| m.join(","))),
         ] {
             if let Some(v) = value {
                 llm.push((var.to_owned(), v));
@@ -283,14 +288,21 @@ impl Config {
                 names.push(p.to_owned());
             }
         }
+        // Gemini's key may also be Google's own variable.
+        let key_of = |p: &str| match p {
+            "GEMINI" if env("GEMINI_API_KEY").is_none() && env("GOOGLE_API_KEY").is_some() => {
+                "GOOGLE_API_KEY".to_owned()
+            }
+            _ => format!("{p}_API_KEY"),
+        };
         names
             .into_iter()
-            .filter(|p| env(&format!("{p}_API_KEY")).is_some())
+            .filter(|p| env(&key_of(p)).is_some())
             .map(|p| {
                 let url = env(&format!("{p}_BASE_URL"))
                     .or_else(|| self.file_value(&format!("{p}_BASE_URL")))
                     .unwrap_or_else(|| default_endpoint(&p).to_owned());
-                format!("{p}_API_KEY → {url}")
+                format!("{} → {url}", key_of(&p))
             })
             .collect()
     }
@@ -385,6 +397,7 @@ fn default_endpoint(provider: &str) -> &'static str {
         "OPENROUTER" => "https://openrouter.ai/api/v1",
         "TOGETHER" => "https://api.together.xyz/v1",
         "MISTRAL" => "https://api.mistral.ai/v1",
+        "GEMINI" => "https://generativelanguage.googleapis.com/v1beta/openai",
         _ => "(no endpoint: set its _BASE_URL)",
     }
 }

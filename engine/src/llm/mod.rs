@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use anthropic::{Anthropic, AnthropicConfig};
 pub use named::NamedProviders;
-pub use openai::{OpenAi, OpenAiConfig};
+pub use openai::{OpenAi, OpenAiConfig, StructuredOutput};
 pub(crate) use profile::ModelSpec;
 pub use profile::Profile;
 

@@ -1,12 +1,13 @@
 //! Named providers: a profile may say `provider: groq`, and its calls go to an OpenAI-compatible
 //! endpoint of that name — `GROQ_API_KEY` and `GROQ_BASE_URL` (a few well-known names have a
-//! base URL already). A name whose key is not set falls back to the default provider, and the
+//! base URL already; `gemini` also takes `GOOGLE_API_KEY`); `provider: anthropic` goes to
+//! Anthropic's Messages API with `ANTHROPIC_API_KEY`. A name whose key is not set falls back to the default provider, and the
 //! turn says so, so a pack written for several vendors plays on one key, or offline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{ModelMap, OpenAi, OpenAiConfig, Provider};
+use super::{Anthropic, AnthropicConfig, ModelMap, OpenAi, OpenAiConfig, Provider, StructuredOutput};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Base URLs of OpenAI-compatible vendors a profile may name without setting `<NAME>_BASE_URL`.
@@ -16,7 +17,17 @@ const KNOWN: &[(&str, &str)] = &[
     ("openrouter", "https://openrouter.ai/api/v1"),
     ("together", "https://api.together.xyz/v1"),
     ("mistral", "https://api.mistral.ai/v1"),
+    ("gemini", "https://generativelanguage.googleapis.com/v1beta/openai"),
 ];
+
+/// Keys a name may also be given under: Google's own variable for Gemini.
+const KEY_ALIASES: &[(&str, &str)] = &[("gemini", "GOOGLE_API_KEY")];
+
+/// How an endpoint takes a reply's JSON Schema, where it differs from OpenAI's (and
+/// `<NAME>_STRUCTURED_OUTPUT` does not say): Gemini's OpenAI-compatible endpoint takes a subset
+/// of JSON Schema, without the `$ref`, `$defs` and `oneOf` the packs' schemas use, so it gets
+/// JSON mode and the prompt states the format.
+const JSON_MODE_ONLY: &[&str] = &["gemini"];
 
 /// Where a variable's value comes from (the environment, or a test's map).
 type Vars = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -62,16 +73,31 @@ impl NamedProviders {
 
     fn make(&self, name: &str) -> Result<Arc<dyn Provider>> {
         let var = |k: &str| (self.vars)(k).filter(|v| !v.is_empty());
+        if name == "anthropic" {
+            // Anthropic speaks its own Messages API, with ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL.
+            if var("ANTHROPIC_API_KEY").is_none() {
+                return Err(Error::new(ErrorKind::Llm, "ANTHROPIC_API_KEY is not set"));
+            }
+            let provider: Arc<dyn Provider> = Arc::new(Anthropic::new(AnthropicConfig::from_vars(&var)?)?);
+            return Ok(ModelMap::from_vars(&var)?.wrap(provider));
+        }
         let prefix = name.to_ascii_uppercase().replace('-', "_");
         let key_var = format!("{prefix}_API_KEY");
-        let Some(key) = var(&key_var) else {
-            return Err(Error::new(ErrorKind::Llm, format!("{key_var} is not set")));
+        let alias = KEY_ALIASES.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        let Some(key) = var(&key_var).or_else(|| alias.and_then(var)) else {
+            let or = alias.map(|a| format!(" (nor {a})")).unwrap_or_default();
+            return Err(Error::new(ErrorKind::Llm, format!("{key_var} is not set{or}")));
         };
         let base_var = format!("{prefix}_BASE_URL");
         let base_url = var(&base_var)
             .or_else(|| KNOWN.iter().find(|(n, _)| *n == name).map(|(_, url)| (*url).to_owned()))
             .ok_or_else(|| Error::new(ErrorKind::Llm, format!("{base_var} is not set")))?;
-        let config = OpenAiConfig { api_key: Some(key), base_url, ..OpenAiConfig::from_vars(&var)? };
+        let mut config = OpenAiConfig { api_key: Some(key), base_url, ..OpenAiConfig::from_vars(&var)? };
+        config.structured_output = match StructuredOutput::from_var(&var, &format!("{prefix}_STRUCTURED_OUTPUT"))? {
+            Some(how) => how,
+            None if JSON_MODE_ONLY.contains(&name) => StructuredOutput::JsonObject,
+            None => StructuredOutput::JsonSchema,
+        };
         let provider: Arc<dyn Provider> = Arc::new(OpenAi::named(config, name)?);
         Ok(ModelMap::from_vars(&var)?.wrap(provider))
     }
@@ -92,5 +118,16 @@ mod tests {
         assert_eq!(named.get("mistral").err().unwrap(), "MISTRAL_API_KEY is not set");
         assert_eq!(named.get("acme").err().unwrap(), "ACME_API_KEY is not set");
         assert!(NamedProviders::none().get("groq").is_err());
+    }
+
+    #[test]
+    fn gemini_takes_googles_key_and_anthropic_its_own_api() {
+        let vars: HashMap<&str, &str> = [("GOOGLE_API_KEY", "g"), ("ANTHROPIC_API_KEY", "a")].into();
+        let named = NamedProviders::from_vars(move |k| vars.get(k).map(|v| v.to_string()));
+        assert_eq!(named.get("gemini").unwrap().name(), "gemini");
+        assert_eq!(named.get("anthropic").unwrap().name(), "anthropic");
+        let none = NamedProviders::none();
+        assert_eq!(none.get("gemini").err().unwrap(), "GEMINI_API_KEY is not set (nor GOOGLE_API_KEY)");
+        assert_eq!(none.get("anthropic").err().unwrap(), "ANTHROPIC_API_KEY is not set");
     }
 }

@@ -26,6 +26,41 @@ pub struct OpenAiConfig {
     pub timeout: Duration,
     /// Retries on 429, 5xx and timeouts.
     pub retry: RetryPolicy,
+    /// How a reply's JSON Schema is sent.
+    pub structured_output: StructuredOutput,
+    /// Models asked with `max_completion_tokens` and no `temperature` (reasoning models, which
+    /// refuse both), as the operator names them (`RULEWEAVE_REASONING_MODELS`): a setting per
+    /// model, not a guess from its name.
+    pub reasoning_models: Vec<String>,
+}
+
+/// How an endpoint takes a reply's JSON Schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StructuredOutput {
+    /// As `response_format: {type: json_schema}` (OpenAI's structured outputs).
+    #[default]
+    JsonSchema,
+    /// As JSON mode only (`{type: json_object}`), the schema left to the prompt: for endpoints
+    /// that take a subset of JSON Schema (Gemini's OpenAI-compatible one refuses `$ref`,
+    /// `$defs` and `oneOf`, which the packs' schemas use).
+    JsonObject,
+}
+
+impl StructuredOutput {
+    /// `json_schema` or `json_object`, from the variable `name`.
+    pub(crate) fn from_var(var: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<Self>> {
+        match var(name).filter(|v| !v.is_empty()).as_deref().map(str::trim) {
+            None => Ok(None),
+            Some("json_schema") => Ok(Some(StructuredOutput::JsonSchema)),
+            Some("json_object") => Ok(Some(StructuredOutput::JsonObject)),
+            Some(other) => Err(Error::new(
+                ErrorKind::Input,
+                format!(
+                    "{name}={other}: say json_schema (the schema as the reply's format) or json_object (JSON mode)"
+                ),
+            )),
+        }
+    }
 }
 
 impl Default for OpenAiConfig {
@@ -35,6 +70,8 @@ impl Default for OpenAiConfig {
             base_url: "https://api.openai.com/v1".into(),
             timeout: Duration::from_secs(60),
             retry: RetryPolicy::default(),
+            structured_output: StructuredOutput::default(),
+            reasoning_models: Vec::new(),
         }
     }
 }
@@ -55,6 +92,12 @@ impl OpenAiConfig {
             c.timeout = Duration::from_millis(ms);
         }
         c.retry = RetryPolicy::from_vars(var)?;
+        if let Some(how) = StructuredOutput::from_var(var, "RULEWEAVE_STRUCTURED_OUTPUT")? {
+            c.structured_output = how;
+        }
+        c.reasoning_models = var("RULEWEAVE_REASONING_MODELS")
+            .map(|v| v.split(',').map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()).collect())
+            .unwrap_or_default();
         Ok(c)
     }
 }
@@ -96,20 +139,25 @@ impl OpenAi {
         Ok(OpenAi { name: name.to_owned(), config, client, url, embeddings_url, embeddings })
     }
 
-    fn body(request: &LlmRequest, stream: bool) -> Value {
+    fn body(&self, request: &LlmRequest, stream: bool) -> Value {
         let mut body = json!({ "model": request.model, "messages": request.messages });
-        if let Some(t) = request.temperature {
+        let reasoning = self.config.reasoning_models.contains(&request.model);
+        if let Some(t) = request.temperature
+            && !reasoning
+        {
             body["temperature"] = json!(t);
         }
         if let Some(m) = request.max_tokens {
-            body["max_tokens"] = json!(m);
+            body[if reasoning { "max_completion_tokens" } else { "max_tokens" }] = json!(m);
         }
-        if let Some(schema) = &request.schema {
+        if let Some(schema) = &request.schema
+            && self.config.structured_output == StructuredOutput::JsonSchema
+        {
             body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": {"name": schema.name, "schema": *schema.document, "strict": false},
             });
-        } else if request.json {
+        } else if request.json || request.schema.is_some() {
             body["response_format"] = json!({"type": "json_object"});
         }
         if stream {
@@ -120,7 +168,7 @@ impl OpenAi {
     }
 
     async fn call(&self, request: &LlmRequest, tokens: Option<TokenSink>) -> Result<LlmResponse> {
-        let body = Self::body(request, tokens.is_some());
+        let body = self.body(request, tokens.is_some());
         let (resp, attempts) = http::send(&self.name, &self.config.retry, || self.post(&self.url, &body)).await?;
         match tokens {
             None => {
@@ -327,12 +375,21 @@ mod tests {
             json: true,
             schema: None,
         };
+        let p = OpenAi::new(OpenAiConfig::default()).unwrap();
         assert_eq!(
-            OpenAi::body(&r, false),
+            p.body(&r, false),
             json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
                    "temperature": 0.3, "max_tokens": 500, "response_format": {"type": "json_object"}})
         );
-        let b = OpenAi::body(&LlmRequest { temperature: None, max_tokens: None, json: false, ..r }, true);
+        // A model the operator names as a reasoning model: no temperature, max_completion_tokens.
+        let reasoning =
+            OpenAi::new(OpenAiConfig { reasoning_models: vec!["gpt-4o-mini".into()], ..Default::default() });
+        assert_eq!(
+            reasoning.unwrap().body(&r, false),
+            json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}],
+                   "max_completion_tokens": 500, "response_format": {"type": "json_object"}})
+        );
+        let b = p.body(&LlmRequest { temperature: None, max_tokens: None, json: false, ..r }, true);
         assert_eq!(b["stream"], json!(true));
         assert!(b.get("temperature").is_none() && b.get("response_format").is_none());
     }
@@ -351,10 +408,14 @@ mod tests {
             json: true,
             schema: Some(crate::llm::ReplySchema { name: "design".into(), document }),
         };
+        let p = OpenAi::new(OpenAiConfig::default()).unwrap();
         assert_eq!(
-            OpenAi::body(&r, false)["response_format"],
+            p.body(&r, false)["response_format"],
             json!({"type": "json_schema", "json_schema": {"name": "design", "strict": false,
                    "schema": {"type": "object", "required": ["title"]}}})
         );
+        // An endpoint that takes JSON mode only gets that; the schema is the prompt's to state.
+        let p = OpenAi::new(OpenAiConfig { structured_output: StructuredOutput::JsonObject, ..Default::default() });
+        assert_eq!(p.unwrap().body(&r, false)["response_format"], json!({"type": "json_object"}));
     }
 }

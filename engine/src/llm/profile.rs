@@ -25,6 +25,8 @@ pub struct Profile {
     pub provider: Option<String>,
     /// The model the default provider is asked for when the named one is not set up.
     pub default_model: Option<String>,
+    /// Other models the pack's scripts ask this profile for, allowed as its own model is.
+    pub other_models: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -34,14 +36,14 @@ pub(crate) enum ModelSpec {
 }
 
 impl Profile {
-    /// Whether the profile names `model` (as its model, one of its by-option models, or the
-    /// model to ask when its named provider is not set up).
+    /// Whether the profile names `model` (as its model, one of its by-option models, the model
+    /// to ask when its named provider is not set up, or one of its `other_models`).
     pub(crate) fn names_model(&self, model: &str) -> bool {
         let own = match &self.model {
             ModelSpec::Fixed(m) => m == model,
             ModelSpec::ByOption { models, .. } => models.values().any(|m| m == model),
         };
-        own || self.default_model.as_deref() == Some(model)
+        own || self.default_model.as_deref() == Some(model) || self.other_models.iter().any(|m| m == model)
     }
 
     /// The model this profile uses for a session with `options`.

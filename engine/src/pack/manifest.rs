@@ -286,6 +286,10 @@ pub(crate) struct ProfileDecl {
     pub provider: Option<SpannedStr>,
     /// The model to ask when `provider` is not set up and the default provider answers.
     pub default_model: Option<String>,
+    /// Other models the pack's own scripts ask this profile for (a debater's vendor's model,
+    /// through `llm_chat`'s settings): allowed wherever the profile's own model is.
+    #[serde(default)]
+    pub other_models: Vec<String>,
     pub temperature: Option<f64>,
     pub max_tokens: Option<u32>,
     #[serde(default)]

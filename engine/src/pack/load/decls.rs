@@ -131,6 +131,7 @@ impl Loader<'_> {
                 json: d.json,
                 provider: d.provider.as_ref().map(|p| p.value.clone()),
                 default_model: d.default_model.clone(),
+                other_models: d.other_models.clone(),
             };
             out.insert(name.clone(), profile);
         }

@@ -217,7 +217,9 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "llm_chat(profile: string, messages: array [, settings: map]) -> string",
         doc: "Asks the profile's model with a whole conversation: an array of `#{role, content}` \
               with roles `system`, `user`, `assistant`. `settings` replaces some of the profile's for \
-              this call: `#{model, temperature, max_tokens, json}` (a debater's model chosen per session).",
+              this call: `#{model, provider, temperature, max_tokens, json}` (a debater's vendor and model: \
+              `provider` names a provider as a profile's `provider:` does, and when it is not set up the default \
+              provider answers with the profile's own model).",
         register: |e, shared| {
             let s = shared.clone();
             e.register_fn("llm_chat", move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {

@@ -18,8 +18,8 @@ pub(super) fn ask(
     ask_with(ctx, shared, profile, messages, &Map::new())
 }
 
-/// [`ask`] with some of the profile's settings replaced for this call: `model`, `temperature`,
-/// `max_tokens`, `json`.
+/// [`ask`] with some of the profile's settings replaced for this call: `model`, `provider`,
+/// `temperature`, `max_tokens`, `json`.
 pub(super) fn ask_with(
     ctx: &NativeCallContext<'_>,
     shared: &HostShared,
@@ -41,6 +41,7 @@ pub(super) fn ask_with(
             format!("unknown llm profile `{profile}` (profiles: {})", known.join(", "))
         })?;
         let mut request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
+        let own_model = request.default_model.clone().unwrap_or_else(|| request.model.clone());
         for (k, v) in overrides {
             match k.as_str() {
                 "model" if v.is_string() => {
@@ -62,15 +63,28 @@ pub(super) fn ask_with(
                         request.default_model = None;
                     }
                 }
+                // A named provider for this call (a debater's own vendor), asked for `model` when
+                // the settings give one; when it is not set up, the default provider answers with
+                // the profile's own model (a vendor's model means nothing to another vendor).
+                "provider" if v.is_string() => {
+                    let name = v.to_string();
+                    if !name.trim().is_empty() {
+                        request.provider = Some(name);
+                    }
+                }
                 "temperature" => request.temperature = v.as_float().ok().or_else(|| v.as_int().ok().map(|i| i as f64)),
                 "max_tokens" => request.max_tokens = v.as_int().ok().and_then(|n| u32::try_from(n).ok()),
                 "json" => request.json = v.as_bool().unwrap_or(request.json),
                 other => {
-                    return Err(
-                        format!("llm_chat: unknown setting `{other}` (model, temperature, max_tokens, json)").into()
-                    );
+                    return Err(format!(
+                        "llm_chat: unknown setting `{other}` (model, provider, temperature, max_tokens, json)"
+                    )
+                    .into());
                 }
             }
+        }
+        if overrides.get("provider").is_some_and(|v| v.is_string() && !v.to_string().trim().is_empty()) {
+            request.default_model = Some(own_model);
         }
         let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
         pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request))).map(|r| r.content).map_err(thrown)
