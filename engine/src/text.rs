@@ -395,6 +395,24 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+/// `text` without the reasoning block a model put before its answer: `<think>…</think>` (or
+/// `<thinking>…</thinking>`), as reasoning models served through OpenAI-compatible endpoints
+/// write it. A block that never closes (a reply cut off while reasoning) is all reasoning:
+/// nothing is left.
+pub(crate) fn without_reasoning(text: &str) -> String {
+    let start = text.trim_start();
+    for (open, close) in [("<think>", "</think>"), ("<thinking>", "</thinking>")] {
+        if start.get(..open.len()).is_some_and(|s| s.eq_ignore_ascii_case(open)) {
+            let lower = start.to_ascii_lowercase();
+            return match lower.find(close) {
+                Some(at) => start[at + close.len()..].trim_start().to_owned(),
+                None => String::new(),
+            };
+        }
+    }
+    text.to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -555,5 +573,13 @@ mod tests {
     fn hash_is_stable() {
         assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn a_reasoning_block_is_not_the_answer() {
+        assert_eq!(without_reasoning("<think>\nweighing it\n</think>\n\n{\"a\": 1}"), "{\"a\": 1}");
+        assert_eq!(without_reasoning("  <THINKING>x</THINKING>Arr."), "Arr.");
+        assert_eq!(without_reasoning("<think>cut off while reasoning"), "");
+        assert_eq!(without_reasoning("I think <think> is a tag."), "I think <think> is a tag.");
     }
 }

@@ -407,7 +407,7 @@ impl TurnCtx {
             }) as TokenSink
         });
         let provider = self.provider_for(node, &mut request);
-        let result = self.within_budget(provider.complete(&request, tokens)).await;
+        let result = self.within_budget(provider.complete(&request, tokens)).await.and_then(readable);
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let standin = provider.is_standin();
@@ -478,4 +478,16 @@ impl TurnCtx {
         self.emit_llm(event);
         result
     }
+}
+
+/// A reply as scripts read it: without the reasoning a model wrote before its answer
+/// (`<think>…</think>`, as reasoning models on OpenAI-compatible servers send it), and never
+/// empty: an empty reply (a content filter, a reply that was all reasoning) is a failed call, as
+/// an empty stream is, and takes the node's fallback.
+fn readable(mut r: LlmResponse) -> Result<LlmResponse> {
+    r.content = crate::text::without_reasoning(&r.content);
+    if r.content.trim().is_empty() {
+        return Err(Error::new(ErrorKind::Llm, "the model's reply is empty"));
+    }
+    Ok(r)
 }

@@ -335,24 +335,45 @@ pub(crate) fn parse_json_reply(text: &str) -> Result<Json, String> {
         None => trimmed,
     };
     let mut last_error = None;
-    for candidate in [body.to_owned(), without_trailing_commas(body)] {
-        // From each `{` or `[` (the first few: a reply of braces must not cost a parse each),
-        // the first whole value there; what follows it is prose.
-        for (at, _) in candidate.match_indices(['{', '[']).take(32) {
-            let mut values = serde_json::Deserializer::from_str(&candidate[at..]).into_iter::<Json>();
-            match values.next() {
-                Some(Ok(v)) => return Ok(v),
-                Some(Err(e)) => {
-                    last_error.get_or_insert(e);
-                }
-                None => {}
-            }
+    let mut skip_to = 0;
+    // From each `{` or `[` (the first few: a reply of braces must not cost a parse each), the
+    // first whole value there, as written or without trailing commas; what follows is prose.
+    for (at, _) in body.match_indices(['{', '[']).take(32) {
+        if at < skip_to {
+            continue; // inside a value that did not parse: a fragment of it, not the answer
         }
+        let rest = &body[at..];
+        let e = match first_value(rest) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        if let Ok(v) = first_value(&without_trailing_commas(rest)) {
+            return Ok(v);
+        }
+        if e.is_eof() {
+            // Cut off before it closed (a reply stopped at its token limit): whatever starts
+            // later is inside it.
+            last_error = Some(e);
+            break;
+        }
+        skip_to = at + offset_of(rest, e.line(), e.column());
+        last_error.get_or_insert(e);
     }
     match last_error {
         Some(e) => Err(format!("the reply is not valid JSON: {e}")),
         None => Err("the reply contains no JSON object".into()),
     }
+}
+
+/// The first JSON value `text` starts with (what follows it is not read).
+fn first_value(text: &str) -> serde_json::Result<Json> {
+    serde_json::Deserializer::from_str(text).into_iter::<Json>().next().unwrap_or_else(|| serde_json::from_str(""))
+}
+
+/// The byte offset of a (1-based) line and column in `text`.
+fn offset_of(text: &str, line: usize, column: usize) -> usize {
+    let start: usize = text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum();
+    (start + column).min(text.len())
 }
 
 /// `text` without the commas that come right before a closing `}` or `]` (outside strings),
@@ -460,6 +481,8 @@ mod tests {
             assert_eq!(parse_json_reply(reply).unwrap(), want, "{reply}");
         }
         assert!(parse_json_reply("{\"verdict\": \"tr").is_err(), "a reply cut off is no JSON");
+        let cut = r#"{"uncertainty": {"kind": "none", "level": 0}, "reasoning": {"causal": tr"#;
+        assert!(parse_json_reply(cut).is_err(), "nor is an object inside one: {:?}", parse_json_reply(cut));
     }
 
     #[test]

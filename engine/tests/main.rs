@@ -16,6 +16,7 @@ mod packs;
 mod party;
 mod pirate;
 mod reload;
+mod replies;
 mod runtime;
 mod select;
 mod sessions;

@@ -340,11 +340,11 @@ async fn the_judge_reads_the_last_15_messages_as_gracz_and_pirat() {
 }
 
 #[tokio::test]
-async fn the_pirate_remembers_10_messages_as_user_and_assistant_without_empty_ones() {
+async fn the_pirate_remembers_10_messages_as_user_and_assistant() {
     let canned = Canned::new();
     let mut s = game(&canned, "easy").await;
     for i in 1..=7 {
-        // The third reply is empty: it stays in the history but is not sent back.
+        // The third reply is empty: a failed call, and the captain's silence stands in for it.
         let reply = if i == 3 { String::new() } else { format!("reply {i}") };
         canned.reply("judge", judged(10)).reply("pirate", reply);
         s.turn(json!({"message": format!("message {i}")})).await.unwrap();
@@ -354,11 +354,12 @@ async fn the_pirate_remembers_10_messages_as_user_and_assistant_without_empty_on
     assert_eq!(last.messages[0].role, "system");
     let window: Vec<(String, String)> =
         last.messages[1..].iter().map(|m| (m.role.clone(), m.content.clone())).collect();
-    // History before the 7th reply: 13 messages; the last 10 start at "reply 2", and the empty
-    // reply among them is dropped after the window is taken (the original game's order), leaving 9.
+    // History before the 7th reply: 13 messages; the last 10 start at "reply 2".
+    let silent = "The captain narrows his eyes and says nothing. Try him another way, landlubber.";
     let expected: Vec<(String, String)> = [
         ("assistant", "reply 2"),
-        ("user", "message 3"), /* empty reply 3 dropped */
+        ("user", "message 3"),
+        ("assistant", silent),
         ("user", "message 4"),
         ("assistant", "reply 4"),
         ("user", "message 5"),
@@ -406,20 +407,31 @@ async fn a_won_game_refuses_further_moves_and_changes_nothing() {
     assert_eq!(s.turns(), 1);
 }
 
+/// The captain's model failing, or refusing to play him, leaves him silent in the player's
+/// language, with a note; the turn goes on (the judge's fallback scores it).
 #[tokio::test]
-async fn a_failed_turn_leaves_the_session_as_it_was() {
+async fn a_captain_whose_model_fails_or_refuses_stays_silent() {
     let canned = Canned::new();
     let mut s = game(&canned, "medium").await;
-    canned.reply("judge", judged(20)).reply("pirate", "Arr.");
-    s.turn(json!({"message": "first"})).await.unwrap();
-    let before = s.state();
-    // The judge falls back, but the pirate's model fails and generate_response has no fallback.
     canned.fail("judge", "down").fail("pirate", "openai: HTTP 500 (after 4 attempts)");
-    let e = s.turn(json!({"message": "Jestem kupcem!"})).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Llm);
-    assert_eq!(e.node(), Some("generate_response"));
-    assert_eq!(s.state(), before);
-    assert_eq!(s.turns(), 1);
+    let r = s.turn(json!({"message": "Jestem kupcem!"})).await.unwrap();
+    assert_eq!(
+        r.output["pirate_response"],
+        "Kapitan mruży oczy i milczy. Spróbuj go przekonać inaczej, szczurze lądowy."
+    );
+    assert!(
+        r.display.notes.iter().any(|n| n.contains("the captain says nothing: openai: HTTP 500")),
+        "{:?}",
+        r.display.notes
+    );
+    canned.reply("judge", judged(20)).reply("pirate", "I'm sorry, but I can't continue this role-play.");
+    let r = s.turn(json!({"message": "Ahoy there!"})).await.unwrap();
+    assert_eq!(
+        r.output["pirate_response"],
+        "The captain narrows his eyes and says nothing. Try him another way, landlubber."
+    );
+    assert!(r.display.notes.iter().any(|n| n.contains("refused to play")), "{:?}", r.display.notes);
+    assert_eq!(r.output["outcome"], "continue");
 }
 
 #[tokio::test]
