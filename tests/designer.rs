@@ -40,6 +40,8 @@ async fn the_designer_model_gets_the_schema_and_its_mistakes_back() {
         .arg(&file)
         .env("GEMINI_API_KEY", "gm-test")
         .env("GEMINI_BASE_URL", &mock.base_url)
+        // Gemini gets JSON mode by default (tests/providers.rs); here it takes the schema.
+        .env("GEMINI_STRUCTURED_OUTPUT", "json_schema")
         .env("RULEWEAVE_LLM_RETRIES", "1")
         .env("RULEWEAVE_LLM_BACKOFF_MS", "1")
         .output()

@@ -218,8 +218,8 @@ impl Provider for Says {
 proptest! {
     #![proptest_config(config())]
 
-    /// The judge has a fallback and the reply node takes text: whatever a model says, the turn
-    /// goes on.
+    /// The judge and the reply node have fallbacks (an empty reply is a failed call): whatever a
+    /// model says, the turn goes on.
     #[test]
     fn a_turn_takes_any_model_reply(
         seed in 0..corpus("reply").len(),

@@ -307,15 +307,16 @@ mod client {
             .provider(provider)
             .build();
         let s = serve(engine, None, 1 << 20).await;
-        let (_, created) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "pirate"})).await;
+        // A debater whose model fails fails the turn (the debate passes a model's failure on).
+        let (_, created) =
+            post(&format!("{}/v1/sessions", s.url), json!({"pack": "debate", "options": {"rounds": 1}})).await;
         let turns = format!("{}/v1/sessions/{}/turns", s.url, created["id"].as_str().unwrap());
-        let (status, body) = post(&turns, json!({"input": {"message": "Ahoy!"}})).await;
+        let (status, body) = post(&turns, json!({"input": "start"})).await;
         assert_eq!((status, &body["error"]["code"]), (StatusCode::BAD_GATEWAY, &json!("llm_error")), "{body}");
         let text = metrics(&s.url).await;
         for line in [
-            r#"ruleweave_llm_calls_total{pack="pirate",provider="openai",outcome="ok"} 1"#,
-            r#"ruleweave_llm_calls_total{pack="pirate",provider="openai",outcome="error"} 1"#,
-            r#"ruleweave_errors_total{pack="pirate",code="llm_error"} 1"#,
+            r#"ruleweave_llm_calls_total{pack="debate",provider="openai",outcome="error"} 1"#,
+            r#"ruleweave_errors_total{pack="debate",code="llm_error"} 1"#,
         ] {
             assert!(text.contains(line), "missing `{line}` in\n{text}");
         }

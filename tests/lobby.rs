@@ -285,7 +285,9 @@ async fn a_lobby_spans_two_replicas() {
     }
     let second = on_b.next_named("turn").await;
     assert_eq!(second["output"]["round"], 2);
-    let (status, body) = answer(&b.url, &id, "bo", "have").await;
+    // The same answer as in round 1, so bo names the round (a retry would not).
+    let (status, body) =
+        post(&format!("{}/v1/sessions/{id}/inputs", b.url), json!({"player": "bo", "input": "have", "round": 2})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, _) = answer(&a.url, &id, "bo", "have_not").await;
     assert_eq!(status, StatusCode::CONFLICT, "replica A knows bo answered on B");
