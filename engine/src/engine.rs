@@ -358,13 +358,6 @@ impl Engine {
         Session::open(self.rt().clone(), pack, options, None, Some(fork)).await
     }
 
-    /// The state after each turn of session `id`, as its checkpoints record it, oldest first,
-    /// with the turn's number: states from real sessions, for benchmarks and replays.
-    pub async fn turn_states(&self, id: &str) -> Result<Vec<(u64, Json)>> {
-        let rec = crate::replay::Recording::from_store(self, id).await?;
-        Ok(rec.turns.into_iter().map(|t| (t.turn, t.state.unwrap_or_default())).collect())
-    }
-
     /// What the store knows of session `id`.
     pub async fn info(&self, id: &str) -> Result<SessionInfo> {
         self.rt().store.info(id).await?.ok_or_else(|| no_session(id))

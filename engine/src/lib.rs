@@ -67,7 +67,6 @@ pub use event::{
     VetoCheck,
 };
 pub use graph::kinds::{NodeKindDoc, node_kinds};
-pub use graph::run::ResumePoint;
 pub use limits::{LimitDef, Limits, limit_table};
 pub use llm::Profile;
 pub use llm::{LlmChoice, Provider};
@@ -79,6 +78,7 @@ pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};
 pub use selection::Selection;
 pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
+pub use store::ResumePoint;
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 
 /// The value types state lives in (Rhai's), for native nodes.

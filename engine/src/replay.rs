@@ -479,3 +479,48 @@ pub fn diff(before: &Json, after: &Json) -> Vec<Change> {
     }
     out
 }
+
+/// How many forks back a conversation is followed to its start.
+const MOST_FORKS_BACK: usize = 32;
+
+impl Engine {
+    /// The state after each turn of session `id`, as its checkpoints record it, oldest first,
+    /// with the turn's number: states from real sessions, for benchmarks and replays.
+    pub async fn turn_states(&self, id: &str) -> Result<Vec<(u64, Json)>> {
+        let rec = Recording::from_store(self, id).await?;
+        Ok(rec.turns.into_iter().map(|t| (t.turn, t.state.unwrap_or_default())).collect())
+    }
+
+    /// What a person saw of session `id`, turn by turn, from its start: for a fork, the turns of
+    /// the session it left up to where it left, then its own. The displays are the pack's
+    /// templates, as it is now, over each turn's state; no script runs.
+    pub async fn conversation(&self, id: &str) -> Result<Vec<crate::session::Said>> {
+        let mut legs = Vec::new();
+        let (mut at, mut until) = (id.to_owned(), None);
+        while legs.len() < MOST_FORKS_BACK {
+            let info = self.info(&at).await?;
+            let rec = Recording::from_store_until(self, &at, until.unwrap_or(info.head)).await?;
+            legs.push(rec);
+            match info.parent {
+                Some((parent, seq)) => (at, until) = (parent, Some(seq)),
+                None => break,
+            }
+        }
+        let mut said = Vec::new();
+        for rec in legs.into_iter().rev() {
+            let pack = self.pack(&rec.pack)?;
+            let options = value::from_json(&Json::Object(rec.options.clone()));
+            let options = options.try_cast::<rhai::Map>().unwrap_or_default();
+            for t in rec.turns {
+                let Some(state) = &t.state else { continue };
+                let state = pack.schema.restore(state);
+                said.push(crate::session::Said {
+                    turn: t.turn,
+                    input: t.input,
+                    display: pack.view(&state, &options, t.turn),
+                });
+            }
+        }
+        Ok(said)
+    }
+}

@@ -164,6 +164,13 @@ pub enum ScorerImpl {
     Native,
 }
 
+/// Whether `s` is an identifier: a letter or `_`, then letters, digits or `_`.
+pub(crate) fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

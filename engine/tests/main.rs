@@ -10,6 +10,7 @@ mod designer;
 mod display;
 mod docs;
 mod embedding;
+mod house;
 mod interview;
 mod map;
 mod packs;

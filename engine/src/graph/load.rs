@@ -19,6 +19,7 @@ use crate::script::{Condition, FnRef, Sandbox, Scripts};
 use crate::select::Selector;
 use crate::state::Schema;
 use crate::vocab::TypeName;
+use crate::vocab::is_identifier;
 
 /// The pack's pieces a reference may name.
 pub(crate) struct Refs<'a> {
@@ -30,7 +31,8 @@ pub(crate) struct Refs<'a> {
     pub schema: &'a Schema,
     pub profiles: &'a IndexMap<String, Profile>,
     pub params: &'a Map,
-    pub options: &'a IndexMap<String, crate::pack::OptionSpec>,
+    /// The names of the pack's session options.
+    pub options: &'a [String],
     pub natives: &'a NativeNodes,
     pub selectors: &'a IndexMap<String, Arc<Selector>>,
     /// The pack's JSON Schemas.
@@ -78,7 +80,7 @@ impl Load<'_> {
                 let declared = crate::script::lint::Declared {
                     fields: self.refs.schema.fields.keys().map(String::as_str).collect(),
                     params: self.refs.params.keys().map(|k| k.as_str()).collect(),
-                    options: self.refs.options.keys().map(String::as_str).collect(),
+                    options: self.refs.options.iter().map(String::as_str).collect(),
                 };
                 let problems = self.refs.sandbox.lint(&f, &declared);
                 if !problems.is_empty() {
@@ -142,13 +144,6 @@ fn flag(expr: &str, schema: &Schema) -> Option<Condition> {
     let field = rest.strip_prefix("this.")?;
     let is_bool = schema.fields.get(field).is_some_and(|f| f.ty == TypeName::Bool);
     (is_identifier(field) && is_bool).then(|| Condition::Flag { field: field.to_owned(), negate })
-}
-
-/// Whether `s` is an identifier: a letter or `_`, then letters, digits or `_`.
-pub(crate) fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// What `check` says of a template (`what`) that reads `var`, which is neither a state field nor

@@ -10,7 +10,6 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
 use rhai::{Array, Dynamic, Map};
-use serde::{Deserialize, Serialize};
 
 use super::env::Env;
 use super::kinds::{Outcome, Work, updates_of};
@@ -19,6 +18,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, Updates};
 use crate::script::FnRef;
 use crate::state::Undo;
+use crate::store::ResumePoint;
 use crate::value;
 use crate::vocab::Reducer;
 
@@ -182,23 +182,6 @@ impl<'a> Run<'a> {
         self.env.turn.set_random_position(random);
         Ok(())
     }
-}
-
-/// Where an interrupted turn goes on, as a step checkpoint records it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResumePoint {
-    /// The step reached.
-    pub step: u32,
-    /// The nodes to run next.
-    pub next: Vec<String>,
-    /// For each join of the graph, the nodes it has seen finish.
-    pub joins: Vec<Vec<String>>,
-    /// The position of the turn's randomness (a u128, as text: JSON numbers cannot hold it).
-    pub random: String,
-    /// When a pause point made it, the node after which the turn paused: the next turn goes on
-    /// from here, with its own input.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused_after: Option<String>,
 }
 
 /// Runs the nodes of one step and returns each one's updates (and time), in node order: each

@@ -422,7 +422,7 @@ pub(crate) struct DisplayDecl {
     /// What the reply says before the first turn: a `question` the player's first input answers
     /// (the default), or a `hint` of what to type, whose answer is the game's first input.
     #[serde(default)]
-    pub opening: crate::session::OpeningKind,
+    pub opening: super::OpeningKind,
     /// An input every face plays as soon as a session opens, for a pack whose first turn needs no
     /// answer from the player (a party's `{}` that asks the first question).
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]

@@ -26,6 +26,18 @@ use crate::value;
 use crate::vocab::TypeName;
 pub(crate) use load::load;
 
+/// What the text before the first turn is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OpeningKind {
+    /// A question: the player's first input answers it (an interviewer's first question).
+    #[default]
+    Question,
+    /// A hint of what to type: the player's first input is the game's first input (a designer's
+    /// "type what the game should teach").
+    Hint,
+}
+
 /// A loaded, validated pack: immutable, shared by every session that runs on this version.
 pub struct Pack {
     pub(crate) name: String,
@@ -138,7 +150,7 @@ pub(crate) struct Display {
     /// What a face shows while replies stream (`display.stream`, `stream_from`, `speaker`).
     pub stream: Arc<crate::speech::Streamed>,
     /// What the reply before the first turn is (`display.opening`).
-    pub opening: crate::session::OpeningKind,
+    pub opening: OpeningKind,
     /// The input every face plays on open (`display.play_on_open`).
     pub play_on_open: Option<Json>,
 }

@@ -85,7 +85,7 @@ pub(crate) fn lint(file: &ScriptFile, functions: &HashSet<String>, declared: &De
                 }
             }
             let plain = f.op_token.is_none() && f.namespace.is_empty();
-            if plain && crate::graph::load::is_identifier(name) && !known(name) {
+            if plain && crate::vocab::is_identifier(name) && !known(name) {
                 let near = nearest(name, own.iter().chain(functions.iter()).map(String::as_str));
                 // A manifest expression has no functions of its own: only host functions.
                 let nowhere = if file.anchor.is_some() {

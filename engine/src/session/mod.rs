@@ -14,13 +14,14 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
-use crate::graph::run::ResumePoint;
+use crate::store::ResumePoint;
 
 mod lobby;
 mod play;
 mod view;
 
 use crate::llm::Exchange;
+pub use crate::pack::OpeningKind;
 use crate::pack::Pack;
 use crate::runtime::Runtime;
 use crate::state::Undo;
@@ -29,7 +30,7 @@ use crate::turn::TurnCtx;
 use crate::value;
 use crate::vocab::now_ms;
 pub(crate) use play::caught;
-pub use view::{Opening, OpeningKind, Said, View};
+pub use view::{Opening, Said, View};
 
 /// One running game or flow: a pack version, the options chosen, the state so far.
 pub struct Session {

@@ -6,12 +6,8 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::Session;
-use crate::engine::Engine;
-use crate::error::Result;
 use crate::event::Event;
-use crate::pack::Pack;
-use crate::replay::Recording;
-use crate::value;
+use crate::pack::{OpeningKind, Pack};
 
 /// A session as a person sees it: the reply, the status line, the details on demand, and, where
 /// they apply, the opening before the first turn and the closing words of a finished session.
@@ -54,18 +50,6 @@ pub struct Opening {
     pub play: Option<Json>,
 }
 
-/// What the text before the first turn is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum OpeningKind {
-    /// A question: the player's first input answers it (an interviewer's first question).
-    #[default]
-    Question,
-    /// A hint of what to type: the player's first input is the game's first input (a designer's
-    /// "type what the game should teach").
-    Hint,
-}
-
 impl Session {
     /// The session as a person sees it now: the pack's `display:` rendered over the state (with
     /// the opening before the first turn, and the closing words once finished).
@@ -83,40 +67,6 @@ pub struct Said {
     pub input: Json,
     /// The display after it, rendered by the pack as it is now.
     pub display: View,
-}
-
-/// How many forks back a conversation is followed to its start.
-const MOST_FORKS_BACK: usize = 32;
-
-impl Engine {
-    /// What a person saw of session `id`, turn by turn, from its start: for a fork, the turns of
-    /// the session it left up to where it left, then its own. The displays are the pack's
-    /// templates, as it is now, over each turn's state; no script runs.
-    pub async fn conversation(&self, id: &str) -> Result<Vec<Said>> {
-        let mut legs = Vec::new();
-        let (mut at, mut until) = (id.to_owned(), None);
-        while legs.len() < MOST_FORKS_BACK {
-            let info = self.info(&at).await?;
-            let rec = Recording::from_store_until(self, &at, until.unwrap_or(info.head)).await?;
-            legs.push(rec);
-            match info.parent {
-                Some((parent, seq)) => (at, until) = (parent, Some(seq)),
-                None => break,
-            }
-        }
-        let mut said = Vec::new();
-        for rec in legs.into_iter().rev() {
-            let pack = self.pack(&rec.pack)?;
-            let options = value::from_json(&Json::Object(rec.options.clone()));
-            let options = options.try_cast::<Map>().unwrap_or_default();
-            for t in rec.turns {
-                let Some(state) = &t.state else { continue };
-                let state = pack.schema.restore(state);
-                said.push(Said { turn: t.turn, input: t.input, display: pack.view(&state, &options, t.turn) });
-            }
-        }
-        Ok(said)
-    }
 }
 
 impl Pack {

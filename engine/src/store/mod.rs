@@ -116,7 +116,7 @@ pub struct Checkpoint {
     /// The model exchanges it used.
     pub exchanges: Arc<Vec<Exchange>>,
     /// For a step checkpoint: where the turn goes on after a crash.
-    pub resume: Option<crate::graph::run::ResumePoint>,
+    pub resume: Option<ResumePoint>,
     /// Whether the session is finished after it.
     pub finished: bool,
     /// When it was written, unix milliseconds.
@@ -321,6 +321,23 @@ impl Checkpoint {
             created_at: self.created_at,
         }
     }
+}
+
+/// Where an interrupted turn goes on, as a step checkpoint records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResumePoint {
+    /// The step reached.
+    pub step: u32,
+    /// The nodes to run next.
+    pub next: Vec<String>,
+    /// For each join of the graph, the nodes it has seen finish.
+    pub joins: Vec<Vec<String>>,
+    /// The position of the turn's randomness (a u128, as text: JSON numbers cannot hold it).
+    pub random: String,
+    /// When a pause point made it, the node after which the turn paused: the next turn goes on
+    /// from here, with its own input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_after: Option<String>,
 }
 
 /// What loading a session returns: its info, a snapshot, and the checkpoints after it.

@@ -118,7 +118,7 @@ async fn suite(store: Arc<dyn Store>) {
     let mut step = turn(5, 5);
     step.kind = CheckpointKind::Step;
     step.step = Some(2);
-    let point = crate::graph::run::ResumePoint {
+    let point = crate::store::ResumePoint {
         step: 2,
         next: vec!["c".into()],
         joins: vec![vec!["a".into()]],

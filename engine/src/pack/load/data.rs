@@ -13,8 +13,8 @@ use super::super::manifest::TableDecl;
 use super::Loader;
 use crate::data::{Cell, Column, Table, Tables, YAML_TABLE_NODES};
 use crate::error::{Error, Origin};
-use crate::graph::load::is_identifier;
 use crate::vocab::TypeName;
+use crate::vocab::is_identifier;
 
 /// A column as declared: its type, and the value rows that leave it out take.
 struct ColumnSpec {

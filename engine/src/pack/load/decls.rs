@@ -7,12 +7,12 @@ use serde_saphyr::Spanned;
 use super::super::manifest::{self, ModelDecl};
 use super::super::{Finish, InputSpec, OptionSpec};
 use super::Loader;
-use crate::graph::load::is_identifier;
 use crate::limits::Limits;
 use crate::llm::{ModelSpec, Profile};
 use crate::state::{Field, Schema};
 use crate::value;
 use crate::vocab::TypeName;
+use crate::vocab::is_identifier;
 
 /// Names a state field may not have: they are the template context's own.
 const RESERVED: &[&str] = &["params", "options", "input", "vars", "this", "START", "END"];

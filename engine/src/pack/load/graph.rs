@@ -9,8 +9,9 @@ use serde_saphyr::Spanned;
 use super::super::manifest::{self, RouteDecl, SpannedStr};
 use super::Loader;
 use crate::error::Origin;
-use crate::graph::load::{Load, Refs, is_identifier};
+use crate::graph::load::{Load, Refs};
 use crate::graph::{Case, Graph, Join, Node, Route, Target};
+use crate::vocab::is_identifier;
 
 impl Loader<'_> {
     pub(super) fn graph(&mut self, g: &manifest::GraphDecl, refs: &Refs<'_>) -> Option<Graph> {

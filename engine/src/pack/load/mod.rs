@@ -189,6 +189,7 @@ impl Loader<'_> {
         let d = self.declare(&m);
         let c = self.compile(&m, &d)?;
         let none = IndexMap::new();
+        let option_names: Vec<String> = d.options.keys().cloned().collect();
         let refs = Refs {
             manifest: &self.manifest_path.clone(),
             scripts: &c.scripts,
@@ -197,7 +198,7 @@ impl Loader<'_> {
             schema: &d.schema,
             profiles: &d.profiles,
             params: &d.params,
-            options: &d.options,
+            options: &option_names,
             natives,
             selectors: &none,
             schemas: &d.schemas,

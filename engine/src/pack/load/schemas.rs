@@ -11,8 +11,8 @@ use serde_json::Value as Json;
 use super::super::manifest::SpannedStr;
 use super::{Loader, yaml_error};
 use crate::error::Origin;
-use crate::graph::load::is_identifier;
 use crate::schemas::{JsonSchema, Schemas};
+use crate::vocab::is_identifier;
 
 impl Loader<'_> {
     /// The manifest's `schemas:`.
