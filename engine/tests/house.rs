@@ -121,3 +121,17 @@ fn the_readme_maps_every_module() {
     }
     assert!(missing.is_empty(), "engine/src/README.md has no row for {missing:?}");
 }
+
+/// The README stays a guide a newcomer reads through: what it is, the two commands, playing,
+/// writing a pack, embedding, serving, the performance table; the rest is in docs/.
+#[test]
+fn the_readme_stays_a_guide() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 350, "README.md has {lines} lines: move the detail into docs/ and link it");
+    for doc in
+        ["docs/packs.md", "docs/api.md", "docs/cli.md", "docs/sessions.md", "docs/security.md", "docs/performance.md"]
+    {
+        assert!(readme.contains(doc), "the README links {doc}");
+    }
+}
