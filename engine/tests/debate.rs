@@ -74,10 +74,10 @@ async fn every_configuration_problem_is_listed_at_once() {
     let err = engine.open("debate", &bad).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Input);
     let text = err.to_string();
-    assert!(text.contains("(3 problem(s))"), "{text}");
-    assert!(text.contains("topic: the motion must be at least 10 characters"), "{text}");
-    assert!(text.contains("rounds: 0 is not between 1 and 10"), "{text}");
-    assert!(text.contains("word_limit: 1500 is not between 200 and 1000"), "{text}");
+    assert!(text.contains("the options have 3 problem(s)"), "{text}");
+    assert!(text.contains("option `topic` is \"AI?\", shorter than 10 characters (its min_length)"), "{text}");
+    assert!(text.contains("option `rounds` is 0, not between 1 and 10"), "{text}");
+    assert!(text.contains("option `word_limit` is 1500, not between 200 and 1000"), "{text}");
 }
 
 #[tokio::test]

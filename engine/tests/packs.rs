@@ -91,3 +91,54 @@ async fn fixture_packs() {
     }
     assert!(failures.is_empty(), "{} fixture(s) differ:\n\n{}", failures.len(), failures.join("\n"));
 }
+
+/// An option's range and length are declared once in the manifest: the loader refuses a range
+/// on the wrong type and a default outside it; a session's options are checked against them,
+/// every problem named at once.
+#[tokio::test]
+async fn option_ranges_are_declared_once_and_checked_by_the_engine() {
+    let pack = |options: &str| {
+        format!(
+            "options:\n{options}\nstate:\n  n: {{type: int}}\ngraph:\n  nodes:\n    a: {{script: a.rhai::step}}\n  edges: [START -> a, a -> END]\n"
+        )
+    };
+    let root = support::write_root(&[
+        (
+            "config/bad.yaml",
+            &pack(
+                "  n: {type: string, min: 1}\n  r: {type: int, default: 0, min: 1, max: 5}\n  t: {type: bool, min_length: 2}",
+            ),
+        ),
+        ("scripts/bad/a.rhai", "fn step() { #{} }"),
+    ]);
+    let e = ruleweave::Engine::builder(root.path()).build().pack("bad").unwrap_err();
+    let all: Vec<String> = e.all().map(|e| e.detail().to_owned()).collect();
+    assert_eq!(
+        all,
+        [
+            "option `n`: min and max are for a number option, and this one is a string",
+            "the default of option `r` does not fit it: it is 0, not between 1 and 5",
+            "option `t`: min_length is for a text option, and this one is a bool",
+        ]
+    );
+    let root = support::write_root(&[
+        (
+            "config/good.yaml",
+            &pack(
+                "  r: {type: int, default: 2, min: 1, max: 5}\n  t: {type: string, default: hello, min_length: 3}\n  f: {type: float, default: 0.5, max: 1}",
+            ),
+        ),
+        ("scripts/good/a.rhai", "fn step() { #{} }"),
+    ]);
+    let engine = ruleweave::Engine::builder(root.path()).build();
+    let opts = |v: serde_json::Value| v.as_object().unwrap().clone();
+    engine.open("good", &opts(serde_json::json!({"r": 5, "t": "  abc  ", "f": 1.0}))).await.unwrap();
+    let e = engine.open("good", &opts(serde_json::json!({"r": 6, "t": " ab ", "f": 1.5}))).await.unwrap_err();
+    assert_eq!(
+        e.detail(),
+        "the options have 3 problem(s):\n- option `r` is 6, not between 1 and 5\n- option `t` is \"ab\", shorter than 3 \
+         characters (its min_length)\n- option `f` is 1.5, more than 1"
+    );
+    let e = engine.open("good", &opts(serde_json::json!({"r": 0}))).await.unwrap_err();
+    assert_eq!(e.detail(), "option `r` is 0, not between 1 and 5");
+}

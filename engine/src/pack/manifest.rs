@@ -273,6 +273,12 @@ pub(crate) struct OptionDecl {
     /// JSON (anything else); 1,000 and 10,000 by default. Options reach prompts: a client must
     /// not make every call of a session pay for a 50,000-character persona.
     pub max_length: Option<usize>,
+    /// The fewest characters of a text option (spaces at its ends aside).
+    pub min_length: Option<usize>,
+    /// The least a number option may be.
+    pub min: Option<f64>,
+    /// The most a number option may be.
+    pub max: Option<f64>,
 }
 
 /// An LLM profile: which model, how it is asked.

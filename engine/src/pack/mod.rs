@@ -111,6 +111,48 @@ pub struct OptionSpec {
     /// The most characters of a text given for it (the most bytes of its JSON otherwise), as
     /// the manifest declares it; [`OPTION_TEXT_CHARS`] and [`OPTION_JSON_BYTES`] when it does not.
     pub max_length: Option<usize>,
+    /// The fewest characters of a text (its ends trimmed).
+    pub min_length: Option<usize>,
+    /// The range a number must be in, as the manifest declares it.
+    pub min: Option<f64>,
+    /// See [`OptionSpec::min`].
+    pub max: Option<f64>,
+}
+
+impl OptionSpec {
+    /// What is wrong with `v` as this option's value (its type aside), in words that follow
+    /// "option `name`".
+    fn problem(&self, v: &Json) -> Option<String> {
+        let (size, most, what) = match v {
+            Json::String(s) => (s.chars().count(), self.max_length.unwrap_or(OPTION_TEXT_CHARS), "characters"),
+            other => (other.to_string().len(), self.max_length.unwrap_or(OPTION_JSON_BYTES), "bytes of JSON"),
+        };
+        if size > most {
+            return Some(format!("is {size} {what}; the most a session may give is {most} (its max_length)"));
+        }
+        if let (Json::String(s), Some(least)) = (v, self.min_length)
+            && s.trim().chars().count() < least
+        {
+            return Some(format!("is {:?}, shorter than {least} characters (its min_length)", s.trim()));
+        }
+        if let Some(x) = v.as_f64()
+            && (self.min.is_some_and(|m| x < m) || self.max.is_some_and(|m| x > m))
+        {
+            let shown = |b: f64| Json::from(b).to_string().trim_end_matches(".0").to_owned();
+            return Some(match (self.min, self.max) {
+                (Some(lo), Some(hi)) => format!("is {v}, not between {} and {}", shown(lo), shown(hi)),
+                (Some(lo), None) => format!("is {v}, less than {}", shown(lo)),
+                (_, hi) => format!("is {v}, more than {}", shown(hi.unwrap_or_default())),
+            });
+        }
+        if let Some(values) = &self.values
+            && !values.contains(v)
+        {
+            let allowed: Vec<String> = values.iter().map(show).collect();
+            return Some(format!("must be one of {}, not {}", allowed.join(", "), show(v)));
+        }
+        None
+    }
 }
 
 /// The most characters of a text option a session may give, unless the option says otherwise.
@@ -258,7 +300,13 @@ impl Pack {
             .options
             .iter()
             .map(|(k, o)| {
-                let v = serde_json::json!({"type": o.ty.as_str(), "values": o.values, "default": o.default, "description": o.description});
+                let mut v = serde_json::json!({"type": o.ty.as_str(), "values": o.values, "default": o.default, "description": o.description});
+                // The bounds a form can show, where the option has them.
+                for (key, bound) in [("min", o.min.map(Json::from)), ("max", o.max.map(Json::from)), ("min_length", o.min_length.map(Json::from)), ("max_length", o.max_length.map(Json::from))] {
+                    if let Some(b) = bound {
+                        v[key] = b;
+                    }
+                }
                 (k.clone(), v)
             })
             .collect();
@@ -352,6 +400,8 @@ impl Pack {
             return Err(self.unknown_option(name));
         }
         let mut out = Map::new();
+        // Every option's problem at once, not the first only.
+        let mut problems = Vec::new();
         for (name, spec) in &self.options {
             let v = match (given.get(name), &spec.default) {
                 (Some(v), _) => v.clone(),
@@ -368,28 +418,17 @@ impl Pack {
                     value::json_type_of(&v)
                 )));
             }
-            let (size, most, what) = match &v {
-                Json::String(s) => (s.chars().count(), spec.max_length.unwrap_or(OPTION_TEXT_CHARS), "characters"),
-                other => (other.to_string().len(), spec.max_length.unwrap_or(OPTION_JSON_BYTES), "bytes of JSON"),
-            };
-            if size > most {
-                return Err(Error::input(format!(
-                    "option `{name}` is {size} {what}; the most a session may give is {most} (its max_length)"
-                )));
-            }
-            if let Some(values) = &spec.values
-                && !values.contains(&v)
-            {
-                let allowed: Vec<String> = values.iter().map(show).collect();
-                return Err(Error::input(format!(
-                    "option `{name}` must be one of {}, not {}",
-                    allowed.join(", "),
-                    show(&v)
-                )));
+            if let Some(why) = spec.problem(&v) {
+                problems.push(format!("option `{name}` {why}"));
+                continue;
             }
             out.insert(name.as_str().into(), value::from_json(&v));
         }
-        Ok(out)
+        match problems.len() {
+            0 => Ok(out),
+            1 => Err(Error::input(problems.remove(0))),
+            n => Err(Error::input(format!("the options have {n} problem(s):\n- {}", problems.join("\n- ")))),
+        }
     }
 
     /// Checks a turn's input against the declarations and fills in defaults.

@@ -45,13 +45,41 @@ impl Loader<'_> {
                     self.error(format!("the default of option `{name}` ({def}) is not one of its values"), at.clone());
                 }
             }
+            let number = matches!(ty, TypeName::Int | TypeName::Float);
+            if (d.min.is_some() || d.max.is_some()) && !number {
+                self.error(
+                    format!("option `{name}`: min and max are for a number option, and this one is {}", ty.a()),
+                    at.clone(),
+                );
+            }
+            if d.min_length.is_some() && ty != TypeName::String {
+                self.error(
+                    format!("option `{name}`: min_length is for a text option, and this one is {}", ty.a()),
+                    at.clone(),
+                );
+            }
+            if let (Some(lo), Some(hi)) = (d.min, d.max)
+                && lo > hi
+            {
+                self.error(format!("option `{name}`: min {lo} is above max {hi}"), at.clone());
+            }
             let spec = OptionSpec {
                 ty,
                 values: d.values.clone(),
                 default: d.default.clone(),
                 description: d.description.clone(),
                 max_length: d.max_length,
+                min_length: d.min_length,
+                min: d.min,
+                max: d.max,
             };
+            if let Some(def) = &d.default
+                && ty.holds_json(def)
+                && d.values.as_ref().is_none_or(|v| v.contains(def))
+                && let Some(why) = spec.problem(def)
+            {
+                self.error(format!("the default of option `{name}` does not fit it: it {why}"), at.clone());
+            }
             out.insert(name.clone(), spec);
         }
         out
