@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod bench;
 pub mod blocking;
 mod call;
 pub mod data;
@@ -48,7 +49,6 @@ mod schemas;
 mod script;
 pub mod search;
 mod select;
-mod selection;
 mod session;
 mod speech;
 mod state;
@@ -58,6 +58,7 @@ mod turn;
 mod value;
 mod vocab;
 
+pub use bench::Selection;
 pub use call::ScriptCall;
 pub use data::YAML_TABLE_NODES;
 pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
@@ -76,7 +77,6 @@ pub use pack::{InputSpec, OptionSpec, Pack};
 pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};
-pub use selection::Selection;
 pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
 pub use store::ResumePoint;
 pub use vocab::{Reducer, ScorerImpl, TypeName};

@@ -135,3 +135,29 @@ fn the_readme_stays_a_guide() {
         assert!(readme.contains(doc), "the README links {doc}");
     }
 }
+
+/// No two files of a folder whose names differ only by a suffix (`select.rs` and
+/// `selection.rs`, `sql.rs` and `sqlite.rs`): a reader cannot tell from the names which holds what.
+#[test]
+fn no_file_name_is_another_with_a_suffix() {
+    let mut all = Vec::new();
+    files(&src(), &mut all);
+    let entries: BTreeSet<(String, String)> = all
+        .iter()
+        .map(|f| {
+            let (folder, name) = f.rsplit_once('/').unwrap_or(("", f));
+            (folder.to_owned(), name.trim_end_matches(".rs").to_owned())
+        })
+        .filter(|(_, s)| s != "mod" && s != "lib" && s != "tests")
+        .collect();
+    let pairs: Vec<String> = entries
+        .iter()
+        .flat_map(|(fa, a)| {
+            entries
+                .iter()
+                .filter(move |(fb, b)| fb == fa && b != a && b.starts_with(a.as_str()))
+                .map(move |(fb, b)| format!("{fa}/{a} and {fb}/{b}"))
+        })
+        .collect();
+    assert!(pairs.is_empty(), "names that differ only by a suffix: {pairs:?}");
+}

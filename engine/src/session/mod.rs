@@ -16,8 +16,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
 use crate::store::ResumePoint;
 
-mod lobby;
 mod play;
+mod rounds;
 mod view;
 
 use crate::llm::Exchange;
@@ -236,7 +236,7 @@ impl Session {
                     exchanges = calls;
                 }
                 if let Some(lobby) = &pack.lobby {
-                    lobby.check_players(&lobby::round_and_players(lobby, &state).1)?;
+                    lobby.check_players(&rounds::round_and_players(lobby, &state).1)?;
                 }
                 (state, None, 0)
             }

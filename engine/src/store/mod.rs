@@ -12,7 +12,7 @@
 
 mod memory;
 mod postgres;
-mod sql;
+mod shared;
 mod sqlite;
 mod wal;
 

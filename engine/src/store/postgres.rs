@@ -9,7 +9,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tokio::sync::broadcast;
 
-use super::sql::{self, encode};
+use super::shared::{self, encode};
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
     SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict, store_error,
@@ -113,7 +113,7 @@ impl PostgresStore {
 }
 
 impl PostgresStore {
-    sql::shared_reads!();
+    shared::shared_reads!();
 
     /// A read transaction at REPEATABLE READ: one consistent snapshot, so a writer pruning
     /// snapshots meanwhile cannot pull one from under it.
@@ -148,12 +148,12 @@ impl Store for PostgresStore {
         false
     }
 
-    sql::shared_store!();
+    shared::shared_store!();
 
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let written = async {
-                let e = sql::encode(start);
+                let e = shared::encode(start);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 sqlx::query(
                     "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
@@ -281,7 +281,7 @@ impl Store for PostgresStore {
                     notify(&mut tx, id, Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished }).await?;
                 }
                 for b in &c.bumps {
-                    sqlx::query(sql::BUMP)
+                    sqlx::query(shared::BUMP)
                         .bind(id)
                         .bind(&b.table)
                         .bind(&b.counter)
@@ -336,7 +336,7 @@ impl Store for PostgresStore {
     fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-            let r = sqlx::query(sql::ADD_INPUT)
+            let r = sqlx::query(shared::ADD_INPUT)
                 .bind(id)
                 .bind(input.round as i64)
                 .bind(&input.player)

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use tokio::sync::{broadcast, oneshot};
 
-use super::sql::{self, encode};
+use super::shared::{self, encode};
 use super::wal::Checkpoints;
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
@@ -247,7 +247,7 @@ const PROBE: &str = "INSERT INTO write_probes (id, at, payload) VALUES (1, ?1, ?
      ON CONFLICT (id) DO UPDATE SET at = excluded.at, payload = excluded.payload";
 
 impl SqliteStore {
-    sql::shared_reads!();
+    shared::shared_reads!();
 
     /// Commits `p` here and now when nobody is writing (no hand-off to the writer thread and
     /// back); `None` when the connection is busy.
@@ -291,7 +291,7 @@ impl Store for SqliteStore {
         true
     }
 
-    sql::shared_store!();
+    shared::shared_store!();
 
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
@@ -371,7 +371,7 @@ impl Store for SqliteStore {
     fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             self.file.check()?;
-            let r = sqlx::query(sql::ADD_INPUT)
+            let r = sqlx::query(shared::ADD_INPUT)
                 .bind(id)
                 .bind(input.round as i64)
                 .bind(&input.player)
@@ -554,7 +554,7 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 return Ok(false);
             }
             if !bumps.is_empty() {
-                let mut bump = conn.prepare_cached(sql::BUMP)?;
+                let mut bump = conn.prepare_cached(shared::BUMP)?;
                 for b in bumps {
                     bump.execute(rusqlite::named_params! {
                         "$1": w.id, "$2": b.table, "$3": b.counter, "$4": b.key, "$5": b.by,

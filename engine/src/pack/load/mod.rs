@@ -6,12 +6,12 @@
 //! declarations, `graph` the graph (each node through its kind, `graph::kinds`), `selectors` the
 //! selectors.
 
-mod data;
 mod decls;
 mod files;
 mod graph;
 mod schemas;
 mod selectors;
+mod tables;
 
 use std::collections::HashSet;
 use std::path::Path;

@@ -14,14 +14,14 @@ use crate::text;
 pub(crate) use crate::turn::TurnCtx;
 use crate::value;
 
-mod data;
 mod models;
 mod shared;
+mod tables;
 
-use data::{bump, schema_of, table_of};
 use models::{as_messages, ask, ask_with, thrown, web_search};
 pub(crate) use shared::HostShared;
 use shared::{Folded, phrases};
+use tables::{bump, schema_of, table_of};
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
 

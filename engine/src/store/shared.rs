@@ -203,7 +203,7 @@ macro_rules! shared_reads {
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| store_error("cannot read a session", e))?;
-            let Some(info) = row.as_ref().map(sql::session).transpose()? else { return Ok(None) };
+            let Some(info) = row.as_ref().map(shared::session).transpose()? else { return Ok(None) };
             let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
             let found: Option<(Option<String>, i64, String)> = sqlx::query_as(
                 "SELECT snapshot, turn, pack_version FROM checkpoints WHERE session_id = $1 AND seq = $2",
@@ -225,7 +225,7 @@ macro_rules! shared_reads {
                     .fetch_all(&mut *tx)
                     .await
                     .map_err(|e| store_error("cannot read checkpoints", e))?;
-            let after = rows.iter().map(sql::checkpoint).collect::<Result<Vec<_>>>()?;
+            let after = rows.iter().map(shared::checkpoint).collect::<Result<Vec<_>>>()?;
             let snapshot =
                 serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
             tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
@@ -238,7 +238,7 @@ macro_rules! shared_reads {
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| store_error("cannot read a session", e))?;
-            row.as_ref().map(sql::session).transpose()
+            row.as_ref().map(shared::session).transpose()
         }
     };
 }
@@ -290,13 +290,13 @@ macro_rules! shared_store {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|e| store_error("cannot list checkpoints", e))?;
-                rows.iter().map(sql::checkpoint_info).collect()
+                rows.iter().map(shared::checkpoint_info).collect()
             })
         }
 
         fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
             Box::pin(async move {
-                let (sql, packs) = sql::expiry(which);
+                let (sql, packs) = shared::expiry(which);
                 // Built from a fixed text and a count of placeholders: no data is spliced in.
                 let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(finished_before);
                 for p in packs {
@@ -328,7 +328,7 @@ macro_rules! shared_store {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|e| store_error("cannot read lobby inputs", e))?;
-                rows.into_iter().map(sql::lobby_input).collect()
+                rows.into_iter().map(shared::lobby_input).collect()
             })
         }
 
@@ -384,7 +384,7 @@ macro_rules! shared_store {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|e| store_error("cannot list sessions", e))?;
-                rows.iter().map(sql::session).collect()
+                rows.iter().map(shared::session).collect()
             })
         }
 
