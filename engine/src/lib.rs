@@ -78,6 +78,7 @@ pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};
 pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
+pub use state::{ReducerDef, reducer_table};
 pub use store::ResumePoint;
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use ruleweave::{host_functions, limit_table, manifest_schema, node_kinds};
+use ruleweave::{host_functions, limit_table, manifest_schema, node_kinds, reducer_table};
 
 fn reference() -> String {
     let mut out = String::from(
@@ -58,6 +58,20 @@ fn kinds() -> String {
     out
 }
 
+fn reducers() -> String {
+    let mut out = String::from(
+        "# Reducers\n\n\
+         How a node's update to a state field is folded in (`reducer:` on the field; `replace` when it says\n\
+         none). Generated from the table in `engine/src/state/reducer.rs` (`UPDATE_DOCS=1 cargo test --test\n\
+         engine docs::` rewrites this file). An update a reducer does not take fails the node, naming the field.\n\n\
+         | reducer | fits fields of type | what it does |\n| --- | --- | --- |\n",
+    );
+    for r in reducer_table() {
+        out.push_str(&format!("| `{}` | {} | {} |\n", r.reducer.as_str(), r.fits_types, r.doc));
+    }
+    out
+}
+
 #[test]
 fn generated_docs_are_current() {
     let docs = support::repo_root().join("docs");
@@ -66,6 +80,7 @@ fn generated_docs_are_current() {
         ("ruleweave.d.rhai", definitions()),
         ("limits.md", limits()),
         ("node-kinds.md", kinds()),
+        ("reducers.md", reducers()),
         ("manifest.schema.json", serde_json::to_string_pretty(&manifest_schema()).unwrap() + "\n"),
     ] {
         let path = docs.join(file);

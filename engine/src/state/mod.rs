@@ -13,6 +13,8 @@ use crate::vocab::{Reducer, TypeName};
 
 mod reducer;
 
+pub use reducer::{ReducerDef, reducer_table};
+
 #[cfg(test)]
 use reducer::eq;
 
