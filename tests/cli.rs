@@ -798,3 +798,86 @@ fn every_pack_plays_in_the_terminal_as_a_person_sees_it() {
     assert!(screen.contains("As the moderator asks, on \"Address the costs, please.\""), "{screen}");
     assert!(!screen.contains("PHASE") && !screen.contains("failed"), "{screen}");
 }
+
+// ---- simulate ----------------------------------------------------------------------------------------
+
+fn simulate(root: &std::path::Path, args: &[&str]) -> (std::process::Output, Value) {
+    let out = ruleweave(root).args(["simulate"]).args(args).arg("--json").output().unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, report)
+}
+
+fn share(report: &Value, player: &str, outcome: &str) -> f64 {
+    let p = report["players"].as_array().unwrap().iter().find(|p| p["name"] == player).unwrap();
+    p["outcomes"][outcome]["share"].as_f64().unwrap_or(0.0)
+}
+
+/// The pack's scripted players play, and the report says how their games ended in the
+/// contract's shape; the same seed gives the same report, a harder captain fewer wins.
+#[test]
+fn simulate_reports_how_the_players_games_end() {
+    let (out, easy) = simulate(&repo_root(), &["pirate", "--games", "12", "--set", "difficulty=easy", "--seed", "s1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        (&easy["pack"], &easy["games"], &easy["seed"], &easy["against"]),
+        (&json!("pirate"), &json!(12), &json!("s1"), &Value::Null)
+    );
+    let names: Vec<&str> = easy["players"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["flatterer", "liar"]);
+    let liar = &easy["players"][1];
+    let total: f64 = liar["outcomes"].as_object().unwrap().values().map(|o| o["share"].as_f64().unwrap()).sum();
+    assert!((total - 1.0).abs() < 1e-9, "{liar}");
+    for o in liar["outcomes"].as_object().unwrap().values() {
+        assert!(
+            o["low"].as_f64().unwrap() <= o["share"].as_f64().unwrap()
+                && o["share"].as_f64().unwrap() <= o["high"].as_f64().unwrap()
+        );
+    }
+    assert!(
+        liar["turns"]["median"].as_f64().is_some() && liar["track"]["merit_score"]["p90"].as_f64().is_some(),
+        "{liar}"
+    );
+    let (_, again) = simulate(&repo_root(), &["pirate", "--games", "12", "--set", "difficulty=easy", "--seed", "s1"]);
+    assert_eq!(again, easy, "the same seed, the same report");
+    let (_, hard) = simulate(&repo_root(), &["pirate", "--games", "12", "--set", "difficulty=hard", "--seed", "s1"]);
+    let won = |r: &Value| 1.0 - share(r, "liar", "continue");
+    assert!(won(&easy) > won(&hard), "easy {} against hard {}", won(&easy), won(&hard));
+    assert!(won(&easy) > 0.5, "the varied liar beats an easy captain: {}", won(&easy));
+}
+
+/// A brave table reaches the party's top tone only when NSFW is on.
+#[test]
+fn a_brave_table_reaches_the_top_tone_only_with_nsfw() {
+    let (out, off) = simulate(&repo_root(), &["party", "--games", "4", "--player", "brave", "--set", "max_rounds=12"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(share(&off, "brave", "freaky"), 0.0, "{off}");
+    let (_, on) = simulate(
+        &repo_root(),
+        &["party", "--games", "4", "--player", "brave", "--set", "max_rounds=12", "--set", "nsfw=true"],
+    );
+    assert!(share(&on, "brave", "freaky") > 0.0, "{on}");
+}
+
+/// A player script that fails stops its own games with a clear message; the others play on.
+#[test]
+fn a_failing_player_stops_its_games_and_the_others_go_on() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    std::fs::write(
+        root.path().join("scripts/pirate/players/broken.rhai"),
+        "fn play(view, state) { throw \"no idea what to say\"; }",
+    )
+    .unwrap();
+    let (out, report) = simulate(root.path(), &["pirate", "--games", "3"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let broken = &report["players"][0];
+    assert_eq!(broken["name"], "broken");
+    assert!(broken["error"].as_str().unwrap().contains("player `broken` failed in game 0"), "{broken}");
+    assert!(broken["error"].as_str().unwrap().contains("no idea what to say"), "{broken}");
+    assert_eq!(report["players"][1]["games"], 3, "the flatterer played on");
+    let (out, _) = simulate(&repo_root(), &["pirate", "--games", "1", "--player", "nobody"]);
+    assert!(
+        stderr(&out).contains("pack `pirate` has no player `nobody` (players: flatterer, liar)"),
+        "{}",
+        stderr(&out)
+    );
+}

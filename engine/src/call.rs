@@ -20,6 +20,8 @@ pub struct ScriptCall {
     pack: Arc<Pack>,
     func: FnRef,
     tag: CallTag,
+    options: rhai::Map,
+    provider: Arc<dyn crate::llm::Provider>,
 }
 
 impl ScriptCall {
@@ -32,8 +34,31 @@ impl ScriptCall {
             Err(why) => return Err(Error::new(ErrorKind::NotFound, why)),
         };
         let options = pack.resolve_options(&serde_json::Map::new())?;
-        let tag = CallTag::outside("call", 1, options, engine.provider_for(&pack));
-        Ok(ScriptCall { pack, func, tag })
+        let provider = engine.provider_for(&pack);
+        let tag = CallTag::outside("call", 1, options.clone(), provider.clone());
+        Ok(ScriptCall { pack, func, tag, options, provider })
+    }
+
+    /// [`ScriptCall::call`] as a move of session `id` at `turn`, with the randomness that game
+    /// and turn seed (`random()` differs from game to game and turn to turn, the same on every
+    /// run): what a simulated player's script is called with.
+    pub fn call_as(&self, id: &str, turn: u64, args: &[Json]) -> Result<Json> {
+        let seed = crate::text::hash(id) ^ turn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let ctx = crate::turn::TurnCtx::new(
+            id.into(),
+            turn,
+            seed,
+            0,
+            self.options.clone(),
+            rhai::Map::new(),
+            self.provider.clone(),
+            None,
+        );
+        let tag = CallTag::new(Arc::new(ctx), "player".into());
+        let args: Vec<Dynamic> = args.iter().map(value::from_json).collect();
+        let mut this = Dynamic::UNIT;
+        let v = self.pack.sandbox.call(&self.func, &mut this, args, Some(tag))?;
+        Ok(value::to_json(&v))
     }
 
     /// Calls the function with `args` (converted to Rhai values) and returns its result as JSON.

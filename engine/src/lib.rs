@@ -73,7 +73,7 @@ pub use llm::Profile;
 pub use llm::{LlmChoice, Provider};
 pub use native::{FocusContext, NativeFocus, NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
 pub use pack::manifest::manifest_schema;
-pub use pack::{InputSpec, OptionSpec, Pack};
+pub use pack::{InputSpec, OptionSpec, Pack, Simulate};
 pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 pub use script::host::{HostFn, host_functions};

@@ -90,7 +90,24 @@ pub(crate) struct Manifest {
     /// How long a finished session is kept (`1h`, `7d`, `never`); the host's setting when absent.
     #[schemars(with = "Option<String>")]
     pub expire_finished_after: Option<SpannedStr>,
+    /// What `ruleweave simulate` reports of each simulated game.
+    #[schemars(with = "Option<SimulateDecl>")]
+    pub simulate: Option<Spanned<SimulateDecl>>,
     pub graph: GraphDecl,
+}
+
+/// What `ruleweave simulate` reports of each game its scripted players play.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SimulateDecl {
+    /// The state field whose value at the end is the game's outcome (`outcome`); without it, a
+    /// game's outcome is `finished` or `unfinished`.
+    pub outcome: Option<String>,
+    /// Number fields whose values at the end are reported (median, p10, p90).
+    #[serde(default)]
+    pub track: Vec<String>,
+    /// The most turns a game is played for (20 when absent).
+    pub max_turns: Option<u32>,
 }
 
 /// Lobby rounds: each player posts their own input; the round's turn runs when every player has

@@ -68,6 +68,8 @@ pub struct Pack {
     pub(crate) search_standin: Option<Arc<dyn crate::search::Search>>,
     pub(crate) files: Vec<String>,
     pub(crate) lobby: Option<crate::lobby::Lobby>,
+    /// What `ruleweave simulate` reports of a game.
+    pub(crate) simulate: Simulate,
     /// How long its finished sessions are kept: `None` when the pack does not say (the host's
     /// setting applies), `Some(None)` for `never`.
     pub(crate) expire_finished_after: Option<Option<std::time::Duration>>,
@@ -97,6 +99,17 @@ impl std::fmt::Debug for Pack {
     }
 }
 
+/// What `ruleweave simulate` reports of each game (the manifest's `simulate:`).
+#[derive(Debug, Clone, Default)]
+pub struct Simulate {
+    /// The state field holding the game's outcome (`None`: finished or unfinished).
+    pub outcome: Option<String>,
+    /// Number fields reported at the end of each game.
+    pub track: Vec<String>,
+    /// The most turns a game is played for.
+    pub max_turns: u32,
+}
+
 /// A session option as the pack declares it.
 #[derive(Debug, Clone)]
 pub struct OptionSpec {
@@ -117,6 +130,24 @@ pub struct OptionSpec {
     pub min: Option<f64>,
     /// See [`OptionSpec::min`].
     pub max: Option<f64>,
+}
+
+impl Pack {
+    /// What `ruleweave simulate` reports of a game of this pack.
+    pub fn simulate(&self) -> &Simulate {
+        &self.simulate
+    }
+
+    /// The names of the scripted players the pack ships (`scripts/<pack>/players/NAME.rhai`).
+    pub fn players(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .scripts
+            .files()
+            .filter_map(|f| f.path.rsplit_once("/players/").map(|(_, n)| n.trim_end_matches(".rhai").to_owned()))
+            .collect();
+        names.sort();
+        names
+    }
 }
 
 impl OptionSpec {

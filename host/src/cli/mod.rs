@@ -8,6 +8,7 @@ mod play;
 mod replay;
 mod run;
 mod serve;
+mod simulate;
 mod terminal;
 mod test;
 
@@ -53,6 +54,8 @@ enum Command {
     Test(test::Args),
     /// Play a recorded session (or a test case) again on the pack as it is now; show what changed.
     Replay(replay::Args),
+    /// Play many games with the pack's scripted players; report how they end.
+    Simulate(simulate::Args),
 }
 
 /// Parses the command line and runs it.
@@ -94,6 +97,7 @@ pub fn main() -> ExitCode {
         Command::Test(args) => test::run(&cli.root, &runtime, args),
         Command::New(args) => new::run(&cli.root, args),
         Command::Replay(args) => replay::run(&cli.root, &runtime, args),
+        Command::Simulate(args) => simulate::run(&cli.root, &runtime, args),
     };
     match result {
         Ok(code) => code,

@@ -239,6 +239,7 @@ impl Loader<'_> {
         let finish = self.finish(m.finish.as_ref(), &d.schema);
         let lobby = m.lobby.as_ref().and_then(|l| self.lobby(l, &d.schema, &d.inputs));
         let expire_finished_after = m.expire_finished_after.as_ref().and_then(|e| self.retention(e));
+        let simulate = self.simulate(m.simulate.as_ref(), &d.schema);
         self.check_display(&c.prompts, &d);
         let graph = graph?;
         for s in &m.display.stream {
@@ -289,6 +290,7 @@ impl Loader<'_> {
             search_standin,
             files: self.files.paths(),
             lobby,
+            simulate,
             expire_finished_after,
             typed,
             warnings: std::mem::take(&mut self.warnings),
@@ -382,6 +384,36 @@ impl Loader<'_> {
             self.errors.extend(sandbox.lint(f, &declared));
         }
         Some(Compiled { prompts, sandbox: Arc::new(sandbox), scripts, display })
+    }
+
+    /// The `simulate:` section, its fields checked against the state.
+    fn simulate(
+        &mut self,
+        decl: Option<&Spanned<super::manifest::SimulateDecl>>,
+        schema: &crate::state::Schema,
+    ) -> super::Simulate {
+        let Some(decl) = decl else { return super::Simulate { max_turns: 20, ..Default::default() } };
+        let at = self.at(decl);
+        let d = &decl.value;
+        for field in d.outcome.iter().chain(&d.track) {
+            if !schema.fields.contains_key(field) {
+                self.error(format!("simulate names `{field}`, which is not a state field"), at.clone());
+            }
+        }
+        for field in &d.track {
+            if let Some(f) = schema.fields.get(field)
+                && !matches!(
+                    f.ty,
+                    crate::vocab::TypeName::Int | crate::vocab::TypeName::Float | crate::vocab::TypeName::Number
+                )
+            {
+                self.error(format!("simulate tracks `{field}`, which is {}, not a number", f.ty.a()), at.clone());
+            }
+        }
+        if d.max_turns == Some(0) {
+            self.error("simulate.max_turns is at least 1", at.clone());
+        }
+        super::Simulate { outcome: d.outcome.clone(), track: d.track.clone(), max_turns: d.max_turns.unwrap_or(20) }
     }
 
     /// `display.play_on_open` is a map of the pack's input fields.

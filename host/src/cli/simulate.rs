@@ -1,0 +1,242 @@
+//! `ruleweave simulate PACK --games N`: the pack's scripted players (`scripts/<pack>/players/`)
+//! play N games each on the rules as they are, and the report says how the games ended (each
+//! outcome's share with a 95% interval), in how many turns, and where the tracked numbers stood.
+//!
+//! A player is `fn play(view, state)` in `scripts/<pack>/players/NAME.rhai`: it gets what a
+//! person sees (the display) and the state, and returns the next input (a map of input fields,
+//! or a line of text). Its `random()` is seeded by the game and the turn, so a seed gives the same
+//! report every time. Games end at the pack's `finish:` or its `simulate.max_turns`.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use serde_json::{Map, Value, json};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The pack (config/<PACK>.yaml).
+    pack: String,
+    /// Games per player.
+    #[arg(long, default_value_t = 100)]
+    games: u32,
+    /// A player to play (repeatable; the pack's shipped players when none is named).
+    #[arg(long = "player", value_name = "NAME")]
+    players: Vec<String>,
+    /// Choose a session option (repeatable): --set difficulty=hard.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// What seeds the games' randomness: the same seed, the same report.
+    #[arg(long, default_value = "ruleweave")]
+    seed: String,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// The same games on a second copy of the rules, compared (not yet available).
+    #[arg(long, value_name = "DIR")]
+    against: Option<std::path::PathBuf>,
+}
+
+/// One player's games.
+struct Played {
+    name: String,
+    outcomes: Vec<String>,
+    turns: Vec<f64>,
+    track: Vec<(String, Vec<f64>)>,
+    error: Option<String>,
+}
+
+pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+    if let Some(dir) = &args.against {
+        bail!(
+            "--against {}: comparing two copies of the rules is not available yet; run simulate on each and compare the reports",
+            dir.display()
+        );
+    }
+    if args.games == 0 {
+        bail!("--games is at least 1");
+    }
+    let config = crate::config::Config::load(root)?;
+    let engine = rt.block_on(super::engine(root, &config, "memory"))?;
+    let pack = super::load_pack(&engine, &args.pack)?;
+    let options = super::options(&pack, &args.set)?;
+    let shipped = pack.players();
+    let names = if args.players.is_empty() { shipped.clone() } else { args.players.clone() };
+    if names.is_empty() {
+        bail!(
+            "pack `{}` ships no players: write one as scripts/{}/players/NAME.rhai (fn play(view, state))",
+            args.pack,
+            args.pack
+        );
+    }
+    if let Some(unknown) = names.iter().find(|n| !shipped.contains(n)) {
+        bail!("pack `{}` has no player `{unknown}` (players: {})", args.pack, shipped.join(", "));
+    }
+    let spec = pack.simulate().clone();
+    let progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut report = Vec::new();
+    for name in &names {
+        let player = ruleweave::ScriptCall::new(&engine, &args.pack, &format!("players/{name}.rhai::play"), 2)?;
+        let mut played =
+            Played { name: name.clone(), outcomes: Vec::new(), turns: Vec::new(), track: Vec::new(), error: None };
+        played.track = spec.track.iter().map(|t| (t.clone(), Vec::new())).collect();
+        for game in 0..args.games {
+            if progress {
+                eprint!("\rruleweave: {name}: game {}/{}", game + 1, args.games);
+            }
+            let id = format!("sim-{}-{name}-{game}", args.seed);
+            let mut session = rt.block_on(engine.open_with_id(&args.pack, &options, Some(id.clone())))?;
+            let mut turns = 0;
+            while turns < spec.max_turns && !session.is_finished() {
+                let view = serde_json::to_value(session.view())?;
+                let next = match player.call_as(&id, u64::from(turns) + 1, &[view, session.state()]) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        played.error = Some(format!("player `{name}` failed in game {game}: {e}"));
+                        break;
+                    }
+                };
+                let input = super::turn_input(&session, next)?;
+                if let Err(e) = rt.block_on(session.turn(input)) {
+                    played.error = Some(format!("game {game} of player `{name}` failed at turn {}: {e}", turns + 1));
+                    break;
+                }
+                turns += 1;
+            }
+            if played.error.is_some() {
+                break;
+            }
+            let outcome = match &spec.outcome {
+                Some(field) => match session.field(field) {
+                    Some(Value::String(s)) => s,
+                    Some(other) => other.to_string(),
+                    None => "none".into(),
+                },
+                None if session.is_finished() => "finished".into(),
+                None => "unfinished".into(),
+            };
+            played.outcomes.push(outcome);
+            played.turns.push(f64::from(turns));
+            for (field, values) in &mut played.track {
+                if let Some(x) = session.field(field).and_then(|v| v.as_f64()) {
+                    values.push(x);
+                }
+            }
+        }
+        if progress {
+            eprintln!();
+        }
+        report.push(played);
+    }
+    let json = report_json(&args, &report);
+    if args.json {
+        println!("{json}");
+    } else {
+        print_table(&json);
+    }
+    Ok(if report.iter().any(|p| p.error.is_some()) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The report as the contract says: `{"pack", "games", "seed", "players": [...], "against": null}`.
+fn report_json(args: &Args, report: &[Played]) -> Value {
+    let players: Vec<Value> = report
+        .iter()
+        .map(|p| {
+            let n = p.outcomes.len();
+            let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+            for o in &p.outcomes {
+                *counts.entry(o.as_str()).or_default() += 1;
+            }
+            let outcomes: Map<String, Value> = counts
+                .into_iter()
+                .map(|(o, k)| {
+                    let (low, high) = wilson(k, n);
+                    (o.to_owned(), json!({"share": k as f64 / n as f64, "low": low, "high": high}))
+                })
+                .collect();
+            let track: Map<String, Value> = p.track.iter().map(|(f, v)| (f.clone(), spread(v))).collect();
+            let mut v =
+                json!({"name": p.name, "games": n, "outcomes": outcomes, "turns": spread(&p.turns), "track": track});
+            if let Some(e) = &p.error {
+                v["error"] = json!(e);
+            }
+            v
+        })
+        .collect();
+    json!({"pack": args.pack, "games": args.games, "seed": args.seed, "players": players, "against": null})
+}
+
+/// The 95% Wilson interval of `k` successes in `n` trials.
+fn wilson(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_963_985);
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    // At the ends the interval reaches 0 or 1 exactly (its float sum falls a hair short).
+    let low = if k == 0.0 { 0.0 } else { (centre - half).max(0.0) };
+    let high = if k == n { 1.0 } else { (centre + half).min(1.0) };
+    (low, high)
+}
+
+/// The median, 10th and 90th percentiles of `values` (nearest rank), or nulls for none.
+fn spread(values: &[f64]) -> Value {
+    if values.is_empty() {
+        return json!({"median": null, "p10": null, "p90": null});
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    json!({"median": at(0.5), "p10": at(0.1), "p90": at(0.9)})
+}
+
+/// The report for a person: per player, each outcome's share and interval, the turns, the
+/// tracked numbers.
+fn print_table(report: &Value) {
+    let round = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
+    for p in report["players"].as_array().into_iter().flatten() {
+        println!("{} ({} games)", p["name"].as_str().unwrap_or(""), p["games"]);
+        if let Some(e) = p["error"].as_str() {
+            println!("  stopped: {e}");
+        }
+        for (outcome, s) in p["outcomes"].as_object().into_iter().flatten() {
+            println!(
+                "  {outcome:<20} {:>6}%  (95%: {}–{}%)",
+                round(&json!(s["share"].as_f64().unwrap_or(0.0) * 100.0)),
+                round(&json!(s["low"].as_f64().unwrap_or(0.0) * 100.0)),
+                round(&json!(s["high"].as_f64().unwrap_or(0.0) * 100.0))
+            );
+        }
+        let t = &p["turns"];
+        println!(
+            "  turns                median {}, p10 {}, p90 {}",
+            round(&t["median"]),
+            round(&t["p10"]),
+            round(&t["p90"])
+        );
+        for (field, s) in p["track"].as_object().into_iter().flatten() {
+            println!(
+                "  {field:<20} median {}, p10 {}, p90 {}",
+                round(&s["median"]),
+                round(&s["p10"]),
+                round(&s["p90"])
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_intervals_and_percentiles() {
+        let (lo, hi) = wilson(50, 100);
+        assert!((lo - 0.4038).abs() < 1e-3 && (hi - 0.5962).abs() < 1e-3, "{lo} {hi}");
+        assert_eq!(wilson(0, 10).0, 0.0);
+        let s = spread(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!(s, json!({"median": 3.0, "p10": 1.0, "p90": 5.0}));
+    }
+}
