@@ -232,6 +232,23 @@ impl Packs {
             }
         };
         let version = slot.pack.as_ref().map(|p| p.version.clone());
+        // The files whose content the reload found changed (added, edited or gone), where it
+        // can tell: a watcher also hears of files only read or touched.
+        let files = match (&previous, slot.pack.as_ref()) {
+            (Some(old), Some(new)) if old.version != new.version => {
+                let changed: Vec<String> = old
+                    .file_hashes
+                    .keys()
+                    .chain(new.file_hashes.keys())
+                    .filter(|f| old.file_hashes.get(*f) != new.file_hashes.get(*f))
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                if changed.is_empty() { files } else { changed }
+            }
+            _ => files,
+        };
         drop(packs);
         let event = noticed.then(|| PackEvent {
             pack: name.to_owned(),

@@ -67,6 +67,8 @@ pub struct Pack {
     pub(crate) standin: Option<Arc<dyn Provider>>,
     pub(crate) search_standin: Option<Arc<dyn crate::search::Search>>,
     pub(crate) files: Vec<String>,
+    /// A hash of each file's content, to tell which files an edit changed.
+    pub(crate) file_hashes: std::collections::BTreeMap<String, u64>,
     pub(crate) lobby: Option<crate::lobby::Lobby>,
     /// What `ruleweave simulate` reports of a game.
     pub(crate) simulate: Simulate,

@@ -68,6 +68,11 @@ impl Files {
         self.read.iter().map(|(p, _)| p.clone()).collect()
     }
 
+    /// Each file read with a hash of its content, by path.
+    pub fn hashes(&self) -> std::collections::BTreeMap<String, u64> {
+        self.read.iter().map(|(p, bytes)| (p.clone(), crate::text::hash(&String::from_utf8_lossy(bytes)))).collect()
+    }
+
     /// `path` with its links resolved, when that lies inside the root.
     fn inside(&self, path: &Path, rel: &str, what: &str) -> Result<PathBuf, Error> {
         let real = path.canonicalize().map_err(|e| io_error(rel, what, &e))?;

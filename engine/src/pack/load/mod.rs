@@ -289,6 +289,7 @@ impl Loader<'_> {
             standin,
             search_standin,
             files: self.files.paths(),
+            file_hashes: self.files.hashes(),
             lobby,
             simulate,
             expire_finished_after,
