@@ -173,6 +173,24 @@ fn play_streams_the_speeches() {
     assert!(text.contains("winner:"), "{text}");
 }
 
+/// A script's warning reaches the player once, as the turn's note under the speech, not also
+/// as a log line in the middle of the terminal.
+#[test]
+fn play_says_a_scripts_warning_once_as_a_note() {
+    let out = run_with_stdin(
+        {
+            let mut c = ruleweave(&repo_root());
+            c.args(["play", "debate", "--set", "rounds=1"]);
+            c
+        },
+        "start\n",
+    );
+    let text = stdout(&out);
+    assert!(text.contains("(judge: pro's speech stands with 1 claim(s) found false"), "{text}");
+    let log = support::stderr(&out);
+    assert!(!log.contains("WARN"), "{log}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_debate_killed_mid_round_resumes_without_repeating_a_finished_search() {
     let db = tempfile::tempdir().unwrap();

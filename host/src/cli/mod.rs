@@ -61,12 +61,14 @@ enum Command {
 /// Parses the command line and runs it.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    // `play` shows refused edits and the embeddings' fallback itself: the log does not say them
-    // twice. Colour only on a terminal, and never with NO_COLOR.
-    let quiet = if matches!(cli.command, Command::Play(_)) {
-        "warn,ruleweave::packs=error,ruleweave::graph::kinds::select=error"
-    } else {
-        "warn"
+    // `play` shows refused edits, a node's fallback and a script's `warn()` itself (as the turn's
+    // notes): the log does not say them twice, in the middle of a reply. `simulate` plays
+    // thousands of turns whose notes nobody reads one by one. Colour only on a terminal, and
+    // never with NO_COLOR.
+    let quiet = match cli.command {
+        Command::Play(_) => "warn,ruleweave::packs=error,ruleweave::graph::kinds=error,ruleweave::script=error",
+        Command::Simulate(_) => "warn,ruleweave::graph::kinds=error,ruleweave::script=error",
+        _ => "warn",
     };
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
