@@ -100,6 +100,15 @@ impl Follower {
     }
 }
 
+/// A lobby of ana and bo, its first question asked: the session's id.
+async fn ana_and_bo_at_round_one(url: &str) -> String {
+    let (_, created) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    id
+}
+
 async fn answer(url: &str, id: &str, player: &str, answer: &str) -> (StatusCode, Value) {
     post(&format!("{url}/v1/sessions/{id}/inputs"), json!({"player": player, "input": answer})).await
 }
@@ -359,10 +368,7 @@ async fn lookalike_names_do_not_join_as_new_players() {
     let root = party_root("30s");
     let server = start(root.path(), "memory", &[]);
     let url = &server.url;
-    let (_, created) =
-        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
-    let id = created["id"].as_str().unwrap();
-    post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    let id = &ana_and_bo_at_round_one(url).await;
     let inputs = format!("{url}/v1/sessions/{id}/inputs");
     for (name, says) in [
         ("an\u{200B}a", "invisible ones"),
@@ -407,10 +413,7 @@ async fn a_retried_answer_does_not_land_in_the_next_round() {
     let root = party_root("30s");
     let server = start(root.path(), "memory", &[]);
     let url = &server.url;
-    let (_, created) =
-        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
-    let id = created["id"].as_str().unwrap();
-    post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    let id = &ana_and_bo_at_round_one(url).await;
     assert_eq!(answer(url, id, "ana", "have").await.0, StatusCode::OK);
     let (status, closed) = answer(url, id, "bo", "have_not").await;
     assert_eq!((status, closed["lobby"]["round"].as_u64()), (StatusCode::OK, Some(2)), "{closed}");

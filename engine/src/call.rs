@@ -54,18 +54,18 @@ impl ScriptCall {
             self.provider.clone(),
             None,
         );
-        let tag = CallTag::new(Arc::new(ctx), "player".into());
-        let args: Vec<Dynamic> = args.iter().map(value::from_json).collect();
-        let mut this = Dynamic::UNIT;
-        let v = self.pack.sandbox.call(&self.func, &mut this, args, Some(tag))?;
-        Ok(value::to_json(&v))
+        self.call_tagged(CallTag::new(Arc::new(ctx), "player".into()), args)
     }
 
     /// Calls the function with `args` (converted to Rhai values) and returns its result as JSON.
     pub fn call(&self, args: &[Json]) -> Result<Json> {
+        self.call_tagged(self.tag.clone(), args)
+    }
+
+    fn call_tagged(&self, tag: CallTag, args: &[Json]) -> Result<Json> {
         let args: Vec<Dynamic> = args.iter().map(value::from_json).collect();
         let mut this = Dynamic::UNIT;
-        let v = self.pack.sandbox.call(&self.func, &mut this, args, Some(self.tag.clone()))?;
+        let v = self.pack.sandbox.call(&self.func, &mut this, args, Some(tag))?;
         Ok(value::to_json(&v))
     }
 }

@@ -288,12 +288,13 @@ impl Config {
                 names.push(p.to_owned());
             }
         }
-        // Gemini's key may also be Google's own variable.
-        let key_of = |p: &str| match p {
-            "GEMINI" if env("GEMINI_API_KEY").is_none() && env("GOOGLE_API_KEY").is_some() => {
-                "GOOGLE_API_KEY".to_owned()
+        // A key may also be given in another variable (Gemini's in Google's own).
+        let key_of = |p: &str| {
+            let own = format!("{p}_API_KEY");
+            match ruleweave::llm::key_alias(p) {
+                Some(alias) if env(&own).is_none() && env(alias).is_some() => alias.to_owned(),
+                _ => own,
             }
-            _ => format!("{p}_API_KEY"),
         };
         names
             .into_iter()

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use anthropic::{Anthropic, AnthropicConfig};
-pub use named::NamedProviders;
+pub use named::{NamedProviders, key_alias};
 pub use openai::{OpenAi, OpenAiConfig, StructuredOutput};
 pub(crate) use profile::ModelSpec;
 pub use profile::Profile;

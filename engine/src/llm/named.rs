@@ -23,6 +23,11 @@ const KNOWN: &[(&str, &str)] = &[
 /// Keys a name may also be given under: Google's own variable for Gemini.
 const KEY_ALIASES: &[(&str, &str)] = &[("gemini", "GOOGLE_API_KEY")];
 
+/// The other variable a named provider's key may be given in (`GOOGLE_API_KEY` for `gemini`).
+pub fn key_alias(name: &str) -> Option<&'static str> {
+    KEY_ALIASES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+}
+
 /// How an endpoint takes a reply's JSON Schema, where it differs from OpenAI's (and
 /// `<NAME>_STRUCTURED_OUTPUT` does not say): Gemini's OpenAI-compatible endpoint takes a subset
 /// of JSON Schema, without the `$ref`, `$defs` and `oneOf` the packs' schemas use, so it gets
@@ -83,7 +88,7 @@ impl NamedProviders {
         }
         let prefix = name.to_ascii_uppercase().replace('-', "_");
         let key_var = format!("{prefix}_API_KEY");
-        let alias = KEY_ALIASES.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+        let alias = key_alias(name);
         let Some(key) = var(&key_var).or_else(|| alias.and_then(var)) else {
             let or = alias.map(|a| format!(" (nor {a})")).unwrap_or_default();
             return Err(Error::new(ErrorKind::Llm, format!("{key_var} is not set{or}")));

@@ -101,9 +101,18 @@ impl Session {
         if round < 2 || !(0..REPEAT_WINDOW_MS).contains(&since) {
             return Ok(());
         }
-        let Some(past) = self.rt.store.history(&self.id, self.seq).await? else { return Ok(()) };
-        let last = past.after.iter().rev().find_map(|c| c.input.as_ref());
-        let before = last.and_then(|input| input.get(&lobby.answers)).and_then(|a| a.get(&post.player));
+        // The closing turn's input: in the checkpoints after the newest snapshot, unless that
+        // turn's checkpoint is the snapshot itself (every `snapshot_every` turns).
+        let mut last = None;
+        if let Some(stored) = self.rt.store.load(&self.id).await? {
+            last = stored.after.into_iter().rev().find_map(|c| c.input);
+        }
+        if last.is_none()
+            && let Some(past) = self.rt.store.history(&self.id, self.seq).await?
+        {
+            last = past.after.into_iter().rev().find_map(|c| c.input);
+        }
+        let before = last.as_ref().and_then(|input| input.get(&lobby.answers)).and_then(|a| a.get(&post.player));
         if before != Some(&post.input) {
             return Ok(());
         }

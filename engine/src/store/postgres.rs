@@ -139,6 +139,15 @@ fn redact(url: &str) -> String {
     }
 }
 
+impl PostgresStore {
+    /// `write`, its outcome noted for [`Store::health`].
+    async fn noted<T>(&self, write: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let written = write.await;
+        self.last_write.note(&written);
+        written
+    }
+}
+
 impl Store for PostgresStore {
     fn kind(&self) -> &'static str {
         "postgres"
@@ -152,7 +161,7 @@ impl Store for PostgresStore {
 
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let written = async {
+            self.noted(async {
                 let e = shared::encode(start);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 sqlx::query(
@@ -192,10 +201,8 @@ impl Store for PostgresStore {
                 .await
                 .map_err(|e| store_error("cannot write the start checkpoint", e))?;
                 tx.commit().await.map_err(|e| store_error("cannot commit", e))
-            }
-            .await;
-            self.last_write.note(&written);
-            written
+            })
+            .await
         })
     }
 
@@ -218,7 +225,7 @@ impl Store for PostgresStore {
 
     fn append<'a>(&'a self, id: &'a str, c: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let written = async {
+            self.noted(async {
                 let e = encode(c);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 // The session advances only from the checkpoint before this one: a second writer finds
@@ -303,10 +310,8 @@ impl Store for PostgresStore {
                     .map_err(|e| store_error("cannot prune snapshots", e))?;
                 }
                 tx.commit().await.map_err(|e| store_error("cannot commit", e))
-            }
-            .await;
-            self.last_write.note(&written);
-            written
+            })
+            .await
         })
     }
 

@@ -41,7 +41,11 @@ pub(super) fn ask_with(
             format!("unknown llm profile `{profile}` (profiles: {})", known.join(", "))
         })?;
         let mut request = p.request(&tag.turn.options, messages).map_err(|e| e.detail().to_owned())?;
-        let own_model = request.default_model.clone().unwrap_or_else(|| request.model.clone());
+        // With a provider named for this call, the model its fallback asks: the profile's own.
+        let own_model = overrides
+            .get("provider")
+            .is_some_and(|v| v.is_string() && !v.to_string().trim().is_empty())
+            .then(|| request.default_model.clone().unwrap_or_else(|| request.model.clone()));
         for (k, v) in overrides {
             match k.as_str() {
                 "model" if v.is_string() => {
@@ -83,8 +87,8 @@ pub(super) fn ask_with(
                 }
             }
         }
-        if overrides.get("provider").is_some_and(|v| v.is_string() && !v.to_string().trim().is_empty()) {
-            request.default_model = Some(own_model);
+        if own_model.is_some() {
+            request.default_model = own_model;
         }
         let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
         pause_deadline(|| rt.block_on(tag.turn.ask(&tag.node, request))).map(|r| r.content).map_err(thrown)
