@@ -874,6 +874,12 @@ fn a_failing_player_stops_its_games_and_the_others_go_on() {
     assert!(broken["error"].as_str().unwrap().contains("player `broken` failed in game 0"), "{broken}");
     assert!(broken["error"].as_str().unwrap().contains("no idea what to say"), "{broken}");
     assert_eq!(report["players"][1]["games"], 3, "the flatterer played on");
+    // A player whose move is no input the pack reads stops too, saying so.
+    std::fs::write(root.path().join("scripts/pirate/players/broken.rhai"), "fn play(view, state) { 42 }").unwrap();
+    let (out, report) = simulate(root.path(), &["pirate", "--games", "2", "--player", "broken", "--player", "liar"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(report["players"][0]["error"].as_str().unwrap().contains("gave no input the pack reads"), "{report}");
+    assert_eq!(report["players"][1]["games"], 2);
     let (out, _) = simulate(&repo_root(), &["pirate", "--games", "1", "--player", "nobody"]);
     assert!(
         stderr(&out).contains("pack `pirate` has no player `nobody` (players: flatterer, liar)"),

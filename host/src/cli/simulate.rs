@@ -96,7 +96,14 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
                         break;
                     }
                 };
-                let input = super::turn_input(&session, next)?;
+                let input = match super::turn_input(&session, next) {
+                    Ok(input) => input,
+                    Err(e) => {
+                        played.error =
+                            Some(format!("player `{name}` gave no input the pack reads in game {game}: {e:#}"));
+                        break;
+                    }
+                };
                 if let Err(e) = rt.block_on(session.turn(input)) {
                     played.error = Some(format!("game {game} of player `{name}` failed at turn {}: {e}", turns + 1));
                     break;
