@@ -395,22 +395,23 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-/// `text` without the reasoning block a model put before its answer: `<think>…</think>` (or
+/// `text` without the reasoning block a model put before its answer (`None` when it has none:
+/// most replies, which are then not copied): `<think>…</think>` (or
 /// `<thinking>…</thinking>`), as reasoning models served through OpenAI-compatible endpoints
 /// write it. A block that never closes (a reply cut off while reasoning) is all reasoning:
 /// nothing is left.
-pub(crate) fn without_reasoning(text: &str) -> String {
+pub(crate) fn without_reasoning(text: &str) -> Option<String> {
     let start = text.trim_start();
     for (open, close) in [("<think>", "</think>"), ("<thinking>", "</thinking>")] {
         if start.get(..open.len()).is_some_and(|s| s.eq_ignore_ascii_case(open)) {
             let lower = start.to_ascii_lowercase();
-            return match lower.find(close) {
+            return Some(match lower.find(close) {
                 Some(at) => start[at + close.len()..].trim_start().to_owned(),
                 None => String::new(),
-            };
+            });
         }
     }
-    text.to_owned()
+    None
 }
 
 #[cfg(test)]
@@ -577,9 +578,9 @@ mod tests {
 
     #[test]
     fn a_reasoning_block_is_not_the_answer() {
-        assert_eq!(without_reasoning("<think>\nweighing it\n</think>\n\n{\"a\": 1}"), "{\"a\": 1}");
-        assert_eq!(without_reasoning("  <THINKING>x</THINKING>Arr."), "Arr.");
-        assert_eq!(without_reasoning("<think>cut off while reasoning"), "");
-        assert_eq!(without_reasoning("I think <think> is a tag."), "I think <think> is a tag.");
+        assert_eq!(without_reasoning("<think>\nweighing it\n</think>\n\n{\"a\": 1}").unwrap(), "{\"a\": 1}");
+        assert_eq!(without_reasoning("  <THINKING>x</THINKING>Arr.").unwrap(), "Arr.");
+        assert_eq!(without_reasoning("<think>cut off while reasoning").unwrap(), "");
+        assert_eq!(without_reasoning("I think <think> is a tag."), None);
     }
 }

@@ -485,7 +485,9 @@ impl TurnCtx {
 /// empty: an empty reply (a content filter, a reply that was all reasoning) is a failed call, as
 /// an empty stream is, and takes the node's fallback.
 fn readable(mut r: LlmResponse) -> Result<LlmResponse> {
-    r.content = crate::text::without_reasoning(&r.content);
+    if let Some(answer) = crate::text::without_reasoning(&r.content) {
+        r.content = answer;
+    }
     if r.content.trim().is_empty() {
         return Err(Error::new(ErrorKind::Llm, "the model's reply is empty"));
     }
