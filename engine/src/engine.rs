@@ -383,21 +383,23 @@ impl Engine {
         let now = crate::vocab::now_ms();
         // Finished at least `after` ago: at or before now - after (the store's bound is exclusive).
         let before = |after: std::time::Duration| now - after.as_millis() as i64 + 1;
+        let store = &*self.rt().store;
+        let index = || crate::store::needs(store, store.index(), "a session index");
         let mut own = Vec::new();
         let mut n = 0;
         for name in self.pack_names()? {
             let Ok(pack) = self.pack(&name) else { continue };
             let Some(rule) = pack.expire_finished_after else { continue };
             if let Some(after) = rule {
-                n += self.rt().store.expire(before(after), crate::store::Expiry::Pack(&name)).await?;
+                n += index()?.expire(before(after), crate::store::Expiry::Pack(&name)).await?;
             }
             own.push(name);
         }
         if let Some(after) = self.retention().expire_finished_after {
-            n += self.rt().store.expire(before(after), crate::store::Expiry::AllBut(&own)).await?;
+            n += index()?.expire(before(after), crate::store::Expiry::AllBut(&own)).await?;
         }
         if let Some(after) = self.retention().expire_idle_after {
-            n += self.rt().store.expire_idle(before(after)).await?;
+            n += index()?.expire_idle(before(after)).await?;
         }
         if n > 0 {
             // Let expired sessions go from memory too: the store no longer has them.
@@ -443,12 +445,11 @@ impl Engine {
             .into_iter()
             .filter_map(|p| Some((p.name.clone(), now - p.lobby.as_ref()?.timeout.as_millis() as i64)))
             .collect();
-        if lobbies.is_empty() {
+        // A store that keeps no lobby inputs has no lobby round under way (answering fails).
+        let Some(store) = self.rt().store.lobby().filter(|_| !lobbies.is_empty()) else {
             return Ok(Vec::new());
-        }
-        let due: Vec<crate::store::OpenRound> = self
-            .rt()
-            .store
+        };
+        let due: Vec<crate::store::OpenRound> = store
             .open_rounds(&lobbies)
             .await?
             .into_iter()

@@ -27,62 +27,85 @@
 
 #![warn(missing_docs)]
 
-mod bench;
-pub mod blocking;
-mod call;
-pub mod data;
-mod engine;
-mod error;
-mod event;
-mod graph;
-mod limits;
-pub mod llm;
-pub mod lobby;
-mod native;
-mod pack;
-mod packs;
-mod prompt;
-pub mod reload;
-pub mod replay;
-mod runtime;
-mod schemas;
-mod script;
-pub mod search;
-mod select;
-mod session;
-mod speech;
-mod state;
-pub mod store;
-pub mod text;
-mod turn;
-mod value;
-mod vocab;
+// The table of contents: what an embedding program uses, by role. The modules marked `pub` below
+// are parts of that surface with more inside (stores, model providers, replay, lobby rounds, the
+// file watcher, web search, the text functions native code shares with scripts); the rest are the
+// engine's own.
 
-pub use bench::Selection;
-pub use call::ScriptCall;
-pub use data::YAML_TABLE_NODES;
+// Opening and playing sessions.
 pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
+pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
+pub use store::{ResumePoint, Retention, Store};
+
+// Errors: one type, with where it happened.
 pub use error::{Error, ErrorKind, Origin, Result};
+
+// What a turn tells: events, the selector's decision breakdown, a state's updates.
 pub use event::{
     Breakdown, Candidate, EmbedCount, Event, EventSink, LlmEvent, Score, SimilarityKind, SimilarityNote, Updates,
     VetoCheck,
 };
-pub use graph::kinds::{NodeKindDoc, node_kinds};
-pub use limits::{LimitDef, Limits, limit_table};
-pub use llm::Profile;
-pub use llm::{LlmChoice, Provider};
-pub use native::{FocusContext, NativeFocus, NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
-pub use pack::manifest::manifest_schema;
+
+// Packs: loaded, served, reloaded.
 pub use pack::{InputSpec, OptionSpec, Pack, Simulate};
 pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
-pub use script::host::{HostFn, host_functions};
-pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
-pub use state::{ReducerDef, reducer_table};
-pub use store::ResumePoint;
-pub use vocab::{Reducer, ScorerImpl, TypeName};
+
+// Models: the provider trait, the choice from the environment, profiles.
+pub use llm::{LlmChoice, Profile, Provider};
+
+// Native code: nodes, scorers and focuses the embedding program registers, and the value types
+// they read state in.
+pub use native::{FocusContext, NativeFocus, NativeNode, NativeScorer, NodeContext, ScorerContext, ScorerOutput};
 
 /// The value types state lives in (Rhai's), for native nodes.
 pub mod values {
     pub use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
 }
+
+// Tools outside a turn: a selector or a script function run on a recorded state (benchmarks,
+// twins, simulation).
+pub use bench::Selection;
+pub use call::ScriptCall;
+
+// The reference tables the docs are generated from (manifest schema, node kinds, host
+// functions, reducers, limits).
+pub use data::YAML_TABLE_NODES;
+pub use graph::kinds::{NodeKindDoc, node_kinds};
+pub use limits::{LimitDef, Limits, limit_table};
+pub use pack::manifest::manifest_schema;
+pub use script::host::{HostFn, host_functions};
+pub use state::{ReducerDef, reducer_table};
+pub use vocab::{Reducer, ScorerImpl, TypeName};
+
+pub mod blocking;
+pub mod llm;
+pub mod lobby;
+pub mod reload;
+pub mod replay;
+pub mod search;
+pub mod store;
+pub mod text;
+
+mod bench;
+mod call;
+mod data;
+mod engine;
+mod error;
+mod event;
+mod graph;
+mod limits;
+mod native;
+mod pack;
+mod packs;
+mod prompt;
+mod runtime;
+mod schemas;
+mod script;
+mod select;
+mod session;
+mod speech;
+mod state;
+mod turn;
+mod value;
+mod vocab;

@@ -49,12 +49,16 @@ impl Runtime {
     }
 
     /// Records `pack`'s state schema in the store, once per version and process, before a session
-    /// writes a checkpoint on it (see [`Store::save_schema`]).
+    /// writes a checkpoint on it (see [`PackVersions::save_schema`](crate::store::PackVersions::save_schema)).
     pub async fn record_schema(&self, pack: &Pack) -> Result<()> {
         if pack.schema_recorded.load(Ordering::Relaxed) {
             return Ok(());
         }
-        self.store.save_schema(&pack.name, &pack.version, &pack.schema.describe()).await?;
+        // A store that keeps no schemas migrates a stored session only from the versions this
+        // process has loaded.
+        if let Some(versions) = self.store.versions() {
+            versions.save_schema(&pack.name, &pack.version, &pack.schema.describe()).await?;
+        }
         pack.schema_recorded.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -67,8 +71,9 @@ impl Runtime {
         versions: Vec<String>,
     ) -> Result<HashMap<String, crate::state::Schema>> {
         let mut found = HashMap::new();
+        let Some(recorded) = self.store.versions() else { return Ok(found) };
         for v in versions {
-            if let Some(d) = self.store.schema(&pack.name, &v).await? {
+            if let Some(d) = recorded.schema(&pack.name, &v).await? {
                 match crate::state::Schema::from_description(&d) {
                     Some(schema) => {
                         found.insert(v, schema);

@@ -670,7 +670,7 @@ async fn a_stored_decision_moves_to_the_design_names() {
             json!({"name": k, "type": ty, "reducer": reducer, "default": Value::Null})
         })
         .collect();
-    store.save_schema("interview", "an-old-version", &json!({ "fields": fields })).await.unwrap();
+    store.versions().unwrap().save_schema("interview", "an-old-version", &json!({ "fields": fields })).await.unwrap();
     let id = "stored-by-an-older-release".to_owned();
     let info = SessionInfo {
         id: id.clone(),

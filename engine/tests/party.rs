@@ -230,7 +230,7 @@ async fn times_used_is_shared_by_every_lobby() {
     let (b, _) = first_question(&engine, json!({})).await;
     let ids: Vec<&str> = b["candidates"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert!(!ids.contains(&asked), "the other lobby's question is now used more than the rest: {ids:?}");
-    let counters = engine.store().counters("party", "questions").await.unwrap();
+    let counters = engine.store().counters().unwrap().counts("party", "questions").await.unwrap();
     let mut counted: Vec<(String, i64)> = counters.into_iter().map(|(key, _, n)| (key, n)).collect();
     counted.sort();
     let mut want = vec![(asked.to_owned(), 1), (b["question_id"].as_str().unwrap().to_owned(), 1)];

@@ -173,13 +173,16 @@ async fn idle_unfinished_sessions_expire_by_a_setting() {
         let kept = engine(&root, store.clone(), Retention::default());
         let mut idle = kept.open("counter", &Default::default()).await.unwrap();
         idle.turn(json!({"text": "a"})).await.unwrap();
-        store.link_transcript("a-chat", idle.id(), 1).await.unwrap();
+        store.transcripts().unwrap().link_transcript("a-chat", idle.id(), 1).await.unwrap();
         assert_eq!(kept.expire_finished().await.unwrap(), 0, "no setting: kept");
         let retention = Retention { expire_idle_after: Some(Duration::ZERO), ..Retention::default() };
         let e = engine(&root, store.clone(), retention);
         assert_eq!(e.expire_finished().await.unwrap(), 1, "idle for as long as allowed: gone");
         assert_eq!(e.info(idle.id()).await.unwrap_err().kind(), ErrorKind::NotFound);
-        assert!(store.find_transcripts(&["a-chat".to_owned()]).await.unwrap().is_empty(), "its links with it");
+        assert!(
+            store.transcripts().unwrap().find_transcripts(&["a-chat".to_owned()]).await.unwrap().is_empty(),
+            "its links with it"
+        );
     }
 }
 

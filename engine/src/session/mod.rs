@@ -363,7 +363,7 @@ impl Session {
         let snapshot_due = version != pack.version;
         if snapshot_due {
             let old = value::to_json(&state);
-            state = moved(&pack, &old, &version).unwrap_or_else(|e| {
+            state = play::moved(&pack, &old, &version).unwrap_or_else(|e| {
                 tracing::warn!(
                     session = %info.id,
                     pack = %pack.name,
@@ -502,19 +502,6 @@ impl Session {
         caught(std::pin::pin!(self.finish_pending(None))).await
     }
 
-    async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
-        let Some(p) = self.pending.take() else { return Ok(None) };
-        let input = self.pack.check_input(&p.input)?;
-        let resume = p.resume.clone().ok_or_else(|| {
-            Error::new(ErrorKind::Store, "cannot resume the interrupted turn: its step checkpoint has no resume point")
-        })?;
-        let result = self.play(p.turn, p.input.clone(), input, Some(resume), p.exchanges.clone(), live).await;
-        if result.is_err() {
-            self.pending = Some(p);
-        }
-        result.map(Some)
-    }
-
     /// Reloads the session when another writer (a replica sharing the store) recorded checkpoints
     /// since, or when a turn of this one was dropped half-way. Turns do this themselves; call it
     /// before reading a session another process may have moved on.
@@ -531,111 +518,11 @@ impl Session {
         Ok(())
     }
 
-    async fn run_turn(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
-        let store = self.rt.store.clone();
-        let _lock = store.lock(&self.id).await?;
-        self.refresh().await?;
-        self.run_locked(input, live).await
-    }
-
-    /// Runs a turn on a fresh session whose lock the caller holds.
-    async fn run_locked(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
-        caught(std::pin::pin!(self.finish_pending(live.clone()))).await?;
-        let before = self.upgrade();
-        if let Err(e) = self.rt.record_schema(&self.pack).await {
-            self.restore_version(before);
-            return Err(e);
-        }
-        let result = caught(std::pin::pin!(self.begin(input, live))).await;
-        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal) {
-            // Whatever a panic interrupted, the store has the truth: read it again before the next turn.
-            self.dirty = true;
-        }
-        if result.is_err() {
-            self.restore_version(before);
-        }
-        result
-    }
-
-    /// After a failed turn, the session stays where it was, on the version it was on.
-    fn restore_version(&mut self, before: Option<(Arc<Pack>, Dynamic)>) {
-        if let Some((pack, state)) = before {
-            self.pack = pack;
-            self.state = state;
-            self.snapshot_due = false;
-        }
-    }
-
-    async fn begin(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
-        if self.pack.is_finished(&self.state) {
-            return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
-        }
-        let input = match input {
-            Json::String(text) => self.input_from_text(&text)?,
-            other => other,
-        };
-        let checked = self.pack.check_input(&input)?;
-        let resume = self.paused.take();
-        let result = self.play(self.turns + 1, input, checked, resume.clone(), Vec::new(), live).await;
-        if result.is_err() && self.paused.is_none() {
-            // A failed turn leaves the session where it was: still paused.
-            self.paused = resume;
-        }
-        result
-    }
-
     /// Where the last turn paused, if it did: the node after which it stopped and the nodes the
     /// next turn starts with.
     pub fn paused(&self) -> Option<PausedAt> {
         self.paused.as_ref().map(PausedAt::of)
     }
-
-    /// Moves the session onto the pack's current version when a reload swapped in a new one: each
-    /// field keeps its value if the new version still has it with a fitting type, takes its
-    /// default otherwise, and fields the new version dropped go; then the pack's `migrate` script,
-    /// if it has one, sees the old state and sets what it returns. Returns the version and state
-    /// the session leaves, to put back if the turn fails. A `migrate` that fails keeps the session
-    /// on its version (logged), so a broken migration never breaks a game.
-    fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
-        let current = self.rt.packs.current(&self.pack.name)?;
-        if Arc::ptr_eq(&current, &self.pack) || current.version == self.pack.version {
-            return None;
-        }
-        let old = value::to_json(&self.state);
-        let state = match moved(&current, &old, &self.pack.version) {
-            Ok(state) => state,
-            Err(e) => {
-                tracing::warn!(
-                    session = %self.id,
-                    pack = %current.name,
-                    "cannot move the session to version {}, it stays on {}: migrate failed: {e}",
-                    current.version,
-                    self.pack.version
-                );
-                return None;
-            }
-        };
-        tracing::debug!(session = %self.id, from = %self.pack.version, to = %current.version, "session moved to a new pack version");
-        self.snapshot_due = true;
-        Some((std::mem::replace(&mut self.pack, current), std::mem::replace(&mut self.state, state)))
-    }
-}
-
-/// `old`, a state of version `from`, moved onto `to`: each field keeps its value if `to` still
-/// has it with a fitting type and takes its default otherwise, then `to`'s `migrate` script, if
-/// it has one, sees the old state and sets the fields it returns.
-fn moved(to: &Pack, old: &Json, from: &str) -> Result<Dynamic> {
-    let mut state = to.schema.restore(old);
-    if let Some(migrate) = &to.migrate {
-        let args = (value::from_json(old), Dynamic::from(from.to_owned()));
-        let mut this = Dynamic::UNIT;
-        let set = to.sandbox.call(migrate, &mut this, args, None)?;
-        let map = set
-            .try_cast::<Map>()
-            .ok_or_else(|| Error::new(ErrorKind::Script, "migrate must return a map of the fields to set"))?;
-        to.schema.overwrite(&mut state, &map)?;
-    }
-    Ok(state)
 }
 
 fn gone(id: &str) -> Error {

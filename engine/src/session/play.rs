@@ -1,5 +1,10 @@
-//! Playing one turn: the graph's steps, a checkpoint after each step of a long turn, the turn's
-//! checkpoint, and undoing it all (in memory and in the store) when anything fails.
+//! A turn, top to bottom: the session locked and caught up with the store, the rest of a turn a
+//! crash interrupted, the move onto the pack's newest version, the input checked, then the
+//! graph's steps, a checkpoint after each step of a long turn, the turn's checkpoint, and undoing
+//! it all (in memory and in the store) when anything fails.
+//!
+//! `Session::turn` (the public call) comes here through [`Session::run_turn`]; a lobby round's
+//! closing turn through [`Session::run_locked`], its lock already held.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,7 +14,7 @@ use rhai::{Dynamic, Map};
 use serde_json::Value as Json;
 
 use super::{Rollback, Session, TurnResult};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EventSink, Updates};
 use crate::graph::run::Run;
 use crate::llm::Exchange;
@@ -38,6 +43,108 @@ struct Playing {
 }
 
 impl Session {
+    /// A turn from the top: the session locked against other writers, caught up with the store,
+    /// then played (see [`Session::run_locked`]).
+    pub(super) async fn run_turn(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
+        let store = self.rt.store.clone();
+        let _lock = store.lock(&self.id).await?;
+        self.refresh().await?;
+        self.run_locked(input, live).await
+    }
+
+    /// Runs a turn on a fresh session whose lock the caller holds: first the rest of a turn a
+    /// crash interrupted, then the session moves onto the pack's newest version, then the input
+    /// is read and checked and the turn played (from the entry, or from where the last turn
+    /// paused). A panic in any of it is caught; a failed turn leaves the session where it was.
+    pub(super) async fn run_locked(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
+        caught(std::pin::pin!(self.finish_pending(live.clone()))).await?;
+        let before = self.upgrade();
+        if let Err(e) = self.rt.record_schema(&self.pack).await {
+            self.restore_version(before);
+            return Err(e);
+        }
+        let result = caught(std::pin::pin!(async {
+            if self.pack.is_finished(&self.state) {
+                return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
+            }
+            let input = match input {
+                Json::String(text) => self.input_from_text(&text)?,
+                other => other,
+            };
+            let checked = self.pack.check_input(&input)?;
+            let resume = self.paused.take();
+            let result = self.play(self.turns + 1, input, checked, resume.clone(), Vec::new(), live).await;
+            if result.is_err() && self.paused.is_none() {
+                // A failed turn leaves the session where it was: still paused.
+                self.paused = resume;
+            }
+            result
+        }))
+        .await;
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal) {
+            // Whatever a panic interrupted, the store has the truth: read it again before the next turn.
+            self.dirty = true;
+        }
+        if result.is_err() {
+            self.restore_version(before);
+        }
+        result
+    }
+
+    /// After a failed turn, the session stays where it was, on the version it was on.
+    fn restore_version(&mut self, before: Option<(Arc<Pack>, Dynamic)>) {
+        if let Some((pack, state)) = before {
+            self.pack = pack;
+            self.state = state;
+            self.snapshot_due = false;
+        }
+    }
+
+    /// Plays the rest of a turn a crash interrupted, from its last step checkpoint, without
+    /// repeating the model calls of the steps already recorded.
+    pub(super) async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
+        let Some(p) = self.pending.take() else { return Ok(None) };
+        let input = self.pack.check_input(&p.input)?;
+        let resume = p.resume.clone().ok_or_else(|| {
+            Error::new(ErrorKind::Store, "cannot resume the interrupted turn: its step checkpoint has no resume point")
+        })?;
+        let result = self.play(p.turn, p.input.clone(), input, Some(resume), p.exchanges.clone(), live).await;
+        if result.is_err() {
+            self.pending = Some(p);
+        }
+        result.map(Some)
+    }
+
+    /// Moves the session onto the pack's current version when a reload swapped in a new one: each
+    /// field keeps its value if the new version still has it with a fitting type, takes its
+    /// default otherwise, and fields the new version dropped go; then the pack's `migrate` script,
+    /// if it has one, sees the old state and sets what it returns. Returns the version and state
+    /// the session leaves, to put back if the turn fails. A `migrate` that fails keeps the session
+    /// on its version (logged), so a broken migration never breaks a game.
+    fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
+        let current = self.rt.packs.current(&self.pack.name)?;
+        if Arc::ptr_eq(&current, &self.pack) || current.version == self.pack.version {
+            return None;
+        }
+        let old = value::to_json(&self.state);
+        let state = match moved(&current, &old, &self.pack.version) {
+            Ok(state) => state,
+            Err(e) => {
+                tracing::warn!(
+                    session = %self.id,
+                    pack = %current.name,
+                    "cannot move the session to version {}, it stays on {}: migrate failed: {e}",
+                    current.version,
+                    self.pack.version
+                );
+                return None;
+            }
+        };
+        tracing::debug!(session = %self.id, from = %self.pack.version, to = %current.version, "session moved to a new pack version");
+        self.snapshot_due = true;
+        Some((std::mem::replace(&mut self.pack, current), std::mem::replace(&mut self.state, state)))
+    }
+
     /// Runs turn `number` (from the entry, or from `resume`) and records it.
     pub(super) async fn play(
         &mut self,
@@ -128,7 +235,8 @@ impl Session {
 async fn counts(rt: &Runtime, pack: &Pack) -> Result<HashMap<String, Arc<crate::data::Counts>>> {
     let mut out = HashMap::new();
     for (name, table) in pack.tables.iter().filter(|(_, t)| !t.counters.is_empty()) {
-        let rows = rt.store.counters(&pack.name, name).await?;
+        let store = &*rt.store;
+        let rows = crate::store::needs(store, store.counters(), "shared counters")?.counts(&pack.name, name).await?;
         out.insert(name.clone(), Arc::new(table.counts(rows)));
     }
     Ok(out)
@@ -234,6 +342,23 @@ impl Playing {
             }
         }
     }
+}
+
+/// `old`, a state of version `from`, moved onto `to`: each field keeps its value if `to` still
+/// has it with a fitting type and takes its default otherwise, then `to`'s `migrate` script, if
+/// it has one, sees the old state and sets the fields it returns.
+pub(super) fn moved(to: &Pack, old: &Json, from: &str) -> Result<Dynamic> {
+    let mut state = to.schema.restore(old);
+    if let Some(migrate) = &to.migrate {
+        let args = (value::from_json(old), Dynamic::from(from.to_owned()));
+        let mut this = Dynamic::UNIT;
+        let set = to.sandbox.call(migrate, &mut this, args, None)?;
+        let map = set
+            .try_cast::<Map>()
+            .ok_or_else(|| Error::new(ErrorKind::Script, "migrate must return a map of the fields to set"))?;
+        to.schema.overwrite(&mut state, &map)?;
+    }
+    Ok(state)
 }
 
 /// Runs a turn's future, turning a panic inside it (a bug in ruleweave, or in a native node the

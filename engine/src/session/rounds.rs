@@ -34,7 +34,7 @@ impl Session {
     pub async fn lobby(&mut self) -> Result<Option<LobbyStatus>> {
         let Some(lobby) = self.pack.lobby.clone() else { return Ok(None) };
         self.refresh().await?;
-        let inputs = self.rt.store.inputs(&self.id).await?;
+        let inputs = kept(&*self.rt.store)?.inputs(&self.id).await?;
         let (round, players) = self.round_and_players(&lobby);
         Ok(Some(LobbyStatus::of(&lobby, round, players, &inputs, self.at)))
     }
@@ -62,7 +62,7 @@ impl Session {
                 format!("round {meant} is not open: the lobby is at round {round}"),
             ));
         }
-        let inputs = store.inputs(&self.id).await?;
+        let inputs = kept(&*store)?.inputs(&self.id).await?;
         let answered = |i: &LobbyInput| i.round == round && i.player == post.player && i.kind == InputKind::Answer;
         if post.round.is_none() && post.kind == InputKind::Answer && !inputs.iter().any(answered) {
             self.refuse_repeat(&lobby, round, &post).await?;
@@ -74,7 +74,7 @@ impl Session {
             _ => Json::Null,
         };
         let record = LobbyInput { round, player: post.player.clone(), kind: post.kind, input, created_at: now_ms() };
-        if !store.add_input(&self.id, &record).await? {
+        if !kept(&*store)?.add_input(&self.id, &record).await? {
             let what = match post.kind {
                 InputKind::Answer => format!("{} already answered round {round}", post.player),
                 InputKind::Join => format!("{} already joins after round {round}", post.player),
@@ -195,7 +195,7 @@ impl Session {
             return Ok(None);
         }
         let (round, players) = self.round_and_players(&lobby);
-        let inputs = store.inputs(&self.id).await?;
+        let inputs = kept(&*store)?.inputs(&self.id).await?;
         let status = LobbyStatus::of(&lobby, round, players, &inputs, self.at);
         let due = status.complete() || status.closes_at.is_some_and(|t| t <= now);
         if !due {
@@ -213,7 +213,7 @@ impl Session {
     /// What a post returns once its round closed (or failed to).
     async fn posted(&mut self, lobby: &Lobby, closed: Result<TurnResult>) -> Result<Posted> {
         let (round, players) = self.round_and_players(lobby);
-        let inputs = self.rt.store.inputs(&self.id).await?;
+        let inputs = kept(&*self.rt.store)?.inputs(&self.id).await?;
         let status = LobbyStatus::of(lobby, round, players, &inputs, self.at);
         Ok(match closed {
             Ok(turn) => Posted { lobby: status, closed: Some(turn), close_error: None },
@@ -237,4 +237,9 @@ pub(super) fn round_and_players(lobby: &Lobby, state: &Dynamic) -> (u64, Vec<Str
         .filter_map(|p| p.into_immutable_string().ok().map(|s| s.to_string()))
         .collect();
     (round, players)
+}
+
+/// The store's lobby inputs, or an error that says it keeps none.
+fn kept(store: &dyn crate::store::Store) -> Result<&dyn crate::store::LobbyInputs> {
+    crate::store::needs(store, store.lobby(), "lobby inputs")
 }

@@ -6,30 +6,30 @@ use std::sync::Mutex;
 use tokio::sync::broadcast;
 
 use super::{
-    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
-    SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict,
+    Checkpoint, CheckpointInfo, CheckpointKind, Counters, EVENT_BUFFER, Happened, LobbyInput, LobbyInputs,
+    PackVersions, SessionEvent, SessionIndex, SessionInfo, SessionLock, Store, Stored, Transcripts, conflict,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
 
 /// Sessions kept in memory. Checkpoints stay as the engine made them (no serialization).
 pub struct MemoryStore {
-    sessions: Mutex<HashMap<String, Entry>>,
+    pub(super) sessions: Mutex<HashMap<String, Entry>>,
     /// (pack, table, counter, row key) → value. Locked after `sessions` when both are.
-    counters: Mutex<HashMap<(String, String, String, String), i64>>,
+    pub(super) counters: Mutex<HashMap<(String, String, String, String), i64>>,
     /// Transcript key → (session, checkpoint). Locked before `sessions` when both are.
-    links: Mutex<HashMap<String, (String, u64, bool)>>,
+    pub(super) links: Mutex<HashMap<String, (String, u64, bool)>>,
     /// (pack, version) → the recorded state schema.
-    schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
-    events: broadcast::Sender<SessionEvent>,
+    pub(super) schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
+    pub(super) events: broadcast::Sender<SessionEvent>,
 }
 
-struct Entry {
-    info: SessionInfo,
+pub(super) struct Entry {
+    pub(super) info: SessionInfo,
     /// Every checkpoint, seq 0 first; only the start and the newest snapshot keep their snapshot.
-    rows: Vec<Checkpoint>,
+    pub(super) rows: Vec<Checkpoint>,
     /// Lobby inputs waiting for the round to close.
-    inputs: Vec<LobbyInput>,
+    pub(super) inputs: Vec<LobbyInput>,
 }
 
 impl Default for MemoryStore {
@@ -50,7 +50,7 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Entry>) -> R) -> R {
+    pub(super) fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Entry>) -> R) -> R {
         f(&mut self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
@@ -58,6 +58,19 @@ impl MemoryStore {
     fn drop_stale_links(&self) {
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
         self.with(|m| links.retain(|_, (id, _, _)| m.contains_key(id)));
+    }
+
+    /// Deletes the sessions `gone` picks, their links with them; how many.
+    pub(super) fn remove_where(&self, gone: impl Fn(&Entry) -> bool) -> u64 {
+        let removed = self.with(|m| {
+            let before = m.len();
+            m.retain(|_, e| !gone(e));
+            (before - m.len()) as u64
+        });
+        if removed > 0 {
+            self.drop_stale_links();
+        }
+        removed
     }
 }
 
@@ -154,16 +167,6 @@ impl Store for MemoryStore {
         ready(done)
     }
 
-    fn counters<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
-        let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let rows = counters
-            .iter()
-            .filter(|((p, t, _, _), _)| p == pack && t == table)
-            .map(|((_, _, counter, key), n)| (key.clone(), counter.clone(), *n))
-            .collect();
-        ready(Ok(rows))
-    }
-
     fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
         ready(self.with(|m| {
             let e = m.get_mut(id).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no session {id}")))?;
@@ -188,36 +191,6 @@ impl Store for MemoryStore {
         ready(Ok(removed))
     }
 
-    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
-        let expired = self.with(|m| {
-            let before = m.len();
-            let named = |pack: &str| match which {
-                Expiry::Pack(p) => p == pack,
-                Expiry::AllBut(but) => !but.iter().any(|b| b == pack),
-            };
-            m.retain(|_, e| {
-                !(named(&e.info.pack) && e.info.finished && e.info.finished_at.is_some_and(|t| t < finished_before))
-            });
-            (before - m.len()) as u64
-        });
-        if expired > 0 {
-            self.drop_stale_links();
-        }
-        ready(Ok(expired))
-    }
-
-    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
-        let expired = self.with(|m| {
-            let before = m.len();
-            m.retain(|_, e| e.info.finished || e.info.updated_at >= idle_before);
-            (before - m.len()) as u64
-        });
-        if expired > 0 {
-            self.drop_stale_links();
-        }
-        ready(Ok(expired))
-    }
-
     fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         ready(Ok(self.with(|m| {
             m.values().filter(|e| e.info.head_kind == CheckpointKind::Step).map(|e| e.info.id.clone()).collect()
@@ -228,96 +201,27 @@ impl Store for MemoryStore {
         ready(Ok(SessionLock::none()))
     }
 
-    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
-        let added = self.with(|m| {
-            let e = m.get_mut(id).ok_or_else(|| Error::new(ErrorKind::NotFound, format!("no session {id}")))?;
-            let twice =
-                e.inputs.iter().any(|i| i.round == input.round && i.player == input.player && i.kind == input.kind);
-            if !twice {
-                e.inputs.push(input.clone());
-            }
-            Ok(!twice)
-        });
-        if let Ok(true) = added {
-            let what = Happened::Input { round: input.round, player: input.player.clone(), kind: input.kind };
-            let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
-        }
-        ready(added)
-    }
-
-    fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>> {
-        ready(Ok(self.with(|m| m.get(id).map(|e| e.inputs.clone()).unwrap_or_default())))
-    }
-
-    fn open_rounds<'a>(&'a self, due: &'a [(String, i64)]) -> BoxFuture<'a, Result<Vec<OpenRound>>> {
-        ready(Ok(self.with(|m| {
-            m.values()
-                .filter(|e| !e.info.finished && e.info.turns > 0)
-                .filter(|e| due.iter().any(|(pack, before)| *pack == e.info.pack && e.info.updated_at <= *before))
-                .map(|e| OpenRound {
-                    session: e.info.id.clone(),
-                    pack: e.info.pack.clone(),
-                    asked_at: e.info.updated_at,
-                })
-                .collect()
-        })))
-    }
-
-    fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
-        let mut all: Vec<SessionInfo> = self.with(|m| {
-            m.values()
-                .filter(|e| q.pack.is_none_or(|p| e.info.pack == p))
-                .filter(|e| q.before.is_none_or(|(at, id)| (e.info.created_at, e.info.id.as_str()) < (at, id)))
-                .map(|e| e.info.clone())
-                .collect()
-        });
-        all.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        all.truncate(q.limit as usize);
-        ready(Ok(all))
-    }
-
-    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
-        let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let known = self.with(|m| m.contains_key(id));
-        if !known {
-            return ready(Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))));
-        }
-        let link = links.entry(key.to_owned()).or_insert_with(|| (id.to_owned(), seq, false));
-        if link.0 != id || link.1 != seq {
-            link.2 = true;
-        }
-        ready(Ok(()))
-    }
-
-    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> {
-        let links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let found = keys
-            .iter()
-            .filter_map(|k| {
-                let (session, seq, shared) = links.get(k)?;
-                Some(TranscriptLink { key: k.clone(), session: session.clone(), seq: *seq, shared: *shared })
-            })
-            .collect();
-        ready(Ok(found))
-    }
-
-    fn save_schema<'a>(
-        &'a self,
-        pack: &'a str,
-        version: &'a str,
-        schema: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<()>> {
-        let mut schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
-        schemas.entry((pack.to_owned(), version.to_owned())).or_insert_with(|| schema.clone());
-        ready(Ok(()))
-    }
-
-    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<serde_json::Value>>> {
-        let schemas = self.schemas.lock().unwrap_or_else(|p| p.into_inner());
-        ready(Ok(schemas.get(&(pack.to_owned(), version.to_owned())).cloned()))
-    }
-
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
         self.events.subscribe()
+    }
+
+    fn lobby(&self) -> Option<&dyn LobbyInputs> {
+        Some(self)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
+        Some(self)
+    }
+
+    fn transcripts(&self) -> Option<&dyn Transcripts> {
+        Some(self)
+    }
+
+    fn index(&self) -> Option<&dyn SessionIndex> {
+        Some(self)
+    }
+
+    fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
     }
 }

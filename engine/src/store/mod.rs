@@ -10,10 +10,15 @@
 //! Three stores: [`MemoryStore`] (tests, single process), [`SqliteStore`] (the default: one file,
 //! WAL, one host process), [`PostgresStore`] (several host replicas sharing sessions).
 
+mod counters;
+mod index;
+mod lobby;
 mod memory;
 mod postgres;
 mod shared;
 mod sqlite;
+mod transcripts;
+mod versions;
 mod wal;
 
 use std::sync::Arc;
@@ -22,9 +27,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use tokio::sync::broadcast;
 
+pub use counters::{Bump, Counters};
+pub use index::{Expiry, SessionIndex, SessionQuery};
+pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use transcripts::{TranscriptLink, Transcripts};
+pub use versions::PackVersions;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::Updates;
@@ -125,92 +135,6 @@ pub struct Checkpoint {
     pub bumps: Vec<Bump>,
 }
 
-/// One bump of a shared counter: a row's counter of a pack's data table, by `by`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bump {
-    /// The table.
-    pub table: String,
-    /// The counter (`times_used`).
-    pub counter: String,
-    /// The row's key.
-    pub key: String,
-    /// How much to add.
-    pub by: i64,
-}
-
-/// What a lobby input says: an answer to the round, or joining or leaving the lobby.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum InputKind {
-    /// The player's answer to the round.
-    Answer,
-    /// The player joins from the next round on.
-    Join,
-    /// The player leaves; the round no longer waits for them.
-    Leave,
-}
-
-impl InputKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            InputKind::Answer => "answer",
-            InputKind::Join => "join",
-            InputKind::Leave => "leave",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Result<Self> {
-        match s {
-            "answer" => Ok(InputKind::Answer),
-            "join" => Ok(InputKind::Join),
-            "leave" => Ok(InputKind::Leave),
-            other => Err(Error::new(ErrorKind::Store, format!("unknown lobby input kind `{other}`"))),
-        }
-    }
-}
-
-/// One player's input to a lobby round, kept until the turn that closes the round.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LobbyInput {
-    /// The round it belongs to.
-    pub round: u64,
-    /// Who sent it.
-    pub player: String,
-    /// What it is.
-    pub kind: InputKind,
-    /// The answer (`null` for joining and leaving).
-    pub input: Json,
-    /// When it arrived, unix milliseconds.
-    pub created_at: i64,
-}
-
-/// A session with answers waiting: a lobby round under way.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OpenRound {
-    /// The session.
-    pub session: String,
-    /// Its pack.
-    pub pack: String,
-    /// When its question was asked (its newest checkpoint), unix milliseconds.
-    pub asked_at: i64,
-}
-
-/// Where a conversation stands: the session and checkpoint a transcript's key was linked to
-/// (see [`Store::link_transcript`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TranscriptLink {
-    /// The transcript's key.
-    pub key: String,
-    /// The session.
-    pub session: String,
-    /// The checkpoint the conversation reached.
-    pub seq: u64,
-    /// Whether the same conversation was linked again to another session or checkpoint (two
-    /// clients whose conversations are word for word the same): it is continued in a fork, never
-    /// in the session itself.
-    pub shared: bool,
-}
-
 /// Something that happened to a session, told to every process sharing the store (through
 /// PostgreSQL's `NOTIFY` when several replicas share one database), for event streams.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -246,15 +170,6 @@ pub enum Happened {
     },
     /// The session was deleted (its followers' streams end).
     Deleted,
-}
-
-/// Which finished sessions an expiry deletes.
-#[derive(Debug, Clone, Copy)]
-pub enum Expiry<'a> {
-    /// Those of this pack.
-    Pack(&'a str),
-    /// Those of every pack but these (which keep their own retention).
-    AllBut(&'a [String]),
 }
 
 /// How many events a subscriber may fall behind before it misses some (it is told it did).
@@ -293,18 +208,6 @@ pub fn rfc3339_of(ms: i64) -> String {
 
 fn rfc3339<S: serde::Serializer>(ms: &i64, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.serialize_str(&rfc3339_of(*ms))
-}
-
-/// Which sessions [`Store::list`] lists: newest first, `limit` of them, of one pack or all,
-/// after a cursor (the `created_at` and id of the last one of the page before).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionQuery<'a> {
-    /// Only this pack's sessions.
-    pub pack: Option<&'a str>,
-    /// The most sessions to list.
-    pub limit: u32,
-    /// Only sessions older than this one (`created_at`, id).
-    pub before: Option<(i64, &'a str)>,
 }
 
 impl Checkpoint {
@@ -389,7 +292,19 @@ impl SessionLock {
     }
 }
 
-/// A session store. Implementations are shared by every session of an engine.
+/// A session store: sessions and their checkpoints. Implementations are shared by every session
+/// of an engine.
+///
+/// The core is what every game needs: create, load, append (with its side effects: a turn's
+/// counter bumps and the closing of a lobby round go in the same write), lock, truncate, delete,
+/// and the events of those. What only some features need is a capability trait a store may
+/// offer: [`LobbyInputs`] (rounds several players answer), [`Counters`] (data tables that count
+/// their rows' use), [`Transcripts`] (the chat face), [`SessionIndex`] (listing and expiry) and
+/// [`PackVersions`] (migrating stored sessions after a pack changed). A store that does not offer
+/// one returns `None` from its accessor, and the engine says so when a feature needs it.
+///
+/// [`MemoryStore`] is the reference implementation; [`SqliteStore`] and [`PostgresStore`] pass
+/// the same conformance suite, capability by capability.
 pub trait Store: Send + Sync {
     /// `memory`, `sqlite` or `postgres`.
     fn kind(&self) -> &'static str;
@@ -411,6 +326,8 @@ pub trait Store: Send + Sync {
 
     /// Appends a checkpoint. Its `seq` must be the session's head + 1: a store never lets two
     /// writers record the same checkpoint, so a lost update is an error, not a silent overwrite.
+    /// In the same write, a turn's checkpoint clears the session's lobby inputs, and the
+    /// checkpoint's counter bumps are added (by stores that offer those capabilities).
     fn append<'a>(&'a self, id: &'a str, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<()>>;
 
     /// Withdraws the checkpoints after `keep` (the step checkpoints of a turn that then failed),
@@ -420,16 +337,9 @@ pub trait Store: Send + Sync {
     /// Every checkpoint of the session, oldest first.
     fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>>;
 
-    /// Deletes a session and its checkpoints; false when there was none.
+    /// Deletes a session with its checkpoints (and lobby inputs and transcript links); false when
+    /// there was none.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
-
-    /// Deletes the sessions `which` names that finished before `finished_before` (unix ms);
-    /// returns how many.
-    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>>;
-
-    /// Deletes the unfinished sessions whose newest checkpoint was written before `idle_before`
-    /// (unix ms), their checkpoints and links with them; returns how many.
-    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>>;
 
     /// The sessions whose newest checkpoint is a step: a long turn a crash interrupted.
     fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>>;
@@ -437,51 +347,53 @@ pub trait Store: Send + Sync {
     /// Locks the session against writers in other processes, until the lock is dropped.
     fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>>;
 
-    /// The counters of `pack`'s table `table`: (row key, counter, value) for every row counted.
-    fn counters<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>>;
-
-    /// Records a player's input to a lobby round; false when that player already sent that kind of
-    /// input to that round. Every subscriber hears of it.
-    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>>;
-
-    /// The lobby inputs waiting for the session's round to close, oldest first. Recording a turn
-    /// clears them.
-    fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>>;
-
-    /// The lobby rounds that may be due: for each `(pack, before)`, the unfinished sessions of
-    /// that pack past their first turn whose newest checkpoint (the question under way) was
-    /// written at or before `before` (its timeout ago).
-    fn open_rounds<'a>(&'a self, due: &'a [(String, i64)]) -> BoxFuture<'a, Result<Vec<OpenRound>>>;
-
-    /// Sessions newest first (by when they opened, then id), as `query` says.
-    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>>;
-
-    /// Remembers that the conversation whose transcript hashes to `key` stands at checkpoint `seq`
-    /// of session `id`. A key links once: the same conversation played again elsewhere (two
-    /// clients opening alike, a regenerated reply that came out the same) leaves the first link
-    /// and marks it `shared`, so that no one continues in a session another was handed; deleting
-    /// the session drops its links. The chat face finds a stateless client's session this way,
-    /// whichever replica linked it.
-    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>>;
-
-    /// The links of those of `keys` that have one, in no particular order.
-    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>>;
-
-    /// Records the state schema of version `version` of `pack` (what `Schema::describe` makes), once:
-    /// a later call for the same version changes nothing. Sessions stored on a version can then be
-    /// rebuilt and migrated after the pack's files changed, by any process sharing the store.
-    fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>>;
-
-    /// The schema recorded for version `version` of `pack`, if one was.
-    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<Json>>>;
-
-    /// Events of every session: turns recorded (by any process sharing the store) and lobby inputs.
+    /// Events of every session: turns recorded (by any process sharing the store), lobby inputs,
+    /// deletions.
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent>;
 
     /// Whether the store can take writes now; an error says why not (for health checks).
     fn health(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
     }
+
+    /// The store's lobby inputs, if it keeps them.
+    fn lobby(&self) -> Option<&dyn LobbyInputs> {
+        None
+    }
+
+    /// The store's shared counters, if it keeps them.
+    fn counters(&self) -> Option<&dyn Counters> {
+        None
+    }
+
+    /// The store's transcript links, if it keeps them.
+    fn transcripts(&self) -> Option<&dyn Transcripts> {
+        None
+    }
+
+    /// The store's session index, if it keeps one.
+    fn index(&self) -> Option<&dyn SessionIndex> {
+        None
+    }
+
+    /// The store's record of pack versions' schemas, if it keeps one.
+    fn versions(&self) -> Option<&dyn PackVersions> {
+        None
+    }
+}
+
+/// A capability a feature needs (`found`, from one of [`Store`]'s accessors), or an error that
+/// says the store does not offer it (`what`).
+///
+/// ```
+/// # async fn demo(store: &dyn ruleweave::store::Store) -> ruleweave::Result<()> {
+/// let index = ruleweave::store::needs(store, store.index(), "a session index")?;
+/// # Ok(()) }
+/// ```
+pub fn needs<'a, T: ?Sized>(store: &'a dyn Store, found: Option<&'a T>, what: &str) -> Result<&'a T> {
+    found.ok_or_else(|| {
+        Error::new(ErrorKind::Input, format!("the {} store does not keep {what}, which this needs", store.kind()))
+    })
 }
 
 /// Whether a store's last write went in. A write that failed in the store itself (a full disk,

@@ -9,17 +9,18 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tokio::sync::broadcast;
 
-use super::shared::{self, encode};
+use super::counters::BUMP;
+use super::shared::{self as sql, Sql, encode};
 use super::{
-    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
-    SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict, store_error,
+    Checkpoint, CheckpointInfo, CheckpointKind, Counters, EVENT_BUFFER, Happened, LobbyInputs, PackVersions,
+    SessionEvent, SessionIndex, SessionInfo, SessionLock, Store, Stored, Transcripts, conflict, store_error,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
 
 /// Sessions in a PostgreSQL database.
 pub struct PostgresStore {
-    pool: PgPool,
+    pub(super) pool: PgPool,
     /// Session events from every replica, relayed from `LISTEN` by a task that listens from the
     /// moment the store opens (and stops when it is dropped).
     events: broadcast::Sender<SessionEvent>,
@@ -38,9 +39,8 @@ impl Drop for PostgresStore {
 const CHANNEL: &str = "ruleweave_sessions";
 
 /// Tells every replica listening, when (and only if) the transaction `tx` commits.
-async fn notify(tx: &mut Transaction<'_, Postgres>, id: &str, what: Happened) -> Result<()> {
-    let payload = serde_json::to_string(&SessionEvent { session: id.to_owned(), what })
-        .map_err(|e| store_error("cannot encode a session event", e))?;
+pub(super) async fn notify(tx: &mut Transaction<'_, Postgres>, event: SessionEvent) -> Result<()> {
+    let payload = serde_json::to_string(&event).map_err(|e| store_error("cannot encode a session event", e))?;
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(CHANNEL)
         .bind(payload)
@@ -113,17 +113,8 @@ impl PostgresStore {
 }
 
 impl PostgresStore {
-    shared::shared_reads!();
-
-    /// A read transaction at REPEATABLE READ: one consistent snapshot, so a writer pruning
-    /// snapshots meanwhile cannot pull one from under it.
-    async fn begin_read(&self) -> Result<Transaction<'_, Postgres>> {
-        let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot begin a consistent read", e))?;
-        Ok(tx)
+    pub(super) fn sql(&self) -> Sql<'_> {
+        Sql::Postgres(&self.pool)
     }
 }
 
@@ -157,12 +148,34 @@ impl Store for PostgresStore {
         false
     }
 
-    shared::shared_store!();
+    fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
+        Box::pin(sql::info(self.sql(), id))
+    }
+
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>> {
+        Box::pin(sql::stored(self.sql(), id, None, u64::MAX))
+    }
+
+    fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>> {
+        Box::pin(sql::stored(self.sql(), id, Some(0), seq))
+    }
+
+    fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(sql::truncate(self.sql(), id, keep))
+    }
+
+    fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>> {
+        Box::pin(sql::checkpoints(self.sql(), id))
+    }
+
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(sql::pending(self.sql()))
+    }
 
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             self.noted(async {
-                let e = shared::encode(start);
+                let e = encode(start);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 sqlx::query(
                     "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
@@ -216,7 +229,7 @@ impl Store for PostgresStore {
                 .map_err(|e| store_error("cannot delete the session", e))?;
             let deleted = r.rows_affected() > 0;
             if deleted {
-                notify(&mut tx, id, Happened::Deleted).await?;
+                notify(&mut tx, SessionEvent { session: id.to_owned(), what: Happened::Deleted }).await?;
             }
             tx.commit().await.map_err(|e| store_error("cannot commit", e))?;
             Ok(deleted)
@@ -251,7 +264,7 @@ impl Store for PostgresStore {
                 .map_err(|e| store_error("cannot advance the session", e))?;
                 if advanced.rows_affected() == 0 {
                     drop(tx);
-                    return match self.info_of(id).await? {
+                    return match sql::info(self.sql(), id).await? {
                         None => Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))),
                         Some(_) => Err(conflict(id, c.seq)),
                     };
@@ -285,10 +298,11 @@ impl Store for PostgresStore {
                         .execute(&mut *tx)
                         .await
                         .map_err(|e| store_error("cannot close the lobby round", e))?;
-                    notify(&mut tx, id, Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished }).await?;
+                    let what = Happened::Turn { turn: c.turn, checkpoint: c.seq, finished: c.finished };
+                    notify(&mut tx, SessionEvent { session: id.to_owned(), what }).await?;
                 }
                 for b in &c.bumps {
-                    sqlx::query(shared::BUMP)
+                    sqlx::query(BUMP)
                         .bind(id)
                         .bind(&b.table)
                         .bind(&b.counter)
@@ -338,29 +352,6 @@ impl Store for PostgresStore {
         })
     }
 
-    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-            let r = sqlx::query(shared::ADD_INPUT)
-                .bind(id)
-                .bind(input.round as i64)
-                .bind(&input.player)
-                .bind(input.kind.as_str())
-                .bind(input.input.to_string())
-                .bind(input.created_at)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot record the lobby input", e))?;
-            if r.rows_affected() == 0 {
-                return Ok(false);
-            }
-            let what = Happened::Input { round: input.round, player: input.player.clone(), kind: input.kind };
-            notify(&mut tx, id, what).await?;
-            tx.commit().await.map_err(|e| store_error("cannot commit", e))?;
-            Ok(true)
-        })
-    }
-
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
         self.events.subscribe()
     }
@@ -375,6 +366,26 @@ impl Store for PostgresStore {
                 .map_err(|e| store_error("cannot lock the session", e))?;
             Ok(SessionLock::holding(PgLock(Some(tx))))
         })
+    }
+
+    fn lobby(&self) -> Option<&dyn LobbyInputs> {
+        Some(self)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
+        Some(self)
+    }
+
+    fn transcripts(&self) -> Option<&dyn Transcripts> {
+        Some(self)
+    }
+
+    fn index(&self) -> Option<&dyn SessionIndex> {
+        Some(self)
+    }
+
+    fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
     }
 }
 

@@ -1,11 +1,18 @@
-//! What the SQL stores share: checkpoints and sessions to and from rows.
+//! What the SQL stores share: checkpoints and sessions to and from rows, and the reads and
+//! writes that are the same SQL on SQLite and PostgreSQL.
+//!
+//! Both stores read through an sqlx pool; [`Sql`] names which, and [`on_pool!`] runs one
+//! statement's code on either (the same `$N` placeholders, which PostgreSQL takes and sqlx
+//! numbers the same way for SQLite). A match rather than generic code: generic sqlx over two
+//! databases needs a dozen higher-ranked bounds per function, and `rows_affected` is no trait
+//! method.
 
 use std::sync::Arc;
 
 use serde_json::Value as Json;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-use super::{Checkpoint, CheckpointInfo, CheckpointKind, SessionInfo, store_error};
+use super::{Checkpoint, CheckpointInfo, CheckpointKind, SessionInfo, Stored, store_error};
 use crate::error::Result;
 use crate::event::Updates;
 use crate::llm::Exchange;
@@ -32,7 +39,7 @@ pub(super) fn encode(c: &Checkpoint) -> Encoded {
     }
 }
 
-fn json(what: &str, text: &str) -> Result<Json> {
+pub(super) fn json(what: &str, text: &str) -> Result<Json> {
     serde_json::from_str(text).map_err(|e| store_error(&format!("a stored {what} is not JSON"), e))
 }
 
@@ -150,328 +157,123 @@ where
     })
 }
 
-/// Adds a checkpoint's counter bumps to its session's pack's counters, in the transaction `tx`
-/// that records the checkpoint.
-pub(super) const BUMP: &str = "INSERT INTO counters (pack, tab, counter, key, n) \
-     SELECT pack, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
-     ON CONFLICT (pack, tab, counter, key) DO UPDATE SET n = counters.n + excluded.n";
-
-/// The statement deleting the finished sessions an expiry names, and the pack names to bind
-/// after the time (`$1`).
-pub(super) fn expiry(which: super::Expiry<'_>) -> (String, Vec<&str>) {
-    let base = "DELETE FROM sessions WHERE finished AND finished_at < $1".to_owned();
-    match which {
-        super::Expiry::Pack(p) => (base + " AND pack = $2", vec![p]),
-        super::Expiry::AllBut([]) => (base, Vec::new()),
-        super::Expiry::AllBut(but) => {
-            let marks: Vec<String> = (2..but.len() + 2).map(|i| format!("${i}")).collect();
-            (format!("{base} AND pack NOT IN ({})", marks.join(", ")), but.iter().map(String::as_str).collect())
-        }
-    }
+/// The pool of a SQL store.
+#[derive(Clone, Copy)]
+pub(super) enum Sql<'a> {
+    Sqlite(&'a sqlx::SqlitePool),
+    Postgres(&'a sqlx::PgPool),
 }
 
-/// A lobby input from its row: `round, player, kind, input, created_at`.
-pub(super) fn lobby_input(row: (i64, String, String, String, i64)) -> Result<super::LobbyInput> {
-    let (round, player, kind, input, created_at) = row;
-    Ok(super::LobbyInput {
-        round: round as u64,
-        player,
-        kind: super::InputKind::parse(&kind)?,
-        input: json("lobby input", &input)?,
-        created_at,
+/// Runs `$body` with `$pool` bound to the pool `$sql` names, whichever database it is.
+macro_rules! on_pool {
+    ($sql:expr, $pool:ident => $body:expr) => {
+        match $sql {
+            $crate::store::shared::Sql::Sqlite($pool) => $body,
+            $crate::store::shared::Sql::Postgres($pool) => $body,
+        }
+    };
+}
+pub(super) use on_pool;
+
+/// The session `id`'s row.
+pub(super) async fn info(sql: Sql<'_>, id: &str) -> Result<Option<SessionInfo>> {
+    on_pool!(sql, pool => {
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(pool)
+            .await
+            .map_err(|e| store_error("cannot read a session", e))?;
+        row.as_ref().map(session).transpose()
     })
 }
 
-/// Records a lobby input unless that player sent that kind to that round already.
-pub(super) const ADD_INPUT: &str = "INSERT INTO lobby_inputs (session_id, round, player, kind, input, created_at) \
-     VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING";
-
-/// The methods the SQL stores share, written once: the same SQL (`$N` placeholders, which
-/// PostgreSQL takes and sqlx numbers the same way for SQLite), decoded by the row functions
-/// above. A macro rather than generic code: generic sqlx over two databases needs a dozen
-/// higher-ranked bounds per function (and `rows_affected` is no trait method). Each store has
-/// a `pool` and a `begin_read` (a transaction that reads one consistent state), and writes its
-/// own `kind`, `exclusive`, `append`, `lock` and `health`.
-macro_rules! shared_reads {
-    () => {
-        /// The session's snapshot at `from_snapshot` (its newest when `None`) and the
-        /// checkpoints after it up to `upto`, read in one consistent transaction.
-        async fn stored(&self, id: &str, from_snapshot: Option<u64>, upto: i64) -> Result<Option<Stored>> {
-            let mut tx = self.begin_read().await?;
-            let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot read a session", e))?;
-            let Some(info) = row.as_ref().map(shared::session).transpose()? else { return Ok(None) };
-            let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
-            let found: Option<(Option<String>, i64, String)> = sqlx::query_as(
-                "SELECT snapshot, turn, pack_version FROM checkpoints WHERE session_id = $1 AND seq = $2",
-            )
-            .bind(id)
-            .bind(at)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| store_error("cannot read a snapshot", e))?;
-            let (snapshot, snapshot_turn, snapshot_version) = match found {
-                Some((Some(s), turn, version)) => (s, turn as u64, version),
-                _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
-            };
-            let rows =
-                sqlx::query("SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq")
-                    .bind(id)
-                    .bind(at)
-                    .bind(upto)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(|e| store_error("cannot read checkpoints", e))?;
-            let after = rows.iter().map(shared::checkpoint).collect::<Result<Vec<_>>>()?;
-            let snapshot =
-                serde_json::from_str(&snapshot).map_err(|e| store_error("a stored snapshot is not JSON", e))?;
-            tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
-            Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, snapshot_version, after }))
-        }
-
-        async fn info_of(&self, id: &str) -> Result<Option<SessionInfo>> {
-            let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot read a session", e))?;
-            row.as_ref().map(shared::session).transpose()
-        }
-    };
-}
-
-/// The `Store` methods the SQL stores share (see [`shared_reads`]).
-macro_rules! shared_store {
-    () => {
-        fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
-            Box::pin(self.info_of(id))
-        }
-
-        fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>> {
-            Box::pin(self.stored(id, None, i64::MAX))
-        }
-
-        fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>> {
-            Box::pin(self.stored(id, Some(0), seq as i64))
-        }
-
-        fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
-            Box::pin(async move {
-                let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-                sqlx::query("DELETE FROM checkpoints WHERE session_id = $1 AND seq > $2")
-                    .bind(id)
-                    .bind(keep as i64)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
-                sqlx::query(
-                    "UPDATE sessions SET head = $2, \
-                     head_kind = (SELECT kind FROM checkpoints WHERE session_id = $1 AND seq = $2) WHERE id = $1",
-                )
-                .bind(id)
-                .bind(keep as i64)
+/// The session's snapshot at `from_snapshot` (its newest when `None`) and the checkpoints after
+/// it up to `upto`, read in one transaction that sees one consistent state (SQLite's WAL gives
+/// every transaction one; PostgreSQL's is asked for REPEATABLE READ, so a writer pruning
+/// snapshots meanwhile cannot pull one from under it).
+pub(super) async fn stored(sql: Sql<'_>, id: &str, from_snapshot: Option<u64>, upto: u64) -> Result<Option<Stored>> {
+    let upto = i64::try_from(upto).unwrap_or(i64::MAX);
+    on_pool!(sql, pool => {
+        let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+        if matches!(sql, Sql::Postgres(_)) {
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 .execute(&mut *tx)
                 .await
-                .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
-                tx.commit().await.map_err(|e| store_error("cannot commit", e))
-            })
+                .map_err(|e| store_error("cannot begin a consistent read", e))?;
         }
-
-        fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>> {
-            Box::pin(async move {
-                let rows = sqlx::query(
-                    "SELECT seq, turn, kind, step, pack_version, updates, exchanges, snapshot IS NOT NULL AS has_snapshot, created_at \
-                     FROM checkpoints WHERE session_id = $1 ORDER BY seq",
-                )
+        let row = sqlx::query("SELECT * FROM sessions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot read a session", e))?;
+        let Some(info) = row.as_ref().map(session).transpose()? else { return Ok(None) };
+        let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
+        let found: Option<(Option<String>, i64, String)> =
+            sqlx::query_as("SELECT snapshot, turn, pack_version FROM checkpoints WHERE session_id = $1 AND seq = $2")
                 .bind(id)
-                .fetch_all(&self.pool)
+                .bind(at)
+                .fetch_optional(&mut *tx)
                 .await
-                .map_err(|e| store_error("cannot list checkpoints", e))?;
-                rows.iter().map(shared::checkpoint_info).collect()
-            })
-        }
-
-        fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
-            Box::pin(async move {
-                let (sql, packs) = shared::expiry(which);
-                // Built from a fixed text and a count of placeholders: no data is spliced in.
-                let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(finished_before);
-                for p in packs {
-                    q = q.bind(p);
-                }
-                let r = q.execute(&self.pool).await.map_err(|e| store_error("cannot expire sessions", e))?;
-                Ok(r.rows_affected())
-            })
-        }
-
-        fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
-            Box::pin(async move {
-                let r = sqlx::query("DELETE FROM sessions WHERE NOT finished AND updated_at < $1")
-                    .bind(idle_before)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|e| store_error("cannot expire idle sessions", e))?;
-                Ok(r.rows_affected())
-            })
-        }
-
-        fn inputs<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<LobbyInput>>> {
-            Box::pin(async move {
-                let rows: Vec<(i64, String, String, String, i64)> = sqlx::query_as(
-                    "SELECT round, player, kind, input, created_at FROM lobby_inputs \
-                     WHERE session_id = $1 ORDER BY created_at, player",
-                )
-                .bind(id)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot read lobby inputs", e))?;
-                rows.into_iter().map(shared::lobby_input).collect()
-            })
-        }
-
-        fn open_rounds<'a>(&'a self, due: &'a [(String, i64)]) -> BoxFuture<'a, Result<Vec<OpenRound>>> {
-            Box::pin(async move {
-                let mut out = Vec::new();
-                for (pack, before) in due {
-                    let rows: Vec<(String, i64)> = sqlx::query_as(
-                        "SELECT id, updated_at FROM sessions \
-                         WHERE pack = $1 AND NOT finished AND turns > 0 AND updated_at <= $2",
-                    )
-                    .bind(pack)
-                    .bind(before)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(|e| store_error("cannot list open lobby rounds", e))?;
-                    out.extend(rows.into_iter().map(|(session, asked_at)| OpenRound {
-                        session,
-                        pack: pack.clone(),
-                        asked_at,
-                    }));
-                }
-                Ok(out)
-            })
-        }
-
-        fn counters<'a>(
-            &'a self,
-            pack: &'a str,
-            table: &'a str,
-        ) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
-            Box::pin(async move {
-                sqlx::query_as("SELECT key, counter, n FROM counters WHERE pack = $1 AND tab = $2")
-                    .bind(pack)
-                    .bind(table)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(|e| store_error("cannot read counters", e))
-            })
-        }
-
-        fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
-            Box::pin(async move {
-                let rows = sqlx::query(
-                    "SELECT * FROM sessions WHERE ($1 IS NULL OR pack = $1) \
-                     AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
-                     ORDER BY created_at DESC, id DESC LIMIT $4",
-                )
-                .bind(q.pack)
-                .bind(q.before.map(|b| b.0))
-                .bind(q.before.map_or("", |b| b.1))
-                .bind(i64::from(q.limit))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot list sessions", e))?;
-                rows.iter().map(shared::session).collect()
-            })
-        }
-
-        fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO transcript_links (key, session_id, seq, created_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (key) DO UPDATE SET shared = TRUE \
-                     WHERE transcript_links.session_id <> excluded.session_id OR transcript_links.seq <> excluded.seq",
-                )
-                .bind(key)
-                .bind(id)
-                .bind(seq as i64)
-                .bind(crate::vocab::now_ms())
-                .execute(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot link a transcript", e))?;
-                Ok(())
-            })
-        }
-
-        fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> {
-            Box::pin(async move {
-                let mut found = Vec::new();
-                // A bounded number of placeholders per statement, whatever the conversation's length.
-                for chunk in keys.chunks(100) {
-                    let marks: Vec<String> = (1..=chunk.len()).map(|i| format!("${i}")).collect();
-                    let sql = format!(
-                        "SELECT key, session_id, seq, shared FROM transcript_links WHERE key IN ({})",
-                        marks.join(", ")
-                    );
-                    // Built from a fixed text and a count of placeholders: no data is spliced in.
-                    let mut q = sqlx::query_as::<_, (String, String, i64, bool)>(sqlx::AssertSqlSafe(sql));
-                    for k in chunk {
-                        q = q.bind(k);
-                    }
-                    let rows = q.fetch_all(&self.pool).await.map_err(|e| store_error("cannot find transcripts", e))?;
-                    found.extend(
-                        rows.into_iter()
-                            .map(|(key, session, seq, shared)| TranscriptLink { key, session, seq: seq as u64, shared }),
-                    );
-                }
-                Ok(found)
-            })
-        }
-
-        fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a serde_json::Value) -> BoxFuture<'a, Result<()>> {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO pack_schemas (pack, version, schema, created_at) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (pack, version) DO NOTHING",
-                )
-                .bind(pack)
-                .bind(version)
-                .bind(schema.to_string())
-                .bind(crate::vocab::now_ms())
-                .execute(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot record a pack schema", e))?;
-                Ok(())
-            })
-        }
-
-        fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<serde_json::Value>>> {
-            Box::pin(async move {
-                let found: Option<String> =
-                    sqlx::query_scalar("SELECT schema FROM pack_schemas WHERE pack = $1 AND version = $2")
-                        .bind(pack)
-                        .bind(version)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(|e| store_error("cannot read a pack schema", e))?;
-                found
-                    .map(|s| serde_json::from_str(&s).map_err(|e| store_error("a recorded pack schema is not JSON", e)))
-                    .transpose()
-            })
-        }
-
-        fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
-            Box::pin(async move {
-                sqlx::query_scalar("SELECT id FROM sessions WHERE head_kind = 'step'")
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(|e| store_error("cannot list interrupted turns", e))
-            })
-        }
-    };
+                .map_err(|e| store_error("cannot read a snapshot", e))?;
+        let (snapshot, snapshot_turn, snapshot_version) = match found {
+            Some((Some(s), turn, version)) => (s, turn as u64, version),
+            _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
+        };
+        let rows = sqlx::query("SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq")
+            .bind(id)
+            .bind(at)
+            .bind(upto)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot read checkpoints", e))?;
+        let after = rows.iter().map(checkpoint).collect::<Result<Vec<_>>>()?;
+        let snapshot = json("snapshot", &snapshot)?;
+        tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
+        Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, snapshot_version, after }))
+    })
 }
 
-pub(super) use {shared_reads, shared_store};
+/// Withdraws the session's checkpoints after `keep`, making `keep` its head again.
+pub(super) async fn truncate(sql: Sql<'_>, id: &str, keep: u64) -> Result<()> {
+    on_pool!(sql, pool => {
+        let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+        sqlx::query("DELETE FROM checkpoints WHERE session_id = $1 AND seq > $2")
+            .bind(id)
+            .bind(keep as i64)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
+        sqlx::query(
+            "UPDATE sessions SET head = $2, \
+             head_kind = (SELECT kind FROM checkpoints WHERE session_id = $1 AND seq = $2) WHERE id = $1",
+        )
+        .bind(id)
+        .bind(keep as i64)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
+        tx.commit().await.map_err(|e| store_error("cannot commit", e))
+    })
+}
+
+/// Every checkpoint of the session, summed up, oldest first.
+pub(super) async fn checkpoints(sql: Sql<'_>, id: &str) -> Result<Vec<CheckpointInfo>> {
+    on_pool!(sql, pool => {
+        let rows = sqlx::query(
+            "SELECT seq, turn, kind, step, pack_version, updates, exchanges, \
+             snapshot IS NOT NULL AS has_snapshot, created_at \
+             FROM checkpoints WHERE session_id = $1 ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| store_error("cannot list checkpoints", e))?;
+        rows.iter().map(checkpoint_info).collect()
+    })
+}
+
+/// The sessions a crash left in the middle of a long turn.
+pub(super) async fn pending(sql: Sql<'_>) -> Result<Vec<String>> {
+    on_pool!(sql, pool => sqlx::query_scalar("SELECT id FROM sessions WHERE head_kind = 'step'").fetch_all(pool).await)
+        .map_err(|e| store_error("cannot list interrupted turns", e))
+}

@@ -18,33 +18,34 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use tokio::sync::{broadcast, oneshot};
 
-use super::shared::{self, encode};
+use super::counters::BUMP;
+use super::shared::{self as sql, Sql, encode};
 use super::wal::Checkpoints;
 use super::{
-    Checkpoint, CheckpointInfo, CheckpointKind, EVENT_BUFFER, Expiry, Happened, LobbyInput, OpenRound, SessionEvent,
-    SessionInfo, SessionLock, SessionQuery, Store, Stored, TranscriptLink, conflict, store_error,
+    Checkpoint, CheckpointInfo, CheckpointKind, Counters, EVENT_BUFFER, Happened, LobbyInputs, PackVersions,
+    SessionEvent, SessionIndex, SessionInfo, SessionLock, Store, Stored, Transcripts, conflict, store_error,
 };
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
 
 /// Sessions in a SQLite file.
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
     /// The connection checkpoints are written with; a turn that finds it free commits on it at
     /// once, one that finds it busy queues for the writer thread.
     pub(super) conn: Arc<Mutex<rusqlite::Connection>>,
     writer: std::sync::mpsc::Sender<Write>,
     /// Copies the WAL into the file off the turns' path.
     checkpoints: Arc<Checkpoints>,
-    file: Arc<DbFile>,
+    pub(super) file: Arc<DbFile>,
     /// One process writes the file, so it is the one to tell.
-    events: broadcast::Sender<SessionEvent>,
+    pub(super) events: broadcast::Sender<SessionEvent>,
 }
 
 /// The database file as it was opened: a turn is refused once the file is gone (deleted under the
 /// server: the open connections would go on writing to a file nobody will find again), replaced,
 /// or made read-only.
-struct DbFile {
+pub(super) struct DbFile {
     path: Option<PathBuf>,
     identity: Option<(u64, u64)>,
     /// How the last commit went.
@@ -57,7 +58,7 @@ impl DbFile {
         DbFile { path, identity, last_write: Default::default() }
     }
 
-    fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         let Some(path) = &self.path else { return Ok(()) };
         let gone = || {
             Error::new(
@@ -247,7 +248,9 @@ const PROBE: &str = "INSERT INTO write_probes (id, at, payload) VALUES (1, ?1, ?
      ON CONFLICT (id) DO UPDATE SET at = excluded.at, payload = excluded.payload";
 
 impl SqliteStore {
-    shared::shared_reads!();
+    pub(super) fn sql(&self) -> Sql<'_> {
+        Sql::Sqlite(&self.pool)
+    }
 
     /// Commits `p` here and now when nobody is writing (no hand-off to the writer thread and
     /// back); `None` when the connection is busy.
@@ -275,11 +278,6 @@ impl SqliteStore {
         self.writer.send(Write { p, done }).map_err(|_| stopped())?;
         result.await.map_err(|_| stopped())?
     }
-
-    /// A read transaction: SQLite's WAL gives it one consistent snapshot.
-    async fn begin_read(&self) -> Result<sqlx::Transaction<'_, sqlx::Sqlite>> {
-        self.pool.begin().await.map_err(|e| store_error("cannot begin", e))
-    }
 }
 
 impl Store for SqliteStore {
@@ -291,7 +289,29 @@ impl Store for SqliteStore {
         true
     }
 
-    shared::shared_store!();
+    fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
+        Box::pin(sql::info(self.sql(), id))
+    }
+
+    fn load<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Stored>>> {
+        Box::pin(sql::stored(self.sql(), id, None, u64::MAX))
+    }
+
+    fn history<'a>(&'a self, id: &'a str, seq: u64) -> BoxFuture<'a, Result<Option<Stored>>> {
+        Box::pin(sql::stored(self.sql(), id, Some(0), seq))
+    }
+
+    fn truncate<'a>(&'a self, id: &'a str, keep: u64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(sql::truncate(self.sql(), id, keep))
+    }
+
+    fn checkpoints<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Vec<CheckpointInfo>>> {
+        Box::pin(sql::checkpoints(self.sql(), id))
+    }
+
+    fn pending(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(sql::pending(self.sql()))
+    }
 
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
@@ -335,7 +355,7 @@ impl Store for SqliteStore {
                 }
                 return Ok(());
             }
-            match self.info_of(id).await? {
+            match sql::info(self.sql(), id).await? {
                 None => Err(Error::new(ErrorKind::NotFound, format!("no session {id}"))),
                 Some(_) => Err(conflict(id, c.seq)),
             }
@@ -368,30 +388,28 @@ impl Store for SqliteStore {
         Box::pin(std::future::ready(Ok(SessionLock::none())))
     }
 
-    fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            self.file.check()?;
-            let r = sqlx::query(shared::ADD_INPUT)
-                .bind(id)
-                .bind(input.round as i64)
-                .bind(&input.player)
-                .bind(input.kind.as_str())
-                .bind(input.input.to_string())
-                .bind(input.created_at)
-                .execute(&self.pool)
-                .await
-                .map_err(|e| store_error("cannot record the lobby input", e))?;
-            let added = r.rows_affected() == 1;
-            if added {
-                let what = Happened::Input { round: input.round, player: input.player.clone(), kind: input.kind };
-                let _ = self.events.send(SessionEvent { session: id.to_owned(), what });
-            }
-            Ok(added)
-        })
-    }
-
     fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
         self.events.subscribe()
+    }
+
+    fn lobby(&self) -> Option<&dyn LobbyInputs> {
+        Some(self)
+    }
+
+    fn counters(&self) -> Option<&dyn Counters> {
+        Some(self)
+    }
+
+    fn transcripts(&self) -> Option<&dyn Transcripts> {
+        Some(self)
+    }
+
+    fn index(&self) -> Option<&dyn SessionIndex> {
+        Some(self)
+    }
+
+    fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
     }
 }
 
@@ -554,7 +572,7 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 return Ok(false);
             }
             if !bumps.is_empty() {
-                let mut bump = conn.prepare_cached(shared::BUMP)?;
+                let mut bump = conn.prepare_cached(BUMP)?;
                 for b in bumps {
                     bump.execute(rusqlite::named_params! {
                         "$1": w.id, "$2": b.table, "$3": b.counter, "$4": b.key, "$5": b.by,

@@ -67,7 +67,9 @@ fn id(tag: &str) -> String {
     format!("{tag}-{}", crate::session::new_id())
 }
 
-async fn suite(store: Arc<dyn Store>) {
+/// The core: sessions created once, checkpoints appended in order, loaded from the newest
+/// snapshot, listed, resumed after a step, deleted.
+async fn core(store: Arc<dyn Store>) {
     let s = id("suite");
     store.create(&session(&s), &start()).await.unwrap();
     assert_eq!(store.create(&session(&s), &start()).await.unwrap_err().kind(), ErrorKind::Conflict);
@@ -134,23 +136,14 @@ async fn suite(store: Arc<dyn Store>) {
     store.append(&s, &turn(6, 5)).await.unwrap();
     assert!(!store.pending().await.unwrap().contains(&s));
 
-    // Finished sessions expire after their time; others stay.
+    let other = id("other");
+    store.create(&session(&other), &start()).await.unwrap();
     let mut last = turn(7, 6);
     last.finished = true;
     store.append(&s, &last).await.unwrap();
-    let other = id("other");
-    store.create(&session(&other), &start()).await.unwrap();
     let info = store.info(&s).await.unwrap().unwrap();
     assert!(info.finished);
     assert_eq!(info.finished_at, Some(1_007));
-    assert!(store.expire(1_007, Expiry::AllBut(&[])).await.unwrap() == 0 || store.info(&s).await.unwrap().is_some());
-    // A pack keeping its own retention is left to it.
-    store.expire(1_008, Expiry::AllBut(&["p".to_owned()])).await.unwrap();
-    store.expire(1_008, Expiry::Pack("another")).await.unwrap();
-    assert!(store.info(&s).await.unwrap().is_some(), "only other packs' sessions expired");
-    store.expire(1_008, Expiry::Pack("p")).await.unwrap();
-    assert!(store.info(&s).await.unwrap().is_none(), "expired");
-    assert!(store.info(&other).await.unwrap().is_some(), "unfinished sessions stay");
 
     assert!(store.delete(&other).await.unwrap());
     assert!(!store.delete(&other).await.unwrap());
@@ -159,9 +152,66 @@ async fn suite(store: Arc<dyn Store>) {
     drop(store.lock(&other).await.unwrap());
 }
 
+/// Expiry: finished sessions go after their time, by pack; unfinished ones stay until idle.
+async fn expiry(store: Arc<dyn Store>) {
+    let index = store.index().expect("a session index");
+    let s = id("expiry");
+    store.create(&session(&s), &start()).await.unwrap();
+    let mut last = turn(1, 1);
+    last.finished = true;
+    last.created_at = 1_007;
+    store.append(&s, &last).await.unwrap();
+    let other = id("other");
+    store.create(&session(&other), &start()).await.unwrap();
+    assert_eq!(store.info(&s).await.unwrap().unwrap().finished_at, Some(1_007));
+    index.expire(1_007, Expiry::Pack("p")).await.unwrap();
+    assert!(store.info(&s).await.unwrap().is_some(), "finished at the bound: not before it");
+    // A pack keeping its own retention is left to it.
+    index.expire(1_008, Expiry::AllBut(&["p".to_owned()])).await.unwrap();
+    index.expire(1_008, Expiry::Pack("another")).await.unwrap();
+    assert!(store.info(&s).await.unwrap().is_some(), "only other packs' sessions expired");
+    assert!(index.expire(1_008, Expiry::Pack("p")).await.unwrap() >= 1);
+    assert!(store.info(&s).await.unwrap().is_none(), "expired");
+    assert!(store.info(&other).await.unwrap().is_some(), "unfinished sessions stay");
+    // Idle: unfinished sessions not played since the bound go; finished ones are not idle.
+    index.expire_idle(1_000).await.unwrap();
+    assert!(store.info(&other).await.unwrap().is_some(), "played at the bound: not idle before it");
+    assert!(index.expire_idle(1_001).await.unwrap() >= 1);
+    assert!(store.info(&other).await.unwrap().is_none(), "idle past the bound");
+}
+
+/// Counters: a checkpoint's bumps are added with it, per pack, table and row; a refused
+/// checkpoint adds nothing.
+async fn counters(store: Arc<dyn Store>) {
+    let counters = store.counters().expect("shared counters");
+    let pack = id("counting");
+    let (a, b) = (id("count"), id("count"));
+    for s in [&a, &b] {
+        let mut info = session(s);
+        info.pack = pack.clone();
+        store.create(&info, &start()).await.unwrap();
+    }
+    let bump = |key: &str, by| Bump { table: "questions".into(), counter: "times_used".into(), key: key.into(), by };
+    let mut first = turn(1, 1);
+    first.bumps = vec![bump("q1", 1), bump("q2", 1)];
+    store.append(&a, &first).await.unwrap();
+    let mut again = turn(1, 1);
+    again.bumps = vec![bump("q1", 5)];
+    assert!(store.append(&a, &again).await.is_err(), "the same checkpoint twice");
+    let mut other = turn(1, 1);
+    other.bumps = vec![bump("q1", 2)];
+    store.append(&b, &other).await.unwrap();
+    let mut counted = counters.counts(&pack, "questions").await.unwrap();
+    counted.sort();
+    assert_eq!(counted, [("q1".into(), "times_used".into(), 3), ("q2".into(), "times_used".into(), 1)]);
+    assert!(counters.counts(&pack, "other").await.unwrap().is_empty());
+    assert!(counters.counts("another-pack", "questions").await.unwrap().is_empty());
+}
+
 /// Lobby inputs: recorded once per player, kind and round, listed, cleared by the next turn,
 /// and told to subscribers with the turns.
 async fn lobby(store: Arc<dyn Store>) {
+    let lobby = store.lobby().expect("lobby inputs");
     let s = id("lobby");
     let mut events = store.subscribe();
     store.create(&session(&s), &start()).await.unwrap();
@@ -172,23 +222,23 @@ async fn lobby(store: Arc<dyn Store>) {
         input: json!("have"),
         created_at: at,
     };
-    assert!(store.add_input(&s, &answer("ana", 2_000)).await.unwrap());
-    assert!(!store.add_input(&s, &answer("ana", 2_001)).await.unwrap(), "one answer per player and round");
+    assert!(lobby.add_input(&s, &answer("ana", 2_000)).await.unwrap());
+    assert!(!lobby.add_input(&s, &answer("ana", 2_001)).await.unwrap(), "one answer per player and round");
     let leave = LobbyInput { kind: InputKind::Leave, input: json!(null), ..answer("ana", 2_002) };
-    assert!(store.add_input(&s, &leave).await.unwrap(), "another kind of input from the same player");
-    assert!(store.add_input(&s, &answer("bo", 2_003)).await.unwrap());
-    let listed = store.inputs(&s).await.unwrap();
+    assert!(lobby.add_input(&s, &leave).await.unwrap(), "another kind of input from the same player");
+    assert!(lobby.add_input(&s, &answer("bo", 2_003)).await.unwrap());
+    let listed = lobby.inputs(&s).await.unwrap();
     assert_eq!(listed, vec![answer("ana", 2_000), leave, answer("bo", 2_003)]);
     store.append(&s, &turn(1, 1)).await.unwrap();
-    assert!(store.inputs(&s).await.unwrap().is_empty(), "the turn closed the round");
+    assert!(lobby.inputs(&s).await.unwrap().is_empty(), "the turn closed the round");
     let asked_at = store.info(&s).await.unwrap().unwrap().updated_at;
     // The round is open from its question on: due once its timeout (here, before) has passed.
-    let open = store.open_rounds(&[("p".into(), asked_at)]).await.unwrap();
+    let open = lobby.open_rounds(&[("p".into(), asked_at)]).await.unwrap();
     let mine: Vec<&OpenRound> = open.iter().filter(|o| o.session == s).collect();
     assert_eq!(mine, [&OpenRound { session: s.clone(), pack: "p".into(), asked_at }]);
-    let early = store.open_rounds(&[("p".into(), asked_at - 1)]).await.unwrap();
+    let early = lobby.open_rounds(&[("p".into(), asked_at - 1)]).await.unwrap();
     assert!(!early.iter().any(|o| o.session == s), "not due before its timeout");
-    let other = store.open_rounds(&[("q".into(), asked_at)]).await.unwrap();
+    let other = lobby.open_rounds(&[("q".into(), asked_at)]).await.unwrap();
     assert!(!other.iter().any(|o| o.session == s), "another pack's sweep");
 
     let mut heard = Vec::new();
@@ -208,13 +258,14 @@ async fn lobby(store: Arc<dyn Store>) {
             Happened::Turn { turn: 1, checkpoint: 1, finished: false },
         ]
     );
-    assert!(store.add_input(&s, &answer("cy", 2_004)).await.unwrap());
+    assert!(lobby.add_input(&s, &answer("cy", 2_004)).await.unwrap());
     store.delete(&s).await.unwrap();
-    assert!(store.inputs(&s).await.unwrap().is_empty(), "deleting a session deletes its inputs");
+    assert!(lobby.inputs(&s).await.unwrap().is_empty(), "deleting a session deletes its inputs");
 }
 
 /// Listing: newest first, by pack, a page at a time after a cursor.
 async fn listing(store: Arc<dyn Store>) {
+    let index = store.index().expect("a session index");
     let pack = id("pack");
     let mut made = Vec::new();
     for (i, at) in [5_000, 7_000, 7_000, 6_000].into_iter().enumerate() {
@@ -231,7 +282,7 @@ async fn listing(store: Arc<dyn Store>) {
         async move {
             let q =
                 SessionQuery { pack: Some(&pack), limit: 2, before: before.as_ref().map(|(t, id)| (*t, id.as_str())) };
-            store.list(q).await.unwrap().into_iter().map(|i| (i.created_at, i.id)).collect::<Vec<_>>()
+            store.index().unwrap().list(q).await.unwrap().into_iter().map(|i| (i.created_at, i.id)).collect::<Vec<_>>()
         }
     };
     let first = page(None).await;
@@ -239,60 +290,62 @@ async fn listing(store: Arc<dyn Store>) {
     let second = page(Some((7_000, &made[1]))).await;
     assert_eq!(second, [(6_000, made[3].clone()), (5_000, made[0].clone())]);
     assert!(page(Some((5_000, &made[0]))).await.is_empty());
-    let all = store.list(SessionQuery { pack: None, limit: 1000, before: None }).await.unwrap();
+    let all = index.list(SessionQuery { pack: None, limit: 1000, before: None }).await.unwrap();
     assert!(made.iter().all(|id| all.iter().any(|i| &i.id == id)), "no pack: every pack's sessions");
 }
 
 /// Transcript links: found by key among many, replaced by a later link of the same key, refused
 /// for a session that does not exist, gone with their session.
 async fn transcripts(store: Arc<dyn Store>) {
+    let links = store.transcripts().expect("transcript links");
     let a = id("chat");
     let b = id("chat");
     store.create(&session(&a), &start()).await.unwrap();
     store.create(&session(&b), &start()).await.unwrap();
     let key = |n: u32| format!("{a}-key-{n}");
-    store.link_transcript(&key(1), &a, 0).await.unwrap();
-    store.link_transcript(&key(2), &a, 1).await.unwrap();
-    store.link_transcript(&key(3), &b, 0).await.unwrap();
+    links.link_transcript(&key(1), &a, 0).await.unwrap();
+    links.link_transcript(&key(2), &a, 1).await.unwrap();
+    links.link_transcript(&key(3), &b, 0).await.unwrap();
     let asked: Vec<String> = (0..250).map(key).collect();
-    let mut found = store.find_transcripts(&asked).await.unwrap();
+    let mut found = links.find_transcripts(&asked).await.unwrap();
     found.sort_by(|x, y| x.key.cmp(&y.key));
     let link =
         |k: u32, session: &str, seq| TranscriptLink { key: key(k), session: session.to_owned(), seq, shared: false };
     assert_eq!(found, [link(1, &a, 0), link(2, &a, 1), link(3, &b, 0)]);
 
-    store.link_transcript(&key(1), &a, 0).await.unwrap();
-    assert_eq!(store.find_transcripts(&[key(1)]).await.unwrap(), [link(1, &a, 0)], "linked again to the same place");
-    store.link_transcript(&key(2), &b, 4).await.unwrap();
+    links.link_transcript(&key(1), &a, 0).await.unwrap();
+    assert_eq!(links.find_transcripts(&[key(1)]).await.unwrap(), [link(1, &a, 0)], "linked again to the same place");
+    links.link_transcript(&key(2), &b, 4).await.unwrap();
     let shared = TranscriptLink { shared: true, ..link(2, &a, 1) };
     assert_eq!(
-        store.find_transcripts(&[key(2)]).await.unwrap(),
+        links.find_transcripts(&[key(2)]).await.unwrap(),
         std::slice::from_ref(&shared),
         "the first link stays, shared"
     );
-    assert!(store.link_transcript(&key(9), "no-such-session", 1).await.is_err());
+    assert!(links.link_transcript(&key(9), "no-such-session", 1).await.is_err());
 
     store.delete(&b).await.unwrap();
-    let mut found = store.find_transcripts(&asked).await.unwrap();
+    let mut found = links.find_transcripts(&asked).await.unwrap();
     found.sort_by(|x, y| x.key.cmp(&y.key));
     assert_eq!(found, [link(1, &a, 0), shared], "a deleted session's links go");
-    assert!(store.find_transcripts(&[]).await.unwrap().is_empty());
+    assert!(links.find_transcripts(&[]).await.unwrap().is_empty());
 }
 
 /// Pack schemas: recorded once per (pack, version), the first kept; a load names the version its
 /// snapshot was written on.
-async fn schemas(store: Arc<dyn Store>) {
+async fn versions(store: Arc<dyn Store>) {
+    let versions = store.versions().expect("pack versions");
     let pack = id("schemas");
     let first =
         serde_json::json!({"fields": [{"name": "history", "type": "list", "reducer": "append", "default": []}]});
     let later = serde_json::json!({"fields": []});
-    store.save_schema(&pack, "v1", &first).await.unwrap();
-    store.save_schema(&pack, "v1", &later).await.unwrap();
-    store.save_schema(&pack, "v2", &later).await.unwrap();
-    assert_eq!(store.schema(&pack, "v1").await.unwrap(), Some(first), "the first record stays");
-    assert_eq!(store.schema(&pack, "v2").await.unwrap(), Some(later));
-    assert_eq!(store.schema(&pack, "v3").await.unwrap(), None);
-    assert_eq!(store.schema("another-pack", "v1").await.unwrap(), None);
+    versions.save_schema(&pack, "v1", &first).await.unwrap();
+    versions.save_schema(&pack, "v1", &later).await.unwrap();
+    versions.save_schema(&pack, "v2", &later).await.unwrap();
+    assert_eq!(versions.schema(&pack, "v1").await.unwrap(), Some(first), "the first record stays");
+    assert_eq!(versions.schema(&pack, "v2").await.unwrap(), Some(later));
+    assert_eq!(versions.schema(&pack, "v3").await.unwrap(), None);
+    assert_eq!(versions.schema("another-pack", "v1").await.unwrap(), None);
 
     let s = id("schemas");
     store.create(&session(&s), &start()).await.unwrap();
@@ -300,24 +353,35 @@ async fn schemas(store: Arc<dyn Store>) {
     assert_eq!(stored.snapshot_version, start().pack_version);
 }
 
+type Check = fn(Arc<dyn Store>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
+/// The suite, capability by capability: every store passes each.
+const CAPABILITIES: [(&str, Check); 7] = [
+    ("core", |s| Box::pin(core(s))),
+    ("lobby inputs", |s| Box::pin(lobby(s))),
+    ("counters", |s| Box::pin(counters(s))),
+    ("transcript links", |s| Box::pin(transcripts(s))),
+    ("session index: listing", |s| Box::pin(listing(s))),
+    ("session index: expiry", |s| Box::pin(expiry(s))),
+    ("pack versions", |s| Box::pin(versions(s))),
+];
+
 #[tokio::test]
 async fn memory_store() {
-    suite(Arc::new(MemoryStore::new())).await;
-    lobby(Arc::new(MemoryStore::new())).await;
-    transcripts(Arc::new(MemoryStore::new())).await;
-    schemas(Arc::new(MemoryStore::new())).await;
-    listing(Arc::new(MemoryStore::new())).await;
+    for (capability, check) in CAPABILITIES {
+        eprintln!("memory: {capability}");
+        check(Arc::new(MemoryStore::new())).await;
+    }
 }
 
 #[tokio::test]
 async fn sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    suite(open(&url).await.unwrap()).await;
-    lobby(open(&url).await.unwrap()).await;
-    transcripts(open(&url).await.unwrap()).await;
-    schemas(open(&url).await.unwrap()).await;
-    listing(open(&url).await.unwrap()).await;
+    for (capability, check) in CAPABILITIES {
+        eprintln!("{url}: {capability}");
+        check(open(&url).await.unwrap()).await;
+    }
     // Reopening migrates nothing twice and finds what was written.
     let store = open(&url).await.unwrap();
     let s = id("again");
@@ -343,11 +407,10 @@ fn postgres() -> Option<String> {
 #[tokio::test]
 async fn postgres_store() {
     let Some(url) = postgres() else { return };
-    suite(open(&url).await.unwrap()).await;
-    lobby(open(&url).await.unwrap()).await;
-    transcripts(open(&url).await.unwrap()).await;
-    schemas(open(&url).await.unwrap()).await;
-    listing(open(&url).await.unwrap()).await;
+    for (capability, check) in CAPABILITIES {
+        eprintln!("{url}: {capability}");
+        check(open(&url).await.unwrap()).await;
+    }
 }
 
 #[tokio::test]

@@ -207,7 +207,8 @@ pub async fn list(
         ),
     };
     let query = ruleweave::store::SessionQuery { pack: q.pack.as_deref(), limit, before };
-    let found = s.engine.store().list(query).await?;
+    let store = &**s.engine.store();
+    let found = ruleweave::store::needs(store, store.index(), "a session index")?.list(query).await?;
     let next =
         (found.len() == limit as usize).then(|| found.last().map(|i| format!("{}.{}", i.created_at, i.id))).flatten();
     let sessions: Vec<Value> = found

@@ -372,7 +372,7 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
         .map(|(i, (_, k))| (k.hex(), i))
         .collect();
     let asked: Vec<String> = ends.keys().cloned().collect();
-    let found = if asked.is_empty() { Vec::new() } else { s.engine.store().find_transcripts(&asked).await? };
+    let found = if asked.is_empty() { Vec::new() } else { links(&s.engine)?.find_transcripts(&asked).await? };
     let best = found.iter().filter_map(|link| Some((*ends.get(&link.key)?, link))).max_by_key(|(at, _)| *at);
     if let Some((at, link)) = best
         && let Some(live) = go_on(s, &link.session, link.seq, link.shared).await?
@@ -458,7 +458,7 @@ async fn link_next(s: &Shared, messages: &[(Role, String)], keys: &[Key], i: usi
 
 /// Links a key; a failure costs the client a catch-up later, not this reply, so it is logged.
 async fn link(s: &Shared, key: Key, id: &str, seq: u64) {
-    if let Err(e) = s.engine.store().link_transcript(&key.hex(), id, seq).await {
+    if let Err(e) = async { links(&s.engine)?.link_transcript(&key.hex(), id, seq).await }.await {
         tracing::error!(session = %id, "cannot link the conversation to its session: {e}");
     }
 }
@@ -759,6 +759,12 @@ impl Sent {
 
 fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// The store's transcript links, which the chat face finds a stateless client's session by.
+fn links(engine: &ruleweave::Engine) -> ruleweave::Result<&dyn ruleweave::store::Transcripts> {
+    let store = &**engine.store();
+    ruleweave::store::needs(store, store.transcripts(), "transcript links")
 }
 
 #[cfg(test)]

@@ -1,0 +1,157 @@
+//! The session index: sessions listed newest first, and the deletion of those past their
+//! retention (finished ones some time after they finished, abandoned ones after some idle time).
+
+use super::memory::MemoryStore;
+use super::postgres::PostgresStore;
+use super::shared::{self as sql, Sql, on_pool};
+use super::sqlite::SqliteStore;
+use super::{SessionInfo, store_error};
+use crate::error::Result;
+use crate::llm::BoxFuture;
+
+/// A store that lists and expires sessions (see [`Store::index`](super::Store::index)).
+pub trait SessionIndex: Send + Sync {
+    /// Sessions newest first (by when they opened, then id), as `query` says.
+    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>>;
+
+    /// Deletes the sessions `which` names that finished before `finished_before` (unix ms);
+    /// returns how many.
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>>;
+
+    /// Deletes the unfinished sessions whose newest checkpoint was written before `idle_before`
+    /// (unix ms), their checkpoints and links with them; returns how many.
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>>;
+}
+
+/// Which sessions [`SessionIndex::list`] lists: newest first, `limit` of them, of one pack or
+/// all, after a cursor (the `created_at` and id of the last one of the page before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionQuery<'a> {
+    /// Only this pack's sessions.
+    pub pack: Option<&'a str>,
+    /// The most sessions to list.
+    pub limit: u32,
+    /// Only sessions older than this one (`created_at`, id).
+    pub before: Option<(i64, &'a str)>,
+}
+
+/// Which finished sessions an expiry deletes.
+#[derive(Debug, Clone, Copy)]
+pub enum Expiry<'a> {
+    /// Those of this pack.
+    Pack(&'a str),
+    /// Those of every pack but these (which keep their own retention).
+    AllBut(&'a [String]),
+}
+
+impl Expiry<'_> {
+    fn names(&self, pack: &str) -> bool {
+        match self {
+            Expiry::Pack(p) => *p == pack,
+            Expiry::AllBut(but) => !but.iter().any(|b| b == pack),
+        }
+    }
+}
+
+impl SessionIndex for MemoryStore {
+    fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
+        let mut all: Vec<SessionInfo> = self.with(|m| {
+            m.values()
+                .filter(|e| q.pack.is_none_or(|p| e.info.pack == p))
+                .filter(|e| q.before.is_none_or(|(at, id)| (e.info.created_at, e.info.id.as_str()) < (at, id)))
+                .map(|e| e.info.clone())
+                .collect()
+        });
+        all.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        all.truncate(q.limit as usize);
+        Box::pin(std::future::ready(Ok(all)))
+    }
+
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
+        let expired = self.remove_where(|e| {
+            which.names(&e.info.pack) && e.info.finished && e.info.finished_at.is_some_and(|t| t < finished_before)
+        });
+        Box::pin(std::future::ready(Ok(expired)))
+    }
+
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
+        let expired = self.remove_where(|e| !e.info.finished && e.info.updated_at < idle_before);
+        Box::pin(std::future::ready(Ok(expired)))
+    }
+}
+
+impl SessionIndex for SqliteStore {
+    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
+        Box::pin(list(self.sql(), query))
+    }
+
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(expire(self.sql(), finished_before, which))
+    }
+
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(expire_idle(self.sql(), idle_before))
+    }
+}
+
+impl SessionIndex for PostgresStore {
+    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
+        Box::pin(list(self.sql(), query))
+    }
+
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(expire(self.sql(), finished_before, which))
+    }
+
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(expire_idle(self.sql(), idle_before))
+    }
+}
+
+async fn list(sql: Sql<'_>, q: SessionQuery<'_>) -> Result<Vec<SessionInfo>> {
+    on_pool!(sql, pool => {
+        let rows = sqlx::query(
+            "SELECT * FROM sessions WHERE ($1 IS NULL OR pack = $1) \
+             AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4",
+        )
+        .bind(q.pack)
+        .bind(q.before.map(|b| b.0))
+        .bind(q.before.map_or("", |b| b.1))
+        .bind(i64::from(q.limit))
+        .fetch_all(pool)
+        .await
+        .map_err(|e| store_error("cannot list sessions", e))?;
+        rows.iter().map(sql::session).collect()
+    })
+}
+
+async fn expire(sql: Sql<'_>, finished_before: i64, which: Expiry<'_>) -> Result<u64> {
+    let base = "DELETE FROM sessions WHERE finished AND finished_at < $1".to_owned();
+    let (text, packs) = match which {
+        Expiry::Pack(p) => (base + " AND pack = $2", vec![p]),
+        Expiry::AllBut([]) => (base, Vec::new()),
+        Expiry::AllBut(but) => {
+            let marks: Vec<String> = (2..but.len() + 2).map(|i| format!("${i}")).collect();
+            (format!("{base} AND pack NOT IN ({})", marks.join(", ")), but.iter().map(String::as_str).collect())
+        }
+    };
+    on_pool!(sql, pool => {
+        // Built from a fixed text and a count of placeholders: no data is spliced in.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(text)).bind(finished_before);
+        for p in packs {
+            q = q.bind(p);
+        }
+        q.execute(pool).await.map(|r| r.rows_affected())
+    })
+    .map_err(|e| store_error("cannot expire sessions", e))
+}
+
+async fn expire_idle(sql: Sql<'_>, idle_before: i64) -> Result<u64> {
+    on_pool!(sql, pool => sqlx::query("DELETE FROM sessions WHERE NOT finished AND updated_at < $1")
+        .bind(idle_before)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))
+    .map_err(|e| store_error("cannot expire idle sessions", e))
+}
