@@ -19,6 +19,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::body::{
+    CheckpointList, ClosedTurn, ConversationBody, ErrorBody, ForkedFrom, Health, Listed, Opened, PackList, PostedBody,
+    ReplayBody, SessionBody, SessionPage, TurnBody,
+};
 use super::listen::Peer;
 use super::{ApiError, Shared, StreamSlot};
 
@@ -56,30 +60,53 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     }
 }
 
-#[derive(Deserialize)]
+/// A new session: the pack it plays and the options it opens with.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewSession {
+    /// The pack's name.
     pack: String,
+    /// The options, as the pack declares them (missing ones take their defaults).
     #[serde(default)]
+    #[schema(value_type = Object)]
     options: serde_json::Map<String, Value>,
 }
 
-#[derive(Deserialize)]
+/// A turn's input: a map of the pack's input fields, or a line a person typed.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewTurn {
+    /// The input.
+    #[schema(schema_with = turn_input)]
     input: Value,
 }
 
-#[derive(Deserialize)]
+/// A turn's input as a schema: the pack's input fields, or a line of text the pack reads.
+fn turn_input() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::Object).description(Some("The pack's input fields.")))
+        .item(ObjectBuilder::new().schema_type(Type::String).description(Some("A line a person typed.")))
+        .description(Some("The input: a map of the pack's input fields, or a line a person typed."))
+        .into()
+}
+
+/// A fork: the checkpoint of the session to start from.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewFork {
+    /// The checkpoint.
     checkpoint: u64,
 }
 
 /// `GET /v1/packs`: every pack with the version serving, its status (`ok`; `rejected` when the
 /// newest edit was refused and an older version serves; `error` when none ever loaded), the
 /// newest error and its diagnostics.
-pub async fn packs(State(s): State<Shared>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/packs", operation_id = "listPacks", tag = "packs", responses(
+    (status = 200, description = "Every pack", body = PackList),
+    (status = 401, description = "A token is required", body = ErrorBody),
+))]
+pub async fn packs(State(s): State<Shared>) -> Json<PackList> {
     let list: Vec<Value> = s
         .engine
         .pack_status()
@@ -108,11 +135,16 @@ pub async fn packs(State(s): State<Shared>) -> Json<Value> {
             v
         })
         .collect();
-    Json(json!({ "packs": list }))
+    Json(PackList { packs: list })
 }
 
 /// `GET /v1/events`: reload events as SSE (`event: reload`), as they happen, for a console to
 /// show; a comment every 15 s keeps the stream open.
+#[utoipa::path(get, path = "/v1/events", operation_id = "packEvents", tag = "packs", responses(
+    (status = 200, description = "Reload events (`event: reload`, data: the pack's event as JSON) as they happen", content_type = "text/event-stream", body = String),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 429, description = "Too many streams open from this client", body = ErrorBody),
+))]
 pub async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> ApiResult<Response> {
     let slot = s.stream_slot(peer.map(|p| p.0))?;
     let rx = s.engine.subscribe();
@@ -153,7 +185,17 @@ fn diagnostic(e: &ruleweave::Error) -> Value {
 }
 
 /// `POST /v1/sessions`: a new session of a pack.
-pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Value>)> {
+#[utoipa::path(post, path = "/v1/sessions", operation_id = "createSession", tag = "sessions", request_body = NewSession, responses(
+    (status = 201, description = "The new session", body = Opened),
+    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such pack", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "Options the pack does not take", body = ErrorBody),
+    (status = 500, description = "The pack's `init` failed", body = ErrorBody),
+))]
+pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Opened>)> {
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
     let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
     // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
@@ -161,7 +203,13 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
     let (pack, options) = (req.pack.clone(), req.options.clone());
     let opened = on_pack_thread(&s, &req.pack, move || async move {
         let session = engine.open(&pack, &options).await?;
-        let body = json!({"id": session.id(), "pack": pack, "state": session.state(), "display": session.view()});
+        let body = Opened {
+            id: session.id().to_owned(),
+            pack,
+            state: session.state(),
+            display: json!(session.view()),
+            forked_from: None,
+        };
         engine.keep(session);
         Ok(body)
     })
@@ -172,11 +220,15 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
 }
 
 /// `GET /v1/sessions?pack=&limit=&before=`: the query of a session listing.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct Listing {
+    /// Only this pack's sessions.
     pack: Option<String>,
+    /// The most sessions on the page: 1 to 500, 50 when not given.
     limit: Option<u32>,
+    /// The `next` of the page before.
     before: Option<String>,
 }
 
@@ -185,10 +237,15 @@ const MOST_LISTED: u32 = 500;
 
 /// `GET /v1/sessions`: sessions newest first, `limit` a page (50; at most 500), of one `pack` or
 /// all; `next` is the `before` of the next page (`null` after the last).
+#[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions", tag = "sessions", params(Listing), responses(
+    (status = 200, description = "A page of sessions, newest first", body = SessionPage),
+    (status = 400, description = "A query that does not fit", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+))]
 pub async fn list(
     State(s): State<Shared>,
     query: Result<axum::extract::Query<Listing>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<SessionPage>> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
     let axum::extract::Query(q) = query.map_err(|e| {
         bad(format!("the query does not fit (pack, limit, before): {}", super::error::query_in_words(&e)))
@@ -211,27 +268,31 @@ pub async fn list(
     let found = ruleweave::store::needs(store, store.index(), "a session index")?.list(query).await?;
     let next =
         (found.len() == limit as usize).then(|| found.last().map(|i| format!("{}.{}", i.created_at, i.id))).flatten();
-    let sessions: Vec<Value> = found
-        .iter()
-        .map(|i| {
-            json!({
-                "id": i.id,
-                "pack": i.pack,
-                "pack_version": i.pack_version,
-                "options": i.options,
-                "turns": i.turns,
-                "finished": i.finished,
-                "created_at": ruleweave::store::rfc3339_of(i.created_at),
-                "updated_at": ruleweave::store::rfc3339_of(i.updated_at),
-                "forked_from": i.parent.as_ref().map(|(id, cp)| json!({"id": id, "checkpoint": cp})),
-            })
+    let sessions = found
+        .into_iter()
+        .map(|i| Listed {
+            created_at: ruleweave::store::rfc3339_of(i.created_at),
+            updated_at: ruleweave::store::rfc3339_of(i.updated_at),
+            forked_from: i.parent.map(|(id, checkpoint)| ForkedFrom { id, checkpoint }),
+            id: i.id,
+            pack: i.pack,
+            pack_version: i.pack_version,
+            options: i.options,
+            turns: i.turns,
+            finished: i.finished,
         })
         .collect();
-    Ok(Json(json!({"sessions": sessions, "next": next})))
+    Ok(Json(SessionPage { sessions, next }))
 }
 
 /// `GET /v1/sessions/{id}`: a session's state and how far it got.
-pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/v1/sessions/{id}", operation_id = "getSession", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+    (status = 200, description = "The session", body = SessionBody),
+    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+))]
+pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<SessionBody>> {
     let live = s.engine.session(&id).await?;
     // A running turn holds the live session (a model call may take a minute): read what the
     // store last committed instead of waiting for it.
@@ -242,58 +303,83 @@ pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRe
         }
         Err(_) => session_json(&mut s.engine.resume(&id).await?).await?,
     };
-    if let Some(problem) = s.engine.close_problem(&id) {
-        body["lobby_problem"] = json!(problem);
-    }
+    body.lobby_problem = s.engine.close_problem(&id);
     Ok(Json(body))
 }
 
 /// A session as `GET /v1/sessions/{id}` shows it.
-async fn session_json(session: &mut ruleweave::Session) -> ApiResult<Value> {
-    Ok(json!({
-        "id": session.id(),
-        "pack": session.pack().name(),
-        "pack_version": session.pack().version(),
-        "options": session.options(),
-        "state": session.state(),
-        "turns": session.turns(),
-        "checkpoint": session.checkpoint(),
-        "finished": session.is_finished(),
-        "lobby": session.lobby().await?,
-        "paused": session.paused(),
-        "display": session.view(),
-    }))
+async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody> {
+    Ok(SessionBody {
+        id: session.id().to_owned(),
+        pack: session.pack().name().to_owned(),
+        pack_version: session.pack().version().to_owned(),
+        options: json!(session.options()),
+        state: session.state(),
+        turns: session.turns(),
+        checkpoint: session.checkpoint(),
+        finished: session.is_finished(),
+        lobby: json!(session.lobby().await?),
+        paused: json!(session.paused()),
+        display: json!(session.view()),
+        lobby_problem: None,
+    })
 }
 
 /// `DELETE /v1/sessions/{id}`.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", operation_id = "deleteSession", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+    (status = 204, description = "Deleted"),
+    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+))]
 pub async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<StatusCode> {
     s.engine.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /v1/sessions/{id}/checkpoints`.
-pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/v1/sessions/{id}/checkpoints", operation_id = "listCheckpoints", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+    (status = 200, description = "Its checkpoints, oldest first", body = CheckpointList),
+    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+))]
+pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<CheckpointList>> {
     let list = s.engine.checkpoints(&id).await?;
-    Ok(Json(json!({ "id": id, "checkpoints": list })))
+    Ok(Json(CheckpointList { id, checkpoints: json!(list) }))
 }
 
 /// `GET /v1/sessions/{id}/conversation`: what a person saw, turn by turn from the start (a fork's
 /// from the start of the session it left): each turn's input and its display, rendered by the
 /// pack's templates over the state the turn left. Templates only (no script runs), on a blocking
 /// thread: a long session renders many.
-pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/v1/sessions/{id}/conversation", operation_id = "getConversation", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+    (status = 200, description = "What a person saw, turn by turn", body = ConversationBody),
+    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 500, description = "A template failed", body = ErrorBody),
+))]
+pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<ConversationBody>> {
     let engine = s.engine.clone();
     let key = id.clone();
     let turns = ruleweave::blocking::run_async(move || async move { engine.conversation(&key).await })
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
-    Ok(Json(json!({"id": id, "turns": turns})))
+    Ok(Json(ConversationBody { id, turns: json!(turns) }))
 }
 
 /// `POST /v1/sessions/{id}/replay`: the session played again on its pack as it is now, with the
 /// recorded model and search answers; what changed, turn by turn (a call the recording cannot
 /// answer fails, as it would for real, and is noted).
-pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<Value>> {
+#[utoipa::path(post, path = "/v1/sessions/{id}/replay", operation_id = "replaySession", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+    (status = 200, description = "What changed, turn by turn", body = ReplayBody),
+    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 500, description = "The replay failed", body = ErrorBody),
+))]
+pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<ReplayBody>> {
     // Every turn of the session played again: pack work, on the pack's slots, off the workers.
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
@@ -303,30 +389,40 @@ pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
         let diffs = replayer.replay(&rec).await?;
         let changed = diffs.iter().filter(|d| !d.is_same()).count();
         let summaries: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
-        Ok(json!({"id": id, "pack": rec.pack, "changed": changed, "turns": diffs, "summary": summaries}))
+        Ok(ReplayBody { id, pack: rec.pack, changed, turns: json!(diffs), summary: summaries })
     })
     .await?;
     Ok(Json(body))
 }
 
 /// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
+#[utoipa::path(post, path = "/v1/sessions/{id}/fork", operation_id = "forkSession", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewFork, responses(
+    (status = 201, description = "The new session", body = Opened),
+    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "No such checkpoint", body = ErrorBody),
+    (status = 500, description = "The fork failed", body = ErrorBody),
+))]
 pub async fn fork(
     State(s): State<Shared>,
     SessionId(id): SessionId,
     Body(req): Body<NewFork>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<(StatusCode, Json<Opened>)> {
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
     let seq = req.checkpoint;
     let body = on_pack_thread(&s, &pack, move || async move {
         let session = engine.fork(&id, seq).await?;
-        let body = json!({
-            "id": session.id(),
-            "pack": session.pack().name(),
-            "state": session.state(),
-            "display": session.view(),
-            "forked_from": {"id": id, "checkpoint": seq},
-        });
+        let body = Opened {
+            id: session.id().to_owned(),
+            pack: session.pack().name().to_owned(),
+            state: session.state(),
+            display: json!(session.view()),
+            forked_from: Some(ForkedFrom { id, checkpoint: seq }),
+        };
         engine.keep(session);
         Ok(body)
     })
@@ -336,6 +432,23 @@ pub async fn fork(
 
 /// `POST /v1/sessions/{id}/turns`: runs a turn; with `Accept: text/event-stream`, streams its
 /// events as they happen and the result last.
+#[utoipa::path(post, path = "/v1/sessions/{id}/turns", operation_id = "playTurn", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewTurn, responses(
+    (status = 200, description = "The turn's result; with `Accept: text/event-stream`, its events as they happen (`node_started`, `node_finished`, `route`, `llm`, `token`, `speech`, `decision`, `custom`, `log`, `search`, `paused`) and `result` (the JSON body) or `error` last", content(
+        (TurnBody = "application/json"),
+        (String = "text/event-stream"),
+    )),
+    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 409, description = "Another turn was recorded first, or the session is finished", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "An input the pack does not take", body = ErrorBody),
+    (status = 429, description = "The pack's turns are all busy", body = ErrorBody),
+    (status = 500, description = "A script or a model failed; the turn was undone", body = ErrorBody),
+    (status = 502, description = "A model answered with an error", body = ErrorBody),
+    (status = 504, description = "A model took too long", body = ErrorBody),
+))]
 pub async fn turn(
     State(s): State<Shared>,
     SessionId(id): SessionId,
@@ -360,7 +473,7 @@ pub async fn turn(
     let state = s.clone();
     s.tasks.spawn(async move {
         let last = match play(state, live, req.input, Some(sink)).await {
-            Ok((r, st)) => sse("result", &turn_body(&r, st)),
+            Ok((r, st)) => sse("result", &json!(turn_body(&r, st))),
             Err(e) => sse("error", &json!({"error": {"code": e.code, "message": e.message}})),
         };
         let _ = tx.send(last);
@@ -370,12 +483,14 @@ pub async fn turn(
 
 /// A turn's result as the API answers it: `{turn, output, state, display}`, and `paused`
 /// (`{after, next}`) when the turn stopped at a pause point of the pack.
-fn turn_body(r: &TurnResult, state: Value) -> Value {
-    let mut body = json!({"turn": r.turn, "output": r.output, "state": state, "display": r.display});
-    if let Some(p) = &r.paused {
-        body["paused"] = json!(p);
+fn turn_body(r: &TurnResult, state: Value) -> TurnBody {
+    TurnBody {
+        turn: r.turn,
+        output: json!(r.output),
+        state,
+        display: json!(r.display),
+        paused: r.paused.as_ref().map(|p| json!(p)),
     }
-    body
 }
 
 /// Runs one turn on a live session (waiting for the turns before it) and counts it.
@@ -453,15 +568,22 @@ pub(super) async fn on_turn_thread<T: Send + 'static>(
     }
 }
 
-#[derive(Deserialize)]
+/// A player's post to a lobby round: an answer, joining or leaving.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewInput {
+    /// The player.
     player: String,
+    /// The answer (the pack's input).
     #[serde(default)]
+    #[schema(value_type = Object)]
     input: Value,
+    /// The round the answer is meant for.
     round: Option<u64>,
+    /// The player joins from the next round on.
     #[serde(default)]
     join: bool,
+    /// The player leaves.
     #[serde(default)]
     leave: bool,
 }
@@ -470,11 +592,22 @@ pub struct NewInput {
 /// (`{"player", "input"}`, optionally the `round` it is meant for), or their joining
 /// (`{"player", "join": true}`) or leaving (`{"player", "leave": true}`). Answers the lobby as
 /// it stands after the post, with the turn that closed the round when this post did.
+#[utoipa::path(post, path = "/v1/sessions/{id}/inputs", operation_id = "postInput", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewInput, responses(
+    (status = 200, description = "The lobby after the post, with the turn that closed the round when this post did", body = PostedBody),
+    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 409, description = "A second answer, another round, a full lobby, a finished session", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A post the pack or the lobby does not take (a pack without a lobby)", body = ErrorBody),
+    (status = 429, description = "The pack's turns are all busy", body = ErrorBody),
+))]
 pub async fn input(
     State(s): State<Shared>,
     SessionId(id): SessionId,
     Body(req): Body<NewInput>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<PostedBody>> {
     let kind = match (req.join, req.leave) {
         (false, false) => ruleweave::lobby::InputKind::Answer,
         (true, false) => ruleweave::lobby::InputKind::Join,
@@ -502,12 +635,17 @@ pub async fn input(
     }
 }
 
-fn posted_json(p: &ruleweave::lobby::Posted) -> Value {
-    json!({
-        "lobby": p.lobby,
-        "closed": p.closed.as_ref().map(|t| json!({"turn": t.turn, "output": t.output, "finished": t.finished, "display": t.display})),
-        "close_error": p.close_error,
-    })
+fn posted_json(p: &ruleweave::lobby::Posted) -> PostedBody {
+    PostedBody {
+        lobby: json!(p.lobby),
+        closed: p.closed.as_ref().map(|t| ClosedTurn {
+            turn: t.turn,
+            output: json!(t.output),
+            finished: t.finished,
+            display: json!(t.display),
+        }),
+        close_error: p.close_error.clone(),
+    }
 }
 
 /// `GET /v1/sessions/{id}/events`: the session as SSE, for the players following a lobby.
@@ -515,6 +653,13 @@ fn posted_json(p: &ruleweave::lobby::Posted) -> Value {
 /// joins or leaves (with the lobby after it) and `turn` when a turn is recorded (with its output:
 /// a lobby's next question), whichever replica recorded it. After the turn that finishes the
 /// session, the stream ends. A follower too slow to keep up gets `state` again.
+#[utoipa::path(get, path = "/v1/sessions/{id}/events", operation_id = "sessionEvents", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+    (status = 200, description = "The session as it moves: `state` first, then `input` and `turn` events, each data a JSON object", content_type = "text/event-stream", body = String),
+    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 429, description = "Too many streams open from this client", body = ErrorBody),
+))]
 pub async fn session_events(
     State(s): State<Shared>,
     SessionId(id): SessionId,
@@ -642,19 +787,27 @@ fn stream_of(rx: mpsc::UnboundedReceiver<SseEvent>) -> impl Stream<Item = Result
 }
 
 /// `GET /metrics`: Prometheus' text format.
+#[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "server", responses(
+    (status = 200, description = "The server's metrics, in Prometheus' text format", content_type = "text/plain", body = String),
+    (status = 401, description = "A token is required", body = ErrorBody),
+))]
 pub async fn metrics(State(s): State<Shared>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render()).into_response()
 }
 
 /// `GET /healthz`: 200 while the store takes writes, 503 saying why when it does not (its file
 /// deleted or made read-only under the server, a database gone).
+#[utoipa::path(get, path = "/healthz", operation_id = "health", tag = "server", security(()), responses(
+    (status = 200, description = "The store takes writes", body = Health),
+    (status = 503, description = "The store does not take writes, and why", body = Health),
+))]
 pub async fn healthz(State(s): State<Shared>) -> Response {
     let store = s.engine.store();
     match store.health().await {
-        Ok(()) => Json(json!({"status": "ok", "store": store.kind()})).into_response(),
+        Ok(()) => Json(Health { status: "ok", store: store.kind(), error: None }).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "unhealthy", "store": store.kind(), "error": e.detail()})),
+            Json(Health { status: "unhealthy", store: store.kind(), error: Some(e.detail().to_owned()) }),
         )
             .into_response(),
     }

@@ -5,10 +5,12 @@
 //! gracefully (requests and turns in flight finish first).
 
 mod api;
+mod body;
 mod error;
 mod listen;
 mod metrics;
 mod openai;
+pub mod openapi;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -185,6 +187,7 @@ pub fn app(state: Shared) -> Router {
     Router::new()
         .merge(guarded)
         .route("/healthz", get(api::healthz))
+        .route("/openapi.json", get(openapi::openapi))
         .route("/", get(api::console))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::wrong_method)

@@ -25,11 +25,15 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use ruleweave::{ErrorKind, LiveSession, Opening, OpeningKind, Pack, Session, TurnResult};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::api::{Body, on_turn_thread};
+use super::body::{
+    self, AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatSession, ChunkChoice, Delta, ErrorBody,
+    ModelEntry, ModelList,
+};
 use super::{ApiError, Shared};
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -41,29 +45,55 @@ const SESSION_HEADER: &str = "x-ruleweave-session";
 /// (or whose end it lost): each is a full turn with its model calls.
 const MAX_CATCH_UP: usize = 16;
 
-#[derive(Deserialize)]
+/// A chat completion request, in OpenAI's shape: the model names a pack (and options), the
+/// messages are the conversation so far. Other fields of OpenAI's request are accepted and
+/// ignored (a game's rules, not the request, set temperature and the like).
+#[derive(Deserialize, utoipa::ToSchema)]
 pub struct ChatRequest {
+    /// A pack, with options (`debate:strict`; see `GET /v1/models`).
     model: String,
+    /// The conversation: `system`, `developer`, `user` and `assistant` messages.
     messages: Vec<Message>,
+    /// Stream the reply as chunks.
     #[serde(default)]
     stream: Option<bool>,
+    /// With `include_usage`, the last chunk carries the usage.
     #[serde(default)]
     stream_options: Option<StreamOptions>,
+    /// Options of the pack, by name, beside those the model names.
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     metadata: Option<serde_json::Map<String, Value>>,
+    /// How many replies: 1 (a turn has one).
     #[serde(default)]
     n: Option<u32>,
 }
 
-#[derive(Deserialize)]
-struct Message {
+/// One message of a conversation.
+#[derive(Deserialize, utoipa::ToSchema)]
+pub struct Message {
+    /// `system`, `developer`, `user` or `assistant`.
     role: String,
+    /// Its text, or a list of parts whose text parts are read.
     #[serde(default)]
+    #[schema(schema_with = message_content)]
     content: Value,
 }
 
-#[derive(Deserialize, Default)]
-struct StreamOptions {
+/// A message's content as a schema: text, or OpenAI's list of content parts.
+fn message_content() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::Object)))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .into()
+}
+
+/// How a streamed reply ends.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+pub struct StreamOptions {
+    /// The last chunk carries the usage.
     #[serde(default)]
     include_usage: bool,
 }
@@ -76,7 +106,11 @@ enum Role {
 }
 
 /// `GET /v1/models`: the packs as models, in OpenAI's list shape.
-pub async fn models(State(s): State<Shared>) -> Json<Value> {
+#[utoipa::path(get, path = "/v1/models", operation_id = "listModels", tag = "chat", responses(
+    (status = 200, description = "The packs as models", body = ModelList),
+    (status = 401, description = "A token is required", body = ErrorBody),
+))]
+pub async fn models(State(s): State<Shared>) -> Json<ModelList> {
     let mut data = Vec::new();
     for status in s.engine.pack_status() {
         let Some(pack) = status.pack else { continue };
@@ -98,15 +132,24 @@ pub async fn models(State(s): State<Shared>) -> Json<Value> {
             }
         }
     }
-    Json(json!({"object": "list", "data": data}))
+    Json(ModelList { object: "list", data })
 }
 
-fn model_entry(id: &str, created: u64) -> Value {
-    json!({"id": id, "object": "model", "created": created, "owned_by": "ruleweave"})
+fn model_entry(id: &str, created: u64) -> ModelEntry {
+    ModelEntry { id: id.to_owned(), object: "model", created, owned_by: "ruleweave" }
 }
 
 /// `GET /v1/models/{model}`: one model, when it names a pack (and options it has).
-pub async fn model(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/v1/models/{model}", operation_id = "getModel", tag = "chat",
+    params(("model" = String, Path, description = "A pack, with options (`debate:strict`)")),
+    responses(
+        (status = 200, description = "The model", body = ModelEntry),
+        (status = 400, description = "A model name that is no name", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 404, description = "No such pack", body = ErrorBody),
+        (status = 422, description = "Options the pack does not take", body = ErrorBody),
+    ))]
+pub async fn model(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<ModelEntry>> {
     parse_model(&s, &id, None)?;
     Ok(Json(model_entry(&id, s.started)))
 }
@@ -269,7 +312,27 @@ struct Plan {
     opening: Option<String>,
 }
 
-/// `POST /v1/chat/completions`.
+/// `POST /v1/chat/completions`: the conversation's next turn, played on the pack the model
+/// names, in the session the conversation so far was played in (or a new one).
+#[utoipa::path(post, path = "/v1/chat/completions", operation_id = "createChatCompletion", tag = "chat",
+    request_body = ChatRequest,
+    responses(
+        (status = 200, description = "The reply; with `stream: true`, chunks as server-sent events (each data a `ChatChunk`) and `[DONE]`", content(
+            (ChatCompletion = "application/json"),
+            (String = "text/event-stream"),
+        )),
+        (status = 400, description = "The body is not JSON, or not this shape; a conversation that cannot be played", body = ErrorBody),
+        (status = 401, description = "A token is required", body = ErrorBody),
+        (status = 404, description = "No such pack", body = ErrorBody),
+        (status = 409, description = "The game is over, or another turn was recorded first", body = ErrorBody),
+        (status = 413, description = "The body is too large", body = ErrorBody),
+        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+        (status = 422, description = "Options or an input the pack does not take", body = ErrorBody),
+        (status = 429, description = "The pack's turns are all busy", body = ErrorBody),
+        (status = 500, description = "A script or a model failed; the turn was undone", body = ErrorBody),
+        (status = 502, description = "A model answered with an error", body = ErrorBody),
+        (status = 504, description = "A model took too long", body = ErrorBody),
+    ))]
 pub async fn completions(State(s): State<Shared>, headers: HeaderMap, Body(req): Body<ChatRequest>) -> Response {
     match complete(s, headers, req).await {
         Ok(r) => r,
@@ -485,12 +548,12 @@ impl Usage {
         }
     }
 
-    fn json(self) -> Value {
-        json!({
-            "prompt_tokens": self.prompt,
-            "completion_tokens": self.completion,
-            "total_tokens": self.prompt + self.completion,
-        })
+    fn body(self) -> body::Usage {
+        body::Usage {
+            prompt_tokens: self.prompt,
+            completion_tokens: self.completion,
+            total_tokens: self.prompt + self.completion,
+        }
     }
 }
 
@@ -592,20 +655,20 @@ async fn reply(
     usage: Usage,
 ) -> Response {
     link(s, last_key(keys).after(&text), id, seq).await;
-    let body = json!({
-        "id": format!("chatcmpl-{id}-{turn}"),
-        "object": "chat.completion",
-        "created": unix_now(),
-        "model": req.model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": text},
-            "finish_reason": "stop",
-            "logprobs": null,
+    let body = ChatCompletion {
+        id: format!("chatcmpl-{id}-{turn}"),
+        object: "chat.completion",
+        created: unix_now(),
+        model: req.model.clone(),
+        choices: vec![ChatChoice {
+            index: 0,
+            message: AssistantMessage { role: "assistant", content: text },
+            finish_reason: "stop",
+            logprobs: None,
         }],
-        "usage": usage.json(),
-        "ruleweave": {"session": id, "turn": turn, "checkpoint": seq, "finished": finished},
-    });
+        usage: usage.body(),
+        ruleweave: ChatSession { session: id.to_owned(), turn, checkpoint: seq, finished },
+    };
     let mut r = Json(body).into_response();
     if let Ok(v) = HeaderValue::from_str(id) {
         r.headers_mut().insert(SESSION_HEADER, v);
@@ -635,7 +698,7 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
             (session.id().to_owned(), session.checkpoint())
         };
         let chunks = Chunks { id: format!("chatcmpl-{session_id}"), model, created: unix_now() };
-        let _ = tx.send(chunks.delta(json!({"role": "assistant", "content": ""}), None));
+        let _ = tx.send(chunks.delta(Delta { role: Some("assistant"), content: Some(String::new()) }, None));
         let sent = Arc::new(Mutex::new(Sent::default()));
         let (rest, seq, usage) = match say {
             Say::Opening(text) => (text, seq, usage),
@@ -653,7 +716,7 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
                             }
                             _ => return,
                         };
-                        let _ = tx.send(chunks.delta(json!({"content": piece}), None));
+                        let _ = tx.send(chunks.delta(Delta { role: None, content: Some(piece) }, None));
                     })
                 };
                 match play(&s, &live, Move::Text(text), Some(sink)).await {
@@ -680,11 +743,11 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
         };
         let mut all = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).text);
         if !rest.is_empty() {
-            let _ = tx.send(chunks.delta(json!({"content": rest}), None));
+            let _ = tx.send(chunks.delta(Delta { role: None, content: Some(rest.clone()) }, None));
         }
         all.push_str(&rest);
         link(&s, last_key(&keys).after(&all), &session_id, seq).await;
-        let _ = tx.send(chunks.delta(json!({}), Some("stop")));
+        let _ = tx.send(chunks.delta(Delta::default(), Some("stop")));
         if include_usage {
             let _ = tx.send(chunks.usage(usage));
         }
@@ -705,26 +768,24 @@ struct Chunks {
 }
 
 impl Chunks {
-    fn delta(&self, delta: Value, finish: Option<&str>) -> SseEvent {
-        self.event(json!([{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": null}]), None)
+    fn delta(&self, delta: Delta, finish: Option<&'static str>) -> SseEvent {
+        self.event(vec![ChunkChoice { index: 0, delta, finish_reason: finish, logprobs: None }], None)
     }
 
     fn usage(&self, usage: Usage) -> SseEvent {
-        self.event(json!([]), Some(usage))
+        self.event(Vec::new(), Some(usage))
     }
 
-    fn event(&self, choices: Value, usage: Option<Usage>) -> SseEvent {
-        let mut body = json!({
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-        });
-        if let Some(u) = usage {
-            body["usage"] = u.json();
-        }
-        SseEvent::default().data(body.to_string())
+    fn event(&self, choices: Vec<ChunkChoice>, usage: Option<Usage>) -> SseEvent {
+        let chunk = ChatChunk {
+            id: self.id.clone(),
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: self.model.clone(),
+            choices,
+            usage: usage.map(Usage::body),
+        };
+        SseEvent::default().data(serde_json::to_string(&chunk).unwrap_or_default())
     }
 }
 

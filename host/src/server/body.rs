@@ -1,0 +1,367 @@
+//! The bodies of the HTTP API as types: what each handler answers, shared with the OpenAPI
+//! document (`GET /openapi.json`, `docs/openapi.json`) that is generated from them.
+//!
+//! Where a pack's own data passes through (a session's state, a turn's output, the options a
+//! session opened with) the type is `serde_json::Value`: its shape is the pack's, described by
+//! the pack's manifest, not by the API.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// An error: `{"error": {"code", "message", "type", "param"}}`, the shape OpenAI's API answers
+/// in, so its SDKs raise their usual exceptions on the chat face.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// A stable name for the error (`not_found`, `invalid_input`, `conflict`, ...).
+    pub code: &'static str,
+    /// What happened, in words, naming the place when there is one.
+    pub message: String,
+    /// The error's class, from its status (`invalid_request_error`, `authentication_error`,
+    /// `permission_error`, `rate_limit_error`, `server_error`).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Always `null` (OpenAI's shape has it).
+    #[schema(value_type = Option<String>)]
+    pub param: Option<()>,
+}
+
+/// A session and checkpoint another session was forked from.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ForkedFrom {
+    /// The session.
+    pub id: String,
+    /// Its checkpoint the fork starts from.
+    pub checkpoint: u64,
+}
+
+/// A new session: `POST /v1/sessions` and `POST /v1/sessions/{id}/fork`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Opened {
+    /// Its id.
+    pub id: String,
+    /// Its pack.
+    pub pack: String,
+    /// Its first state (the pack's fields).
+    #[schema(value_type = Object)]
+    pub state: Value,
+    /// What a person sees: the opening, the status line.
+    #[schema(value_type = Object)]
+    pub display: Value,
+    /// For a fork, where it was forked from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// A page of sessions, newest first: `GET /v1/sessions`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionPage {
+    /// The sessions.
+    pub sessions: Vec<Listed>,
+    /// The `before` of the next page; `null` after the last.
+    pub next: Option<String>,
+}
+
+/// A session as a listing shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Listed {
+    /// Its id.
+    pub id: String,
+    /// Its pack.
+    pub pack: String,
+    /// The pack version its newest turn ran on.
+    pub pack_version: String,
+    /// The options it opened with.
+    #[schema(value_type = Object)]
+    pub options: Value,
+    /// Finished turns.
+    pub turns: u64,
+    /// Whether it is over.
+    pub finished: bool,
+    /// When it opened (RFC 3339).
+    pub created_at: String,
+    /// When its newest checkpoint was written (RFC 3339).
+    pub updated_at: String,
+    /// Where it was forked from, if it was.
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// A session's state and how far it got: `GET /v1/sessions/{id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionBody {
+    /// Its id.
+    pub id: String,
+    /// Its pack.
+    pub pack: String,
+    /// The pack version it is on.
+    pub pack_version: String,
+    /// The options it opened with.
+    #[schema(value_type = Object)]
+    pub options: Value,
+    /// Its state (the pack's fields).
+    #[schema(value_type = Object)]
+    pub state: Value,
+    /// Finished turns.
+    pub turns: u64,
+    /// Its newest checkpoint.
+    pub checkpoint: u64,
+    /// Whether it is over.
+    pub finished: bool,
+    /// Where its lobby round stands (`null` for a pack without a lobby).
+    #[schema(value_type = Option<Object>)]
+    pub lobby: Value,
+    /// Where its last turn paused (`null` when it did not).
+    #[schema(value_type = Option<Object>)]
+    pub paused: Value,
+    /// What a person sees.
+    #[schema(value_type = Object)]
+    pub display: Value,
+    /// Why the server could not close its lobby round at its timeout, while that lasts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lobby_problem: Option<String>,
+}
+
+/// A turn's result: `POST /v1/sessions/{id}/turns` (and the `result` event of its stream).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TurnBody {
+    /// The turn's number.
+    pub turn: u64,
+    /// What the turn said (the pack's output fields).
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// The state after it.
+    #[schema(value_type = Object)]
+    pub state: Value,
+    /// What a person sees after it.
+    #[schema(value_type = Object)]
+    pub display: Value,
+    /// Where it paused (`{after, next}`), when it stopped at a pause point of the pack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub paused: Option<Value>,
+}
+
+/// A session's checkpoints, oldest first: `GET /v1/sessions/{id}/checkpoints`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckpointList {
+    /// The session.
+    pub id: String,
+    /// Its checkpoints: `seq`, `turn`, `kind` (`start`, `step`, `turn`), `pack_version`, the
+    /// `nodes` whose updates it holds, `llm_calls`, whether it holds a `snapshot`, `created_at`.
+    #[schema(value_type = Vec<Object>)]
+    pub checkpoints: Value,
+}
+
+/// What a person saw, turn by turn: `GET /v1/sessions/{id}/conversation`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationBody {
+    /// The session.
+    pub id: String,
+    /// Each turn's input and display, from the start.
+    #[schema(value_type = Vec<Object>)]
+    pub turns: Value,
+}
+
+/// A session played again on its pack as it is now: `POST /v1/sessions/{id}/replay`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayBody {
+    /// The session.
+    pub id: String,
+    /// Its pack.
+    pub pack: String,
+    /// How many turns came out differently.
+    pub changed: usize,
+    /// Each turn's differences.
+    #[schema(value_type = Vec<Object>)]
+    pub turns: Value,
+    /// Each turn's differences in a line.
+    pub summary: Vec<String>,
+}
+
+/// A lobby post's outcome: `POST /v1/sessions/{id}/inputs`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PostedBody {
+    /// The lobby as it stands after the post.
+    #[schema(value_type = Object)]
+    pub lobby: Value,
+    /// The turn that closed the round, when this post did.
+    pub closed: Option<ClosedTurn>,
+    /// Why closing the round failed, when it did (the post stays recorded).
+    pub close_error: Option<String>,
+}
+
+/// The turn that closed a lobby round.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ClosedTurn {
+    /// Its number.
+    pub turn: u64,
+    /// What it said.
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// Whether the session is over after it.
+    pub finished: bool,
+    /// What a person sees after it.
+    #[schema(value_type = Object)]
+    pub display: Value,
+}
+
+/// Every pack: `GET /v1/packs`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PackList {
+    /// Each pack with the version serving, its `status` (`ok`; `rejected` when the newest edit
+    /// was refused and an older version serves; `error` when none ever loaded), `last_error`,
+    /// `diagnostics`, `reloads`, `warnings`, and what it declares (options, inputs, graph).
+    #[schema(value_type = Vec<Object>)]
+    pub packs: Vec<Value>,
+}
+
+/// The server's health: `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` or `unhealthy`.
+    pub status: &'static str,
+    /// The store's kind (`memory`, `sqlite`, `postgres`).
+    pub store: &'static str,
+    /// Why it is unhealthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The packs as models: `GET /v1/models`, in OpenAI's list shape.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelList {
+    /// Always `list`.
+    pub object: &'static str,
+    /// Each pack, and each pack with an option's value (`party:nsfw`).
+    pub data: Vec<ModelEntry>,
+}
+
+/// A pack as a model.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelEntry {
+    /// The model name a chat request gives: the pack, and options (`debate:strict`).
+    pub id: String,
+    /// Always `model`.
+    pub object: &'static str,
+    /// When the server started, unix seconds.
+    pub created: u64,
+    /// Always `ruleweave`.
+    pub owned_by: &'static str,
+}
+
+/// A chat completion: one turn of the pack the model names (`POST /v1/chat/completions`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatCompletion {
+    /// `chatcmpl-SESSION-TURN`.
+    pub id: String,
+    /// Always `chat.completion`.
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model the request named.
+    pub model: String,
+    /// The one reply.
+    pub choices: Vec<ChatChoice>,
+    /// Tokens the turn's model calls spent.
+    pub usage: Usage,
+    /// Where the conversation stands in ruleweave's terms.
+    pub ruleweave: ChatSession,
+}
+
+/// The one reply of a chat completion.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatChoice {
+    /// Always 0.
+    pub index: u32,
+    /// The reply.
+    pub message: AssistantMessage,
+    /// Always `stop`.
+    pub finish_reason: &'static str,
+    /// Always `null`.
+    #[schema(value_type = Option<Object>)]
+    pub logprobs: Option<()>,
+}
+
+/// What the game said.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssistantMessage {
+    /// Always `assistant`.
+    pub role: &'static str,
+    /// The reply as a person reads it.
+    pub content: String,
+}
+
+/// Tokens spent, in OpenAI's shape.
+#[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Both.
+    pub total_tokens: u64,
+}
+
+/// A chat's session, checkpoint and turn (also in the `x-ruleweave-session` header).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatSession {
+    /// The session.
+    pub session: String,
+    /// The turn this reply ends.
+    pub turn: u64,
+    /// The checkpoint the conversation reached.
+    pub checkpoint: u64,
+    /// Whether the game is over.
+    pub finished: bool,
+}
+
+/// One chunk of a streamed chat completion (`stream: true`): the data of each event until
+/// `[DONE]`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChatChunk {
+    /// `chatcmpl-SESSION`.
+    pub id: String,
+    /// Always `chat.completion.chunk`.
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model the request named.
+    pub model: String,
+    /// The piece of the reply (none in the last chunk, which carries the usage when asked).
+    pub choices: Vec<ChunkChoice>,
+    /// Tokens spent, in the last chunk when `stream_options.include_usage` asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// A piece of a streamed reply.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChunkChoice {
+    /// Always 0.
+    pub index: u32,
+    /// The piece: the role first, then text.
+    pub delta: Delta,
+    /// `stop` in the last piece, else `null`.
+    pub finish_reason: Option<&'static str>,
+    /// Always `null`.
+    #[schema(value_type = Option<Object>)]
+    pub logprobs: Option<()>,
+}
+
+/// A piece of a streamed reply.
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct Delta {
+    /// `assistant`, in the first piece.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    /// The text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
