@@ -194,16 +194,14 @@ impl Table {
     }
 
     /// What the table is, as JSON (for `GET /v1/packs`).
-    pub fn describe(&self) -> serde_json::Value {
-        let columns: serde_json::Map<String, serde_json::Value> =
-            self.columns.iter().map(|c| (c.name.clone(), c.ty.as_str().into())).collect();
-        serde_json::json!({
-            "columns": columns,
-            "key": self.columns[self.key].name,
-            "counters": self.counters,
-            "rows": self.rows.len(),
-            "doc": self.doc,
-        })
+    pub fn info(&self) -> TableInfo {
+        TableInfo {
+            columns: self.columns.iter().map(|c| (c.name.clone(), c.ty.as_str())).collect(),
+            key: self.columns[self.key].name.clone(),
+            counters: self.counters.clone(),
+            rows: self.rows.len(),
+            doc: self.doc.clone(),
+        }
     }
 
     /// The counts of this table from a store's (row key, counter, value) rows; rows the table
@@ -481,6 +479,22 @@ impl Key {
 
 /// A pack's tables, by name.
 pub(crate) type Tables = Arc<HashMap<String, Arc<Table>>>;
+
+/// A data table, as a pack's description shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TableInfo {
+    /// Its columns and their types.
+    pub columns: indexmap::IndexMap<String, &'static str>,
+    /// The column whose values name rows.
+    pub key: String,
+    /// Its counters.
+    pub counters: Vec<String>,
+    /// How many rows it has.
+    pub rows: usize,
+    /// What it is.
+    pub doc: String,
+}
 
 #[cfg(test)]
 mod tests {

@@ -47,7 +47,10 @@ pub use event::{
 };
 
 // Packs: loaded, served, reloaded.
-pub use pack::{InputSpec, OptionSpec, Pack, Simulate};
+pub use pack::{
+    DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, OptionInfo, OptionSpec, Pack, PackInfo, ProfileInfo,
+    Simulate, TableInfo,
+};
 pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 

@@ -104,6 +104,7 @@ pub struct Post {
 
 /// Where a lobby round stands.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LobbyStatus {
     /// The round under way.
     pub round: u64,

@@ -64,6 +64,7 @@ pub struct PackEvent {
 
 /// How a reload ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReloadStatus {
     /// The new version validated and serves.

@@ -99,6 +99,7 @@ pub struct Answer {
 
 /// What a replayed turn did differently.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TurnDiff {
     /// The turn's number.
     pub turn: u64,
@@ -106,6 +107,7 @@ pub struct TurnDiff {
     pub changes: Vec<Change>,
     /// The nodes that ran, as recorded and now, when they differ.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<Vec<String>>>))]
     pub route: Option<(Vec<String>, Vec<String>)>,
     /// What the recording could not answer, and what answered instead.
     pub notes: Vec<String>,
@@ -117,21 +119,26 @@ pub struct TurnDiff {
     pub recorded_error: Option<String>,
     /// The state after the replayed turn.
     #[serde(skip)]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
     pub state: Json,
     /// The profiles of the recorded answers the turn no longer asked for, one per answer (each
     /// profile's last ones: answers are taken in order).
     #[serde(skip)]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
     pub unused: Vec<String>,
 }
 
 /// One field that changed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Change {
     /// The field.
     pub field: String,
     /// Its recorded value (`null` when it did not exist).
+    #[cfg_attr(feature = "openapi", schema(value_type = serde_json::Value))]
     pub before: Json,
     /// Its value now.
+    #[cfg_attr(feature = "openapi", schema(value_type = serde_json::Value))]
     pub after: Json,
 }
 

@@ -34,7 +34,7 @@ session = get_session.sync(opened.id, client=client)
 assert session.turns == 1 and not session.finished, session
 
 checkpoints = list_checkpoints.sync(opened.id, client=client)
-assert [c.additional_properties["seq"] for c in checkpoints.checkpoints] == [0, 1], checkpoints
+assert [c.seq for c in checkpoints.checkpoints] == [0, 1], checkpoints
 
 fork = fork_session.sync(opened.id, client=client, body=NewFork(checkpoint=0))
 assert fork.forked_from.id == opened.id and fork.forked_from.checkpoint == 0, fork

@@ -5,8 +5,11 @@
 //! with `file:line:col` (all of them, not just the first). A pack's version is the hash of its
 //! files, so a checkpoint can say which rules produced it.
 
+mod info;
 mod load;
 pub(crate) mod manifest;
+
+pub use info::{DisplayInfo, FieldInfo, InputInfo, NodeInfo, OptionInfo, PackInfo, ProfileInfo, TableInfo};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +20,7 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
-use crate::llm::{ModelSpec, Profile, Provider};
+use crate::llm::{Profile, Provider};
 use crate::prompt::Prompts;
 use crate::script::{FnRef, Sandbox};
 use crate::state::Schema;
@@ -28,6 +31,7 @@ pub(crate) use load::load;
 
 /// What the text before the first turn is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OpeningKind {
     /// A question: the player's first input answers it (an interviewer's first question).
@@ -329,75 +333,13 @@ impl Pack {
     /// What the pack declares, as JSON: options, input, output, state fields, profiles and
     /// nodes, each with its documentation (for `GET /v1/packs` and pack references).
     pub fn describe(&self) -> Json {
-        let options: serde_json::Map<String, Json> = self
-            .options
-            .iter()
-            .map(|(k, o)| {
-                let mut v = serde_json::json!({"type": o.ty.as_str(), "values": o.values, "default": o.default, "description": o.description});
-                // The bounds a form can show, where the option has them.
-                for (key, bound) in [("min", o.min.map(Json::from)), ("max", o.max.map(Json::from)), ("min_length", o.min_length.map(Json::from)), ("max_length", o.max_length.map(Json::from))] {
-                    if let Some(b) = bound {
-                        v[key] = b;
-                    }
-                }
-                (k.clone(), v)
-            })
-            .collect();
-        let input: serde_json::Map<String, Json> = self
-            .inputs
-            .iter()
-            .map(|(k, i)| {
-                let v = serde_json::json!({"type": i.ty.as_str(), "required": i.required, "max_length": i.max_length, "doc": i.doc});
-                (k.clone(), v)
-            })
-            .collect();
-        let state: serde_json::Map<String, Json> = self
-            .schema
-            .fields
-            .iter()
-            .map(|(k, f)| {
-                (k.clone(), serde_json::json!({"type": f.ty.as_str(), "reducer": f.reducer.as_str(), "doc": f.doc}))
-            })
-            .collect();
-        let profiles: serde_json::Map<String, Json> = self
-            .profiles
-            .values()
-            .map(|p| {
-                let model = match &p.model {
-                    ModelSpec::Fixed(m) => Json::String(m.clone()),
-                    ModelSpec::ByOption { option, models } => serde_json::json!({ option.as_str(): models }),
-                };
-                let v = serde_json::json!({"model": model, "provider": p.provider, "temperature": p.temperature, "max_tokens": p.max_tokens, "json": p.json, "description": p.description});
-                (p.name.clone(), v)
-            })
-            .collect();
-        let nodes: Vec<Json> = self
-            .graph
-            .nodes
-            .iter()
-            .map(|n| {
-                let (kind, runs) = n.kind.describe();
-                serde_json::json!({"name": &*n.name, "kind": kind, "runs": runs, "doc": n.doc})
-            })
-            .collect();
-        serde_json::json!({
-            "name": self.name,
-            "version": self.version,
-            "description": self.description,
-            "options": options,
-            "input": input,
-            "output": self.outputs,
-            "state": state,
-            "profiles": profiles,
-            "nodes": nodes,
-            "tables": self.tables.iter().map(|(k, t)| (k.clone(), t.describe())).collect::<serde_json::Map<_, _>>(),
-            "standin": self.standin.is_some(),
-            "display": {
-                "opening": self.display.opening,
-                "play_on_open": self.display.play_on_open,
-                "stream": self.display.stream.nodes,
-            },
-        })
+        let mut v = serde_json::json!({"name": self.name, "version": self.version});
+        if let (Some(all), Json::Object(declared)) =
+            (v.as_object_mut(), serde_json::to_value(self.info()).unwrap_or_default())
+        {
+            all.extend(declared);
+        }
+        v
     }
 
     /// Parses a `--set KEY=VALUE` value for option `name` by the option's type

@@ -68,6 +68,7 @@ pub(crate) struct Fork {
 
 /// Where a turn paused: the next turn goes on from there.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PausedAt {
     /// The node after which it paused.
     pub after: String,

@@ -16,6 +16,7 @@ use crate::pack::{OpeningKind, Pack};
 /// pack has no template for is `None`. A template that fails to render leaves its part `None` and
 /// says why in `notes`, so a broken template never hides the turn it describes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct View {
     /// What the game says (`display.reply`), trimmed.
     pub reply: Option<String>,
@@ -38,6 +39,7 @@ pub struct View {
 
 /// How a pack opens a conversation (its manifest's `display.opening` and `display.play_on_open`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Opening {
     /// Whether the text before the first turn is a question the player answers or a hint of what
     /// to type; a chat client's first message answers the one and is the first input after the other.
@@ -47,6 +49,7 @@ pub struct Opening {
     /// An input every face plays as soon as the session opens (a party's first question needs
     /// no answer from anyone), or `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>))]
     pub play: Option<Json>,
 }
 
@@ -60,10 +63,12 @@ impl Session {
 
 /// One turn of a conversation as a person saw it: what was sent and what the game showed after.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Said {
     /// The turn's number.
     pub turn: u64,
     /// Its input, as the store kept it.
+    #[cfg_attr(feature = "openapi", schema(value_type = serde_json::Value))]
     pub input: Json,
     /// The display after it, rendered by the pack as it is now.
     pub display: View,

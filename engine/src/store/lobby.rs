@@ -30,6 +30,7 @@ pub trait LobbyInputs: Send + Sync {
 
 /// What a lobby input says: an answer to the round, or joining or leaving the lobby.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InputKind {
     /// The player's answer to the round.

@@ -42,6 +42,7 @@ use crate::llm::{BoxFuture, Exchange};
 
 /// What kind of moment a checkpoint records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckpointKind {
     /// The session opened (holds the first state as a snapshot).
@@ -177,6 +178,7 @@ pub(crate) const EVENT_BUFFER: usize = 1024;
 
 /// A checkpoint as the checkpoint list shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CheckpointInfo {
     /// Its number.
     pub seq: u64,
@@ -197,6 +199,7 @@ pub struct CheckpointInfo {
     pub snapshot: bool,
     /// When it was written, unix milliseconds (RFC 3339 in JSON).
     #[serde(serialize_with = "rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: i64,
 }
 

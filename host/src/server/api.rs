@@ -16,12 +16,13 @@ use futures_util::stream::{self, Stream};
 use ruleweave::{Event, EventSink, LiveSession, TurnResult};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::body::{
-    CheckpointList, ClosedTurn, ConversationBody, ErrorBody, ForkedFrom, Health, Listed, Opened, PackList, PostedBody,
-    ReplayBody, SessionBody, SessionPage, TurnBody,
+    CheckpointList, ClosedTurn, ConversationBody, Diagnostic, ErrorBody, ForkedFrom, Health, Listed, Opened, PackEntry,
+    PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
+    StreamErrorDetail, TurnBody,
 };
 use super::listen::Peer;
 use super::{ApiError, Shared, StreamSlot};
@@ -107,35 +108,30 @@ pub struct NewFork {
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
 pub async fn packs(State(s): State<Shared>) -> Json<PackList> {
-    let list: Vec<Value> = s
+    let packs = s
         .engine
         .pack_status()
         .into_iter()
-        .map(|status| {
-            let mut v = match &status.pack {
-                Some(p) => p.describe(),
-                None => json!({"name": status.name, "version": null}),
-            };
-            v["status"] = json!(match (&status.pack, &status.error) {
+        .map(|status| PackEntry {
+            status: match (&status.pack, &status.error) {
                 (_, None) => "ok",
                 (Some(_), Some(_)) => "rejected",
                 (None, Some(_)) => "error",
-            });
-            v["last_error"] = status.error.as_ref().map_or(Value::Null, |e| json!(e.to_string()));
-            v["diagnostics"] =
-                json!(status.error.map(|e| e.all().map(diagnostic).collect::<Vec<_>>()).unwrap_or_default());
-            v["reloads"] = json!(status.reloads);
-            v["warnings"] = json!(
-                status
-                    .pack
-                    .as_ref()
-                    .map(|p| p.warnings().iter().map(diagnostic).collect::<Vec<_>>())
-                    .unwrap_or_default()
-            );
-            v
+            },
+            last_error: status.error.as_ref().map(|e| e.to_string()),
+            diagnostics: status.error.as_ref().map(|e| e.all().map(Diagnostic::of).collect()).unwrap_or_default(),
+            reloads: status.reloads,
+            warnings: status
+                .pack
+                .as_ref()
+                .map(|p| p.warnings().iter().map(Diagnostic::of).collect())
+                .unwrap_or_default(),
+            version: status.pack.as_ref().map(|p| p.version().to_owned()),
+            declared: status.pack.as_ref().map(|p| p.info()),
+            name: status.name,
         })
         .collect();
-    Json(PackList { packs: list })
+    Json(PackList { packs })
 }
 
 /// `GET /v1/events`: reload events as SSE (`event: reload`), as they happen, for a console to
@@ -161,27 +157,17 @@ pub async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> A
 }
 
 /// A reload as the API shows it: diagnostics in the shape `GET /v1/packs` uses.
-pub fn reload_event(e: &ruleweave::PackEvent) -> Value {
-    json!({
-        "pack": e.pack,
-        "status": e.status,
-        "version": e.version,
-        "previous": e.previous,
-        "diagnostics": e.diagnostics.iter().map(diagnostic).collect::<Vec<_>>(),
-        "files": e.files,
-        "at": e.at,
-        "took_us": e.took_us,
-    })
-}
-
-fn diagnostic(e: &ruleweave::Error) -> Value {
-    let mut d = json!({"message": e.detail(), "code": e.kind().code()});
-    if let Some(o) = e.origin() {
-        d["file"] = json!(o.file);
-        d["line"] = json!(o.line);
-        d["column"] = json!(o.column);
+pub fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
+    ReloadEvent {
+        pack: e.pack.clone(),
+        status: e.status,
+        version: e.version.clone(),
+        previous: e.previous.clone(),
+        diagnostics: e.diagnostics.iter().map(Diagnostic::of).collect(),
+        files: e.files.clone(),
+        at: e.at,
+        took_us: e.took_us,
     }
-    d
 }
 
 /// `POST /v1/sessions`: a new session of a pack.
@@ -207,7 +193,7 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
             id: session.id().to_owned(),
             pack,
             state: session.state(),
-            display: json!(session.view()),
+            display: session.view(),
             forked_from: None,
         };
         engine.keep(session);
@@ -313,14 +299,14 @@ async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody
         id: session.id().to_owned(),
         pack: session.pack().name().to_owned(),
         pack_version: session.pack().version().to_owned(),
-        options: json!(session.options()),
+        options: session.options(),
         state: session.state(),
         turns: session.turns(),
         checkpoint: session.checkpoint(),
         finished: session.is_finished(),
-        lobby: json!(session.lobby().await?),
-        paused: json!(session.paused()),
-        display: json!(session.view()),
+        lobby: session.lobby().await?,
+        paused: session.paused(),
+        display: session.view(),
         lobby_problem: None,
     })
 }
@@ -346,7 +332,7 @@ pub async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
 ))]
 pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<CheckpointList>> {
     let list = s.engine.checkpoints(&id).await?;
-    Ok(Json(CheckpointList { id, checkpoints: json!(list) }))
+    Ok(Json(CheckpointList { id, checkpoints: list }))
 }
 
 /// `GET /v1/sessions/{id}/conversation`: what a person saw, turn by turn from the start (a fork's
@@ -366,7 +352,7 @@ pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> 
     let turns = ruleweave::blocking::run_async(move || async move { engine.conversation(&key).await })
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
-    Ok(Json(ConversationBody { id, turns: json!(turns) }))
+    Ok(Json(ConversationBody { id, turns }))
 }
 
 /// `POST /v1/sessions/{id}/replay`: the session played again on its pack as it is now, with the
@@ -389,7 +375,7 @@ pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
         let diffs = replayer.replay(&rec).await?;
         let changed = diffs.iter().filter(|d| !d.is_same()).count();
         let summaries: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
-        Ok(ReplayBody { id, pack: rec.pack, changed, turns: json!(diffs), summary: summaries })
+        Ok(ReplayBody { id, pack: rec.pack, changed, turns: diffs, summary: summaries })
     })
     .await?;
     Ok(Json(body))
@@ -420,7 +406,7 @@ pub async fn fork(
             id: session.id().to_owned(),
             pack: session.pack().name().to_owned(),
             state: session.state(),
-            display: json!(session.view()),
+            display: session.view(),
             forked_from: Some(ForkedFrom { id, checkpoint: seq }),
         };
         engine.keep(session);
@@ -473,8 +459,8 @@ pub async fn turn(
     let state = s.clone();
     s.tasks.spawn(async move {
         let last = match play(state, live, req.input, Some(sink)).await {
-            Ok((r, st)) => sse("result", &json!(turn_body(&r, st))),
-            Err(e) => sse("error", &json!({"error": {"code": e.code, "message": e.message}})),
+            Ok((r, st)) => sse("result", &turn_body(&r, st)),
+            Err(e) => sse("error", &StreamError { error: StreamErrorDetail { code: e.code, message: e.message } }),
         };
         let _ = tx.send(last);
     });
@@ -484,13 +470,7 @@ pub async fn turn(
 /// A turn's result as the API answers it: `{turn, output, state, display}`, and `paused`
 /// (`{after, next}`) when the turn stopped at a pause point of the pack.
 fn turn_body(r: &TurnResult, state: Value) -> TurnBody {
-    TurnBody {
-        turn: r.turn,
-        output: json!(r.output),
-        state,
-        display: json!(r.display),
-        paused: r.paused.as_ref().map(|p| json!(p)),
-    }
+    TurnBody { turn: r.turn, output: r.output.clone(), state, display: r.display.clone(), paused: r.paused.clone() }
 }
 
 /// Runs one turn on a live session (waiting for the turns before it) and counts it.
@@ -637,12 +617,12 @@ pub async fn input(
 
 fn posted_json(p: &ruleweave::lobby::Posted) -> PostedBody {
     PostedBody {
-        lobby: json!(p.lobby),
+        lobby: p.lobby.clone(),
         closed: p.closed.as_ref().map(|t| ClosedTurn {
             turn: t.turn,
-            output: json!(t.output),
+            output: t.output.clone(),
             finished: t.finished,
-            display: json!(t.display),
+            display: t.display.clone(),
         }),
         close_error: p.close_error.clone(),
     }
@@ -670,7 +650,7 @@ pub async fn session_events(
     // Subscribed before the first look, so nothing recorded after it is missed.
     let rx = s.engine.session_events();
     let first = snapshot(&live).await?;
-    let done = first["finished"].as_bool() == Some(true);
+    let done = first.finished;
     let first = sse("state", &first);
     let still = tokio::time::interval_at(tokio::time::Instant::now() + STILL_THERE, STILL_THERE);
     let follow = Follow { rx, live, id, done, still, store: s.engine.store().clone(), _slot: slot };
@@ -717,7 +697,7 @@ impl Follow {
                 Ok(_) => continue,
                 Err(RecvError::Lagged(_)) => {
                     let now = snapshot(&self.live).await.ok()?;
-                    self.done = now["finished"].as_bool() == Some(true);
+                    self.done = now.finished;
                     return Some(sse("state", &now));
                 }
                 Err(RecvError::Closed) => return None,
@@ -725,11 +705,11 @@ impl Follow {
             return match what {
                 ruleweave::store::Happened::Input { round, player, kind } => {
                     let lobby = self.live.lock().await.lobby().await.ok().flatten();
-                    Some(sse("input", &json!({"round": round, "player": player, "kind": kind, "lobby": lobby})))
+                    Some(sse("input", &Posted { round, player, kind, lobby }))
                 }
                 ruleweave::store::Happened::Turn { turn, finished, .. } => {
                     let mut now = snapshot(&self.live).await.ok()?;
-                    now["turn"] = json!(turn);
+                    now.turn = turn;
                     self.done = finished;
                     Some(sse("turn", &now))
                 }
@@ -740,17 +720,17 @@ impl Follow {
 }
 
 /// The session as a follower sees it: turns done, output, lobby, whether it finished.
-async fn snapshot(live: &LiveSession) -> ApiResult<Value> {
+async fn snapshot(live: &LiveSession) -> ApiResult<Standing> {
     let mut session = live.lock().await;
     session.refresh().await?;
     let lobby = session.lobby().await?;
-    Ok(json!({
-        "turn": session.turns(),
-        "output": session.output(),
-        "lobby": lobby,
-        "finished": session.is_finished(),
-        "display": session.view(),
-    }))
+    Ok(Standing {
+        turn: session.turns(),
+        output: session.output(),
+        lobby,
+        finished: session.is_finished(),
+        display: session.view(),
+    })
 }
 
 /// An engine error as an API error, counted.
@@ -778,8 +758,8 @@ fn kind(e: &Event) -> &'static str {
     }
 }
 
-fn sse(name: &str, data: &Value) -> SseEvent {
-    SseEvent::default().event(name).data(data.to_string())
+fn sse(name: &str, data: &impl serde::Serialize) -> SseEvent {
+    SseEvent::default().event(name).data(serde_json::to_string(data).unwrap_or_default())
 }
 
 fn stream_of(rx: mpsc::UnboundedReceiver<SseEvent>) -> impl Stream<Item = Result<SseEvent, Infallible>> {

@@ -5,6 +5,10 @@
 //! session opened with) the type is `serde_json::Value`: its shape is the pack's, described by
 //! the pack's manifest, not by the API.
 
+use ruleweave::lobby::LobbyStatus;
+use ruleweave::replay::TurnDiff;
+use ruleweave::store::CheckpointInfo;
+use ruleweave::{PausedAt, Said, View};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -53,8 +57,7 @@ pub struct Opened {
     #[schema(value_type = Object)]
     pub state: Value,
     /// What a person sees: the opening, the status line.
-    #[schema(value_type = Object)]
-    pub display: Value,
+    pub display: View,
     /// For a fork, where it was forked from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
@@ -115,14 +118,11 @@ pub struct SessionBody {
     /// Whether it is over.
     pub finished: bool,
     /// Where its lobby round stands (`null` for a pack without a lobby).
-    #[schema(value_type = Option<Object>)]
-    pub lobby: Value,
+    pub lobby: Option<LobbyStatus>,
     /// Where its last turn paused (`null` when it did not).
-    #[schema(value_type = Option<Object>)]
-    pub paused: Value,
+    pub paused: Option<PausedAt>,
     /// What a person sees.
-    #[schema(value_type = Object)]
-    pub display: Value,
+    pub display: View,
     /// Why the server could not close its lobby round at its timeout, while that lasts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lobby_problem: Option<String>,
@@ -140,12 +140,10 @@ pub struct TurnBody {
     #[schema(value_type = Object)]
     pub state: Value,
     /// What a person sees after it.
-    #[schema(value_type = Object)]
-    pub display: Value,
-    /// Where it paused (`{after, next}`), when it stopped at a pause point of the pack.
+    pub display: View,
+    /// Where it paused, when it stopped at a pause point of the pack.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub paused: Option<Value>,
+    pub paused: Option<PausedAt>,
 }
 
 /// A session's checkpoints, oldest first: `GET /v1/sessions/{id}/checkpoints`.
@@ -153,10 +151,8 @@ pub struct TurnBody {
 pub struct CheckpointList {
     /// The session.
     pub id: String,
-    /// Its checkpoints: `seq`, `turn`, `kind` (`start`, `step`, `turn`), `pack_version`, the
-    /// `nodes` whose updates it holds, `llm_calls`, whether it holds a `snapshot`, `created_at`.
-    #[schema(value_type = Vec<Object>)]
-    pub checkpoints: Value,
+    /// Its checkpoints.
+    pub checkpoints: Vec<CheckpointInfo>,
 }
 
 /// What a person saw, turn by turn: `GET /v1/sessions/{id}/conversation`.
@@ -165,8 +161,7 @@ pub struct ConversationBody {
     /// The session.
     pub id: String,
     /// Each turn's input and display, from the start.
-    #[schema(value_type = Vec<Object>)]
-    pub turns: Value,
+    pub turns: Vec<Said>,
 }
 
 /// A session played again on its pack as it is now: `POST /v1/sessions/{id}/replay`.
@@ -179,8 +174,7 @@ pub struct ReplayBody {
     /// How many turns came out differently.
     pub changed: usize,
     /// Each turn's differences.
-    #[schema(value_type = Vec<Object>)]
-    pub turns: Value,
+    pub turns: Vec<TurnDiff>,
     /// Each turn's differences in a line.
     pub summary: Vec<String>,
 }
@@ -189,8 +183,7 @@ pub struct ReplayBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PostedBody {
     /// The lobby as it stands after the post.
-    #[schema(value_type = Object)]
-    pub lobby: Value,
+    pub lobby: LobbyStatus,
     /// The turn that closed the round, when this post did.
     pub closed: Option<ClosedTurn>,
     /// Why closing the round failed, when it did (the post stays recorded).
@@ -208,18 +201,69 @@ pub struct ClosedTurn {
     /// Whether the session is over after it.
     pub finished: bool,
     /// What a person sees after it.
-    #[schema(value_type = Object)]
-    pub display: Value,
+    pub display: View,
 }
 
 /// Every pack: `GET /v1/packs`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PackList {
-    /// Each pack with the version serving, its `status` (`ok`; `rejected` when the newest edit
-    /// was refused and an older version serves; `error` when none ever loaded), `last_error`,
-    /// `diagnostics`, `reloads`, `warnings`, and what it declares (options, inputs, graph).
-    #[schema(value_type = Vec<Object>)]
-    pub packs: Vec<Value>,
+    /// Each pack.
+    pub packs: Vec<PackEntry>,
+}
+
+/// A pack as the server serves it: what it declares, and how its loading went.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PackEntry {
+    /// Its name.
+    pub name: String,
+    /// The version serving (`null` when none ever loaded).
+    pub version: Option<String>,
+    /// `ok`; `rejected` when the newest edit was refused and an older version serves; `error`
+    /// when none ever loaded.
+    pub status: &'static str,
+    /// The newest error.
+    pub last_error: Option<String>,
+    /// The newest error's problems, each with its place.
+    pub diagnostics: Vec<Diagnostic>,
+    /// How many times it was reloaded.
+    pub reloads: u64,
+    /// What the version serving loaded with but should be told of.
+    pub warnings: Vec<Diagnostic>,
+    /// What the version serving declares (nothing when no version ever loaded).
+    #[serde(flatten)]
+    pub declared: Option<ruleweave::PackInfo>,
+}
+
+/// A problem in a pack's files, with its place when it has one.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Diagnostic {
+    /// What is wrong.
+    pub message: String,
+    /// Its kind (`invalid_pack`, `script`, ...).
+    pub code: &'static str,
+    /// The file, relative to the root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Its line (1-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// Its column (1-based).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl Diagnostic {
+    /// An engine error as a diagnostic.
+    pub fn of(e: &ruleweave::Error) -> Self {
+        let origin = e.origin();
+        Diagnostic {
+            message: e.detail().to_owned(),
+            code: e.kind().code(),
+            file: origin.map(|o| o.file.clone()),
+            line: origin.map(|o| o.line),
+            column: origin.map(|o| o.column),
+        }
+    }
 }
 
 /// The server's health: `GET /healthz`.
@@ -364,4 +408,71 @@ pub struct Delta {
     /// The text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+}
+
+/// A reload, as `GET /v1/events` sends it (`event: reload`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReloadEvent {
+    /// The pack.
+    pub pack: String,
+    /// `reloaded`, or `rejected` (the last good version keeps serving).
+    pub status: ruleweave::ReloadStatus,
+    /// The version serving after it.
+    pub version: Option<String>,
+    /// The version before it.
+    pub previous: Option<String>,
+    /// Why a rejected edit was refused, each problem with its place.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The files whose content changed.
+    pub files: Vec<String>,
+    /// When, unix milliseconds.
+    pub at: i64,
+    /// How long loading took, microseconds.
+    pub took_us: u64,
+}
+
+/// A followed session as it stands: the `state` and `turn` events of
+/// `GET /v1/sessions/{id}/events`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Standing {
+    /// Finished turns (for `turn`, the turn just recorded).
+    pub turn: u64,
+    /// The pack's output fields.
+    #[schema(value_type = Object)]
+    pub output: Value,
+    /// Where its lobby round stands (`null` for a pack without a lobby).
+    pub lobby: Option<LobbyStatus>,
+    /// Whether it is over (the stream ends after this).
+    pub finished: bool,
+    /// What a person sees.
+    pub display: View,
+}
+
+/// A player's post to a followed lobby: the `input` event of `GET /v1/sessions/{id}/events`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Posted {
+    /// The round.
+    pub round: u64,
+    /// The player.
+    pub player: String,
+    /// `answer`, `join` or `leave`.
+    pub kind: ruleweave::lobby::InputKind,
+    /// The lobby after it.
+    pub lobby: Option<LobbyStatus>,
+}
+
+/// The `error` event that ends a streamed turn that failed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StreamError {
+    /// What went wrong.
+    pub error: StreamErrorDetail,
+}
+
+/// What went wrong in a streamed turn.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StreamErrorDetail {
+    /// A stable name for the error.
+    pub code: &'static str,
+    /// What happened, in words.
+    pub message: String,
 }

@@ -10,7 +10,8 @@ use utoipa::{Modify, OpenApi};
 use super::body::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatSession, CheckpointList, ChunkChoice, ClosedTurn,
     ConversationBody, Delta, ErrorBody, ErrorDetail, ForkedFrom, Health, Listed, ModelEntry, ModelList, Opened,
-    PackList, PostedBody, ReplayBody, SessionBody, SessionPage, TurnBody, Usage,
+    PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
+    StreamErrorDetail, TurnBody, Usage,
 };
 use super::{Shared, api, openai};
 
@@ -49,6 +50,11 @@ use super::{Shared, api, openai};
         api::NewTurn,
         api::NewFork,
         api::NewInput,
+        Posted,
+        ReloadEvent,
+        Standing,
+        StreamError,
+        StreamErrorDetail,
         openai::ChatRequest,
         openai::Message,
         openai::StreamOptions,
@@ -125,6 +131,17 @@ pub fn document() -> serde_json::Value {
             created["links"] = links.clone();
         }
     }
+    // A pack entry carries what its version declares only when a version serves: say so with
+    // `if`/`then` (what utoipa makes of a flattened `Option` would ask for the fields always).
+    if let Some(entry) = doc.pointer_mut("/components/schemas/PackEntry/allOf")
+        && let Some(parts) = entry.as_array_mut()
+    {
+        parts.retain(|p| p.get("oneOf").is_none());
+        parts.push(serde_json::json!({
+            "if": {"properties": {"version": {"type": "string"}}},
+            "then": {"$ref": "#/components/schemas/PackInfo"},
+        }));
+    }
     let chat = "/paths/~1v1~1chat~1completions/post/responses/200/content/text~1event-stream/schema";
     if let Some(schema) = doc.pointer_mut(chat) {
         *schema = serde_json::json!({
@@ -143,47 +160,67 @@ pub fn document() -> serde_json::Value {
     doc
 }
 
-/// The event streams, and the events each sends.
-const STREAMS: [(&str, &str, &[&str]); 3] = [
-    ("/v1/events", "get", &["reload"]),
-    ("/v1/sessions/{id}/events", "get", &["state", "input", "turn"]),
+/// An event's name, and the schema of its data (`None`: a JSON object).
+type EventKind = (&'static str, Option<&'static str>);
+
+/// The event streams: for each, its events and the schema of each one's data (`None`: a JSON
+/// object the engine's event says).
+const STREAMS: [(&str, &str, &[EventKind]); 3] = [
+    ("/v1/events", "get", &[("reload", Some("ReloadEvent"))]),
+    (
+        "/v1/sessions/{id}/events",
+        "get",
+        &[("state", Some("Standing")), ("input", Some("Posted")), ("turn", Some("Standing"))],
+    ),
     (
         "/v1/sessions/{id}/turns",
         "post",
         &[
-            "node_started",
-            "node_finished",
-            "route",
-            "llm",
-            "token",
-            "speech",
-            "decision",
-            "custom",
-            "log",
-            "search",
-            "paused",
-            "result",
-            "error",
+            ("node_started", None),
+            ("node_finished", None),
+            ("route", None),
+            ("llm", None),
+            ("token", None),
+            ("speech", None),
+            ("decision", None),
+            ("custom", None),
+            ("log", None),
+            ("search", None),
+            ("paused", None),
+            ("result", Some("TurnBody")),
+            ("error", Some("StreamError")),
         ],
     ),
 ];
 
-/// One event of a stream, as a schema: its name and its data, a JSON object. (OpenAPI 3.2 names
-/// this the media type's `itemSchema`; a 3.1 document has only `schema`, which describes each
-/// event here.)
-fn event_schema(events: &[&str]) -> serde_json::Value {
-    serde_json::json!({
-        "description": "One server-sent event: its name, and its data (a JSON object).",
-        "type": "object",
-        "properties": {
-            "event": {"type": "string", "enum": events},
-            "data": {
-                "type": "string",
-                "contentMediaType": "application/json",
-                "contentSchema": {"type": "object"},
+/// One event of a stream, as a schema: its name, and its data, JSON whose schema the name says.
+/// (OpenAPI 3.2 names this the media type's `itemSchema`; a 3.1 document has only `schema`,
+/// which describes each event here.)
+fn event_schema(events: &[EventKind]) -> serde_json::Value {
+    let one = |names: Vec<&str>, data: serde_json::Value| {
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "event": {"type": "string", "enum": names},
+                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data},
             },
-        },
-        "required": ["event", "data"],
+            "required": ["event", "data"],
+        })
+    };
+    let mut each: Vec<serde_json::Value> = events
+        .iter()
+        .filter_map(|(name, schema)| {
+            let data = serde_json::json!({"$ref": format!("#/components/schemas/{}", schema.as_ref()?)});
+            Some(one(vec![name], data))
+        })
+        .collect();
+    let plain: Vec<&str> = events.iter().filter(|(_, s)| s.is_none()).map(|(n, _)| *n).collect();
+    if !plain.is_empty() {
+        each.push(one(plain, serde_json::json!({"type": "object"})));
+    }
+    serde_json::json!({
+        "description": "One server-sent event: its name, and its data as JSON.",
+        "oneOf": each,
     })
 }
 
