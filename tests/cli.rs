@@ -845,6 +845,41 @@ fn simulate_reports_how_the_players_games_end() {
     assert!(won(&easy) > 0.5, "the varied liar beats an easy captain: {}", won(&easy));
 }
 
+/// `--against DIR` plays the same games on a second copy of the rules: a captain who asks more
+/// of the liar (the easy threshold raised from 40 to 60) gives in less often, and the report
+/// says the difference is beyond noise; the same rules on both sides differ by nothing.
+#[test]
+fn simulate_against_another_copy_says_what_a_rule_change_did() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let manifest = root.path().join("config/pirate.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let raised = text.replace("thresholds: {easy: 40,", "thresholds: {easy: 60,");
+    assert_ne!(raised, text, "the pirate's thresholds moved: update this test");
+    std::fs::write(&manifest, raised).unwrap();
+    let shipped = repo_root();
+    let args = ["pirate", "--games", "12", "--player", "liar", "--set", "difficulty=easy", "--against"];
+    let (out, report) = simulate(root.path(), &[&args[..], &[shipped.to_str().unwrap()]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let against = &report["against"];
+    assert_eq!(against["root"], json!(shipped.display().to_string()));
+    assert_eq!(against["players"][0]["name"], "liar");
+    assert_eq!(against["players"][0]["games"], 12);
+    let won = |r: &Value| share(r, "liar", "won_agreement");
+    assert!(won(&report) < won(against), "raised {} against shipped {}", won(&report), won(against));
+    let diff = against["differences"].as_array().unwrap();
+    let agreement = diff.iter().find(|d| d["outcome"] == "won_agreement").expect("a difference for the wins");
+    assert_eq!(agreement["player"], "liar");
+    assert!((agreement["delta"].as_f64().unwrap() - (won(&report) - won(against))).abs() < 1e-9, "{agreement}");
+    assert!(agreement["high"].as_f64().unwrap() < 0.0, "{agreement}");
+    assert_eq!(agreement["beyond_noise"], true, "{agreement}");
+
+    // The same rules on both sides: every difference is zero and within noise.
+    let (_, same) = simulate(&shipped, &[&args[..], &[shipped.to_str().unwrap()]].concat());
+    for d in same["against"]["differences"].as_array().unwrap() {
+        assert_eq!((&d["delta"], &d["beyond_noise"]), (&json!(0.0), &json!(false)), "{d}");
+    }
+}
+
 /// A brave table reaches the party's top tone only when NSFW is on.
 #[test]
 fn a_brave_table_reaches_the_top_tone_only_with_nsfw() {

@@ -32,7 +32,8 @@ pub struct Args {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
-    /// The same games on a second copy of the rules, compared (not yet available).
+    /// The same games (players, seeds, moves) on a second copy of the rules (a root with
+    /// config/, scripts/ and prompts/: the last commit checked out, a folder), compared.
     #[arg(long, value_name = "DIR")]
     against: Option<std::path::PathBuf>,
 }
@@ -47,12 +48,6 @@ struct Played {
 }
 
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
-    if let Some(dir) = &args.against {
-        bail!(
-            "--against {}: comparing two copies of the rules is not available yet; run simulate on each and compare the reports",
-            dir.display()
-        );
-    }
     if args.games == 0 {
         bail!("--games is at least 1");
     }
@@ -72,20 +67,74 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     if let Some(unknown) = names.iter().find(|n| !shipped.contains(n)) {
         bail!("pack `{}` has no player `{unknown}` (players: {})", args.pack, shipped.join(", "));
     }
+    // The players are this copy's, on both sides of a comparison: only the rules differ.
+    let players = names
+        .iter()
+        .map(|name| {
+            Ok((
+                name.clone(),
+                ruleweave::ScriptCall::new(&engine, &args.pack, &format!("players/{name}.rhai::play"), 2)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let spec = pack.simulate().clone();
+    let here = Side { engine: &engine, options: &options, label: None };
+    let report = play(rt, &args, &spec, &players, &here)?;
+    let mut json = report_json(&args, &report);
+    let mut failed = report.iter().any(|p| p.error.is_some());
+    if let Some(dir) = &args.against {
+        let other = rt.block_on(super::engine(dir, &config, "memory"))?;
+        let other_pack =
+            super::load_pack(&other, &args.pack).map_err(|e| anyhow::anyhow!("--against {}: {e:#}", dir.display()))?;
+        let other_options = super::options(&other_pack, &args.set)
+            .map_err(|e| anyhow::anyhow!("--against {}: {e:#}", dir.display()))?;
+        let there = Side { engine: &other, options: &other_options, label: Some(dir.display().to_string()) };
+        let against = play(rt, &args, &spec, &players, &there)?;
+        failed |= against.iter().any(|p| p.error.is_some());
+        json["against"] = json!({
+            "root": dir.display().to_string(),
+            "players": players_json(&against),
+            "differences": differences(&report, &against),
+        });
+    }
+    if args.json {
+        println!("{json}");
+    } else {
+        print_table(&json);
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// One copy of the rules the games are played on.
+struct Side<'a> {
+    engine: &'a ruleweave::Engine,
+    options: &'a serde_json::Map<String, Value>,
+    /// The copy's root, for the progress line (`None`: this one).
+    label: Option<String>,
+}
+
+/// Every player's games on one copy of the rules: the same games (ids, seeds, moves) whichever
+/// copy plays them.
+fn play(
+    rt: &tokio::runtime::Runtime,
+    args: &Args,
+    spec: &ruleweave::Simulate,
+    players: &[(String, ruleweave::ScriptCall)],
+    side: &Side<'_>,
+) -> Result<Vec<Played>> {
     let progress = !args.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let on = side.label.as_ref().map_or(String::new(), |l| format!(" (against {l})"));
     let mut report = Vec::new();
-    for name in &names {
-        let player = ruleweave::ScriptCall::new(&engine, &args.pack, &format!("players/{name}.rhai::play"), 2)?;
+    for (name, player) in players {
         let mut played =
             Played { name: name.clone(), outcomes: Vec::new(), turns: Vec::new(), track: Vec::new(), error: None };
         played.track = spec.track.iter().map(|t| (t.clone(), Vec::new())).collect();
         for game in 0..args.games {
             if progress {
-                eprint!("\rruleweave: {name}: game {}/{}", game + 1, args.games);
+                eprint!("\rruleweave: {name}{on}: game {}/{}", game + 1, args.games);
             }
             let id = format!("sim-{}-{name}-{game}", args.seed);
-            let mut session = rt.block_on(engine.open_with_id(&args.pack, &options, Some(id.clone())))?;
+            let mut session = rt.block_on(side.engine.open_with_id(&args.pack, side.options, Some(id.clone())))?;
             let mut turns = 0;
             while turns < spec.max_turns && !session.is_finished() {
                 let view = serde_json::to_value(session.view())?;
@@ -135,18 +184,50 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         }
         report.push(played);
     }
-    let json = report_json(&args, &report);
-    if args.json {
-        println!("{json}");
-    } else {
-        print_table(&json);
-    }
-    Ok(if report.iter().any(|p| p.error.is_some()) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(report)
 }
 
-/// The report as the contract says: `{"pack", "games", "seed", "players": [...], "against": null}`.
+/// For each player and outcome, this copy's share less the other's, with a 95% interval
+/// (Newcombe's hybrid score interval, from the two Wilson intervals); beyond noise when the
+/// interval leaves out 0.
+fn differences(here: &[Played], there: &[Played]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for (a, b) in here.iter().zip(there) {
+        let mut outcomes: Vec<&str> = a.outcomes.iter().chain(&b.outcomes).map(String::as_str).collect();
+        outcomes.sort_unstable();
+        outcomes.dedup();
+        for outcome in outcomes {
+            let count = |p: &Played| p.outcomes.iter().filter(|o| *o == outcome).count();
+            let (n1, n2) = (a.outcomes.len(), b.outcomes.len());
+            let (k1, k2) = (count(a), count(b));
+            let share = |k: usize, n: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+            let (p1, p2) = (share(k1, n1), share(k2, n2));
+            let ((l1, u1), (l2, u2)) = (wilson(k1, n1), wilson(k2, n2));
+            let delta = p1 - p2;
+            let low = delta - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
+            let high = delta + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
+            out.push(json!({
+                "player": a.name,
+                "outcome": outcome,
+                "delta": delta,
+                "low": low,
+                "high": high,
+                "beyond_noise": low > 0.0 || high < 0.0,
+            }));
+        }
+    }
+    out
+}
+
+/// The report as the contract says: `{"pack", "games", "seed", "players": [...], "against": null}`
+/// (`run` fills `against` when there is one).
 fn report_json(args: &Args, report: &[Played]) -> Value {
-    let players: Vec<Value> = report
+    json!({"pack": args.pack, "games": args.games, "seed": args.seed, "players": players_json(report), "against": null})
+}
+
+/// Each player's games: outcomes with their intervals, turns, tracked fields.
+fn players_json(report: &[Played]) -> Vec<Value> {
+    report
         .iter()
         .map(|p| {
             let n = p.outcomes.len();
@@ -169,8 +250,7 @@ fn report_json(args: &Args, report: &[Played]) -> Value {
             }
             v
         })
-        .collect();
-    json!({"pack": args.pack, "games": args.games, "seed": args.seed, "players": players, "against": null})
+        .collect()
 }
 
 /// The 95% Wilson interval of `k` successes in `n` trials.
@@ -200,10 +280,36 @@ fn spread(values: &[f64]) -> Value {
 }
 
 /// The report for a person: per player, each outcome's share and interval, the turns, the
-/// tracked numbers.
+/// tracked numbers; with a comparison, the other copy's the same way and the differences.
 fn print_table(report: &Value) {
+    print_players(&report["players"]);
+    let against = &report["against"];
+    if against.is_null() {
+        return;
+    }
+    let root = against["root"].as_str().unwrap_or("");
+    println!("\nagainst {root}");
+    print_players(&against["players"]);
+    println!("\ndifferences (these rules − {root}), 95% intervals");
+    let pct = |v: &Value| ruleweave::text::decimals(v.as_f64().unwrap_or(0.0) * 100.0, 1);
+    for d in against["differences"].as_array().into_iter().flatten() {
+        let sign = if d["delta"].as_f64().unwrap_or(0.0) > 0.0 { "+" } else { "" };
+        println!(
+            "  {:<12} {:<20} {:>6} points  ({}–{})  {}",
+            d["player"].as_str().unwrap_or(""),
+            d["outcome"].as_str().unwrap_or(""),
+            format!("{sign}{}", pct(&d["delta"])),
+            pct(&d["low"]),
+            pct(&d["high"]),
+            if d["beyond_noise"] == true { "beyond noise" } else { "within noise" }
+        );
+    }
+}
+
+/// Each player's games, as a table.
+fn print_players(players: &Value) {
     let round = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
-    for p in report["players"].as_array().into_iter().flatten() {
+    for p in players.as_array().into_iter().flatten() {
         println!("{} ({} games)", p["name"].as_str().unwrap_or(""), p["games"]);
         if let Some(e) = p["error"].as_str() {
             println!("  stopped: {e}");
@@ -245,5 +351,25 @@ mod tests {
         assert_eq!(wilson(0, 10).0, 0.0);
         let s = spread(&[5.0, 1.0, 3.0, 2.0, 4.0]);
         assert_eq!(s, json!({"median": 3.0, "p10": 1.0, "p90": 5.0}));
+    }
+
+    fn games(name: &str, won: usize, lost: usize) -> Played {
+        let outcomes =
+            std::iter::repeat_n("won", won).chain(std::iter::repeat_n("lost", lost)).map(String::from).collect();
+        Played { name: name.into(), outcomes, turns: Vec::new(), track: Vec::new(), error: None }
+    }
+
+    /// Newcombe's interval of a difference of two shares (his worked example 1: 56/70 against
+    /// 48/80 gives 0.0524 to 0.3339), and which differences are beyond noise.
+    #[test]
+    fn differences_have_newcombes_interval() {
+        let d = differences(&[games("p", 56, 14)], &[games("p", 48, 32)]);
+        let won = d.iter().find(|d| d["outcome"] == "won").unwrap();
+        assert!((won["delta"].as_f64().unwrap() - 0.2).abs() < 1e-9, "{won}");
+        assert!((won["low"].as_f64().unwrap() - 0.0524).abs() < 1e-3, "{won}");
+        assert!((won["high"].as_f64().unwrap() - 0.3339).abs() < 1e-3, "{won}");
+        assert_eq!(won["beyond_noise"], true);
+        let same = differences(&[games("p", 5, 5)], &[games("p", 6, 4)]);
+        assert!(same.iter().all(|d| d["beyond_noise"] == false), "{same:?}");
     }
 }
