@@ -858,7 +858,9 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
     std::fs::write(&manifest, raised).unwrap();
     let shipped = repo_root();
     let args = ["pirate", "--games", "12", "--player", "liar", "--set", "difficulty=easy", "--against"];
-    let (out, report) = simulate(root.path(), &[&args[..], &[shipped.to_str().unwrap()]].concat());
+    let page = root.path().join("report.html");
+    let html = ["--html", page.to_str().unwrap()];
+    let (out, report) = simulate(root.path(), &[&args[..], &[shipped.to_str().unwrap()], &html].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let against = &report["against"];
     assert_eq!(against["root"], json!(shipped.display().to_string()));
@@ -872,6 +874,30 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
     assert!((agreement["delta"].as_f64().unwrap() - (won(&report) - won(against))).abs() < 1e-9, "{agreement}");
     assert!(agreement["high"].as_f64().unwrap() < 0.0, "{agreement}");
     assert_eq!(agreement["beyond_noise"], true, "{agreement}");
+
+    // Per turn, over the games still going: the liar's merit climbs from where turn 1 left it.
+    let per_turn = report["players"][0]["track"]["merit_score"]["per_turn"].as_array().unwrap();
+    let most = report["players"][0]["turns"]["p90"].as_f64().unwrap();
+    assert!(per_turn.len() as f64 >= most && !per_turn.is_empty(), "{per_turn:?}");
+    for t in per_turn {
+        assert!(t["p10"].as_f64() <= t["median"].as_f64() && t["median"].as_f64() <= t["p90"].as_f64(), "{t}");
+    }
+    assert!(per_turn[0]["median"].as_f64() < per_turn.last().unwrap()["median"].as_f64(), "{per_turn:?}");
+
+    // The same report as one page a designer opens: both copies' charts, the difference, nothing fetched.
+    let page = std::fs::read_to_string(&page).expect("the HTML report");
+    assert!(page.starts_with("<!doctype html>"), "{page}");
+    assert!(page.contains("<h1>pirate: 12 games per player</h1>"), "{page}");
+    assert!(page.contains(&format!(
+        "these rules · <span class=key style=\"background:#ea580c\"></span> {}",
+        shipped.display()
+    )));
+    assert!(page.contains("<h2>liar <small>(12 games)</small></h2>"));
+    assert!(page.contains("<h3>merit_score by turn (median, p10–p90)</h3>"));
+    let row = format!("<tr><td>won_agreement</td><td>{:+.1} points</td>", agreement["delta"].as_f64().unwrap() * 100.0);
+    assert!(page.contains(&row) && page.contains("<td class=beyond>beyond noise</td>"), "{page}");
+    assert_eq!(page.matches("<svg ").count(), 3, "outcomes, turns and merit_score");
+    assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="), "self-contained");
 
     // The same rules on both sides: every difference is zero and within noise.
     let (_, same) = simulate(&shipped, &[&args[..], &[shipped.to_str().unwrap()]].concat());

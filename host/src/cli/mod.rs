@@ -6,6 +6,7 @@ mod graph;
 mod new;
 mod play;
 mod replay;
+mod report;
 mod run;
 mod serve;
 mod simulate;

@@ -32,6 +32,9 @@ pub struct Args {
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also write the report as one self-contained HTML page with charts.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
     /// The same games (players, seeds, moves) on a second copy of the rules (a root with
     /// config/, scripts/ and prompts/: the last commit checked out, a folder), compared.
     #[arg(long, value_name = "DIR")]
@@ -43,7 +46,10 @@ struct Played {
     name: String,
     outcomes: Vec<String>,
     turns: Vec<f64>,
+    /// Each tracked field's value at the end of each game.
     track: Vec<(String, Vec<f64>)>,
+    /// Each tracked field's values after each turn: `[turn - 1][game]`.
+    per_turn: Vec<(String, Vec<Vec<f64>>)>,
     error: Option<String>,
 }
 
@@ -97,10 +103,17 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
             "differences": differences(&report, &against),
         });
     }
+    if let Some(file) = &args.html {
+        std::fs::write(file, super::report::page(&json))
+            .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", file.display()))?;
+    }
     if args.json {
         println!("{json}");
     } else {
         print_table(&json);
+        if let Some(file) = &args.html {
+            println!("\nthe report with its charts: {}", file.display());
+        }
     }
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -126,9 +139,14 @@ fn play(
     let on = side.label.as_ref().map_or(String::new(), |l| format!(" (against {l})"));
     let mut report = Vec::new();
     for (name, player) in players {
-        let mut played =
-            Played { name: name.clone(), outcomes: Vec::new(), turns: Vec::new(), track: Vec::new(), error: None };
-        played.track = spec.track.iter().map(|t| (t.clone(), Vec::new())).collect();
+        let mut played = Played {
+            name: name.clone(),
+            outcomes: Vec::new(),
+            turns: Vec::new(),
+            track: spec.track.iter().map(|t| (t.clone(), Vec::new())).collect(),
+            per_turn: spec.track.iter().map(|t| (t.clone(), Vec::new())).collect(),
+            error: None,
+        };
         for game in 0..args.games {
             if progress {
                 eprint!("\rruleweave: {name}{on}: game {}/{}", game + 1, args.games);
@@ -158,6 +176,12 @@ fn play(
                     break;
                 }
                 turns += 1;
+                for (field, by_turn) in &mut played.per_turn {
+                    if let Some(x) = session.field(field).and_then(|v| v.as_f64()) {
+                        by_turn.resize_with(by_turn.len().max(turns as usize), Vec::new);
+                        by_turn[turns as usize - 1].push(x);
+                    }
+                }
             }
             if played.error.is_some() {
                 break;
@@ -242,7 +266,18 @@ fn players_json(report: &[Played]) -> Vec<Value> {
                     (o.to_owned(), json!({"share": k as f64 / n as f64, "low": low, "high": high}))
                 })
                 .collect();
-            let track: Map<String, Value> = p.track.iter().map(|(f, v)| (f.clone(), spread(v))).collect();
+            let track: Map<String, Value> = p
+                .track
+                .iter()
+                .map(|(f, v)| {
+                    let mut at_end = spread(v);
+                    let by_turn =
+                        p.per_turn.iter().find(|(g, _)| g == f).map(|(_, t)| t.as_slice()).unwrap_or_default();
+                    // Where the field stood after each turn, over the games still going then.
+                    at_end["per_turn"] = by_turn.iter().map(|values| spread(values)).collect();
+                    (f.clone(), at_end)
+                })
+                .collect();
             let mut v =
                 json!({"name": p.name, "games": n, "outcomes": outcomes, "turns": spread(&p.turns), "track": track});
             if let Some(e) = &p.error {
@@ -356,7 +391,7 @@ mod tests {
     fn games(name: &str, won: usize, lost: usize) -> Played {
         let outcomes =
             std::iter::repeat_n("won", won).chain(std::iter::repeat_n("lost", lost)).map(String::from).collect();
-        Played { name: name.into(), outcomes, turns: Vec::new(), track: Vec::new(), error: None }
+        Played { name: name.into(), outcomes, turns: Vec::new(), track: Vec::new(), per_turn: Vec::new(), error: None }
     }
 
     /// Newcombe's interval of a difference of two shares (his worked example 1: 56/70 against

@@ -1,0 +1,229 @@
+//! `simulate --html FILE`: the report as one self-contained page (inline SVG and CSS: no script,
+//! no CDN, no build step) a designer opens in any browser. Per player: each outcome's share with
+//! its 95% interval, the turns games took, and where each tracked field stood turn by turn (the
+//! median and the band from the 10th to the 90th percentile); with `--against`, the other copy of
+//! the rules drawn beside in another colour, and the differences with their intervals.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+/// This copy's colour, and the other copy's.
+const HERE: &str = "#2563eb";
+const THERE: &str = "#ea580c";
+
+/// The page for a report (`simulate --json`'s object).
+pub fn page(report: &Value) -> String {
+    let pack = text(&report["pack"]);
+    let against = &report["against"];
+    let root = against["root"].as_str();
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>{pack}: {} games per player</h1><p class=meta>seed <code>{}</code>",
+        report["games"],
+        text(&report["seed"])
+    );
+    if let Some(root) = root {
+        let _ = write!(
+            body,
+            " · <span class=key style=\"background:{HERE}\"></span> these rules · <span class=key style=\"background:{THERE}\"></span> {}",
+            escape(root)
+        );
+    }
+    body.push_str("</p>");
+    let there_players = against["players"].as_array();
+    for (i, p) in report["players"].as_array().into_iter().flatten().enumerate() {
+        let other = there_players.and_then(|t| t.get(i));
+        let _ = write!(body, "<section><h2>{} <small>({} games)</small></h2>", text(&p["name"]), p["games"]);
+        if let Some(e) = p["error"].as_str() {
+            let _ = write!(body, "<p class=error>stopped: {}</p>", escape(e));
+        }
+        body.push_str("<div class=charts>");
+        body.push_str(&outcomes(p, other));
+        body.push_str(&turns_chart(p, other));
+        for (field, s) in p["track"].as_object().into_iter().flatten() {
+            let theirs = other.map(|o| &o["track"][field]);
+            body.push_str(&band(field, s, theirs));
+        }
+        body.push_str("</div>");
+        if root.is_some() {
+            body.push_str(&differences(against, text(&p["name"])));
+        }
+        body.push_str("</section>");
+    }
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{pack}: simulation</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
+    )
+}
+
+const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1f2937;padding:0 1rem}\
+h1{font-size:1.5rem;margin:0}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}h2 small{color:#6b7280;font-weight:normal}\
+h3{font-size:.9rem;margin:.2rem 0;color:#374151}.meta{color:#6b7280;margin:.3rem 0 1rem}\
+.key{display:inline-block;width:.8em;height:.8em;border-radius:2px;vertical-align:-.05em}\
+.charts{display:flex;flex-wrap:wrap;gap:1rem}.chart{border:1px solid #e5e7eb;border-radius:6px;padding:.5rem .7rem}\
+svg text{font:11px system-ui,sans-serif;fill:#4b5563}.error{color:#b91c1c}\
+table{border-collapse:collapse;margin-top:.6rem;font-size:.9rem}td,th{padding:.2rem .7rem;text-align:left;border-bottom:1px solid #f3f4f6}\
+.beyond{color:#b91c1c;font-weight:600}.within{color:#6b7280}";
+
+/// Each outcome's share as a bar, its 95% interval as a whisker; the other copy's beside it.
+fn outcomes(p: &Value, other: Option<&Value>) -> String {
+    let mut names: Vec<&String> = p["outcomes"].as_object().into_iter().flatten().map(|(k, _)| k).collect();
+    if let Some(o) = other {
+        names.extend(o["outcomes"].as_object().into_iter().flatten().map(|(k, _)| k));
+    }
+    names.sort();
+    names.dedup();
+    let (width, row, label) = (420.0, if other.is_some() { 30.0 } else { 20.0 }, 130.0);
+    let height = row * names.len() as f64 + 24.0;
+    let scale = |x: f64| label + x * (width - label - 26.0);
+    let mut svg = svg_open(width, height);
+    for (i, name) in names.iter().enumerate() {
+        let y = 6.0 + i as f64 * row;
+        let _ = write!(svg, "<text x=0 y={}>{}</text>", y + 11.0, escape(name));
+        for (j, (side, colour)) in [(Some(p), HERE), (other, THERE)].into_iter().enumerate() {
+            let Some(side) = side else { continue };
+            let s = &side["outcomes"][name.as_str()];
+            let (share, low, high) = (num(&s["share"]), num(&s["low"]), num(&s["high"]));
+            let y = y + j as f64 * 12.0;
+            let _ = write!(
+                svg,
+                "<rect x={label} y={y} width={:.1} height=10 fill={colour} opacity=.8><title>{:.1}% (95%: {:.1}–{:.1}%)</title></rect>\
+                 <line x1={:.1} x2={:.1} y1={} y2={} stroke=#111827 />",
+                scale(share) - label,
+                share * 100.0,
+                low * 100.0,
+                high * 100.0,
+                scale(low),
+                scale(high),
+                y + 5.0,
+                y + 5.0
+            );
+        }
+    }
+    for tick in [0.0, 0.5, 1.0] {
+        let _ =
+            write!(svg, "<text x={:.1} y={} text-anchor=middle>{}%</text>", scale(tick), height - 4.0, tick * 100.0);
+    }
+    chart("Outcomes (share, 95% interval)", svg)
+}
+
+/// The turns games took: the median and the 10th–90th percentiles, as a box per copy.
+fn turns_chart(p: &Value, other: Option<&Value>) -> String {
+    let sides: Vec<(&Value, &str)> =
+        [(Some(p), HERE), (other, THERE)].into_iter().filter_map(|(s, c)| Some((&s?["turns"], c))).collect();
+    let most = sides.iter().map(|(t, _)| num(&t["p90"])).fold(1.0, f64::max);
+    let (width, height) = (260.0, 40.0 + 22.0 * sides.len() as f64);
+    let scale = |x: f64| 10.0 + x / most * (width - 20.0);
+    let mut svg = svg_open(width, height);
+    for (i, (t, colour)) in sides.iter().enumerate() {
+        let y = 8.0 + i as f64 * 22.0;
+        let (p10, median, p90) = (num(&t["p10"]), num(&t["median"]), num(&t["p90"]));
+        let _ = write!(
+            svg,
+            "<rect x={:.1} y={y} width={:.1} height=14 fill={colour} opacity=.35 />\
+             <line x1={:.1} x2={:.1} y1={y} y2={} stroke={colour} stroke-width=3><title>median {median}, p10 {p10}, p90 {p90}</title></line>",
+            scale(p10),
+            (scale(p90) - scale(p10)).max(2.0),
+            scale(median),
+            scale(median),
+            y + 14.0
+        );
+    }
+    for tick in [0.0, most / 2.0, most] {
+        let _ = write!(svg, "<text x={:.1} y={} text-anchor=middle>{}</text>", scale(tick), height - 4.0, tick.round());
+    }
+    chart("Turns to finish (median, p10–p90)", svg)
+}
+
+/// Where a tracked field stood after each turn: the median as a line, p10–p90 as a band.
+fn band(field: &str, here: &Value, there: Option<&Value>) -> String {
+    let sides: Vec<(&Vec<Value>, &str)> = [(Some(here), HERE), (there, THERE)]
+        .into_iter()
+        .filter_map(|(s, c)| Some((s?["per_turn"].as_array()?, c)))
+        .collect();
+    let turns = sides.iter().map(|(t, _)| t.len()).max().unwrap_or(0).max(1);
+    let values = sides.iter().flat_map(|(t, _)| t.iter()).flat_map(|s| [num(&s["p10"]), num(&s["p90"])]);
+    let (low, high) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| (l.min(x), h.max(x)));
+    let (low, high) = if low.is_finite() && high > low { (low, high) } else { (low.min(0.0), low.max(0.0) + 1.0) };
+    let (width, height) = (320.0, 170.0);
+    let x = |turn: usize| 34.0 + turn as f64 / turns.max(2).saturating_sub(1) as f64 * (width - 70.0);
+    let y = |v: f64| 10.0 + (high - v) / (high - low) * (height - 40.0);
+    let mut svg = svg_open(width, height);
+    // The other copy first, so this copy's line lies on top where they agree.
+    for (per_turn, colour) in sides.iter().rev() {
+        let at = |i: usize, key: &str| (x(i), y(num(&per_turn[i][key])));
+        let upper: Vec<String> =
+            (0..per_turn.len()).map(|i| at(i, "p90")).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+        let lower: Vec<String> =
+            (0..per_turn.len()).rev().map(|i| at(i, "p10")).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+        let median: Vec<String> =
+            (0..per_turn.len()).map(|i| at(i, "median")).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+        let _ = write!(
+            svg,
+            "<polygon points=\"{} {}\" fill={colour} opacity=.18 /><polyline points=\"{}\" fill=none stroke={colour} stroke-width=2 />",
+            upper.join(" "),
+            lower.join(" "),
+            median.join(" ")
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=0 y={:.1}>{}</text><text x=0 y={:.1}>{}</text><text x={:.1} y={} text-anchor=middle>turn 1</text><text x={:.1} y={} text-anchor=middle>turn {turns}</text>",
+        y(high) + 4.0,
+        round(high),
+        y(low),
+        round(low),
+        x(0),
+        height - 6.0,
+        x(turns - 1),
+        height - 6.0
+    );
+    chart(&format!("{} by turn (median, p10–p90)", escape(field)), svg)
+}
+
+/// The differences of one player's outcomes between the two copies, as a table.
+fn differences(against: &Value, player: &str) -> String {
+    let mut rows = String::new();
+    for d in against["differences"].as_array().into_iter().flatten().filter(|d| d["player"] == player) {
+        let beyond = d["beyond_noise"] == true;
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{:+.1} points</td><td>{:.1} to {:.1}</td><td class={}>{}</td></tr>",
+            escape(text(&d["outcome"])),
+            num(&d["delta"]) * 100.0,
+            num(&d["low"]) * 100.0,
+            num(&d["high"]) * 100.0,
+            if beyond { "beyond" } else { "within" },
+            if beyond { "beyond noise" } else { "within noise" }
+        );
+    }
+    format!(
+        "<table><tr><th>outcome</th><th>these rules − the other</th><th>95% interval</th><th></th></tr>{rows}</table>"
+    )
+}
+
+fn chart(title: &str, svg: String) -> String {
+    format!("<div class=chart><h3>{title}</h3>{svg}</svg></div>")
+}
+
+fn svg_open(width: f64, height: f64) -> String {
+    format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width={width} height={height} viewBox=\"0 0 {width} {height}\">")
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(0.0)
+}
+
+fn round(x: f64) -> String {
+    ruleweave::text::decimals(x, 1)
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// Text as HTML shows it.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
