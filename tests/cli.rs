@@ -906,6 +906,73 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
     }
 }
 
+/// Games played at once give the report a game at a time gives; `--record` keeps each game in
+/// the store under its id, to open with `replay`, and a second run with the seed replaces them.
+#[test]
+fn simulate_records_its_games_and_reports_the_same_at_any_jobs() {
+    let args = ["pirate", "--games", "6", "--player", "liar", "--set", "difficulty=easy", "--seed", "j"];
+    let (_, one) = simulate(&repo_root(), &[&args[..], &["--jobs", "1"]].concat());
+    let (out, three) = simulate(&repo_root(), &[&args[..], &["--jobs", "3"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(one, three, "the same games, however many at once");
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("sim.db").display());
+    for _ in 0..2 {
+        let out = ruleweave(&repo_root())
+            .args(["simulate"])
+            .args(args)
+            .arg("--record")
+            .env("RULEWEAVE_STORE", &store)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("ruleweave replay --session sim-j-liar-0"), "{}", stdout(&out));
+    }
+    let out =
+        ruleweave(&repo_root()).args(["replay", "--session", "sim-j-liar-5", "--store", &store]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let last = text.lines().last().unwrap_or_default();
+    assert!(last.starts_with("0 of ") && last.ends_with(" turn(s) changed"), "{text}");
+    let played: f64 = last["0 of ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!((1.0..=20.0).contains(&played), "a game of the pack's 20 turns at most: {text}");
+}
+
+/// Tokens come from what the model server reported; with `[prices]` for every model called,
+/// the report says what a game cost, and without a price for one, which model lacks it.
+#[test]
+fn simulate_counts_the_tokens_a_game_spent_and_prices_them() {
+    let mock = MockLlm::start();
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let run = |prices: &str| {
+        std::fs::write(root.path().join("ruleweave.toml"), prices).unwrap();
+        let out = ruleweave(root.path())
+            .args(["simulate", "pirate", "--games", "2", "--player", "liar", "--set", "difficulty=easy", "--json"])
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", &mock.base_url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["players"][0].clone()
+    };
+    // The judge (gpt-4o-mini) and the easy captain (gpt-3.5-turbo) each get 11 prompt and 7
+    // completion tokens a call from this server, one call each a turn; the judge's 10 never
+    // lets the liar win, so every game runs its 20 turns.
+    let liar = run("[prices]\n\"gpt-4o-mini\" = { input = 0.15, output = 0.60 }\n");
+    assert_eq!(liar["turns"]["median"], 20.0, "{liar}");
+    assert_eq!(liar["tokens"], json!({"median": 720.0, "p10": 720.0, "p90": 720.0}), "{liar}");
+    assert_eq!((&liar["cost"], &liar["unpriced"]), (&Value::Null, &json!(["gpt-3.5-turbo"])), "{liar}");
+    let liar = run(
+        "[prices]\n\"gpt-4o-mini\" = { input = 0.15, output = 0.60 }\n\"gpt-3.5-turbo\" = { input = 0.5, output = 1.5 }\n",
+    );
+    let per_turn = (11.0 * 0.15 + 7.0 * 0.60 + 11.0 * 0.5 + 7.0 * 1.5) / 1e6;
+    let cost = liar["cost"]["median"].as_f64().unwrap();
+    assert!((cost - 20.0 * per_turn).abs() < 1e-12, "{liar}");
+    assert!(liar.get("unpriced").is_none(), "{liar}");
+}
+
 /// A brave table reaches the party's top tone only when NSFW is on.
 #[test]
 fn a_brave_table_reaches_the_top_tone_only_with_nsfw() {

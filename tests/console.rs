@@ -416,3 +416,77 @@ async fn a_designer_playtests_in_the_browser() {
     b.wait_for("!document.getElementById('play').hidden").await;
     b.screenshot("6-refused-edit").await;
 }
+
+/// The Simulate panel: a designer plays a batch of games by the pack's scripted players on the
+/// options chosen and sees how they ended, then raises a threshold on disk and sees the liar
+/// win less often in the next batch, with no session opened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_designer_simulates_a_rule_change_in_the_browser() {
+    let Some(exe) = chromium() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
+        return;
+    };
+    let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let server = start_with(root.path(), "memory", &[], &[]);
+    let mut b = Browser::launch(&exe).await;
+    b.size(1400, 1100).await;
+    b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
+    b.click("button.pack[data-pack='pirate']").await;
+    b.wait_for("!document.getElementById('simulate-box').hidden").await;
+    b.eval(
+        "const o = JSON.parse(document.getElementById('options').value); o.difficulty = 'easy';
+         document.getElementById('options').value = JSON.stringify(o);
+         document.getElementById('sim-games').value = '10'",
+    )
+    .await;
+
+    let (status, shares) = simulate_batch(&mut b).await;
+    assert!(status.starts_with("10 games per player (flatterer, liar) on the rules as they are now, in "), "{status}");
+    // Outcomes sorted by name, then the axis: the flatterer never wins, the liar always does.
+    assert_eq!(
+        shares,
+        json!([
+            ["flatterer (10 games)", "continue 100% 0% 50% 100%"],
+            ["liar (10 games)", "won_agreement 100% 0% 50% 100%"]
+        ])
+    );
+    assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true));
+    b.screenshot("7-simulate").await;
+
+    // The easy threshold raised from 40 to 60 on disk: the next batch plays the new rules.
+    support::edit(root.path(), "config/pirate.yaml", "thresholds: {easy: 40,", "thresholds: {easy: 60,");
+    let (_, raised) = simulate_batch(&mut b).await;
+    let liar = raised[1][1].as_str().unwrap();
+    assert!(liar.starts_with("continue ") && liar.contains(" won_agreement "), "{raised}");
+    let won: f64 = liar.split(" won_agreement ").nth(1).unwrap().split('%').next().unwrap().parse().unwrap();
+    assert!(won < 100.0, "the liar wins less against a harder captain: {raised}");
+
+    // Too many games for a server batch: said in the problem line, nothing played.
+    b.eval("document.getElementById('sim-games').value = '150'").await;
+    b.click("#simulate").await;
+    let said = b
+        .wait_for("!document.getElementById('problem').hidden && document.getElementById('problem').textContent")
+        .await;
+    assert!(said.as_str().unwrap().starts_with("Error: invalid_input: 150 games for each of 2 players"), "{said}");
+}
+
+/// Clicks Simulate and reads what a person sees: the status line, and each player's heading with
+/// the texts of its outcomes chart (names, shares, axis).
+async fn simulate_batch(b: &mut Browser) -> (String, Value) {
+    b.click("#simulate").await;
+    let status = b
+        .wait_for(
+            "document.getElementById('sim-status').textContent.startsWith('10 games') && \
+             document.getElementById('sim-status').textContent",
+        )
+        .await;
+    let shares = b
+        .eval(
+            "[...document.getElementById('sim-report').contentDocument.querySelectorAll('section')].map(s =>
+               [s.querySelector('h2').textContent,
+                [...s.querySelector('.chart svg').querySelectorAll('text')].map(t => t.textContent).join(' ')])",
+        )
+        .await;
+    (status.as_str().unwrap().to_owned(), shares)
+}

@@ -148,6 +148,57 @@ async fn two_replicas_show_the_same_display_and_conversation() {
     assert_eq!(turns[1]["display"]["reply"], second["display"]["reply"]);
 }
 
+/// A batch of simulated games is the same report on either replica and from the command line,
+/// and leaves no session behind in the shared store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_is_the_same_on_either_replica_and_the_command_line() {
+    let Some(pg) = support::postgres() else { return };
+    let a = start(&repo_root(), &pg, &[]);
+    let b = start(&repo_root(), &pg, &[]);
+    let seed = format!("replicas-{}", std::process::id());
+    let ask = json!({"games": 6, "players": ["liar"], "options": {"difficulty": "easy"}, "seed": seed});
+    let (status, on_a) = post(&format!("{}/v1/packs/pirate/simulate", a.url), ask.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{on_a}");
+    let (_, on_b) = post(&format!("{}/v1/packs/pirate/simulate", b.url), ask).await;
+    assert_eq!(on_a, on_b, "the same games on either replica");
+    assert_eq!(
+        (&on_a["pack"], &on_a["games"], &on_a["players"][0]["name"], &on_a["players"][0]["games"]),
+        (&json!("pirate"), &json!(6), &json!("liar"), &json!(6))
+    );
+    let cli = support::ruleweave(&repo_root())
+        .args(["simulate", "pirate", "--games", "6", "--player", "liar", "--set", "difficulty=easy"])
+        .args(["--seed", &seed, "--json"])
+        .output()
+        .unwrap();
+    let cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(cli, on_a, "the command line's report");
+    let left = reqwest::get(format!("{}/v1/sessions/sim-{seed}-liar-0", b.url)).await.unwrap();
+    assert_eq!(left.status(), StatusCode::NOT_FOUND, "no simulated game is kept in the store");
+}
+
+/// A server whose sessions talk to a real model still simulates on the stand-in: a client's
+/// click never spends the operator's model budget (the model server sees no request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulation_never_calls_the_operators_model() {
+    let mock = MockLlm::start();
+    let server = start(&repo_root(), "memory", &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &mock.base_url)]);
+    let (status, report) =
+        post(&format!("{}/v1/packs/party/simulate", server.url), json!({"games": 2, "players": ["brave"]})).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert_eq!(report["players"][0]["games"], 2, "{report}");
+    assert_eq!(report["players"][0]["cost"]["median"], 0.0, "the stand-in is free: {report}");
+    // A session on the same server does reach the model, so the server is wired to it.
+    let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "pirate"})).await;
+    let id = created["id"].as_str().unwrap();
+    post(&format!("{}/v1/sessions/{id}/turns", server.url), json!({"input": "Ahoy!"})).await;
+    let seen = mock.seen();
+    assert!(!seen.is_empty(), "the pirate turn called the model server");
+    assert!(
+        seen.iter().all(|s| !s.body.to_string().contains("Never have I ever")),
+        "no party call reached the model server"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutting_down_finishes_the_turn_in_flight() {
     let mock = MockLlm::start();

@@ -30,6 +30,9 @@
 //!                                # besides the packs' own (a debate's pro_model): none by default
 //! reasoning_models = ["o3-mini"] # or RULEWEAVE_REASONING_MODELS: asked with max_completion_tokens
 //!                                # and no temperature, which these models refuse
+//!
+//! [prices]                       # what a model's tokens cost, per million (simulate's cost per game)
+//! "gpt-4o-mini" = { input = 0.15, output = 0.60 }
 //! ```
 //!
 //! API keys come only from the environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`): a file in the
@@ -63,6 +66,26 @@ struct File {
     /// Named providers: `[providers.groq] base_url = "..."` (keys only from the environment).
     #[serde(default)]
     providers: std::collections::BTreeMap<String, ProviderSection>,
+    /// What models cost: `[prices] "gpt-4o-mini" = { input = 0.15, output = 0.60 }`.
+    #[serde(default)]
+    prices: std::collections::BTreeMap<String, Price>,
+}
+
+/// What a model's tokens cost, per million, in whatever currency the operator counts in.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input: f64,
+    /// Per million completion tokens.
+    pub output: f64,
+}
+
+impl Price {
+    /// What a call with these token counts cost.
+    pub fn of(&self, prompt: u32, completion: u32) -> f64 {
+        (f64::from(prompt) * self.input + f64::from(completion) * self.output) / 1e6
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -123,6 +146,8 @@ pub struct Config {
     /// Models a client of `serve` may choose besides the packs' own (`[llm] allowed_models`, or
     /// `RULEWEAVE_ALLOWED_MODELS`, comma-separated): none by default.
     pub allowed_models: Vec<String>,
+    /// What models cost (`[prices]`), by model name.
+    pub prices: std::collections::BTreeMap<String, Price>,
 }
 
 impl std::fmt::Debug for Config {
@@ -231,7 +256,11 @@ impl Config {
             Some(list) => list.split(',').map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()).collect(),
             None => file.llm.allowed_models.clone().unwrap_or_default(),
         };
+        if let Some((model, _)) = file.prices.iter().find(|(_, p)| !(p.input >= 0.0 && p.output >= 0.0)) {
+            bail!("{}: [prices] {model:?}: a price is a number of at least 0", path.display());
+        }
         Ok(Config {
+            prices: file.prices,
             allowed_models,
             addr,
             server,

@@ -34,6 +34,8 @@ pub struct PackInfo {
     pub tables: BTreeMap<String, TableInfo>,
     /// Whether the pack brings its own stand-in model (`standin.rhai`).
     pub standin: bool,
+    /// The scripted players it ships (`scripts/<pack>/players/NAME.rhai`), for simulations.
+    pub players: Vec<String>,
     /// How a face shows the pack.
     pub display: DisplayInfo,
 }
@@ -215,6 +217,7 @@ impl Pack {
             nodes,
             tables: self.tables.iter().map(|(k, t)| (k.clone(), t.info())).collect(),
             standin: self.standin.is_some(),
+            players: self.players(),
             display: DisplayInfo {
                 opening: self.display.opening,
                 play_on_open: self.display.play_on_open.clone(),

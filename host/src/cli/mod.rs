@@ -6,7 +6,6 @@ mod graph;
 mod new;
 mod play;
 mod replay;
-mod report;
 mod run;
 mod serve;
 mod simulate;
@@ -208,7 +207,7 @@ fn parse_value(text: &str) -> Result<Value> {
 
 /// A turn input from a value: a map as it is, a typed line through the session's pack (see
 /// [`Session::input_from_text`]).
-fn turn_input(session: &ruleweave::Session, v: Value) -> Result<Value> {
+pub(crate) fn turn_input(session: &ruleweave::Session, v: Value) -> Result<Value> {
     match v {
         Value::Object(_) => Ok(v),
         Value::String(s) => Ok(session.input_from_text(&s)?),

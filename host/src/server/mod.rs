@@ -11,6 +11,7 @@ mod listen;
 mod metrics;
 mod openai;
 pub mod openapi;
+mod simulate;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -84,6 +85,8 @@ pub struct AppState {
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// The event streams each client address has open ([`Settings::streams_per_client`]).
     streams: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
+    /// Held by the batch of simulated games running (one at a time).
+    simulating: Arc<Semaphore>,
 }
 
 /// One open event stream of a client: dropped when the stream ends or its client goes.
@@ -120,6 +123,7 @@ impl AppState {
             started,
             slots: Mutex::default(),
             streams: Arc::default(),
+            simulating: Arc::new(Semaphore::new(1)),
         };
         state.load_packs();
         state
@@ -169,6 +173,7 @@ impl AppState {
 pub fn app(state: Shared) -> Router {
     let guarded = Router::new()
         .route("/v1/packs", get(api::packs))
+        .route("/v1/packs/{pack}/simulate", post(simulate::simulate))
         .route("/v1/events", get(api::events))
         .route("/v1/sessions", post(api::create).get(api::list))
         .route("/v1/sessions/{id}", get(api::session).delete(api::delete))

@@ -76,7 +76,7 @@ fn outcomes(p: &Value, other: Option<&Value>) -> String {
     names.dedup();
     let (width, row, label) = (420.0, if other.is_some() { 30.0 } else { 20.0 }, 130.0);
     let height = row * names.len() as f64 + 24.0;
-    let scale = |x: f64| label + x * (width - label - 26.0);
+    let scale = |x: f64| label + x * (width - label - 46.0);
     let mut svg = svg_open(width, height);
     for (i, name) in names.iter().enumerate() {
         let y = 6.0 + i as f64 * row;
@@ -89,7 +89,7 @@ fn outcomes(p: &Value, other: Option<&Value>) -> String {
             let _ = write!(
                 svg,
                 "<rect x={label} y={y} width={:.1} height=10 fill={colour} opacity=.8><title>{:.1}% (95%: {:.1}–{:.1}%)</title></rect>\
-                 <line x1={:.1} x2={:.1} y1={} y2={} stroke=#111827 />",
+                 <line x1={:.1} x2={:.1} y1={} y2={} stroke=#111827 /><text class=share x={:.1} y={}>{}%</text>",
                 scale(share) - label,
                 share * 100.0,
                 low * 100.0,
@@ -97,7 +97,10 @@ fn outcomes(p: &Value, other: Option<&Value>) -> String {
                 scale(low),
                 scale(high),
                 y + 5.0,
-                y + 5.0
+                y + 5.0,
+                scale(high) + 4.0,
+                y + 9.0,
+                (share * 100.0).round()
             );
         }
     }

@@ -1,0 +1,65 @@
+//! `ruleweave simulate` at the size a designer runs after every save: 1,000 pirate games of up to
+//! 20 turns (500 for each of its two scripted players) and 10,000 party rounds (250 games of 20
+//! rounds for each of its two players), on the stand-in model, a game per core at once, as the
+//! command plays them.
+//!
+//! `cargo bench -p ruleweave --bench simulate`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ruleweave::Engine;
+use ruleweave_host::simulate::{self, Plan, Rules};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Plays `games` per shipped player of `pack`; returns the games and turns played, to check the
+/// bench played what it says.
+fn batch(rt: &tokio::runtime::Runtime, engine: &Engine, pack: &str, games: u32, set: &[(&str, &str)]) -> (u64, f64) {
+    let pack = engine.pack(pack).unwrap();
+    let mut options = serde_json::Map::new();
+    for (k, v) in set {
+        options.insert((*k).to_owned(), pack.option_from_str(k, v).unwrap());
+    }
+    let players = simulate::players(engine, &pack, &[]).unwrap();
+    let plan = Plan {
+        pack: pack.name().to_owned(),
+        games,
+        seed: "bench".into(),
+        jobs: std::thread::available_parallelism().map_or(1, usize::from),
+        spec: pack.simulate().clone(),
+        record: false,
+    };
+    let rules = Rules { engine, options: &options };
+    let played = simulate::play(rt.handle(), &plan, &players, &rules, &BTreeMap::new(), &|| {});
+    let report = simulate::report(&plan, &played);
+    assert!(report.players.iter().all(|p| p.error.is_none()), "{report:?}");
+    let games = report.players.iter().map(|p| p.games as u64).sum();
+    let median_turns = report.players.iter().map(|p| p.turns.median.unwrap_or(0.0)).sum::<f64>();
+    (games, median_turns)
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let engine = rt.block_on(simulate::standin_engine(&repo_root())).unwrap();
+    let mut group = c.benchmark_group("simulate");
+    group.sample_size(10).measurement_time(Duration::from_secs(60)).warm_up_time(Duration::from_secs(1));
+    group.bench_function("pirate/1000 games", |b| {
+        b.iter(|| assert_eq!(batch(&rt, &engine, "pirate", 500, &[("difficulty", "medium")]).0, 1000));
+    });
+    // A party game is its opening and then a round a turn: 21 turns for 20 rounds.
+    group.bench_function("party/10000 rounds", |b| {
+        b.iter(|| assert_eq!(batch(&rt, &engine, "party", 250, &[("max_rounds", "20")]), (500, 42.0)));
+    });
+    group.finish();
+}
+
+criterion_group!(simulate_benches, benches);
+criterion_main!(simulate_benches);

@@ -1,0 +1,130 @@
+//! `POST /v1/packs/{pack}/simulate`: a small batch of games by the pack's scripted players on
+//! its rules as they are on disk now (the console's Simulate panel). The games run on the packs'
+//! stand-in models in a store of their own that nothing outlives: a client's click never spends
+//! the operator's model budget nor fills the sessions' store. One batch runs at a time on a
+//! replica, off the workers that answer requests; it needs nothing another replica holds.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::api::Body;
+use super::body::ErrorBody;
+use super::{ApiError, Shared};
+use crate::simulate::{Plan, Report, Rules};
+
+/// The most games per player one request may ask for.
+pub const MOST_GAMES: u32 = 200;
+/// The most turns one request may play (games × players × the pack's turn cap): a batch takes
+/// a second or two of one core, whatever the pack.
+pub const MOST_TURNS: u64 = 4_000;
+
+/// A batch of games to play.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewSimulation {
+    /// Games per player, 1 to 200 (default 20), and at most 4,000 turns in all (games × players ×
+    /// the pack's turn cap).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 200)]
+    games: Option<u32>,
+    /// The players (default: every player the pack ships).
+    #[serde(default)]
+    players: Vec<String>,
+    /// Session options, as the pack declares them (missing ones take their defaults).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    options: serde_json::Map<String, Value>,
+    /// What seeds the games (default `ruleweave`): the same seed, the same report.
+    #[serde(default)]
+    seed: Option<String>,
+}
+
+/// `POST /v1/packs/{pack}/simulate`: the report as JSON, or with `Accept: text/html` as the
+/// page with charts `simulate --html` writes.
+#[utoipa::path(post, path = "/v1/packs/{pack}/simulate", operation_id = "simulatePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewSimulation, responses(
+    (status = 200, description = "How the games ended", content(
+        (Report = "application/json"),
+        (String = "text/html"),
+    )),
+    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such pack", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "Games out of range, a player the pack lacks, or options it does not take", body = ErrorBody),
+    (status = 429, description = "A batch is already running on this server", body = ErrorBody),
+    (status = 503, description = "The pack does not load", body = ErrorBody),
+))]
+pub async fn simulate(
+    State(s): State<Shared>,
+    pack: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    Body(req): Body<NewSimulation>,
+) -> Result<Response, ApiError> {
+    let Path(pack) = pack.map_err(|r| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("the pack in the path is not valid: {}", r.body_text()),
+        )
+    })?;
+    let games = req.games.unwrap_or(20);
+    if !(1..=MOST_GAMES).contains(&games) {
+        return Err(unprocessable(format!("`games` is 1 to {MOST_GAMES} per player, not {games}")));
+    }
+    let Ok(_running) = s.simulating.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "simulation_running",
+            "a batch of games is already running on this server: ask again when it ends",
+        ));
+    };
+    let root = s.engine.root().to_path_buf();
+    let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
+    let report = ruleweave::blocking::run_async(move || async move {
+        let engine = crate::simulate::standin_engine(&root).await?;
+        let pack = engine.pack(&pack)?;
+        pack.resolve_options(&req.options)?;
+        let players =
+            crate::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;
+        let spec = pack.simulate().clone();
+        let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
+        if turns > MOST_TURNS {
+            let most = MOST_TURNS / (players.len() as u64 * u64::from(spec.max_turns.max(1)));
+            return Err(unprocessable(format!(
+                "{games} games for each of {} players of up to {} turns is more than a server batch plays \
+                 ({MOST_TURNS} turns): ask for at most {most} games, or run `ruleweave simulate`",
+                players.len(),
+                spec.max_turns
+            )));
+        }
+        let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
+        let handle = tokio::runtime::Handle::current();
+        let rules = Rules { engine: &engine, options: &req.options };
+        let played = crate::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {});
+        Ok::<_, ApiError>(crate::simulate::report(&plan, &played))
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e))??;
+    let html = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.split(',').any(|t| t.trim().starts_with("text/html")));
+    if html {
+        let json = serde_json::to_value(&report)
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?;
+        return Ok(Html(crate::simulate::page::page(&json)).into_response());
+    }
+    Ok(Json(report).into_response())
+}
+
+fn unprocessable(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+}

@@ -1,0 +1,564 @@
+//! Simulation: a pack's scripted players (`scripts/<pack>/players/`) play many games on the rules
+//! as they are, and the report says how the games ended (each outcome's share with a 95%
+//! interval), in how many turns, where the tracked numbers stood at the end and turn by turn,
+//! and what the models cost. The command line's `simulate` and the server's
+//! `POST /packs/{pack}/simulate` (the console's Simulate panel) both play through [`play`].
+//!
+//! A player is `fn play(view, state)` in `scripts/<pack>/players/NAME.rhai`: it gets what a
+//! person sees (the display) and the state, and returns the next input (a map of input fields,
+//! or a line of text). Its `random()` is seeded by the game's id and the turn, and the game's id
+//! by the seed, the player and the game's number, so a seed gives the same report every time,
+//! however many games run at once. Games end at the pack's `finish:` or `simulate.max_turns`.
+
+pub mod page;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::{Result, bail};
+use ruleweave::{Engine, Event, Pack, ScriptCall, Session};
+use serde_json::{Map, Value};
+
+use crate::config::Price;
+
+/// A player of a pack, ready to play.
+pub struct Player {
+    name: String,
+    play: ScriptCall,
+}
+
+impl Player {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The players `names` of `pack`, or every player it ships when `names` is empty.
+pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Player>> {
+    let shipped = pack.players();
+    let names = if names.is_empty() { shipped.clone() } else { names.to_vec() };
+    if names.is_empty() {
+        bail!(
+            "pack `{}` ships no players: write one as scripts/{}/players/NAME.rhai (fn play(view, state))",
+            pack.name(),
+            pack.name()
+        );
+    }
+    if let Some(unknown) = names.iter().find(|n| !shipped.contains(n)) {
+        bail!("pack `{}` has no player `{unknown}` (players: {})", pack.name(), shipped.join(", "));
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let play = ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?;
+            Ok(Player { name, play })
+        })
+        .collect()
+}
+
+/// An engine on `root`'s packs that plays on their stand-in models (and search stand-ins), into
+/// a store of its own: what the server's batches run on.
+pub async fn standin_engine(root: &std::path::Path) -> ruleweave::Result<Engine> {
+    let store = ruleweave::store::open("memory").await?;
+    Ok(ruleweave_natives::register(Engine::builder(root)).store(store).build())
+}
+
+/// What to play: how many games per player, from which seed, how many at once.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub pack: String,
+    pub games: u32,
+    pub seed: String,
+    /// Games played at once (threads); at least 1.
+    pub jobs: usize,
+    /// The pack's `simulate:` block: the outcome field, the tracked fields, the turn cap.
+    pub spec: ruleweave::Simulate,
+    /// Keep each game in the engine's store as `sim-SEED-PLAYER-GAME` (replacing a game of that
+    /// id from an earlier run), to open with `replay` or the console; otherwise a game is deleted
+    /// once counted.
+    pub record: bool,
+}
+
+impl Plan {
+    /// The id of `player`'s game number `game`: the same on every copy of the rules, so the
+    /// games' randomness (the stand-in's, the player's) is the same on both.
+    pub fn game_id(&self, player: &str, game: u32) -> String {
+        format!("sim-{}-{player}-{game}", self.seed)
+    }
+}
+
+/// One copy of the rules the games are played on: an engine and the session options.
+pub struct Rules<'a> {
+    pub engine: &'a Engine,
+    pub options: &'a Map<String, Value>,
+}
+
+/// One player's games on one copy of the rules.
+#[derive(Debug, Clone)]
+pub struct Played {
+    pub name: String,
+    outcomes: Vec<String>,
+    turns: Vec<f64>,
+    /// Each tracked field's value at the end of each game.
+    track: Vec<(String, Vec<f64>)>,
+    /// Each tracked field's values after each turn: `[turn - 1][game]`.
+    per_turn: Vec<(String, Vec<Vec<f64>>)>,
+    /// The tokens each game's model calls spent (prompt and completion).
+    tokens: Vec<f64>,
+    /// What each game cost, while every model it called has a price.
+    costs: Vec<f64>,
+    /// Models called without a price in `[prices]`: no cost is reported then.
+    unpriced: BTreeSet<String>,
+    /// Why the player's games stopped, when one failed; the games before it are counted.
+    pub error: Option<String>,
+}
+
+/// One game's end.
+struct Game {
+    outcome: String,
+    turns: u32,
+    /// Each tracked field at the end.
+    end: Vec<Option<f64>>,
+    /// Each tracked field after each turn.
+    by_turn: Vec<Vec<Option<f64>>>,
+    tokens: u64,
+    /// The cost, or the models that had no price.
+    cost: std::result::Result<f64, BTreeSet<String>>,
+}
+
+impl Played {
+    fn new(name: &str, track: &[String]) -> Self {
+        Played {
+            name: name.to_owned(),
+            outcomes: Vec::new(),
+            turns: Vec::new(),
+            track: track.iter().map(|t| (t.clone(), Vec::new())).collect(),
+            per_turn: track.iter().map(|t| (t.clone(), Vec::new())).collect(),
+            tokens: Vec::new(),
+            costs: Vec::new(),
+            unpriced: BTreeSet::new(),
+            error: None,
+        }
+    }
+
+    fn count(&mut self, game: Game) {
+        self.outcomes.push(game.outcome);
+        self.turns.push(f64::from(game.turns));
+        for ((_, values), x) in self.track.iter_mut().zip(game.end) {
+            values.extend(x);
+        }
+        for (turn, fields) in game.by_turn.into_iter().enumerate() {
+            for ((_, by_turn), x) in self.per_turn.iter_mut().zip(fields) {
+                if let Some(x) = x {
+                    by_turn.resize_with(by_turn.len().max(turn + 1), Vec::new);
+                    by_turn[turn].push(x);
+                }
+            }
+        }
+        self.tokens.push(game.tokens as f64);
+        match game.cost {
+            Ok(c) => self.costs.push(c),
+            Err(models) => self.unpriced.extend(models),
+        }
+    }
+}
+
+/// The stack a game's thread gets: deep Rhai recursion needs more than the default.
+const STACK: usize = 16 << 20;
+
+/// Plays every player's games on one copy of the rules, `plan.jobs` at a time, and calls `tick`
+/// after each game. The result is the same whatever the number of jobs: games are counted in
+/// their order, and a player whose game fails has its later games left unplayed and uncounted
+/// (the other players go on).
+pub fn play(
+    handle: &tokio::runtime::Handle,
+    plan: &Plan,
+    players: &[Player],
+    rules: &Rules<'_>,
+    prices: &BTreeMap<String, Price>,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<Played> {
+    let games = plan.games as usize;
+    let total = games * players.len();
+    let next = AtomicUsize::new(0);
+    let first_failure: Vec<AtomicUsize> = players.iter().map(|_| AtomicUsize::new(usize::MAX)).collect();
+    let results: Mutex<Vec<Option<Result<Game, String>>>> = Mutex::new((0..total).map(|_| None).collect());
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= total {
+                break;
+            }
+            let (p, g) = (i / games, i % games);
+            if g < first_failure[p].load(Ordering::Relaxed) {
+                let r = handle.block_on(game(plan, &players[p], g as u32, rules, prices));
+                if r.is_err() {
+                    first_failure[p].fetch_min(g, Ordering::Relaxed);
+                }
+                results.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+            }
+            tick();
+        }
+    };
+    std::thread::scope(|s| {
+        let mut started = 0;
+        for _ in 0..plan.jobs.clamp(1, total.max(1)) {
+            if std::thread::Builder::new().stack_size(STACK).spawn_scoped(s, work).is_ok() {
+                started += 1;
+            }
+        }
+        if started == 0 {
+            work();
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    players
+        .iter()
+        .enumerate()
+        .map(|(p, player)| {
+            let mut played = Played::new(&player.name, &plan.spec.track);
+            for g in 0..games {
+                match results[p * games + g].take() {
+                    Some(Ok(game)) => played.count(game),
+                    Some(Err(e)) => {
+                        played.error = Some(e);
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            played
+        })
+        .collect()
+}
+
+/// One game, from its opening to `finish:` or the turn cap.
+async fn game(
+    plan: &Plan,
+    player: &Player,
+    number: u32,
+    rules: &Rules<'_>,
+    prices: &BTreeMap<String, Price>,
+) -> Result<Game, String> {
+    let name = &player.name;
+    let id = plan.game_id(name, number);
+    if plan.record {
+        // A game of this id from an earlier run gives way; there is none the first time.
+        let _ = rules.engine.delete(&id).await;
+    }
+    let mut session = rules
+        .engine
+        .open_with_id(&plan.pack, rules.options, Some(id.clone()))
+        .await
+        .map_err(|e| format!("game {number} of player `{name}` did not open: {e}"))?;
+    let result = turns(plan, player, number, &id, &mut session, prices).await;
+    if !plan.record {
+        let _ = rules.engine.delete(&id).await;
+    }
+    result
+}
+
+async fn turns(
+    plan: &Plan,
+    player: &Player,
+    number: u32,
+    id: &str,
+    session: &mut Session,
+    prices: &BTreeMap<String, Price>,
+) -> Result<Game, String> {
+    let (name, spec) = (&player.name, &plan.spec);
+    let read = |session: &Session| -> Vec<Option<f64>> {
+        spec.track.iter().map(|f| session.field(f).and_then(|v| v.as_f64())).collect()
+    };
+    let mut by_turn = Vec::new();
+    let (mut tokens, mut cost, mut unpriced) = (0u64, 0.0, BTreeSet::new());
+    while (by_turn.len() as u32) < spec.max_turns && !session.is_finished() {
+        let turn = by_turn.len() as u64 + 1;
+        let view = serde_json::to_value(session.view()).map_err(|e| e.to_string())?;
+        let next = player
+            .play
+            .call_as(id, turn, &[view, session.state()])
+            .map_err(|e| format!("player `{name}` failed in game {number}: {e}"))?;
+        let input = crate::cli::turn_input(session, next)
+            .map_err(|e| format!("player `{name}` gave no input the pack reads in game {number}: {e:#}"))?;
+        let result = session
+            .turn(input)
+            .await
+            .map_err(|e| format!("game {number} of player `{name}` failed at turn {turn}: {e}"))?;
+        for event in &result.events {
+            if let Event::Llm(call) = event {
+                tokens += u64::from(call.prompt_tokens) + u64::from(call.completion_tokens);
+                match prices.get(&call.model) {
+                    _ if call.standin => {}
+                    Some(price) => cost += price.of(call.prompt_tokens, call.completion_tokens),
+                    None => {
+                        unpriced.insert(call.model.clone());
+                    }
+                }
+            }
+        }
+        by_turn.push(read(session));
+    }
+    let outcome = match &spec.outcome {
+        Some(field) => match session.field(field) {
+            Some(Value::String(s)) => s,
+            Some(other) => other.to_string(),
+            None => "none".into(),
+        },
+        None if session.is_finished() => "finished".into(),
+        None => "unfinished".into(),
+    };
+    Ok(Game {
+        outcome,
+        turns: by_turn.len() as u32,
+        end: read(session),
+        by_turn,
+        tokens,
+        cost: if unpriced.is_empty() { Ok(cost) } else { Err(unpriced) },
+    })
+}
+
+/// What a batch of games came to: the contract of `simulate --json` and of
+/// `POST /v1/packs/{pack}/simulate`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Report {
+    /// The pack played.
+    pub pack: String,
+    /// Games per player.
+    pub games: u32,
+    /// What seeded the games: the same seed, the same report.
+    pub seed: String,
+    /// Each player's games, in the order asked.
+    pub players: Vec<PlayerReport>,
+    /// The same games on another copy of the rules, when there is one (null otherwise).
+    pub against: Option<Against>,
+}
+
+/// One player's games.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct PlayerReport {
+    pub name: String,
+    /// The games counted (fewer than asked when one failed: see `error`).
+    pub games: usize,
+    /// Each outcome (the pack's `simulate.outcome` field at the end) and its share.
+    pub outcomes: BTreeMap<String, Share>,
+    /// The turns games took.
+    pub turns: Spread,
+    /// Each tracked field (`simulate.track`) at the end of the games, and after each turn.
+    pub track: indexmap::IndexMap<String, Tracked>,
+    /// The tokens a game's model calls spent (prompt and completion, as the providers reported).
+    pub tokens: Spread,
+    /// What a game cost by `[prices]` (the stand-in is free); null when a model had no price.
+    pub cost: Option<Spread>,
+    /// The models called that have no price in `[prices]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced: Vec<String>,
+    /// Why the player's games stopped; the games before it are counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A share of the games, with its 95% (Wilson) interval.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Share {
+    pub share: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// The median and the 10th and 90th percentiles (nearest rank); null for no values.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Spread {
+    pub median: Option<f64>,
+    pub p10: Option<f64>,
+    pub p90: Option<f64>,
+}
+
+/// A tracked field: its spread at the end of the games, and after each turn over the games
+/// still going then.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Tracked {
+    #[serde(flatten)]
+    pub end: Spread,
+    pub per_turn: Vec<Spread>,
+}
+
+/// The same games on another copy of the rules, and how the outcomes differ.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Against {
+    /// The other copy's root.
+    pub root: String,
+    /// Its players' games, in the same order.
+    pub players: Vec<PlayerReport>,
+    pub differences: Vec<Difference>,
+}
+
+/// One outcome's share on these rules less the other copy's, with a 95% interval (Newcombe's
+/// hybrid score interval); beyond noise when the interval leaves out 0.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Difference {
+    pub player: String,
+    pub outcome: String,
+    pub delta: f64,
+    pub low: f64,
+    pub high: f64,
+    pub beyond_noise: bool,
+}
+
+/// The report of `played`, without a comparison.
+pub fn report(plan: &Plan, played: &[Played]) -> Report {
+    Report {
+        pack: plan.pack.clone(),
+        games: plan.games,
+        seed: plan.seed.clone(),
+        players: played.iter().map(Played::report).collect(),
+        against: None,
+    }
+}
+
+/// Adds the games on another copy of the rules (`root` names it), and the differences.
+pub fn compare(report: &mut Report, root: &str, here: &[Played], there: &[Played]) {
+    report.against = Some(Against {
+        root: root.to_owned(),
+        players: there.iter().map(Played::report).collect(),
+        differences: differences(here, there),
+    });
+}
+
+/// For each player and outcome, this copy's share less the other's, with a 95% interval
+/// (Newcombe's hybrid score interval, from the two Wilson intervals); beyond noise when the
+/// interval leaves out 0.
+fn differences(here: &[Played], there: &[Played]) -> Vec<Difference> {
+    let mut out = Vec::new();
+    for (a, b) in here.iter().zip(there) {
+        let mut outcomes: Vec<&str> = a.outcomes.iter().chain(&b.outcomes).map(String::as_str).collect();
+        outcomes.sort_unstable();
+        outcomes.dedup();
+        for outcome in outcomes {
+            let count = |p: &Played| p.outcomes.iter().filter(|o| *o == outcome).count();
+            let (n1, n2) = (a.outcomes.len(), b.outcomes.len());
+            let (k1, k2) = (count(a), count(b));
+            let share = |k: usize, n: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+            let (p1, p2) = (share(k1, n1), share(k2, n2));
+            let ((l1, u1), (l2, u2)) = (wilson(k1, n1), wilson(k2, n2));
+            let delta = p1 - p2;
+            let low = delta - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
+            let high = delta + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
+            out.push(Difference {
+                player: a.name.clone(),
+                outcome: outcome.to_owned(),
+                delta,
+                low,
+                high,
+                beyond_noise: low > 0.0 || high < 0.0,
+            });
+        }
+    }
+    out
+}
+
+impl Played {
+    /// The player's games: outcomes with their intervals, turns, tracked fields, tokens, cost.
+    fn report(&self) -> PlayerReport {
+        let n = self.outcomes.len();
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for o in &self.outcomes {
+            *counts.entry(o.as_str()).or_default() += 1;
+        }
+        let outcomes = counts
+            .into_iter()
+            .map(|(o, k)| {
+                let (low, high) = wilson(k, n);
+                (o.to_owned(), Share { share: k as f64 / n as f64, low, high })
+            })
+            .collect();
+        let track = self
+            .track
+            .iter()
+            .zip(&self.per_turn)
+            .map(|((f, at_end), (_, by_turn))| {
+                (f.clone(), Tracked { end: spread(at_end), per_turn: by_turn.iter().map(|v| spread(v)).collect() })
+            })
+            .collect();
+        PlayerReport {
+            name: self.name.clone(),
+            games: n,
+            outcomes,
+            turns: spread(&self.turns),
+            track,
+            tokens: spread(&self.tokens),
+            // A cost per game only when every game's every model had a price.
+            cost: (self.unpriced.is_empty() && !self.costs.is_empty()).then(|| spread(&self.costs)),
+            unpriced: self.unpriced.iter().cloned().collect(),
+            error: self.error.clone(),
+        }
+    }
+}
+
+/// The 95% Wilson interval of `k` successes in `n` trials.
+fn wilson(k: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n, z) = (k as f64, n as f64, 1.959_963_985);
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    // At the ends the interval reaches 0 or 1 exactly (its float sum falls a hair short).
+    let low = if k == 0.0 { 0.0 } else { (centre - half).max(0.0) };
+    let high = if k == n { 1.0 } else { (centre + half).min(1.0) };
+    (low, high)
+}
+
+/// The median, 10th and 90th percentiles of `values` (nearest rank), or nulls for none.
+fn spread(values: &[f64]) -> Spread {
+    if values.is_empty() {
+        return Spread { median: None, p10: None, p90: None };
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| Some(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
+    Spread { median: at(0.5), p10: at(0.1), p90: at(0.9) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_intervals_and_percentiles() {
+        let (lo, hi) = wilson(50, 100);
+        assert!((lo - 0.4038).abs() < 1e-3 && (hi - 0.5962).abs() < 1e-3, "{lo} {hi}");
+        assert_eq!(wilson(0, 10).0, 0.0);
+        let s = spread(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!(s, Spread { median: Some(3.0), p10: Some(1.0), p90: Some(5.0) });
+    }
+
+    fn games(name: &str, won: usize, lost: usize) -> Played {
+        let mut p = Played::new(name, &[]);
+        p.outcomes =
+            std::iter::repeat_n("won", won).chain(std::iter::repeat_n("lost", lost)).map(String::from).collect();
+        p
+    }
+
+    /// Newcombe's interval of a difference of two shares (his worked example 1: 56/70 against
+    /// 48/80 gives 0.0524 to 0.3339), and which differences are beyond noise.
+    #[test]
+    fn differences_have_newcombes_interval() {
+        let d = differences(&[games("p", 56, 14)], &[games("p", 48, 32)]);
+        let won = d.iter().find(|d| d.outcome == "won").unwrap();
+        assert!((won.delta - 0.2).abs() < 1e-9, "{won:?}");
+        assert!((won.low - 0.0524).abs() < 1e-3, "{won:?}");
+        assert!((won.high - 0.3339).abs() < 1e-3, "{won:?}");
+        assert!(won.beyond_noise);
+        let same = differences(&[games("p", 5, 5)], &[games("p", 6, 4)]);
+        assert!(same.iter().all(|d| !d.beyond_noise), "{same:?}");
+    }
+
+    #[test]
+    fn a_price_is_per_million_tokens() {
+        let price = Price { input: 0.15, output: 0.60 };
+        assert!((price.of(1_000_000, 500_000) - 0.45).abs() < 1e-12);
+    }
+}
