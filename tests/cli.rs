@@ -823,7 +823,7 @@ fn simulate_reports_how_the_players_games_end() {
         (&json!("pirate"), &json!(12), &json!("s1"), &Value::Null)
     );
     let names: Vec<&str> = easy["players"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["flatterer", "liar"]);
+    assert_eq!(names, ["flatterer", "liar", "rambler"]);
     let liar = &easy["players"][1];
     let total: f64 = liar["outcomes"].as_object().unwrap().values().map(|o| o["share"].as_f64().unwrap()).sum();
     assert!((total - 1.0).abs() < 1e-9, "{liar}");
@@ -973,6 +973,51 @@ fn simulate_counts_the_tokens_a_game_spent_and_prices_them() {
     assert!(liar.get("unpriced").is_none(), "{liar}");
 }
 
+/// `--player model:smuggler`: the pack's `smuggler` profile plays, its persona as the system
+/// message and the captain's last words as the user's; its answer is the move, and its calls
+/// are counted in what a game cost.
+#[test]
+fn simulate_lets_a_model_play_through_its_persona() {
+    let mock = MockLlm::start();
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    std::fs::write(root.path().join("ruleweave.toml"), "[prices]\n\"gpt-4o-mini\" = { input = 0.15, output = 0.60 }\n")
+        .unwrap();
+    let out = ruleweave(root.path())
+        .args(["simulate", "pirate", "--games", "1", "--player", "model:smuggler", "--json"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let smuggler = &report["players"][0];
+    assert_eq!((&smuggler["name"], &smuggler["games"]), (&json!("model:smuggler"), &json!(1)), "{report}");
+    // The player's requests: its profile's model and temperature, its persona, the captain's words.
+    let asked: Vec<Value> = mock
+        .seen_kind("chat")
+        .into_iter()
+        .filter(|b| b["messages"][0]["content"].as_str().unwrap_or("").starts_with("You are a smooth-talking smuggler"))
+        .collect();
+    assert_eq!(asked.len(), 20, "one move a turn, 20 turns (the judge's 10 never lets it win)");
+    assert_eq!((&asked[0]["model"], &asked[0]["temperature"]), (&json!("gpt-4o-mini"), &json!(0.9)));
+    assert_eq!(asked[1]["messages"][1], json!({"role": "user", "content": "Arrr, no."}), "the captain's reply");
+    let persona = asked[1]["messages"][0]["content"].as_str().unwrap();
+    assert!(persona.contains("You: Arrr, no.\nCaptain: Arrr, no."), "the conversation so far: {persona}");
+    // Judge, captain and player: three calls a turn of 11 + 7 tokens, all priced.
+    assert_eq!(smuggler["tokens"]["median"], 20.0 * 3.0 * 18.0, "{smuggler}");
+    let cost = smuggler["cost"]["median"].as_f64().unwrap();
+    assert!((cost - 60.0 * (11.0 * 0.15 + 7.0 * 0.60) / 1e6).abs() < 1e-12, "{smuggler}");
+
+    let (out, _) = simulate(&repo_root(), &["pirate", "--games", "1", "--player", "model:judge"]);
+    assert!(
+        stderr(&out).contains("`model:judge` needs its persona: write prompts/pirate/players/judge.j2"),
+        "{}",
+        stderr(&out)
+    );
+    let (out, _) = simulate(&repo_root(), &["pirate", "--games", "1", "--player", "model:nobody"]);
+    assert!(stderr(&out).contains("pack `pirate` has no `llm:` profile `nobody`"), "{}", stderr(&out));
+}
+
 /// A brave table reaches the party's top tone only when NSFW is on.
 #[test]
 fn a_brave_table_reaches_the_top_tone_only_with_nsfw() {
@@ -1010,7 +1055,7 @@ fn a_failing_player_stops_its_games_and_the_others_go_on() {
     assert_eq!(report["players"][1]["games"], 2);
     let (out, _) = simulate(&repo_root(), &["pirate", "--games", "1", "--player", "nobody"]);
     assert!(
-        stderr(&out).contains("pack `pirate` has no player `nobody` (players: flatterer, liar)"),
+        stderr(&out).contains("pack `pirate` has no player `nobody` (players: flatterer, liar, rambler)"),
         "{}",
         stderr(&out)
     );

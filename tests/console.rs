@@ -442,13 +442,19 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     .await;
 
     let (status, shares) = simulate_batch(&mut b).await;
-    assert!(status.starts_with("10 games per player (flatterer, liar) on the rules as they are now, in "), "{status}");
-    // Outcomes sorted by name, then the axis: the flatterer never wins, the liar always does.
+    assert!(
+        status.starts_with("10 games per player (flatterer, liar, rambler) on the rules as they are now, in "),
+        "{status}"
+    );
+    // Outcomes sorted by name, then the axis: the flatterer never wins on the easy captain; the
+    // liar and the rambler (long and wordy, no plan: what this captain cannot tell from cunning)
+    // always do.
     assert_eq!(
         shares,
         json!([
             ["flatterer (10 games)", "continue 100% 0% 50% 100%"],
-            ["liar (10 games)", "won_agreement 100% 0% 50% 100%"]
+            ["liar (10 games)", "won_agreement 100% 0% 50% 100%"],
+            ["rambler (10 games)", "won_agreement 100% 0% 50% 100%"]
         ])
     );
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true));
@@ -468,7 +474,7 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     let said = b
         .wait_for("!document.getElementById('problem').hidden && document.getElementById('problem').textContent")
         .await;
-    assert!(said.as_str().unwrap().starts_with("Error: invalid_input: 150 games for each of 2 players"), "{said}");
+    assert!(said.as_str().unwrap().starts_with("Error: invalid_input: 150 games for each of 3 players"), "{said}");
 }
 
 /// Clicks Simulate and reads what a person sees: the status line, and each player's heading with

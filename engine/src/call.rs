@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
 use crate::pack::Pack;
-use crate::script::{CallTag, FnRef};
+use crate::script::{CallTag, FnRef, allow_blocking};
 use crate::value;
 
 /// One function of a pack's scripts, ready to call with JSON arguments. Host functions work as
@@ -39,12 +39,56 @@ impl ScriptCall {
         Ok(ScriptCall { pack, func, tag, options, provider })
     }
 
+    /// A model player of `pack`: the pack's `llm:` profile `name` plays, with
+    /// `prompts/<pack>/players/NAME.j2` (rendered with `view` and `state`) as its persona, the
+    /// system message, and what the game last said (`view.reply`) as the user's; its answer is the
+    /// move, a line a person might have typed. Called like a scripted player's `play(view, state)`.
+    pub fn model_player(engine: &Engine, pack: &str, name: &str) -> Result<Self> {
+        let pack = engine.pack(pack)?;
+        let not_found = |why: String| Err(Error::new(ErrorKind::NotFound, why));
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return not_found(format!(
+                "`model:{name}`: a model player is named by an `llm:` profile (letters, digits, _)"
+            ));
+        }
+        if !pack.profiles.contains_key(name) {
+            let names: Vec<&str> = pack.profiles.keys().map(String::as_str).collect();
+            return not_found(format!(
+                "pack `{}` has no `llm:` profile `{name}` to play as `model:{name}` (profiles: {})",
+                pack.name,
+                names.join(", ")
+            ));
+        }
+        let persona = format!("players/{name}.j2");
+        if !pack.prompts.contains(&persona) {
+            return not_found(format!(
+                "`model:{name}` needs its persona: write prompts/{}/{persona} (it sees `view` and `state`)",
+                pack.name
+            ));
+        }
+        let source = format!(
+            "fn play(view, state) {{\n\
+             let persona = render(\"{persona}\", #{{view: view, state: state}});\n\
+             let said = view.reply ?? \"\";\n\
+             llm_chat(\"{name}\", [#{{role: \"system\", content: persona}}, #{{role: \"user\", content: said}}])\n\
+             }}"
+        );
+        let file = pack.sandbox.compile(&format!("scripts/{}/players/model:{name}", pack.name), &source)?;
+        let func = FnRef { file: Arc::new(file), name: "play".into() };
+        let options = pack.resolve_options(&serde_json::Map::new())?;
+        let provider = engine.provider_for(&pack);
+        let tag = CallTag::outside("player", 1, options.clone(), provider.clone());
+        Ok(ScriptCall { pack, func, tag, options, provider })
+    }
+
     /// [`ScriptCall::call`] as a move of session `id` at `turn`, with the randomness that game
     /// and turn seed (`random()` differs from game to game and turn to turn, the same on every
-    /// run): what a simulated player's script is called with.
-    pub fn call_as(&self, id: &str, turn: u64, args: &[Json]) -> Result<Json> {
+    /// run): what a simulated player's script is called with. Returns the move and the model
+    /// calls it made (a model player's: what it cost). A function that calls a model must be
+    /// called outside the runtime's async context, with the runtime entered.
+    pub fn call_as(&self, id: &str, turn: u64, args: &[Json]) -> Result<(Json, Vec<crate::event::LlmEvent>)> {
         let seed = crate::text::hash(id) ^ turn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let ctx = crate::turn::TurnCtx::new(
+        let ctx = Arc::new(crate::turn::TurnCtx::new(
             id.into(),
             turn,
             seed,
@@ -53,8 +97,25 @@ impl ScriptCall {
             rhai::Map::new(),
             self.provider.clone(),
             None,
-        );
-        self.call_tagged(CallTag::new(Arc::new(ctx), "player".into()), args)
+        ));
+        let tag = CallTag::new(ctx.clone(), "player".into());
+        // A player that asks a model (a model player) waits for it on this thread, which must not
+        // be one of the runtime's: the caller's, with the runtime entered (`Handle::enter`).
+        let played = if self.func.file.calls_models {
+            allow_blocking(|| self.call_tagged(tag, args))?
+        } else {
+            self.call_tagged(tag, args)?
+        };
+        let calls = ctx
+            .take()
+            .events
+            .into_iter()
+            .filter_map(|e| match e {
+                crate::event::Event::Llm(call) => Some(call),
+                _ => None,
+            })
+            .collect();
+        Ok((played, calls))
     }
 
     /// Calls the function with `args` (converted to Rhai values) and returns its result as JSON.

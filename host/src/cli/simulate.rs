@@ -18,7 +18,9 @@ pub struct Args {
     /// Games per player.
     #[arg(long, default_value_t = 100)]
     games: u32,
-    /// A player to play (repeatable; the pack's shipped players when none is named).
+    /// A player to play (repeatable; the pack's scripted players when none is named):
+    /// NAME for scripts/<pack>/players/NAME.rhai, model:PROFILE for a model player (the pack's
+    /// `llm:` profile with its persona in prompts/<pack>/players/PROFILE.j2).
     #[arg(long = "player", value_name = "NAME")]
     players: Vec<String>,
     /// Choose a session option (repeatable): --set difficulty=hard.

@@ -34,7 +34,9 @@ impl Player {
     }
 }
 
-/// The players `names` of `pack`, or every player it ships when `names` is empty.
+/// The players `names` of `pack`, or every scripted player it ships when `names` is empty. A
+/// name `model:PROFILE` is a model player: the pack's `llm:` profile, with its persona in
+/// `prompts/<pack>/players/PROFILE.j2` (see [`ScriptCall::model_player`]).
 pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Player>> {
     let shipped = pack.players();
     let names = if names.is_empty() { shipped.clone() } else { names.to_vec() };
@@ -45,13 +47,16 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
             pack.name()
         );
     }
-    if let Some(unknown) = names.iter().find(|n| !shipped.contains(n)) {
-        bail!("pack `{}` has no player `{unknown}` (players: {})", pack.name(), shipped.join(", "));
-    }
     names
         .into_iter()
         .map(|name| {
-            let play = ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?;
+            let play = match name.strip_prefix("model:") {
+                Some(profile) => ScriptCall::model_player(engine, pack.name(), profile)?,
+                None if !shipped.contains(&name) => {
+                    bail!("pack `{}` has no player `{name}` (players: {})", pack.name(), shipped.join(", "))
+                }
+                None => ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?,
+            };
             Ok(Player { name, play })
         })
         .collect()
@@ -192,7 +197,7 @@ pub fn play(
             }
             let (p, g) = (i / games, i % games);
             if g < first_failure[p].load(Ordering::Relaxed) {
-                let r = handle.block_on(game(plan, &players[p], g as u32, rules, prices));
+                let r = game(handle, plan, &players[p], g as u32, rules, prices);
                 if r.is_err() {
                     first_failure[p].fetch_min(g, Ordering::Relaxed);
                 }
@@ -233,8 +238,11 @@ pub fn play(
         .collect()
 }
 
-/// One game, from its opening to `finish:` or the turn cap.
-async fn game(
+/// One game, from its opening to `finish:` or the turn cap. Played on this thread with the
+/// runtime entered, each of the engine's steps blocked on: a model player waits for its model
+/// here too, outside the runtime's async context.
+fn game(
+    handle: &tokio::runtime::Handle,
     plan: &Plan,
     player: &Player,
     number: u32,
@@ -243,23 +251,23 @@ async fn game(
 ) -> Result<Game, String> {
     let name = &player.name;
     let id = plan.game_id(name, number);
+    let _runtime = handle.enter();
     if plan.record {
         // A game of this id from an earlier run gives way; there is none the first time.
-        let _ = rules.engine.delete(&id).await;
+        let _ = handle.block_on(rules.engine.delete(&id));
     }
-    let mut session = rules
-        .engine
-        .open_with_id(&plan.pack, rules.options, Some(id.clone()))
-        .await
+    let mut session = handle
+        .block_on(rules.engine.open_with_id(&plan.pack, rules.options, Some(id.clone())))
         .map_err(|e| format!("game {number} of player `{name}` did not open: {e}"))?;
-    let result = turns(plan, player, number, &id, &mut session, prices).await;
+    let result = turns(handle, plan, player, number, &id, &mut session, prices);
     if !plan.record {
-        let _ = rules.engine.delete(&id).await;
+        let _ = handle.block_on(rules.engine.delete(&id));
     }
     result
 }
 
-async fn turns(
+fn turns(
+    handle: &tokio::runtime::Handle,
     plan: &Plan,
     player: &Player,
     number: u32,
@@ -273,29 +281,37 @@ async fn turns(
     };
     let mut by_turn = Vec::new();
     let (mut tokens, mut cost, mut unpriced) = (0u64, 0.0, BTreeSet::new());
+    // What a call spent: its tokens, and its price (the stand-in's is nothing), or its model
+    // noted as one without a price.
+    let spend = |call: &ruleweave::LlmEvent, tokens: &mut u64, cost: &mut f64, unpriced: &mut BTreeSet<String>| {
+        *tokens += u64::from(call.prompt_tokens) + u64::from(call.completion_tokens);
+        match prices.get(&call.model) {
+            _ if call.standin => {}
+            Some(price) => *cost += price.of(call.prompt_tokens, call.completion_tokens),
+            None => {
+                unpriced.insert(call.model.clone());
+            }
+        }
+    };
     while (by_turn.len() as u32) < spec.max_turns && !session.is_finished() {
         let turn = by_turn.len() as u64 + 1;
         let view = serde_json::to_value(session.view()).map_err(|e| e.to_string())?;
-        let next = player
+        let (next, player_calls) = player
             .play
             .call_as(id, turn, &[view, session.state()])
             .map_err(|e| format!("player `{name}` failed in game {number}: {e}"))?;
+        // A model player's calls are part of what the game cost.
+        for call in &player_calls {
+            spend(call, &mut tokens, &mut cost, &mut unpriced);
+        }
         let input = crate::cli::turn_input(session, next)
             .map_err(|e| format!("player `{name}` gave no input the pack reads in game {number}: {e:#}"))?;
-        let result = session
-            .turn(input)
-            .await
+        let result = handle
+            .block_on(session.turn(input))
             .map_err(|e| format!("game {number} of player `{name}` failed at turn {turn}: {e}"))?;
         for event in &result.events {
             if let Event::Llm(call) = event {
-                tokens += u64::from(call.prompt_tokens) + u64::from(call.completion_tokens);
-                match prices.get(&call.model) {
-                    _ if call.standin => {}
-                    Some(price) => cost += price.of(call.prompt_tokens, call.completion_tokens),
-                    None => {
-                        unpriced.insert(call.model.clone());
-                    }
-                }
+                spend(call, &mut tokens, &mut cost, &mut unpriced);
             }
         }
         by_turn.push(read(session));
