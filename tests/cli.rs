@@ -825,6 +825,10 @@ fn simulate_reports_how_the_players_games_end() {
     let names: Vec<&str> = easy["players"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["flatterer", "liar", "rambler"]);
     let liar = &easy["players"][1];
+    // How many games took each number of turns: all 12 counted, the longest the last entry.
+    let histogram: Vec<u64> = liar["turns_histogram"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
+    assert_eq!(histogram.iter().sum::<u64>(), 12, "{liar}");
+    assert!(histogram.last() > Some(&0) && histogram.len() as f64 >= liar["turns"]["p90"].as_f64().unwrap(), "{liar}");
     let total: f64 = liar["outcomes"].as_object().unwrap().values().map(|o| o["share"].as_f64().unwrap()).sum();
     assert!((total - 1.0).abs() < 1e-9, "{liar}");
     for o in liar["outcomes"].as_object().unwrap().values() {

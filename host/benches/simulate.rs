@@ -1,6 +1,6 @@
 //! `ruleweave simulate` at the size a designer runs after every save: 1,000 pirate games of up to
-//! 20 turns (500 for each of its two scripted players) and 10,000 party rounds (250 games of 20
-//! rounds for each of its two players), on the stand-in model, a game per core at once, as the
+//! 20 turns (500 each for the flatterer and the liar) and 10,000 party rounds (250 games of 20
+//! rounds for each of its two tables), on the stand-in model, a game per core at once, as the
 //! command plays them.
 //!
 //! `cargo bench -p ruleweave --bench simulate`.
@@ -20,15 +20,22 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// Plays `games` per shipped player of `pack`; returns the games and turns played, to check the
+/// Plays `games` for each of `players` of `pack`; returns the games and turns played, to check the
 /// bench played what it says.
-fn batch(rt: &tokio::runtime::Runtime, engine: &Engine, pack: &str, games: u32, set: &[(&str, &str)]) -> (u64, f64) {
+fn batch(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    pack: &str,
+    players: [&str; 2],
+    games: u32,
+    set: &[(&str, &str)],
+) -> (u64, f64) {
     let pack = engine.pack(pack).unwrap();
     let mut options = serde_json::Map::new();
     for (k, v) in set {
         options.insert((*k).to_owned(), pack.option_from_str(k, v).unwrap());
     }
-    let players = simulate::players(engine, &pack, &[]).unwrap();
+    let players = simulate::players(engine, &pack, &players.map(String::from)).unwrap();
     let plan = Plan {
         pack: pack.name().to_owned(),
         games,
@@ -47,16 +54,29 @@ fn batch(rt: &tokio::runtime::Runtime, engine: &Engine, pack: &str, games: u32, 
 }
 
 fn benches(c: &mut Criterion) {
+    // `cargo test --benches` runs each bench once, unoptimised, to keep it from rotting: a few
+    // games then, the full batch under `cargo bench`.
+    let scale = if std::env::args().any(|a| a == "--bench") { 1 } else { 100 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let engine = rt.block_on(simulate::standin_engine(&repo_root())).unwrap();
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10).measurement_time(Duration::from_secs(60)).warm_up_time(Duration::from_secs(1));
     group.bench_function("pirate/1000 games", |b| {
-        b.iter(|| assert_eq!(batch(&rt, &engine, "pirate", 500, &[("difficulty", "medium")]).0, 1000));
+        b.iter(|| {
+            assert_eq!(
+                batch(&rt, &engine, "pirate", ["flatterer", "liar"], 500 / scale, &[("difficulty", "medium")]).0,
+                2 * u64::from(500 / scale)
+            )
+        });
     });
     // A party game is its opening and then a round a turn: 21 turns for 20 rounds.
     group.bench_function("party/10000 rounds", |b| {
-        b.iter(|| assert_eq!(batch(&rt, &engine, "party", 250, &[("max_rounds", "20")]), (500, 42.0)));
+        b.iter(|| {
+            assert_eq!(
+                batch(&rt, &engine, "party", ["brave", "shy"], 250 / scale, &[("max_rounds", "20")]),
+                (2 * u64::from(250 / scale), 42.0)
+            )
+        });
     });
     group.finish();
 }

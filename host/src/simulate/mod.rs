@@ -361,6 +361,8 @@ pub struct PlayerReport {
     pub outcomes: BTreeMap<String, Share>,
     /// The turns games took.
     pub turns: Spread,
+    /// How many games took each number of turns: the first entry counts the games of 1 turn.
+    pub turns_histogram: Vec<usize>,
     /// Each tracked field (`simulate.track`) at the end of the games, and after each turn.
     pub track: indexmap::IndexMap<String, Tracked>,
     /// The tokens a game's model calls spent (prompt and completion, as the providers reported).
@@ -502,6 +504,7 @@ impl Played {
             games: n,
             outcomes,
             turns: spread(&self.turns),
+            turns_histogram: histogram(&self.turns),
             track,
             tokens: spread(&self.tokens),
             // A cost per game only when every game's every model had a price.
@@ -525,6 +528,18 @@ fn wilson(k: usize, n: usize) -> (f64, f64) {
     let low = if k == 0.0 { 0.0 } else { (centre - half).max(0.0) };
     let high = if k == n { 1.0 } else { (centre + half).min(1.0) };
     (low, high)
+}
+
+/// How many of `turns` are 1, 2, … up to the largest.
+fn histogram(turns: &[f64]) -> Vec<usize> {
+    let most = turns.iter().copied().fold(0.0, f64::max) as usize;
+    let mut counts = vec![0; most];
+    for &t in turns {
+        if t >= 1.0 {
+            counts[t as usize - 1] += 1;
+        }
+    }
+    counts
 }
 
 /// The median, 10th and 90th percentiles of `values` (nearest rank), or nulls for none.
@@ -570,6 +585,12 @@ mod tests {
         assert!(won.beyond_noise);
         let same = differences(&[games("p", 5, 5)], &[games("p", 6, 4)]);
         assert!(same.iter().all(|d| !d.beyond_noise), "{same:?}");
+    }
+
+    #[test]
+    fn turns_histogram_counts_games_per_number_of_turns() {
+        assert_eq!(histogram(&[3.0, 1.0, 3.0, 5.0]), vec![1, 0, 2, 0, 1]);
+        assert_eq!(histogram(&[]), Vec::<usize>::new());
     }
 
     #[test]

@@ -61,7 +61,7 @@ const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;m
 h1{font-size:1.5rem;margin:0}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}h2 small{color:#6b7280;font-weight:normal}\
 h3{font-size:.9rem;margin:.2rem 0;color:#374151}.meta{color:#6b7280;margin:.3rem 0 1rem}\
 .key{display:inline-block;width:.8em;height:.8em;border-radius:2px;vertical-align:-.05em}\
-.charts{display:flex;flex-wrap:wrap;gap:1rem}.chart{border:1px solid #e5e7eb;border-radius:6px;padding:.5rem .7rem}\
+.charts{display:flex;flex-wrap:wrap;gap:1rem;align-items:flex-start}.chart{border:1px solid #e5e7eb;border-radius:6px;padding:.5rem .7rem}\
 svg text{font:11px system-ui,sans-serif;fill:#4b5563}.error{color:#b91c1c}\
 table{border-collapse:collapse;margin-top:.6rem;font-size:.9rem}td,th{padding:.2rem .7rem;text-align:left;border-bottom:1px solid #f3f4f6}\
 .beyond{color:#b91c1c;font-weight:600}.within{color:#6b7280}";
@@ -111,32 +111,61 @@ fn outcomes(p: &Value, other: Option<&Value>) -> String {
     chart("Outcomes (share, 95% interval)", svg)
 }
 
-/// The turns games took: the median and the 10th–90th percentiles, as a box per copy.
+/// The turns games took, as a histogram of the share of games per number of turns (the copies'
+/// bars side by side), with each copy's median and p10–p90 under it.
 fn turns_chart(p: &Value, other: Option<&Value>) -> String {
     let sides: Vec<(&Value, &str)> =
-        [(Some(p), HERE), (other, THERE)].into_iter().filter_map(|(s, c)| Some((&s?["turns"], c))).collect();
-    let most = sides.iter().map(|(t, _)| num(&t["p90"])).fold(1.0, f64::max);
-    let (width, height) = (260.0, 40.0 + 22.0 * sides.len() as f64);
-    let scale = |x: f64| 10.0 + x / most * (width - 20.0);
+        [(Some(p), HERE), (other, THERE)].into_iter().filter_map(|(s, c)| Some((s?, c))).collect();
+    let counts =
+        |side: &Value| -> Vec<f64> { side["turns_histogram"].as_array().into_iter().flatten().map(num).collect() };
+    let most = sides.iter().map(|(s, _)| counts(s).len()).max().unwrap_or(0).max(1);
+    let shares: Vec<Vec<f64>> = sides
+        .iter()
+        .map(|(s, _)| {
+            let c = counts(s);
+            let total: f64 = c.iter().sum::<f64>().max(1.0);
+            c.iter().map(|k| k / total).collect()
+        })
+        .collect();
+    let top = shares.iter().flatten().copied().fold(0.0, f64::max).max(0.01);
+    let (width, height, base) = (300.0, 150.0 + 14.0 * sides.len() as f64, 110.0);
+    let slot = (width - 20.0) / most as f64;
+    let bar = (slot * 0.8 / sides.len() as f64).max(1.0);
     let mut svg = svg_open(width, height);
-    for (i, (t, colour)) in sides.iter().enumerate() {
-        let y = 8.0 + i as f64 * 22.0;
-        let (p10, median, p90) = (num(&t["p10"]), num(&t["median"]), num(&t["p90"]));
+    for (j, ((_, colour), share)) in sides.iter().zip(&shares).enumerate() {
+        for (i, x) in share.iter().enumerate() {
+            let h = x / top * (base - 10.0);
+            let _ = write!(
+                svg,
+                "<rect x={:.1} y={:.1} width={bar:.1} height={h:.1} fill={colour} opacity=.8><title>{} turn(s): {:.1}% of games</title></rect>",
+                10.0 + i as f64 * slot + slot * 0.1 + j as f64 * bar,
+                base - h,
+                i + 1,
+                x * 100.0
+            );
+        }
+    }
+    let _ = write!(svg, "<line x1=10 x2={} y1={base} y2={base} stroke=#9ca3af />", width - 10.0);
+    for turn in [1, most.div_ceil(2), most] {
         let _ = write!(
             svg,
-            "<rect x={:.1} y={y} width={:.1} height=14 fill={colour} opacity=.35 />\
-             <line x1={:.1} x2={:.1} y1={y} y2={} stroke={colour} stroke-width=3><title>median {median}, p10 {p10}, p90 {p90}</title></line>",
-            scale(p10),
-            (scale(p90) - scale(p10)).max(2.0),
-            scale(median),
-            scale(median),
-            y + 14.0
+            "<text x={:.1} y={} text-anchor=middle>{turn}</text>",
+            10.0 + (turn as f64 - 0.5) * slot,
+            base + 14.0
         );
     }
-    for tick in [0.0, most / 2.0, most] {
-        let _ = write!(svg, "<text x={:.1} y={} text-anchor=middle>{}</text>", scale(tick), height - 4.0, tick.round());
+    for (j, (side, colour)) in sides.iter().enumerate() {
+        let t = &side["turns"];
+        let _ = write!(
+            svg,
+            "<text x=10 y={} fill={colour} style=\"fill:{colour}\">median {}, p10 {}, p90 {}</text>",
+            base + 34.0 + 14.0 * j as f64,
+            round(num(&t["median"])),
+            round(num(&t["p10"])),
+            round(num(&t["p90"]))
+        );
     }
-    chart("Turns to finish (median, p10–p90)", svg)
+    chart("Turns to finish (share of games)", svg)
 }
 
 /// Where a tracked field stood after each turn: the median as a line, p10–p90 as a band.
