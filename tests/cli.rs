@@ -1057,6 +1057,10 @@ fn a_failing_player_stops_its_games_and_the_others_go_on() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(report["players"][0]["error"].as_str().unwrap().contains("gave no input the pack reads"), "{report}");
     assert_eq!(report["players"][1]["games"], 2);
+    for games in ["0", "100001"] {
+        let (out, _) = simulate(&repo_root(), &["pirate", "--games", games]);
+        assert!(stderr(&out).contains(&format!("--games is 1 to 100000 per player, not {games}")), "{}", stderr(&out));
+    }
     let (out, _) = simulate(&repo_root(), &["pirate", "--games", "1", "--player", "nobody"]);
     assert!(
         stderr(&out).contains("pack `pirate` has no player `nobody` (players: flatterer, liar, rambler)"),

@@ -50,10 +50,14 @@ fn run(command: &str, url: &str, args: &[&str]) -> String {
     report
 }
 
+/// Batches of simulated games no bigger than an unoptimised build plays well within
+/// Schemathesis's 10 s wait for an answer (the default, 4,000 turns, is a release build's second).
+const BATCH: (&str, &str) = ("RULEWEAVE_SIMULATE_TURNS", "100");
+
 #[test]
 fn schemathesis_finds_the_api_as_documented() {
     let Some(command) = schemathesis() else { return };
-    let server = start(&support::repo_root(), "memory", &[]);
+    let server = start(&support::repo_root(), "memory", &[BATCH]);
     let report = run(&command, &server.url, &["--max-examples", "12"]);
     assert!(report.contains(&every_operation()), "every operation is tested:\n{report}");
     assert!(report.contains("Stateful"), "the stateful phase ran:\n{report}");
@@ -62,7 +66,7 @@ fn schemathesis_finds_the_api_as_documented() {
 #[test]
 fn schemathesis_finds_the_api_as_documented_behind_a_token() {
     let Some(command) = schemathesis() else { return };
-    let server = start(&support::repo_root(), "memory", &[("RULEWEAVE_TOKEN", "a-token-for-the-fuzzer")]);
+    let server = start(&support::repo_root(), "memory", &[("RULEWEAVE_TOKEN", "a-token-for-the-fuzzer"), BATCH]);
     // With the token, as a client would call it.
     let report =
         run(&command, &server.url, &["--max-examples", "4", "-H", "Authorization: Bearer a-token-for-the-fuzzer"]);

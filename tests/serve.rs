@@ -181,10 +181,20 @@ async fn a_simulation_is_the_same_on_either_replica_and_the_command_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_simulation_never_calls_the_operators_model() {
     let mock = MockLlm::start();
-    let server = start(&repo_root(), "memory", &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &mock.base_url)]);
+    let env = [("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &mock.base_url), ("RULEWEAVE_SIMULATE_TURNS", "50")];
+    let server = start(&repo_root(), "memory", &env);
     let (status, report) =
         post(&format!("{}/v1/packs/party/simulate", server.url), json!({"games": 2, "players": ["brave"]})).await;
     assert_eq!(status, StatusCode::OK, "{report}");
+    // The operator's bound on a batch: 3 games of up to 21 turns are more than its 50 turns.
+    let (status, refused) =
+        post(&format!("{}/v1/packs/party/simulate", server.url), json!({"games": 3, "players": ["brave"]})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        "3 games for each of 1 player of up to 21 turns is more than a server batch plays (50 turns): \
+         ask for at most 2 games, or run `ruleweave simulate`"
+    );
     assert_eq!(report["players"][0]["games"], 2, "{report}");
     assert_eq!(report["players"][0]["cost"]["median"], 0.0, "the stand-in is free: {report}");
     // A session on the same server does reach the model, so the server is wired to it.

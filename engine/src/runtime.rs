@@ -117,7 +117,7 @@ impl Runtime {
 }
 
 /// Answers for a pack with no stand-in when no provider is configured: every call fails, saying why.
-struct NoModel(String);
+pub(crate) struct NoModel(pub String);
 
 impl Provider for NoModel {
     fn name(&self) -> &str {

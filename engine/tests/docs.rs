@@ -11,10 +11,14 @@ fn reference() -> String {
         "# Host functions\n\n\
          Everything a script may do beyond pure computation. Generated from the table in\n\
          `engine/src/script/host/mod.rs` (`UPDATE_DOCS=1 cargo test --test engine docs::` rewrites this file).\n\n\
+         Scripts compile with full optimization: a call of a *pure* function (marked so below) whose\n\
+         arguments are all constants is worked out once, while the pack loads. Every other function\n\
+         reads the turn or something that changes, or does something, and runs each time.\n\n\
          | function | what it does |\n| --- | --- |\n",
     );
     for f in host_functions() {
-        out.push_str(&format!("| `{}` | {} |\n", f.signature.replace('|', "\\|"), f.doc.replace('|', "\\|")));
+        let pure = if f.volatile { "" } else { " *Pure.*" };
+        out.push_str(&format!("| `{}` | {}{pure} |\n", f.signature.replace('|', "\\|"), f.doc.replace('|', "\\|")));
     }
     out
 }

@@ -12,6 +12,7 @@
 //! turns_per_pack = 8             # turns of one pack running at once; more wait
 //! streams_per_client = 16        # event streams one client address keeps open (behind a
 //!                                # proxy every client shares its address: raise it there)
+//! simulate_turns = 4000          # the most turns one POST /v1/packs/{pack}/simulate plays
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -106,6 +107,7 @@ struct ServerSection {
     allowed_hosts: Option<Vec<String>>,
     turns_per_pack: Option<usize>,
     streams_per_client: Option<usize>,
+    simulate_turns: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -221,6 +223,8 @@ impl Config {
                 defaults.streams_per_client,
             )?
             .max(1),
+            simulate_turns: number("RULEWEAVE_SIMULATE_TURNS", file.server.simulate_turns, defaults.simulate_turns)?
+                .max(1),
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());

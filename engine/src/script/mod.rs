@@ -324,6 +324,9 @@ impl Sandbox {
             tracing::debug!(target: "ruleweave::script", pack = %pack, source = src.unwrap_or(""), %pos, "{s}")
         });
         host::register_all(&mut engine, &shared);
+        // A call whose arguments are constants is worked out once, while compiling, unless the
+        // function is volatile (see `host`'s documentation for which are).
+        engine.set_optimization_level(rhai::OptimizationLevel::Full);
         // A host function's error a script catches (`catch (e)`) reads as its message.
         engine.register_type_with_name::<Error>("Error");
         engine.register_fn("to_string", |e: &mut Error| e.to_string());

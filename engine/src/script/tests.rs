@@ -196,11 +196,74 @@ fn a_panic_under_allow_blocking_puts_the_flag_back() {
 #[test]
 fn a_panic_in_a_script_leaves_the_shared_state_unlocked() {
     let mut sb = sandbox(Limits::default());
-    sb.engine.register_fn("boom", || -> i64 { panic!("a bug in a host function") });
-    let f = func(&sb, "fn f() { this.a + boom() }", "f");
+    sb.engine.register_fn("boom", |_: i64| -> i64 { panic!("a bug in a host function") });
+    // Its argument is the state's, so the call happens when the script runs (a call with constant
+    // arguments is worked out while compiling).
+    let f = func(&sb, "fn f() { this.a + boom(this.a) }", "f");
     let mut state = crate::state::root(from_json(&serde_json::json!({"a": 1})).cast::<Map>());
     let panicked = std::panic::catch_unwind(AssertUnwindSafe(|| sb.call(&f, &mut state, (), None)));
     assert!(panicked.is_err());
     assert!(crate::state::Undo::default().rollback(&mut state), "the state's lock is not poisoned");
     assert_eq!(crate::value::to_json(&state), serde_json::json!({"a": 1}));
+}
+
+/// A tag for turn `turn` of session `id`: its own time, seed, options and input.
+fn turn_tag(id: &str, turn: u64, now: i64) -> CallTag {
+    let options = from_json(&serde_json::json!({"o": format!("option of {id}")})).cast::<Map>();
+    let input = from_json(&serde_json::json!({"message": format!("said in turn {turn}")})).cast::<Map>();
+    let provider = Arc::new(crate::runtime::NoModel("t".into()));
+    let ctx = crate::turn::TurnCtx::new(id.into(), turn, turn * 7919, now, options, input, provider, None);
+    CallTag::new(Arc::new(ctx), "node".into())
+}
+
+/// Pack scripts compile with full optimization, which works a call with constant arguments out
+/// while compiling. The engine here compiles with a turn at hand (a default tag, as if one had
+/// leaked into compilation), so any function that reads the turn and is not registered volatile
+/// would be frozen at that turn's value: every value must still be the running turn's, and every
+/// event emitted when the turn runs. A pure text function, by contrast, is worked out once.
+#[test]
+fn constant_folding_freezes_nothing_a_turn_changes() {
+    let mut sb = sandbox(Limits::default());
+    sb.engine.set_default_tag(Dynamic::from(turn_tag("compiled", 1, 111)));
+    let src = r#"fn f() {
+        emit("seen", #{n: 1});
+        log("a line");
+        warn("a warning");
+        [now(), turn_number(), session_id(), option("o"), input()["message"], random_int(0, 1000000000),
+         random(), pick([1, 2, 3, 4, 5, 6, 7, 8, 9]), shuffle([1, 2, 3, 4, 5, 6, 7, 8, 9]), similarity_kind(),
+         similarity("a cat sat", "a dog ran"), tokens_spent(), last_call()]
+    }"#;
+    let f = func(&sb, src, "f");
+    let run = |tag: CallTag| {
+        let mut state = from_json(&serde_json::json!({})).into_read_only();
+        let v = crate::value::to_json(&sb.call(&f, &mut state, (), Some(tag.clone())).unwrap());
+        let events: Vec<String> = tag.turn.take().events.iter().map(|e| format!("{e:?}")).collect();
+        (v, events)
+    };
+    let (compiled, _) = run(turn_tag("compiled", 1, 111));
+    let (a, events) = run(turn_tag("played", 2, 222));
+    let (b, _) = run(turn_tag("played", 3, 333));
+    let first = |v: &serde_json::Value| serde_json::Value::from(v.as_array().unwrap()[..5].to_vec());
+    assert_eq!(first(&a), serde_json::json!([222, 2, "played", "option of played", "said in turn 2"]));
+    assert_eq!(first(&b), serde_json::json!([333, 3, "played", "option of played", "said in turn 3"]));
+    for i in 5..9 {
+        assert!(a[i] != compiled[i] || b[i] != compiled[i], "randomness #{i} frozen: {a} {b} {compiled}");
+    }
+    assert!(events.iter().any(|e| e.contains("seen")), "emit ran in the turn: {events:?}");
+    assert_eq!(events.iter().filter(|e| e.contains("a line") || e.contains("a warning")).count(), 2, "{events:?}");
+    // With a selection's embeddings, similarity is the vectors', not the words' the compile saw.
+    let mut tag = turn_tag("played", 4, 444);
+    let mut vectors = crate::text::Embeddings::new("m");
+    vectors.insert("a cat sat", Arc::from([1.0f32, 0.0]));
+    vectors.insert("a dog ran", Arc::from([1.0f32, 0.0]));
+    tag.embeddings = Some(Arc::new(vectors));
+    let (c, _) = run(tag);
+    assert_eq!((&c[9], &compiled[9]), (&serde_json::json!("embedding"), &serde_json::json!("lexical")), "{c}");
+    assert_eq!(c[10], serde_json::json!(1.0), "the vectors' similarity: {c}");
+    assert_ne!(compiled[10], serde_json::json!(1.0), "the words' similarity differs: {compiled}");
+
+    // A pure function with constant arguments is worked out while compiling: its call is gone.
+    let folded = sb.compile("scripts/t/pure.rhai", r#"fn f() { fold("ÀBÇ") }"#).unwrap();
+    let body = format!("{:?}", folded.ast);
+    assert!(!body.contains("\"fold\"") && body.contains("\"abc\""), "{body}");
 }

@@ -15,7 +15,7 @@ use crate::simulate::{Plan, Rules};
 pub struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
-    /// Games per player.
+    /// Games per player (at most 100,000).
     #[arg(long, default_value_t = 100)]
     games: u32,
     /// A player to play (repeatable; the pack's scripted players when none is named):
@@ -48,9 +48,13 @@ pub struct Args {
     against: Option<std::path::PathBuf>,
 }
 
+/// The most games per player one run plays: every game's result is held until the report, and a
+/// hundred thousand games of the largest pack is as much as a laptop should be asked for.
+const MOST_GAMES: u32 = 100_000;
+
 pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
-    if args.games == 0 {
-        bail!("--games is at least 1");
+    if !(1..=MOST_GAMES).contains(&args.games) {
+        bail!("--games is 1 to {MOST_GAMES} per player, not {}", args.games);
     }
     let config = crate::config::Config::load(root)?;
     // Recorded games go to the configured store; otherwise nothing outlives the run.

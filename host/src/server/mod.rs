@@ -54,6 +54,9 @@ pub struct Settings {
     /// Event streams (`/v1/events`, `/v1/sessions/{id}/events`) one client address keeps open at
     /// once; more are refused (429), so one client's idle streams cannot fill `max_connections`.
     pub streams_per_client: usize,
+    /// The most turns one batch of simulated games plays (games × players × the pack's turn cap):
+    /// how much CPU one click of the console's Simulate may take.
+    pub simulate_turns: usize,
 }
 
 impl Default for Settings {
@@ -67,6 +70,7 @@ impl Default for Settings {
             allowed_hosts: Vec::new(),
             turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             streams_per_client: 16,
+            simulate_turns: 4_000,
         }
     }
 }

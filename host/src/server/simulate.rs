@@ -21,16 +21,13 @@ use crate::simulate::{Plan, Report, Rules};
 
 /// The most games per player one request may ask for.
 pub const MOST_GAMES: u32 = 200;
-/// The most turns one request may play (games × players × the pack's turn cap): a batch takes
-/// a second or two of one core, whatever the pack.
-pub const MOST_TURNS: u64 = 4_000;
 
 /// A batch of games to play.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewSimulation {
-    /// Games per player, 1 to 200 (default 20), and at most 4,000 turns in all (games × players ×
-    /// the pack's turn cap).
+    /// Games per player, 1 to 200 (default 20), and at most the server's `simulate_turns` (4,000
+    /// by default) turns in all: games × players × the pack's turn cap.
     #[serde(default)]
     #[schema(minimum = 1, maximum = 200)]
     games: Option<u32>,
@@ -87,6 +84,9 @@ pub async fn simulate(
         ));
     };
     let root = s.engine.root().to_path_buf();
+    // The most turns a batch plays (games × players × the pack's turn cap): a second or two of one
+    // core at the default 4,000.
+    let most_turns = s.settings.simulate_turns as u64;
     let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
     let report = ruleweave::blocking::run_async(move || async move {
         let engine = crate::simulate::standin_engine(&root).await?;
@@ -96,12 +96,15 @@ pub async fn simulate(
             crate::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;
         let spec = pack.simulate().clone();
         let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
-        if turns > MOST_TURNS {
-            let most = MOST_TURNS / (players.len() as u64 * u64::from(spec.max_turns.max(1)));
+        if turns > most_turns {
+            let most = most_turns / (players.len() as u64 * u64::from(spec.max_turns.max(1)));
             return Err(unprocessable(format!(
-                "{games} games for each of {} players of up to {} turns is more than a server batch plays \
-                 ({MOST_TURNS} turns): ask for at most {most} games, or run `ruleweave simulate`",
-                players.len(),
+                "{games} games for each of {} of up to {} turns is more than a server batch plays \
+                 ({most_turns} turns): ask for at most {most} games, or run `ruleweave simulate`",
+                match players.len() {
+                    1 => "1 player".to_owned(),
+                    n => format!("{n} players"),
+                },
                 spec.max_turns
             )));
         }

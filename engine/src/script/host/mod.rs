@@ -3,10 +3,20 @@
 //!
 //! Functions that need the running turn (input, options, randomness, events, models) find it in the
 //! call's tag; outside a turn (while a library loads) they fail with a message saying so.
+//!
+//! Pack scripts compile with Rhai's `OptimizationLevel::Full`, which calls a function whose
+//! arguments are all constants while compiling and keeps the result. So each function says
+//! whether it is `volatile`: one that reads the turn or anything that changes (input, options,
+//! params, time, randomness, counters, models, embeddings), has a side effect (events, logs) or
+//! takes the call's context is registered as volatile and never folded; the rest (text, JSON,
+//! numbers) depend on their arguments alone, and a constant call of one is worked out once.
 
 use std::sync::Arc;
 
-use rhai::{Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, Map, NativeCallContext};
+use rhai::{
+    Array, Dynamic, Engine, EvalAltResult, FLOAT, FuncRegistration, INT, ImmutableString, Map, NativeCallContext,
+    RhaiNativeFunc, Variant,
+};
 
 use crate::event::Event;
 use crate::llm::Message;
@@ -60,7 +70,27 @@ pub struct HostFn {
     pub signature: &'static str,
     /// What it does.
     pub doc: &'static str,
-    register: fn(&mut Engine, &Arc<HostShared>),
+    /// Whether a call may give another result for the same arguments, or does something: never
+    /// worked out while compiling (see the module's documentation).
+    pub volatile: bool,
+    register: fn(&mut Reg<'_>, &Arc<HostShared>),
+}
+
+/// Where a host function registers its overloads: the engine, with the function's volatility.
+struct Reg<'a> {
+    engine: &'a mut Engine,
+    volatile: bool,
+}
+
+impl Reg<'_> {
+    fn register_fn<A: 'static, const N: usize, const X: bool, R: Variant + Clone, const F: bool>(
+        &mut self,
+        name: &str,
+        func: impl RhaiNativeFunc<A, N, X, R, F> + Send + Sync + 'static,
+    ) -> &mut Self {
+        FuncRegistration::new(name).with_volatility(self.volatile).register_into_engine(self.engine, func);
+        self
+    }
 }
 
 /// Every host function, in the order the reference lists them.
@@ -70,7 +100,7 @@ pub fn host_functions() -> &'static [HostFn] {
 
 pub(crate) fn register_all(engine: &mut Engine, shared: &Arc<HostShared>) {
     for f in HOST_FUNCTIONS {
-        (f.register)(engine, shared);
+        (f.register)(&mut Reg { engine, volatile: f.volatile }, shared);
     }
 }
 
@@ -102,6 +132,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- the turn -------------------------------------------------------------------------
     HostFn {
         name: "input",
+        volatile: true,
         signature: "input() -> map",
         doc: "This turn's input, as the pack's `input:` section declares it.",
         register: |e, _| {
@@ -110,6 +141,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "option",
+        volatile: true,
         signature: "option(name: string) -> value",
         doc: "The session's value of an option (`option(\"difficulty\")`).",
         register: |e, _| {
@@ -125,6 +157,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "param",
+        volatile: true,
         signature: "param(name: string) -> value",
         doc: "A parameter from the pack's `params:` section (`param(\"thresholds\")`).",
         register: |e, shared| {
@@ -139,6 +172,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "session_id",
+        volatile: true,
         signature: "session_id() -> string",
         doc: "The id of the running session.",
         register: |e, _| {
@@ -149,6 +183,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "turn_number",
+        volatile: true,
         signature: "turn_number() -> int",
         doc: "The number of the running turn: 1 for a session's first turn, 0 while a session opens.",
         register: |e, _| {
@@ -157,6 +192,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "now",
+        volatile: true,
         signature: "now() -> int",
         doc: "When the turn began, in unix milliseconds: the same for every call in a turn, recorded \
               with the turn so a replay sees the same time.",
@@ -167,6 +203,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- prompts and models ---------------------------------------------------------------
     HostFn {
         name: "render",
+        volatile: true,
         signature: "render(template: string, vars: map) -> string",
         doc: "Renders `prompts/<pack>/<template>` with `vars` at the top level, plus `params`, \
               `options` and `input`. State fields are not visible unless passed in `vars`.",
@@ -185,6 +222,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "llm",
+        volatile: true,
         signature: "llm(profile: string, prompt: string) -> string",
         doc: "Asks the profile's model with `prompt` as the user message and returns its reply. A \
               script that calls a model runs on a thread that may wait; call it by name (a call \
@@ -198,6 +236,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "llm_json",
+        volatile: true,
         signature: "llm_json(profile: string, prompt: string) -> value",
         doc: "Like `llm`, and parses the reply as JSON (fenced or surrounded by prose); throws when \
               the reply holds no valid JSON, so a caller can fall back.",
@@ -214,6 +253,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "llm_chat",
+        volatile: true,
         signature: "llm_chat(profile: string, messages: array [, settings: map]) -> string",
         doc: "Asks the profile's model with a whole conversation: an array of `#{role, content}` \
               with roles `system`, `user`, `assistant`. `settings` replaces some of the profile's for \
@@ -238,6 +278,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "last_call",
+        volatile: true,
         signature: "last_call() -> map",
         doc: "The last model call the running node made in this turn: `#{model, provider, prompt_tokens, \
               completion_tokens, latency_ms, attempts}` (`()` before any), to record what a reply cost.",
@@ -259,6 +300,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "search",
+        volatile: true,
         signature: "search(query: string [, max_results: int]) -> array",
         doc: "Searches the web (Tavily with `TAVILY_API_KEY`, else the pack's `search_standin:`): \
               `[#{title, url, content, score}]`, at most `max_results` (default 5, at most 20). Timed \
@@ -274,6 +316,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "tokens_spent",
+        volatile: true,
         signature: "tokens_spent() -> map",
         doc: "The tokens this turn's model calls have spent so far, per node: `#{node: #{calls, \
               prompt_tokens, completion_tokens}}` (a map node's items counted together; the stand-in's \
@@ -297,6 +340,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- JSON Schemas -----------------------------------------------------------------------
     HostFn {
         name: "schema_errors",
+        volatile: false,
         signature: "schema_errors(schema: string, value) -> array",
         doc: "What is wrong with `value` against one of the pack's `schemas:`, one string per \
               problem (`/scenes/0/mechanics: [] has less than 1 item`); empty when it is valid.",
@@ -310,6 +354,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "with_defaults",
+        volatile: false,
         signature: "with_defaults(schema: string, value) -> value",
         doc: "`value` with the `default` of every property the schema gives one and `value` leaves \
               out filled in, at every depth (what a model's reply to that schema gets before `then`).",
@@ -326,6 +371,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- data tables ----------------------------------------------------------------------
     HostFn {
         name: "query",
+        volatile: true,
         signature: "query(table: string, query: map) -> array",
         doc: "Rows of one of the pack's `data:` tables, as maps (counters included): `#{where: \
               #{field: value, field: #{between: [lo, hi]}, field: #{in: [...]}, field: #{not_in: \
@@ -344,6 +390,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "count",
+        volatile: true,
         signature: "count(table: string, key: string [, counter: string, by: int])",
         doc: "Adds 1 (or `by`) to a row's counter (the table's first, or `counter`), shared by every \
               session of the pack: counted when the turn commits, never when it is undone.",
@@ -364,6 +411,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- text -----------------------------------------------------------------------------
     HostFn {
         name: "fold",
+        volatile: false,
         signature: "fold(text: string) -> string",
         doc: "Lowercase without diacritics: `fold(\"Załoga\") == \"zaloga\"`.",
         register: |e, _| {
@@ -372,6 +420,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "words",
+        volatile: false,
         signature: "words(text: string [, min_chars: int]) -> array",
         doc: "The folded words of `text` (runs of letters and digits); with `min_chars`, only the words \
               that long or longer.",
@@ -390,6 +439,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "words_without",
+        volatile: false,
         signature: "words_without(text: string, skip: string | array) -> string",
         doc: "The folded words of `text` but those of `skip` (a text, or a list of words), joined by \
               spaces: `words_without(\"What else about oat milk?\", \"oat milk\")` is `\"what else about\"`.",
@@ -408,6 +458,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "distinct",
+        volatile: false,
         signature: "distinct(list: array) -> array",
         doc: "The items of `list` without repeats, in the order they first appear.",
         register: |e, _| {
@@ -426,6 +477,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "word_count",
+        volatile: false,
         signature: "word_count(text: string) -> int",
         doc: "How many whitespace-separated words `text` has.",
         register: |e, _| {
@@ -434,6 +486,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "truncate_words",
+        volatile: false,
         signature: "truncate_words(text: string, limit: int) -> string",
         doc: "The first `limit` words of `text`.",
         register: |e, _| {
@@ -442,6 +495,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "labelled",
+        volatile: false,
         signature: "labelled(text: string, label: string) -> array",
         doc: "What follows `label` on each line of `text` that starts with it, in order: \
               `labelled(prompt, \"Player: \")` is every line a transcript gives the player. How a stand-in \
@@ -457,6 +511,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "keywords_found",
+        volatile: false,
         signature: "keywords_found(text: string, table: string | map) -> array",
         doc: "The names in a keyword table (a map of name → list of keywords, or the name of a \
               parameter holding one) with a keyword in `text`, in alphabetical order. Matching ignores case \
@@ -496,6 +551,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "contains_any",
+        volatile: false,
         signature: "contains_any(text: string, phrases: array | string) -> bool",
         doc: "Whether any phrase (a list, or the name of a parameter holding one) occurs in `text`, \
               ignoring case and diacritics, at the start of a word.",
@@ -514,6 +570,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "matches",
+        volatile: false,
         signature: "matches(text: string, pattern: string) -> bool",
         doc: "Whether the regular expression `pattern` (case-insensitive, linear-time) matches `text`.",
         register: |e, shared| {
@@ -523,6 +580,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "after_match",
+        volatile: false,
         signature: "after_match(text: string, pattern: string) -> string | ()",
         doc: "What follows the first match of the regular expression `pattern` (case-insensitive) in `text`, or `()` \
               when it does not match: `after_match(\"**Phase 3: Refinement:** Friends\", \"refinement[*:\\\\s]*\")` is \
@@ -536,6 +594,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "matches_any",
+        volatile: false,
         signature: "matches_any(text: string, patterns: array | string) -> bool",
         doc: "Whether any of the patterns (a list, or the name of a parameter holding one) matches.",
         register: |e, shared| {
@@ -556,6 +615,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "similarity",
+        volatile: true,
         signature: "similarity(a: string, b: string) -> float",
         doc: "Similarity in [0, 1]. Lexical (the cosine of the two texts' folded word counts), except \
               in the scorers of a selector with `similarity:` embeddings: there two texts that both \
@@ -568,6 +628,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "max_similarity",
+        volatile: true,
         signature: "max_similarity(text: string, others: array) -> float",
         doc: "The highest `similarity` of `text` to any of `others` (0.0 when there are none): is this \
               what was said before?",
@@ -584,6 +645,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "max_similarity_to_earlier",
+        volatile: true,
         signature: "max_similarity_to_earlier(texts: array) -> array",
         doc: "For each of `texts`, its highest `similarity` to any text before it (0.0 for the first): \
               `max_similarity(texts[i], texts.extract(0, i))` for every i, each text read once. How much \
@@ -605,6 +667,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "similarity_kind",
+        volatile: true,
         signature: "similarity_kind() -> string",
         doc: "`\"embedding\"` while a selector's scorers run with embeddings (`similarity:` on, and the \
               call succeeded), else `\"lexical\"`: the two have different scales, so a threshold can \
@@ -617,6 +680,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "parse_json",
+        volatile: false,
         signature: "parse_json(text: string) -> value",
         doc: "Parses JSON (also inside a ```json fence or surrounded by prose); throws when there is none.",
         register: |e, _| {
@@ -627,6 +691,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "to_json",
+        volatile: false,
         signature: "to_json(value) -> string",
         doc: "The value as compact JSON.",
         register: |e, _| {
@@ -635,6 +700,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "hash",
+        volatile: false,
         signature: "hash(text: string) -> int",
         doc: "A stable hash of `text` (the same on every machine and version), for deterministic \
               choices such as a stand-in model's.",
@@ -644,6 +710,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "decimals",
+        volatile: false,
         signature: "decimals(x: number, digits: int) -> string",
         doc: "`x` with at most `digits` decimals, as people read it: `decimals(0.6454972, 2)` is \"0.65\", \
               `decimals(2.0, 2)` is \"2\" (for reasons and messages; a number in the state stays whole).",
@@ -654,6 +721,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "clamp",
+        volatile: false,
         signature: "clamp(x: number, lo: number, hi: number) -> number",
         doc: "`x` limited to [lo, hi].",
         register: |e, _| {
@@ -665,6 +733,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- randomness (seeded per session and turn, so replays repeat it) --------------------
     HostFn {
         name: "random",
+        volatile: true,
         signature: "random() -> float",
         doc: "A random float in [0, 1), from the session's seeded generator.",
         register: |e, _| {
@@ -673,6 +742,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "random_int",
+        volatile: true,
         signature: "random_int(lo: int, hi: int) -> int",
         doc: "A random integer in [lo, hi], from the session's seeded generator.",
         register: |e, _| {
@@ -689,6 +759,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "pick",
+        volatile: true,
         signature: "pick(list: array) -> value",
         doc: "A random item of `list` (throws on an empty list).",
         register: |e, _| {
@@ -704,6 +775,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "shuffle",
+        volatile: true,
         signature: "shuffle(list: array) -> array",
         doc: "The items of `list` in random order.",
         register: |e, _| {
@@ -721,6 +793,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     // ---- events and logging ---------------------------------------------------------------
     HostFn {
         name: "emit",
+        volatile: true,
         signature: "emit(name: string, data)",
         doc: "Emits a custom event with the turn's events (shown by `run`, streamed by the server).",
         register: |e, _| {
@@ -738,6 +811,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "log",
+        volatile: true,
         signature: "log(message: string)",
         doc: "Logs a message (tracing at info level, and a `log` event).",
         register: |e, _| {
@@ -752,6 +826,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "warn",
+        volatile: true,
         signature: "warn(message: string)",
         doc: "Logs a warning (tracing at warn level, and a `log` event).",
         register: |e, _| {
@@ -766,6 +841,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
     },
     HostFn {
         name: "refuse",
+        volatile: true,
         signature: "refuse(message: string)",
         doc: "Refuses the turn's input (or the session's options, in `init`): the turn fails as invalid input \
               with `message` (HTTP 422), not as a script error, and nothing changes.",
