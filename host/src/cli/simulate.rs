@@ -138,7 +138,7 @@ fn progress(wanted: bool, games: u64) -> ProgressBar {
         bar.set_draw_target(ProgressDrawTarget::hidden());
     }
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} games, {per_sec}, {eta} left")
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} games, {eta} left")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
