@@ -807,6 +807,21 @@ fn simulate(root: &std::path::Path, args: &[&str]) -> (std::process::Output, Val
     (out, report)
 }
 
+/// `simulate pirate ARGS --json` in `root` against the model server, with `prices` as the
+/// root's `ruleweave.toml`: the report.
+fn simulate_priced(root: &std::path::Path, mock: &MockLlm, prices: &str, args: &[&str]) -> Value {
+    std::fs::write(root.join("ruleweave.toml"), prices).unwrap();
+    let out = ruleweave(root)
+        .args(["simulate", "pirate", "--json"])
+        .args(args)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn share(report: &Value, player: &str, outcome: &str) -> f64 {
     let p = report["players"].as_array().unwrap().iter().find(|p| p["name"] == player).unwrap();
     p["outcomes"][outcome]["share"].as_f64().unwrap_or(0.0)
@@ -949,18 +964,8 @@ fn simulate_records_its_games_and_reports_the_same_at_any_jobs() {
 fn simulate_counts_the_tokens_a_game_spent_and_prices_them() {
     let mock = MockLlm::start();
     let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
-    let run = |prices: &str| {
-        std::fs::write(root.path().join("ruleweave.toml"), prices).unwrap();
-        let out = ruleweave(root.path())
-            .args(["simulate", "pirate", "--games", "2", "--player", "liar", "--set", "difficulty=easy", "--json"])
-            .env("OPENAI_API_KEY", "sk-test")
-            .env("OPENAI_BASE_URL", &mock.base_url)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
-        report["players"][0].clone()
-    };
+    let args = ["--games", "2", "--player", "liar", "--set", "difficulty=easy"];
+    let run = |prices: &str| simulate_priced(root.path(), &mock, prices, &args)["players"][0].clone();
     // The judge (gpt-4o-mini) and the easy captain (gpt-3.5-turbo) each get 11 prompt and 7
     // completion tokens a call from this server, one call each a turn; the judge's 10 never
     // lets the liar win, so every game runs its 20 turns.
@@ -984,16 +989,8 @@ fn simulate_counts_the_tokens_a_game_spent_and_prices_them() {
 fn simulate_lets_a_model_play_through_its_persona() {
     let mock = MockLlm::start();
     let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
-    std::fs::write(root.path().join("ruleweave.toml"), "[prices]\n\"gpt-4o-mini\" = { input = 0.15, output = 0.60 }\n")
-        .unwrap();
-    let out = ruleweave(root.path())
-        .args(["simulate", "pirate", "--games", "1", "--player", "model:smuggler", "--json"])
-        .env("OPENAI_API_KEY", "sk-test")
-        .env("OPENAI_BASE_URL", &mock.base_url)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prices = "[prices]\n\"gpt-4o-mini\" = { input = 0.15, output = 0.60 }\n";
+    let report = simulate_priced(root.path(), &mock, prices, &["--games", "1", "--player", "model:smuggler"]);
     let smuggler = &report["players"][0];
     assert_eq!((&smuggler["name"], &smuggler["games"]), (&json!("model:smuggler"), &json!(1)), "{report}");
     // The player's requests: its profile's model and temperature, its persona, the captain's words.

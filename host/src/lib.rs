@@ -4,5 +4,6 @@
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
+mod input;
 pub mod server;
 pub mod simulate;

@@ -204,13 +204,3 @@ fn model_banner(engine: &Engine, pack: &Pack) -> String {
 fn parse_value(text: &str) -> Result<Value> {
     serde_saphyr::from_str::<Value>(text).map_err(|e| anyhow::anyhow!("{}", e.without_snippet()))
 }
-
-/// A turn input from a value: a map as it is, a typed line through the session's pack (see
-/// [`Session::input_from_text`]).
-pub(crate) fn turn_input(session: &ruleweave::Session, v: Value) -> Result<Value> {
-    match v {
-        Value::Object(_) => Ok(v),
-        Value::String(s) => Ok(session.input_from_text(&s)?),
-        other => bail!("an input is a map of fields (or a string), not {other}"),
-    }
-}

@@ -220,7 +220,7 @@ impl Console<'_> {
         let input = if text.starts_with('{') {
             super::parse_value(text)
         } else {
-            super::turn_input(&self.session, Value::String(text.to_owned()))
+            crate::input::turn_input(&self.session, Value::String(text.to_owned()))
         };
         match input {
             Ok(i) => self.play_input(i),

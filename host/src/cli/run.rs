@@ -55,7 +55,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     let mut failed = false;
     for item in inputs {
         let number = session.turns() + 1;
-        let line = match super::turn_input(&session, item) {
+        let line = match crate::input::turn_input(&session, item) {
             Err(e) => {
                 failed = true;
                 json!({"turn": number, "error": {"code": "invalid_input", "message": format!("{e:#}")}})

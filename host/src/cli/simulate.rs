@@ -7,9 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::{Value, json};
 
-use crate::simulate::{Plan, Rules};
+use crate::simulate::{Plan, PlayerReport, Report, Rules, Spread};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -115,7 +114,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     if args.json {
         println!("{json}");
     } else {
-        print_table(&json);
+        print_table(&report);
         if args.record {
             let first = plan.game_id(players[0].name(), 0);
             println!(
@@ -147,81 +146,52 @@ fn progress(wanted: bool, games: u64) -> ProgressBar {
 
 /// The report for a person: per player, each outcome's share and interval, the turns, the
 /// tracked numbers; with a comparison, the other copy's the same way and the differences.
-fn print_table(report: &Value) {
-    print_players(&report["players"]);
-    let against = &report["against"];
-    if against.is_null() {
-        return;
-    }
-    let root = against["root"].as_str().unwrap_or("");
+fn print_table(report: &Report) {
+    print_players(&report.players);
+    let Some(against) = &report.against else { return };
+    let root = &against.root;
     println!("\nagainst {root}");
-    print_players(&against["players"]);
+    print_players(&against.players);
     println!("\ndifferences (these rules − {root}), 95% intervals");
-    let pct = |v: &Value| ruleweave::text::decimals(v.as_f64().unwrap_or(0.0) * 100.0, 1);
-    for d in against["differences"].as_array().into_iter().flatten() {
-        let sign = if d["delta"].as_f64().unwrap_or(0.0) > 0.0 { "+" } else { "" };
+    let pct = |x: f64| ruleweave::text::decimals(x * 100.0, 1);
+    for d in &against.differences {
+        let sign = if d.delta > 0.0 { "+" } else { "" };
         println!(
             "  {:<12} {:<20} {:>6} points  ({}–{})  {}",
-            d["player"].as_str().unwrap_or(""),
-            d["outcome"].as_str().unwrap_or(""),
-            format!("{sign}{}", pct(&d["delta"])),
-            pct(&d["low"]),
-            pct(&d["high"]),
-            if d["beyond_noise"] == true { "beyond noise" } else { "within noise" }
+            d.player,
+            d.outcome,
+            format!("{sign}{}", pct(d.delta)),
+            pct(d.low),
+            pct(d.high),
+            if d.beyond_noise { "beyond noise" } else { "within noise" }
         );
     }
 }
 
 /// Each player's games, as a table.
-fn print_players(players: &Value) {
-    let round = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
-    for p in players.as_array().into_iter().flatten() {
-        println!("{} ({} games)", p["name"].as_str().unwrap_or(""), p["games"]);
-        if let Some(e) = p["error"].as_str() {
+fn print_players(players: &[PlayerReport]) {
+    let round = |x: Option<f64>| x.map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
+    let spread = |label: &str, s: &Spread, show: &dyn Fn(Option<f64>) -> String| {
+        println!("  {label:<20} median {}, p10 {}, p90 {}", show(s.median), show(s.p10), show(s.p90));
+    };
+    for p in players {
+        println!("{} ({} games)", p.name, p.games);
+        if let Some(e) = &p.error {
             println!("  stopped: {e}");
         }
-        for (outcome, s) in p["outcomes"].as_object().into_iter().flatten() {
-            println!(
-                "  {outcome:<20} {:>6}%  (95%: {}–{}%)",
-                round(&json!(s["share"].as_f64().unwrap_or(0.0) * 100.0)),
-                round(&json!(s["low"].as_f64().unwrap_or(0.0) * 100.0)),
-                round(&json!(s["high"].as_f64().unwrap_or(0.0) * 100.0))
-            );
+        for (outcome, s) in &p.outcomes {
+            let pct = |x: f64| round(Some(x * 100.0));
+            println!("  {outcome:<20} {:>6}%  (95%: {}–{}%)", pct(s.share), pct(s.low), pct(s.high));
         }
-        let t = &p["turns"];
-        println!(
-            "  turns                median {}, p10 {}, p90 {}",
-            round(&t["median"]),
-            round(&t["p10"]),
-            round(&t["p90"])
-        );
-        for (field, s) in p["track"].as_object().into_iter().flatten() {
-            println!(
-                "  {field:<20} median {}, p10 {}, p90 {}",
-                round(&s["median"]),
-                round(&s["p10"]),
-                round(&s["p90"])
-            );
+        spread("turns", &p.turns, &round);
+        for (field, s) in &p.track {
+            spread(field, &s.end, &round);
         }
-        let t = &p["tokens"];
-        println!(
-            "  tokens per game      median {}, p10 {}, p90 {}",
-            round(&t["median"]),
-            round(&t["p10"]),
-            round(&t["p90"])
-        );
-        let c = &p["cost"];
-        if let Some(models) = p["unpriced"].as_array() {
-            let names: Vec<&str> = models.iter().filter_map(Value::as_str).collect();
-            println!("  cost per game        unknown: no price for {} in [prices]", names.join(", "));
-        } else if !c.is_null() {
-            let money = |v: &Value| v.as_f64().map_or("-".to_owned(), |x| format!("{x:.4}"));
-            println!(
-                "  cost per game        median {}, p10 {}, p90 {}",
-                money(&c["median"]),
-                money(&c["p10"]),
-                money(&c["p90"])
-            );
+        spread("tokens per game", &p.tokens, &round);
+        if !p.unpriced.is_empty() {
+            println!("  cost per game        unknown: no price for {} in [prices]", p.unpriced.join(", "));
+        } else if let Some(c) = &p.cost {
+            spread("cost per game", c, &|x| x.map_or("-".to_owned(), |x| format!("{x:.4}")));
         }
     }
 }

@@ -4,9 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Extension, FromRequest, FromRequestParts, Path, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
@@ -15,7 +13,6 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::{self, Stream};
 use ruleweave::{Event, EventSink, LiveSession, TurnResult};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -24,42 +21,11 @@ use super::body::{
     PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
     StreamErrorDetail, TurnBody,
 };
+pub use super::extract::{Body, SessionId};
 use super::listen::Peer;
 use super::{ApiError, Shared, StreamSlot};
 
 type ApiResult<T> = Result<T, ApiError>;
-
-/// A JSON body whose rejections are API errors (JSON bodies, 400/413/415/422).
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(r) => Err(ApiError::from(r as JsonRejection)),
-        }
-    }
-}
-
-/// A session id from the path, whose rejections are API errors too (`%ff` is no id).
-pub struct SessionId(pub String);
-
-impl<S: Send + Sync> FromRequestParts<S> for SessionId {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        match Path::<String>::from_request_parts(parts, state).await {
-            Ok(Path(id)) => Ok(SessionId(id)),
-            Err(r) => Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                format!("the session id in the path is not valid: {}", r.body_text()),
-            )),
-        }
-    }
-}
 
 /// A new session: the pack it plays and the options it opens with.
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -476,3 +476,58 @@ pub struct StreamErrorDetail {
     /// What happened, in words.
     pub message: String,
 }
+
+// ---- the chat face's requests ---------------------------------------------------------------
+
+/// A chat completion request, in OpenAI's shape: the model names a pack (and options), the
+/// messages are the conversation so far. Other fields of OpenAI's request are accepted and
+/// ignored (a game's rules, not the request, set temperature and the like).
+#[derive(serde::Deserialize, ToSchema)]
+pub struct ChatRequest {
+    /// A pack, with options (`debate:strict`; see `GET /v1/models`).
+    pub(super) model: String,
+    /// The conversation: `system`, `developer`, `user` and `assistant` messages.
+    pub(super) messages: Vec<Message>,
+    /// Stream the reply as chunks.
+    #[serde(default)]
+    pub(super) stream: Option<bool>,
+    /// With `include_usage`, the last chunk carries the usage.
+    #[serde(default)]
+    pub(super) stream_options: Option<StreamOptions>,
+    /// Options of the pack, by name, beside those the model names.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub(super) metadata: Option<serde_json::Map<String, Value>>,
+    /// How many replies: 1 (a turn has one).
+    #[serde(default)]
+    pub(super) n: Option<u32>,
+}
+
+/// One message of a conversation.
+#[derive(serde::Deserialize, ToSchema)]
+pub struct Message {
+    /// `system`, `developer`, `user` or `assistant`.
+    pub(super) role: String,
+    /// Its text, or a list of parts whose text parts are read.
+    #[serde(default)]
+    #[schema(schema_with = message_content)]
+    pub(super) content: Value,
+}
+
+/// A message's content as a schema: text, or OpenAI's list of content parts.
+fn message_content() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::Object)))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .into()
+}
+
+/// How a streamed reply ends.
+#[derive(serde::Deserialize, Default, ToSchema)]
+pub struct StreamOptions {
+    /// The last chunk carries the usage.
+    #[serde(default)]
+    pub(super) include_usage: bool,
+}

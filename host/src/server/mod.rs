@@ -7,6 +7,7 @@
 mod api;
 mod body;
 mod error;
+mod extract;
 mod listen;
 mod metrics;
 mod openai;

@@ -24,15 +24,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use ruleweave::{ErrorKind, LiveSession, Opening, OpeningKind, Pack, Session, TurnResult};
-use serde::Deserialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::api::{Body, on_turn_thread};
 use super::body::{
-    self, AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatSession, ChunkChoice, Delta, ErrorBody,
-    ModelEntry, ModelList,
+    self, AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatRequest, ChatSession, ChunkChoice, Delta,
+    ErrorBody, ModelEntry, ModelList,
 };
 use super::{ApiError, Shared};
 
@@ -44,59 +43,6 @@ const SESSION_HEADER: &str = "x-ruleweave-session";
 /// The most turns one request plays to catch up with a conversation the store has no record of
 /// (or whose end it lost): each is a full turn with its model calls.
 const MAX_CATCH_UP: usize = 16;
-
-/// A chat completion request, in OpenAI's shape: the model names a pack (and options), the
-/// messages are the conversation so far. Other fields of OpenAI's request are accepted and
-/// ignored (a game's rules, not the request, set temperature and the like).
-#[derive(Deserialize, utoipa::ToSchema)]
-pub struct ChatRequest {
-    /// A pack, with options (`debate:strict`; see `GET /v1/models`).
-    model: String,
-    /// The conversation: `system`, `developer`, `user` and `assistant` messages.
-    messages: Vec<Message>,
-    /// Stream the reply as chunks.
-    #[serde(default)]
-    stream: Option<bool>,
-    /// With `include_usage`, the last chunk carries the usage.
-    #[serde(default)]
-    stream_options: Option<StreamOptions>,
-    /// Options of the pack, by name, beside those the model names.
-    #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    metadata: Option<serde_json::Map<String, Value>>,
-    /// How many replies: 1 (a turn has one).
-    #[serde(default)]
-    n: Option<u32>,
-}
-
-/// One message of a conversation.
-#[derive(Deserialize, utoipa::ToSchema)]
-pub struct Message {
-    /// `system`, `developer`, `user` or `assistant`.
-    role: String,
-    /// Its text, or a list of parts whose text parts are read.
-    #[serde(default)]
-    #[schema(schema_with = message_content)]
-    content: Value,
-}
-
-/// A message's content as a schema: text, or OpenAI's list of content parts.
-fn message_content() -> utoipa::openapi::schema::Schema {
-    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
-    OneOfBuilder::new()
-        .item(ObjectBuilder::new().schema_type(Type::String))
-        .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::Object)))
-        .item(ObjectBuilder::new().schema_type(Type::Null))
-        .into()
-}
-
-/// How a streamed reply ends.
-#[derive(Deserialize, Default, utoipa::ToSchema)]
-pub struct StreamOptions {
-    /// The last chunk carries the usage.
-    #[serde(default)]
-    include_usage: bool,
-}
 
 /// Who said a message of the conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use super::body::{
     PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
     StreamErrorDetail, TurnBody, Usage,
 };
-use super::{Shared, api, openai};
+use super::{Shared, api, body, openai};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -57,9 +57,9 @@ use super::{Shared, api, openai};
         Standing,
         StreamError,
         StreamErrorDetail,
-        openai::ChatRequest,
-        openai::Message,
-        openai::StreamOptions,
+        body::ChatRequest,
+        body::Message,
+        body::StreamOptions,
         AssistantMessage,
         ChatChoice,
         ChatChunk,

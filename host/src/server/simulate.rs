@@ -7,15 +7,14 @@
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::api::Body;
 use super::body::ErrorBody;
+use super::extract::{Body, PackName};
 use super::{ApiError, Shared};
 use crate::simulate::{Plan, Report, Rules};
 
@@ -61,17 +60,10 @@ pub struct NewSimulation {
 ))]
 pub async fn simulate(
     State(s): State<Shared>,
-    pack: Result<Path<String>, PathRejection>,
+    PackName(pack): PackName,
     headers: HeaderMap,
     Body(req): Body<NewSimulation>,
 ) -> Result<Response, ApiError> {
-    let Path(pack) = pack.map_err(|r| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            format!("the pack in the path is not valid: {}", r.body_text()),
-        )
-    })?;
     let games = req.games.unwrap_or(20);
     if !(1..=MOST_GAMES).contains(&games) {
         return Err(unprocessable(format!("`games` is 1 to {MOST_GAMES} per player, not {games}")));

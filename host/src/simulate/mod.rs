@@ -304,7 +304,7 @@ fn turns(
         for call in &player_calls {
             spend(call, &mut tokens, &mut cost, &mut unpriced);
         }
-        let input = crate::cli::turn_input(session, next)
+        let input = crate::input::turn_input(session, next)
             .map_err(|e| format!("player `{name}` gave no input the pack reads in game {number}: {e:#}"))?;
         let result = handle
             .block_on(session.turn(input))

@@ -13,10 +13,7 @@
 
 use std::sync::Arc;
 
-use rhai::{
-    Array, Dynamic, Engine, EvalAltResult, FLOAT, FuncRegistration, INT, ImmutableString, Map, NativeCallContext,
-    RhaiNativeFunc, Variant,
-};
+use rhai::{Array, Dynamic, Engine, EvalAltResult, FLOAT, INT, ImmutableString, Map, NativeCallContext};
 
 use crate::event::Event;
 use crate::llm::Message;
@@ -25,42 +22,20 @@ pub(crate) use crate::turn::TurnCtx;
 use crate::value;
 
 mod models;
+mod reg;
 mod shared;
 mod tables;
+mod tag;
 
 use models::{as_messages, ask, ask_with, thrown, web_search};
+use reg::Reg;
 pub(crate) use shared::HostShared;
 use shared::{Folded, phrases};
 use tables::{bump, schema_of, table_of};
+pub(crate) use tag::CallTag;
+use tag::{below, embeddings, random_f64, str_list, with_turn};
 
 type RhaiResult<T> = Result<T, Box<EvalAltResult>>;
-
-/// The tag a script call carries: its turn and the node it runs for.
-#[derive(Clone)]
-pub(crate) struct CallTag {
-    pub turn: Arc<TurnCtx>,
-    pub node: Arc<str>,
-    /// Vectors for `similarity` while a selector with embeddings scores.
-    pub embeddings: Option<Arc<text::Embeddings>>,
-}
-
-impl CallTag {
-    pub fn new(turn: Arc<TurnCtx>, node: Arc<str>) -> Self {
-        CallTag { turn, node, embeddings: None }
-    }
-
-    /// A tag for calls made outside any session (`ScriptCall`, `Selection`): turn `turn` of no
-    /// session, with these options, its models from `provider`.
-    pub fn outside(name: &str, turn: u64, options: rhai::Map, provider: Arc<dyn crate::llm::Provider>) -> Self {
-        let ctx = TurnCtx::new(name.into(), turn, 0, 0, options, rhai::Map::new(), provider, None);
-        CallTag::new(Arc::new(ctx), name.into())
-    }
-}
-
-/// The vectors of the selection running this call, if it made any.
-fn embeddings(ctx: &NativeCallContext<'_>) -> Option<Arc<text::Embeddings>> {
-    ctx.tag()?.read_lock::<CallTag>()?.embeddings.clone()
-}
 
 /// One host function: its name, signature and documentation, and how it is registered.
 pub struct HostFn {
@@ -76,23 +51,6 @@ pub struct HostFn {
     register: fn(&mut Reg<'_>, &Arc<HostShared>),
 }
 
-/// Where a host function registers its overloads: the engine, with the function's volatility.
-struct Reg<'a> {
-    engine: &'a mut Engine,
-    volatile: bool,
-}
-
-impl Reg<'_> {
-    fn register_fn<A: 'static, const N: usize, const X: bool, R: Variant + Clone, const F: bool>(
-        &mut self,
-        name: &str,
-        func: impl RhaiNativeFunc<A, N, X, R, F> + Send + Sync + 'static,
-    ) -> &mut Self {
-        FuncRegistration::new(name).with_volatility(self.volatile).register_into_engine(self.engine, func);
-        self
-    }
-}
-
 /// Every host function, in the order the reference lists them.
 pub fn host_functions() -> &'static [HostFn] {
     HOST_FUNCTIONS
@@ -102,30 +60,6 @@ pub(crate) fn register_all(engine: &mut Engine, shared: &Arc<HostShared>) {
     for f in HOST_FUNCTIONS {
         (f.register)(&mut Reg { engine, volatile: f.volatile }, shared);
     }
-}
-
-fn with_turn<T>(ctx: &NativeCallContext<'_>, f: impl FnOnce(&CallTag) -> RhaiResult<T>) -> RhaiResult<T> {
-    match ctx.tag().and_then(|t| t.read_lock::<CallTag>()) {
-        Some(tag) => f(&tag),
-        None => Err(format!("{}() is only available while a turn runs", ctx.fn_name()).into()),
-    }
-}
-
-fn str_list(v: &Array, what: &str) -> RhaiResult<Vec<ImmutableString>> {
-    v.iter()
-        .map(|x| {
-            x.read_lock::<ImmutableString>().map(|s| s.clone()).ok_or_else(|| format!("{what} must be strings").into())
-        })
-        .collect()
-}
-
-fn random_f64(t: &TurnCtx) -> f64 {
-    (t.random_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-}
-
-/// A uniform integer in [0, n) from 64 random bits (Lemire's multiply; bias below 2^-64 · n).
-fn below(t: &TurnCtx, n: u64) -> u64 {
-    ((u128::from(t.random_u64()) * u128::from(n)) >> 64) as u64
 }
 
 static HOST_FUNCTIONS: &[HostFn] = &[

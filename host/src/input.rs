@@ -1,0 +1,14 @@
+//! A turn's input as the command line and simulated players give it: a map, or a line of text.
+
+use anyhow::{Result, bail};
+use serde_json::Value;
+
+/// A turn input from a value: a map as it is, a typed line through the session's pack (see
+/// [`ruleweave::Session::input_from_text`]).
+pub(crate) fn turn_input(session: &ruleweave::Session, v: Value) -> Result<Value> {
+    match v {
+        Value::Object(_) => Ok(v),
+        Value::String(s) => Ok(session.input_from_text(&s)?),
+        other => bail!("an input is a map of fields (or a string), not {other}"),
+    }
+}

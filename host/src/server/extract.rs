@@ -1,0 +1,58 @@
+//! Extractors whose rejections are API errors (`{"error": ...}` bodies), not axum's plain text.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::ApiError;
+
+/// A JSON body whose rejections are API errors (JSON bodies, 400/413/415/422).
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(r) => Err(ApiError::from(r as JsonRejection)),
+        }
+    }
+}
+
+/// A session id from the path (`%ff` is no id: 400).
+pub struct SessionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        path_text(parts, state, "session id").await.map(SessionId)
+    }
+}
+
+/// A pack's name from the path (400 as for a session id).
+pub struct PackName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PackName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        path_text(parts, state, "pack").await.map(PackName)
+    }
+}
+
+/// The path's one parameter as text, or a 400 naming `what`.
+async fn path_text<S: Send + Sync>(parts: &mut Parts, state: &S, what: &str) -> Result<String, ApiError> {
+    match Path::<String>::from_request_parts(parts, state).await {
+        Ok(Path(text)) => Ok(text),
+        Err(r) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            format!("the {what} in the path is not valid: {}", r.body_text()),
+        )),
+    }
+}
