@@ -7,77 +7,23 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
-use ruleweave::search::{Search, SearchChoice, SearchResult};
-use ruleweave::{Engine, Event, Provider, Result};
+use ruleweave::search::SearchChoice;
+use ruleweave::{Engine, Event};
 use serde_json::{Map, Value, json};
+
+#[path = "support/debate_answers.rs"]
+mod answers;
+use answers::{Answers, Found};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Models that answer at once: a speech with two claims, the claims, and a verdict that finds
-/// every third claim false (as the LangGraph baseline's fact checker rejects every third check).
-struct Answers {
-    checks: AtomicUsize,
-}
-
-impl Provider for Answers {
-    fn name(&self) -> &str {
-        "instant"
-    }
-
-    fn complete<'a>(&'a self, r: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
-        let content = match r.profile.as_str() {
-            "debater" => "PHASE 1 - REFLECTION:\nThe other side's numbers.\n\nPHASE 2 - CRITIQUE:\nThey ignore wages.\n\n\
-                          PHASE 3 - REFINEMENT:\nProductivity rose by 14 percent in support teams. Wages followed within two years."
-                .to_owned(),
-            "claims" => {
-                r#"{"claims": ["Productivity rose by 14 percent in support teams", "Wages followed within two years"]}"#.to_owned()
-            }
-            _ => {
-                let n = self.checks.fetch_add(1, Ordering::Relaxed) + 1;
-                let verdict = if n.is_multiple_of(3) { "false" } else { "true" };
-                format!(r#"{{"verdict": "{verdict}", "reasoning": "As the sources say."}}"#)
-            }
-        };
-        Box::pin(std::future::ready(Ok(LlmResponse {
-            content,
-            model: r.model.clone(),
-            usage: Usage { prompt_tokens: 100, completion_tokens: 40 },
-            attempts: 1,
-        })))
-    }
-}
-
-/// A search engine that answers at once.
-struct Found;
-
-impl Search for Found {
-    fn name(&self) -> &str {
-        "instant"
-    }
-
-    fn search<'a>(&'a self, query: &'a str, _: usize) -> BoxFuture<'a, Result<Vec<SearchResult>>> {
-        let hit = |i: usize| SearchResult {
-            title: format!("Source {i}"),
-            url: format!("https://example.org/{i}"),
-            content: format!("About {query}."),
-            score: 0.9,
-        };
-        Box::pin(std::future::ready(Ok(vec![hit(1), hit(2), hit(3)])))
-    }
-}
-
 fn engine() -> Engine {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    Engine::builder(root)
-        .provider(Arc::new(Answers { checks: AtomicUsize::new(0) }))
-        .search(SearchChoice::Engine(Arc::new(Found)))
-        .build()
+    Engine::builder(root).provider(Arc::new(Answers::default())).search(SearchChoice::Engine(Arc::new(Found))).build()
 }
 
 async fn debate(engine: &Engine, options: &Map<String, Value>) -> Vec<Event> {

@@ -78,7 +78,8 @@ static POOL: LazyLock<Arc<Pool>> = LazyLock::new(|| Pool::new(MAX_THREADS, KEEP_
 /// The job is handed out when the future is first polled. Dropping the future afterwards does
 /// not stop `f`: it runs to its end, and its result is dropped on its thread, in the runtime.
 pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
-    POOL.run(f).await
+    let traced = Traced::here();
+    POOL.run(move || traced.within(f)).await
 }
 
 /// Runs the future `make` returns on a pool thread, blocked on in the caller's tokio runtime (a
@@ -89,7 +90,26 @@ where
     F::Output: Send + 'static,
 {
     // The pool runs the job in the caller's runtime, so the job finds it as its current one.
-    POOL.run(move || Handle::current().block_on(make())).await
+    let traced = Traced::here();
+    POOL.run(move || traced.within(|| Handle::current().block_on(make()))).await
+}
+
+/// The caller's trace span and the subscriber it reports to, carried to the pool's thread: a
+/// turn run there stays its request's child, a script's model calls their node's, for the
+/// process's subscriber and an embedder's scoped one alike.
+struct Traced {
+    span: tracing::Span,
+    dispatch: tracing::Dispatch,
+}
+
+impl Traced {
+    fn here() -> Self {
+        Traced { span: tracing::Span::current(), dispatch: tracing::dispatcher::get_default(Clone::clone) }
+    }
+
+    fn within<T>(self, f: impl FnOnce() -> T) -> T {
+        tracing::dispatcher::with_default(&self.dispatch, || self.span.in_scope(f))
+    }
 }
 
 /// Waits until no job handed to [`run`] is still running, those handed out meanwhile included:

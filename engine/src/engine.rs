@@ -87,6 +87,8 @@ pub struct EngineBuilder {
     store: Option<Arc<dyn Store>>,
     retention: Retention,
     allowed_models: Option<Arc<[String]>>,
+    pace: Option<Arc<crate::pace::Pace>>,
+    trace_content: bool,
 }
 
 impl EngineBuilder {
@@ -157,6 +159,23 @@ impl EngineBuilder {
         self
     }
 
+    /// Puts `pace` on every model and search call: each answers after a remote model's time to
+    /// first token and tokens at a rate (see [`crate::pace`]). Calls to a provider a profile
+    /// names (`provider: groq`) keep their own time.
+    pub fn pace(mut self, pace: crate::pace::Pace) -> Self {
+        self.pace = Some(Arc::new(pace));
+        self
+    }
+
+    /// Puts each model call's prompt and reply on its trace span (`gen_ai.input.messages`,
+    /// `gen_ai.output.messages`). Off by default: prompts may hold players' words, and a trace
+    /// store is not where an operator expects them (the host turns it on with
+    /// `RULEWEAVE_TRACE_CONTENT=1`).
+    pub fn trace_content(mut self, on: bool) -> Self {
+        self.trace_content = on;
+        self
+    }
+
     /// The engine.
     pub fn build(mut self) -> Engine {
         let packs = Packs::new(self.root.clone(), std::mem::take(&mut self.natives));
@@ -169,6 +188,8 @@ impl EngineBuilder {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let mut runtime = Runtime::new(packs, store, self.llm, self.named, self.search, self.retention);
         runtime.allowed_models = self.allowed_models;
+        runtime.pace = self.pace;
+        runtime.trace_content = self.trace_content;
         let runtime = Arc::new(runtime);
         Engine {
             inner: Arc::new(Inner {
@@ -194,6 +215,8 @@ impl Engine {
             store: None,
             retention: Retention::default(),
             allowed_models: None,
+            pace: None,
+            trace_content: false,
         }
     }
 

@@ -84,6 +84,7 @@ pub use vocab::{Reducer, ScorerImpl, TypeName};
 pub mod blocking;
 pub mod llm;
 pub mod lobby;
+pub mod pace;
 pub mod reload;
 pub mod replay;
 pub mod search;

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{BoxFuture, LlmChoice, LlmRequest, LlmResponse, NamedProviders, Provider, TokenSink};
+use crate::pace::Paced;
 use crate::pack::Pack;
 use crate::packs::Packs;
 use crate::store::{Retention, Store};
@@ -24,6 +25,10 @@ pub(crate) struct Runtime {
     pub search: crate::search::SearchChoice,
     /// The models a session may choose beyond its pack's (`None`: any).
     pub allowed_models: Option<Arc<[String]>>,
+    /// The pace put on every model and search call (benches, playtests; `None`: as they come).
+    pub pace: Option<Arc<crate::pace::Pace>>,
+    /// Whether model calls' trace spans hold the prompts and replies.
+    pub trace_content: bool,
     observers: RwLock<Arc<[LlmObserver]>>,
 }
 
@@ -44,6 +49,8 @@ impl Runtime {
             named: Arc::new(named),
             search,
             allowed_models: None,
+            pace: None,
+            trace_content: false,
             observers: RwLock::new(Arc::new([])),
         }
     }
@@ -87,10 +94,14 @@ impl Runtime {
 
     /// The search engine that answers `pack`'s scripts: the engine's, or the pack's stand-in.
     pub fn search_for(&self, pack: &Pack) -> Option<Arc<dyn crate::search::Search>> {
-        match &self.search {
-            crate::search::SearchChoice::Engine(s) => Some(s.clone()),
-            crate::search::SearchChoice::Standin => pack.search_standin.clone(),
-        }
+        let search = match &self.search {
+            crate::search::SearchChoice::Engine(s) => s.clone(),
+            crate::search::SearchChoice::Standin => pack.search_standin.clone()?,
+        };
+        Some(match &self.pace {
+            Some(pace) => Arc::new(Paced::new(search, pace.clone())),
+            None => search,
+        })
     }
 
     /// Adds an observer of every model call.
@@ -108,10 +119,14 @@ impl Runtime {
 
     /// The provider that answers `pack`'s model calls.
     pub fn provider_for(&self, pack: &Pack) -> Arc<dyn Provider> {
-        match (&self.llm, &pack.standin) {
+        let provider = match (&self.llm, &pack.standin) {
             (LlmChoice::Provider(p), _) => p.clone(),
             (LlmChoice::Standin, Some(s)) => s.clone(),
-            (LlmChoice::Standin, None) => Arc::new(NoModel(pack.name.clone())),
+            (LlmChoice::Standin, None) => return Arc::new(NoModel(pack.name.clone())),
+        };
+        match &self.pace {
+            Some(pace) => Arc::new(Paced::new(provider, pace.clone())),
+            None => provider,
         }
     }
 }

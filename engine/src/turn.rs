@@ -20,6 +20,7 @@ use crate::llm::{
 use crate::search::{Search, SearchResult};
 use crate::speech::{Speakers, SpeechFilter, Streamed};
 use crate::store::Bump;
+use tracing::Instrument;
 
 /// Sees every model call: the pack that made it and its `llm` event.
 pub type LlmObserver = Arc<dyn Fn(&str, &LlmEvent) + Send + Sync>;
@@ -56,6 +57,8 @@ pub(crate) struct TurnCtx {
     speakers: Speakers,
     /// The models a script may choose beyond its pack's (`None`: any).
     pub allowed_models: Option<Arc<[String]>>,
+    /// Whether model calls' trace spans hold the prompts and replies.
+    trace_content: bool,
 }
 
 #[derive(Default)]
@@ -116,7 +119,15 @@ impl TurnCtx {
             streamed: Arc::default(),
             speakers: Speakers::default(),
             allowed_models: None,
+            trace_content: false,
         }
+    }
+
+    /// Puts prompts and replies on model calls' trace spans (see
+    /// [`crate::EngineBuilder::trace_content`]).
+    pub fn tracing_content(mut self, on: bool) -> Self {
+        self.trace_content = on;
+        self
     }
 
     /// Limits the models a script may choose beyond its pack's (see
@@ -181,13 +192,31 @@ impl TurnCtx {
         })?;
         self.charge()?;
         let start = Instant::now();
+        let span = tracing::info_span!(
+            "search",
+            otel.name = "execute_tool search",
+            otel.status_code = tracing::field::Empty,
+            node,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = "search",
+            search.engine = engine.name(),
+            search.results = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            openinference.span.kind = "TOOL",
+            tool.name = "search",
+        );
         // Whatever the engine sent, scripts and checkpoints get its results trimmed to a budget.
         let result = self
             .within_budget(engine.search(query, max_results))
+            .instrument(span.clone())
             .await
             .map(|found| found.into_iter().take(max_results).map(SearchResult::trimmed).collect::<Vec<_>>());
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
+        match &result {
+            Ok(found) => span.record("search.results", i64::try_from(found.len()).unwrap_or(i64::MAX)),
+            Err(_) => span.record("otel.status_code", "ERROR").record("error.type", "search"),
+        };
         self.emit(Event::Search {
             node: node.to_owned(),
             query: query.to_owned(),
@@ -407,7 +436,9 @@ impl TurnCtx {
             }) as TokenSink
         });
         let provider = self.provider_for(node, &mut request);
-        let result = self.within_budget(provider.complete(&request, tokens)).await.and_then(readable);
+        let span = call_span("chat", node, provider.name(), &request.model);
+        let result =
+            self.within_budget(provider.complete(&request, tokens)).instrument(span.clone()).await.and_then(readable);
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let standin = provider.is_standin();
@@ -424,6 +455,10 @@ impl TurnCtx {
                 }
             }
             Err(e) => event.error = Some(e.detail().to_owned()),
+        }
+        traced(&span, &event);
+        if self.trace_content {
+            with_content(&span, &request, result.as_ref().ok());
         }
         self.emit_llm(event);
         self.record().exchanges.push(Exchange {
@@ -460,7 +495,8 @@ impl TurnCtx {
     pub async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
         self.charge()?;
         let start = Instant::now();
-        let result = self.within_budget(self.provider.embed(request)).await;
+        let span = call_span("embeddings", node, self.provider.name(), &request.model);
+        let result = self.within_budget(self.provider.embed(request)).instrument(span.clone()).await;
         self.record().waited += start.elapsed();
         let latency_ms = start.elapsed().as_secs_f64() * 1000.0;
         let mut event = self.llm_event(&*self.provider, node, &request.profile, &request.model, latency_ms);
@@ -475,8 +511,81 @@ impl TurnCtx {
             Err(e) => event.error = Some(e.detail().to_owned()),
         }
         event.embedded = Some(EmbedCount { texts: request.texts.len(), cached });
+        traced(&span, &event);
         self.emit_llm(event);
         result
+    }
+}
+
+/// The trace span of a model call (`chat`, `embeddings`) by `node`, named and labelled by the
+/// OpenTelemetry conventions for generative AI; [`traced`] adds what came back.
+fn call_span(operation: &'static str, node: &str, provider: &str, model: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        "model call",
+        otel.name = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+        otel.kind = "client",
+        node,
+        gen_ai.operation.name = operation,
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = model,
+        gen_ai.response.model = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        gen_ai.response.finish_reasons = tracing::field::Empty,
+        gen_ai.input.messages = tracing::field::Empty,
+        gen_ai.output.messages = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        // What Arize Phoenix's OpenInference conventions read: the span kind, the model, tokens,
+        // and (with content asked for) input and output.
+        openinference.span.kind = if operation == "embeddings" { "EMBEDDING" } else { "LLM" },
+        llm.model_name = model,
+        llm.token_count.prompt = tracing::field::Empty,
+        llm.token_count.completion = tracing::field::Empty,
+        input.value = tracing::field::Empty,
+        output.value = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        span.record("otel.name", format!("{operation} {model}"));
+    }
+    span
+}
+
+/// Records on a model call's span what its event says came back.
+fn traced(span: &tracing::Span, event: &LlmEvent) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("gen_ai.response.model", event.model.as_str());
+    // As i64: OpenTelemetry has no unsigned integers, and tracing-opentelemetry would make text of them.
+    span.record("gen_ai.usage.input_tokens", i64::from(event.prompt_tokens));
+    span.record("gen_ai.usage.output_tokens", i64::from(event.completion_tokens));
+    span.record("llm.token_count.prompt", i64::from(event.prompt_tokens));
+    span.record("llm.token_count.completion", i64::from(event.completion_tokens));
+    if let Some(error) = &event.error {
+        span.record("otel.status_code", "ERROR");
+        span.record("error.type", "model_call");
+        span.record("otel.status_description", error.as_str());
+    }
+}
+
+/// Records a model call's prompt and reply on its span, as the GenAI conventions shape them
+/// (`gen_ai.input.messages`, `gen_ai.output.messages`) and as OpenInference does (`input.value`,
+/// `output.value`). Only when the operator asked: prompts may hold players' words.
+fn with_content(span: &tracing::Span, request: &LlmRequest, reply: Option<&LlmResponse>) {
+    if span.is_disabled() {
+        return;
+    }
+    let part =
+        |role: &str, content: &str| serde_json::json!({"role": role, "parts": [{"type": "text", "content": content}]});
+    let input: Vec<serde_json::Value> = request.messages.iter().map(|m| part(&m.role, &m.content)).collect();
+    let input = serde_json::Value::Array(input).to_string();
+    span.record("gen_ai.input.messages", input.as_str());
+    span.record("input.value", input.as_str());
+    if let Some(r) = reply {
+        span.record("gen_ai.output.messages", serde_json::json!([part("assistant", &r.content)]).to_string());
+        span.record("output.value", r.content.as_str());
     }
 }
 

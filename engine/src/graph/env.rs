@@ -72,6 +72,7 @@ impl Env<'_> {
     ) -> Result<Dynamic> {
         let mut state = if f.reads_state() { crate::state::copy(state)? } else { crate::state::root(Map::new()) };
         let sandbox = self.sandbox.clone();
+        // The pool's thread carries the node's trace span: the script's model calls are its.
         crate::blocking::run(move || allow_blocking(|| sandbox.call(&f, &mut state, args, Some(tag))))
             .await
             .map_err(|e| Error::internal(format!("a script thread failed: {e}")))?

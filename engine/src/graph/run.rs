@@ -10,6 +10,7 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use futures_util::stream::{self, StreamExt};
 use rhai::{Array, Dynamic, Map};
+use tracing::Instrument;
 
 use super::env::Env;
 use super::kinds::{Outcome, Work, updates_of};
@@ -41,6 +42,9 @@ pub(crate) struct Run<'a> {
     active: Vec<usize>,
     join_seen: Vec<HashSet<usize>>,
     step: u32,
+    /// Which nodes of earlier steps led to each active one (target, source): what its trace
+    /// span says it ran after.
+    led: Vec<(usize, usize)>,
 }
 
 /// What one step did.
@@ -61,6 +65,7 @@ impl<'a> Run<'a> {
             active: dedup(g.entry.iter().copied()),
             join_seen: vec![HashSet::new(); g.joins.len()],
             step: 0,
+            led: Vec::new(),
         };
         if let Some(point) = resume {
             run.restore(point)?;
@@ -87,25 +92,39 @@ impl<'a> Run<'a> {
                 ),
             ));
         }
-        let results = run_step(env, self.step, &self.active, state).await?;
+        let (results, spans) = run_step(env, self.step, &self.active, &self.led, state).await?;
         let updates = apply(env, self.step, &self.active, results, state, undo)?;
         let mut next = Vec::new();
-        for &i in &self.active {
+        self.led.clear();
+        for (&i, span) in self.active.iter().zip(&spans) {
+            let before = next.len();
             next.extend(g.edges[i].iter().copied());
             if let Some(route) = &g.routes[i] {
-                let to = route_out(env, i, route, state).await?;
+                let to = route_out(env, i, route, state).instrument(span.clone()).await?;
+                if !span.is_disabled() {
+                    let names: Vec<&str> = to.iter().map(|t| g.target_name(*t)).collect();
+                    span.record("route", names.join(","));
+                }
                 env.turn.emit(Event::Route {
                     from: g.nodes[i].name.to_string(),
                     to: to.iter().map(|t| g.target_name(*t).to_owned()).collect(),
                 });
                 next.extend(to);
             }
+            self.led.extend(
+                next[before..].iter().filter_map(|t| if let Target::Node(t) = t { Some((*t, i)) } else { None }),
+            );
             for (k, join) in g.joins.iter().enumerate() {
                 if join.from.contains(&i) {
                     self.join_seen[k].insert(i);
                     if self.join_seen[k].len() == join.from.len() {
                         self.join_seen[k].clear();
                         next.extend(join.to.iter().copied());
+                        for t in &join.to {
+                            if let Target::Node(t) = t {
+                                self.led.extend(join.from.iter().map(|&f| (*t, f)));
+                            }
+                        }
                     }
                 }
             }
@@ -185,58 +204,97 @@ impl<'a> Run<'a> {
 }
 
 /// Runs the nodes of one step and returns each one's updates (and time), in node order: each
-/// prepares in turn, the waits of all of them happen together, then each finishes.
-async fn run_step(env: &Env<'_>, step: u32, active: &[usize], state: &mut Dynamic) -> Result<Vec<(Map, u64)>> {
+/// prepares in turn, the waits of all of them happen together, then each finishes. Each node
+/// runs in its trace span (`led` says which nodes led to it).
+async fn run_step(
+    env: &Env<'_>,
+    step: u32,
+    active: &[usize],
+    led: &[(usize, usize)],
+    state: &mut Dynamic,
+) -> Result<(Vec<(Map, u64)>, Vec<tracing::Span>)> {
     let g = env.graph;
     let mut started = Vec::with_capacity(active.len());
     let mut work = Vec::with_capacity(active.len());
+    let mut spans = Vec::with_capacity(active.len());
     for &i in active {
         env.turn.emit(Event::NodeStarted { node: g.nodes[i].name.to_string(), step });
         env.turn.node_started(&g.nodes[i].name, state);
         started.push(Instant::now());
-        work.push(g.nodes[i].kind.prepare(env, i, state).result().await.map_err(|e| e.in_node(&g.nodes[i].name))?);
+        let span = node_span(env, i, step, led);
+        let prepared = g.nodes[i].kind.prepare(env, i, state).result().instrument(span.clone()).await;
+        spans.push(span);
+        work.push(prepared.map_err(|e| e.in_node(&g.nodes[i].name))?);
     }
     let outcomes: Vec<Outcome> = if work.iter().all(|w| matches!(w, Work::Done(_))) {
         work.into_iter().map(|w| if let Work::Done(m) = w { Outcome::Done(m) } else { unreachable!() }).collect()
     } else {
         let snapshot = &*state;
-        join_all(work.into_iter().zip(active).map(|(w, &i)| async move {
-            match w {
-                Work::Done(m) => Outcome::Done(m),
-                Work::Ask(request) => Outcome::Reply(env.turn.ask(&g.nodes[i].name, request).await),
-                Work::Blocking(f, args) => Outcome::Script(env.call_blocking(i, f, snapshot, args).await),
-                Work::Many { requests, limit, items } => {
-                    let name = &g.nodes[i].name;
-                    let replies = stream::iter(requests.into_iter().enumerate())
-                        .map(|(k, r)| async move { env.turn.ask(&format!("{name}[{k}]"), r).await })
-                        .buffered(limit)
-                        .collect()
-                        .await;
-                    Outcome::Many { replies, items }
-                }
-                Work::BlockingMany { f, limit, items } => {
-                    let name = &g.nodes[i].name;
-                    let results = stream::iter(items.into_iter().enumerate())
-                        .map(|(k, item)| {
-                            let tag = crate::script::CallTag::new(env.turn.clone(), format!("{name}[{k}]").into());
-                            env.call_blocking_as(tag, f.clone(), snapshot, vec![item])
-                        })
-                        .buffered(limit)
-                        .collect()
-                        .await;
-                    Outcome::Scripts(results)
+        join_all(work.into_iter().zip(active).zip(&spans).map(|((w, &i), span)| {
+            async move {
+                match w {
+                    Work::Done(m) => Outcome::Done(m),
+                    Work::Ask(request) => Outcome::Reply(env.turn.ask(&g.nodes[i].name, request).await),
+                    Work::Blocking(f, args) => Outcome::Script(env.call_blocking(i, f, snapshot, args).await),
+                    Work::Many { requests, limit, items } => {
+                        let name = &g.nodes[i].name;
+                        let replies = stream::iter(requests.into_iter().enumerate())
+                            .map(|(k, r)| async move { env.turn.ask(&format!("{name}[{k}]"), r).await })
+                            .buffered(limit)
+                            .collect()
+                            .await;
+                        Outcome::Many { replies, items }
+                    }
+                    Work::BlockingMany { f, limit, items } => {
+                        let name = &g.nodes[i].name;
+                        let results = stream::iter(items.into_iter().enumerate())
+                            .map(|(k, item)| {
+                                let tag = crate::script::CallTag::new(env.turn.clone(), format!("{name}[{k}]").into());
+                                env.call_blocking_as(tag, f.clone(), snapshot, vec![item])
+                            })
+                            .buffered(limit)
+                            .collect()
+                            .await;
+                        Outcome::Scripts(results)
+                    }
                 }
             }
+            .instrument(span.clone())
         }))
         .await
     };
     let mut out = Vec::with_capacity(active.len());
-    for ((&i, outcome), start) in active.iter().zip(outcomes).zip(started) {
+    for (((&i, outcome), start), span) in active.iter().zip(outcomes).zip(started).zip(&spans) {
         let node = &g.nodes[i];
-        let updates = node.kind.finish(env, i, outcome, state).result().await.map_err(|e| e.in_node(&node.name))?;
+        let finished = node.kind.finish(env, i, outcome, state).result().instrument(span.clone()).await;
+        let updates = finished.map_err(|e| e.in_node(&node.name))?;
         out.push((updates, start.elapsed().as_micros() as u64));
     }
-    Ok(out)
+    Ok((out, spans))
+}
+
+/// The trace span of node `i` in `step`: its name and kind, and the nodes that led to it.
+fn node_span(env: &Env<'_>, i: usize, step: u32, led: &[(usize, usize)]) -> tracing::Span {
+    let g = env.graph;
+    let node = &g.nodes[i];
+    let span = tracing::info_span!(
+        "node",
+        otel.name = tracing::field::Empty,
+        node = %node.name,
+        step = i64::from(step),
+        kind = tracing::field::Empty,
+        after = tracing::field::Empty,
+        route = tracing::field::Empty,
+        openinference.span.kind = "CHAIN",
+    );
+    if !span.is_disabled() {
+        let (kind, _) = node.kind.describe();
+        let after: Vec<&str> = led.iter().filter(|(t, _)| *t == i).map(|(_, f)| &*g.nodes[*f].name).collect();
+        span.record("otel.name", format!("node {}", node.name));
+        span.record("kind", kind);
+        span.record("after", after.join(","));
+    }
+    span
 }
 
 /// Folds each node's updates into the state (in node order), logging how to undo them; two nodes

@@ -129,6 +129,7 @@ impl Anthropic {
                     .filter_map(|b| b["text"].as_str())
                     .collect();
                 let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0) as u32;
+                super::finished(v["stop_reason"].as_str());
                 Ok(LlmResponse {
                     content,
                     model: v["model"].as_str().unwrap_or(&request.model).to_owned(),
@@ -160,6 +161,7 @@ impl Anthropic {
                         }
                         Some("message_stop") => ended = true,
                         Some("message_delta") => {
+                            super::finished(v.pointer("/delta/stop_reason").and_then(Value::as_str));
                             usage.completion_tokens =
                                 v.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0) as u32;
                         }

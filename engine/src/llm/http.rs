@@ -22,6 +22,32 @@ pub(crate) fn client(timeout: Duration) -> Result<reqwest::Client> {
         .map_err(|e| Error::new(ErrorKind::Llm, format!("cannot build the HTTP client: {e}")))
 }
 
+/// `request` carrying the current trace span as its parent (`traceparent`), when traces are on.
+#[cfg(feature = "otel")]
+fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    struct Headers(Vec<(String, String)>);
+    impl opentelemetry::propagation::Injector for Headers {
+        fn set(&mut self, key: &str, value: String) {
+            self.0.push((key.to_owned(), value));
+        }
+    }
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return request;
+    }
+    let mut headers = Headers(Vec::new());
+    let cx = span.context();
+    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut headers));
+    headers.0.into_iter().fold(request, |r, (k, v)| r.header(k, v))
+}
+
+/// Without traces, the request as it is.
+#[cfg(not(feature = "otel"))]
+fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    request
+}
+
 /// Sends the request `make` builds, retrying 408, 429, 5xx, timeouts and dropped connections with
 /// backoff. Returns the successful response and how many attempts it took.
 pub(crate) async fn send(
@@ -32,7 +58,7 @@ pub(crate) async fn send(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let (why, retry_after) = match make().send().await {
+        let (why, retry_after) = match traced(make()).send().await {
             Ok(resp) if resp.status().is_success() => return Ok((resp, attempt)),
             Ok(resp) => {
                 let status = resp.status();

@@ -161,6 +161,17 @@ pub trait Provider: Send + Sync {
     }
 }
 
+/// Puts why a reply finished (`stop`, `length`, `end_turn`) on the model call's trace span, as
+/// OpenTelemetry's GenAI conventions name it.
+pub(crate) fn finished(reason: Option<&str>) {
+    if let Some(reason) = reason {
+        let span = tracing::Span::current();
+        if !span.is_disabled() {
+            span.record("gen_ai.response.finish_reasons", serde_json::json!([reason]).to_string());
+        }
+    }
+}
+
 /// A model exchange as recorded in a turn's checkpoint: what was asked and what came back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Exchange {

@@ -177,6 +177,7 @@ impl OpenAi {
                     .pointer("/choices/0/message/content")
                     .and_then(Value::as_str)
                     .ok_or_else(|| malformed("the reply has no choices[0].message.content", attempts))?;
+                super::finished(v.pointer("/choices/0/finish_reason").and_then(Value::as_str));
                 Ok(LlmResponse {
                     content: content.to_owned(),
                     model: v["model"].as_str().unwrap_or(&request.model).to_owned(),
@@ -222,7 +223,10 @@ impl OpenAi {
                     Some(why) if content.is_empty() && why != "stop" && why != "length" => {
                         Err(malformed(&format!("the streamed reply has no text (it finished with `{why}`)"), attempts))
                     }
-                    _ => Ok(LlmResponse { content, model, usage: use_, attempts }),
+                    why => {
+                        super::finished(why);
+                        Ok(LlmResponse { content, model, usage: use_, attempts })
+                    }
                 }
             }
         }

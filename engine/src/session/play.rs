@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use rhai::{Dynamic, Map};
 use serde_json::Value as Json;
+use tracing::Instrument;
 
 use super::{Rollback, Session, TurnResult};
 use crate::error::{Error, ErrorKind, Result};
@@ -174,6 +175,7 @@ impl Session {
         .searching(rt.search_for(&pack))
         .streaming(pack.display.stream.clone())
         .allowing(rt.allowed_models.clone())
+        .tracing_content(rt.trace_content)
         .counted(counts);
         let mut p = Playing {
             rt,
@@ -190,10 +192,42 @@ impl Session {
         self.dirty = true;
         let mut guard = Rollback { state: &mut self.state, undo: Some(Undo::default()) };
         let undo = guard.undo.as_mut().expect("set above");
-        let played = match p.steps(guard.state, undo, resume.as_ref()).await {
-            Ok((updates, pause)) => p.commit(guard.state, updates, pause, snapshot_due).await,
-            Err(e) => Err(e),
-        };
+        let span = tracing::info_span!(
+            "turn",
+            otel.name = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            pack = %p.pack.name,
+            pack.version = %p.pack.version,
+            session.id = %p.id,
+            turn = i64::try_from(number).unwrap_or(i64::MAX),
+            outcome = tracing::field::Empty,
+            openinference.span.kind = "CHAIN",
+        );
+        if !span.is_disabled() {
+            span.record("otel.name", format!("turn {}", p.pack.name));
+        }
+        let played = async {
+            match p.steps(guard.state, undo, resume.as_ref()).await {
+                Ok((updates, pause)) => p.commit(guard.state, updates, pause, snapshot_due).await,
+                Err(e) => Err(e),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        if !span.is_disabled() {
+            span.record(
+                "outcome",
+                match &played {
+                    Ok((_, true, _, _)) => "finished",
+                    Ok((_, _, _, Some(_))) => "paused",
+                    Ok(_) => "played",
+                    Err(_) => "failed",
+                },
+            );
+            if played.is_err() {
+                span.record("otel.status_code", "ERROR");
+            }
+        }
         match played {
             Ok((checkpoint, finished, events, pause)) => {
                 guard.undo = None;

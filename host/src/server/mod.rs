@@ -307,6 +307,11 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// Serves `state` on `addr` until Ctrl-C or SIGTERM.
 pub async fn run(state: Shared, addr: std::net::SocketAddr) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+    serve(state, listener).await
+}
+
+/// Serves `state` on `listener` (bound already: port 0 picks a free one) until Ctrl-C or SIGTERM.
+pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<()> {
     let bound = listener.local_addr()?;
     match state.engine.finish_interrupted().await {
         Ok(0) => {}

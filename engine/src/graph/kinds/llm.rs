@@ -361,8 +361,10 @@ impl Llm {
         let Some(fallback) = &self.fallback else {
             return Err(Error::new(ErrorKind::Llm, why));
         };
+        let label = Self::call_label(env, node, item);
+        tracing::info!(node = %label, fallback = %fallback.display(), reason = %why, "fallback");
         env.turn.emit(Event::Log {
-            node: Self::call_label(env, node, item).to_string(),
+            node: label.to_string(),
             level: "warn".into(),
             message: format!("falling back to {}: {why}", fallback.display()),
         });

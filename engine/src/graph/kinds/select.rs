@@ -90,6 +90,7 @@ impl Kind for Select {
                 similarity.compared_by_words = Some(e.compared_by_words());
             }
             decision.breakdown.similarity = similarity;
+            traced(&decision.breakdown);
             env.turn.emit(Event::Decision { node: env.name(node).to_string(), breakdown: decision.breakdown });
             let mut updates = Map::new();
             updates.insert(self.into.as_str().into(), Dynamic::from_map(decision.winner));
@@ -165,4 +166,23 @@ async fn embed(
             (None, SimilarityNote::lexical(Some(e.detail().to_owned())))
         }
     }
+}
+
+/// The selector's decision as an event on its node's trace span: what won, by how much, and how
+/// many candidates were vetoed.
+fn traced(b: &crate::event::Breakdown) {
+    if tracing::Span::current().is_disabled() {
+        return;
+    }
+    let winner = b.winner.and_then(|i| b.candidates.get(i));
+    tracing::info!(
+        selector = %b.selector,
+        phase = %b.phase,
+        strategy = winner.map_or("", |c| c.strategy.as_str()),
+        score = winner.and_then(|c| c.final_score).unwrap_or(0.0),
+        candidates = b.candidates.len(),
+        vetoed = b.candidates.iter().filter(|c| c.vetoed).count(),
+        fallback = b.fallback.as_deref().unwrap_or(""),
+        "decision"
+    );
 }
