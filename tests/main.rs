@@ -19,6 +19,7 @@ mod party;
 mod providers;
 mod serve;
 mod server;
+mod telemetry;
 
 #[test]
 fn every_file_is_declared() {

@@ -7,3 +7,4 @@ pub mod diagnostics;
 mod input;
 pub mod server;
 pub mod simulate;
+pub mod telemetry;

@@ -72,14 +72,14 @@ pub fn main() -> ExitCode {
     };
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(quiet)),
-        )
-        .with_ansi(colour)
-        .with_writer(std::io::stderr)
-        .init();
+    // The log, and traces when the OTEL_* environment asks for them.
+    let telemetry = match crate::telemetry::init(quiet, colour) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
     // Scripts recurse on the native stack: with room for the deepest call a pack may allow, they
     // never need a stack of their own (the engine grows one for threads that lack it).
     let runtime = match tokio::runtime::Builder::new_multi_thread().thread_stack_size(16 << 20).enable_all().build() {
@@ -101,6 +101,8 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&cli.root, &runtime, args),
         Command::Simulate(args) => simulate::run(&cli.root, &runtime, args),
     };
+    // What the exporter still holds goes out before the process does.
+    telemetry.shutdown();
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -126,6 +128,8 @@ async fn engine_for(root: &Path, config: &Config, store: &str, allowed: Option<V
     if let Some(models) = allowed {
         builder = builder.allowed_models(models);
     }
+    // Prompts and replies in trace spans only when the operator says so: they hold players' words.
+    builder = builder.trace_content(std::env::var("RULEWEAVE_TRACE_CONTENT").is_ok_and(|v| v.trim() == "1"));
     Ok(builder.store(store).retention(config.retention).build())
 }
 

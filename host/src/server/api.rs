@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -411,7 +412,7 @@ pub async fn turn(
     let streaming =
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
     if !streaming {
-        let task = s.tasks.spawn(play(s.clone(), live, req.input, None));
+        let task = s.tasks.spawn(play(s.clone(), live, req.input, None).in_current_span());
         let (result, state) = task
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
@@ -423,13 +424,16 @@ pub async fn turn(
         let _ = events.send(sse(kind(e), &serde_json::to_value(e).unwrap_or(Value::Null)));
     });
     let state = s.clone();
-    s.tasks.spawn(async move {
-        let last = match play(state, live, req.input, Some(sink)).await {
-            Ok((r, st)) => sse("result", &turn_body(&r, st)),
-            Err(e) => sse("error", &StreamError { error: StreamErrorDetail { code: e.code, message: e.message } }),
-        };
-        let _ = tx.send(last);
-    });
+    s.tasks.spawn(
+        async move {
+            let last = match play(state, live, req.input, Some(sink)).await {
+                Ok((r, st)) => sse("result", &turn_body(&r, st)),
+                Err(e) => sse("error", &StreamError { error: StreamErrorDetail { code: e.code, message: e.message } }),
+            };
+            let _ = tx.send(last);
+        }
+        .in_current_span(),
+    );
     Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 

@@ -66,6 +66,7 @@ impl Default for Metrics {
         registry.register("llm_tokens", "Model tokens, by pack and kind (prompt or completion)", llm_tokens.clone());
         registry.register("errors", "Failed requests, by pack and error code", errors.clone());
         registry.register("sessions_opened", "Sessions opened, by pack", sessions.clone());
+        registry.register_collector(Box::new(crate::telemetry::SpanMetrics));
         Metrics { registry, turns, turn_seconds, llm_calls, llm_tokens, errors, sessions }
     }
 }

@@ -199,6 +199,7 @@ pub fn app(state: Shared) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/openapi.json", get(openapi::openapi))
         .route("/", get(api::console))
+        .route_layer(middleware::from_fn(crate::telemetry::request_span))
         .fallback(api::no_route)
         .method_not_allowed_fallback(api::wrong_method)
         .layer(DefaultBodyLimit::max(state.settings.body_limit))
