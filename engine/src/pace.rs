@@ -116,6 +116,40 @@ impl Pace {
     }
 }
 
+/// When a paced reply's pieces are due, from the call's start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timing<'a> {
+    /// Each word of the reply (with the space after it) and when it is sent, if the reply
+    /// streams: the first at the time to first token, each later one when its share of the
+    /// reply's tokens has come at the rate.
+    pub pieces: Vec<(Duration, &'a str)>,
+    /// When the call answers: the first token, then all of the reply's tokens at the rate.
+    pub end: Duration,
+}
+
+impl Pace {
+    /// When `response`'s pieces and its end are due, for `request`.
+    pub fn timing<'a>(&self, request: &LlmRequest, response: &'a LlmResponse) -> Timing<'a> {
+        let shape = self.shape_of(&request.profile);
+        let key: String = request.messages.iter().map(|m| m.content.as_str()).collect();
+        let scale = self.scale(&shape, &format!("{}\n{key}", request.profile));
+        let first = shape.first_token.mul_f64(scale);
+        let reply_tokens = match response.usage.completion_tokens {
+            0 => crate::llm::estimate_tokens(&response.content),
+            n => n,
+        };
+        let total = response.content.len().max(1) as f64;
+        let mut before = 0usize;
+        let mut pieces = Vec::new();
+        for piece in response.content.split_inclusive(char::is_whitespace) {
+            let share = (f64::from(reply_tokens) * before as f64 / total) as u32;
+            pieces.push((first + shape.after_first(share, scale), piece));
+            before += piece.len();
+        }
+        Timing { pieces, end: first + shape.after_first(reply_tokens, scale) }
+    }
+}
+
 /// `inner` answering at `pace`: the answer is `inner`'s, its timing the pace's.
 pub struct Paced<T: ?Sized> {
     pace: Arc<Pace>,
@@ -146,30 +180,15 @@ impl Provider for Paced<dyn Provider> {
         Box::pin(async move {
             let start = Instant::now();
             let response = self.inner.complete(request, None).await?;
-            let shape = self.pace.shape_of(&request.profile);
-            let key: String = request.messages.iter().map(|m| m.content.as_str()).collect();
-            let scale = self.pace.scale(&shape, &format!("{}\n{key}", request.profile));
-            let first = start + shape.first_token.mul_f64(scale);
-            let reply_tokens = match response.usage.completion_tokens {
-                0 => crate::llm::estimate_tokens(&response.content),
-                n => n,
-            };
-            match tokens {
-                Some(sink) => {
-                    // Word by word, each when its share of the reply's tokens has come at the
-                    // rate: a deadline per piece, so timer slack does not add up over a long reply.
-                    let total = response.content.len().max(1) as f64;
-                    let mut before = 0usize;
-                    for piece in response.content.split_inclusive(char::is_whitespace) {
-                        let share = (f64::from(reply_tokens) * before as f64 / total) as u32;
-                        tokio::time::sleep_until(first + shape.after_first(share, scale)).await;
-                        sink(piece);
-                        before += piece.len();
-                    }
-                    tokio::time::sleep_until(first + shape.after_first(reply_tokens, scale)).await;
+            let timing = self.pace.timing(request, &response);
+            if let Some(sink) = tokens {
+                // A deadline per piece, so timer slack does not add up over a long reply.
+                for (at, piece) in timing.pieces {
+                    tokio::time::sleep_until(start + at).await;
+                    sink(piece);
                 }
-                None => tokio::time::sleep_until(first + shape.after_first(reply_tokens, scale)).await,
             }
+            tokio::time::sleep_until(start + timing.end).await;
             Ok(response)
         })
     }
@@ -240,41 +259,57 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_call_takes_its_first_token_then_its_tokens_at_the_rate() {
-        let pace = Pace::new(Shape::new(Duration::from_millis(200), 40.0))
-            .profile("judge", Shape::new(Duration::from_millis(500), 0.0));
-        let paced = Paced::<dyn Provider>::new(Arc::new(Canned), Arc::new(pace));
-        let start = Instant::now();
-        let r = paced.complete(&request("chat", "hi"), None).await.unwrap();
-        assert_eq!(r.content, "one two three four five six");
-        // 200 ms, then 8 tokens at 40 a second.
-        assert_eq!(start.elapsed(), Duration::from_millis(400));
-        let start = Instant::now();
-        paced.complete(&request("judge", "hi"), None).await.unwrap();
-        assert_eq!(start.elapsed(), Duration::from_millis(500));
+    fn reply(content: &str, tokens: u32) -> LlmResponse {
+        LlmResponse {
+            content: content.into(),
+            model: "m".into(),
+            usage: Usage { prompt_tokens: 3, completion_tokens: tokens },
+            attempts: 1,
+        }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_streamed_reply_comes_word_by_word_from_the_first_token() {
-        let paced = Paced::<dyn Provider>::new(
-            Arc::new(Canned),
-            Arc::new(Pace::new(Shape::new(Duration::from_millis(100), 10.0))),
+    #[test]
+    fn a_call_takes_its_first_token_then_its_tokens_at_the_rate() {
+        let pace = Pace::new(Shape::new(Duration::from_millis(200), 40.0))
+            .profile("judge", Shape::new(Duration::from_millis(500), 0.0));
+        let r = reply("one two three four five six", 8);
+        // 200 ms, then 8 tokens at 40 a second.
+        assert_eq!(pace.timing(&request("chat", "hi"), &r).end, Duration::from_millis(400));
+        // A rate of 0: the whole reply comes with its first token.
+        assert_eq!(pace.timing(&request("judge", "hi"), &r).end, Duration::from_millis(500));
+        // Without the provider's count, the reply's estimated tokens (6 words: 8).
+        assert_eq!(
+            pace.timing(&request("chat", "hi"), &reply("one two three four five six", 0)).end,
+            Duration::from_millis(400)
         );
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let start = Instant::now();
-        let s = seen.clone();
-        let sink: TokenSink = Arc::new(move |piece: &str| s.lock().unwrap().push((start.elapsed(), piece.to_owned())));
-        paced.complete(&request("chat", "hi"), Some(sink)).await.unwrap();
-        let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 6);
-        assert_eq!(seen[0], (Duration::from_millis(100), "one ".to_owned()));
+    }
+
+    #[test]
+    fn a_streamed_reply_comes_word_by_word_from_the_first_token() {
+        let pace = Pace::new(Shape::new(Duration::from_millis(100), 10.0));
+        let r = reply("one two three four five six", 8);
+        let t = pace.timing(&request("chat", "hi"), &r);
+        assert_eq!(t.pieces.len(), 6);
+        assert_eq!(t.pieces[0], (Duration::from_millis(100), "one "));
         // "two" starts 4 bytes into 27: its share of the reply's 8 tokens is 1 token, 100 ms at
         // 10 tokens a second.
-        assert_eq!(seen[1].0, Duration::from_millis(200));
-        assert_eq!(seen.iter().map(|(_, p)| p.as_str()).collect::<String>(), "one two three four five six");
+        assert_eq!(t.pieces[1], (Duration::from_millis(200), "two "));
+        assert_eq!(t.pieces.iter().map(|(_, p)| *p).collect::<String>(), "one two three four five six");
+        assert!(t.pieces.windows(2).all(|w| w[0].0 <= w[1].0));
         // The reply's 8 tokens set its end: 100 ms, then 800.
-        assert_eq!(start.elapsed(), Duration::from_millis(900));
+        assert_eq!(t.end, Duration::from_millis(900));
+    }
+
+    #[tokio::test]
+    async fn a_paced_call_streams_the_whole_reply_and_answers_it() {
+        let pace = Pace::new(Shape::new(Duration::from_millis(2), 10_000.0));
+        let paced = Paced::<dyn Provider>::new(Arc::new(Canned), Arc::new(pace));
+        let seen = Arc::new(Mutex::new(String::new()));
+        let s = seen.clone();
+        let sink: TokenSink = Arc::new(move |piece: &str| s.lock().unwrap().push_str(piece));
+        let r = paced.complete(&request("chat", "hi"), Some(sink)).await.unwrap();
+        assert_eq!(r.content, "one two three four five six");
+        assert_eq!(*seen.lock().unwrap(), r.content);
     }
 
     #[test]
