@@ -29,6 +29,8 @@ use tracing_subscriber::registry::LookupSpan;
 
 #[path = "support/debate_answers.rs"]
 mod answers;
+#[path = "support/party_round.rs"]
+mod party_round;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -169,15 +171,6 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
         "Mostly Rust and PostgreSQL, some Kafka, and a lot of reading other people's code.",
         "I mentor two juniors now; we pair on reviews every Friday.",
     ];
-    let players = ["ana", "bo", "cy", "dee", "eli", "fox"];
-    let round = |n: usize| {
-        let a: serde_json::Map<String, Value> = players
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.to_string(), json!(if i < n { "have" } else { "have_not" })))
-            .collect();
-        json!({ "answers": a })
-    };
     vec![
         Scenario {
             pack: "pirate",
@@ -195,7 +188,9 @@ fn scenarios(quick: bool) -> Vec<Scenario> {
             pack: "party",
             label: "party (a round: the picker, or the writer)",
             options: json!({"nsfw": true}),
-            inputs: std::iter::once(json!({})).chain((0..turns).map(|t| round([3, 6, 1, 5, 6, 2][t % 6]))).collect(),
+            inputs: std::iter::once(json!({}))
+                .chain((0..turns).map(|t| party_round::round([3, 6, 1, 5, 6, 2][t % 6])))
+                .collect(),
         },
         Scenario {
             pack: "designer",

@@ -12,6 +12,9 @@ use ruleweave::Engine;
 use ruleweave::values::Map;
 use serde_json::{Value, json};
 
+#[path = "support/party_round.rs"]
+mod party_round;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -101,19 +104,8 @@ fn query_bench(c: &mut Criterion) {
 
 /// Twenty rounds of a six-player lobby, the table's boldness rising and falling.
 fn answers() -> Vec<Value> {
-    let players = ["ana", "bo", "cy", "dee", "eli", "fox"];
     let haves = [3, 4, 6, 6, 5, 6, 6, 1, 0, 0, 2, 4, 5, 6, 6, 3, 2, 6, 6, 6];
-    haves
-        .iter()
-        .map(|&n| {
-            let round: serde_json::Map<String, Value> = players
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.to_string(), json!(if i < n { "have" } else { "have_not" })))
-                .collect();
-            json!({ "answers": round })
-        })
-        .collect()
+    haves.into_iter().map(party_round::round).collect()
 }
 
 fn round_bench(c: &mut Criterion) {

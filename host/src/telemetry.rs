@@ -241,7 +241,7 @@ impl Config {
         let mut exporter = exporter;
         // The resource (service.name, OTEL_RESOURCE_ATTRIBUTES) goes with every batch: the
         // exporter needs it before it moves to the queue's thread.
-        let resource = opentelemetry_sdk::Resource::builder().with_service_name(service_name()).build();
+        let resource = resource();
         exporter.set_resource(&resource);
         let counts = Arc::new(SpanCounts::default());
         let queue = Queue::start(exporter, self, counts.clone())?;
@@ -251,10 +251,14 @@ impl Config {
     }
 }
 
-/// `OTEL_SERVICE_NAME`, else `ruleweave` (a resource attribute `service.name` wins over both, as
-/// the SDK reads `OTEL_RESOURCE_ATTRIBUTES` after).
-fn service_name() -> String {
-    std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.trim().is_empty()).unwrap_or_else(|| "ruleweave".into())
+/// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`), named `ruleweave` when
+/// neither names the service.
+fn resource() -> opentelemetry_sdk::Resource {
+    let detected = opentelemetry_sdk::Resource::builder().build();
+    let unnamed = detected
+        .get(&opentelemetry::Key::from_static_str("service.name"))
+        .is_none_or(|v| v.as_str().starts_with("unknown_service"));
+    if unnamed { opentelemetry_sdk::Resource::builder().with_service_name("ruleweave").build() } else { detected }
 }
 
 /// What the queue's thread is sent.

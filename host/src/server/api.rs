@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use tracing::Instrument as _;
 
 use axum::Json;
 use axum::extract::{Extension, State};
@@ -412,7 +411,7 @@ pub async fn turn(
     let streaming =
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
     if !streaming {
-        let task = s.tasks.spawn(play(s.clone(), live, req.input, None).in_current_span());
+        let task = s.spawn(play(s.clone(), live, req.input, None));
         let (result, state) = task
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
@@ -424,16 +423,13 @@ pub async fn turn(
         let _ = events.send(sse(kind(e), &serde_json::to_value(e).unwrap_or(Value::Null)));
     });
     let state = s.clone();
-    s.tasks.spawn(
-        async move {
-            let last = match play(state, live, req.input, Some(sink)).await {
-                Ok((r, st)) => sse("result", &turn_body(&r, st)),
-                Err(e) => sse("error", &StreamError { error: StreamErrorDetail { code: e.code, message: e.message } }),
-            };
-            let _ = tx.send(last);
-        }
-        .in_current_span(),
-    );
+    s.spawn(async move {
+        let last = match play(state, live, req.input, Some(sink)).await {
+            Ok((r, st)) => sse("result", &turn_body(&r, st)),
+            Err(e) => sse("error", &StreamError { error: StreamErrorDetail { code: e.code, message: e.message } }),
+        };
+        let _ = tx.send(last);
+    });
     Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
 }
 

@@ -134,6 +134,17 @@ impl AppState {
         state
     }
 
+    /// Runs `work` as a task the shutdown waits for, in the current trace span: a turn played
+    /// for a request stays that request's child whoever awaits it.
+    pub fn spawn<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        use tracing::Instrument as _;
+        self.tasks.spawn(work.in_current_span())
+    }
+
     /// A slot to run a turn of `pack` in (waits while the pack's turns fill its slots).
     pub async fn turn_slot(&self, pack: &str) -> tokio::sync::OwnedSemaphorePermit {
         let slots = {

@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use tracing::Instrument as _;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -638,71 +637,68 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let model = req.model.clone();
     let task = s.clone();
-    s.tasks.spawn(
-        async move {
-            let s = task;
-            let (session_id, seq) = {
-                let session = live.lock().await;
-                (session.id().to_owned(), session.checkpoint())
-            };
-            let chunks = Chunks { id: format!("chatcmpl-{session_id}"), model, created: unix_now() };
-            let _ = tx.send(chunks.delta(Delta { role: Some("assistant"), content: Some(String::new()) }, None));
-            let sent = Arc::new(Mutex::new(Sent::default()));
-            let (rest, seq, usage) = match say {
-                Say::Opening(text) => (text, seq, usage),
-                Say::Turn(text) => {
-                    let sink: ruleweave::EventSink = {
-                        let (sent, tx, chunks) = (sent.clone(), tx.clone(), chunks.clone());
-                        Arc::new(move |e: &ruleweave::Event| {
-                            let piece = match e {
-                                ruleweave::Event::Speech { node, speaker, text, start } => {
-                                    let who = speaker.as_deref().unwrap_or(node);
-                                    sent.lock().unwrap_or_else(|p| p.into_inner()).speech(who, text, *start)
-                                }
-                                ruleweave::Event::Log { node, level, message } if level == "warn" => {
-                                    sent.lock().unwrap_or_else(|p| p.into_inner()).note(&format!("{node}: {message}"))
-                                }
-                                _ => return,
-                            };
-                            let _ = tx.send(chunks.delta(Delta { role: None, content: Some(piece) }, None));
-                        })
-                    };
-                    match play(&s, &live, Move::Text(text), Some(sink)).await {
-                        Ok((r, _)) => {
-                            let mut usage = usage;
-                            usage.add(&r);
-                            let sent = sent.lock().unwrap_or_else(|p| p.into_inner());
-                            // Nothing streamed: the whole reply. Streamed: the notes not sent yet and
-                            // the closing words.
-                            let rest = if sent.text.is_empty() {
-                                shown(&r)
-                            } else {
-                                after_reply(&r, &sent.notes).iter().map(|p| format!("\n\n{p}")).collect()
-                            };
-                            (rest, r.checkpoint, usage)
-                        }
-                        Err(e) => {
-                            let _ = tx.send(SseEvent::default().data(e.body().to_string()));
-                            let _ = tx.send(SseEvent::default().data("[DONE]"));
-                            return;
-                        }
+    s.spawn(async move {
+        let s = task;
+        let (session_id, seq) = {
+            let session = live.lock().await;
+            (session.id().to_owned(), session.checkpoint())
+        };
+        let chunks = Chunks { id: format!("chatcmpl-{session_id}"), model, created: unix_now() };
+        let _ = tx.send(chunks.delta(Delta { role: Some("assistant"), content: Some(String::new()) }, None));
+        let sent = Arc::new(Mutex::new(Sent::default()));
+        let (rest, seq, usage) = match say {
+            Say::Opening(text) => (text, seq, usage),
+            Say::Turn(text) => {
+                let sink: ruleweave::EventSink = {
+                    let (sent, tx, chunks) = (sent.clone(), tx.clone(), chunks.clone());
+                    Arc::new(move |e: &ruleweave::Event| {
+                        let piece = match e {
+                            ruleweave::Event::Speech { node, speaker, text, start } => {
+                                let who = speaker.as_deref().unwrap_or(node);
+                                sent.lock().unwrap_or_else(|p| p.into_inner()).speech(who, text, *start)
+                            }
+                            ruleweave::Event::Log { node, level, message } if level == "warn" => {
+                                sent.lock().unwrap_or_else(|p| p.into_inner()).note(&format!("{node}: {message}"))
+                            }
+                            _ => return,
+                        };
+                        let _ = tx.send(chunks.delta(Delta { role: None, content: Some(piece) }, None));
+                    })
+                };
+                match play(&s, &live, Move::Text(text), Some(sink)).await {
+                    Ok((r, _)) => {
+                        let mut usage = usage;
+                        usage.add(&r);
+                        let sent = sent.lock().unwrap_or_else(|p| p.into_inner());
+                        // Nothing streamed: the whole reply. Streamed: the notes not sent yet and
+                        // the closing words.
+                        let rest = if sent.text.is_empty() {
+                            shown(&r)
+                        } else {
+                            after_reply(&r, &sent.notes).iter().map(|p| format!("\n\n{p}")).collect()
+                        };
+                        (rest, r.checkpoint, usage)
+                    }
+                    Err(e) => {
+                        let _ = tx.send(SseEvent::default().data(e.body().to_string()));
+                        let _ = tx.send(SseEvent::default().data("[DONE]"));
+                        return;
                     }
                 }
-            };
-            let mut all = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).text);
-            if !rest.is_empty() {
-                let _ = tx.send(chunks.delta(Delta { role: None, content: Some(rest.clone()) }, None));
             }
-            all.push_str(&rest);
-            link(&s, last_key(&keys).after(&all), &session_id, seq).await;
-            let _ = tx.send(chunks.delta(Delta::default(), Some("stop")));
-            if include_usage {
-                let _ = tx.send(chunks.usage(usage));
-            }
-            let _ = tx.send(SseEvent::default().data("[DONE]"));
+        };
+        let mut all = std::mem::take(&mut sent.lock().unwrap_or_else(|p| p.into_inner()).text);
+        if !rest.is_empty() {
+            let _ = tx.send(chunks.delta(Delta { role: None, content: Some(rest.clone()) }, None));
         }
-        .in_current_span(),
-    );
+        all.push_str(&rest);
+        link(&s, last_key(&keys).after(&all), &session_id, seq).await;
+        let _ = tx.send(chunks.delta(Delta::default(), Some("stop")));
+        if include_usage {
+            let _ = tx.send(chunks.usage(usage));
+        }
+        let _ = tx.send(SseEvent::default().data("[DONE]"));
+    });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
     });
