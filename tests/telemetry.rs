@@ -470,3 +470,120 @@ async fn a_collector_that_never_answers_slows_no_turn_and_its_spans_are_counted_
     assert!(dropped > 0, "{metrics}");
     assert!(!held.lock().unwrap().is_empty(), "the exporter did try the collector");
 }
+
+/// A collector that answers every OTLP/HTTP export with 200 and passes each body on: the JSON
+/// an `http/json` exporter sends.
+fn recording_collector() -> (String, std::sync::mpsc::Receiver<Value>) {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().map_while(Result::ok) {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                // One request after another on the connection, as the exporter keeps it alive.
+                loop {
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    conn.write_all(answer.as_bytes()).unwrap();
+                    let _ = tx.send(serde_json::from_slice(&body).unwrap_or(Value::Null));
+                }
+            });
+        }
+    });
+    (endpoint, rx)
+}
+
+/// The trace id and name of every span in an OTLP/JSON export.
+fn exported_spans(export: &Value) -> Vec<(String, String)> {
+    let mut spans = Vec::new();
+    for resource in export["resourceSpans"].as_array().into_iter().flatten() {
+        for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+            for span in scope["spans"].as_array().into_iter().flatten() {
+                let id = span["traceId"].as_str().unwrap_or_default().to_ascii_lowercase();
+                spans.push((id, span["name"].as_str().unwrap_or_default().to_owned()));
+            }
+        }
+    }
+    spans
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampled_out_trace_is_not_sent_and_a_callers_sampled_one_is() {
+    // No new trace is kept (a ratio of 0), a caller's sampled one always is.
+    let (endpoint, exports) = recording_collector();
+    let server = start(
+        &repo_root(),
+        "memory",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+        ],
+    );
+    let (status, created) = support::post(&format!("{}/v1/sessions", server.url), json!({"pack": "pirate"})).await;
+    assert_eq!(status, 201, "{created}");
+    let turns = format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap());
+    let turn = async |message: &str, traceparent: Option<String>| {
+        let mut request = support::http().post(&turns).json(&json!({"input": {"message": message}}));
+        if let Some(t) = traceparent {
+            request = request.header("traceparent", t);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    };
+    let unsampled = "5b8efff798038103d269b633813fc60c";
+    let sampled = "4bf92f3577b34da6a3ce929d0e0e4736";
+    turn("Ahoy!", None).await;
+    turn("I have gold.", Some(format!("00-{unsampled}-00f067aa0ba902b7-00"))).await;
+    turn("Tell me of the reef.", None).await;
+    turn("A map for a map?", Some(format!("00-{sampled}-00f067aa0ba902b7-01"))).await;
+
+    // The exports arrive in the order the spans ended: once the sampled turn's span is in, any
+    // span of the turns before it would have been too.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|(id, name): &(String, String)| id == sampled && name == "turn pirate") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match exports.recv_timeout(left) {
+            Ok(export) => seen.extend(exported_spans(&export)),
+            Err(_) => panic!("the sampled turn's trace never reached the collector; it had {seen:?}"),
+        }
+    }
+    let names: BTreeSet<&str> = seen.iter().map(|(_, n)| n.as_str()).collect();
+    assert!(names.contains("POST /v1/sessions/{id}/turns") && names.contains("node merit_check"), "{names:?}");
+    let strays: Vec<&(String, String)> = seen.iter().filter(|(id, _)| id != sampled).collect();
+    assert!(strays.is_empty(), "spans of traces the sampler dropped were sent: {strays:?}");
+
+    // A sampler the process cannot honour stops it before it does anything.
+    let out = support::ruleweave(&repo_root())
+        .arg("check")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_TRACES_SAMPLER", "xray")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error: OTEL_TRACES_SAMPLER=xray: expected parentbased_always_on"), "{stderr}");
+}

@@ -8,7 +8,12 @@
 //! is set; `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` turn it off again.
 //! `OTEL_EXPORTER_OTLP_PROTOCOL` is `http/protobuf` (the default) or `http/json`;
 //! `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`, `OTEL_SERVICE_NAME` and
-//! `OTEL_RESOURCE_ATTRIBUTES` mean what they always do. Finished spans wait in a bounded queue
+//! `OTEL_RESOURCE_ATTRIBUTES` mean what they always do. `OTEL_TRACES_SAMPLER` (with
+//! `OTEL_TRACES_SAMPLER_ARG` for a ratio) chooses which traces are kept: `parentbased_always_on`
+//! (the default), `parentbased_traceidratio` (that share of new traces, and every trace a caller's
+//! sampled `traceparent` continues), `traceidratio`, `always_on`, `always_off`,
+//! `parentbased_always_off`; a value it cannot honour stops the process at startup, as a bad
+//! protocol or number does, rather than tracing everything unasked. Finished spans wait in a bounded queue
 //! (`OTEL_BSP_MAX_QUEUE_SIZE`, 2,048) that a thread of its own sends in batches
 //! (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, 512, at least every `OTEL_BSP_SCHEDULE_DELAY` ms, 5,000): a
 //! turn never waits for the collector, and when the queue is full (a collector that is down or
@@ -189,6 +194,59 @@ struct Config {
     queue: usize,
     batch: usize,
     delay: Duration,
+    sampling: Sampling,
+}
+
+/// Which traces are kept: a share of them by trace id (`ratio`, 1 for all, 0 for none), and
+/// whether a span with a parent follows its parent's choice instead (`parent_based`: a request
+/// continuing a caller's sampled `traceparent` is traced whatever the ratio).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sampling {
+    parent_based: bool,
+    ratio: f64,
+}
+
+impl Sampling {
+    /// From `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`, the specification's names.
+    fn from_env(set: impl Fn(&str) -> Option<String>) -> Result<Sampling> {
+        let name = set("OTEL_TRACES_SAMPLER").map(|v| v.trim().to_ascii_lowercase());
+        let ratio = || -> Result<f64> {
+            match set("OTEL_TRACES_SAMPLER_ARG") {
+                None => Ok(1.0),
+                Some(v) => v
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .with_context(|| format!("OTEL_TRACES_SAMPLER_ARG={v}: expected a ratio from 0 to 1")),
+            }
+        };
+        let (parent_based, ratio) = match name.as_deref() {
+            None | Some("parentbased_always_on") => (true, 1.0),
+            Some("parentbased_always_off") => (true, 0.0),
+            Some("parentbased_traceidratio") => (true, ratio()?),
+            Some("always_on") => (false, 1.0),
+            Some("always_off") => (false, 0.0),
+            Some("traceidratio") => (false, ratio()?),
+            Some(other) => bail!(
+                "OTEL_TRACES_SAMPLER={other}: expected parentbased_always_on, parentbased_traceidratio, \
+                 parentbased_always_off, traceidratio, always_on or always_off"
+            ),
+        };
+        Ok(Sampling { parent_based, ratio })
+    }
+
+    fn sampler(self) -> opentelemetry_sdk::trace::Sampler {
+        use opentelemetry_sdk::trace::Sampler;
+        let own = if self.ratio >= 1.0 {
+            Sampler::AlwaysOn
+        } else if self.ratio <= 0.0 {
+            Sampler::AlwaysOff
+        } else {
+            Sampler::TraceIdRatioBased(self.ratio)
+        };
+        if self.parent_based { Sampler::ParentBased(Box::new(own)) } else { own }
+    }
 }
 
 impl Config {
@@ -219,7 +277,8 @@ impl Config {
         let queue = number("OTEL_BSP_MAX_QUEUE_SIZE", 2048)?.clamp(1, 1 << 20) as usize;
         let batch = (number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)? as usize).clamp(1, queue);
         let delay = Duration::from_millis(number("OTEL_BSP_SCHEDULE_DELAY", 5000)?.clamp(1, 3_600_000));
-        Ok(Some(Config { json, queue, batch, delay }))
+        let sampling = Sampling::from_env(set)?;
+        Ok(Some(Config { json, queue, batch, delay, sampling }))
     }
 
     /// The exporter, its queue, the provider, and the layer that feeds it.
@@ -244,8 +303,13 @@ impl Config {
         let resource = resource();
         exporter.set_resource(&resource);
         let counts = Arc::new(SpanCounts::default());
+        let sampler = self.sampling.sampler();
         let queue = Queue::start(exporter, self, counts.clone())?;
-        let provider = SdkTracerProvider::builder().with_span_processor(queue).with_resource(resource).build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(queue)
+            .with_resource(resource)
+            .with_sampler(sampler)
+            .build();
         let layer = layer(&provider);
         Ok((Telemetry { provider: Some(provider), counts }, layer))
     }
@@ -411,7 +475,8 @@ mod tests {
         assert_eq!(config(&[]).unwrap(), None);
         assert_eq!(config(&[("OTEL_SERVICE_NAME", "x")]).unwrap(), None);
         let on = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")]).unwrap().unwrap();
-        assert_eq!(on, Config { json: false, queue: 2048, batch: 512, delay: Duration::from_secs(5) });
+        let every = Sampling { parent_based: true, ratio: 1.0 };
+        assert_eq!(on, Config { json: false, queue: 2048, batch: 512, delay: Duration::from_secs(5), sampling: every });
         assert!(config(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://x/v1/traces")]).unwrap().is_some());
         let off = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_SDK_DISABLED", "true")];
         assert_eq!(config(&off).unwrap(), None);
@@ -430,10 +495,41 @@ mod tests {
         ])
         .unwrap()
         .unwrap();
-        assert_eq!(c, Config { json: true, queue: 100, batch: 100, delay: Duration::from_millis(250) });
+        let every = Sampling { parent_based: true, ratio: 1.0 };
+        assert_eq!(
+            c,
+            Config { json: true, queue: 100, batch: 100, delay: Duration::from_millis(250), sampling: every }
+        );
         let grpc = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]);
         assert!(grpc.unwrap_err().to_string().contains("http/protobuf"));
         let bad = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_BSP_MAX_QUEUE_SIZE", "lots")]);
         assert!(bad.unwrap_err().to_string().contains("OTEL_BSP_MAX_QUEUE_SIZE=lots"));
+    }
+
+    #[test]
+    fn the_sampler_is_the_specifications_and_a_bad_one_is_refused() {
+        let sampling = |sampler: &str, arg: Option<&str>| {
+            let mut vars = vec![("OTEL_EXPORTER_OTLP_ENDPOINT", "http://x"), ("OTEL_TRACES_SAMPLER", sampler)];
+            vars.extend(arg.map(|a| ("OTEL_TRACES_SAMPLER_ARG", a)));
+            config(&vars).map(|c| c.unwrap().sampling)
+        };
+        let s = |parent_based, ratio| Sampling { parent_based, ratio };
+        assert_eq!(sampling("parentbased_traceidratio", Some("0.1")).unwrap(), s(true, 0.1));
+        assert_eq!(sampling("parentbased_traceidratio", None).unwrap(), s(true, 1.0));
+        assert_eq!(sampling("traceidratio", Some(" 0.25 ")).unwrap(), s(false, 0.25));
+        assert_eq!(sampling("ALWAYS_OFF", None).unwrap(), s(false, 0.0));
+        assert_eq!(sampling("always_on", Some("0.5")).unwrap(), s(false, 1.0), "the ratio is for the ratio samplers");
+        assert_eq!(sampling("parentbased_always_off", None).unwrap(), s(true, 0.0));
+        assert_eq!(sampling("", None).unwrap(), s(true, 1.0), "empty is unset");
+        let e = sampling("traceidratio", Some("10%")).unwrap_err().to_string();
+        assert!(e.contains("OTEL_TRACES_SAMPLER_ARG=10%") && e.contains("from 0 to 1"), "{e}");
+        assert!(sampling("traceidratio", Some("1.5")).is_err());
+        let e = sampling("jaeger_remote", None).unwrap_err().to_string();
+        assert!(e.contains("OTEL_TRACES_SAMPLER=jaeger_remote") && e.contains("parentbased_traceidratio"), "{e}");
+        use opentelemetry_sdk::trace::Sampler;
+        assert!(matches!(s(true, 0.1).sampler(), Sampler::ParentBased(_)));
+        assert!(matches!(s(false, 0.25).sampler(), Sampler::TraceIdRatioBased(r) if r == 0.25));
+        assert!(matches!(s(false, 0.0).sampler(), Sampler::AlwaysOff));
+        assert!(matches!(s(false, 1.0).sampler(), Sampler::AlwaysOn));
     }
 }
