@@ -1,7 +1,7 @@
 //! `ruleweave serve` with an instant native model in place of the pack's Rhai stand-in, as the
 //! LangGraph baseline's fake model is a plain function: what the server itself burns per turn,
 //! measured from outside by the load generator (`--pid`). The pirate's answers come from the
-//! pirate bench's cycles; the store is SQLite.
+//! pirate bench's cycles; the store is the first argument's (`memory`, `sqlite://PATH`).
 //!
 //! ```sh
 //! cargo build --release -p ruleweave --example instant_serve --example loadgen
@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ruleweave::Engine;
-use ruleweave::store::SqliteStore;
 use ruleweave_host::server::{self, AppState, Settings};
 
 #[path = "../../engine/benches/support/pirate_answers.rs"]
@@ -37,9 +36,8 @@ fn main() -> anyhow::Result<()> {
         .init();
     let rt = tokio::runtime::Builder::new_multi_thread().thread_stack_size(16 << 20).enable_all().build()?;
     rt.block_on(async {
-        let store = SqliteStore::open(&store).await?;
-        let engine =
-            Engine::builder(root).store(Arc::new(store)).provider(Arc::new(answers::InstantModel::default())).build();
+        let store = ruleweave::store::open(&store).await?;
+        let engine = Engine::builder(root).store(store).provider(Arc::new(answers::InstantModel::default())).build();
         let state = Arc::new(AppState::new(engine, Settings::default()));
         state.load_packs();
         server::run(state, addr).await
