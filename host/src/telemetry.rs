@@ -12,8 +12,10 @@
 //! `OTEL_TRACES_SAMPLER_ARG` for a ratio) chooses which traces are kept: `parentbased_always_on`
 //! (the default), `parentbased_traceidratio` (that share of new traces, and every trace a caller's
 //! sampled `traceparent` continues), `traceidratio`, `always_on`, `always_off`,
-//! `parentbased_always_off`; a value it cannot honour stops the process at startup, as a bad
-//! protocol or number does, rather than tracing everything unasked. Finished spans wait in a bounded queue
+//! `parentbased_always_off`, in any case. A value it cannot honour (a name outside these, a ratio
+//! outside 0 to 1) stops the process at startup, as a bad protocol or number does, where the
+//! specification would have it warned about and ignored, that is tracing everything: deliberately
+//! stricter. These settings are read only when traces are on. Finished spans wait in a bounded queue
 //! (`OTEL_BSP_MAX_QUEUE_SIZE`, 2,048) that a thread of its own sends in batches
 //! (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, 512, at least every `OTEL_BSP_SCHEDULE_DELAY` ms, 5,000): a
 //! turn never waits for the collector, and when the queue is full (a collector that is down or
@@ -209,7 +211,8 @@ struct Sampling {
 impl Sampling {
     /// From `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`, the specification's names.
     fn from_env(set: impl Fn(&str) -> Option<String>) -> Result<Sampling> {
-        let name = set("OTEL_TRACES_SAMPLER").map(|v| v.trim().to_ascii_lowercase());
+        let given = set("OTEL_TRACES_SAMPLER");
+        let name = given.as_deref().map(|v| v.trim().to_ascii_lowercase());
         let ratio = || -> Result<f64> {
             match set("OTEL_TRACES_SAMPLER_ARG") {
                 None => Ok(1.0),
@@ -228,9 +231,10 @@ impl Sampling {
             Some("always_on") => (false, 1.0),
             Some("always_off") => (false, 0.0),
             Some("traceidratio") => (false, ratio()?),
-            Some(other) => bail!(
-                "OTEL_TRACES_SAMPLER={other}: expected parentbased_always_on, parentbased_traceidratio, \
-                 parentbased_always_off, traceidratio, always_on or always_off"
+            Some(_) => bail!(
+                "OTEL_TRACES_SAMPLER={}: expected parentbased_always_on, parentbased_traceidratio, \
+                 parentbased_always_off, traceidratio, always_on or always_off (this build has no other)",
+                given.as_deref().unwrap_or_default().trim()
             ),
         };
         Ok(Sampling { parent_based, ratio })

@@ -70,6 +70,13 @@ fn clean(mut cmd: Command, root: &Path) -> Command {
     ] {
         cmd.env_remove(var);
     }
+    // A developer's own OpenTelemetry settings would send the tests' traces elsewhere, or
+    // override what a test sets.
+    for (var, _) in std::env::vars_os() {
+        if var.to_str().is_some_and(|v| v.starts_with("OTEL_")) {
+            cmd.env_remove(var);
+        }
+    }
     cmd
 }
 
