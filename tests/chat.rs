@@ -316,15 +316,10 @@ async fn a_conversation_goes_on_whichever_replica_it_reaches() {
 /// `NotFoundError` for an unknown pack.
 #[test]
 fn the_openai_python_sdk_plays_the_pirate() {
-    let python = match std::env::var("RULEWEAVE_TEST_PYTHON") {
-        Ok(p) if !p.is_empty() => p,
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("RULEWEAVE_TEST_PYTHON is not set, and CI must test the OpenAI SDK")
-        }
-        _ => {
-            eprintln!("SKIPPED: RULEWEAVE_TEST_PYTHON is not set, so the OpenAI SDK test did not run");
-            return;
-        }
+    let Some(python) =
+        support::needed("RULEWEAVE_TEST_PYTHON", "CI must test the OpenAI SDK", "the OpenAI SDK test did not run")
+    else {
+        return;
     };
     let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let server = start(root.path(), "memory", &[]);

@@ -12,16 +12,7 @@ use crate::support::{self, start};
 const CHECKS: &str = "not_a_server_error,response_schema_conformance,status_code_conformance,content_type_conformance";
 
 fn schemathesis() -> Option<String> {
-    match std::env::var("RULEWEAVE_TEST_SCHEMATHESIS") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("RULEWEAVE_TEST_SCHEMATHESIS is not set, and CI must hold the API to its document")
-        }
-        _ => {
-            eprintln!("SKIPPED: RULEWEAVE_TEST_SCHEMATHESIS is not set, so Schemathesis did not run");
-            None
-        }
-    }
+    support::needed("RULEWEAVE_TEST_SCHEMATHESIS", "CI must hold the API to its document", "Schemathesis did not run")
 }
 
 /// `Tested: N` for every operation of the committed document but `GET /openapi.json`, which

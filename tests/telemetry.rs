@@ -207,16 +207,7 @@ fn a_debate_rounds_calls_from_script_threads_and_its_searches_are_its_nodes_chil
 
 /// Where `RULEWEAVE_TEST_PHOENIX` says Phoenix's command is (CI must have it).
 fn phoenix_command() -> Option<String> {
-    match std::env::var("RULEWEAVE_TEST_PHOENIX") {
-        Ok(p) if !p.is_empty() => Some(p),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("RULEWEAVE_TEST_PHOENIX is not set, and CI must read traces back from Phoenix")
-        }
-        _ => {
-            eprintln!("SKIPPED: RULEWEAVE_TEST_PHOENIX is not set, so Phoenix did not run");
-            None
-        }
-    }
+    support::needed("RULEWEAVE_TEST_PHOENIX", "CI must read traces back from Phoenix", "Phoenix did not run")
 }
 
 fn free_port() -> u16 {
@@ -324,26 +315,34 @@ fn phoenix_attr<'a>(span: &'a Value, key: &str) -> &'a Value {
     &span["attributes"][key]
 }
 
+/// A new session of `pack` (with `options`, unless null) on `server`: where its turns are posted.
+async fn new_session(server: &support::Process, pack: &str, options: Value) -> String {
+    let mut body = json!({"pack": pack});
+    if !options.is_null() {
+        body["options"] = options;
+    }
+    let (status, created) = support::post(&format!("{}/v1/sessions", server.url), body).await;
+    assert_eq!(status, 201, "{created}");
+    format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap())
+}
+
+/// Posts a pirate move to `turns`, with a caller's `traceparent` when given; it must succeed.
+async fn post_turn(turns: &str, message: &str, traceparent: Option<String>) {
+    let mut request = support::http().post(turns).json(&json!({"input": {"message": message}}));
+    if let Some(t) = traceparent {
+        request = request.header("traceparent", t);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+}
+
 /// Plays a pirate turn (continuing the caller's trace) and a debate round on `server`.
 async fn play(server: &support::Process, trace: &str) {
-    let (status, created) = support::post(&format!("{}/v1/sessions", server.url), json!({"pack": "pirate"})).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_str().unwrap();
-    let turn = support::http()
-        .post(format!("{}/v1/sessions/{id}/turns", server.url))
-        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
-        .json(&json!({"input": {"message": "Ahoy, captain! I brought rum and a map of the reef."}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(turn.status(), 200, "{}", turn.text().await.unwrap());
-    let options = json!({"rounds": 1, "fact_check": "off"});
-    let (status, created) =
-        support::post(&format!("{}/v1/sessions", server.url), json!({"pack": "debate", "options": options})).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_str().unwrap();
-    let (status, body) =
-        support::post(&format!("{}/v1/sessions/{id}/turns", server.url), json!({"input": "start"})).await;
+    let turns = new_session(server, "pirate", Value::Null).await;
+    let message = "Ahoy, captain! I brought rum and a map of the reef.";
+    post_turn(&turns, message, Some(format!("00-{trace}-00f067aa0ba902b7-01"))).await;
+    let turns = new_session(server, "debate", json!({"rounds": 1, "fact_check": "off"})).await;
+    let (status, body) = support::post(&turns, json!({"input": "start"})).await;
     assert_eq!(status, 200, "{body}");
 }
 
@@ -449,25 +448,27 @@ async fn a_collector_that_never_answers_slows_no_turn_and_its_spans_are_counted_
             ("OTEL_BSP_SCHEDULE_DELAY", "10"),
         ],
     );
-    let (status, created) = support::post(&format!("{}/v1/sessions", server.url), json!({"pack": "pirate"})).await;
-    assert_eq!(status, 201, "{created}");
-    let id = created["id"].as_str().unwrap();
+    let turns = new_session(&server, "pirate", Value::Null).await;
     for m in ["Ahoy!", "I have gold.", "Tell me of the reef.", "Your ship is fine.", "Rum?", "A map for a map?"] {
-        let (status, body) =
-            support::post(&format!("{}/v1/sessions/{id}/turns", server.url), json!({"input": {"message": m}})).await;
-        assert_eq!(status, 200, "{body}");
+        post_turn(&turns, m, None).await;
     }
     let metrics = support::http().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
-    let dropped: u64 = metrics
-        .lines()
-        .find(|l| l.starts_with("ruleweave_trace_spans_total{outcome=\"dropped\"}"))
-        .unwrap_or_else(|| panic!("no dropped spans counted:\n{metrics}"))
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(dropped > 0, "{metrics}");
+    let spans = |outcome: &str| -> u64 {
+        let line = format!("ruleweave_trace_spans_total{{outcome=\"{outcome}\"}}");
+        let found = metrics.lines().find(|l| l.starts_with(&line));
+        found
+            .unwrap_or_else(|| panic!("no {outcome} spans counted:\n{metrics}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(spans("dropped") > 0, "{metrics}");
+    // No export has ended (the collector holds them, for up to a minute) and every turn has: the
+    // turns did not wait for one.
+    assert_eq!(spans("failed"), 0, "{metrics}");
+    assert_eq!(spans("exported"), 0, "{metrics}");
     assert!(!held.lock().unwrap().is_empty(), "the exporter did try the collector");
 }
 
@@ -557,23 +558,13 @@ async fn a_sampled_out_trace_is_not_sent_and_a_callers_sampled_one_is() {
             ("OTEL_BSP_SCHEDULE_DELAY", "10"),
         ],
     );
-    let (status, created) = support::post(&format!("{}/v1/sessions", server.url), json!({"pack": "pirate"})).await;
-    assert_eq!(status, 201, "{created}");
-    let turns = format!("{}/v1/sessions/{}/turns", server.url, created["id"].as_str().unwrap());
-    let turn = async |message: &str, traceparent: Option<String>| {
-        let mut request = support::http().post(&turns).json(&json!({"input": {"message": message}}));
-        if let Some(t) = traceparent {
-            request = request.header("traceparent", t);
-        }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
-    };
+    let turns = new_session(&server, "pirate", Value::Null).await;
     let unsampled = "5b8efff798038103d269b633813fc60c";
     let sampled = "4bf92f3577b34da6a3ce929d0e0e4736";
-    turn("Ahoy!", None).await;
-    turn("I have gold.", Some(format!("00-{unsampled}-00f067aa0ba902b7-00"))).await;
-    turn("Tell me of the reef.", None).await;
-    turn("A map for a map?", Some(format!("00-{sampled}-00f067aa0ba902b7-01"))).await;
+    post_turn(&turns, "Ahoy!", None).await;
+    post_turn(&turns, "I have gold.", Some(format!("00-{unsampled}-00f067aa0ba902b7-00"))).await;
+    post_turn(&turns, "Tell me of the reef.", None).await;
+    post_turn(&turns, "A map for a map?", Some(format!("00-{sampled}-00f067aa0ba902b7-01"))).await;
 
     // The exports arrive in the order the spans ended: once the sampled request's span (its
     // trace's root, the last to end) is in, any span of the turns before it would have been too.

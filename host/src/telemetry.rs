@@ -51,24 +51,13 @@ pub struct SpanCounts {
 /// counts); unset while traces are off.
 static COUNTS: std::sync::OnceLock<Arc<SpanCounts>> = std::sync::OnceLock::new();
 
-/// The traces' state: counts for `/metrics`, and the provider to flush on the way out.
+/// The traces' state: the provider to flush on the way out (none while traces are off).
 #[derive(Debug, Clone, Default)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
-    counts: Arc<SpanCounts>,
 }
 
 impl Telemetry {
-    /// Whether traces are being exported.
-    pub fn enabled(&self) -> bool {
-        self.provider.is_some()
-    }
-
-    /// What the exporter did so far.
-    pub fn counts(&self) -> &SpanCounts {
-        &self.counts
-    }
-
     /// Sends what is queued and stops the exporter (waits at most a few seconds for a collector
     /// that does not answer).
     pub fn shutdown(&self) {
@@ -92,9 +81,9 @@ pub fn init(default_filter: &str, colour: bool) -> Result<Telemetry> {
         tracing_subscriber::registry().with(log).init();
         return Ok(Telemetry::default());
     };
-    let (telemetry, layer) = config.exporting()?;
+    let (telemetry, counts, layer) = config.exporting()?;
     tracing_subscriber::registry().with(log).with(layer).init();
-    let _ = COUNTS.set(telemetry.counts.clone());
+    let _ = COUNTS.set(counts);
     Ok(telemetry)
 }
 
@@ -103,7 +92,8 @@ pub fn init(default_filter: &str, colour: bool) -> Result<Telemetry> {
 pub async fn request_span(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
     use tracing::Instrument as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let route = request.extensions().get::<axum::extract::MatchedPath>().map(|p| p.as_str().to_owned());
+    // A matched path is shared text: cloning it costs no allocation when nobody traces.
+    let route = request.extensions().get::<axum::extract::MatchedPath>().cloned();
     let method = request.method().clone();
     let span = tracing::info_span!(
         "request",
@@ -111,14 +101,14 @@ pub async fn request_span(request: axum::extract::Request, next: axum::middlewar
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
         http.request.method = %method,
-        http.route = route.as_deref().unwrap_or(""),
+        http.route = route.as_ref().map_or("", |p| p.as_str()),
         url.path = request.uri().path(),
         http.response.status_code = tracing::field::Empty,
     );
     if span.is_disabled() {
         return next.run(request).await;
     }
-    span.record("otel.name", format!("{method} {}", route.as_deref().unwrap_or(request.uri().path())));
+    span.record("otel.name", format!("{method} {}", route.as_ref().map_or(request.uri().path(), |p| p.as_str())));
     let caller = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Headers(request.headers())));
     let _ = span.set_parent(caller);
     let response = next.run(request).instrument(span.clone()).await;
@@ -285,8 +275,10 @@ impl Config {
         Ok(Some(Config { json, queue, batch, delay, sampling }))
     }
 
-    /// The exporter, its queue, the provider, and the layer that feeds it.
-    fn exporting<S>(self) -> Result<(Telemetry, impl tracing_subscriber::Layer<S> + Send + Sync + 'static)>
+    /// The exporter, its queue (and what it counts), the provider, and the layer that feeds it.
+    fn exporting<S>(
+        self,
+    ) -> Result<(Telemetry, Arc<SpanCounts>, impl tracing_subscriber::Layer<S> + Send + Sync + 'static)>
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a> + Send + Sync,
     {
@@ -296,12 +288,11 @@ impl Config {
         let protocol =
             if self.json { opentelemetry_otlp::Protocol::HttpJson } else { opentelemetry_otlp::Protocol::HttpBinary };
         use opentelemetry_otlp::WithExportConfig as _;
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
+        let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(protocol)
             .build()
             .context("cannot set up the trace exporter")?;
-        let mut exporter = exporter;
         // The resource (service.name, OTEL_RESOURCE_ATTRIBUTES) goes with every batch: the
         // exporter needs it before it moves to the queue's thread.
         let resource = resource();
@@ -315,7 +306,7 @@ impl Config {
             .with_sampler(sampler)
             .build();
         let layer = layer(&provider);
-        Ok((Telemetry { provider: Some(provider), counts }, layer))
+        Ok((Telemetry { provider: Some(provider) }, counts, layer))
     }
 }
 

@@ -15,13 +15,18 @@ pub fn repo_root() -> PathBuf {
 /// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
 /// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
 pub fn postgres() -> Option<String> {
-    match std::env::var("RULEWEAVE_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("RULEWEAVE_TEST_POSTGRES is not set, and CI must test PostgreSQL")
-        }
+    needed("RULEWEAVE_TEST_POSTGRES", "CI must test PostgreSQL", "this PostgreSQL test did not run")
+}
+
+/// What `var` names: a service or tool a test needs that `.ci/run` installs. Unset, the test is
+/// skipped and says what did not run (`skipped`); under CI (`CI=true`) it fails instead, saying
+/// why CI needs it (`ci`).
+pub fn needed(var: &str, ci: &str, skipped: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("{var} is not set, and {ci}"),
         _ => {
-            eprintln!("SKIPPED: RULEWEAVE_TEST_POSTGRES is not set, so this PostgreSQL test did not run");
+            eprintln!("SKIPPED: {var} is not set, so {skipped}");
             None
         }
     }

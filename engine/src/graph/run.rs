@@ -96,31 +96,32 @@ impl<'a> Run<'a> {
         let updates = apply(env, self.step, &self.active, results, state, undo)?;
         let mut next = Vec::new();
         self.led.clear();
+        // Which nodes led where is for the trace spans only: kept while someone traces.
+        let traced = spans.iter().any(|s| !s.is_disabled());
         for (&i, span) in self.active.iter().zip(&spans) {
             let before = next.len();
             next.extend(g.edges[i].iter().copied());
             if let Some(route) = &g.routes[i] {
                 let to = route_out(env, i, route, state).instrument(span.clone()).await?;
+                let names: Vec<String> = to.iter().map(|t| g.target_name(*t).to_owned()).collect();
                 if !span.is_disabled() {
-                    let names: Vec<&str> = to.iter().map(|t| g.target_name(*t)).collect();
                     span.record("route", names.join(","));
                 }
-                env.turn.emit(Event::Route {
-                    from: g.nodes[i].name.to_string(),
-                    to: to.iter().map(|t| g.target_name(*t).to_owned()).collect(),
-                });
+                env.turn.emit(Event::Route { from: g.nodes[i].name.to_string(), to: names });
                 next.extend(to);
             }
-            self.led.extend(
-                next[before..].iter().filter_map(|t| if let Target::Node(t) = t { Some((*t, i)) } else { None }),
-            );
+            if traced {
+                self.led.extend(
+                    next[before..].iter().filter_map(|t| if let Target::Node(t) = t { Some((*t, i)) } else { None }),
+                );
+            }
             for (k, join) in g.joins.iter().enumerate() {
                 if join.from.contains(&i) {
                     self.join_seen[k].insert(i);
                     if self.join_seen[k].len() == join.from.len() {
                         self.join_seen[k].clear();
                         next.extend(join.to.iter().copied());
-                        for t in &join.to {
+                        for t in join.to.iter().filter(|_| traced) {
                             if let Target::Node(t) = t {
                                 self.led.extend(join.from.iter().map(|&f| (*t, f)));
                             }
