@@ -160,8 +160,9 @@ async fn errors_come_in_openais_shape() {
     let (status, body) = chat(url, "pirate", &[user(&"a".repeat(2001))]).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("2000"), "{body}");
+    // A body of the wrong shape is a bad request too, as OpenAI's API answers it.
     let (status, body) = post(&format!("{url}/v1/chat/completions"), json!({"messages": []})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["error"]["type"], "invalid_request_error");
 }
 
@@ -349,6 +350,6 @@ async fn a_long_unknown_conversation_is_refused_without_holding_the_server() {
     let health = tokio::time::timeout(bound, get(&format!("{}/healthz", server.url))).await;
     assert_eq!(health.expect("/healthz answers meanwhile")["status"], "ok");
     let (status, body) = asked.await.unwrap().expect("the long conversation is answered");
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error"]["code"], "unknown_conversation", "{body}");
 }

@@ -226,7 +226,7 @@ mod client {
         let r = http().get(format!("{}/v1/sessions/%ff", s.url)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
         let body: Value = r.json().await.unwrap();
-        assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+        assert_eq!(body["error"]["code"], "invalid_path", "{body}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

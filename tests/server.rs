@@ -151,12 +151,15 @@ async fn the_whole_api(store: Arc<dyn Store>) {
     let (status, body) = get(&format!("{base}/v1/sessions?limit=0")).await;
     assert_eq!(
         (status, body["error"]["message"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("limit is 1 to 500, not 0"))
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("limit is 1 to 500, not 0"))
     );
     let (status, body) = get(&format!("{base}/v1/sessions?limit=abc")).await;
     assert_eq!(
         (status, body["error"]["message"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("the query does not fit (pack, limit, before): limit: not a whole number"))
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("the query does not fit (pack, limit, before): limit: not a whole number")
+        )
     );
     let (_, forked_turn) =
         post(&format!("{base}/v1/sessions/{fork_id}/turns"), json!({"input": {"message": "Another way."}})).await;
@@ -397,4 +400,93 @@ async fn broken_packs_are_listed_with_their_diagnostics() {
     let (status, body) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "game"})).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["error"]["code"], "invalid_pack");
+}
+
+/// docs/api.md's table of errors, as (code → REST status, chat status): the server holds the
+/// table to its own (a unit test), and this test holds both faces to the table.
+fn documented_statuses() -> std::collections::HashMap<String, (u16, u16)> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/api.md")).unwrap();
+    let table =
+        doc.split("<!-- errors (generated) -->").nth(1).unwrap().split("<!-- end of errors -->").next().unwrap();
+    table
+        .lines()
+        .filter_map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let code = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((code.to_owned(), (cells.get(2)?.parse().ok()?, cells.get(3)?.parse().ok()?)))
+        })
+        .collect()
+}
+
+/// Each kind of error a request can cause answers its documented status on the JSON API and on
+/// the chat face alike: the same failure, asked both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_error_answers_its_documented_status_on_both_faces() {
+    let table = documented_statuses();
+    assert!(table.len() > 20, "the documented table: {table:?}");
+    let root = support::write_root(&[
+        (
+            "config/table.yaml",
+            "state:\n  n: {type: int, reducer: add}\n  done: {type: bool}\ninput:\n  text: {type: string, required: true}\noutput: [n]\nfinish: {when: done, message: Over.}\ngraph:\n  nodes:\n    count: {script: count.rhai::count}\n  edges:\n    - START -> count\n    - count -> END\n",
+        ),
+        (
+            "scripts/table/count.rhai",
+            r#"fn count() { if input().text == "boom" { throw "the script blew up"; } #{ n: 1, done: input().text == "stop" } }"#,
+        ),
+    ]);
+    let s = serve(memory_engine(root.path()).await, None, 1 << 20).await;
+    let base = &s.url;
+    let (status, opened) = post(&format!("{base}/v1/sessions"), json!({"pack": "table"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let id = opened["id"].as_str().unwrap().to_owned();
+    let finished =
+        post(&format!("{base}/v1/sessions"), json!({"pack": "table"})).await.1["id"].as_str().unwrap().to_owned();
+    assert_eq!(post(&format!("{base}/v1/sessions/{finished}/turns"), json!({"input": "stop"})).await.0, StatusCode::OK);
+
+    let send = |path: String, body: String| async move {
+        let r = http().post(format!("{base}{path}")).header("content-type", "application/json").body(body).send().await;
+        let r = r.unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap();
+        (status, body["error"]["code"].as_str().unwrap_or_default().to_owned(), body)
+    };
+    let turn =
+        |session: &str, input: Value| (format!("/v1/sessions/{session}/turns"), json!({"input": input}).to_string());
+    let chat = |session: &str, message: &str| {
+        let body = json!({"model": "table", "messages": [{"role": "user", "content": message}], "metadata": {"session": session}});
+        ("/v1/chat/completions".to_owned(), body.to_string())
+    };
+    // (the code, the request on the JSON API, the same on the chat face)
+    let cases = [
+        (
+            "invalid_json",
+            (format!("/v1/sessions/{id}/turns"), "{\"input\": ".to_owned()),
+            ("/v1/chat/completions".to_owned(), "{\"model\": ".to_owned()),
+        ),
+        (
+            "invalid_request",
+            (format!("/v1/sessions/{id}/turns"), "{\"inptu\": 1}".to_owned()),
+            ("/v1/chat/completions".to_owned(), "{\"modle\": \"table\"}".to_owned()),
+        ),
+        ("invalid_input", turn(&id, json!({"nope": 1})), chat(&id, "{\"nope\": 1}")),
+        ("not_found", turn("0123456789abcdef", json!("hi")), chat("0123456789abcdef", "hi")),
+        ("session_finished", turn(&finished, json!("again")), chat(&finished, "again")),
+        ("script_error", turn(&id, json!("boom")), chat(&id, "boom")),
+    ];
+    for (code, rest, on_chat) in cases {
+        let (rest_status, chat_status) = table[code];
+        for (face, (path, body), want) in [("REST", rest, rest_status), ("chat", on_chat, chat_status)] {
+            let (status, got, answered) = send(path.clone(), body).await;
+            assert_eq!((status, got.as_str()), (want, code), "{face} {path}: {answered}");
+            assert!(answered["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answered}");
+        }
+    }
+    // And what only the chat face can be asked.
+    let model = |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    for (code, body) in [("model_not_found", model("nopack")), ("invalid_model", model("table:loud"))] {
+        let (status, got, answered) = send("/v1/chat/completions".into(), body).await;
+        assert_eq!((status, got.as_str()), (table[code].1, code), "{answered}");
+    }
+    // Nothing a failure touched changed: the session counted only what was played.
+    assert_eq!(get(&format!("{base}/v1/sessions/{id}")).await.1["turns"], 0);
 }

@@ -40,6 +40,23 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in the order declared: for tables that must give each one an answer (an HTTP
+    /// status, a binding's exception class).
+    pub const ALL: [ErrorKind; 12] = [
+        ErrorKind::Pack,
+        ErrorKind::Input,
+        ErrorKind::Script,
+        ErrorKind::Template,
+        ErrorKind::Limit,
+        ErrorKind::Llm,
+        ErrorKind::NotFound,
+        ErrorKind::Finished,
+        ErrorKind::Conflict,
+        ErrorKind::Store,
+        ErrorKind::Io,
+        ErrorKind::Internal,
+    ];
+
     /// The stable machine-readable code of this kind, as used in HTTP error bodies.
     pub fn code(self) -> &'static str {
         match self {

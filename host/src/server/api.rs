@@ -9,23 +9,21 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use futures_util::StreamExt;
-use futures_util::future::BoxFuture;
-use futures_util::stream::{self, Stream};
-use ruleweave::{Event, EventSink, LiveSession, TurnResult};
+use futures_util::stream;
+use ruleweave::{Event, EventSink, LiveSession};
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::body::{
     CheckpointList, ClosedTurn, ConversationBody, Diagnostic, ErrorBody, ForkedFrom, Health, Listed, Opened, PackEntry,
     PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
     StreamErrorDetail, TurnBody,
 };
-pub use super::extract::{Body, SessionId};
+use super::error::{ApiResult, Code};
+use super::extract::{Body, SessionId};
 use super::listen::Peer;
-use super::{ApiError, Shared, StreamSlot};
-
-type ApiResult<T> = Result<T, ApiError>;
+use super::turns::{self, Move, Played, on_pack_thread, on_turn_thread};
+use super::{ApiError, Shared, StreamSlot, sse};
 
 /// A new session: the pack it plays and the options it opens with.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -113,7 +111,7 @@ pub async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> A
     let stream = stream::unfold((rx, slot), |(mut rx, slot)| async move {
         loop {
             match rx.recv().await {
-                Ok(e) => return Some((Ok::<_, Infallible>(sse("reload", &reload_event(&e))), (rx, slot))),
+                Ok(e) => return Some((Ok::<_, Infallible>(sse::event(Some("reload"), &reload_event(&e))), (rx, slot))),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
@@ -139,12 +137,12 @@ pub fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
 /// `POST /v1/sessions`: a new session of a pack.
 #[utoipa::path(post, path = "/v1/sessions", operation_id = "createSession", tag = "sessions", request_body = NewSession, responses(
     (status = 201, description = "The new session", body = Opened),
-    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such pack", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "Options the pack does not take", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; options the pack does not take", body = ErrorBody),
     (status = 500, description = "The pack's `init` failed", body = ErrorBody),
 ))]
 pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Opened>)> {
@@ -166,7 +164,7 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
         Ok(body)
     })
     .await
-    .map_err(|e| failed(&s, label, e))?;
+    .map_err(|e| turns::failed(&s, label, e))?;
     s.metrics.session_opened(&req.pack);
     Ok((StatusCode::CREATED, Json(opened)))
 }
@@ -191,14 +189,14 @@ const MOST_LISTED: u32 = 500;
 /// all; `next` is the `before` of the next page (`null` after the last).
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions", tag = "sessions", params(Listing), responses(
     (status = 200, description = "A page of sessions, newest first", body = SessionPage),
-    (status = 400, description = "A query that does not fit", body = ErrorBody),
+    (status = 422, description = "A query that does not fit (pack, limit, before)", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
 pub async fn list(
     State(s): State<Shared>,
     query: Result<axum::extract::Query<Listing>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<SessionPage>> {
-    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", m);
+    let bad = |m: String| ApiError::new(Code::InvalidRequest, m);
     let axum::extract::Query(q) = query.map_err(|e| {
         bad(format!("the query does not fit (pack, limit, before): {}", super::error::query_in_words(&e)))
     })?;
@@ -317,7 +315,7 @@ pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> 
     let key = id.clone();
     let turns = ruleweave::blocking::run_async(move || async move { engine.conversation(&key).await })
         .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
+        .map_err(ApiError::internal)??;
     Ok(Json(ConversationBody { id, turns }))
 }
 
@@ -350,12 +348,12 @@ pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
 /// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
 #[utoipa::path(post, path = "/v1/sessions/{id}/fork", operation_id = "forkSession", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewFork, responses(
     (status = 201, description = "The new session", body = Opened),
-    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "No such checkpoint", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; no such checkpoint", body = ErrorBody),
     (status = 500, description = "The fork failed", body = ErrorBody),
 ))]
 pub async fn fork(
@@ -389,17 +387,16 @@ pub async fn fork(
         (TurnBody = "application/json"),
         (String = "text/event-stream"),
     )),
-    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 409, description = "Another turn was recorded first, or the session is finished", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "An input the pack does not take", body = ErrorBody),
-    (status = 429, description = "The pack's turns are all busy", body = ErrorBody),
-    (status = 500, description = "A script or a model failed; the turn was undone", body = ErrorBody),
-    (status = 502, description = "A model answered with an error", body = ErrorBody),
-    (status = 504, description = "A model took too long", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; an input the pack does not take", body = ErrorBody),
+    (status = 500, description = "A script or a template failed, or hit a limit; the turn was undone", body = ErrorBody),
+    (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
+    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
 ))]
 pub async fn turn(
     State(s): State<Shared>,
@@ -408,110 +405,37 @@ pub async fn turn(
     Body(req): Body<NewTurn>,
 ) -> ApiResult<Response> {
     let live = s.engine.session(&id).await?;
-    let streaming =
-        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("text/event-stream"));
-    if !streaming {
-        let task = s.spawn(play(s.clone(), live, req.input, None));
-        let (result, state) = task
-            .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))??;
-        return Ok(Json(turn_body(&result, state)).into_response());
+    // The turn is a task of its own: it finishes (and is recorded) when its client has gone.
+    let state = s.clone();
+    if !sse::accepts(&headers, "text/event-stream") {
+        let task = s.spawn(async move { turns::play(&state, live, Move::Input(req.input), None).await });
+        let played = task.await.map_err(ApiError::internal)??;
+        return Ok(Json(turn_body(played)).into_response());
     }
-    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
+    let (tx, response) = sse::channel();
     let events = tx.clone();
     let sink: EventSink = Arc::new(move |e: &Event| {
-        let _ = events.send(sse(kind(e), &serde_json::to_value(e).unwrap_or(Value::Null)));
+        let _ = events.send(sse::event(Some(kind(e)), e));
     });
-    let state = s.clone();
     s.spawn(async move {
-        let last = match play(state, live, req.input, Some(sink)).await {
-            Ok((r, st)) => sse("result", &turn_body(&r, st)),
-            Err(e) => sse("error", &StreamError { error: StreamErrorDetail { code: e.code, message: e.message } }),
+        let last = match turns::play(&state, live, Move::Input(req.input), Some(sink)).await {
+            Ok(played) => sse::event(Some("result"), &turn_body(played)),
+            Err(e) => {
+                let e = ApiError::from(e);
+                let error = StreamErrorDetail { code: e.code(), message: e.message };
+                sse::event(Some("error"), &StreamError { error })
+            }
         };
         let _ = tx.send(last);
     });
-    Ok(Sse::new(stream_of(rx)).keep_alive(KeepAlive::default()).into_response())
+    Ok(response)
 }
 
 /// A turn's result as the API answers it: `{turn, output, state, display}`, and `paused`
 /// (`{after, next}`) when the turn stopped at a pause point of the pack.
-fn turn_body(r: &TurnResult, state: Value) -> TurnBody {
-    TurnBody { turn: r.turn, output: r.output.clone(), state, display: r.display.clone(), paused: r.paused.clone() }
-}
-
-/// Runs one turn on a live session (waiting for the turns before it) and counts it.
-async fn play(s: Shared, live: LiveSession, input: Value, sink: Option<EventSink>) -> ApiResult<(TurnResult, Value)> {
-    let turn = on_turn_thread(&s, live, move |session| {
-        Box::pin(async move {
-            let result = match sink {
-                Some(sink) => session.turn_with_events(input, sink).await,
-                None => session.turn(input).await,
-            };
-            result.map(|r| (r, session.state()))
-        })
-    })
-    .await;
-    match turn {
-        Ok((pack, (r, state))) => {
-            s.metrics.turn(&pack, &r);
-            Ok((r, state))
-        }
-        Err((pack, e)) => {
-            s.metrics.failed_turn(&pack);
-            Err(failed(&s, &pack, e))
-        }
-    }
-}
-
-/// Pack work that is no turn of a live session (a new session's `init`, a fork's, a replay, a
-/// conversation's opening): on a blocking thread in one of the pack's slots, as a turn is, so a
-/// pack whose scripts spin stalls neither the server's workers nor the other packs. A name that
-/// is no pack gets no slot (the work fails at once, and names grow no table).
-pub(super) async fn on_pack_thread<T, F>(
-    s: &Shared,
-    pack: &str,
-    work: impl FnOnce() -> F + Send + 'static,
-) -> ruleweave::Result<T>
-where
-    T: Send + 'static,
-    F: std::future::Future<Output = ruleweave::Result<T>>,
-{
-    let slot = if s.engine.has_pack(pack) { Some(s.turn_slot(pack).await) } else { None };
-    ruleweave::blocking::run_async(move || async move {
-        let _slot = slot;
-        work().await
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a pack thread failed: {e}")))
-    })
-}
-
-/// Work on a session that may run a turn: done on a blocking thread, in one of its pack's
-/// slots. Scripts and templates are synchronous work, and a pack whose scripts spin into their
-/// wall limit must not stall the server's other requests, nor take every thread from the other
-/// packs. Returns the pack's name with the outcome.
-pub(super) async fn on_turn_thread<T: Send + 'static>(
-    s: &Shared,
-    live: LiveSession,
-    work: impl for<'a> FnOnce(&'a mut ruleweave::Session) -> BoxFuture<'a, ruleweave::Result<T>> + Send + 'static,
-) -> Result<(String, T), (String, ruleweave::Error)> {
-    let mut session = live.lock_owned().await;
-    let pack = session.pack().name().to_owned();
-    let slot = s.turn_slot(&pack).await;
-    // The slot goes with the work: a request dropped while it waits does not free it early.
-    let done = ruleweave::blocking::run_async(move || async move {
-        let _slot = slot;
-        work(&mut session).await
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(ruleweave::Error::new(ruleweave::ErrorKind::Internal, format!("a turn thread failed: {e}")))
-    });
-    match done {
-        Ok(v) => Ok((pack, v)),
-        Err(e) => Err((pack, e)),
-    }
+fn turn_body(played: Played) -> TurnBody {
+    let Played { result: r, state } = played;
+    TurnBody { turn: r.turn, output: r.output, state, display: r.display, paused: r.paused }
 }
 
 /// A player's post to a lobby round: an answer, joining or leaving.
@@ -540,15 +464,14 @@ pub struct NewInput {
 /// it stands after the post, with the turn that closed the round when this post did.
 #[utoipa::path(post, path = "/v1/sessions/{id}/inputs", operation_id = "postInput", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewInput, responses(
     (status = 200, description = "The lobby after the post, with the turn that closed the round when this post did", body = PostedBody),
-    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 409, description = "A second answer, another round, a full lobby, a finished session", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A post the pack or the lobby does not take (a pack without a lobby)", body = ErrorBody),
-    (status = 429, description = "The pack's turns are all busy", body = ErrorBody),
-))]
+    (status = 422, description = "A body of the wrong shape; a post the pack or the lobby does not take (a pack without a lobby)", body = ErrorBody),
+    ))]
 pub async fn input(
     State(s): State<Shared>,
     SessionId(id): SessionId,
@@ -559,11 +482,11 @@ pub async fn input(
         (true, false) => ruleweave::lobby::InputKind::Join,
         (false, true) => ruleweave::lobby::InputKind::Leave,
         (true, true) => {
-            return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", "join or leave, not both"));
+            return Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), "join or leave, not both"));
         }
     };
     if kind == ruleweave::lobby::InputKind::Answer && req.input.is_null() {
-        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", "an answer needs an `input`"));
+        return Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), "an answer needs an `input`"));
     }
     let post = ruleweave::lobby::Post { player: req.player, kind, input: req.input, round: req.round };
     let live = s.engine.session(&id).await?;
@@ -577,7 +500,7 @@ pub async fn input(
             }
             Ok(Json(posted_json(&posted)))
         }
-        Err((pack, e)) => Err(failed(&s, &pack, e)),
+        Err((pack, e)) => Err(turns::failed(&s, &pack, e).into()),
     }
 }
 
@@ -617,7 +540,7 @@ pub async fn session_events(
     let rx = s.engine.session_events();
     let first = snapshot(&live).await?;
     let done = first.finished;
-    let first = sse("state", &first);
+    let first = sse::event(Some("state"), &first);
     let still = tokio::time::interval_at(tokio::time::Instant::now() + STILL_THERE, STILL_THERE);
     let follow = Follow { rx, live, id, done, still, store: s.engine.store().clone(), _slot: slot };
     let rest = stream::unfold(follow, |mut f| async move {
@@ -664,20 +587,20 @@ impl Follow {
                 Err(RecvError::Lagged(_)) => {
                     let now = snapshot(&self.live).await.ok()?;
                     self.done = now.finished;
-                    return Some(sse("state", &now));
+                    return Some(sse::event(Some("state"), &now));
                 }
                 Err(RecvError::Closed) => return None,
             };
             return match what {
                 ruleweave::store::Happened::Input { round, player, kind } => {
                     let lobby = self.live.lock().await.lobby().await.ok().flatten();
-                    Some(sse("input", &Posted { round, player, kind, lobby }))
+                    Some(sse::event(Some("input"), &Posted { round, player, kind, lobby }))
                 }
                 ruleweave::store::Happened::Turn { turn, finished, .. } => {
                     let mut now = snapshot(&self.live).await.ok()?;
                     now.turn = turn;
                     self.done = finished;
-                    Some(sse("turn", &now))
+                    Some(sse::event(Some("turn"), &now))
                 }
                 ruleweave::store::Happened::Deleted => None,
             };
@@ -699,15 +622,6 @@ async fn snapshot(live: &LiveSession) -> ApiResult<Standing> {
     })
 }
 
-/// An engine error as an API error, counted.
-fn failed(s: &Shared, pack: &str, e: ruleweave::Error) -> ApiError {
-    s.metrics.error(pack, e.kind().code());
-    if e.kind() == ruleweave::ErrorKind::Internal || e.kind() == ruleweave::ErrorKind::Store {
-        tracing::error!(pack, "{e}");
-    }
-    e.into()
-}
-
 fn kind(e: &Event) -> &'static str {
     match e {
         Event::NodeStarted { .. } => "node_started",
@@ -722,14 +636,6 @@ fn kind(e: &Event) -> &'static str {
         Event::Search { .. } => "search",
         Event::Paused { .. } => "paused",
     }
-}
-
-fn sse(name: &str, data: &impl serde::Serialize) -> SseEvent {
-    SseEvent::default().event(name).data(serde_json::to_string(data).unwrap_or_default())
-}
-
-fn stream_of(rx: mpsc::UnboundedReceiver<SseEvent>) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) })
 }
 
 /// `GET /metrics`: Prometheus' text format.
@@ -786,9 +692,9 @@ pub async fn console() -> Response {
 }
 
 pub async fn no_route() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route; the API is under /v1 (see README)")
+    ApiError::new(Code::Engine(ruleweave::ErrorKind::NotFound), "no such route; the API is under /v1 (see README)")
 }
 
 pub async fn wrong_method() -> ApiError {
-    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+    ApiError::new(Code::MethodNotAllowed, "this route does not take that method")
 }

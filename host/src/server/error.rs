@@ -1,6 +1,9 @@
-//! Errors as the HTTP API returns them: `{"error": {"code": "...", "message": "..."}}` with a
-//! status that fits. One mapping from the engine's error kinds, so the API and the console say
-//! what the CLI says.
+//! Errors as the HTTP API returns them: `{"error": {"code", "message", "type", "param"}}` with a
+//! status that fits. One table ([`ANSWERS`]) says, for every code, the status on each face: the
+//! REST routes answer a request they understood but cannot take with 422; the chat face answers
+//! every bad request 400, as OpenAI's API does (its SDKs raise `BadRequestError`). The engine's
+//! error kinds are rows of the same table, so the API, the chat face and the CLI say one thing.
+//! docs/api.md's table of errors is generated from it.
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
@@ -9,76 +12,251 @@ use axum::response::{IntoResponse, Response};
 use ruleweave::{Error, ErrorKind};
 use serde_json::json;
 
-/// An API error: a status, a stable code, a message.
+/// What a handler answers: its value, or an API error.
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// Which face of the server answers: the JSON API, or the chat face (OpenAI's protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Face {
+    Rest,
+    Chat,
+}
+
+/// What went wrong, as a client can tell: a row of [`ANSWERS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// The body is not JSON.
+    InvalidJson,
+    /// A body or query of the wrong shape.
+    InvalidRequest,
+    /// A path parameter that is no text (`%ff`).
+    InvalidPath,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    RequestTimeout,
+    Unauthorized,
+    HostNotAllowed,
+    MethodNotAllowed,
+    TooManyStreams,
+    SimulationRunning,
+    /// The chat face: a model that names no pack.
+    ModelNotFound,
+    /// The chat face: a model whose options the pack does not take.
+    InvalidModel,
+    /// The chat face: a conversation too long to catch up with.
+    UnknownConversation,
+    /// The engine's own error of this kind.
+    Engine(ErrorKind),
+}
+
+/// One row of the table: a code, its status on each face, and when it is answered.
+pub(crate) struct Answer {
+    pub code: Code,
+    pub rest: StatusCode,
+    pub chat: StatusCode,
+    /// When it is answered, in words (docs/api.md's table).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub when: &'static str,
+}
+
+const fn row(code: Code, rest: StatusCode, chat: StatusCode, when: &'static str) -> Answer {
+    Answer { code, rest, chat, when }
+}
+
+use StatusCode as S;
+
+/// Every error the server answers, with its status on each face.
+pub(crate) const ANSWERS: &[Answer] = &[
+    row(Code::InvalidJson, S::BAD_REQUEST, S::BAD_REQUEST, "the body is not JSON"),
+    row(
+        Code::InvalidRequest,
+        S::UNPROCESSABLE_ENTITY,
+        S::BAD_REQUEST,
+        "a body or query of the wrong shape (a missing or unknown field, a number out of range)",
+    ),
+    row(Code::InvalidPath, S::BAD_REQUEST, S::BAD_REQUEST, "a path parameter that is not text (`%ff`)"),
+    row(
+        Code::Engine(ErrorKind::Input),
+        S::UNPROCESSABLE_ENTITY,
+        S::BAD_REQUEST,
+        "an input or options the pack does not take",
+    ),
+    row(Code::InvalidModel, S::BAD_REQUEST, S::BAD_REQUEST, "a model name whose options the pack does not take"),
+    row(
+        Code::UnknownConversation,
+        S::BAD_REQUEST,
+        S::BAD_REQUEST,
+        "more player messages than one request plays to catch up with",
+    ),
+    row(Code::Unauthorized, S::UNAUTHORIZED, S::UNAUTHORIZED, "the token is missing or wrong"),
+    row(Code::HostNotAllowed, S::FORBIDDEN, S::FORBIDDEN, "a `Host` that is not this machine's (without a token)"),
+    row(Code::Engine(ErrorKind::NotFound), S::NOT_FOUND, S::NOT_FOUND, "no such pack, session, checkpoint or route"),
+    row(Code::ModelNotFound, S::NOT_FOUND, S::NOT_FOUND, "a model that names no pack"),
+    row(Code::MethodNotAllowed, S::METHOD_NOT_ALLOWED, S::METHOD_NOT_ALLOWED, "a route that does not take the method"),
+    row(Code::RequestTimeout, S::REQUEST_TIMEOUT, S::REQUEST_TIMEOUT, "a body that did not arrive in time"),
+    row(Code::Engine(ErrorKind::Finished), S::CONFLICT, S::CONFLICT, "a turn on a finished session (a won game)"),
+    row(
+        Code::Engine(ErrorKind::Conflict),
+        S::CONFLICT,
+        S::CONFLICT,
+        "another turn was recorded first, a second answer to a lobby round",
+    ),
+    row(Code::PayloadTooLarge, S::PAYLOAD_TOO_LARGE, S::PAYLOAD_TOO_LARGE, "a body over the limit"),
+    row(
+        Code::UnsupportedMediaType,
+        S::UNSUPPORTED_MEDIA_TYPE,
+        S::UNSUPPORTED_MEDIA_TYPE,
+        "a body that is not `application/json`",
+    ),
+    row(
+        Code::TooManyStreams,
+        S::TOO_MANY_REQUESTS,
+        S::TOO_MANY_REQUESTS,
+        "more event streams open from one client than `streams_per_client`",
+    ),
+    row(
+        Code::SimulationRunning,
+        S::TOO_MANY_REQUESTS,
+        S::TOO_MANY_REQUESTS,
+        "a batch of simulated games is already running",
+    ),
+    row(
+        Code::Engine(ErrorKind::Script),
+        S::INTERNAL_SERVER_ERROR,
+        S::INTERNAL_SERVER_ERROR,
+        "a script threw; the turn was undone",
+    ),
+    row(
+        Code::Engine(ErrorKind::Template),
+        S::INTERNAL_SERVER_ERROR,
+        S::INTERNAL_SERVER_ERROR,
+        "a template failed; the turn was undone",
+    ),
+    row(
+        Code::Engine(ErrorKind::Limit),
+        S::INTERNAL_SERVER_ERROR,
+        S::INTERNAL_SERVER_ERROR,
+        "a script or the graph hit a limit; the turn was undone",
+    ),
+    row(Code::Engine(ErrorKind::Io), S::INTERNAL_SERVER_ERROR, S::INTERNAL_SERVER_ERROR, "reading a file failed"),
+    row(Code::Engine(ErrorKind::Internal), S::INTERNAL_SERVER_ERROR, S::INTERNAL_SERVER_ERROR, "a bug in ruleweave"),
+    row(
+        Code::Engine(ErrorKind::Llm),
+        S::BAD_GATEWAY,
+        S::BAD_GATEWAY,
+        "a model kept failing and the node had no fallback",
+    ),
+    row(Code::Engine(ErrorKind::Pack), S::SERVICE_UNAVAILABLE, S::SERVICE_UNAVAILABLE, "the pack does not load"),
+    row(Code::Engine(ErrorKind::Store), S::SERVICE_UNAVAILABLE, S::SERVICE_UNAVAILABLE, "the store cannot take writes"),
+];
+
+impl Code {
+    /// The code as clients read it (`invalid_input`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Code::InvalidJson => "invalid_json",
+            Code::InvalidRequest => "invalid_request",
+            Code::InvalidPath => "invalid_path",
+            Code::UnsupportedMediaType => "unsupported_media_type",
+            Code::PayloadTooLarge => "payload_too_large",
+            Code::RequestTimeout => "request_timeout",
+            Code::Unauthorized => "unauthorized",
+            Code::HostNotAllowed => "host_not_allowed",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::TooManyStreams => "too_many_streams",
+            Code::SimulationRunning => "simulation_running",
+            Code::ModelNotFound => "model_not_found",
+            Code::InvalidModel => "invalid_model",
+            Code::UnknownConversation => "unknown_conversation",
+            Code::Engine(kind) => kind.code(),
+        }
+    }
+
+    /// Its row of [`ANSWERS`]; every code has one (a test holds it).
+    fn answer(self) -> &'static Answer {
+        ANSWERS.iter().find(|a| a.code == self).unwrap_or(&ANSWERS[ANSWERS.len() - 1])
+    }
+
+    /// The status the code is answered with on `face`.
+    pub(crate) fn status(self, face: Face) -> StatusCode {
+        let answer = self.answer();
+        match face {
+            Face::Rest => answer.rest,
+            Face::Chat => answer.chat,
+        }
+    }
+}
+
+/// An API error: a code (which says its status on each face) and a message.
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
+    pub(crate) code: Code,
+    pub(crate) status: StatusCode,
+    pub(crate) message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into() }
+    /// An error as the REST routes answer it ([`ApiError::on`] answers it on the chat face).
+    pub(crate) fn new(code: Code, message: impl Into<String>) -> Self {
+        ApiError { code, status: code.status(Face::Rest), message: message.into() }
     }
 
-    pub fn too_large() -> Self {
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "the body is larger than this server accepts")
+    /// The same error, with the status `face` answers it with.
+    pub(crate) fn on(mut self, face: Face) -> Self {
+        self.status = self.code.status(face);
+        self
     }
 
-    pub fn too_many(message: String) -> Self {
-        ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+    pub(crate) fn too_large() -> Self {
+        ApiError::new(Code::PayloadTooLarge, "the body is larger than this server accepts")
     }
 
-    pub fn unauthorized() -> Self {
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "this API needs `Authorization: Bearer <token>`")
+    pub(crate) fn unauthorized() -> Self {
+        ApiError::new(Code::Unauthorized, "this API needs `Authorization: Bearer <token>`")
     }
-}
 
-/// The status for each kind of engine error.
-pub fn status_of(kind: ErrorKind) -> StatusCode {
-    match kind {
-        ErrorKind::Input => StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorKind::NotFound => StatusCode::NOT_FOUND,
-        ErrorKind::Finished | ErrorKind::Conflict => StatusCode::CONFLICT,
-        ErrorKind::Llm => StatusCode::BAD_GATEWAY,
-        ErrorKind::Pack | ErrorKind::Store => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorKind::Script | ErrorKind::Template | ErrorKind::Limit | ErrorKind::Io | ErrorKind::Internal => {
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
+    /// An engine failure that is no fault of the request: a thread that failed, a result that did
+    /// not serialize.
+    pub(crate) fn internal(message: impl std::fmt::Display) -> Self {
+        ApiError::new(Code::Engine(ErrorKind::Internal), message.to_string())
+    }
+
+    /// The code as clients read it.
+    pub fn code(&self) -> &'static str {
+        self.code.name()
+    }
+
+    /// The status it is answered with.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The message it is answered with.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        ApiError::new(status_of(e.kind()), e.kind().code(), e.to_string())
+        ApiError::new(Code::Engine(e.kind()), e.to_string())
     }
 }
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
         match r {
-            JsonRejection::JsonSyntaxError(e) => ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
-                format!("the body is not valid JSON: {}", source(&e)),
-            ),
-            JsonRejection::JsonDataError(e) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_request",
-                format!("the body does not fit: {}", in_words(&source(&e))),
-            ),
-            JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as JSON with `Content-Type: application/json`",
-            ),
-            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                "the body is larger than this server accepts",
-            ),
-            other => ApiError::new(other.status(), "invalid_request", other.body_text()),
+            JsonRejection::JsonSyntaxError(e) => {
+                ApiError::new(Code::InvalidJson, format!("the body is not valid JSON: {}", source(&e)))
+            }
+            JsonRejection::JsonDataError(e) => {
+                ApiError::new(Code::InvalidRequest, format!("the body does not fit: {}", in_words(&source(&e))))
+            }
+            JsonRejection::MissingJsonContentType(_) => {
+                ApiError::new(Code::UnsupportedMediaType, "send the body as JSON with `Content-Type: application/json`")
+            }
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(),
+            other => ApiError::new(Code::InvalidRequest, other.body_text()),
         }
     }
 }
@@ -160,7 +338,7 @@ impl ApiError {
             500.. => "server_error",
             _ => "invalid_request_error",
         };
-        json!({"error": {"code": self.code, "message": self.message, "type": kind, "param": null}})
+        json!({"error": {"code": self.code(), "message": self.message, "type": kind, "param": null}})
     }
 }
 
@@ -170,8 +348,82 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The table of errors as docs/api.md shows it.
+#[cfg(test)]
+fn table_in_markdown() -> String {
+    let mut out = String::from("| code | REST | chat face | when |\n| --- | --- | --- | --- |\n");
+    for a in ANSWERS {
+        out.push_str(&format!("| `{}` | {} | {} | {} |\n", a.code.name(), a.rest.as_u16(), a.chat.as_u16(), a.when));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_one_row() {
+        let mut codes: Vec<Code> = ErrorKind::ALL.iter().map(|k| Code::Engine(*k)).collect();
+        codes.extend([
+            Code::InvalidJson,
+            Code::InvalidRequest,
+            Code::InvalidPath,
+            Code::UnsupportedMediaType,
+            Code::PayloadTooLarge,
+            Code::RequestTimeout,
+            Code::Unauthorized,
+            Code::HostNotAllowed,
+            Code::MethodNotAllowed,
+            Code::TooManyStreams,
+            Code::SimulationRunning,
+            Code::ModelNotFound,
+            Code::InvalidModel,
+            Code::UnknownConversation,
+        ]);
+        for code in &codes {
+            let rows = ANSWERS.iter().filter(|a| a.code == *code).count();
+            assert_eq!(rows, 1, "{code:?} has {rows} rows");
+        }
+        assert_eq!(codes.len(), ANSWERS.len(), "a row for a code the list above lacks");
+        // Each name once, so a client tells them apart.
+        let mut names: Vec<&str> = ANSWERS.iter().map(|a| a.code.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ANSWERS.len());
+    }
+
+    /// docs/api.md's table of errors is this table (`UPDATE_DOCS=1` rewrites it).
+    #[test]
+    fn the_documented_table_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (start, end) = ("<!-- errors (generated) -->\n", "<!-- end of errors -->");
+        let from = doc.find(start).expect("docs/api.md marks where the table of errors goes") + start.len();
+        let to = doc.find(end).expect("and where it ends");
+        let wanted = format!("{}{}{}", &doc[..from], table_in_markdown(), &doc[to..]);
+        if std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &wanted).unwrap();
+        }
+        assert!(
+            doc == wanted,
+            "docs/api.md's table of errors is not the one the server answers by: \
+             `UPDATE_DOCS=1 cargo test -p ruleweave error` rewrites it"
+        );
+    }
+
+    #[test]
+    fn the_faces_differ_only_on_bad_requests() {
+        for a in ANSWERS {
+            if a.rest != a.chat {
+                assert_eq!((a.rest, a.chat), (S::UNPROCESSABLE_ENTITY, S::BAD_REQUEST), "{:?}", a.code);
+            }
+        }
+        let input = ApiError::from(Error::new(ErrorKind::Input, "no"));
+        assert_eq!(input.status(), S::UNPROCESSABLE_ENTITY);
+        assert_eq!(input.on(Face::Chat).status(), S::BAD_REQUEST);
+    }
+
     #[test]
     fn serde_is_put_in_words() {
         for (serde, words) in [

@@ -3,11 +3,11 @@
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
-use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::ApiError;
+use super::error::Code;
 
 /// A JSON body whose rejections are API errors (JSON bodies, 400/413/415/422).
 pub struct Body<T>(pub T);
@@ -49,10 +49,8 @@ impl<S: Send + Sync> FromRequestParts<S> for PackName {
 async fn path_text<S: Send + Sync>(parts: &mut Parts, state: &S, what: &str) -> Result<String, ApiError> {
     match Path::<String>::from_request_parts(parts, state).await {
         Ok(Path(text)) => Ok(text),
-        Err(r) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            format!("the {what} in the path is not valid: {}", r.body_text()),
-        )),
+        Err(r) => {
+            Err(ApiError::new(Code::InvalidPath, format!("the {what} in the path is not valid: {}", r.body_text())))
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! `ruleweave serve`: the HTTP API, the web console, health and metrics.
 //!
-//! [`app`] builds the router from a [`Shared`] state, so tests call it without a socket;
-//! [`run`] binds it, finishes interrupted long turns, expires finished sessions, and shuts down
-//! gracefully (requests and turns in flight finish first).
+//! [`routes`] is the table of every route, from which both the router and the OpenAPI document
+//! are made; [`app`] builds the router from a [`Shared`] state, so tests call it without a
+//! socket; [`run`] binds it, finishes interrupted long turns, expires finished sessions, and shuts
+//! down gracefully (requests and turns in flight finish first).
 
 mod api;
 mod body;
@@ -13,6 +14,8 @@ mod metrics;
 mod openai;
 pub mod openapi;
 mod simulate;
+mod sse;
+mod turns;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,15 +25,18 @@ use anyhow::{Context, Result};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use ruleweave::Engine;
 use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use error::ApiError;
+use error::Code;
 pub use metrics::Metrics;
 
 /// How the server treats its clients: `ruleweave.toml`'s `[server]` section, the environment and
@@ -119,7 +125,7 @@ impl AppState {
     pub fn new(engine: Engine, settings: Settings) -> Self {
         let metrics = Metrics::default();
         engine.on_llm_call(metrics.llm_counter());
-        let started = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let started = sse::unix_now();
         let state = AppState {
             engine,
             metrics,
@@ -161,9 +167,12 @@ impl AppState {
         let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(peer).or_default();
         if *n >= self.settings.streams_per_client {
-            return Err(error::ApiError::too_many(format!(
-                "{peer} has {n} event streams open, the most one client may (streams_per_client): close one first"
-            )));
+            return Err(ApiError::new(
+                Code::TooManyStreams,
+                format!(
+                    "{peer} has {n} event streams open, the most one client may (streams_per_client): close one first"
+                ),
+            ));
         }
         *n += 1;
         Ok(Some(StreamSlot { streams: self.streams.clone(), peer }))
@@ -184,31 +193,47 @@ impl AppState {
     }
 }
 
-/// The router: the API under `/v1` (behind the token when there is one), `/metrics`,
-/// `/healthz`, and the console at `/`.
+/// Every route of the server, declared once: the router serves this table and the OpenAPI
+/// document is made from it (`openapi::document`), so neither names a route the other lacks.
+pub struct Routes {
+    /// The API under `/v1` and `/metrics`: behind the token, when there is one.
+    pub guarded: OpenApiRouter<Shared>,
+    /// `/healthz` and `/openapi.json`: never behind the token.
+    pub open: OpenApiRouter<Shared>,
+}
+
+/// The table of routes (the console's page, which is no API, aside).
+pub fn routes() -> Routes {
+    let guarded = OpenApiRouter::new()
+        .routes(routes!(api::packs))
+        .routes(routes!(api::events))
+        .routes(routes!(api::create, api::list))
+        .routes(routes!(api::session, api::delete))
+        .routes(routes!(api::turn))
+        .routes(routes!(api::input))
+        .routes(routes!(api::session_events))
+        .routes(routes!(api::checkpoints))
+        .routes(routes!(api::conversation))
+        .routes(routes!(api::fork))
+        .routes(routes!(api::replay))
+        .routes(routes!(simulate::simulate))
+        .routes(routes!(api::metrics))
+        .routes(routes!(openai::models))
+        .routes(routes!(openai::model))
+        .routes(routes!(openai::completions));
+    let open = OpenApiRouter::new().routes(routes!(api::healthz)).routes(routes!(openapi::openapi));
+    Routes { guarded, open }
+}
+
+/// The router: the [`routes`] (the guarded ones behind the token when there is one), the console
+/// at `/`, and the limits every request meets.
 pub fn app(state: Shared) -> Router {
-    let guarded = Router::new()
-        .route("/v1/packs", get(api::packs))
-        .route("/v1/packs/{pack}/simulate", post(simulate::simulate))
-        .route("/v1/events", get(api::events))
-        .route("/v1/sessions", post(api::create).get(api::list))
-        .route("/v1/sessions/{id}", get(api::session).delete(api::delete))
-        .route("/v1/sessions/{id}/turns", post(api::turn))
-        .route("/v1/sessions/{id}/inputs", post(api::input))
-        .route("/v1/sessions/{id}/events", get(api::session_events))
-        .route("/v1/sessions/{id}/checkpoints", get(api::checkpoints))
-        .route("/v1/sessions/{id}/conversation", get(api::conversation))
-        .route("/v1/sessions/{id}/fork", post(api::fork))
-        .route("/v1/sessions/{id}/replay", post(api::replay))
-        .route("/v1/models", get(openai::models))
-        .route("/v1/models/{model}", get(openai::model))
-        .route("/v1/chat/completions", post(openai::completions))
-        .route("/metrics", get(api::metrics))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+    let Routes { guarded, open } = routes();
+    let (guarded, _) = guarded.route_layer(middleware::from_fn_with_state(state.clone(), auth)).split_for_parts();
+    let (open, _) = open.split_for_parts();
     Router::new()
         .merge(guarded)
-        .route("/healthz", get(api::healthz))
-        .route("/openapi.json", get(openapi::openapi))
+        .merge(open)
         .route("/", get(api::console))
         .route_layer(middleware::from_fn(crate::telemetry::request_span))
         .fallback(api::no_route)
@@ -244,8 +269,7 @@ async fn known_host(State(state): State<Shared>, req: Request, next: Next) -> Re
         let host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !allowed_host(host, &state.settings.allowed_hosts) {
             return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "host_not_allowed",
+                Code::HostNotAllowed,
                 "this server answers requests for localhost only; set a token, or list the name in \
                  [server] allowed_hosts",
             )
@@ -287,14 +311,12 @@ async fn bounded_body(State(state): State<Shared>, req: Request, next: Next) -> 
     let (parts, body) = req.into_parts();
     match tokio::time::timeout(state.settings.body_timeout, axum::body::to_bytes(body, limit)).await {
         Err(_) => ApiError::new(
-            StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
+            Code::RequestTimeout,
             format!("the body did not arrive within {} ms", state.settings.body_timeout.as_millis()),
         )
         .into_response(),
         Ok(Err(e)) if too_long(&e) => ApiError::too_large().into_response(),
-        Ok(Err(e)) => ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", format!("cannot read the body: {e}"))
-            .into_response(),
+        Ok(Err(e)) => ApiError::new(Code::InvalidJson, format!("cannot read the body: {e}")).into_response(),
         Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
     }
 }
@@ -431,6 +453,46 @@ mod tests {
             ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "", "[::2]:80", "localhost.evil.example"]
         {
             assert!(!super::allowed_host(no, &allowed), "{no}");
+        }
+    }
+
+    /// The auth guard holds every route of the real table: without the token each guarded
+    /// operation answers 401 (before any handler runs), and the open ones answer without it.
+    #[tokio::test]
+    async fn the_token_guards_every_route_of_the_table_but_the_open_ones() {
+        use tower::ServiceExt as _;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let engine = ruleweave::Engine::builder(root).build();
+        let settings = super::Settings { token: Some("a-token-of-sixteen".into()), ..Default::default() };
+        let app = super::app(std::sync::Arc::new(super::AppState::new(engine, settings)));
+        let ask = |method: &str, path: &str| {
+            let path =
+                path.replace("{id}", "0123456789abcdef").replace("{pack}", "pirate").replace("{model}", "pirate");
+            axum::http::Request::builder()
+                .method(method.to_ascii_uppercase().as_str())
+                .uri(path)
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from("{}"))
+                .unwrap()
+        };
+        let super::Routes { guarded, open } = super::routes();
+        let mut walked = Vec::new();
+        for (path, item) in &guarded.into_openapi().paths.paths {
+            for method in super::openapi::tests::methods(item) {
+                let r = app.clone().oneshot(ask(method, path)).await.unwrap();
+                assert_eq!(r.status(), 401, "{method} {path} answers without the token");
+                walked.push(format!("{method} {path}"));
+            }
+        }
+        for must in ["post /v1/packs/{pack}/simulate", "post /v1/chat/completions", "get /metrics"] {
+            assert!(walked.iter().any(|w| w == must), "the walk missed {must}: {walked:?}");
+        }
+        for (path, item) in &open.into_openapi().paths.paths {
+            for method in super::openapi::tests::methods(item) {
+                let r = app.clone().oneshot(ask(method, path)).await.unwrap();
+                assert_ne!(r.status(), 401, "{method} {path} is open");
+            }
         }
     }
 

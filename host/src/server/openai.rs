@@ -20,22 +20,22 @@ use std::sync::{Arc, Mutex};
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
-use ruleweave::{ErrorKind, LiveSession, Opening, OpeningKind, Pack, Session, TurnResult};
+use ruleweave::{ErrorKind, LiveSession, Opening, OpeningKind, Pack, TurnResult};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tokio::sync::mpsc;
 
-use super::api::{Body, on_turn_thread};
 use super::body::{
     self, AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatRequest, ChatSession, ChunkChoice, Delta,
     ErrorBody, ModelEntry, ModelList,
 };
+use super::error::{ApiResult, Code, Face};
+use super::extract::Body;
+use super::sse::{self, unix_now};
+use super::turns::{self, Move};
 use super::{ApiError, Shared};
-
-type ApiResult<T> = Result<T, ApiError>;
 
 /// The header a client pins a session with, and the response names it in.
 const SESSION_HEADER: &str = "x-ruleweave-session";
@@ -90,14 +90,15 @@ fn model_entry(id: &str, created: u64) -> ModelEntry {
     params(("model" = String, Path, description = "A pack, with options (`debate:strict`)")),
     responses(
         (status = 200, description = "The model", body = ModelEntry),
-        (status = 400, description = "A model name that is no name", body = ErrorBody),
+        (status = 400, description = "A model name that is no name, or options the pack does not take", body = ErrorBody),
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 404, description = "No such pack", body = ErrorBody),
-        (status = 422, description = "Options the pack does not take", body = ErrorBody),
     ))]
-pub async fn model(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<ModelEntry>> {
-    parse_model(&s, &id, None)?;
-    Ok(Json(model_entry(&id, s.started)))
+pub async fn model(State(s): State<Shared>, Path(id): Path<String>) -> Response {
+    match parse_model(&s, &id, None) {
+        Ok(_) => Json(model_entry(&id, s.started)).into_response(),
+        Err(e) => e.on(Face::Chat).into_response(),
+    }
 }
 
 /// A model name read: the pack and the options it (and the request's metadata) chose.
@@ -114,13 +115,13 @@ fn parse_model(s: &Shared, model: &str, metadata: Option<&serde_json::Map<String
     let name = parts.next().unwrap_or_default().trim();
     let pack = s.engine.pack(name).map_err(|e| {
         if e.kind() == ErrorKind::NotFound {
-            ApiError::new(StatusCode::NOT_FOUND, "model_not_found", format!("{}; a model is a pack", e.detail()))
+            ApiError::new(Code::ModelNotFound, format!("{}; a model is a pack", e.detail()))
         } else {
             ApiError::from(e)
         }
     })?;
     let mut options = serde_json::Map::new();
-    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_model", m);
+    let bad = |m: String| ApiError::new(Code::InvalidModel, m);
     for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((k, v)) = part.split_once('=') {
             let v = pack.option_from_str(k.trim(), v.trim()).map_err(|e| bad(e.detail().to_owned()))?;
@@ -183,8 +184,7 @@ fn text_of(content: &Value) -> ApiResult<String> {
                     Some("text") => out.push_str(p.get("text").and_then(Value::as_str).unwrap_or_default()),
                     other => {
                         return Err(ApiError::new(
-                            StatusCode::BAD_REQUEST,
-                            "invalid_request",
+                            Code::InvalidRequest,
                             format!(
                                 "a message part of type {} is not something a pack can read; send text",
                                 other.unwrap_or("(none)")
@@ -195,11 +195,7 @@ fn text_of(content: &Value) -> ApiResult<String> {
             }
             Ok(out)
         }
-        _ => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "a message's content is a string or a list of parts",
-        )),
+        _ => Err(ApiError::new(Code::InvalidRequest, "a message's content is a string or a list of parts")),
     }
 }
 
@@ -267,28 +263,31 @@ struct Plan {
             (ChatCompletion = "application/json"),
             (String = "text/event-stream"),
         )),
-        (status = 400, description = "The body is not JSON, or not this shape; a conversation that cannot be played", body = ErrorBody),
+        (status = 400, description = "The body is not JSON, or not this shape; options or an input the pack does not take; a conversation that cannot be played", body = ErrorBody),
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 404, description = "No such pack", body = ErrorBody),
         (status = 409, description = "The game is over, or another turn was recorded first", body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 422, description = "Options or an input the pack does not take", body = ErrorBody),
-        (status = 429, description = "The pack's turns are all busy", body = ErrorBody),
-        (status = 500, description = "A script or a model failed; the turn was undone", body = ErrorBody),
-        (status = 502, description = "A model answered with an error", body = ErrorBody),
-        (status = 504, description = "A model took too long", body = ErrorBody),
+        (status = 500, description = "A script or a template failed, or hit a limit; the turn was undone", body = ErrorBody),
+        (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
+        (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
     ))]
-pub async fn completions(State(s): State<Shared>, headers: HeaderMap, Body(req): Body<ChatRequest>) -> Response {
-    match complete(s, headers, req).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
-    }
+pub async fn completions(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Body<ChatRequest>, ApiError>,
+) -> Response {
+    let answered = match body {
+        Ok(Body(req)) => complete(s, headers, req).await,
+        Err(e) => Err(e),
+    };
+    answered.unwrap_or_else(|e| e.on(Face::Chat).into_response())
 }
 
 async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<Response> {
     if req.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", "a turn has one reply: `n` must be 1"));
+        return Err(ApiError::new(Code::InvalidRequest, "a turn has one reply: `n` must be 1"));
     }
     let chosen = parse_model(&s, &req.model, req.metadata.as_ref())?;
     let mut messages = Vec::new();
@@ -299,19 +298,14 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
             // The game's own rules make its system prompt: a client's is not the game's.
             "system" | "developer" | "tool" | "function" => continue,
             other => {
-                return Err(ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_request",
-                    format!("no message role `{other}`"),
-                ));
+                return Err(ApiError::new(Code::InvalidRequest, format!("no message role `{other}`")));
             }
         };
         messages.push((role, text_of(&m.content)?));
     }
     if messages.last().is_none_or(|(role, _)| *role != Role::User) {
         return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
+            Code::InvalidRequest,
             "the last message must be the player's (role `user`): it is the turn's input",
         ));
     }
@@ -346,10 +340,10 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
         todo = rest;
     }
     let Some((&final_msg, before)) = todo.split_last() else {
-        return Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "no message to play"));
+        return Err(ApiError::internal("no message to play"));
     };
     for &i in before {
-        let (r, _) = play(&s, &plan.live, Move::Text(messages[i].1.clone()), None).await?;
+        let (r, _) = play(&s, &plan.live, Move::Chat(messages[i].1.clone()), None).await?;
         usage.add(&r);
         link_next(&s, &messages, &keys, i, &plan.live).await;
     }
@@ -357,14 +351,14 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
         let mut session = plan.live.lock().await;
         session.refresh().await?;
         if session.is_finished() {
-            return Err(ApiError::new(StatusCode::CONFLICT, "finished", session.pack().finished_message()));
+            return Err(ApiError::new(Code::Engine(ErrorKind::Finished), session.pack().finished_message()));
         }
     }
     if req.stream == Some(true) {
         let say = Say::Turn(messages[final_msg].1.clone());
         return Ok(stream(s, &req, keys, plan.live, say, usage));
     }
-    let (r, text) = play(&s, &plan.live, Move::Text(messages[final_msg].1.clone()), None).await?;
+    let (r, text) = play(&s, &plan.live, Move::Chat(messages[final_msg].1.clone()), None).await?;
     usage.add(&r);
     let id = plan.live.lock().await.id().to_owned();
     Ok(reply(&s, &req, &keys, &id, r.checkpoint, r.turn, text, r.finished, usage).await)
@@ -394,7 +388,7 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
     check_catch_up(&todo)?;
     let engine = s.engine.clone();
     let (name, options) = (chosen.pack.name().to_owned(), chosen.options.clone());
-    let (live, opening) = super::api::on_pack_thread(s, chosen.pack.name(), move || async move {
+    let (live, opening) = turns::on_pack_thread(s, chosen.pack.name(), move || async move {
         let session = engine.open(&name, &options).await?;
         let opening = session.view().opening;
         Ok((engine.keep(session), opening))
@@ -441,8 +435,7 @@ fn user_messages(messages: &[(Role, String)], from: usize) -> Vec<usize> {
 fn check_catch_up(todo: &[usize]) -> ApiResult<()> {
     if todo.len() > MAX_CATCH_UP {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "unknown_conversation",
+            Code::UnknownConversation,
             format!(
                 "this conversation has {} player messages this server has no record of, more than the {MAX_CATCH_UP} \
                  one request plays to catch up; start a new conversation, or pin a session with `metadata.session`",
@@ -503,69 +496,17 @@ impl Usage {
     }
 }
 
-/// What a turn plays: a player's message, or an input the pack opens with.
-enum Move {
-    Text(String),
-    Input(Value),
-}
-
-/// Plays `what` as a turn on `live`; the turn and the reply it shows.
+/// Plays `what` as a turn on `live` (through the server's one turn runner); the turn and the
+/// reply it shows.
 async fn play(
     s: &Shared,
     live: &LiveSession,
     what: Move,
     sink: Option<ruleweave::EventSink>,
 ) -> ApiResult<(TurnResult, String)> {
-    let turn = on_turn_thread(s, live.clone(), move |session| {
-        Box::pin(async move {
-            let input = match what {
-                Move::Text(text) => input_of(session, &text)?,
-                Move::Input(input) => input,
-            };
-            let r = match sink {
-                Some(sink) => session.turn_with_events(input, sink).await?,
-                None => session.turn(input).await?,
-            };
-            let shown = shown(&r);
-            Ok((r, shown))
-        })
-    })
-    .await;
-    match turn {
-        Ok((pack, (r, shown))) => {
-            s.metrics.turn(&pack, &r);
-            Ok((r, shown))
-        }
-        Err((pack, e)) => {
-            s.metrics.failed_turn(&pack);
-            s.metrics.error(&pack, e.kind().code());
-            Err(match e.kind() {
-                ErrorKind::Finished => ApiError::new(StatusCode::CONFLICT, "finished", e.detail()),
-                ErrorKind::Input => ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", e.detail()),
-                _ => e.into(),
-            })
-        }
-    }
-}
-
-/// A user message as a turn's input: a JSON object is the input's fields as they are; other
-/// text goes to the pack's one text field.
-fn input_of(session: &Session, text: &str) -> ruleweave::Result<Value> {
-    let trimmed = text.trim();
-    if trimmed.starts_with('{')
-        && let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(trimmed)
-    {
-        return Ok(Value::Object(fields));
-    }
-    session.input_from_text(text).map_err(|e| {
-        ruleweave::Error::new(
-            ErrorKind::Input,
-            format!(
-                "{}; send the message as a JSON object of those fields (the pack is not played by text alone)",
-                e.detail()
-            ),
-        )
-    })
+    let played = turns::play(s, live.clone(), what, sink).await?;
+    let shown = shown(&played.result);
+    Ok((played.result, shown))
 }
 
 /// What a turn shows: the pack's `display.reply` (or its one text output), then what follows it.
@@ -633,7 +574,7 @@ enum Say {
 /// streams none, then the end with `finish_reason`, the usage when asked, and `[DONE]`. The
 /// conversation is linked to what was sent.
 fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: Say, usage: Usage) -> Response {
-    let (tx, rx) = mpsc::unbounded_channel::<SseEvent>();
+    let (tx, response) = sse::channel();
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let model = req.model.clone();
     let task = s.clone();
@@ -665,7 +606,7 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
                         let _ = tx.send(chunks.delta(Delta { role: None, content: Some(piece) }, None));
                     })
                 };
-                match play(&s, &live, Move::Text(text), Some(sink)).await {
+                match play(&s, &live, Move::Chat(text), Some(sink)).await {
                     Ok((r, _)) => {
                         let mut usage = usage;
                         usage.add(&r);
@@ -680,8 +621,8 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
                         (rest, r.checkpoint, usage)
                     }
                     Err(e) => {
-                        let _ = tx.send(SseEvent::default().data(e.body().to_string()));
-                        let _ = tx.send(SseEvent::default().data("[DONE]"));
+                        let _ = tx.send(sse::text(&e.on(Face::Chat).body().to_string()));
+                        let _ = tx.send(sse::text("[DONE]"));
                         return;
                     }
                 }
@@ -697,12 +638,9 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
         if include_usage {
             let _ = tx.send(chunks.usage(usage));
         }
-        let _ = tx.send(SseEvent::default().data("[DONE]"));
+        let _ = tx.send(sse::text("[DONE]"));
     });
-    let events = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<_, std::convert::Infallible>(e), rx))
-    });
-    Sse::new(events).keep_alive(KeepAlive::default()).into_response()
+    response
 }
 
 /// The chunks of one streamed reply.
@@ -731,7 +669,7 @@ impl Chunks {
             choices,
             usage: usage.map(Usage::body),
         };
-        SseEvent::default().data(serde_json::to_string(&chunk).unwrap_or_default())
+        sse::event(None, &chunk)
     }
 }
 
@@ -762,10 +700,6 @@ impl Sent {
         self.text.push_str(&out);
         out
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// The store's transcript links, which the chat face finds a stateless client's session by.

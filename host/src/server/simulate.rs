@@ -8,14 +8,15 @@ use std::collections::BTreeMap;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::body::ErrorBody;
+use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
-use super::{ApiError, Shared};
+use super::{ApiError, Shared, sse};
 use crate::simulate::{Plan, Report, Rules};
 
 /// The most games per player one request may ask for.
@@ -49,12 +50,12 @@ pub struct NewSimulation {
         (Report = "application/json"),
         (String = "text/html"),
     )),
-    (status = 400, description = "The body is not JSON, or not this shape", body = ErrorBody),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such pack", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "Games out of range, a player the pack lacks, or options it does not take", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; games out of range, a player the pack lacks, or options it does not take", body = ErrorBody),
     (status = 429, description = "A batch is already running on this server", body = ErrorBody),
     (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
@@ -63,15 +64,14 @@ pub async fn simulate(
     PackName(pack): PackName,
     headers: HeaderMap,
     Body(req): Body<NewSimulation>,
-) -> Result<Response, ApiError> {
+) -> ApiResult<Response> {
     let games = req.games.unwrap_or(20);
     if !(1..=MOST_GAMES).contains(&games) {
         return Err(unprocessable(format!("`games` is 1 to {MOST_GAMES} per player, not {games}")));
     }
     let Ok(_running) = s.simulating.clone().try_acquire_owned() else {
         return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "simulation_running",
+            Code::SimulationRunning,
             "a batch of games is already running on this server: ask again when it ends",
         ));
     };
@@ -107,19 +107,14 @@ pub async fn simulate(
         Ok::<_, ApiError>(crate::simulate::report(&plan, &played))
     })
     .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e))??;
-    let html = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|accept| accept.split(',').any(|t| t.trim().starts_with("text/html")));
-    if html {
-        let json = serde_json::to_value(&report)
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?;
+    .map_err(ApiError::internal)??;
+    if sse::accepts(&headers, "text/html") {
+        let json = serde_json::to_value(&report).map_err(ApiError::internal)?;
         return Ok(Html(crate::simulate::page::page(&json)).into_response());
     }
     Ok(Json(report).into_response())
 }
 
 fn unprocessable(message: String) -> ApiError {
-    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+    ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), message)
 }
