@@ -82,6 +82,7 @@ pub use state::{ReducerDef, reducer_table};
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 
 pub mod blocking;
+pub mod duration;
 pub mod llm;
 pub mod lobby;
 pub mod pace;

@@ -43,16 +43,64 @@
 //! the environment (`OPENAI_BASE_URL`, `<NAME>_BASE_URL`) or the provider's own, and the file's is
 //! ignored with a warning. A pack folder cloned from someone else cannot redirect your keys.
 //! Nothing secret is logged or reaches scripts.
+//!
+//! Everything is resolved in [`Config::load_with`], from the environment it is given: the process
+//! environment is read once, by [`Config::load`], and nothing after it reads it again.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use ruleweave::LlmChoice;
+use ruleweave::search::SearchChoice;
 use ruleweave::store::Retention;
-
-pub use crate::server::Settings;
 use serde::Deserialize;
+
+/// How the server treats its clients: `ruleweave.toml`'s `[server]` section, the environment and
+/// flags fill it.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Clients send `Authorization: Bearer <token>` when set.
+    pub token: Option<String>,
+    /// The largest request body accepted, in bytes.
+    pub body_limit: usize,
+    /// A request's headers must arrive within this (an idle keep-alive connection is closed after it).
+    pub header_timeout: Duration,
+    /// A request's body must arrive within this.
+    pub body_timeout: Duration,
+    /// Open connections; more wait to be accepted.
+    pub max_connections: usize,
+    /// Host names a request may name besides loopback ones, when there is no token.
+    pub allowed_hosts: Vec<String>,
+    /// Turns of one pack that run at once; more wait for a slot, so a slow pack cannot take every
+    /// thread from the others.
+    pub turns_per_pack: usize,
+    /// Event streams (`/v1/events`, `/v1/sessions/{id}/events`) one client address keeps open at
+    /// once; more are refused (429), so one client's idle streams cannot fill `max_connections`.
+    pub streams_per_client: usize,
+    /// The most turns one batch of simulated games plays (games × players × the pack's turn cap):
+    /// how much CPU one click of the console's Simulate may take.
+    pub simulate_turns: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            token: None,
+            body_limit: 1 << 20,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            allowed_hosts: Vec::new(),
+            turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
+            streams_per_client: 16,
+            simulate_turns: 4_000,
+        }
+    }
+}
 
 /// The file, as written.
 #[derive(Debug, Default, Deserialize)]
@@ -136,6 +184,10 @@ struct LlmSection {
     reasoning_models: Option<Vec<String>>,
 }
 
+/// Where a variable's value comes from: the environment the configuration was loaded with, with
+/// the file's values where it says nothing (and may say).
+type Vars = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
 /// The host's settings after the file, the environment and flags have had their say.
 #[derive(Clone)]
 pub struct Config {
@@ -144,12 +196,24 @@ pub struct Config {
     pub server: Settings,
     pub store: String,
     pub retention: Retention,
-    llm: Vec<(String, String)>,
     /// Models a client of `serve` may choose besides the packs' own (`[llm] allowed_models`, or
     /// `RULEWEAVE_ALLOWED_MODELS`, comma-separated): none by default.
     pub allowed_models: Vec<String>,
     /// What models cost (`[prices]`), by model name.
     pub prices: std::collections::BTreeMap<String, Price>,
+    /// Whether trace spans hold prompts and replies (`RULEWEAVE_TRACE_CONTENT=1`): they hold
+    /// players' words, so only when the operator says so.
+    pub trace_content: bool,
+    /// Who answers the packs' model calls.
+    pub llm: LlmChoice,
+    /// Who answers scripts' `search()`.
+    pub search: SearchChoice,
+    /// Each base URL of the file that is not used, and why.
+    pub ignored: Vec<String>,
+    /// Where each key in the environment is sent: `OPENAI_API_KEY → https://api.openai.com/v1`.
+    pub key_endpoints: Vec<String>,
+    /// The variables named providers are made from (`None`: all offline).
+    named: Option<Vars>,
 }
 
 impl std::fmt::Debug for Config {
@@ -170,12 +234,17 @@ pub const MIN_TOKEN: usize = 16;
 pub const DEFAULT_STORE: &str = "sqlite://ruleweave.db";
 
 impl Config {
-    /// Reads `ruleweave.toml` under `root` (if there is one) and the environment.
+    /// Reads `ruleweave.toml` under `root` (if there is one) and the process environment, once.
     pub fn load(root: &Path) -> Result<Self> {
-        Self::load_with(root, &|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        let env: HashMap<String, String> =
+            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect();
+        Self::load_with(root, move |k| env.get(k).cloned())
     }
 
-    pub fn load_with(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+    /// Reads `ruleweave.toml` under `root` and the environment `env` gives: every value the host
+    /// uses is resolved here (two configurations from two environments live side by side).
+    pub fn load_with(root: &Path, env: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Result<Self> {
+        let env: Vars = Arc::new(move |k| env(k).filter(|v| !v.is_empty()));
         let path = root.join("ruleweave.toml");
         let file: File = match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -195,7 +264,7 @@ impl Config {
         };
         let timeout = |var: &str, file: Option<String>, default: Duration| -> Result<Duration> {
             match env(var).or(file) {
-                Some(v) => parse_duration(&v)?.with_context(|| format!("{var}: a timeout cannot be `never`")),
+                Some(v) => duration(var, &v)?.with_context(|| format!("{var}: a timeout cannot be `never`")),
                 None => Ok(default),
             }
         };
@@ -232,8 +301,8 @@ impl Config {
             env("RULEWEAVE_EXPIRE_IDLE_AFTER").or(file.store.expire_idle_after).unwrap_or_else(|| "never".into());
         let retention = Retention {
             snapshot_every: file.store.snapshot_every.unwrap_or(16).max(1),
-            expire_finished_after: parse_duration(&expire)?,
-            expire_idle_after: parse_duration(&idle)?,
+            expire_finished_after: duration("expire_finished_after", &expire)?,
+            expire_idle_after: duration("expire_idle_after", &idle)?,
         };
         let mut llm = Vec::new();
         for (name, p) in file.providers {
@@ -263,6 +332,17 @@ impl Config {
         if let Some((model, _)) = file.prices.iter().find(|(_, p)| !(p.input >= 0.0 && p.output >= 0.0)) {
             bail!("{}: [prices] {model:?}: a price is a number of at least 0", path.display());
         }
+        let files = FileValues { values: llm, env: env.clone() };
+        let ignored = files.ignored();
+        let key_endpoints = files.key_endpoints();
+        let vars: Vars = {
+            let (env, files) = (env.clone(), files.clone());
+            Arc::new(move |k| env(k).or_else(|| files.value(k)))
+        };
+        // `RULEWEAVE_LLM=standin` asks for everything offline: searches and named providers too.
+        let offline = env("RULEWEAVE_LLM").as_deref() == Some("standin");
+        let llm = LlmChoice::from_vars(|k| vars(k))?;
+        let search = if offline { SearchChoice::Standin } else { SearchChoice::from_vars(|k| vars(k))? };
         Ok(Config {
             prices: file.prices,
             allowed_models,
@@ -270,99 +350,26 @@ impl Config {
             server,
             store: env("RULEWEAVE_STORE").or(file.store.url).unwrap_or_else(|| DEFAULT_STORE.into()),
             retention,
+            trace_content: env("RULEWEAVE_TRACE_CONTENT").is_some_and(|v| v.trim() == "1"),
             llm,
+            search,
+            ignored,
+            key_endpoints,
+            named: (!offline).then_some(vars),
         })
-    }
-
-    /// The model choice: the environment, with the file's `[llm]` values where it says nothing
-    /// (see [`Config::file_value`]).
-    pub fn llm(&self) -> Result<ruleweave::LlmChoice> {
-        Ok(ruleweave::LlmChoice::from_vars(|k| env(k).or_else(|| self.file_value(k)))?)
-    }
-
-    /// The file's value for the variable `k`; a provider's base URL only when the environment
-    /// holds no key for that provider: where a key is sent is never a file in the root's to say.
-    fn file_value(&self, k: &str) -> Option<String> {
-        let value = self.llm.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone())?;
-        match k.strip_suffix("_BASE_URL") {
-            Some(provider) if env(&format!("{provider}_API_KEY")).is_some() => None,
-            _ => Some(value),
-        }
-    }
-
-    /// What the file says that is not used, and why: base URLs for providers whose key is set.
-    pub fn ignored(&self) -> Vec<String> {
-        self.llm
-            .iter()
-            .filter_map(|(var, url)| {
-                let provider = var.strip_suffix("_BASE_URL")?;
-                let key = format!("{provider}_API_KEY");
-                env(&key).is_some().then(|| {
-                    format!(
-                        "ruleweave.toml sends {provider} to {url}, but {key} is set: a file in the root does not \
-                         choose where a key goes, so it is not used (set {var} in the environment to send it there)"
-                    )
-                })
-            })
-            .collect()
-    }
-
-    /// Where each key in the environment is sent: `OPENAI_API_KEY → https://api.openai.com/v1`.
-    pub fn key_endpoints(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            ["OPENAI", "ANTHROPIC", "TAVILY", "GROQ", "GEMINI", "OPENROUTER", "TOGETHER", "MISTRAL"]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect();
-        for (var, _) in &self.llm {
-            if let Some(p) = var.strip_suffix("_BASE_URL")
-                && !names.iter().any(|n| n == p)
-            {
-                names.push(p.to_owned());
-            }
-        }
-        // A key may also be given in another variable (Gemini's in Google's own).
-        let key_of = |p: &str| {
-            let own = format!("{p}_API_KEY");
-            match ruleweave::llm::key_alias(p) {
-                Some(alias) if env(&own).is_none() && env(alias).is_some() => alias.to_owned(),
-                _ => own,
-            }
-        };
-        names
-            .into_iter()
-            .filter(|p| env(&key_of(p)).is_some())
-            .map(|p| {
-                let url = env(&format!("{p}_BASE_URL"))
-                    .or_else(|| self.file_value(&format!("{p}_BASE_URL")))
-                    .unwrap_or_else(|| default_endpoint(&p).to_owned());
-                format!("{} → {url}", key_of(&p))
-            })
-            .collect()
-    }
-
-    /// The search engine scripts' `search()` asks: `RULEWEAVE_SEARCH`, `TAVILY_API_KEY`,
-    /// `TAVILY_BASE_URL` from the environment, with the file's `[llm]` values where it says nothing.
-    /// The stand-in when `RULEWEAVE_LLM=standin` asks for everything offline.
-    pub fn search(&self) -> Result<ruleweave::search::SearchChoice> {
-        if env("RULEWEAVE_LLM").as_deref() == Some("standin") {
-            return Ok(ruleweave::search::SearchChoice::Standin);
-        }
-        Ok(ruleweave::search::SearchChoice::from_vars(|k| env(k).or_else(|| self.file_value(k)))?)
     }
 
     /// The providers profiles may name (`provider: groq`): `<NAME>_API_KEY` and `<NAME>_BASE_URL`
     /// from the environment, base URLs from `[providers.<name>]`. None when `RULEWEAVE_LLM=standin`
     /// asks for everything offline.
     pub fn named_providers(&self) -> ruleweave::llm::NamedProviders {
-        if env("RULEWEAVE_LLM").as_deref() == Some("standin") {
-            return ruleweave::llm::NamedProviders::none();
+        match &self.named {
+            Some(vars) => {
+                let vars = vars.clone();
+                ruleweave::llm::NamedProviders::from_vars(move |k| vars(k))
+            }
+            None => ruleweave::llm::NamedProviders::none(),
         }
-        let file: Vec<(String, String)> =
-            self.llm.iter().filter_map(|(k, _)| Some((k.clone(), self.file_value(k)?))).collect();
-        ruleweave::llm::NamedProviders::from_vars(move |k| {
-            env(k).or_else(|| file.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone()))
-        })
     }
 
     /// Refuses to serve beyond loopback without a token long enough to be a secret.
@@ -385,41 +392,85 @@ impl Config {
     }
 }
 
-/// `250ms`, `90s`, `30m`, `24h`, `7d`, or `never`.
-fn parse_duration(s: &str) -> Result<Option<Duration>> {
-    let s = s.trim();
-    if s == "never" {
-        return Ok(None);
+/// The file's values for the variables it may set (`OPENAI_BASE_URL` from `[llm] base_url`, ...),
+/// read against the environment: a provider's base URL only counts while no variable that
+/// supplies that provider's key is set (its own or an alias: Google's for Gemini), since where a
+/// key is sent is never a file in the root's to say.
+#[derive(Clone)]
+struct FileValues {
+    values: Vec<(String, String)>,
+    env: Vars,
+}
+
+impl FileValues {
+    /// The file's value for the variable `k`, when it may be used.
+    fn value(&self, k: &str) -> Option<String> {
+        let value = self.values.iter().find(|(var, _)| var == k).map(|(_, v)| v.clone())?;
+        match k.strip_suffix("_BASE_URL") {
+            Some(provider) if self.key_var(provider).is_some() => None,
+            _ => Some(value),
+        }
     }
-    let bad = || anyhow::anyhow!("`{s}` is not a duration like 250ms, 90s, 30m, 24h, 7d or never");
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" | "" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        "d" => n.checked_mul(86_400_000),
-        _ => return Err(bad()),
-    };
-    Ok(Some(Duration::from_millis(ms.ok_or_else(bad)?)))
+
+    /// The variable that holds `provider`'s key, when one is set: its own (`GEMINI_API_KEY`) or
+    /// an alias (`GOOGLE_API_KEY`).
+    fn key_var(&self, provider: &str) -> Option<String> {
+        let own = format!("{provider}_API_KEY");
+        if (self.env)(&own).is_some() {
+            return Some(own);
+        }
+        ruleweave::llm::key_alias(provider).filter(|alias| (self.env)(alias).is_some()).map(str::to_owned)
+    }
+
+    /// What the file says that is not used, and why: base URLs for providers whose key is set.
+    fn ignored(&self) -> Vec<String> {
+        self.values
+            .iter()
+            .filter_map(|(var, url)| {
+                let provider = var.strip_suffix("_BASE_URL")?;
+                let key = self.key_var(provider)?;
+                Some(format!(
+                    "ruleweave.toml sends {provider} to {url}, but {key} is set: a file in the root does not \
+                     choose where a key goes, so it is not used (set {var} in the environment to send it there)"
+                ))
+            })
+            .collect()
+    }
+
+    /// Where each key in the environment is sent: `OPENAI_API_KEY → https://api.openai.com/v1`.
+    fn key_endpoints(&self) -> Vec<String> {
+        let mut names: Vec<String> =
+            ["OPENAI", "ANTHROPIC", "TAVILY", "GROQ", "GEMINI", "OPENROUTER", "TOGETHER", "MISTRAL"]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect();
+        for (var, _) in &self.values {
+            if let Some(p) = var.strip_suffix("_BASE_URL")
+                && !names.iter().any(|n| n == p)
+            {
+                names.push(p.to_owned());
+            }
+        }
+        names
+            .into_iter()
+            .filter_map(|p| {
+                let key = self.key_var(&p)?;
+                let url = (self.env)(&format!("{p}_BASE_URL"))
+                    .or_else(|| self.value(&format!("{p}_BASE_URL")))
+                    .unwrap_or_else(|| default_endpoint(&p).to_owned());
+                Some(format!("{key} → {url}"))
+            })
+            .collect()
+    }
+}
+
+/// A duration setting, in the grammar manifests use (`250ms`, `90s`, `1h30m`, `7d`), or `never`.
+fn duration(name: &str, text: &str) -> Result<Option<Duration>> {
+    ruleweave::duration::parse_or_never(text).map_err(|e| anyhow::anyhow!("{name}: {e}"))
 }
 
 /// A store URL without its password, for logs.
-pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let user = url[s + 3..at].split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-/// A variable of the process environment, when set and not empty.
-fn env(k: &str) -> Option<String> {
-    std::env::var(k).ok().filter(|v| !v.is_empty())
-}
+pub use ruleweave::store::redact;
 
 /// Where a provider's key goes when nothing says otherwise.
 fn default_endpoint(provider: &str) -> &'static str {
@@ -445,7 +496,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ruleweave.toml"), toml).unwrap();
         let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Config::load_with(dir.path(), &|k| env.get(k).cloned())
+        Config::load_with(dir.path(), move |k| env.get(k).cloned())
     }
 
     #[test]
@@ -503,6 +554,65 @@ mod tests {
         assert_eq!(c.server.body_timeout, Duration::from_secs(5));
         assert_eq!((c.server.max_connections, c.server.allowed_hosts.clone()), (64, vec!["game.local".to_owned()]));
         assert!(load("[server]\nbody_timeout = \"never\"\n", &[]).is_err());
+    }
+
+    /// Every value comes from the environment the configuration was loaded with: two
+    /// configurations from two environments, side by side in one process, each keep their own.
+    #[test]
+    fn two_environments_make_two_configurations() {
+        let toml = "[llm]\nbase_url = \"http://local.example/v1\"\n";
+        let keyed = load(
+            toml,
+            &[
+                ("OPENAI_API_KEY", "sk-one"),
+                ("RULEWEAVE_TRACE_CONTENT", "1"),
+                ("TAVILY_API_KEY", "tvly-one"),
+                ("RULEWEAVE_STORE", "memory"),
+            ],
+        )
+        .unwrap();
+        let offline = load(toml, &[("RULEWEAVE_LLM", "standin"), ("RULEWEAVE_STORE", "sqlite://other.db")]).unwrap();
+        assert!(matches!(keyed.llm, LlmChoice::Provider(_)), "{:?}", keyed.llm);
+        assert!(matches!(offline.llm, LlmChoice::Standin), "{:?}", offline.llm);
+        assert!(matches!(keyed.search, SearchChoice::Engine(_)));
+        assert!(matches!(offline.search, SearchChoice::Standin));
+        assert!((keyed.trace_content, offline.trace_content) == (true, false));
+        assert_eq!((keyed.store.as_str(), offline.store.as_str()), ("memory", "sqlite://other.db"));
+        // The file's endpoint is not where the first one's key goes; the second has no key.
+        assert_eq!(
+            keyed.key_endpoints,
+            ["OPENAI_API_KEY → https://api.openai.com/v1", "TAVILY_API_KEY → https://api.tavily.com"]
+        );
+        assert_eq!(keyed.ignored.len(), 1, "{:?}", keyed.ignored);
+        assert!(offline.key_endpoints.is_empty() && offline.ignored.is_empty());
+        // And the process's own environment played no part: none of these is set in it.
+        assert!(std::env::var("RULEWEAVE_TRACE_CONTENT").is_err());
+    }
+
+    /// A key given in an alias's variable (Google's for Gemini) keeps the file from choosing
+    /// where it goes, as its own variable does.
+    #[test]
+    fn an_aliased_key_is_not_sent_where_the_file_says() {
+        let toml = "[providers.gemini]\nbase_url = \"http://evil.example/v1\"\n";
+        for (var, key) in [("GEMINI_API_KEY", "own"), ("GOOGLE_API_KEY", "alias")] {
+            let c = load(toml, &[(var, key)]).unwrap();
+            assert_eq!(c.key_endpoints, [format!("{var} → https://generativelanguage.googleapis.com/v1beta/openai")]);
+            assert!(c.ignored[0].contains(&format!("but {var} is set")), "{:?}", c.ignored);
+            assert!(c.named_providers().get("gemini").is_ok());
+        }
+        let keyless = load(toml, &[]).unwrap();
+        assert!(keyless.ignored.is_empty() && keyless.key_endpoints.is_empty());
+    }
+
+    /// Durations read as manifests read them: `1h30m` too, and `never` where a setting may be off.
+    #[test]
+    fn durations_have_the_manifests_grammar() {
+        let c =
+            load("[server]\nheader_timeout = \"1m30s\"\n[store]\nexpire_finished_after = \"1h30m\"\n", &[]).unwrap();
+        assert_eq!(c.server.header_timeout, Duration::from_secs(90));
+        assert_eq!(c.retention.expire_finished_after, Some(Duration::from_secs(5400)));
+        let bare = load("[store]\nexpire_idle_after = \"30\"\n", &[]).unwrap_err().to_string();
+        assert!(bare.contains("expire_idle_after: `30` is not a duration like 250ms"), "{bare}");
     }
 
     #[test]

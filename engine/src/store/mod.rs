@@ -444,6 +444,17 @@ pub(crate) fn probe_payload() -> Vec<u8> {
         .collect()
 }
 
+/// A store URL without its password, for logs and messages: `postgres://me:***@db/x`.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user = url[s + 3..at].split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// Opens the store a URL names: `memory`, `sqlite://PATH` (created if missing), `postgres://...`.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
     if url == "memory" || url == "memory://" {

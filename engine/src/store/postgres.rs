@@ -98,7 +98,7 @@ impl PostgresStore {
             .max_connections(32)
             .connect(url)
             .await
-            .map_err(|e| store_error(&format!("cannot connect to {}", redact(url)), e))?;
+            .map_err(|e| store_error(&format!("cannot connect to {}", super::redact(url)), e))?;
         sqlx::migrate!("migrations/postgres")
             .run(&pool)
             .await
@@ -115,18 +115,6 @@ impl PostgresStore {
 impl PostgresStore {
     pub(super) fn sql(&self) -> Sql<'_> {
         Sql::Postgres(&self.pool)
-    }
-}
-
-/// A URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            let user = creds.split(':').next().unwrap_or("");
-            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
-        }
-        _ => url.to_owned(),
     }
 }
 
@@ -400,7 +388,7 @@ mod tests {
 
     #[test]
     fn passwords_are_redacted() {
-        assert_eq!(super::redact("postgres://me:secret@db/x"), "postgres://me:***@db/x");
-        assert_eq!(super::redact("postgres://db/x"), "postgres://db/x");
+        assert_eq!(super::super::redact("postgres://me:secret@db/x"), "postgres://me:***@db/x");
+        assert_eq!(super::super::redact("postgres://db/x"), "postgres://db/x");
     }
 }

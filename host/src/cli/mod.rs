@@ -124,12 +124,12 @@ async fn engine_for(root: &Path, config: &Config, store: &str, allowed: Option<V
     let store = ruleweave::store::open(&under_root(root, store)).await?;
     // The shipped packs' native scorer twins, so a manifest's `impl: native` runs them.
     let builder = ruleweave_natives::register(Engine::builder(root));
-    let mut builder = builder.llm(config.llm()?).named_providers(config.named_providers()).search(config.search()?);
+    let mut builder =
+        builder.llm(config.llm.clone()).named_providers(config.named_providers()).search(config.search.clone());
     if let Some(models) = allowed {
         builder = builder.allowed_models(models);
     }
-    // Prompts and replies in trace spans only when the operator says so: they hold players' words.
-    builder = builder.trace_content(std::env::var("RULEWEAVE_TRACE_CONTENT").is_ok_and(|v| v.trim() == "1"));
+    builder = builder.trace_content(config.trace_content);
     Ok(builder.store(store).retention(config.retention).build())
 }
 
@@ -186,8 +186,8 @@ fn describe_reload(e: &ruleweave::PackEvent, root: &std::path::Path) -> String {
 /// endpoint of `ruleweave.toml` that is not used because its provider's key is set: lines for a
 /// banner, so a person sees where a key goes before the first call.
 fn key_lines(config: &crate::config::Config) -> Vec<String> {
-    let mut lines: Vec<String> = config.ignored().into_iter().map(|w| format!("warning: {w}")).collect();
-    let endpoints = config.key_endpoints();
+    let mut lines: Vec<String> = config.ignored.iter().map(|w| format!("warning: {w}")).collect();
+    let endpoints = &config.key_endpoints;
     if !endpoints.is_empty() {
         lines.push(format!("keys: {}", endpoints.join(", ")));
     }

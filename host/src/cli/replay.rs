@@ -48,7 +48,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
     super::load_pack(&engine, &rec.pack)?;
     let fallback = if args.live {
         match engine.llm() {
-            LlmChoice::Provider(p) => Fallback::Live(p.clone(), config.search()?),
+            LlmChoice::Provider(p) => Fallback::Live(p.clone(), config.search.clone()),
             LlmChoice::Standin => bail!("--live needs a model provider: set OPENAI_API_KEY (or RULEWEAVE_LLM)"),
         }
     } else if args.file.is_some() {

@@ -35,52 +35,10 @@ use tokio_util::task::TaskTracker;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub use crate::config::Settings;
 pub use error::ApiError;
 use error::Code;
 pub use metrics::Metrics;
-
-/// How the server treats its clients: `ruleweave.toml`'s `[server]` section, the environment and
-/// flags fill it.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Clients send `Authorization: Bearer <token>` when set.
-    pub token: Option<String>,
-    /// The largest request body accepted, in bytes.
-    pub body_limit: usize,
-    /// A request's headers must arrive within this (an idle keep-alive connection is closed after it).
-    pub header_timeout: Duration,
-    /// A request's body must arrive within this.
-    pub body_timeout: Duration,
-    /// Open connections; more wait to be accepted.
-    pub max_connections: usize,
-    /// Host names a request may name besides loopback ones, when there is no token.
-    pub allowed_hosts: Vec<String>,
-    /// Turns of one pack that run at once; more wait for a slot, so a slow pack cannot take every
-    /// thread from the others.
-    pub turns_per_pack: usize,
-    /// Event streams (`/v1/events`, `/v1/sessions/{id}/events`) one client address keeps open at
-    /// once; more are refused (429), so one client's idle streams cannot fill `max_connections`.
-    pub streams_per_client: usize,
-    /// The most turns one batch of simulated games plays (games × players × the pack's turn cap):
-    /// how much CPU one click of the console's Simulate may take.
-    pub simulate_turns: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            token: None,
-            body_limit: 1 << 20,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 1024,
-            allowed_hosts: Vec::new(),
-            turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
-            streams_per_client: 16,
-            simulate_turns: 4_000,
-        }
-    }
-}
 
 /// What every request shares.
 pub struct AppState {

@@ -333,17 +333,14 @@ impl Loader<'_> {
                     .error(format!("lobby.{key} names `{}`, which is not an input field", name.value), self.at(name)),
             }
         }
-        let timeout = match humantime::parse_duration(&d.timeout.value) {
+        let timeout = match crate::duration::parse(&d.timeout.value) {
             Ok(t) if !t.is_zero() => Some(t),
             Ok(_) => {
                 self.error("lobby.timeout must be longer than 0", self.at(&d.timeout));
                 None
             }
             Err(e) => {
-                self.error(
-                    format!("lobby.timeout `{}` is not a duration like 30s or 2m: {e}", d.timeout.value),
-                    self.at(&d.timeout),
-                );
+                self.error(format!("lobby.timeout: {}", e.detail()), self.at(&d.timeout));
                 None
             }
         };
@@ -368,16 +365,10 @@ impl Loader<'_> {
 
     /// `expire_finished_after:` a duration (`1h`) or `never`.
     pub(super) fn retention(&mut self, decl: &manifest::SpannedStr) -> Option<Option<std::time::Duration>> {
-        if decl.value.trim() == "never" {
-            return Some(None);
-        }
-        match humantime::parse_duration(&decl.value) {
-            Ok(d) => Some(Some(d)),
+        match crate::duration::parse_or_never(&decl.value) {
+            Ok(d) => Some(d),
             Err(e) => {
-                self.error(
-                    format!("expire_finished_after `{}` is not a duration like 1h or 7d, nor never: {e}", decl.value),
-                    self.at(decl),
-                );
+                self.error(format!("expire_finished_after: {}", e.detail()), self.at(decl));
                 None
             }
         }
