@@ -35,7 +35,7 @@ async fn chat_stream(url: &str, body: Value) -> Vec<String> {
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let text = r.text().await.unwrap();
-    text.lines().filter_map(|l| l.strip_prefix("data: ")).map(str::to_owned).collect()
+    ruleweave_testkit::sse::events(&text).into_iter().map(|e| e.data).collect()
 }
 
 #[tokio::test]

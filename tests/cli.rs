@@ -152,10 +152,22 @@ fn run_prints_one_json_line_per_turn_and_a_won_game_refuses_more() {
 
 #[test]
 fn run_is_deterministic_on_the_stand_in() {
-    let (_dir, file) = temp_file("moves.yaml", WINNING_MOVES);
+    // The first four moves, on medium: the fourth wins (a fifth would be refused).
+    let moves: String =
+        WINNING_MOVES.lines().filter(|l| l.starts_with('-')).take(4).map(|l| format!("{l}\n")).collect();
+    let (_dir, file) = temp_file("moves.yaml", &moves);
     let run = || {
-        let out = ruleweave(&repo_root()).args(["run", "pirate", "--input"]).arg(&file).output().unwrap();
-        json_lines(&out)
+        let out = ruleweave(&repo_root())
+            .args(["run", "pirate", "--set", "difficulty=medium", "--input"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        // Two runs that fail alike would compare equal: each must play every move.
+        assert!(out.status.success(), "{}", stderr(&out));
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines.iter().all(|l| l["output"]["pirate_response"].is_string()), "{lines:?}");
+        lines
             .into_iter()
             .map(|mut l| {
                 l["state"]["game_id"] = json!("");

@@ -133,19 +133,14 @@ async fn speeches_stream_token_by_token_over_sse() {
         .await
         .unwrap();
     let mut tokens = String::new();
-    let mut event = String::new();
     let mut result = Value::Null;
-    for line in body.lines() {
-        if let Some(name) = line.strip_prefix("event: ") {
-            event = name.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            let v: Value = serde_json::from_str(data).unwrap();
-            if event == "token" && v["node"] == "speak" {
-                tokens.push_str(v["text"].as_str().unwrap());
-            }
-            if event == "result" {
-                result = v;
-            }
+    for e in ruleweave_testkit::sse::events(&body) {
+        let v: Value = serde_json::from_str(&e.data).unwrap();
+        if e.name == "token" && v["node"] == "speak" {
+            tokens.push_str(v["text"].as_str().unwrap());
+        }
+        if e.name == "result" {
+            result = v;
         }
     }
     let first = result["output"]["transcript"][0]["speech"].as_str().unwrap().to_owned();

@@ -129,18 +129,6 @@ fn mutate(mut bytes: Vec<u8>, edits: &[Mutation]) -> Vec<u8> {
     bytes
 }
 
-fn copy(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -183,7 +171,7 @@ fn loader_case(kind: &'static str) -> impl Strategy<Value = Vec<u8>> {
 #[test]
 fn the_loader_takes_any_manifest_script_or_template() {
     let root = tempfile::tempdir().unwrap();
-    copy(&fuzz_dir().join("pack"), root.path());
+    support::copy_tree(&fuzz_dir().join("pack"), root.path());
     let rt = runtime();
     for (kind, file) in
         [("manifest", "config/game.yaml"), ("script", "scripts/game/game.rhai"), ("template", "prompts/game/judge.j2")]

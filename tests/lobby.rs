@@ -49,7 +49,7 @@ fn copy_dir(from: &Path, to: &Path) {
 /// One follower of a session's event stream.
 pub(crate) struct Follower {
     body: Pin<Box<dyn Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
-    buffer: String,
+    events: ruleweave_testkit::sse::Parser,
 }
 
 impl Follower {
@@ -57,33 +57,20 @@ impl Follower {
         let r = http().get(url).header("accept", "text/event-stream").send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
         assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-        Follower { body: Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec()))), buffer: String::new() }
+        Follower { body: Box::pin(r.bytes_stream().map(|c| c.map(|b| b.to_vec()))), events: Default::default() }
     }
 
     /// The next event (name, data), waiting at most 30 s; `None` when the stream ended.
     pub(crate) async fn next(&mut self) -> Option<(String, Value)> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let mut name = String::new();
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event:") {
-                        name = v.trim().to_owned();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.trim_start());
-                    }
-                }
-                if name.is_empty() {
-                    continue; // a keep-alive comment
-                }
-                return Some((name, serde_json::from_str(&data).unwrap()));
+            if let Some(e) = self.events.next() {
+                return Some((e.name, serde_json::from_str(&e.data).unwrap()));
             }
             match tokio::time::timeout_at(deadline, self.body.next()).await {
                 Err(_) => panic!("no event within 30 s"),
                 Ok(None) => return None,
-                Ok(Some(chunk)) => self.buffer.push_str(&String::from_utf8_lossy(&chunk.unwrap())),
+                Ok(Some(chunk)) => self.events.feed(&String::from_utf8_lossy(&chunk.unwrap())),
             }
         }
     }

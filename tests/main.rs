@@ -13,6 +13,7 @@ mod designer;
 mod designer_loop;
 mod fuzz;
 mod hostile;
+mod house;
 mod lobby;
 mod openapi;
 mod party;

@@ -255,22 +255,19 @@ fn play_resumes_a_stored_session() {
 }
 
 /// The next `event: reload` of a `GET /v1/events` stream, as JSON.
-async fn next_reload(events: &mut reqwest::Response, buffer: &mut String) -> Value {
+async fn next_reload(events: &mut reqwest::Response, parser: &mut ruleweave_testkit::sse::Parser) -> Value {
     loop {
-        if let Some(end) = buffer.find("\n\n") {
-            let block: String = buffer.drain(..end + 2).collect();
-            if block.contains("event: reload") {
-                let data = block.lines().find_map(|l| l.strip_prefix("data: ")).expect(&block);
-                return serde_json::from_str(data).unwrap();
+        while let Some(e) = parser.next() {
+            if e.name == "reload" {
+                return serde_json::from_str(&e.data).unwrap();
             }
-            continue;
         }
         let chunk = tokio::time::timeout(Duration::from_secs(10), events.chunk())
             .await
             .expect("no reload event within 10 s")
             .unwrap()
             .expect("the event stream ended");
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
+        parser.feed(&String::from_utf8_lossy(&chunk));
     }
 }
 
@@ -289,7 +286,7 @@ async fn serve_watch_reloads_reports_and_streams_each_edit() {
 
     let mut events = http().get(format!("{}/v1/events", server.url)).send().await.unwrap();
     assert!(events.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    let mut buffer = String::new();
+    let mut buffer = ruleweave_testkit::sse::Parser::default();
     edit(root.path(), "config/marker.yaml", "step: 1", "step: 10");
     let e = next_reload(&mut events, &mut buffer).await;
     assert_eq!((&e["pack"], &e["status"], &e["previous"]), (&json!("marker"), &json!("reloaded"), &json!(old)));

@@ -34,19 +34,10 @@ async fn stream_turn(url: &str, input: Value) -> Vec<(String, Value)> {
     assert_eq!(r.status(), StatusCode::OK);
     assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let text = r.text().await.unwrap();
-    text.split("\n\n")
-        .filter_map(|block| {
-            let mut name = None;
-            let mut data = String::new();
-            for line in block.lines() {
-                if let Some(n) = line.strip_prefix("event:") {
-                    name = Some(n.trim().to_owned());
-                } else if let Some(d) = line.strip_prefix("data:") {
-                    data.push_str(d.trim_start());
-                }
-            }
-            Some((name?, serde_json::from_str(&data).ok()?))
-        })
+    ruleweave_testkit::sse::events(&text)
+        .into_iter()
+        .filter(|e| !e.name.is_empty())
+        .map(|e| (e.name, serde_json::from_str(&e.data).unwrap()))
         .collect()
 }
 

@@ -13,7 +13,6 @@
 //! hundredth of the pace so this file cannot rot.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -242,9 +241,7 @@ fn canned(pace: Pace) -> Engine {
         .build()
 }
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use ruleweave_testkit::repo_root;
 
 fn play(rt: &tokio::runtime::Runtime, engine: &Engine, scenario: &Scenario, spans: &Recorder) -> Measured {
     let mut m =

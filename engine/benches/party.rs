@@ -4,7 +4,7 @@
 //!
 //! `cargo bench -p ruleweave-engine --bench party`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -18,9 +18,7 @@ mod party_round;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use ruleweave_testkit::repo_root;
 
 /// A copy of the party pack whose pool holds 1,000 questions: 50 per language and intensity.
 fn thousand_questions() -> tempfile::TempDir {

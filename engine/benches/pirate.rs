@@ -7,7 +7,6 @@
 //! `cargo bench -p ruleweave-engine --bench pirate`; per-node means print once to stderr.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,9 +33,7 @@ const TURNS: usize = 20;
 /// How long the thread idles before each turn in the `idle` bench.
 const IDLE: Duration = Duration::from_micros(300);
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use ruleweave_testkit::repo_root;
 
 /// Plays one 20-turn conversation; returns the time spent in turns and every turn's events.
 /// With `idle`, the thread sleeps that long before each turn, outside the timed region, as a

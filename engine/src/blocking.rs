@@ -27,6 +27,35 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
+/// Why a job handed to the pool gave back no result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolError {
+    /// The job panicked: the panic's message.
+    Panicked(String),
+    /// No thread could take it: none is alive and the system refused a new one.
+    NoThread(String),
+    /// Its thread ended before the job did.
+    Lost,
+}
+
+impl std::fmt::Display for PoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolError::Panicked(message) => write!(f, "panicked: {message}"),
+            PoolError::NoThread(why) => write!(f, "cannot start a thread: {why}"),
+            PoolError::Lost => f.write_str("the thread ended before its job did"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
+
+impl From<PoolError> for crate::Error {
+    fn from(e: PoolError) -> Self {
+        crate::Error::new(crate::ErrorKind::Internal, format!("a blocking thread failed: {e}"))
+    }
+}
+
 /// How long a thread waits for work before it ends.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
@@ -73,11 +102,11 @@ struct Pool {
 static POOL: LazyLock<Arc<Pool>> = LazyLock::new(|| Pool::new(MAX_THREADS, KEEP_ALIVE));
 
 /// Runs `f` on a pool thread, in the caller's tokio runtime (if any), and waits for it without
-/// blocking the caller's task. A panic in `f` comes back as its message.
+/// blocking the caller's task. A panic in `f` comes back as [`PoolError::Panicked`].
 ///
 /// The job is handed out when the future is first polled. Dropping the future afterwards does
 /// not stop `f`: it runs to its end, and its result is dropped on its thread, in the runtime.
-pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, PoolError> {
     let traced = Traced::here();
     POOL.run(move || traced.within(f)).await
 }
@@ -85,7 +114,7 @@ pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> R
 /// Runs the future `make` returns on a pool thread, blocked on in the caller's tokio runtime (a
 /// turn: scripts and templates are synchronous work between its awaits), and waits for it as
 /// [`run`] does. Called from within a tokio runtime; outside one it returns an error.
-pub async fn run_async<F: Future>(make: impl FnOnce() -> F + Send + 'static) -> Result<F::Output, String>
+pub async fn run_async<F: Future>(make: impl FnOnce() -> F + Send + 'static) -> Result<F::Output, PoolError>
 where
     F::Output: Send + 'static,
 {
@@ -118,8 +147,8 @@ pub async fn settled() {
     POOL.settled().await
 }
 
-fn panic_message(p: Box<dyn Any + Send>) -> String {
-    crate::error::panic_text(&*p).map_or_else(|| "panicked".to_owned(), |s| format!("panicked: {s}"))
+fn panicked(p: Box<dyn Any + Send>) -> PoolError {
+    PoolError::Panicked(crate::error::panic_text(&*p).map_or_else(|| "(no message)".to_owned(), ToOwned::to_owned))
 }
 
 /// Drops `v` in the caller's runtime (a drop may spawn, as a store's lock guard does), a panic in
@@ -146,7 +175,7 @@ impl Pool {
         self.threads.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    async fn run<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    async fn run<T: Send + 'static>(self: &Arc<Self>, f: impl FnOnce() -> T + Send + 'static) -> Result<T, PoolError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let runtime = Handle::try_current().ok();
         self.running.fetch_add(1, Ordering::SeqCst);
@@ -155,7 +184,7 @@ impl Pool {
                 // In the caller's runtime, as on tokio's own threads: `f` and what it drops may
                 // reach for it (a store's lock spawns its release when dropped).
                 let _runtime = runtime.as_ref().map(Handle::enter);
-                catch_unwind(AssertUnwindSafe(f)).map_err(panic_message)
+                catch_unwind(AssertUnwindSafe(f)).map_err(panicked)
             };
             // When the caller has gone, the result is dropped here, before the thread takes other
             // work.
@@ -169,7 +198,7 @@ impl Pool {
             self.finished();
             return Err(e);
         }
-        rx.await.map_err(|_| "the thread ended before its job did".to_owned())?
+        rx.await.map_err(|_| PoolError::Lost)?
     }
 
     /// One job less running.
@@ -193,7 +222,7 @@ impl Pool {
 
     /// Hands `job` to the most recently idle thread, or to a new one, or puts it in line when
     /// [`Pool::max`] threads are busy (or no new thread can start while others run).
-    fn dispatch(self: &Arc<Self>, mut job: Job) -> Result<(), String> {
+    fn dispatch(self: &Arc<Self>, mut job: Job) -> Result<(), PoolError> {
         loop {
             let mut threads = self.threads();
             match threads.idle.pop() {
@@ -233,7 +262,7 @@ impl Pool {
                     threads.alive -= 1;
                     match (threads.idle.is_empty(), threads.alive) {
                         // No thread to take it, now or later.
-                        (true, 0) => return Err(format!("cannot start a thread: {e}")),
+                        (true, 0) => return Err(PoolError::NoThread(e.to_string())),
                         // The busy threads take it when they are done.
                         (true, _) => {
                             threads.waiting.push_back(job);
@@ -384,7 +413,7 @@ mod tests {
     async fn a_panic_comes_back_as_an_error_and_the_pool_goes_on() {
         let pool = Pool::new(8, KEEP_ALIVE);
         let e = pool.run(|| -> u32 { panic!("the script broke") }).await.unwrap_err();
-        assert_eq!(e, "panicked: the script broke");
+        assert_eq!(e, super::PoolError::Panicked("the script broke".into()));
         assert_eq!(pool.run(|| 7).await.unwrap(), 7);
         assert_eq!(pool.threads().idle.len(), 1);
     }

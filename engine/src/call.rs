@@ -88,16 +88,16 @@ impl ScriptCall {
     /// called outside the runtime's async context, with the runtime entered.
     pub fn call_as(&self, id: &str, turn: u64, args: &[Json]) -> Result<(Json, Vec<crate::event::LlmEvent>)> {
         let seed = crate::text::hash(id) ^ turn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let ctx = Arc::new(crate::turn::TurnCtx::new(
-            id.into(),
+        let ctx = Arc::new(crate::turn::TurnCtx::new(crate::turn::TurnStart {
+            session_id: id.into(),
             turn,
             seed,
-            0,
-            self.options.clone(),
-            rhai::Map::new(),
-            self.provider.clone(),
-            None,
-        ));
+            now_ms: 0,
+            options: self.options.clone(),
+            input: rhai::Map::new(),
+            provider: self.provider.clone(),
+            live: None,
+        }));
         let tag = CallTag::new(ctx.clone(), "player".into());
         // A player that asks a model (a model player) waits for it on this thread, which must not
         // be one of the runtime's: the caller's, with the runtime entered (`Handle::enter`).

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
 
+use crate::error::{Error, ErrorKind, Result};
 use crate::vocab::TypeName;
 
 /// The most YAML values (a row counts one, and two for each of its cells) a table written in
@@ -85,7 +86,7 @@ impl Cell {
         }
     }
 
-    pub fn to_dynamic(&self) -> Dynamic {
+    pub(crate) fn to_dynamic(&self) -> Dynamic {
         match self {
             Cell::Str(s) => Dynamic::from(s.clone()),
             Cell::Int(i) => Dynamic::from_int(*i),
@@ -241,7 +242,7 @@ impl Table {
         self.index.contains_key(key)
     }
 
-    fn field(&self, name: &str) -> Result<Field, String> {
+    fn field(&self, name: &str) -> Result<Field> {
         if let Some(i) = self.columns.iter().position(|c| c.name == name) {
             return Ok(Field::Column(i));
         }
@@ -250,13 +251,13 @@ impl Table {
         }
         let mut known: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
         known.extend(self.counters.iter().map(String::as_str));
-        Err(format!("table `{}` has no column `{name}` (columns: {})", self.name, known.join(", ")))
+        Err(bad(format!("table `{}` has no column `{name}` (columns: {})", self.name, known.join(", "))))
     }
 
     /// Runs a query: `#{where: #{field: value | #{between: [lo, hi]} | #{in: [...]} |
     /// #{not_in: [...]}}, order: [field, "-field", #{near: field, to: n}, "random"], limit: n}`.
     /// Every part is optional. Rows come back as maps, counters included. `salt` seeds `random`.
-    pub fn query(&self, q: &Map, counts: Option<&Counts>, salt: u64) -> Result<Array, String> {
+    pub fn query(&self, q: &Map, counts: Option<&Counts>, salt: u64) -> Result<Array> {
         let mut tests = self.tests(q)?;
         // The cheap tests first: a row most tests reject never reaches a list scan.
         tests.sort_by_key(|(_, t)| match t {
@@ -267,11 +268,13 @@ impl Table {
         let order = self.order(q)?;
         let limit = match q.get("limit") {
             None => usize::MAX,
-            Some(v) => v.as_int().ok().filter(|n| *n >= 0).ok_or("`limit` is a whole number ≥ 0")? as usize,
+            Some(v) => {
+                v.as_int().ok().filter(|n| *n >= 0).ok_or_else(|| bad("`limit` is a whole number ≥ 0"))? as usize
+            }
         };
         for key in q.keys() {
             if !matches!(key.as_str(), "where" | "order" | "limit") {
-                return Err(format!("a query has `where`, `order` and `limit`, not `{key}`"));
+                return Err(bad(format!("a query has `where`, `order` and `limit`, not `{key}`")));
             }
         }
         let zeros = vec![0; self.counters.len()];
@@ -364,18 +367,20 @@ impl Table {
         Dynamic::from_map(map)
     }
 
-    fn tests(&self, q: &Map) -> Result<Vec<(Field, Test)>, String> {
+    fn tests(&self, q: &Map) -> Result<Vec<(Field, Test)>> {
         let Some(w) = q.get("where") else { return Ok(Vec::new()) };
-        let w = w.read_lock::<Map>().ok_or("`where` is a map of field → condition")?;
+        let w = w.read_lock::<Map>().ok_or_else(|| bad("`where` is a map of field → condition"))?;
         let mut out = Vec::new();
         for (name, cond) in w.iter() {
             let field = self.field(name)?;
-            let list = |v: &Dynamic, what: &str| -> Result<Vec<Cell>, String> {
-                let a = v.read_lock::<Array>().ok_or_else(|| format!("`{what}` of `{name}` is a list"))?;
-                a.iter().map(|x| Cell::of(x).ok_or_else(|| format!("`{what}` of `{name}` lists scalars"))).collect()
+            let list = |v: &Dynamic, what: &str| -> Result<Vec<Cell>> {
+                let a = v.read_lock::<Array>().ok_or_else(|| bad(format!("`{what}` of `{name}` is a list")))?;
+                a.iter()
+                    .map(|x| Cell::of(x).ok_or_else(|| bad(format!("`{what}` of `{name}` lists scalars"))))
+                    .collect()
             };
             let test = match cond.read_lock::<Map>() {
-                None => Test::Equals(Cell::of(cond).ok_or_else(|| format!("`{name}` is compared to a scalar"))?),
+                None => Test::Equals(Cell::of(cond).ok_or_else(|| bad(format!("`{name}` is compared to a scalar")))?),
                 Some(m) => match (m.get("between"), m.get("in"), m.get("not_in")) {
                     (Some(b), None, None) if m.len() == 1 => {
                         let b = list(b, "between")?;
@@ -383,15 +388,15 @@ impl Table {
                             [lo, hi] if lo.number().is_some() && hi.number().is_some() => {
                                 Test::Between(lo.number().unwrap_or(0.0), hi.number().unwrap_or(0.0))
                             }
-                            _ => return Err(format!("`between` of `{name}` is [low, high], two numbers")),
+                            _ => return Err(bad(format!("`between` of `{name}` is [low, high], two numbers"))),
                         }
                     }
                     (None, Some(xs), None) if m.len() == 1 => Test::In(list(xs, "in")?),
                     (None, None, Some(xs)) if m.len() == 1 => Test::NotIn(list(xs, "not_in")?),
                     _ => {
-                        return Err(format!(
+                        return Err(bad(format!(
                             "`{name}`: a condition is a value, or #{{between}}, #{{in}} or #{{not_in}}"
-                        ));
+                        )));
                     }
                 },
             };
@@ -424,9 +429,9 @@ impl Table {
         }
     }
 
-    fn order(&self, q: &Map) -> Result<Vec<Order>, String> {
+    fn order(&self, q: &Map) -> Result<Vec<Order>> {
         let Some(o) = q.get("order") else { return Ok(Vec::new()) };
-        let o = o.read_lock::<Array>().ok_or("`order` is a list of sort keys")?;
+        let o = o.read_lock::<Array>().ok_or_else(|| bad("`order` is a list of sort keys"))?;
         o.iter()
             .map(|k| {
                 if let Some(s) = k.read_lock::<ImmutableString>() {
@@ -436,12 +441,14 @@ impl Table {
                         asc => Ok(Order::Asc(self.field(asc)?)),
                     };
                 }
-                let m = k.read_lock::<Map>().ok_or("a sort key is a field, \"-field\", \"random\" or #{near, to}")?;
+                let m = k
+                    .read_lock::<Map>()
+                    .ok_or_else(|| bad("a sort key is a field, \"-field\", \"random\" or #{near, to}"))?;
                 let field = m.get("near").and_then(|f| f.read_lock::<ImmutableString>().map(|s| s.to_string()));
                 let to = m.get("to").and_then(|t| Cell::of(t)?.number());
                 match (field, to) {
                     (Some(f), Some(to)) => Ok(Order::Near(self.field(&f)?, to)),
-                    _ => Err("#{near: field, to: number} orders closest first".to_owned()),
+                    _ => Err(bad("#{near: field, to: number} orders closest first")),
                 }
             })
             .collect()
@@ -494,6 +501,11 @@ pub struct TableInfo {
     pub rows: usize,
     /// What it is.
     pub doc: String,
+}
+
+/// A query a table cannot answer: the script that asked it made the mistake.
+fn bad(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Script, message)
 }
 
 #[cfg(test)]
@@ -561,7 +573,11 @@ mod tests {
     #[test]
     fn bad_queries_say_what_is_wrong() {
         let t = questions();
-        let bad = |q: serde_json::Value| t.query(&from_json(&q).cast::<Map>(), None, 0).unwrap_err();
+        let bad = |q: serde_json::Value| {
+            let e = t.query(&from_json(&q).cast::<Map>(), None, 0).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Script, "the script's mistake: {e}");
+            e.detail().to_owned()
+        };
         assert!(bad(json!({"where": {"colour": "red"}})).contains("no column `colour`"));
         assert!(bad(json!({"where": {"intensity": {"between": [1]}}})).contains("two numbers"));
         assert!(bad(json!({"order": ["-nope"]})).contains("no column `nope`"));

@@ -33,43 +33,9 @@ pub struct Engine {
 struct Inner {
     runtime: Arc<Runtime>,
     live: Mutex<HashMap<String, LiveSession>>,
-    /// Lobby rounds whose closing turn failed: when to try again, and how often it failed.
-    retry_close: Mutex<HashMap<String, Retry>>,
-    /// Lobby rounds a sweep of this engine is closing now: another sweep leaves them be.
-    closing: Mutex<std::collections::HashSet<String>>,
+    /// When each lobby round is due for another try, and which this engine's sweeps are closing.
+    rounds: crate::session::RoundCloser,
 }
-
-/// A round being closed by a sweep, marked as such until the close ends (or is dropped).
-struct Closing<'a> {
-    engine: &'a Engine,
-    session: String,
-}
-
-impl Drop for Closing<'_> {
-    fn drop(&mut self) {
-        self.engine.inner.closing.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.session);
-    }
-}
-
-/// A lobby round whose closing turn failed.
-#[derive(Debug, Clone)]
-struct Retry {
-    /// Not tried again before this time (unix ms); `i64::MAX` once given up.
-    at: i64,
-    /// How many times in a row it failed.
-    failures: u32,
-    /// Why, the last time.
-    why: String,
-}
-
-/// How many lobby rounds one sweep closes at once: a slow model in one lobby does not hold up the
-/// others' due rounds, and a sweep does not start a turn for every lobby at the same moment.
-const CLOSES_AT_ONCE: usize = 8;
-/// How many times in a row a round's closing turn may fail before the sweep gives up on it (the
-/// next answer posted, or a replica's restart, tries again).
-const CLOSE_ATTEMPTS: u32 = 5;
-/// The longest wait between two tries of a failing round.
-const MOST_CLOSE_BACKOFF_MS: i64 = 10 * 60 * 1000;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -191,14 +157,7 @@ impl EngineBuilder {
         runtime.pace = self.pace;
         runtime.trace_content = self.trace_content;
         let runtime = Arc::new(runtime);
-        Engine {
-            inner: Arc::new(Inner {
-                runtime,
-                live: Mutex::default(),
-                retry_close: Mutex::default(),
-                closing: Mutex::default(),
-            }),
-        }
+        Engine { inner: Arc::new(Inner { runtime, live: Mutex::default(), rounds: Default::default() }) }
     }
 }
 
@@ -461,7 +420,7 @@ impl Engine {
     /// for tests that let time pass without waiting for it.
     pub async fn close_due_rounds_at(&self, now: i64) -> Result<Vec<(String, Result<crate::TurnResult>)>> {
         use futures_util::StreamExt as _;
-        self.retry().retain(|_, r| r.at == i64::MAX || r.at > now - 24 * 3600 * 1000);
+        let rounds = &self.inner.rounds;
         let lobbies: Vec<(String, i64)> = self
             .packs()
             .loaded()
@@ -472,27 +431,10 @@ impl Engine {
         let Some(store) = self.rt().store.lobby().filter(|_| !lobbies.is_empty()) else {
             return Ok(Vec::new());
         };
-        let due: Vec<crate::store::OpenRound> = store
-            .open_rounds(&lobbies)
-            .await?
-            .into_iter()
-            .filter(|open| self.retry().get(&open.session).is_none_or(|r| r.at <= now))
-            .collect();
-        // A round another sweep of this engine is closing (its model slow) is left to it: sweeps
-        // may overlap, so a slow round holds up no other.
-        let due: Vec<(crate::store::OpenRound, Closing<'_>)> = {
-            let mut closing = self.inner.closing.lock().unwrap_or_else(|p| p.into_inner());
-            due.into_iter()
-                .filter(|open| closing.insert(open.session.clone()))
-                .map(|open| {
-                    let mark = Closing { engine: self, session: open.session.clone() };
-                    (open, mark)
-                })
-                .collect()
-        };
+        let due = rounds.due(store.open_rounds(&lobbies).await?, now);
         let results: Vec<_> = futures_util::stream::iter(due)
-            .map(|(open, mark)| async move {
-                let _mark = mark;
+            .map(|(open, claim)| async move {
+                let _claim = claim;
                 let result = async {
                     let live = self.session(&open.session).await?;
                     let mut session = live.lock().await;
@@ -501,7 +443,7 @@ impl Engine {
                 .await;
                 (open, result)
             })
-            .buffer_unordered(CLOSES_AT_ONCE)
+            .buffer_unordered(crate::session::CLOSES_AT_ONCE)
             .collect()
             .await;
         let mut closed = Vec::new();
@@ -509,24 +451,12 @@ impl Engine {
             match result {
                 Ok(None) => {}
                 Ok(Some(turn)) => {
-                    self.retry().remove(&open.session);
+                    rounds.closed(&open.session);
                     closed.push((open.session, Ok(turn)));
                 }
                 Err(e) => {
-                    let lobby = self.packs().current(&open.pack).and_then(|p| p.lobby.clone());
-                    let first = lobby.map_or(5_000, |l| (l.timeout.as_millis() as i64).max(5_000));
-                    let mut retry = self.retry();
-                    let r =
-                        retry.entry(open.session.clone()).or_insert(Retry { at: 0, failures: 0, why: String::new() });
-                    r.failures += 1;
-                    r.why = e.to_string();
-                    r.at = if r.failures >= CLOSE_ATTEMPTS {
-                        tracing::error!(session = %open.session, "gave up closing the lobby round after {} failed tries: {e}", r.failures);
-                        i64::MAX
-                    } else {
-                        now + first.saturating_mul(1 << (r.failures - 1)).min(MOST_CLOSE_BACKOFF_MS)
-                    };
-                    drop(retry);
+                    let timeout = self.packs().current(&open.pack).and_then(|p| p.lobby.as_ref().map(|l| l.timeout));
+                    rounds.failed(&open.session, timeout, now, &e);
                     closed.push((open.session, Err(e)));
                 }
             }
@@ -537,19 +467,13 @@ impl Engine {
     /// Why the sweep gave up closing session `id`'s lobby round, when it did (five failed tries in
     /// a row; in this process: another replica keeps its own count).
     pub fn close_problem(&self, id: &str) -> Option<String> {
-        let retry = self.retry();
-        let r = retry.get(id).filter(|r| r.at == i64::MAX)?;
-        Some(format!("the round could not be closed after {} tries: {}", r.failures, r.why))
+        self.inner.rounds.problem(id)
     }
 
     /// A post to the lobby tries a round the sweep gave up on again (a host that posts through
     /// [`Session::post`] itself calls this first, as [`Engine::post`] does).
     pub fn forget_close_failures(&self, id: &str) {
-        self.retry().remove(id);
-    }
-
-    fn retry(&self) -> std::sync::MutexGuard<'_, HashMap<String, Retry>> {
-        self.inner.retry_close.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.rounds.forget(id);
     }
 
     /// Events of every session from now on: turns recorded and lobby inputs, from every process

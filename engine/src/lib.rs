@@ -26,6 +26,7 @@
 //! How data flows: [`pack`](Pack) → graph → script / llm / prompt → state; see `src/README.md`.
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 
 // The table of contents: what an embedding program uses, by role. The modules marked `pub` below
 // are parts of that surface with more inside (stores, model providers, replay, lobby rounds, the
@@ -55,6 +56,7 @@ pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
 
 // Models: the provider trait, the choice from the environment, profiles.
+pub use exchange::{Exchange, ModelExchange, SearchExchange};
 pub use llm::{LlmChoice, Profile, Provider};
 
 // Native code: nodes, scorers and focuses the embedding program registers, and the value types
@@ -98,6 +100,7 @@ mod data;
 mod engine;
 mod error;
 mod event;
+mod exchange;
 mod graph;
 mod limits;
 mod native;

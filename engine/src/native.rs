@@ -169,31 +169,31 @@ pub(crate) struct NativeNodes {
 }
 
 impl NativeNodes {
-    pub fn insert(&mut self, name: String, node: Arc<dyn NativeNode>) {
+    pub(crate) fn insert(&mut self, name: String, node: Arc<dyn NativeNode>) {
         self.nodes.insert(name, node);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn NativeNode>> {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<dyn NativeNode>> {
         self.nodes.get(name)
     }
 
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.nodes.contains_key(name)
     }
 
-    pub fn insert_scorer(&mut self, name: String, scorer: Arc<dyn NativeScorer>) {
+    pub(crate) fn insert_scorer(&mut self, name: String, scorer: Arc<dyn NativeScorer>) {
         self.scorers.insert(name, scorer);
     }
 
-    pub fn scorer(&self, name: &str) -> Option<&Arc<dyn NativeScorer>> {
+    pub(crate) fn scorer(&self, name: &str) -> Option<&Arc<dyn NativeScorer>> {
         self.scorers.get(name)
     }
 
-    pub fn insert_focus(&mut self, name: String, focus: Arc<dyn NativeFocus>) {
+    pub(crate) fn insert_focus(&mut self, name: String, focus: Arc<dyn NativeFocus>) {
         self.focuses.insert(name, focus);
     }
 
-    pub fn focus(&self, name: &str) -> Option<&Arc<dyn NativeFocus>> {
+    pub(crate) fn focus(&self, name: &str) -> Option<&Arc<dyn NativeFocus>> {
         self.focuses.get(name)
     }
 }

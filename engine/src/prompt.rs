@@ -53,7 +53,7 @@ impl Prompts {
     /// templates (`display:`) as (name, source, origin). Returns the templates with the errors of
     /// those that did not compile: the others stay, so one broken template is one error, and the
     /// references to the rest still resolve.
-    pub fn load(
+    pub(crate) fn load(
         pack: &str,
         params: &Map,
         fields: &HashSet<&str>,
@@ -119,7 +119,7 @@ impl Prompts {
     /// The filters template `name` uses that do not exist (`{{ x | uper }}`), each with where it
     /// is first used: minijinja looks filters up only as it renders, so without this a typo
     /// passes `check` and fails the first turn that renders it.
-    pub fn unknown_filters(&self, name: &str) -> Vec<(String, Origin)> {
+    pub(crate) fn unknown_filters(&self, name: &str) -> Vec<(String, Origin)> {
         let Some(src) = self.sources.get(name) else { return Vec::new() };
         let mut unknown: Vec<(String, usize)> = Vec::new();
         for (filter, at) in filters_used(&src.text) {
@@ -145,7 +145,7 @@ impl Prompts {
 
     /// A set with no templates (for a sandbox's tests).
     #[cfg(test)]
-    pub fn empty(params: &Map) -> Self {
+    pub(crate) fn empty(params: &Map) -> Self {
         let params =
             Value::from_object(params.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>());
         Prompts {
@@ -158,25 +158,25 @@ impl Prompts {
     }
 
     /// Bounds what one render may produce to `bytes` (fuel bounds the work; this, the memory).
-    pub fn limit_output(mut self, bytes: usize) -> Self {
+    pub(crate) fn limit_output(mut self, bytes: usize) -> Self {
         self.max_output = bytes;
         self
     }
 
     /// Whether a template of that name exists.
-    pub fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.sources.contains_key(name)
     }
 
     /// Every template's name (the inline ones' too), sorted.
-    pub fn names(&self) -> Vec<&str> {
+    pub(crate) fn names(&self) -> Vec<&str> {
         let mut v: Vec<&str> = self.sources.keys().map(String::as_str).collect();
         v.sort();
         v
     }
 
     /// The names of the file templates (not the inline ones), sorted.
-    pub fn file_templates(&self) -> Vec<&str> {
+    pub(crate) fn file_templates(&self) -> Vec<&str> {
         let mut v: Vec<&str> =
             self.sources.iter().filter(|(_, s)| s.line_offset == 0).map(|(k, _)| k.as_str()).collect();
         v.sort();
@@ -185,7 +185,7 @@ impl Prompts {
 
     /// The variables `name` reads that are neither in `known` nor context names or globals,
     /// with the position of their first use. `params.x` is checked against `params` too.
-    pub fn unknown_variables(&self, name: &str, known: &HashSet<&str>, params: &Map) -> Vec<(String, Origin)> {
+    pub(crate) fn unknown_variables(&self, name: &str, known: &HashSet<&str>, params: &Map) -> Vec<(String, Origin)> {
         let Ok(t) = self.env.get_template(name) else {
             return Vec::new();
         };
@@ -221,7 +221,7 @@ impl Prompts {
 
     /// Renders `name` for a node: state fields at the top level, plus params, options, input
     /// and the node's vars. The template reads the state's lists and maps where they are.
-    pub fn render(
+    pub(crate) fn render(
         &self,
         name: &str,
         state: &Dynamic,
@@ -261,7 +261,7 @@ impl Prompts {
 
     /// Renders `name` for the `render()` host function: `vars` at the top level, plus params,
     /// options and input.
-    pub fn render_vars(&self, name: &str, vars: &Map, options: &Map, input: &Map) -> Result<String> {
+    pub(crate) fn render_vars(&self, name: &str, vars: &Map, options: &Map, input: &Map) -> Result<String> {
         let mut ctx: BTreeMap<String, Value> = vars.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect();
         ctx.insert("params".into(), self.params.clone());
         ctx.insert("options".into(), map_value(options));

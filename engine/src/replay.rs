@@ -20,6 +20,7 @@ use serde_json::{Map as JsonMap, Value as Json};
 
 use crate::engine::Engine;
 use crate::error::{Error, ErrorKind, Result};
+use crate::exchange::Exchange;
 use crate::llm::{EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Message, Provider, TokenSink, Usage};
 use crate::search::{Search, SearchChoice, SearchResult};
 use crate::store::CheckpointKind;
@@ -95,6 +96,26 @@ pub struct Answer {
     /// Or why the call failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl Answer {
+    /// What a recorded call answered, as a recording keeps it.
+    fn of(e: &Exchange) -> Answer {
+        match e {
+            Exchange::Model(m) => Answer {
+                profile: m.request.profile.clone(),
+                asked: Some(m.request.messages.clone()),
+                reply: m.response.as_ref().map(|r| r.content.clone()),
+                error: m.error.clone(),
+            },
+            Exchange::Search(s) => Answer {
+                profile: "search".into(),
+                asked: Some(vec![Message::new("user", &s.query)]),
+                reply: s.results.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default()),
+                error: s.error.clone(),
+            },
+        }
+    }
 }
 
 /// What a replayed turn did differently.
@@ -224,12 +245,7 @@ impl Recording {
                 continue;
             }
             current.nodes.extend(c.updates.iter().map(|(n, _)| n.clone()));
-            current.answers.extend(c.exchanges.iter().map(|e| Answer {
-                profile: e.request.profile.clone(),
-                asked: Some(e.request.messages.clone()),
-                reply: e.response.as_ref().map(|r| r.content.clone()),
-                error: e.error.clone(),
-            }));
+            current.answers.extend(c.exchanges.iter().map(Answer::of));
             if c.kind == CheckpointKind::Turn {
                 current.turn = c.turn;
                 current.input = c.input.clone().unwrap_or(Json::Null);

@@ -33,7 +33,7 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    pub fn new(
+    pub(crate) fn new(
         packs: Packs,
         store: Arc<dyn Store>,
         llm: LlmChoice,
@@ -57,7 +57,7 @@ impl Runtime {
 
     /// Records `pack`'s state schema in the store, once per version and process, before a session
     /// writes a checkpoint on it (see [`PackVersions::save_schema`](crate::store::PackVersions::save_schema)).
-    pub async fn record_schema(&self, pack: &Pack) -> Result<()> {
+    pub(crate) async fn record_schema(&self, pack: &Pack) -> Result<()> {
         if pack.schema_recorded.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -72,7 +72,7 @@ impl Runtime {
 
     /// The schemas recorded for `versions` of `pack` (a stored session's older versions), by
     /// version; a version with none recorded is left out.
-    pub async fn recorded_schemas(
+    pub(crate) async fn recorded_schemas(
         &self,
         pack: &Pack,
         versions: Vec<String>,
@@ -93,7 +93,7 @@ impl Runtime {
     }
 
     /// The search engine that answers `pack`'s scripts: the engine's, or the pack's stand-in.
-    pub fn search_for(&self, pack: &Pack) -> Option<Arc<dyn crate::search::Search>> {
+    pub(crate) fn search_for(&self, pack: &Pack) -> Option<Arc<dyn crate::search::Search>> {
         let search = match &self.search {
             crate::search::SearchChoice::Engine(s) => s.clone(),
             crate::search::SearchChoice::Standin => pack.search_standin.clone()?,
@@ -105,7 +105,7 @@ impl Runtime {
     }
 
     /// Adds an observer of every model call.
-    pub fn on_llm_call(&self, observe: LlmObserver) {
+    pub(crate) fn on_llm_call(&self, observe: LlmObserver) {
         let mut observers = self.observers.write().unwrap_or_else(|p| p.into_inner());
         let mut all: Vec<LlmObserver> = observers.iter().cloned().collect();
         all.push(observe);
@@ -113,12 +113,12 @@ impl Runtime {
     }
 
     /// Who watches model calls.
-    pub fn llm_observers(&self) -> Arc<[LlmObserver]> {
+    pub(crate) fn llm_observers(&self) -> Arc<[LlmObserver]> {
         self.observers.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// The provider that answers `pack`'s model calls.
-    pub fn provider_for(&self, pack: &Pack) -> Arc<dyn Provider> {
+    pub(crate) fn provider_for(&self, pack: &Pack) -> Arc<dyn Provider> {
         let provider = match (&self.llm, &pack.standin) {
             (LlmChoice::Provider(p), _) => p.clone(),
             (LlmChoice::Standin, Some(s)) => s.clone(),

@@ -43,7 +43,7 @@ impl std::fmt::Debug for JsonSchema {
 
 impl JsonSchema {
     /// Compiles `document`; the error says why it is not a usable schema.
-    pub fn compile(name: &str, file: &str, document: Json) -> Result<Self, String> {
+    pub(crate) fn compile(name: &str, file: &str, document: Json) -> Result<Self, String> {
         let validator = jsonschema::validator_for(&document).map_err(|e| {
             let at = e.instance_path().to_string();
             if at.is_empty() {
@@ -57,7 +57,7 @@ impl JsonSchema {
 
     /// What is wrong with `value`, one line per problem (`/scenes/0/mechanics: [] has less than
     /// 1 item`); empty when it is valid.
-    pub fn errors(&self, value: &Json) -> Vec<String> {
+    pub(crate) fn errors(&self, value: &Json) -> Vec<String> {
         self.validator
             .iter_errors(value)
             .take(MAX_ERRORS)
@@ -71,7 +71,7 @@ impl JsonSchema {
 
     /// Fills in, everywhere in `value`, the `default` of every property the schema gives one
     /// and the value leaves out (following `properties`, `items` and local `$ref`s).
-    pub fn with_defaults(&self, value: &mut Json) {
+    pub(crate) fn with_defaults(&self, value: &mut Json) {
         fill(&self.document, &self.document, value, 0);
     }
 }

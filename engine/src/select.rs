@@ -24,7 +24,7 @@ use crate::event::{Breakdown, Score, SimilarityNote, VetoCheck};
 use crate::native::{FocusContext, NativeNodes, NativeScorer, ScorerContext, ScorerOutput};
 use crate::script::{CallTag, Condition, FnRef, Sandbox};
 use crate::value;
-pub use crate::vocab::ScorerImpl;
+pub(crate) use crate::vocab::ScorerImpl;
 
 /// A compiled selector.
 #[derive(Debug)]
@@ -166,7 +166,7 @@ pub(crate) struct Run<'a> {
 
 impl Selector {
     /// The phase a turn count falls in.
-    pub fn phase(&self, count: i64) -> &str {
+    pub(crate) fn phase(&self, count: i64) -> &str {
         let mut end: i64 = 0;
         for (name, turns) in &self.phases {
             match turns {
@@ -192,7 +192,7 @@ impl Selector {
     }
 
     /// Runs the selection over the state: [`Selector::candidates`], then [`Selector::decide`].
-    pub fn select(&self, run: &mut Run<'_>) -> Result<Decision> {
+    pub(crate) fn select(&self, run: &mut Run<'_>) -> Result<Decision> {
         let candidates = self.candidates(run)?;
         self.decide(candidates, run)
     }
@@ -200,7 +200,7 @@ impl Selector {
     /// Every enabled strategy once per focus its generator makes, with its phase multiplier. A
     /// multiplier of 0 makes a strategy unavailable in that phase: it makes no candidate (the
     /// phases are the one place that says which strategies a turn may use).
-    pub fn candidates(&self, run: &mut Run<'_>) -> Result<Candidates> {
+    pub(crate) fn candidates(&self, run: &mut Run<'_>) -> Result<Candidates> {
         let count = self.turn_count(run);
         let phase = self.phase(count).to_owned();
         let profile = self.profiles.get(&phase);
@@ -221,7 +221,7 @@ impl Selector {
 
     /// The texts `similarity:` embeds for these candidates: each distinct focus description,
     /// then the strings of the fields it names (the last `last` of a list), in that order.
-    pub fn texts_to_embed(&self, candidates: &Candidates, state: &Dynamic) -> Vec<String> {
+    pub(crate) fn texts_to_embed(&self, candidates: &Candidates, state: &Dynamic) -> Vec<String> {
         let mut texts: IndexSet<String> = IndexSet::new();
         let mut push = |t: &str| {
             if !t.is_empty() && !texts.contains(t) {
@@ -253,7 +253,7 @@ impl Selector {
 
     /// Scores the candidates and picks the winner; when every candidate was vetoed, the
     /// selector's fallback strategy answers, and the breakdown says so.
-    pub fn decide(&self, candidates: Candidates, run: &mut Run<'_>) -> Result<Decision> {
+    pub(crate) fn decide(&self, candidates: Candidates, run: &mut Run<'_>) -> Result<Decision> {
         let Candidates { count, phase, list: mut candidates, unavailable } = candidates;
         self.score(&mut candidates, &phase, count, run)?;
         // Ties go to the candidate generated first: strictly greater replaces.

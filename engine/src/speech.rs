@@ -25,7 +25,7 @@ fn base(node: &str) -> &str {
 
 impl Streamed {
     /// Whether `node`'s calls stream (a map node's items, `node[2]`, as the node's).
-    pub fn shows(&self, node: &str) -> bool {
+    pub(crate) fn shows(&self, node: &str) -> bool {
         self.nodes.iter().any(|n| n == base(node))
     }
 }
@@ -35,12 +35,12 @@ impl Streamed {
 pub(crate) struct Speakers(Mutex<HashMap<String, String>>);
 
 impl Speakers {
-    pub fn set(&self, node: &str, speaker: String) {
+    pub(crate) fn set(&self, node: &str, speaker: String) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(node.to_owned(), speaker);
     }
 
     /// Who speaks in `node` (a map node's item speaks as its node).
-    pub fn of(&self, node: &str) -> Option<String> {
+    pub(crate) fn of(&self, node: &str) -> Option<String> {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).get(base(node)).cloned()
     }
 }
@@ -58,13 +58,13 @@ pub(crate) struct SpeechFilter {
 }
 
 impl SpeechFilter {
-    pub fn new(from: Option<Regex>) -> Self {
+    pub(crate) fn new(from: Option<Regex>) -> Self {
         let open = from.is_none();
         SpeechFilter { from, held: String::new(), open, started: false }
     }
 
     /// The part of `piece` to show, if any, and whether it is the first part shown.
-    pub fn push(&mut self, piece: &str) -> Option<(String, bool)> {
+    pub(crate) fn push(&mut self, piece: &str) -> Option<(String, bool)> {
         let shown = if self.open {
             piece.to_owned()
         } else {

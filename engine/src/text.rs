@@ -100,7 +100,7 @@ pub(crate) struct PhraseSet {
 
 impl PhraseSet {
     /// A set from groups of already folded phrases; empty phrases never match.
-    pub fn new(groups: &[Vec<String>]) -> Option<Self> {
+    pub(crate) fn new(groups: &[Vec<String>]) -> Option<Self> {
         let mut patterns = Vec::new();
         let mut group = Vec::new();
         for (g, phrases) in groups.iter().enumerate() {
@@ -115,7 +115,7 @@ impl PhraseSet {
     }
 
     /// Which groups have a phrase at a word start in `folded_text`.
-    pub fn found(&self, folded_text: &str) -> Vec<bool> {
+    pub(crate) fn found(&self, folded_text: &str) -> Vec<bool> {
         let mut found = vec![false; self.groups];
         for m in self.automaton.find_overlapping_iter(folded_text) {
             let boundary = folded_text[..m.start()].chars().next_back().is_none_or(|c| !c.is_alphanumeric());

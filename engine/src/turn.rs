@@ -12,10 +12,10 @@ use rand_core::{RngCore, SeedableRng};
 use crate::data::Counts;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EmbedCount, Event, EventSink, LlmEvent};
+use crate::exchange::{Exchange, ModelExchange, SearchExchange};
 use crate::limits::Limits;
 use crate::llm::{
-    EmbedRequest, EmbedResponse, Exchange, LlmRequest, LlmResponse, NamedProviders, Provider, TokenSink,
-    estimate_tokens,
+    EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, NamedProviders, Provider, TokenSink, estimate_tokens,
 };
 use crate::search::{Search, SearchResult};
 use crate::speech::{Speakers, SpeechFilter, Streamed};
@@ -86,18 +86,27 @@ pub(crate) fn turn_rng(seed: u64, turn: u64) -> ChaCha8Rng {
     rng
 }
 
+/// Who a turn is and what it starts from: what every turn context needs. A session's turn adds
+/// its pack's settings with the setters below; a script called outside any session keeps their
+/// defaults.
+pub(crate) struct TurnStart {
+    pub session_id: Arc<str>,
+    /// 1 for a session's first turn (0 for its `init`).
+    pub turn: u64,
+    /// The session's seed: the turn's randomness is a stream of it.
+    pub seed: u64,
+    /// When the turn began, unix milliseconds.
+    pub now_ms: i64,
+    pub options: rhai::Map,
+    pub input: rhai::Map,
+    pub provider: Arc<dyn Provider>,
+    /// Who sees the turn's events as they happen.
+    pub live: Option<EventSink>,
+}
+
 impl TurnCtx {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        session_id: Arc<str>,
-        turn: u64,
-        seed: u64,
-        now_ms: i64,
-        options: rhai::Map,
-        input: rhai::Map,
-        provider: Arc<dyn Provider>,
-        live: Option<EventSink>,
-    ) -> Self {
+    pub(crate) fn new(start: TurnStart) -> Self {
+        let TurnStart { session_id, turn, seed, now_ms, options, input, provider, live } = start;
         TurnCtx {
             session_id,
             turn,
@@ -125,26 +134,26 @@ impl TurnCtx {
 
     /// Puts prompts and replies on model calls' trace spans (see
     /// [`crate::EngineBuilder::trace_content`]).
-    pub fn tracing_content(mut self, on: bool) -> Self {
+    pub(crate) fn tracing_content(mut self, on: bool) -> Self {
         self.trace_content = on;
         self
     }
 
     /// Limits the models a script may choose beyond its pack's (see
     /// [`crate::EngineBuilder::allowed_models`]).
-    pub fn allowing(mut self, models: Option<Arc<[String]>>) -> Self {
+    pub(crate) fn allowing(mut self, models: Option<Arc<[String]>>) -> Self {
         self.allowed_models = models;
         self
     }
 
     /// Shows the replies of the pack's streamed nodes as `speech` events (see [`crate::speech`]).
-    pub fn streaming(mut self, streamed: Arc<Streamed>) -> Self {
+    pub(crate) fn streaming(mut self, streamed: Arc<Streamed>) -> Self {
         self.streamed = streamed;
         self
     }
 
     /// A node starts: when its replies stream and the pack names who speaks, remember who.
-    pub fn node_started(&self, node: &str, state: &rhai::Dynamic) {
+    pub(crate) fn node_started(&self, node: &str, state: &rhai::Dynamic) {
         let Some(field) = &self.streamed.speaker else { return };
         if self.live.is_none() || !self.streamed.shows(node) {
             return;
@@ -156,34 +165,34 @@ impl TurnCtx {
     }
 
     /// Bounds the model calls of the turn by the pack's limits.
-    pub fn budget(mut self, limits: &Limits) -> Self {
+    pub(crate) fn budget(mut self, limits: &Limits) -> Self {
         self.max_calls = limits.max_llm_calls;
         self.max_time = limits.max_llm_time;
         self
     }
 
     /// Shows every model call of the turn to `observers`, as made by `pack`.
-    pub fn observed(mut self, pack: &str, observers: Arc<[LlmObserver]>) -> Self {
+    pub(crate) fn observed(mut self, pack: &str, observers: Arc<[LlmObserver]>) -> Self {
         self.pack = Arc::from(pack);
         self.observers = observers;
         self
     }
 
     /// The pack's counters as the turn began (see [`crate::data`]).
-    pub fn counted(mut self, counts: HashMap<String, Arc<Counts>>) -> Self {
+    pub(crate) fn counted(mut self, counts: HashMap<String, Arc<Counts>>) -> Self {
         self.counts = counts;
         self
     }
 
     /// The search engine scripts' `search()` asks.
-    pub fn searching(mut self, search: Option<Arc<dyn Search>>) -> Self {
+    pub(crate) fn searching(mut self, search: Option<Arc<dyn Search>>) -> Self {
         self.search = search;
         self
     }
 
     /// Searches the web for `node`: counted against the model budget, an event, and recorded
     /// with the model exchanges (as a call to the `search` tool).
-    pub async fn search(&self, node: &str, query: &str, max_results: usize) -> Result<Vec<SearchResult>> {
+    pub(crate) async fn search(&self, node: &str, query: &str, max_results: usize) -> Result<Vec<SearchResult>> {
         let engine = self.search.clone().ok_or_else(|| {
             Error::new(
                 ErrorKind::Llm,
@@ -225,34 +234,19 @@ impl TurnCtx {
             latency_ms,
             error: result.as_ref().err().map(|e| e.detail().to_owned()),
         });
-        self.record().exchanges.push(Exchange {
+        self.record().exchanges.push(Exchange::Search(SearchExchange {
             node: node.to_owned(),
-            provider: engine.name().to_owned(),
-            request: LlmRequest {
-                provider: None,
-                default_model: None,
-                profile: "search".into(),
-                model: engine.name().to_owned(),
-                messages: vec![crate::llm::Message::new("user", query)],
-                temperature: None,
-                max_tokens: None,
-                json: false,
-                schema: None,
-            },
-            response: result.as_ref().ok().map(|r| LlmResponse {
-                content: serde_json::to_string(r).unwrap_or_default(),
-                model: engine.name().to_owned(),
-                usage: Default::default(),
-                attempts: 1,
-            }),
+            engine: engine.name().to_owned(),
+            query: query.to_owned(),
+            results: result.as_ref().ok().cloned(),
             error: result.as_ref().err().map(|e| e.detail().to_owned()),
             latency_ms,
-        });
+        }));
         result
     }
 
     /// The last model call `node` made in this turn, as its event shows it.
-    pub fn last_call(&self, node: &str) -> Option<LlmEvent> {
+    pub(crate) fn last_call(&self, node: &str) -> Option<LlmEvent> {
         self.record().events.iter().rev().find_map(|e| match e {
             Event::Llm(l) if l.node == node => Some(l.clone()),
             _ => None,
@@ -260,17 +254,17 @@ impl TurnCtx {
     }
 
     /// The counts of `table`, if it has counters.
-    pub fn counts(&self, table: &str) -> Option<Arc<Counts>> {
+    pub(crate) fn counts(&self, table: &str) -> Option<Arc<Counts>> {
         self.counts.get(table).cloned()
     }
 
     /// Records a counter bump, applied when the turn commits.
-    pub fn bump(&self, bump: Bump) {
+    pub(crate) fn bump(&self, bump: Bump) {
         self.record().bumps.push(bump);
     }
 
     /// The providers a profile may name.
-    pub fn named(mut self, named: Arc<NamedProviders>) -> Self {
+    pub(crate) fn named(mut self, named: Arc<NamedProviders>) -> Self {
         self.named = named;
         self
     }
@@ -313,7 +307,7 @@ impl TurnCtx {
 
     /// The tokens this turn's model calls spent so far, per node (a map node's items counted
     /// together): (node, calls, prompt tokens, completion tokens), in the order nodes first called.
-    pub fn tokens_by_node(&self) -> Vec<(String, u32, u64, u64)> {
+    pub(crate) fn tokens_by_node(&self) -> Vec<(String, u32, u64, u64)> {
         let mut out: Vec<(String, u32, u64, u64)> = Vec::new();
         for e in &self.record().events {
             let Event::Llm(e) = e else { continue };
@@ -378,7 +372,7 @@ impl TurnCtx {
     }
 
     /// Records an event and passes it to the live sink.
-    pub fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, event: Event) {
         if let Some(live) = &self.live {
             live(&event);
         }
@@ -386,27 +380,27 @@ impl TurnCtx {
     }
 
     /// The next 64 random bits of this turn.
-    pub fn random_u64(&self) -> u64 {
+    pub(crate) fn random_u64(&self) -> u64 {
         self.rng.lock().unwrap_or_else(|p| p.into_inner()).next_u64()
     }
 
     /// Where the turn's randomness stands (for resuming an interrupted turn exactly).
-    pub fn random_position(&self) -> u128 {
+    pub(crate) fn random_position(&self) -> u128 {
         self.rng.lock().unwrap_or_else(|p| p.into_inner()).get_word_pos()
     }
 
     /// Moves the turn's randomness to a saved position.
-    pub fn set_random_position(&self, position: u128) {
+    pub(crate) fn set_random_position(&self, position: u128) {
         self.rng.lock().unwrap_or_else(|p| p.into_inner()).set_word_pos(position);
     }
 
     /// Takes the model exchanges recorded so far (a step checkpoint keeps them).
-    pub fn take_exchanges(&self) -> Vec<Exchange> {
+    pub(crate) fn take_exchanges(&self) -> Vec<Exchange> {
         std::mem::take(&mut self.record().exchanges)
     }
 
     /// Takes everything recorded so far.
-    pub fn take(&self) -> Recorded {
+    pub(crate) fn take(&self) -> Recorded {
         let mut r = self.record();
         Recorded {
             events: std::mem::take(&mut r.events),
@@ -417,7 +411,7 @@ impl TurnCtx {
 
     /// Asks the turn's provider, records the exchange, and emits an `llm` event (and `token`
     /// events while the reply streams, when someone watches).
-    pub async fn ask(&self, node: &str, mut request: LlmRequest) -> Result<LlmResponse> {
+    pub(crate) async fn ask(&self, node: &str, mut request: LlmRequest) -> Result<LlmResponse> {
         self.charge()?;
         let start = Instant::now();
         let tokens: Option<TokenSink> = self.live.clone().map(|live| {
@@ -461,14 +455,14 @@ impl TurnCtx {
             with_content(&span, &request, result.as_ref().ok());
         }
         self.emit_llm(event);
-        self.record().exchanges.push(Exchange {
+        self.record().exchanges.push(Exchange::Model(ModelExchange {
             node: node.to_owned(),
             provider: provider.name().to_owned(),
             request,
             response: result.as_ref().ok().cloned(),
             error: result.as_ref().err().map(|e| e.detail().to_owned()),
             latency_ms,
-        });
+        }));
         result
     }
 
@@ -492,7 +486,7 @@ impl TurnCtx {
     /// Asks the turn's provider for embeddings and emits an `llm` event with the texts counted.
     /// The vectors are not recorded in the checkpoint (they are large, and the provider caches
     /// them): a resumed turn asks again.
-    pub async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
+    pub(crate) async fn embed(&self, node: &str, request: &EmbedRequest) -> Result<EmbedResponse> {
         self.charge()?;
         let start = Instant::now();
         let span = call_span("embeddings", node, self.provider.name(), &request.model);

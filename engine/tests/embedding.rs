@@ -24,16 +24,7 @@ async fn send(app: &axum::Router, path: &str, body: Value) -> (StatusCode, Strin
 
 /// The `data:` of each server-sent event, by its name.
 fn events(text: &str) -> Vec<(String, Value)> {
-    let mut out = Vec::new();
-    let mut name = String::new();
-    for line in text.lines() {
-        if let Some(n) = line.strip_prefix("event: ") {
-            name = n.to_owned();
-        } else if let Some(d) = line.strip_prefix("data: ") {
-            out.push((name.clone(), serde_json::from_str(d).unwrap()));
-        }
-    }
-    out
+    ruleweave_testkit::sse::events(text).into_iter().map(|e| (e.name, serde_json::from_str(&e.data).unwrap())).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -374,11 +374,17 @@ async fn the_pirate_remembers_10_messages_as_user_and_assistant() {
     assert_eq!(window, expected);
 }
 
+/// The captain is asked the model his profile names for the session's difficulty: each row of
+/// the manifest's table, as config/pirate.yaml has it now.
 #[tokio::test]
 async fn the_pirate_model_follows_the_difficulty() {
-    for (difficulty, model) in [("easy", "gpt-3.5-turbo"), ("medium", "gpt-4o-mini"), ("hard", "gpt-4-turbo")] {
+    let manifest = std::fs::read_to_string(support::repo_root().join("config/pirate.yaml")).unwrap();
+    let manifest: serde_json::Value = serde_saphyr::from_str(&manifest).unwrap();
+    let table = manifest["llm"]["pirate"]["model"]["difficulty"].as_object().expect("a model per difficulty");
+    assert_eq!(table.len(), 3, "{table:?}");
+    for (difficulty, model) in table {
         let (_, _, canned) = turn(difficulty, 10, "Arr.").await;
-        assert_eq!(canned.asked("pirate")[0].model, model);
+        assert_eq!(canned.asked("pirate")[0].model, model.as_str().unwrap(), "on {difficulty}");
     }
 }
 

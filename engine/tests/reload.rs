@@ -3,7 +3,6 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,15 +16,7 @@ fn pack_root() -> tempfile::TempDir {
     support::copy_root("reload")
 }
 
-/// Replaces `from` by `to` in `file` the way editors save: a temporary file renamed over it.
-fn edit(root: &Path, file: &str, from: &str, to: &str) {
-    let path = root.join(file);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no `{from}`");
-    let tmp: PathBuf = path.with_extension("tmp~");
-    std::fs::write(&tmp, text.replacen(from, to, 1)).unwrap();
-    std::fs::rename(&tmp, &path).unwrap();
-}
+use support::edit;
 
 /// The next reload event of the `marker` pack (failing the test after 10 s).
 async fn next(rx: &mut Receiver<PackEvent>) -> PackEvent {

@@ -166,10 +166,8 @@ async fn play(engine: &Engine, case: &Case) -> (Played, Vec<(String, String, Str
     for input in &case.turns {
         match s.turn(input.clone()).await {
             Ok(r) => {
-                for x in &r.exchanges {
-                    if let Some(resp) = &x.response
-                        && x.request.profile != "search"
-                    {
+                for x in r.exchanges.iter().filter_map(ruleweave::Exchange::model) {
+                    if let Some(resp) = &x.response {
                         exchanges.push((x.request.profile.clone(), request_key(&x.request), resp.content.clone()));
                     }
                 }

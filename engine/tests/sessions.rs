@@ -389,7 +389,7 @@ async fn checkpoints_record_the_pack_version_and_model_exchanges() {
     assert_eq!(turn.llm_calls, 2);
     assert_eq!(turn.nodes, ["intake", "merit_check", "generate_response", "validate_response"]);
     let stored = e.store().load(game.id()).await.unwrap().unwrap();
-    let x = &stored.after[0].exchanges;
+    let x: Vec<&ruleweave::ModelExchange> = stored.after[0].exchanges.iter().filter_map(|x| x.model()).collect();
     assert_eq!(x[0].request.profile, "judge");
     assert!(x[1].response.as_ref().unwrap().content.len() > 10);
 }

@@ -6,7 +6,6 @@
 //! `cargo bench -p ruleweave --bench simulate`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -16,9 +15,7 @@ use ruleweave_host::simulate::{self, Plan, Rules};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+use ruleweave_testkit::repo_root;
 
 /// Plays `games` for each of `players` of `pack`; returns the games and turns played, to check the
 /// bench played what it says.

@@ -1,6 +1,6 @@
 //! A turn's input as the command line and simulated players give it: a map, or a line of text.
 
-use anyhow::{Result, bail};
+use ruleweave::{Error, ErrorKind, Result};
 use serde_json::Value;
 
 /// A turn input from a value: a map as it is, a typed line through the session's pack (see
@@ -8,7 +8,7 @@ use serde_json::Value;
 pub(crate) fn turn_input(session: &ruleweave::Session, v: Value) -> Result<Value> {
     match v {
         Value::Object(_) => Ok(v),
-        Value::String(s) => Ok(session.input_from_text(&s)?),
-        other => bail!("an input is a map of fields (or a string), not {other}"),
+        Value::String(s) => session.input_from_text(&s),
+        other => Err(Error::new(ErrorKind::Input, format!("an input is a map of fields (or a string), not {other}"))),
     }
 }

@@ -1,6 +1,8 @@
 //! The ruleweave host: the `ruleweave` command line, the HTTP server and its configuration.
 //! A library so the server can be started in-process (tests, or a program embedding the API).
 
+#![warn(unreachable_pub)]
+
 pub mod cli;
 pub mod config;
 pub mod diagnostics;

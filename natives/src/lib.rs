@@ -7,6 +7,8 @@
 //! what their scripts do (a property test holds them to it) and let a pack author see what the
 //! scripts cost (`cargo bench -p ruleweave-natives`).
 
+#![warn(unreachable_pub)]
+
 pub mod designer;
 pub mod interview;
 

@@ -7,30 +7,7 @@ pub mod mock_llm;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// The repository root (the shipped packs).
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-/// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
-/// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
-pub fn postgres() -> Option<String> {
-    needed("RULEWEAVE_TEST_POSTGRES", "CI must test PostgreSQL", "this PostgreSQL test did not run")
-}
-
-/// What `var` names: a service or tool a test needs that `.ci/run` installs. Unset, the test is
-/// skipped and says what did not run (`skipped`); under CI (`CI=true`) it fails instead, saying
-/// why CI needs it (`ci`).
-pub fn needed(var: &str, ci: &str, skipped: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => panic!("{var} is not set, and {ci}"),
-        _ => {
-            eprintln!("SKIPPED: {var} is not set, so {skipped}");
-            None
-        }
-    }
-}
+pub use ruleweave_testkit::{copy_of, copy_tree, edit, needed, postgres, repo_root};
 
 /// `ruleweave` with a clean model environment: no keys, stand-in unless a test says otherwise.
 pub fn ruleweave(root: &Path) -> Command {
@@ -235,8 +212,9 @@ pub async fn serve(engine: ruleweave::Engine, token: Option<&str>, body_limit: u
     let state = Arc::new(ruleweave_host::server::AppState::new(engine, settings));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = ruleweave_host::server::app(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    // The product's listener (header deadlines, peer addresses, the connection cap), as `serve`
+    // runs it, until the test's runtime ends.
+    tokio::spawn(ruleweave_host::server::listen(state.clone(), listener, std::future::pending()));
     Server { url, state }
 }
 
@@ -262,45 +240,10 @@ pub fn counter_root() -> tempfile::TempDir {
     ])
 }
 
-/// Copies a file, or a folder and everything in it.
-#[allow(dead_code)]
-pub fn copy_tree(from: &Path, to: &Path) {
-    if from.is_dir() {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap().map(Result::unwrap) {
-            copy_tree(&entry.path(), &to.join(entry.file_name()));
-        }
-    } else {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
-    }
-}
-
-/// A fresh root holding copies of the repository's files and folders at `paths`.
-#[allow(dead_code)]
-pub fn copy_of(paths: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for p in paths {
-        copy_tree(&repo_root().join(p), &dir.path().join(p));
-    }
-    dir
-}
-
 /// A fresh copy of `tests/reload/` (the `marker` pack), to edit while it serves.
 #[allow(dead_code)]
 pub fn reload_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     copy_tree(&repo_root().join("tests/reload"), dir.path());
     dir
-}
-
-/// Replaces `from` by `to` in `file` under `root`, saving as editors do (write aside, rename over).
-#[allow(dead_code)]
-pub fn edit(root: &Path, file: &str, from: &str, to: &str) {
-    let path = root.join(file);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no `{from}`");
-    let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, text.replacen(from, to, 1)).unwrap();
-    std::fs::rename(&tmp, &path).unwrap();
 }

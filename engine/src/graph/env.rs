@@ -32,22 +32,34 @@ pub(crate) struct Env<'a> {
 
 impl Env<'_> {
     /// The name of node `node`.
-    pub fn name(&self, node: usize) -> &Arc<str> {
+    pub(crate) fn name(&self, node: usize) -> &Arc<str> {
         &self.graph.nodes[node].name
     }
 
     /// The tag a script called for `node` carries.
-    pub fn tag(&self, node: usize) -> CallTag {
+    pub(crate) fn tag(&self, node: usize) -> CallTag {
         CallTag::new(self.turn.clone(), self.name(node).clone())
     }
 
     /// Calls a script for `node`: here, or on a blocking thread when it may call a model.
-    pub async fn call(&self, node: usize, f: &FnRef, state: &mut Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
+    pub(crate) async fn call(
+        &self,
+        node: usize,
+        f: &FnRef,
+        state: &mut Dynamic,
+        args: Vec<Dynamic>,
+    ) -> Result<Dynamic> {
         self.call_as(self.tag(node), f, state, args).await
     }
 
     /// [`Env::call`] with a tag of the caller's making.
-    pub async fn call_as(&self, tag: CallTag, f: &FnRef, state: &mut Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
+    pub(crate) async fn call_as(
+        &self,
+        tag: CallTag,
+        f: &FnRef,
+        state: &mut Dynamic,
+        args: Vec<Dynamic>,
+    ) -> Result<Dynamic> {
         if f.calls_models() {
             return self.call_blocking_as(tag, f.clone(), state, args).await;
         }
@@ -55,7 +67,13 @@ impl Env<'_> {
     }
 
     /// Calls a script for `node` on a blocking thread, where it may wait for models.
-    pub async fn call_blocking(&self, node: usize, f: FnRef, state: &Dynamic, args: Vec<Dynamic>) -> Result<Dynamic> {
+    pub(crate) async fn call_blocking(
+        &self,
+        node: usize,
+        f: FnRef,
+        state: &Dynamic,
+        args: Vec<Dynamic>,
+    ) -> Result<Dynamic> {
         self.call_blocking_as(self.tag(node), f, state, args).await
     }
 
@@ -63,7 +81,7 @@ impl Env<'_> {
     /// state, or an empty one when its file never uses `this`; never the turn's own: a running
     /// script holds its state locked, other runs of the step may run at the same time, and a
     /// dropped turn leaves the thread running while the session rolls its state back.
-    pub async fn call_blocking_as(
+    pub(crate) async fn call_blocking_as(
         &self,
         tag: CallTag,
         f: FnRef,
@@ -79,7 +97,7 @@ impl Env<'_> {
     }
 
     /// Whether a condition holds for `node`; `what` names it in the error when it is not a bool.
-    pub async fn holds(&self, node: usize, test: &Condition, what: &str, state: &mut Dynamic) -> Result<bool> {
+    pub(crate) async fn holds(&self, node: usize, test: &Condition, what: &str, state: &mut Dynamic) -> Result<bool> {
         let v = match test {
             Condition::Flag { field, negate } => {
                 let map = state.read_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;

@@ -47,18 +47,18 @@ pub(crate) struct Load<'a> {
 
 impl Load<'_> {
     /// Where a manifest value stands.
-    pub fn at<T>(&self, s: &Spanned<T>) -> Origin {
+    pub(crate) fn at<T>(&self, s: &Spanned<T>) -> Origin {
         Origin::new(self.refs.manifest, s.referenced.line() as u32, s.referenced.column() as u32)
     }
 
     /// Reports a problem at `origin`.
-    pub fn error(&mut self, detail: impl Into<String>, origin: Origin) {
+    pub(crate) fn error(&mut self, detail: impl Into<String>, origin: Origin) {
         self.errors.push(Error::pack(detail, origin));
     }
 
     /// Resolves `file.rhai::fn` (or `file.rhai` with `default_fn`) to a function of `arity`
     /// parameters, reporting a bad reference at its place.
-    pub fn resolve(&mut self, r: &Spanned<String>, default_fn: Option<&str>, arity: usize) -> Option<FnRef> {
+    pub(crate) fn resolve(&mut self, r: &Spanned<String>, default_fn: Option<&str>, arity: usize) -> Option<FnRef> {
         match self.refs.scripts.resolve(&r.value, default_fn, arity) {
             Ok(f) => f,
             Err(why) => {
@@ -71,7 +71,7 @@ impl Load<'_> {
 
     /// A condition: `this.flag` or `!this.flag` on a bool field (read without a script), or any
     /// Rhai expression over `this`, compiled as a function called `name`.
-    pub fn condition(&mut self, w: &Spanned<String>, name: &str) -> Option<Condition> {
+    pub(crate) fn condition(&mut self, w: &Spanned<String>, name: &str) -> Option<Condition> {
         if let Some(flag) = flag(&w.value, self.refs.schema) {
             return Some(flag);
         }
@@ -98,7 +98,7 @@ impl Load<'_> {
 
     /// A template the pack has, every variable it reads being a state field, a parameter or a
     /// context name; its name when it is.
-    pub fn template(&mut self, t: &Spanned<String>) -> Option<String> {
+    pub(crate) fn template(&mut self, t: &Spanned<String>) -> Option<String> {
         let prompts = self.refs.prompts;
         if !prompts.contains(&t.value) {
             let files = prompts.file_templates();
@@ -117,7 +117,7 @@ impl Load<'_> {
     }
 
     /// The state field `f` names, when it is one of `types` (`what` says what it is for).
-    pub fn field_of(&mut self, f: &Spanned<String>, types: &[TypeName], what: &str) -> Option<String> {
+    pub(crate) fn field_of(&mut self, f: &Spanned<String>, types: &[TypeName], what: &str) -> Option<String> {
         match self.refs.schema.fields.get(&f.value) {
             Some(field) if types.contains(&field.ty) => Some(f.value.clone()),
             Some(field) => {

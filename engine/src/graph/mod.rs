@@ -76,7 +76,7 @@ pub(crate) struct Join {
 
 impl Graph {
     /// The name of a target, for events.
-    pub fn target_name(&self, t: Target) -> &str {
+    pub(crate) fn target_name(&self, t: Target) -> &str {
         match t {
             Target::Node(i) => &self.nodes[i].name,
             Target::End => "END",
@@ -86,7 +86,7 @@ impl Graph {
     /// The graph as a Mermaid flowchart: each node in its kind's shape (script nodes as boxes,
     /// llm nodes as parallelograms naming their profile, native nodes as subroutines, select
     /// nodes as hexagons); routes dashed and labelled.
-    pub fn mermaid(&self) -> String {
+    pub(crate) fn mermaid(&self) -> String {
         let mut out = String::from("flowchart TD\n    START([START])\n    END([END])\n");
         for n in &self.nodes {
             let _ = writeln!(out, "    {}", n.kind.mermaid(&n.name));

@@ -58,7 +58,7 @@ pub(crate) struct StepDone {
 
 impl<'a> Run<'a> {
     /// A turn from the graph's entry, or from `resume` (where an interrupted turn stopped).
-    pub fn new(env: Env<'a>, resume: Option<&ResumePoint>) -> Result<Self> {
+    pub(crate) fn new(env: Env<'a>, resume: Option<&ResumePoint>) -> Result<Self> {
         let g = env.graph;
         let mut run = Run {
             env,
@@ -74,7 +74,7 @@ impl<'a> Run<'a> {
     }
 
     /// Runs the next step; `None` when the turn has reached END.
-    pub async fn step(&mut self, state: &mut Dynamic, undo: &mut Undo) -> Result<Option<StepDone>> {
+    pub(crate) async fn step(&mut self, state: &mut Dynamic, undo: &mut Undo) -> Result<Option<StepDone>> {
         let env = &self.env;
         let g = env.graph;
         if self.active.is_empty() {
@@ -155,13 +155,13 @@ impl<'a> Run<'a> {
     }
 
     /// Whether the turn has reached END.
-    pub fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.active.is_empty()
     }
 
     /// Where the turn goes on: the step reached, the nodes to run next, the joins half-met, and
     /// the position of the turn's randomness.
-    pub fn resume_point(&self) -> ResumePoint {
+    pub(crate) fn resume_point(&self) -> ResumePoint {
         let g = self.env.graph;
         let names = |ids: &mut dyn Iterator<Item = usize>| -> Vec<String> {
             ids.map(|i| g.nodes[i].name.to_string()).collect()

@@ -172,25 +172,6 @@ pub(crate) fn finished(reason: Option<&str>) {
     }
 }
 
-/// A model exchange as recorded in a turn's checkpoint: what was asked and what came back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Exchange {
-    /// The node that asked.
-    pub node: String,
-    /// The provider that answered.
-    pub provider: String,
-    /// The request.
-    pub request: LlmRequest,
-    /// The answer, when there was one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response: Option<LlmResponse>,
-    /// Why there was none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Wall time of the call, in milliseconds.
-    pub latency_ms: f64,
-}
-
 /// Which provider answers a session's model calls.
 #[derive(Clone)]
 pub enum LlmChoice {

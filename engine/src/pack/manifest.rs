@@ -386,7 +386,7 @@ pub(crate) struct FieldDecl {
 /// What a fork of a session holds in a state field.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ForkPolicy {
+pub(crate) enum ForkPolicy {
     /// The parent's value.
     #[default]
     Keep,

@@ -193,9 +193,9 @@ impl OptionSpec {
 }
 
 /// The most characters of a text option a session may give, unless the option says otherwise.
-pub const OPTION_TEXT_CHARS: usize = 1_000;
+pub(crate) const OPTION_TEXT_CHARS: usize = 1_000;
 /// The most bytes of an option of any other type's JSON, unless the option says otherwise.
-pub const OPTION_JSON_BYTES: usize = 10_000;
+pub(crate) const OPTION_JSON_BYTES: usize = 10_000;
 
 /// A field of a turn's input as the pack declares it.
 #[derive(Debug, Clone)]

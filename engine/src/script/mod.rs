@@ -27,7 +27,7 @@ use rhai::{
 };
 
 use crate::error::{Error, ErrorKind, Origin, Result};
-pub use crate::limits::Limits;
+pub(crate) use crate::limits::Limits;
 use crate::limits::MAX_EXPR_DEPTH;
 pub(crate) use host::{CallTag, HostShared};
 
@@ -53,7 +53,7 @@ pub(crate) struct ScriptFile {
 
 impl ScriptFile {
     /// Whether the file defines `name` with `arity` parameters.
-    pub fn has_fn(&self, name: &str, arity: usize) -> bool {
+    pub(crate) fn has_fn(&self, name: &str, arity: usize) -> bool {
         self.ast.iter_functions().any(|f| f.name == name && f.params.len() == arity)
     }
 
@@ -83,7 +83,7 @@ impl ScriptFile {
     }
 
     /// The arities `name` is defined with, for error messages.
-    pub fn arities(&self, name: &str) -> Vec<usize> {
+    pub(crate) fn arities(&self, name: &str) -> Vec<usize> {
         self.ast.iter_functions().filter(|f| f.name == name).map(|f| f.params.len()).collect()
     }
 }
@@ -100,7 +100,7 @@ pub(crate) struct Scripts {
 impl Scripts {
     /// Compiles the pack's scripts, given as (path relative to the root, source); returns the set
     /// and the errors of the files that did not compile.
-    pub fn compile(sandbox: &Sandbox, pack: &str, sources: Vec<(String, String)>) -> (Self, Vec<Error>) {
+    pub(crate) fn compile(sandbox: &Sandbox, pack: &str, sources: Vec<(String, String)>) -> (Self, Vec<Error>) {
         let prefix = format!("scripts/{pack}/");
         let mut scripts = Scripts { pack: pack.to_owned(), ..Default::default() };
         let mut errors = Vec::new();
@@ -120,19 +120,24 @@ impl Scripts {
     }
 
     /// The compiled files.
-    pub fn files(&self) -> impl Iterator<Item = &Arc<ScriptFile>> {
+    pub(crate) fn files(&self) -> impl Iterator<Item = &Arc<ScriptFile>> {
         self.files.values()
     }
 
     /// The pack the scripts belong to.
-    pub fn pack(&self) -> &str {
+    pub(crate) fn pack(&self) -> &str {
         &self.pack
     }
 
     /// Resolves `file.rhai::fn` (or `file.rhai` with `default_fn`) to a function of `arity`
     /// parameters. `Ok(None)` for a file that did not compile (its error is reported already);
     /// `Err` says what is wrong with the reference.
-    pub fn resolve(&self, reference: &str, default_fn: Option<&str>, arity: usize) -> Result<Option<FnRef>, String> {
+    pub(crate) fn resolve(
+        &self,
+        reference: &str,
+        default_fn: Option<&str>,
+        arity: usize,
+    ) -> Result<Option<FnRef>, String> {
         let (file, func) = match (reference.split_once("::"), default_fn) {
             (Some((f, n)), _) => (f.trim(), n.trim()),
             (None, Some(n)) => (reference.trim(), n),
@@ -184,7 +189,7 @@ pub(crate) struct FnRef {
 
 impl FnRef {
     /// `merit.rhai::from_judge`, as a manifest writes it.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         let file = self.file.path.rsplit('/').next().unwrap_or(&self.file.path);
         match &self.file.anchor {
             // An expression from the manifest (a condition): its generated name means nothing.
@@ -194,12 +199,12 @@ impl FnRef {
     }
 
     /// Whether calling it may wait for a model.
-    pub fn calls_models(&self) -> bool {
+    pub(crate) fn calls_models(&self) -> bool {
         self.file.calls_models
     }
 
     /// Whether calling it may read the state (its file uses `this` somewhere).
-    pub fn reads_state(&self) -> bool {
+    pub(crate) fn reads_state(&self) -> bool {
         self.file.reads_state
     }
 }
@@ -272,7 +277,7 @@ pub(crate) fn may_block() -> bool {
 impl Sandbox {
     /// Builds the engine: limits, pure packages, host functions, and the shared libraries of
     /// `scripts/lib/` (each available as `<file stem>::function`). `libs` holds (path, source).
-    pub fn new(
+    pub(crate) fn new(
         limits: Limits,
         shared: Arc<HostShared>,
         libs: &[(String, String)],
@@ -371,7 +376,7 @@ impl Sandbox {
     }
 
     /// Compiles one pack script; `path` is relative to the root.
-    pub fn compile(&self, path: &str, source: &str) -> Result<ScriptFile> {
+    pub(crate) fn compile(&self, path: &str, source: &str) -> Result<ScriptFile> {
         let ast = compile(&self.engine, path, source)?;
         let calls_models = calls_models(&ast, &self.model_libs);
         let reads_state = reads_state(&ast);
@@ -387,7 +392,7 @@ impl Sandbox {
 
     /// Compiles a Rhai expression written in a manifest (a route case's `when`) as a function
     /// named `name`, reporting errors at their place in the manifest.
-    pub fn compile_expr(&self, name: &str, expr: &str, at: &Origin) -> Result<ScriptFile> {
+    pub(crate) fn compile_expr(&self, name: &str, expr: &str, at: &Origin) -> Result<ScriptFile> {
         let source = format!("fn {name}() {{\n{expr}\n}}");
         let mut ast = with_stack(PARSE_STACK, || self.engine.compile(&source)).map_err(|e| {
             let pos = e.position();
@@ -419,12 +424,18 @@ impl Sandbox {
 
     /// What `check` finds in `file` before it runs: calls to functions that exist nowhere, and
     /// `this.<field>` reads of fields `fields` does not hold.
-    pub fn lint(&self, file: &ScriptFile, declared: &lint::Declared<'_>) -> Vec<Error> {
+    pub(crate) fn lint(&self, file: &ScriptFile, declared: &lint::Declared<'_>) -> Vec<Error> {
         lint::lint(file, &self.functions, declared)
     }
 
     /// Calls `f` with `this` bound to `this` (the read-only state) and `args`, under the limits.
-    pub fn call(&self, f: &FnRef, this: &mut Dynamic, args: impl FuncArgs, tag: Option<CallTag>) -> Result<Dynamic> {
+    pub(crate) fn call(
+        &self,
+        f: &FnRef,
+        this: &mut Dynamic,
+        args: impl FuncArgs,
+        tag: Option<CallTag>,
+    ) -> Result<Dynamic> {
         // A shared state is locked once for the whole call, and the script gets the map inside:
         // bound to the shared value, Rhai would lock it again at every `this.` the script reads.
         if this.is_shared() {

@@ -22,7 +22,7 @@ pub(crate) struct Standin {
 }
 
 impl Standin {
-    pub fn new(sandbox: Arc<Sandbox>, respond: FnRef, embed: Option<FnRef>) -> Self {
+    pub(crate) fn new(sandbox: Arc<Sandbox>, respond: FnRef, embed: Option<FnRef>) -> Self {
         Standin { sandbox, respond, embed }
     }
 
@@ -150,7 +150,7 @@ pub(crate) struct StandinSearch {
 }
 
 impl StandinSearch {
-    pub fn new(sandbox: Arc<Sandbox>, func: FnRef) -> Self {
+    pub(crate) fn new(sandbox: Arc<Sandbox>, func: FnRef) -> Self {
         StandinSearch { sandbox, func }
     }
 

@@ -212,7 +212,17 @@ fn turn_tag(id: &str, turn: u64, now: i64) -> CallTag {
     let options = from_json(&serde_json::json!({"o": format!("option of {id}")})).cast::<Map>();
     let input = from_json(&serde_json::json!({"message": format!("said in turn {turn}")})).cast::<Map>();
     let provider = Arc::new(crate::runtime::NoModel("t".into()));
-    let ctx = crate::turn::TurnCtx::new(id.into(), turn, turn * 7919, now, options, input, provider, None);
+    let start = crate::turn::TurnStart {
+        session_id: id.into(),
+        turn,
+        seed: turn * 7919,
+        now_ms: now,
+        options,
+        input,
+        provider,
+        live: None,
+    };
+    let ctx = crate::turn::TurnCtx::new(start);
     CallTag::new(Arc::new(ctx), "node".into())
 }
 

@@ -20,16 +20,17 @@ mod play;
 mod rounds;
 mod view;
 
-use crate::llm::Exchange;
+use crate::exchange::Exchange;
 pub use crate::pack::OpeningKind;
 use crate::pack::Pack;
 use crate::runtime::Runtime;
 use crate::state::Undo;
 use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
-use crate::turn::TurnCtx;
+use crate::turn::{TurnCtx, TurnStart};
 use crate::value;
 use crate::vocab::now_ms;
 pub(crate) use play::caught;
+pub(crate) use rounds::{CLOSES_AT_ONCE, RoundCloser};
 pub use view::{Opening, Said, View};
 
 /// One running game or flow: a pack version, the options chosen, the state so far.
@@ -146,15 +147,34 @@ async fn run_init(
     state: &mut Dynamic,
 ) -> Result<(Map, Vec<Exchange>)> {
     let Some(init) = &pack.init else { return Ok((Map::new(), Vec::new())) };
-    let turn = Arc::new(
-        TurnCtx::new(id.clone(), 0, seed, now, options.clone(), Map::new(), rt.provider_for(pack), None)
-            .budget(&pack.limits)
-            .observed(&pack.name, rt.llm_observers())
-            .named(rt.named.clone()),
-    );
+    let start = TurnStart {
+        session_id: id.clone(),
+        turn: 0,
+        seed,
+        now_ms: now,
+        options: options.clone(),
+        input: Map::new(),
+        provider: rt.provider_for(pack),
+        live: None,
+    };
+    let turn = Arc::new(turn_ctx(rt, pack, start));
     let env = pack.env(rt.packs.natives(), &turn);
     let made = caught(std::pin::pin!(crate::graph::run::init(&env, init, state))).await?;
     Ok((made, turn.take_exchanges()))
+}
+
+/// A turn's context with its pack's settings: the limits on its model calls, who watches them,
+/// the providers a profile may name, the search engine, what streams and who speaks, the models a
+/// script may choose, whether traces hold content. `init` and every turn get the same.
+pub(crate) fn turn_ctx(rt: &Runtime, pack: &Pack, start: TurnStart) -> TurnCtx {
+    TurnCtx::new(start)
+        .budget(&pack.limits)
+        .observed(&pack.name, rt.llm_observers())
+        .named(rt.named.clone())
+        .searching(rt.search_for(pack))
+        .streaming(pack.display.stream.clone())
+        .allowing(rt.allowed_models.clone())
+        .tracing_content(rt.trace_content)
 }
 
 /// A fresh random id: 80 bits from the standard library's randomly keyed hasher.

@@ -17,14 +17,14 @@ use tracing::Instrument;
 use super::{Rollback, Session, TurnResult};
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EventSink, Updates};
+use crate::exchange::Exchange;
 use crate::graph::run::Run;
-use crate::llm::Exchange;
 use crate::pack::Pack;
 use crate::runtime::Runtime;
 use crate::state::Undo;
 use crate::store::ResumePoint;
 use crate::store::{Checkpoint, CheckpointKind};
-use crate::turn::TurnCtx;
+use crate::turn::{TurnCtx, TurnStart};
 use crate::value;
 use crate::vocab::now_ms;
 
@@ -159,24 +159,17 @@ impl Session {
         let start = Instant::now();
         let (rt, pack) = (self.rt.clone(), self.pack.clone());
         let counts = counts(&rt, &pack).await?;
-        let turn = TurnCtx::new(
-            self.id.clone(),
-            number,
-            self.seed,
-            now_ms(),
-            self.options.clone(),
-            checked,
-            rt.provider_for(&pack),
+        let who = TurnStart {
+            session_id: self.id.clone(),
+            turn: number,
+            seed: self.seed,
+            now_ms: now_ms(),
+            options: self.options.clone(),
+            input: checked,
+            provider: rt.provider_for(&pack),
             live,
-        )
-        .budget(&pack.limits)
-        .observed(&pack.name, rt.llm_observers())
-        .named(rt.named.clone())
-        .searching(rt.search_for(&pack))
-        .streaming(pack.display.stream.clone())
-        .allowing(rt.allowed_models.clone())
-        .tracing_content(rt.trace_content)
-        .counted(counts);
+        };
+        let turn = super::turn_ctx(&rt, &pack, who).counted(counts);
         let mut p = Playing {
             rt,
             pack,

@@ -1,4 +1,10 @@
-//! A session's lobby rounds (see [`crate::lobby`]): posting a player's input, closing a round.
+//! A session's lobby rounds (see [`crate::lobby`]): posting a player's input, closing a round;
+//! and the sweep's bookkeeping, which rounds are due a try and which are being closed
+//! ([`RoundCloser`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use rhai::{Dynamic, Map};
 use serde_json::Value as Json;
@@ -7,8 +13,105 @@ use super::Session;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lobby::{InputKind, Lobby, LobbyStatus, Post, Posted};
 use crate::session::TurnResult;
-use crate::store::LobbyInput;
+use crate::store::{LobbyInput, OpenRound};
 use crate::vocab::now_ms;
+
+/// How many lobby rounds one sweep closes at once: a slow model in one lobby does not hold up the
+/// others' due rounds, and a sweep does not start a turn for every lobby at the same moment.
+pub(crate) const CLOSES_AT_ONCE: usize = 8;
+/// How many times in a row a round's closing turn may fail before the sweep gives up on it (the
+/// next answer posted, or a replica's restart, tries again).
+const CLOSE_ATTEMPTS: u32 = 5;
+/// The longest wait between two tries at closing a round.
+const MOST_CLOSE_BACKOFF_MS: i64 = 10 * 60 * 1000;
+
+/// The sweep's bookkeeping, one per engine: when each round whose closing turn failed is tried
+/// again (after its timeout, at least 5 s, doubling up to 10 minutes; after five failures in a
+/// row no more), and which rounds a sweep is closing now, so overlapping sweeps leave them be.
+#[derive(Default)]
+pub(crate) struct RoundCloser {
+    retry: Mutex<HashMap<String, Retry>>,
+    closing: Mutex<HashSet<String>>,
+}
+
+/// A lobby round whose closing turn failed.
+#[derive(Debug, Clone)]
+struct Retry {
+    /// Not tried again before this time (unix ms); `i64::MAX` once given up.
+    at: i64,
+    /// How many times in a row it failed.
+    failures: u32,
+    /// Why, the last time.
+    why: String,
+}
+
+/// A round claimed by a sweep, until its close ends (or is dropped).
+pub(crate) struct Claim<'a> {
+    closer: &'a RoundCloser,
+    session: String,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.closer.closing.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.session);
+    }
+}
+
+impl RoundCloser {
+    /// The open rounds to close now, each claimed: those whose retry time has come and no other
+    /// sweep of this engine is closing. Failures older than a day are forgotten.
+    pub(crate) fn due(&self, open: Vec<OpenRound>, now: i64) -> Vec<(OpenRound, Claim<'_>)> {
+        let due: Vec<OpenRound> = {
+            let mut retry = self.retry();
+            retry.retain(|_, r| r.at == i64::MAX || r.at > now - 24 * 3600 * 1000);
+            open.into_iter().filter(|o| retry.get(&o.session).is_none_or(|r| r.at <= now)).collect()
+        };
+        let mut closing = self.closing.lock().unwrap_or_else(|p| p.into_inner());
+        due.into_iter()
+            .filter(|open| closing.insert(open.session.clone()))
+            .map(|open| {
+                let claim = Claim { closer: self, session: open.session.clone() };
+                (open, claim)
+            })
+            .collect()
+    }
+
+    /// The round of `session` closed: no more tries owed.
+    pub(crate) fn closed(&self, session: &str) {
+        self.retry().remove(session);
+    }
+
+    /// The round of `session` (whose lobby waits `timeout` for answers) failed to close at `now`.
+    pub(crate) fn failed(&self, session: &str, timeout: Option<Duration>, now: i64, e: &Error) {
+        let first = timeout.map_or(5_000, |t| (t.as_millis() as i64).max(5_000));
+        let mut retry = self.retry();
+        let r = retry.entry(session.to_owned()).or_insert(Retry { at: 0, failures: 0, why: String::new() });
+        r.failures += 1;
+        r.why = e.to_string();
+        r.at = if r.failures >= CLOSE_ATTEMPTS {
+            tracing::error!(session, "gave up closing the lobby round after {} failed tries: {e}", r.failures);
+            i64::MAX
+        } else {
+            now + first.saturating_mul(1 << (r.failures - 1)).min(MOST_CLOSE_BACKOFF_MS)
+        };
+    }
+
+    /// Why the sweep gave up on `session`'s round, when it did.
+    pub(crate) fn problem(&self, session: &str) -> Option<String> {
+        let retry = self.retry();
+        let r = retry.get(session).filter(|r| r.at == i64::MAX)?;
+        Some(format!("the round could not be closed after {} tries: {}", r.failures, r.why))
+    }
+
+    /// A post tries a round the sweep gave up on again.
+    pub(crate) fn forget(&self, session: &str) {
+        self.retry().remove(session);
+    }
+
+    fn retry(&self) -> MutexGuard<'_, HashMap<String, Retry>> {
+        self.retry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
 
 /// How soon after a round closed an answer without a round that repeats the player's answer
 /// to it is taken for a retry and refused (see `Session::refuse_repeat`).

@@ -60,7 +60,7 @@ impl Undo {
     /// Reverts every change in the log, newest first. Returns false, having changed nothing, when
     /// the state cannot be had (a bug left it locked): the session must then be read again.
     #[must_use]
-    pub fn rollback(self, state: &mut Dynamic) -> bool {
+    pub(crate) fn rollback(self, state: &mut Dynamic) -> bool {
         let Some(mut map) = state.write_lock::<Map>() else {
             tracing::error!(
                 "cannot undo a turn: its state is locked (a bug); the session is read again from its store"
@@ -93,14 +93,14 @@ impl Undo {
 
 impl Schema {
     /// The state of a new session: every field at its default, read-only for scripts.
-    pub fn initial(&self) -> Dynamic {
+    pub(crate) fn initial(&self) -> Dynamic {
         root(self.fields.iter().map(|(k, f)| (k.as_str().into(), stored(f.default.clone()))).collect())
     }
 
     /// The state a snapshot records, fitted to this schema: a field the snapshot lacks (or holds
     /// with another type) takes its default; a field the schema no longer has is dropped. This is
     /// how sessions survive a pack whose fields changed.
-    pub fn restore(&self, snapshot: &serde_json::Value) -> Dynamic {
+    pub(crate) fn restore(&self, snapshot: &serde_json::Value) -> Dynamic {
         let mut map = Map::new();
         for (name, field) in &self.fields {
             let v = snapshot
@@ -116,7 +116,7 @@ impl Schema {
     /// The schema as the store records it for each pack version: every field's type, reducer and
     /// default, in order. With it a session stored on a version whose files are gone can still be
     /// rebuilt (its updates folded by the reducers they were written for) and then migrated.
-    pub fn describe(&self) -> serde_json::Value {
+    pub(crate) fn describe(&self) -> serde_json::Value {
         let fields: Vec<serde_json::Value> = self
             .fields
             .iter()
@@ -133,7 +133,7 @@ impl Schema {
     }
 
     /// A schema [`Schema::describe`] recorded; `None` when `description` is not one.
-    pub fn from_description(description: &serde_json::Value) -> Option<Schema> {
+    pub(crate) fn from_description(description: &serde_json::Value) -> Option<Schema> {
         let mut fields = Fields::default();
         for f in description.get("fields")?.as_array()? {
             let name = f.get("name")?.as_str()?.to_owned();
@@ -152,7 +152,7 @@ impl Schema {
 
     /// Folds recorded updates in again (replaying checkpoints). Updates to fields the schema no
     /// longer has, or no longer accepts, are skipped.
-    pub fn replay(&self, state: &mut Dynamic, updates: &Map) {
+    pub(crate) fn replay(&self, state: &mut Dynamic, updates: &Map) {
         let fitting: Map = updates
             .iter()
             .filter(|(k, v)| {
@@ -167,7 +167,7 @@ impl Schema {
 
     /// Sets fields to `values` outright (what a pack's `migrate` script returns), checking that
     /// each names a field and fits its type.
-    pub fn overwrite(&self, state: &mut Dynamic, values: &Map) -> Result<()> {
+    pub(crate) fn overwrite(&self, state: &mut Dynamic, values: &Map) -> Result<()> {
         for (name, v) in values {
             let field = self.field(name)?;
             if !field.ty.admits(v) {
@@ -185,7 +185,7 @@ impl Schema {
     }
 
     /// Checks that `updates` name declared fields with values their reducers accept.
-    pub fn check(&self, updates: &Map) -> Result<()> {
+    pub(crate) fn check(&self, updates: &Map) -> Result<()> {
         for (name, value) in updates {
             let field = self.field(name)?;
             let ok = field.reducer.accepts(field.ty, value);
@@ -218,7 +218,7 @@ impl Schema {
     }
 
     /// Folds checked `updates` into `state` through each field's reducer, logging undo steps.
-    pub fn apply(&self, state: &mut Dynamic, updates: &Map, undo: &mut Undo) -> Result<()> {
+    pub(crate) fn apply(&self, state: &mut Dynamic, updates: &Map, undo: &mut Undo) -> Result<()> {
         let mut map = state.write_lock::<Map>().ok_or_else(|| Error::internal("state is not a map"))?;
         for (name, update) in updates {
             let name = name.clone();

@@ -31,12 +31,6 @@ pub struct Bump {
     pub by: i64,
 }
 
-/// Adds one bump of a checkpoint to its session's pack's counters, in the transaction that
-/// records the checkpoint.
-pub(super) const BUMP: &str = "INSERT INTO counters (pack, tab, counter, key, n) \
-     SELECT pack, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
-     ON CONFLICT (pack, tab, counter, key) DO UPDATE SET n = counters.n + excluded.n";
-
 impl Counters for MemoryStore {
     fn counts<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
         let counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());

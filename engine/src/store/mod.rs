@@ -38,7 +38,8 @@ pub use versions::PackVersions;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::Updates;
-use crate::llm::{BoxFuture, Exchange};
+use crate::exchange::Exchange;
+use crate::llm::BoxFuture;
 
 /// What kind of moment a checkpoint records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

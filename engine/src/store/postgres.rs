@@ -9,7 +9,7 @@ use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tokio::sync::broadcast;
 
-use super::counters::BUMP;
+use super::shared::BUMP;
 use super::shared::{self as sql, Sql, encode};
 use super::{
     Checkpoint, CheckpointInfo, CheckpointKind, Counters, EVENT_BUFFER, Happened, LobbyInputs, PackVersions,

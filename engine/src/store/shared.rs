@@ -15,7 +15,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 use super::{Checkpoint, CheckpointInfo, CheckpointKind, SessionInfo, Stored, store_error};
 use crate::error::Result;
 use crate::event::Updates;
-use crate::llm::Exchange;
+use crate::exchange::Exchange;
 use crate::value;
 
 /// A checkpoint's columns, as text for the database.
@@ -277,3 +277,9 @@ pub(super) async fn pending(sql: Sql<'_>) -> Result<Vec<String>> {
     on_pool!(sql, pool => sqlx::query_scalar("SELECT id FROM sessions WHERE head_kind = 'step'").fetch_all(pool).await)
         .map_err(|e| store_error("cannot list interrupted turns", e))
 }
+
+/// Adds one bump of a checkpoint to its session's pack's counters, in the transaction that
+/// records the checkpoint (the counters' table is `counters.rs`'s; both SQL stores write it).
+pub(super) const BUMP: &str = "INSERT INTO counters (pack, tab, counter, key, n) \
+     SELECT pack, $2, $3, $4, $5 FROM sessions WHERE id = $1 \
+     ON CONFLICT (pack, tab, counter, key) DO UPDATE SET n = counters.n + excluded.n";

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use tokio::sync::{broadcast, oneshot};
 
-use super::counters::BUMP;
+use super::shared::BUMP;
 use super::shared::{self as sql, Sql, encode};
 use super::wal::Checkpoints;
 use super::{

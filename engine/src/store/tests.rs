@@ -389,20 +389,7 @@ async fn sqlite_store() {
     assert!(open(&url).await.unwrap().info(&s).await.unwrap().is_some());
 }
 
-/// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
-/// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
-fn postgres() -> Option<String> {
-    match std::env::var("RULEWEAVE_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("RULEWEAVE_TEST_POSTGRES is not set, and CI must test PostgreSQL")
-        }
-        _ => {
-            eprintln!("SKIPPED: RULEWEAVE_TEST_POSTGRES is not set, so this PostgreSQL test did not run");
-            None
-        }
-    }
-}
+use ruleweave_testkit::postgres;
 
 #[tokio::test]
 async fn postgres_store() {

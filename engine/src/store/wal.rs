@@ -49,7 +49,7 @@ pub(super) struct Checkpoints {
 impl Checkpoints {
     /// Starts the checkpointer of the file at `path` (with its own connection, at the same
     /// `synchronous` setting); `writer` is the store's writer connection, held while a round ends.
-    pub fn start(path: &Path, synchronous: &str, writer: Arc<Mutex<rusqlite::Connection>>) -> Result<Self> {
+    pub(super) fn start(path: &Path, synchronous: &str, writer: Arc<Mutex<rusqlite::Connection>>) -> Result<Self> {
         let failed = |e: rusqlite::Error| store_error(&format!("cannot open {} to checkpoint it", path.display()), e);
         let conn = rusqlite::Connection::open(path).map_err(failed)?;
         conn.busy_timeout(HOLD).map_err(failed)?;
@@ -66,7 +66,7 @@ impl Checkpoints {
 
     /// Counts `n` writes just committed on `writer` (the store's writer connection, held by the
     /// caller), nudging the checkpointer each time the count passes a multiple of [`EVERY`].
-    pub fn wrote(&self, n: usize, writer: &rusqlite::Connection) {
+    pub(super) fn wrote(&self, n: usize, writer: &rusqlite::Connection) {
         let n = n as u64;
         let before = self.writes.fetch_add(n, Ordering::Relaxed);
         if before / EVERY == (before + n) / EVERY {
@@ -85,7 +85,7 @@ impl Checkpoints {
 
     /// Waits until `n` rounds have finished, for at most `limit`; whether they have.
     #[cfg(test)]
-    pub fn wait_rounds(&self, n: u64, limit: Duration) -> bool {
+    pub(crate) fn wait_rounds(&self, n: u64, limit: Duration) -> bool {
         let (count, changed) = &*self.rounds;
         let count = count.lock().unwrap_or_else(|p| p.into_inner());
         let (count, _) = changed.wait_timeout_while(count, limit, |c| *c < n).unwrap_or_else(|p| p.into_inner());

@@ -9,29 +9,12 @@ use std::sync::{Arc, Mutex};
 use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, Provider, TokenSink, Usage};
 use ruleweave::{Engine, Error, ErrorKind, Result};
 
-/// The repository root, where the shipped packs live.
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
+#[allow(unused_imports)] // each test binary and bench that includes this uses some
+pub use ruleweave_testkit::{copy_of, edit, postgres, repo_root};
 
 /// The fixture packs of `tests/packs/`.
 pub fn fixtures() -> PathBuf {
     repo_root().join("tests/packs")
-}
-
-/// The PostgreSQL database the tests may use (`RULEWEAVE_TEST_POSTGRES`). Without one a test is
-/// skipped and says so; under CI (`CI=true`) a missing database fails it instead.
-pub fn postgres() -> Option<String> {
-    match std::env::var("RULEWEAVE_TEST_POSTGRES") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("RULEWEAVE_TEST_POSTGRES is not set, and CI must test PostgreSQL")
-        }
-        _ => {
-            eprintln!("SKIPPED: RULEWEAVE_TEST_POSTGRES is not set, so this PostgreSQL test did not run");
-            None
-        }
-    }
 }
 
 /// Replies queued per profile; `Err` entries fail the call. Every request is recorded.
@@ -159,41 +142,9 @@ impl Provider for Silent {
     }
 }
 
-fn copy(from: &std::path::Path, to: &std::path::Path) {
-    if from.is_file() {
-        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(from, to).unwrap();
-        return;
-    }
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap().map(std::result::Result::unwrap) {
-        copy(&entry.path(), &to.join(entry.file_name()));
-    }
-}
-
 /// A copy of the pack root `tests/<name>/` in a temporary directory, to edit freely.
 pub fn copy_root(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy(&repo_root().join("tests").join(name), dir.path());
+    ruleweave_testkit::copy_tree(&repo_root().join("tests").join(name), dir.path());
     dir
-}
-
-/// Copies of the repository's files and directories at `paths` in a temporary root.
-pub fn copy_of(paths: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for p in paths {
-        copy(&repo_root().join(p), &dir.path().join(p));
-    }
-    dir
-}
-
-/// Replaces `from` by `to` in `file` under `root`, saving as editors do (write aside, rename over).
-#[allow(dead_code)]
-pub fn edit(root: &std::path::Path, file: &str, from: &str, to: &str) {
-    let path = root.join(file);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains(from), "{file} has no `{from}`");
-    let tmp = path.with_extension("tmp~");
-    std::fs::write(&tmp, text.replacen(from, to, 1)).unwrap();
-    std::fs::rename(&tmp, &path).unwrap();
 }

@@ -16,7 +16,7 @@ use ruleweave::{ScorerImpl, Selection};
 use serde_json::Value;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
     /// `ruleweave run PACK` output: JSON lines with `turn` and `state` (repeatable).
@@ -46,7 +46,7 @@ enum Row {
     Scorer(String),
 }
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
     // Only `--session` reads a store: without one, nothing is opened (or created) on disk.
     let store = match (&args.store, args.session.is_empty()) {

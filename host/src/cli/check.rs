@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use ruleweave::Engine;
 
-pub fn run(root: &Path) -> Result<ExitCode> {
+pub(super) fn run(root: &Path) -> Result<ExitCode> {
     // Checking needs no model: the stand-in choice keeps it offline whatever the environment says.
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let packs = engine.load_all()?;

@@ -7,12 +7,12 @@ use anyhow::Result;
 use ruleweave::Engine;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
 }
 
-pub fn run(root: &Path, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, args: Args) -> Result<ExitCode> {
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let pack = super::load_pack(&engine, &args.pack)?;
     print!("{}", pack.mermaid());

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The new pack's name (letters, digits and `_`, starting with a letter).
     pack: String,
 }
@@ -94,7 +94,7 @@ turns:
     expect: {turns: 2, reply: "You said: What happens next?"}
 "#;
 
-pub fn run(root: &Path, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, args: Args) -> Result<ExitCode> {
     let name = args.pack.as_str();
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::terminal::{Input, Out, Printer, event_line};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
     /// Choose a session option (repeatable): --set difficulty=hard.
@@ -34,7 +34,7 @@ pub struct Args {
 
 const HELP: &str = "commands: /why (details of the last turn), /events, /state, /save NAME [--force] (as a test case), /new (start over), /quit";
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
     let store = args.store.clone().unwrap_or_else(|| config.store.clone());
     let engine = rt.block_on(super::engine(root, &config, &store))?;
@@ -220,7 +220,7 @@ impl Console<'_> {
         let input = if text.starts_with('{') {
             super::parse_value(text)
         } else {
-            crate::input::turn_input(&self.session, Value::String(text.to_owned()))
+            crate::input::turn_input(&self.session, Value::String(text.to_owned())).map_err(anyhow::Error::from)
         };
         match input {
             Ok(i) => self.play_input(i),

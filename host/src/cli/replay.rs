@@ -12,7 +12,7 @@ use ruleweave::replay::{Fallback, Recording, Replayer, TurnDiff};
 use crate::config::Config;
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// A stored session.
     #[arg(long, conflicts_with = "file")]
     session: Option<String>,
@@ -30,7 +30,7 @@ pub struct Args {
     json: bool,
 }
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = Config::load(root)?;
     let store = args.store.clone().unwrap_or_else(|| config.store.clone());
     let engine = rt.block_on(super::engine(root, &config, &store))?;

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
     /// A YAML or JSON list of inputs: maps of input fields, or strings for one-text-field packs.
@@ -29,7 +29,7 @@ pub struct Args {
     store: Option<String>,
 }
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
     let engine = rt.block_on(super::engine(root, &config, args.store.as_deref().unwrap_or("memory")))?;
     let pack = super::load_pack(&engine, &args.pack)?;
@@ -58,7 +58,7 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         let line = match crate::input::turn_input(&session, item) {
             Err(e) => {
                 failed = true;
-                json!({"turn": number, "error": {"code": "invalid_input", "message": format!("{e:#}")}})
+                json!({"turn": number, "error": {"code": e.kind().code(), "message": e.to_string()}})
             }
             Ok(input) => match rt.block_on(session.turn(input)) {
                 Ok(r) => {

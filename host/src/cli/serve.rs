@@ -11,7 +11,7 @@ use crate::config::{Config, redact};
 use crate::server::{self, AppState};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The address to listen on (default 127.0.0.1:8080, or RULEWEAVE_ADDR, or ruleweave.toml).
     #[arg(long)]
     addr: Option<SocketAddr>,
@@ -24,7 +24,7 @@ pub struct Args {
     watch: bool,
 }
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let mut config = Config::load(root)?;
     if let Some(addr) = args.addr {
         config.addr = addr;

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::simulate::{Plan, PlayerReport, Report, Rules, Spread};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
     /// Games per player (at most 100,000).
@@ -51,7 +51,7 @@ pub struct Args {
 /// hundred thousand games of the largest pack is as much as a laptop should be asked for.
 const MOST_GAMES: u32 = 100_000;
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     if !(1..=MOST_GAMES).contains(&args.games) {
         bail!("--games is 1 to {MOST_GAMES} per player, not {}", args.games);
     }
@@ -106,13 +106,12 @@ pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<Exit
         crate::simulate::compare(&mut report, &dir.display().to_string(), &here, &there);
     }
     bar.finish_and_clear();
-    let json = serde_json::to_value(&report)?;
     if let Some(file) = &args.html {
-        std::fs::write(file, crate::simulate::page::page(&json))
+        std::fs::write(file, crate::simulate::page::page(&report))
             .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", file.display()))?;
     }
     if args.json {
-        println!("{json}");
+        println!("{}", serde_json::to_string(&report)?);
     } else {
         print_table(&report);
         if args.record {

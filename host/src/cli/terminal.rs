@@ -10,7 +10,7 @@ use rustyline::{DefaultEditor, ExternalPrinter};
 
 /// How `play` writes.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Out {
+pub(super) struct Out {
     /// The terminal's width, when the output is a terminal.
     width: Option<usize>,
     colour: bool,
@@ -18,7 +18,7 @@ pub struct Out {
 
 impl Out {
     /// The output as it is: a terminal (wrapped; styled unless `NO_COLOR`), or a pipe (plain).
-    pub fn detect() -> Self {
+    pub(super) fn detect() -> Self {
         let terminal = std::io::stdout().is_terminal();
         let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Out { width: terminal.then(textwrap::termwidth), colour: terminal && !no_colour }
@@ -29,24 +29,24 @@ impl Out {
     }
 
     /// Who speaks.
-    pub fn speaker(&self, text: &str) -> String {
+    pub(super) fn speaker(&self, text: &str) -> String {
         self.paint(Style::new().bold().fg_color(Some(AnsiColor::Cyan.into())), text)
     }
 
     /// What went wrong.
-    pub fn problem(&self, text: &str) -> String {
+    pub(super) fn problem(&self, text: &str) -> String {
         self.paint(Style::new().fg_color(Some(AnsiColor::Red.into())), text)
     }
 
     /// What is said about the turn (status, details).
-    pub fn quiet(&self, text: &str) -> String {
+    pub(super) fn quiet(&self, text: &str) -> String {
         self.paint(Style::new().dimmed(), text)
     }
 
     /// `text` wrapped at word boundaries to the terminal's width: the first line after `first`
     /// (which may be styled: `width_of_first` is how wide it shows), the next ones indented by
     /// `indent`. Unwrapped when the output is no terminal.
-    pub fn wrap(&self, first: &str, width_of_first: usize, text: &str, indent: usize) -> String {
+    pub(super) fn wrap(&self, first: &str, width_of_first: usize, text: &str, indent: usize) -> String {
         let Some(width) = self.width.filter(|w| *w > indent + 20) else { return format!("{first}{text}") };
         let pad = " ".repeat(indent);
         let mut out = String::new();
@@ -67,7 +67,7 @@ impl Out {
 }
 
 /// Where `play` reads lines.
-pub enum Input {
+pub(super) enum Input {
     /// A person at a terminal: line editing, history (this session's lines; ↑ recalls them).
     Editor(Box<DefaultEditor>),
     /// Piped lines.
@@ -76,11 +76,11 @@ pub enum Input {
 
 /// Prints a line from another thread (a reload notice) without breaking the line being typed:
 /// the prompt and what was typed are drawn again under it.
-pub type Printer = Box<dyn FnMut(String) + Send>;
+pub(super) type Printer = Box<dyn FnMut(String) + Send>;
 
 impl Input {
     /// An editor when both ends are a terminal, plain lines otherwise.
-    pub fn detect() -> Self {
+    pub(super) fn detect() -> Self {
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
             match DefaultEditor::new() {
                 Ok(editor) => return Input::Editor(Box::new(editor)),
@@ -91,7 +91,7 @@ impl Input {
     }
 
     /// A printer for notices that arrive while a line is typed.
-    pub fn printer(&mut self) -> Printer {
+    pub(super) fn printer(&mut self) -> Printer {
         if let Input::Editor(editor) = self
             && let Ok(mut p) = editor.create_external_printer()
         {
@@ -106,7 +106,7 @@ impl Input {
     }
 
     /// The next line typed, `None` at the end of input (Ctrl-D). Ctrl-C drops the line typed.
-    pub fn line(&mut self, prompt: &str) -> std::io::Result<Option<String>> {
+    pub(super) fn line(&mut self, prompt: &str) -> std::io::Result<Option<String>> {
         match self {
             Input::Editor(editor) => match editor.readline(prompt) {
                 Ok(line) => {
@@ -134,7 +134,7 @@ impl Input {
 
 /// A turn's event as a line a person reads (`/events`); `None` for streamed tokens (the model
 /// call's line counts them).
-pub fn event_line(e: &ruleweave::Event) -> Option<String> {
+pub(super) fn event_line(e: &ruleweave::Event) -> Option<String> {
     use ruleweave::Event;
     use ruleweave::text::decimals;
     Some(match e {

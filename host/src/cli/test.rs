@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 #[derive(clap::Args)]
-pub struct Args {
+pub(super) struct Args {
     /// Only this pack's cases (default: every pack that has a tests/<pack>/ folder).
     pack: Option<String>,
     /// Only cases whose name contains this.
@@ -34,7 +34,7 @@ pub struct Args {
 /// A test case as its file writes it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Case {
+pub(super) struct Case {
     /// What the case checks (default: the file's name).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
@@ -50,7 +50,7 @@ pub struct Case {
 /// One turn of a case.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CaseTurn {
+pub(super) struct CaseTurn {
     /// The input: a map of input fields, or a line of text.
     pub input: Value,
     /// Model replies by profile, in order: a reply's text, or `{error: "..."}` for a failed call.
@@ -67,7 +67,7 @@ pub struct CaseTurn {
 
 impl Case {
     /// The case as a recording to replay: its inputs and replies.
-    pub fn recording(&self, pack: &str) -> Recording {
+    pub(super) fn recording(&self, pack: &str) -> Recording {
         let turns = self
             .turns
             .iter()
@@ -95,7 +95,7 @@ impl Case {
 
     /// A case from a recording: its inputs and replies, and after each turn the `fields` of the
     /// recorded state.
-    pub fn from_recording(name: &str, rec: &Recording, fields: &[String]) -> Case {
+    pub(super) fn from_recording(name: &str, rec: &Recording, fields: &[String]) -> Case {
         let turns = rec
             .turns
             .iter()
@@ -139,7 +139,7 @@ fn pick(state: &Value, fields: &[String]) -> Map<String, Value> {
 
 /// Where expectation and value differ, one line per leaf: `decision.strategy: expected "deepen",
 /// got "broaden"`. A map compares only the keys the expectation gives.
-pub fn mismatches(path: &str, expected: &Value, got: &Value, out: &mut Vec<String>) {
+pub(super) fn mismatches(path: &str, expected: &Value, got: &Value, out: &mut Vec<String>) {
     match (expected, got) {
         (Value::Object(e), Value::Object(g)) => {
             for (k, v) in e {
@@ -253,7 +253,7 @@ fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
 }
 
 /// Reads a case file (its name defaults to the file's stem).
-pub fn read_case(path: &Path) -> Result<Case> {
+pub(super) fn read_case(path: &Path) -> Result<Case> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut case: Case = serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     if case.name.is_empty() {
@@ -263,7 +263,7 @@ pub fn read_case(path: &Path) -> Result<Case> {
 }
 
 /// Writes a case file.
-pub fn write_case(path: &Path, case: &Case) -> Result<()> {
+pub(super) fn write_case(path: &Path, case: &Case) -> Result<()> {
     let yaml = serde_saphyr::to_string(case).map_err(|e| anyhow::anyhow!("cannot write the case as YAML: {e}"))?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -271,7 +271,7 @@ pub fn write_case(path: &Path, case: &Case) -> Result<()> {
     std::fs::write(path, yaml).with_context(|| format!("cannot write {}", path.display()))
 }
 
-pub fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     // The binary's native twins, so a case plays a pack as `play` does.
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let packs = match &args.pack {

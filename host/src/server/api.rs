@@ -28,7 +28,7 @@ use super::{ApiError, Shared, StreamSlot, sse};
 /// A new session: the pack it plays and the options it opens with.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewSession {
+pub(super) struct NewSession {
     /// The pack's name.
     pack: String,
     /// The options, as the pack declares them (missing ones take their defaults).
@@ -40,7 +40,7 @@ pub struct NewSession {
 /// A turn's input: a map of the pack's input fields, or a line a person typed.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewTurn {
+pub(super) struct NewTurn {
     /// The input.
     #[schema(schema_with = turn_input)]
     input: Value,
@@ -59,7 +59,7 @@ fn turn_input() -> utoipa::openapi::schema::Schema {
 /// A fork: the checkpoint of the session to start from.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewFork {
+pub(super) struct NewFork {
     /// The checkpoint.
     checkpoint: u64,
 }
@@ -71,7 +71,7 @@ pub struct NewFork {
     (status = 200, description = "Every pack", body = PackList),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
-pub async fn packs(State(s): State<Shared>) -> Json<PackList> {
+pub(super) async fn packs(State(s): State<Shared>) -> Json<PackList> {
     let packs = s
         .engine
         .pack_status()
@@ -105,7 +105,7 @@ pub async fn packs(State(s): State<Shared>) -> Json<PackList> {
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 429, description = "Too many streams open from this client", body = ErrorBody),
 ))]
-pub async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> ApiResult<Response> {
+pub(super) async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> ApiResult<Response> {
     let slot = s.stream_slot(peer.map(|p| p.0))?;
     let rx = s.engine.subscribe();
     let stream = stream::unfold((rx, slot), |(mut rx, slot)| async move {
@@ -121,7 +121,7 @@ pub async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> A
 }
 
 /// A reload as the API shows it: diagnostics in the shape `GET /v1/packs` uses.
-pub fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
+pub(super) fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
     ReloadEvent {
         pack: e.pack.clone(),
         status: e.status,
@@ -145,7 +145,10 @@ pub fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
     (status = 422, description = "A body of the wrong shape; options the pack does not take", body = ErrorBody),
     (status = 500, description = "The pack's `init` failed", body = ErrorBody),
 ))]
-pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> ApiResult<(StatusCode, Json<Opened>)> {
+pub(super) async fn create(
+    State(s): State<Shared>,
+    Body(req): Body<NewSession>,
+) -> ApiResult<(StatusCode, Json<Opened>)> {
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
     let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
     // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
@@ -173,7 +176,7 @@ pub async fn create(State(s): State<Shared>, Body(req): Body<NewSession>) -> Api
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct Listing {
+pub(super) struct Listing {
     /// Only this pack's sessions.
     pack: Option<String>,
     /// The most sessions on the page: 1 to 500, 50 when not given.
@@ -192,7 +195,7 @@ const MOST_LISTED: u32 = 500;
     (status = 422, description = "A query that does not fit (pack, limit, before)", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
-pub async fn list(
+pub(super) async fn list(
     State(s): State<Shared>,
     query: Result<axum::extract::Query<Listing>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<SessionPage>> {
@@ -242,7 +245,7 @@ pub async fn list(
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
 ))]
-pub async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<SessionBody>> {
+pub(super) async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<SessionBody>> {
     let live = s.engine.session(&id).await?;
     // A running turn holds the live session (a model call may take a minute): read what the
     // store last committed instead of waiting for it.
@@ -282,7 +285,7 @@ async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
 ))]
-pub async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<StatusCode> {
+pub(super) async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<StatusCode> {
     s.engine.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -294,7 +297,7 @@ pub async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
 ))]
-pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<CheckpointList>> {
+pub(super) async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<CheckpointList>> {
     let list = s.engine.checkpoints(&id).await?;
     Ok(Json(CheckpointList { id, checkpoints: list }))
 }
@@ -310,7 +313,10 @@ pub async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> A
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 500, description = "A template failed", body = ErrorBody),
 ))]
-pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<ConversationBody>> {
+pub(super) async fn conversation(
+    State(s): State<Shared>,
+    SessionId(id): SessionId,
+) -> ApiResult<Json<ConversationBody>> {
     let engine = s.engine.clone();
     let key = id.clone();
     let turns = ruleweave::blocking::run_async(move || async move { engine.conversation(&key).await })
@@ -329,7 +335,7 @@ pub async fn conversation(State(s): State<Shared>, SessionId(id): SessionId) -> 
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 500, description = "The replay failed", body = ErrorBody),
 ))]
-pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<ReplayBody>> {
+pub(super) async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<ReplayBody>> {
     // Every turn of the session played again: pack work, on the pack's slots, off the workers.
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
@@ -356,7 +362,7 @@ pub async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiRes
     (status = 422, description = "A body of the wrong shape; no such checkpoint", body = ErrorBody),
     (status = 500, description = "The fork failed", body = ErrorBody),
 ))]
-pub async fn fork(
+pub(super) async fn fork(
     State(s): State<Shared>,
     SessionId(id): SessionId,
     Body(req): Body<NewFork>,
@@ -398,7 +404,7 @@ pub async fn fork(
     (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
     (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
 ))]
-pub async fn turn(
+pub(super) async fn turn(
     State(s): State<Shared>,
     SessionId(id): SessionId,
     headers: HeaderMap,
@@ -441,7 +447,7 @@ fn turn_body(played: Played) -> TurnBody {
 /// A player's post to a lobby round: an answer, joining or leaving.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewInput {
+pub(super) struct NewInput {
     /// The player.
     player: String,
     /// The answer (the pack's input).
@@ -472,7 +478,7 @@ pub struct NewInput {
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; a post the pack or the lobby does not take (a pack without a lobby)", body = ErrorBody),
     ))]
-pub async fn input(
+pub(super) async fn input(
     State(s): State<Shared>,
     SessionId(id): SessionId,
     Body(req): Body<NewInput>,
@@ -529,7 +535,7 @@ fn posted_json(p: &ruleweave::lobby::Posted) -> PostedBody {
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 429, description = "Too many streams open from this client", body = ErrorBody),
 ))]
-pub async fn session_events(
+pub(super) async fn session_events(
     State(s): State<Shared>,
     SessionId(id): SessionId,
     peer: Option<Extension<Peer>>,
@@ -643,7 +649,7 @@ fn kind(e: &Event) -> &'static str {
     (status = 200, description = "The server's metrics, in Prometheus' text format", content_type = "text/plain", body = String),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
-pub async fn metrics(State(s): State<Shared>) -> Response {
+pub(super) async fn metrics(State(s): State<Shared>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render()).into_response()
 }
 
@@ -653,7 +659,7 @@ pub async fn metrics(State(s): State<Shared>) -> Response {
     (status = 200, description = "The store takes writes", body = Health),
     (status = 503, description = "The store does not take writes, and why", body = Health),
 ))]
-pub async fn healthz(State(s): State<Shared>) -> Response {
+pub(super) async fn healthz(State(s): State<Shared>) -> Response {
     let store = s.engine.store();
     match store.health().await {
         Ok(()) => Json(Health { status: "ok", store: store.kind(), error: None }).into_response(),
@@ -670,7 +676,7 @@ const CONSOLE: &str = include_str!("console.html");
 
 /// `GET /`: the web console, with headers that keep it from being framed, sniffed or made to run
 /// any script but its own (its one inline script, by hash; it fetches only from this server).
-pub async fn console() -> Response {
+pub(super) async fn console() -> Response {
     static POLICY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         use base64::Engine as _;
         use sha2::Digest as _;
@@ -691,10 +697,10 @@ pub async fn console() -> Response {
     (headers, Html(CONSOLE)).into_response()
 }
 
-pub async fn no_route() -> ApiError {
+pub(super) async fn no_route() -> ApiError {
     ApiError::new(Code::Engine(ruleweave::ErrorKind::NotFound), "no such route; the API is under /v1 (see README)")
 }
 
-pub async fn wrong_method() -> ApiError {
+pub(super) async fn wrong_method() -> ApiError {
     ApiError::new(Code::MethodNotAllowed, "this route does not take that method")
 }

@@ -16,14 +16,14 @@ use utoipa::ToSchema;
 /// An error: `{"error": {"code", "message", "type", "param"}}`, the shape OpenAI's API answers
 /// in, so its SDKs raise their usual exceptions on the chat face.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
+pub(super) struct ErrorBody {
     /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// What went wrong.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
+pub(super) struct ErrorDetail {
     /// A stable name for the error (`not_found`, `invalid_input`, `conflict`, ...).
     pub code: &'static str,
     /// What happened, in words, naming the place when there is one.
@@ -39,7 +39,7 @@ pub struct ErrorDetail {
 
 /// A session and checkpoint another session was forked from.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ForkedFrom {
+pub(super) struct ForkedFrom {
     /// The session.
     pub id: String,
     /// Its checkpoint the fork starts from.
@@ -48,7 +48,7 @@ pub struct ForkedFrom {
 
 /// A new session: `POST /v1/sessions` and `POST /v1/sessions/{id}/fork`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Opened {
+pub(super) struct Opened {
     /// Its id.
     pub id: String,
     /// Its pack.
@@ -65,7 +65,7 @@ pub struct Opened {
 
 /// A page of sessions, newest first: `GET /v1/sessions`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SessionPage {
+pub(super) struct SessionPage {
     /// The sessions.
     pub sessions: Vec<Listed>,
     /// The `before` of the next page; `null` after the last.
@@ -74,7 +74,7 @@ pub struct SessionPage {
 
 /// A session as a listing shows it.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Listed {
+pub(super) struct Listed {
     /// Its id.
     pub id: String,
     /// Its pack.
@@ -98,7 +98,7 @@ pub struct Listed {
 
 /// A session's state and how far it got: `GET /v1/sessions/{id}`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct SessionBody {
+pub(super) struct SessionBody {
     /// Its id.
     pub id: String,
     /// Its pack.
@@ -130,7 +130,7 @@ pub struct SessionBody {
 
 /// A turn's result: `POST /v1/sessions/{id}/turns` (and the `result` event of its stream).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct TurnBody {
+pub(super) struct TurnBody {
     /// The turn's number.
     pub turn: u64,
     /// What the turn said (the pack's output fields).
@@ -148,7 +148,7 @@ pub struct TurnBody {
 
 /// A session's checkpoints, oldest first: `GET /v1/sessions/{id}/checkpoints`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CheckpointList {
+pub(super) struct CheckpointList {
     /// The session.
     pub id: String,
     /// Its checkpoints.
@@ -157,7 +157,7 @@ pub struct CheckpointList {
 
 /// What a person saw, turn by turn: `GET /v1/sessions/{id}/conversation`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ConversationBody {
+pub(super) struct ConversationBody {
     /// The session.
     pub id: String,
     /// Each turn's input and display, from the start.
@@ -166,7 +166,7 @@ pub struct ConversationBody {
 
 /// A session played again on its pack as it is now: `POST /v1/sessions/{id}/replay`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ReplayBody {
+pub(super) struct ReplayBody {
     /// The session.
     pub id: String,
     /// Its pack.
@@ -181,7 +181,7 @@ pub struct ReplayBody {
 
 /// A lobby post's outcome: `POST /v1/sessions/{id}/inputs`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PostedBody {
+pub(super) struct PostedBody {
     /// The lobby as it stands after the post.
     pub lobby: LobbyStatus,
     /// The turn that closed the round, when this post did.
@@ -192,7 +192,7 @@ pub struct PostedBody {
 
 /// The turn that closed a lobby round.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ClosedTurn {
+pub(super) struct ClosedTurn {
     /// Its number.
     pub turn: u64,
     /// What it said.
@@ -206,14 +206,14 @@ pub struct ClosedTurn {
 
 /// Every pack: `GET /v1/packs`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PackList {
+pub(super) struct PackList {
     /// Each pack.
     pub packs: Vec<PackEntry>,
 }
 
 /// A pack as the server serves it: what it declares, and how its loading went.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct PackEntry {
+pub(super) struct PackEntry {
     /// Its name.
     pub name: String,
     /// The version serving (`null` when none ever loaded).
@@ -236,7 +236,7 @@ pub struct PackEntry {
 
 /// A problem in a pack's files, with its place when it has one.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Diagnostic {
+pub(super) struct Diagnostic {
     /// What is wrong.
     pub message: String,
     /// Its kind (`invalid_pack`, `script`, ...).
@@ -254,7 +254,7 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// An engine error as a diagnostic.
-    pub fn of(e: &ruleweave::Error) -> Self {
+    pub(super) fn of(e: &ruleweave::Error) -> Self {
         let origin = e.origin();
         Diagnostic {
             message: e.detail().to_owned(),
@@ -268,7 +268,7 @@ impl Diagnostic {
 
 /// The server's health: `GET /healthz`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Health {
+pub(super) struct Health {
     /// `ok` or `unhealthy`.
     pub status: &'static str,
     /// The store's kind (`memory`, `sqlite`, `postgres`).
@@ -280,7 +280,7 @@ pub struct Health {
 
 /// The packs as models: `GET /v1/models`, in OpenAI's list shape.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ModelList {
+pub(super) struct ModelList {
     /// Always `list`.
     pub object: &'static str,
     /// Each pack, and each pack with an option's value (`party:nsfw`).
@@ -289,7 +289,7 @@ pub struct ModelList {
 
 /// A pack as a model.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ModelEntry {
+pub(super) struct ModelEntry {
     /// The model name a chat request gives: the pack, and options (`debate:strict`).
     pub id: String,
     /// Always `model`.
@@ -302,7 +302,7 @@ pub struct ModelEntry {
 
 /// A chat completion: one turn of the pack the model names (`POST /v1/chat/completions`).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChatCompletion {
+pub(super) struct ChatCompletion {
     /// `chatcmpl-SESSION-TURN`.
     pub id: String,
     /// Always `chat.completion`.
@@ -321,7 +321,7 @@ pub struct ChatCompletion {
 
 /// The one reply of a chat completion.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChatChoice {
+pub(super) struct ChatChoice {
     /// Always 0.
     pub index: u32,
     /// The reply.
@@ -335,7 +335,7 @@ pub struct ChatChoice {
 
 /// What the game said.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct AssistantMessage {
+pub(super) struct AssistantMessage {
     /// Always `assistant`.
     pub role: &'static str,
     /// The reply as a person reads it.
@@ -344,7 +344,7 @@ pub struct AssistantMessage {
 
 /// Tokens spent, in OpenAI's shape.
 #[derive(Debug, Clone, Copy, Default, Serialize, ToSchema)]
-pub struct Usage {
+pub(super) struct Usage {
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Completion tokens.
@@ -355,7 +355,7 @@ pub struct Usage {
 
 /// A chat's session, checkpoint and turn (also in the `x-ruleweave-session` header).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChatSession {
+pub(super) struct ChatSession {
     /// The session.
     pub session: String,
     /// The turn this reply ends.
@@ -369,7 +369,7 @@ pub struct ChatSession {
 /// One chunk of a streamed chat completion (`stream: true`): the data of each event until
 /// `[DONE]`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChatChunk {
+pub(super) struct ChatChunk {
     /// `chatcmpl-SESSION`.
     pub id: String,
     /// Always `chat.completion.chunk`.
@@ -387,7 +387,7 @@ pub struct ChatChunk {
 
 /// A piece of a streamed reply.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ChunkChoice {
+pub(super) struct ChunkChoice {
     /// Always 0.
     pub index: u32,
     /// The piece: the role first, then text.
@@ -401,7 +401,7 @@ pub struct ChunkChoice {
 
 /// A piece of a streamed reply.
 #[derive(Debug, Default, Serialize, ToSchema)]
-pub struct Delta {
+pub(super) struct Delta {
     /// `assistant`, in the first piece.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
@@ -412,7 +412,7 @@ pub struct Delta {
 
 /// A reload, as `GET /v1/events` sends it (`event: reload`).
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ReloadEvent {
+pub(super) struct ReloadEvent {
     /// The pack.
     pub pack: String,
     /// `reloaded`, or `rejected` (the last good version keeps serving).
@@ -434,7 +434,7 @@ pub struct ReloadEvent {
 /// A followed session as it stands: the `state` and `turn` events of
 /// `GET /v1/sessions/{id}/events`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Standing {
+pub(super) struct Standing {
     /// Finished turns (for `turn`, the turn just recorded).
     pub turn: u64,
     /// The pack's output fields.
@@ -450,7 +450,7 @@ pub struct Standing {
 
 /// A player's post to a followed lobby: the `input` event of `GET /v1/sessions/{id}/events`.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct Posted {
+pub(super) struct Posted {
     /// The round.
     pub round: u64,
     /// The player.
@@ -463,14 +463,14 @@ pub struct Posted {
 
 /// The `error` event that ends a streamed turn that failed.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct StreamError {
+pub(super) struct StreamError {
     /// What went wrong.
     pub error: StreamErrorDetail,
 }
 
 /// What went wrong in a streamed turn.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct StreamErrorDetail {
+pub(super) struct StreamErrorDetail {
     /// A stable name for the error.
     pub code: &'static str,
     /// What happened, in words.
@@ -483,7 +483,7 @@ pub struct StreamErrorDetail {
 /// messages are the conversation so far. Other fields of OpenAI's request are accepted and
 /// ignored (a game's rules, not the request, set temperature and the like).
 #[derive(serde::Deserialize, ToSchema)]
-pub struct ChatRequest {
+pub(super) struct ChatRequest {
     /// A pack, with options (`debate:strict`; see `GET /v1/models`).
     pub(super) model: String,
     /// The conversation: `system`, `developer`, `user` and `assistant` messages.
@@ -505,7 +505,7 @@ pub struct ChatRequest {
 
 /// One message of a conversation.
 #[derive(serde::Deserialize, ToSchema)]
-pub struct Message {
+pub(super) struct Message {
     /// `system`, `developer`, `user` or `assistant`.
     pub(super) role: String,
     /// Its text, or a list of parts whose text parts are read.
@@ -526,7 +526,7 @@ fn message_content() -> utoipa::openapi::schema::Schema {
 
 /// How a streamed reply ends.
 #[derive(serde::Deserialize, Default, ToSchema)]
-pub struct StreamOptions {
+pub(super) struct StreamOptions {
     /// The last chunk carries the usage.
     #[serde(default)]
     pub(super) include_usage: bool,

@@ -10,7 +10,7 @@ use super::ApiError;
 use super::error::Code;
 
 /// A JSON body whose rejections are API errors (JSON bodies, 400/413/415/422).
-pub struct Body<T>(pub T);
+pub(super) struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
@@ -24,7 +24,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 }
 
 /// A session id from the path (`%ff` is no id: 400).
-pub struct SessionId(pub String);
+pub(super) struct SessionId(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     type Rejection = ApiError;
@@ -35,7 +35,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionId {
 }
 
 /// A pack's name from the path (400 as for a session id).
-pub struct PackName(pub String);
+pub(super) struct PackName(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for PackName {
     type Rejection = ApiError;

@@ -23,7 +23,7 @@ use tower::ServiceExt as _;
 pub struct Peer(pub std::net::IpAddr);
 
 /// Serves `app` on `listener` until `shutdown` completes, then waits for open requests.
-pub async fn serve(
+pub(super) async fn serve(
     listener: TcpListener,
     app: Router,
     header_timeout: Duration,

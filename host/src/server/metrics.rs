@@ -16,7 +16,7 @@ type Labels = Vec<(&'static str, Label)>;
 /// holds, it cannot end its line early and forge another. The server also labels only packs that
 /// exist, so what a client sends cannot grow the metrics.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Label(String);
+pub(super) struct Label(String);
 
 impl From<&str> for Label {
     fn from(s: &str) -> Self {

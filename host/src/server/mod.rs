@@ -67,12 +67,14 @@ pub struct StreamSlot {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.peer) {
+        let left = open.get_mut(&self.peer).map(|n| {
             *n -= 1;
-            if *n == 0 {
-                open.remove(&self.peer);
-            }
+            *n
+        });
+        if left == Some(0) {
+            open.remove(&self.peer);
         }
+        tracing::debug!(peer = %self.peer, open = left.unwrap_or(0), "an event stream closed");
     }
 }
 
@@ -326,8 +328,7 @@ pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<(
     };
     let rounds = tokio::spawn(close_rounds(state.clone()));
     eprintln!("ruleweave: listening on http://{bound}");
-    let settings = &state.settings;
-    listen::serve(listener, app(state.clone()), settings.header_timeout, settings.max_connections, shutdown()).await;
+    listen(state.clone(), listener, shutdown()).await;
     expiry.abort();
     rounds.abort();
     state.tasks.close();
@@ -336,6 +337,15 @@ pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<(
     ruleweave::blocking::settled().await;
     eprintln!("ruleweave: stopped");
     Ok(())
+}
+
+/// Answers requests on `listener` as `serve` does (the same router behind the same listener:
+/// header and body deadlines, the connection cap, each request's peer address) until `shutdown`
+/// completes, then waits for the requests in flight; without `serve`'s own work (finishing
+/// interrupted turns, expiring sessions, closing lobby rounds), which a caller may do itself.
+pub async fn listen(state: Shared, listener: tokio::net::TcpListener, shutdown: impl std::future::Future<Output = ()>) {
+    let (header_timeout, max_connections) = (state.settings.header_timeout, state.settings.max_connections);
+    listen::serve(listener, app(state), header_timeout, max_connections, shutdown).await;
 }
 
 /// Closes lobby rounds whose timeout passed, four times a second, whichever replica their

@@ -56,7 +56,7 @@ enum Role {
     (status = 200, description = "The packs as models", body = ModelList),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
-pub async fn models(State(s): State<Shared>) -> Json<ModelList> {
+pub(super) async fn models(State(s): State<Shared>) -> Json<ModelList> {
     let mut data = Vec::new();
     for status in s.engine.pack_status() {
         let Some(pack) = status.pack else { continue };
@@ -94,7 +94,7 @@ fn model_entry(id: &str, created: u64) -> ModelEntry {
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 404, description = "No such pack", body = ErrorBody),
     ))]
-pub async fn model(State(s): State<Shared>, Path(id): Path<String>) -> Response {
+pub(super) async fn model(State(s): State<Shared>, Path(id): Path<String>) -> Response {
     match parse_model(&s, &id, None) {
         Ok(_) => Json(model_entry(&id, s.started)).into_response(),
         Err(e) => e.on(Face::Chat).into_response(),
@@ -273,7 +273,7 @@ struct Plan {
         (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
         (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
     ))]
-pub async fn completions(
+pub(super) async fn completions(
     State(s): State<Shared>,
     headers: HeaderMap,
     body: Result<Body<ChatRequest>, ApiError>,
@@ -480,7 +480,7 @@ struct Usage {
 impl Usage {
     fn add(&mut self, r: &TurnResult) {
         for e in &r.exchanges {
-            if let Some(resp) = &e.response {
+            if let Some(resp) = e.model().and_then(|m| m.response.as_ref()) {
                 self.prompt += u64::from(resp.usage.prompt_tokens);
                 self.completion += u64::from(resp.usage.completion_tokens);
             }

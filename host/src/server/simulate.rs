@@ -20,12 +20,12 @@ use super::{ApiError, Shared, sse};
 use crate::simulate::{Plan, Report, Rules};
 
 /// The most games per player one request may ask for.
-pub const MOST_GAMES: u32 = 200;
+pub(super) const MOST_GAMES: u32 = 200;
 
 /// A batch of games to play.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewSimulation {
+pub(super) struct NewSimulation {
     /// Games per player, 1 to 200 (default 20), and at most the server's `simulate_turns` (4,000
     /// by default) turns in all: games × players × the pack's turn cap.
     #[serde(default)]
@@ -59,7 +59,7 @@ pub struct NewSimulation {
     (status = 429, description = "A batch is already running on this server", body = ErrorBody),
     (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
-pub async fn simulate(
+pub(super) async fn simulate(
     State(s): State<Shared>,
     PackName(pack): PackName,
     headers: HeaderMap,
@@ -109,8 +109,7 @@ pub async fn simulate(
     .await
     .map_err(ApiError::internal)??;
     if sse::accepts(&headers, "text/html") {
-        let json = serde_json::to_value(&report).map_err(ApiError::internal)?;
-        return Ok(Html(crate::simulate::page::page(&json)).into_response());
+        return Ok(Html(crate::simulate::page::page(&report)).into_response());
     }
     Ok(Json(report).into_response())
 }

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::{Result, bail};
-use ruleweave::{Engine, Event, Pack, ScriptCall, Session};
+use ruleweave::{Engine, ErrorKind, Event, Pack, ScriptCall, Session};
 use serde_json::{Map, Value};
 
 use crate::config::Price;
@@ -116,8 +116,11 @@ pub struct Played {
     /// Models called without a price in `[prices]`: no cost is reported then.
     unpriced: BTreeSet<String>,
     /// Why the player's games stopped, when one failed; the games before it are counted.
-    pub error: Option<String>,
+    pub error: Option<GameError>,
 }
+
+/// How one game went: its end, or why it stopped.
+type GameResult = Result<Game, Box<GameError>>;
 
 /// One game's end.
 struct Game {
@@ -172,6 +175,53 @@ impl Played {
 /// The stack a game's thread gets: deep Rhai recursion needs more than the default.
 const STACK: usize = 16 << 20;
 
+/// Why a player's games stopped: which game, at what, and the engine's error with its kind and
+/// place.
+#[derive(Debug, Clone)]
+pub struct GameError {
+    pub player: String,
+    pub game: u32,
+    pub at: Stopped,
+    pub error: ruleweave::Error,
+}
+
+/// Where in a game it stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The game did not open (the pack's `init`).
+    Opening,
+    /// The player's script failed choosing its move for this turn.
+    Move(u64),
+    /// The player's move is no input the pack reads.
+    Input(u64),
+    /// The pack failed playing this turn.
+    Turn(u64),
+}
+
+impl GameError {
+    fn new(player: &Player, game: u32, at: Stopped, error: ruleweave::Error) -> Box<Self> {
+        Box::new(GameError { player: player.name.clone(), game, at, error })
+    }
+}
+
+impl std::fmt::Display for GameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (player, game, e) = (&self.player, self.game, &self.error);
+        match self.at {
+            Stopped::Opening => write!(f, "game {game} of player `{player}` did not open: {e}"),
+            Stopped::Move(_) => write!(f, "player `{player}` failed in game {game}: {e}"),
+            Stopped::Input(_) => write!(f, "player `{player}` gave no input the pack reads in game {game}: {e}"),
+            Stopped::Turn(turn) => write!(f, "game {game} of player `{player}` failed at turn {turn}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for GameError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.error)
+    }
+}
+
 /// Plays every player's games on one copy of the rules, `plan.jobs` at a time, and calls `tick`
 /// after each game. The result is the same whatever the number of jobs: games are counted in
 /// their order, and a player whose game fails has its later games left unplayed and uncounted
@@ -188,7 +238,7 @@ pub fn play(
     let total = games * players.len();
     let next = AtomicUsize::new(0);
     let first_failure: Vec<AtomicUsize> = players.iter().map(|_| AtomicUsize::new(usize::MAX)).collect();
-    let results: Mutex<Vec<Option<Result<Game, String>>>> = Mutex::new((0..total).map(|_| None).collect());
+    let results: Mutex<Vec<Option<GameResult>>> = Mutex::new((0..total).map(|_| None).collect());
     let work = || {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
@@ -227,7 +277,7 @@ pub fn play(
                 match results[p * games + g].take() {
                     Some(Ok(game)) => played.count(game),
                     Some(Err(e)) => {
-                        played.error = Some(e);
+                        played.error = Some(*e);
                         break;
                     }
                     None => break,
@@ -248,9 +298,8 @@ fn game(
     number: u32,
     rules: &Rules<'_>,
     prices: &BTreeMap<String, Price>,
-) -> Result<Game, String> {
-    let name = &player.name;
-    let id = plan.game_id(name, number);
+) -> Result<Game, Box<GameError>> {
+    let id = plan.game_id(&player.name, number);
     let _runtime = handle.enter();
     if plan.record {
         // A game of this id from an earlier run gives way; there is none the first time.
@@ -258,7 +307,7 @@ fn game(
     }
     let mut session = handle
         .block_on(rules.engine.open_with_id(&plan.pack, rules.options, Some(id.clone())))
-        .map_err(|e| format!("game {number} of player `{name}` did not open: {e}"))?;
+        .map_err(|e| GameError::new(player, number, Stopped::Opening, e))?;
     let result = turns(handle, plan, player, number, &id, &mut session, prices);
     if !plan.record {
         let _ = handle.block_on(rules.engine.delete(&id));
@@ -274,8 +323,8 @@ fn turns(
     id: &str,
     session: &mut Session,
     prices: &BTreeMap<String, Price>,
-) -> Result<Game, String> {
-    let (name, spec) = (&player.name, &plan.spec);
+) -> Result<Game, Box<GameError>> {
+    let spec = &plan.spec;
     let read = |session: &Session| -> Vec<Option<f64>> {
         spec.track.iter().map(|f| session.field(f).and_then(|v| v.as_f64())).collect()
     };
@@ -295,20 +344,17 @@ fn turns(
     };
     while (by_turn.len() as u32) < spec.max_turns && !session.is_finished() {
         let turn = by_turn.len() as u64 + 1;
-        let view = serde_json::to_value(session.view()).map_err(|e| e.to_string())?;
-        let (next, player_calls) = player
-            .play
-            .call_as(id, turn, &[view, session.state()])
-            .map_err(|e| format!("player `{name}` failed in game {number}: {e}"))?;
+        let stopped = |at: fn(u64) -> Stopped, e| GameError::new(player, number, at(turn), e);
+        let view = serde_json::to_value(session.view())
+            .map_err(|e| stopped(Stopped::Move, ruleweave::Error::new(ErrorKind::Internal, e.to_string())))?;
+        let (next, player_calls) =
+            player.play.call_as(id, turn, &[view, session.state()]).map_err(|e| stopped(Stopped::Move, e))?;
         // A model player's calls are part of what the game cost.
         for call in &player_calls {
             spend(call, &mut tokens, &mut cost, &mut unpriced);
         }
-        let input = crate::input::turn_input(session, next)
-            .map_err(|e| format!("player `{name}` gave no input the pack reads in game {number}: {e:#}"))?;
-        let result = handle
-            .block_on(session.turn(input))
-            .map_err(|e| format!("game {number} of player `{name}` failed at turn {turn}: {e}"))?;
+        let input = crate::input::turn_input(session, next).map_err(|e| stopped(Stopped::Input, e))?;
+        let result = handle.block_on(session.turn(input)).map_err(|e| stopped(Stopped::Turn, e))?;
         for event in &result.events {
             if let Event::Llm(call) = event {
                 spend(call, &mut tokens, &mut cost, &mut unpriced);
@@ -510,7 +556,7 @@ impl Played {
             // A cost per game only when every game's every model had a price.
             cost: (self.unpriced.is_empty() && !self.costs.is_empty()).then(|| spread(&self.costs)),
             unpriced: self.unpriced.iter().cloned().collect(),
-            error: self.error.clone(),
+            error: self.error.as_ref().map(ToString::to_string),
         }
     }
 }

@@ -6,49 +6,47 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use super::{Against, PlayerReport, Report, Spread, Tracked};
 
 /// This copy's colour, and the other copy's.
 const HERE: &str = "#2563eb";
 const THERE: &str = "#ea580c";
 
-/// The page for a report (`simulate --json`'s object).
-pub fn page(report: &Value) -> String {
-    let pack = text(&report["pack"]);
-    let against = &report["against"];
-    let root = against["root"].as_str();
+/// The page for a report.
+pub fn page(report: &Report) -> String {
+    let pack = escape(&report.pack);
+    let against = report.against.as_ref();
     let mut body = String::new();
     let _ = write!(
         body,
         "<h1>{pack}: {} games per player</h1><p class=meta>seed <code>{}</code>",
-        report["games"],
-        text(&report["seed"])
+        report.games,
+        escape(&report.seed)
     );
-    if let Some(root) = root {
+    if let Some(against) = against {
         let _ = write!(
             body,
             " · <span class=key style=\"background:{HERE}\"></span> these rules · <span class=key style=\"background:{THERE}\"></span> {}",
-            escape(root)
+            escape(&against.root)
         );
     }
     body.push_str("</p>");
-    let there_players = against["players"].as_array();
-    for (i, p) in report["players"].as_array().into_iter().flatten().enumerate() {
-        let other = there_players.and_then(|t| t.get(i));
-        let _ = write!(body, "<section><h2>{} <small>({} games)</small></h2>", text(&p["name"]), p["games"]);
-        if let Some(e) = p["error"].as_str() {
+    for (i, p) in report.players.iter().enumerate() {
+        let other = against.and_then(|a| a.players.get(i));
+        let _ = write!(body, "<section><h2>{} <small>({} games)</small></h2>", escape(&p.name), p.games);
+        if let Some(e) = &p.error {
             let _ = write!(body, "<p class=error>stopped: {}</p>", escape(e));
         }
         body.push_str("<div class=charts>");
         body.push_str(&outcomes(p, other));
         body.push_str(&turns_chart(p, other));
-        for (field, s) in p["track"].as_object().into_iter().flatten() {
-            let theirs = other.map(|o| &o["track"][field]);
+        for (field, s) in &p.track {
+            let theirs = other.and_then(|o| o.track.get(field));
             body.push_str(&band(field, s, theirs));
         }
         body.push_str("</div>");
-        if root.is_some() {
-            body.push_str(&differences(against, text(&p["name"])));
+        if let Some(against) = against {
+            body.push_str(&differences(against, &p.name));
         }
         body.push_str("</section>");
     }
@@ -67,10 +65,10 @@ table{border-collapse:collapse;margin-top:.6rem;font-size:.9rem}td,th{padding:.2
 .beyond{color:#b91c1c;font-weight:600}.within{color:#6b7280}";
 
 /// Each outcome's share as a bar, its 95% interval as a whisker; the other copy's beside it.
-fn outcomes(p: &Value, other: Option<&Value>) -> String {
-    let mut names: Vec<&String> = p["outcomes"].as_object().into_iter().flatten().map(|(k, _)| k).collect();
+fn outcomes(p: &PlayerReport, other: Option<&PlayerReport>) -> String {
+    let mut names: Vec<&String> = p.outcomes.keys().collect();
     if let Some(o) = other {
-        names.extend(o["outcomes"].as_object().into_iter().flatten().map(|(k, _)| k));
+        names.extend(o.outcomes.keys());
     }
     names.sort();
     names.dedup();
@@ -83,8 +81,7 @@ fn outcomes(p: &Value, other: Option<&Value>) -> String {
         let _ = write!(svg, "<text x=0 y={}>{}</text>", y + 11.0, escape(name));
         for (j, (side, colour)) in [(Some(p), HERE), (other, THERE)].into_iter().enumerate() {
             let Some(side) = side else { continue };
-            let s = &side["outcomes"][name.as_str()];
-            let (share, low, high) = (num(&s["share"]), num(&s["low"]), num(&s["high"]));
+            let (share, low, high) = side.outcomes.get(*name).map_or((0.0, 0.0, 0.0), |s| (s.share, s.low, s.high));
             let y = y + j as f64 * 12.0;
             let _ = write!(
                 svg,
@@ -113,11 +110,10 @@ fn outcomes(p: &Value, other: Option<&Value>) -> String {
 
 /// The turns games took, as a histogram of the share of games per number of turns (the copies'
 /// bars side by side), with each copy's median and p10–p90 under it.
-fn turns_chart(p: &Value, other: Option<&Value>) -> String {
-    let sides: Vec<(&Value, &str)> =
+fn turns_chart(p: &PlayerReport, other: Option<&PlayerReport>) -> String {
+    let sides: Vec<(&PlayerReport, &str)> =
         [(Some(p), HERE), (other, THERE)].into_iter().filter_map(|(s, c)| Some((s?, c))).collect();
-    let counts =
-        |side: &Value| -> Vec<f64> { side["turns_histogram"].as_array().into_iter().flatten().map(num).collect() };
+    let counts = |side: &PlayerReport| -> Vec<f64> { side.turns_histogram.iter().map(|&k| k as f64).collect() };
     let most = sides.iter().map(|(s, _)| counts(s).len()).max().unwrap_or(0).max(1);
     let shares: Vec<Vec<f64>> = sides
         .iter()
@@ -155,27 +151,25 @@ fn turns_chart(p: &Value, other: Option<&Value>) -> String {
         );
     }
     for (j, (side, colour)) in sides.iter().enumerate() {
-        let t = &side["turns"];
+        let t = &side.turns;
         let _ = write!(
             svg,
             "<text x=10 y={} fill={colour} style=\"fill:{colour}\">median {}, p10 {}, p90 {}</text>",
             base + 34.0 + 14.0 * j as f64,
-            round(num(&t["median"])),
-            round(num(&t["p10"])),
-            round(num(&t["p90"]))
+            round(num(t.median)),
+            round(num(t.p10)),
+            round(num(t.p90))
         );
     }
     chart("Turns to finish (share of games)", svg)
 }
 
 /// Where a tracked field stood after each turn: the median as a line, p10–p90 as a band.
-fn band(field: &str, here: &Value, there: Option<&Value>) -> String {
-    let sides: Vec<(&Vec<Value>, &str)> = [(Some(here), HERE), (there, THERE)]
-        .into_iter()
-        .filter_map(|(s, c)| Some((s?["per_turn"].as_array()?, c)))
-        .collect();
+fn band(field: &str, here: &Tracked, there: Option<&Tracked>) -> String {
+    let sides: Vec<(&Vec<Spread>, &str)> =
+        [(Some(here), HERE), (there, THERE)].into_iter().filter_map(|(s, c)| Some((&s?.per_turn, c))).collect();
     let turns = sides.iter().map(|(t, _)| t.len()).max().unwrap_or(0).max(1);
-    let values = sides.iter().flat_map(|(t, _)| t.iter()).flat_map(|s| [num(&s["p10"]), num(&s["p90"])]);
+    let values = sides.iter().flat_map(|(t, _)| t.iter()).flat_map(|s| [num(s.p10), num(s.p90)]);
     let (low, high) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| (l.min(x), h.max(x)));
     let (low, high) = if low.is_finite() && high > low { (low, high) } else { (low.min(0.0), low.max(0.0) + 1.0) };
     let (width, height) = (320.0, 170.0);
@@ -184,13 +178,13 @@ fn band(field: &str, here: &Value, there: Option<&Value>) -> String {
     let mut svg = svg_open(width, height);
     // The other copy first, so this copy's line lies on top where they agree.
     for (per_turn, colour) in sides.iter().rev() {
-        let at = |i: usize, key: &str| (x(i), y(num(&per_turn[i][key])));
+        let at = |i: usize, value: fn(&Spread) -> Option<f64>| (x(i), y(num(value(&per_turn[i]))));
         let upper: Vec<String> =
-            (0..per_turn.len()).map(|i| at(i, "p90")).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+            (0..per_turn.len()).map(|i| at(i, |s| s.p90)).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
         let lower: Vec<String> =
-            (0..per_turn.len()).rev().map(|i| at(i, "p10")).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+            (0..per_turn.len()).rev().map(|i| at(i, |s| s.p10)).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
         let median: Vec<String> =
-            (0..per_turn.len()).map(|i| at(i, "median")).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+            (0..per_turn.len()).map(|i| at(i, |s| s.median)).map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
         let _ = write!(
             svg,
             "<polygon points=\"{} {}\" fill={colour} opacity=.18 /><polyline points=\"{}\" fill=none stroke={colour} stroke-width=2 />",
@@ -215,17 +209,17 @@ fn band(field: &str, here: &Value, there: Option<&Value>) -> String {
 }
 
 /// The differences of one player's outcomes between the two copies, as a table.
-fn differences(against: &Value, player: &str) -> String {
+fn differences(against: &Against, player: &str) -> String {
     let mut rows = String::new();
-    for d in against["differences"].as_array().into_iter().flatten().filter(|d| d["player"] == player) {
-        let beyond = d["beyond_noise"] == true;
+    for d in against.differences.iter().filter(|d| d.player == player) {
+        let beyond = d.beyond_noise;
         let _ = write!(
             rows,
             "<tr><td>{}</td><td>{:+.1} points</td><td>{:.1} to {:.1}</td><td class={}>{}</td></tr>",
-            escape(text(&d["outcome"])),
-            num(&d["delta"]) * 100.0,
-            num(&d["low"]) * 100.0,
-            num(&d["high"]) * 100.0,
+            escape(&d.outcome),
+            d.delta * 100.0,
+            d.low * 100.0,
+            d.high * 100.0,
             if beyond { "beyond" } else { "within" },
             if beyond { "beyond noise" } else { "within noise" }
         );
@@ -243,16 +237,12 @@ fn svg_open(width: f64, height: f64) -> String {
     format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width={width} height={height} viewBox=\"0 0 {width} {height}\">")
 }
 
-fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
+fn num(v: Option<f64>) -> f64 {
+    v.unwrap_or(0.0)
 }
 
 fn round(x: f64) -> String {
     ruleweave::text::decimals(x, 1)
-}
-
-fn text(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
 }
 
 /// Text as HTML shows it.

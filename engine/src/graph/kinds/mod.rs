@@ -61,7 +61,7 @@ pub(crate) enum Step<'a, T> {
 
 impl<T> Step<'_, T> {
     /// The result, waited for if need be.
-    pub async fn result(self) -> Result<T> {
+    pub(crate) async fn result(self) -> Result<T> {
         match self {
             Step::Now(r) => r,
             Step::Later(f) => f.await,
@@ -126,7 +126,7 @@ const MAX_CONCURRENCY: usize = 64;
 
 impl MapOver {
     /// The items to run over: what `over` returns, which must be a list.
-    pub fn items(&self, env: &Env<'_>, node: usize, state: &mut Dynamic) -> Result<rhai::Array> {
+    pub(crate) fn items(&self, env: &Env<'_>, node: usize, state: &mut Dynamic) -> Result<rhai::Array> {
         let items = env.sandbox.call(&self.over, state, (), Some(env.tag(node)))?;
         if !items.is_array() {
             return Err(Error::new(
@@ -220,24 +220,24 @@ impl schemars::JsonSchema for NodeDecl {
 
 impl NodeDecl {
     /// The value of `key`, if the node has it.
-    pub fn get(&self, key: &str) -> Option<&Spanned<Json>> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Spanned<Json>> {
         self.0.get(key)
     }
 
     /// The node's `doc`.
-    pub fn doc(&self) -> String {
+    pub(crate) fn doc(&self) -> String {
         self.get("doc").and_then(|d| d.value.as_str()).unwrap_or_default().to_owned()
     }
 
     /// The keys the node has.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
 }
 
 impl Load<'_> {
     /// Loads a node: exactly one kind key, only keys that kind takes, then the kind's own checks.
-    pub fn node(&mut self, name: &str, d: &NodeDecl, at: Origin) -> Option<Box<dyn Kind>> {
+    pub(crate) fn node(&mut self, name: &str, d: &NodeDecl, at: Origin) -> Option<Box<dyn Kind>> {
         let found: Vec<&KindDef> = KINDS.iter().filter(|k| d.get(k.key).is_some()).collect();
         let [kind] = found.as_slice() else {
             let keys: Vec<String> = KINDS.iter().map(|k| format!("`{}`", k.key)).collect();
@@ -270,7 +270,7 @@ impl Load<'_> {
     }
 
     /// A string key of a node (`prompt: judge.j2`); reported when it holds something else.
-    pub fn string(&mut self, d: &NodeDecl, key: &str) -> Option<Spanned<String>> {
+    pub(crate) fn string(&mut self, d: &NodeDecl, key: &str) -> Option<Spanned<String>> {
         let v = d.get(key)?;
         match &v.value {
             Json::String(s) => Some(Spanned::new(s.clone(), v.referenced, v.defined)),
@@ -284,7 +284,7 @@ impl Load<'_> {
 
     /// A node's `map: {over, concurrency}`, checked; `None` when it has none or it is wrong
     /// (reported).
-    pub fn map_over(&mut self, d: &NodeDecl) -> Option<MapOver> {
+    pub(crate) fn map_over(&mut self, d: &NodeDecl) -> Option<MapOver> {
         let decl = d.get("map")?;
         let (m, at) = self.parse::<MapDecl>(d, "map")?;
         if m.concurrency == 0 || m.concurrency > MAX_CONCURRENCY {
@@ -300,7 +300,7 @@ impl Load<'_> {
     }
 
     /// A structured key of a node (`history: {from, last, roles}`), as `T`.
-    pub fn parse<T: DeserializeOwned>(&mut self, d: &NodeDecl, key: &str) -> Option<(T, Origin)> {
+    pub(crate) fn parse<T: DeserializeOwned>(&mut self, d: &NodeDecl, key: &str) -> Option<(T, Origin)> {
         let v = d.get(key)?;
         let at = self.at(v);
         match T::deserialize(&v.value) {

@@ -17,7 +17,7 @@ pub(super) struct Files {
 }
 
 impl Files {
-    pub fn new(root: &Path) -> Self {
+    pub(super) fn new(root: &Path) -> Self {
         let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         Files { root: root.to_path_buf(), real_root, read: Vec::new() }
     }
@@ -25,7 +25,7 @@ impl Files {
     /// Reads the file at `rel` (relative to the root; `what` names it in errors) and records it
     /// for the version. A file whose real path (links resolved) lies outside the root is
     /// refused, unread.
-    pub fn read(&mut self, rel: &str, what: &str) -> Result<Vec<u8>, Error> {
+    pub(super) fn read(&mut self, rel: &str, what: &str) -> Result<Vec<u8>, Error> {
         let real = self.inside(&self.root.join(rel), rel, what)?;
         let bytes = std::fs::read(&real).map_err(|e| io_error(rel, what, &e))?;
         self.read.push((rel.to_owned(), bytes.clone()));
@@ -34,7 +34,7 @@ impl Files {
 
     /// Reads every `*.ext` file under `top/dir/` (recursively), sorted by path: the files, and
     /// the problems met (unreadable files, links out of the root, links to directories).
-    pub fn dir(&mut self, top: &str, dir: &str, ext: &str) -> (Vec<(String, Vec<u8>)>, Vec<Error>) {
+    pub(super) fn dir(&mut self, top: &str, dir: &str, ext: &str) -> (Vec<(String, Vec<u8>)>, Vec<Error>) {
         let mut paths = Vec::new();
         let mut errors = Vec::new();
         self.walk(&self.root.join(top).join(dir), ext, &mut paths, &mut errors);
@@ -50,7 +50,7 @@ impl Files {
     }
 
     /// The content hash of everything read (12 hex digits).
-    pub fn version(&self) -> String {
+    pub(super) fn version(&self) -> String {
         let mut files: Vec<&(String, Vec<u8>)> = self.read.iter().collect();
         files.sort_by(|a, b| a.0.cmp(&b.0));
         let mut h = Sha256::new();
@@ -64,12 +64,12 @@ impl Files {
     }
 
     /// The paths read, relative to the root.
-    pub fn paths(&self) -> Vec<String> {
+    pub(super) fn paths(&self) -> Vec<String> {
         self.read.iter().map(|(p, _)| p.clone()).collect()
     }
 
     /// Each file read with a hash of its content, by path.
-    pub fn hashes(&self) -> std::collections::BTreeMap<String, u64> {
+    pub(super) fn hashes(&self) -> std::collections::BTreeMap<String, u64> {
         self.read.iter().map(|(p, bytes)| (p.clone(), crate::text::hash(&String::from_utf8_lossy(bytes)))).collect()
     }
 

@@ -58,7 +58,7 @@ pub fn host_functions() -> &'static [HostFn] {
 
 pub(crate) fn register_all(engine: &mut Engine, shared: &Arc<HostShared>) {
     for f in HOST_FUNCTIONS {
-        (f.register)(&mut Reg { engine, volatile: f.volatile }, shared);
+        (f.register)(&mut Reg { engine, name: f.name, volatile: f.volatile }, shared);
     }
 }
 
@@ -70,7 +70,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "input() -> map",
         doc: "This turn's input, as the pack's `input:` section declares it.",
         register: |e, _| {
-            e.register_fn("input", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.input.clone())));
+            e.register_fn(|ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.input.clone())));
         },
     },
     HostFn {
@@ -79,7 +79,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "option(name: string) -> value",
         doc: "The session's value of an option (`option(\"difficulty\")`).",
         register: |e, _| {
-            e.register_fn("option", |ctx: NativeCallContext<'_>, name: &str| {
+            e.register_fn(|ctx: NativeCallContext<'_>, name: &str| {
                 with_turn(&ctx, |t| {
                     t.turn.options.get(name).cloned().ok_or_else(|| {
                         let known: Vec<&str> = t.turn.options.keys().map(|k| k.as_str()).collect();
@@ -96,7 +96,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "A parameter from the pack's `params:` section (`param(\"thresholds\")`).",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn("param", move |name: &str| -> RhaiResult<Dynamic> {
+            e.register_fn(move |name: &str| -> RhaiResult<Dynamic> {
                 shared.params.get(name).cloned().ok_or_else(|| {
                     let known: Vec<&str> = shared.params.keys().map(|k| k.as_str()).collect();
                     format!("unknown parameter `{name}` (params: {})", known.join(", ")).into()
@@ -110,9 +110,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "session_id() -> string",
         doc: "The id of the running session.",
         register: |e, _| {
-            e.register_fn("session_id", |ctx: NativeCallContext<'_>| {
-                with_turn(&ctx, |t| Ok(t.turn.session_id.to_string()))
-            });
+            e.register_fn(|ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.session_id.to_string())));
         },
     },
     HostFn {
@@ -121,7 +119,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "turn_number() -> int",
         doc: "The number of the running turn: 1 for a session's first turn, 0 while a session opens.",
         register: |e, _| {
-            e.register_fn("turn_number", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.turn as INT)));
+            e.register_fn(|ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.turn as INT)));
         },
     },
     HostFn {
@@ -131,7 +129,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "When the turn began, in unix milliseconds: the same for every call in a turn, recorded \
               with the turn so a replay sees the same time.",
         register: |e, _| {
-            e.register_fn("now", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.now_ms as INT)));
+            e.register_fn(|ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(t.turn.now_ms as INT)));
         },
     },
     // ---- prompts and models ---------------------------------------------------------------
@@ -143,7 +141,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               `options` and `input`. State fields are not visible unless passed in `vars`.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn("render", move |ctx: NativeCallContext<'_>, name: &str, vars: Map| {
+            e.register_fn(move |ctx: NativeCallContext<'_>, name: &str, vars: Map| {
                 with_turn(&ctx, |t| {
                     shared
                         .prompts
@@ -163,7 +161,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               through a function pointer is refused).",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn("llm", move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| {
+            e.register_fn(move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| {
                 ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])
             });
         },
@@ -176,13 +174,10 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               the reply holds no valid JSON, so a caller can fall back.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn(
-                "llm_json",
-                move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| -> RhaiResult<Dynamic> {
-                    let reply = ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])?;
-                    value::parse_json_reply(&reply).map(|v| value::from_json(&v)).map_err(|e| e.into())
-                },
-            );
+            e.register_fn(move |ctx: NativeCallContext<'_>, profile: &str, prompt: &str| -> RhaiResult<Dynamic> {
+                let reply = ask(&ctx, &shared, profile, vec![Message::new("user", prompt)])?;
+                value::parse_json_reply(&reply).map(|v| value::from_json(&v)).map_err(|e| e.into())
+            });
         },
     },
     HostFn {
@@ -196,18 +191,15 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               provider answers with the profile's own model).",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("llm_chat", move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
+            e.register_fn(move |ctx: NativeCallContext<'_>, profile: &str, messages: Array| {
                 let messages = as_messages(&messages)?;
                 ask(&ctx, &s, profile, messages)
             });
             let shared = shared.clone();
-            e.register_fn(
-                "llm_chat",
-                move |ctx: NativeCallContext<'_>, profile: &str, messages: Array, settings: Map| {
-                    let messages = as_messages(&messages)?;
-                    ask_with(&ctx, &shared, profile, messages, &settings)
-                },
-            );
+            e.register_fn(move |ctx: NativeCallContext<'_>, profile: &str, messages: Array, settings: Map| {
+                let messages = as_messages(&messages)?;
+                ask_with(&ctx, &shared, profile, messages, &settings)
+            });
         },
     },
     HostFn {
@@ -217,7 +209,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The last model call the running node made in this turn: `#{model, provider, prompt_tokens, \
               completion_tokens, latency_ms, attempts}` (`()` before any), to record what a reply cost.",
         register: |e, _| {
-            e.register_fn("last_call", |ctx: NativeCallContext<'_>| -> RhaiResult<Dynamic> {
+            e.register_fn(|ctx: NativeCallContext<'_>| -> RhaiResult<Dynamic> {
                 with_turn(&ctx, |tag| {
                     let Some(c) = tag.turn.last_call(&tag.node) else { return Ok(Dynamic::UNIT) };
                     let mut m = Map::new();
@@ -242,8 +234,8 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               recorded with the turn's model exchanges. Throws when the search fails, so a caller can \
               go on without it. Like `llm`, a script calling it runs on a thread that may wait.",
         register: |e, _| {
-            e.register_fn("search", |ctx: NativeCallContext<'_>, query: &str| web_search(&ctx, query, 5));
-            e.register_fn("search", |ctx: NativeCallContext<'_>, query: &str, max: INT| {
+            e.register_fn(|ctx: NativeCallContext<'_>, query: &str| web_search(&ctx, query, 5));
+            e.register_fn(|ctx: NativeCallContext<'_>, query: &str, max: INT| {
                 web_search(&ctx, query, max.clamp(1, 20) as usize)
             });
         },
@@ -256,7 +248,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               prompt_tokens, completion_tokens}}` (a map node's items counted together; the stand-in's \
               are estimates).",
         register: |e, _| {
-            e.register_fn("tokens_spent", |ctx: NativeCallContext<'_>| -> RhaiResult<Map> {
+            e.register_fn(|ctx: NativeCallContext<'_>| -> RhaiResult<Map> {
                 with_turn(&ctx, |tag| {
                     let mut out = Map::new();
                     for (node, calls, prompt, completion) in tag.turn.tokens_by_node() {
@@ -280,7 +272,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               problem (`/scenes/0/mechanics: [] has less than 1 item`); empty when it is valid.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn("schema_errors", move |name: &str, v: Dynamic| -> RhaiResult<Array> {
+            e.register_fn(move |name: &str, v: Dynamic| -> RhaiResult<Array> {
                 let s = schema_of(&shared, name)?;
                 Ok(s.errors(&value::to_json(&v)).into_iter().map(Dynamic::from).collect())
             });
@@ -294,7 +286,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               out filled in, at every depth (what a model's reply to that schema gets before `then`).",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn("with_defaults", move |name: &str, v: Dynamic| -> RhaiResult<Dynamic> {
+            e.register_fn(move |name: &str, v: Dynamic| -> RhaiResult<Dynamic> {
                 let s = schema_of(&shared, name)?;
                 let mut json = value::to_json(&v);
                 s.with_defaults(&mut json);
@@ -313,11 +305,11 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               every part optional. `random` breaks ties the same way when a turn is replayed.",
         register: |e, shared| {
             let shared = shared.clone();
-            e.register_fn("query", move |ctx: NativeCallContext<'_>, table: &str, q: Map| -> RhaiResult<Array> {
+            e.register_fn(move |ctx: NativeCallContext<'_>, table: &str, q: Map| -> RhaiResult<Array> {
                 let t = table_of(&shared, table)?;
                 with_turn(&ctx, |tag| {
                     let counts = tag.turn.counts(table);
-                    t.query(&q, counts.as_deref(), tag.turn.random_u64()).map_err(|e| e.into())
+                    t.query(&q, counts.as_deref(), tag.turn.random_u64()).map_err(thrown)
                 })
             });
         },
@@ -330,16 +322,13 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               session of the pack: counted when the turn commits, never when it is undone.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("count", move |ctx: NativeCallContext<'_>, table: &str, key: &str| {
+            e.register_fn(move |ctx: NativeCallContext<'_>, table: &str, key: &str| {
                 bump(&ctx, &s, table, key, None, 1)
             });
             let s = shared.clone();
-            e.register_fn(
-                "count",
-                move |ctx: NativeCallContext<'_>, table: &str, key: &str, counter: &str, by: INT| {
-                    bump(&ctx, &s, table, key, Some(counter), by)
-                },
-            );
+            e.register_fn(move |ctx: NativeCallContext<'_>, table: &str, key: &str, counter: &str, by: INT| {
+                bump(&ctx, &s, table, key, Some(counter), by)
+            });
         },
     },
     // ---- text -----------------------------------------------------------------------------
@@ -349,7 +338,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "fold(text: string) -> string",
         doc: "Lowercase without diacritics: `fold(\"Załoga\") == \"zaloga\"`.",
         register: |e, _| {
-            e.register_fn("fold", |s: &str| text::fold(s));
+            e.register_fn(|s: &str| text::fold(s));
         },
     },
     HostFn {
@@ -359,10 +348,10 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The folded words of `text` (runs of letters and digits); with `min_chars`, only the words \
               that long or longer.",
         register: |e, _| {
-            e.register_fn("words", |s: &str| -> Array {
+            e.register_fn(|s: &str| -> Array {
                 text::words(&text::fold(s)).map(|w| Dynamic::from(w.to_owned())).collect()
             });
-            e.register_fn("words", |s: &str, min: INT| -> Array {
+            e.register_fn(|s: &str, min: INT| -> Array {
                 let min = min.max(0) as usize;
                 text::words(&text::fold(s))
                     .filter(|w| w.chars().count() >= min)
@@ -378,12 +367,12 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The folded words of `text` but those of `skip` (a text, or a list of words), joined by \
               spaces: `words_without(\"What else about oat milk?\", \"oat milk\")` is `\"what else about\"`.",
         register: |e, _| {
-            e.register_fn("words_without", |s: &str, skip: &str| -> String {
+            e.register_fn(|s: &str, skip: &str| -> String {
                 let skip = text::fold(skip);
                 let skip: Vec<&str> = text::words(&skip).collect();
                 text::words_without(s, &skip)
             });
-            e.register_fn("words_without", |s: &str, skip: Array| -> String {
+            e.register_fn(|s: &str, skip: Array| -> String {
                 let skip: Vec<String> = skip.iter().map(|w| text::fold(&w.to_string())).collect();
                 let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
                 text::words_without(s, &skip)
@@ -396,7 +385,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "distinct(list: array) -> array",
         doc: "The items of `list` without repeats, in the order they first appear.",
         register: |e, _| {
-            e.register_fn("distinct", |list: Array| -> Array {
+            e.register_fn(|list: Array| -> Array {
                 // Strings (the usual items) are compared as they are; anything else by its JSON.
                 let mut strings = std::collections::HashSet::new();
                 let mut others = std::collections::HashSet::new();
@@ -415,7 +404,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "word_count(text: string) -> int",
         doc: "How many whitespace-separated words `text` has.",
         register: |e, _| {
-            e.register_fn("word_count", |s: &str| text::word_count(s) as INT);
+            e.register_fn(|s: &str| text::word_count(s) as INT);
         },
     },
     HostFn {
@@ -424,7 +413,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "truncate_words(text: string, limit: int) -> string",
         doc: "The first `limit` words of `text`.",
         register: |e, _| {
-            e.register_fn("truncate_words", |s: &str, n: INT| text::truncate_words(s, n.max(0) as usize));
+            e.register_fn(|s: &str, n: INT| text::truncate_words(s, n.max(0) as usize));
         },
     },
     HostFn {
@@ -435,7 +424,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               `labelled(prompt, \"Player: \")` is every line a transcript gives the player. How a stand-in \
               model reads the parts of its prompt without a loop over its lines.",
         register: |e, _| {
-            e.register_fn("labelled", |text: &str, label: &str| -> Array {
+            e.register_fn(|text: &str, label: &str| -> Array {
                 text.lines()
                     .filter_map(|line| line.strip_prefix(label))
                     .map(|rest| Dynamic::from(rest.to_owned()))
@@ -453,7 +442,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               finds `załogi`).",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("keywords_found", move |t: &str, table: &str| -> RhaiResult<Array> {
+            e.register_fn(move |t: &str, table: &str| -> RhaiResult<Array> {
                 match s.folded.get(table) {
                     Some(Folded::Table(names, set)) => {
                         let found = set.found(&text::fold(t));
@@ -470,7 +459,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
                     }
                 }
             });
-            e.register_fn("keywords_found", |t: &str, table: Map| -> RhaiResult<Array> {
+            e.register_fn(|t: &str, table: Map| -> RhaiResult<Array> {
                 let t = text::fold(t);
                 let mut found = Array::new();
                 for (name, kws) in &table {
@@ -491,13 +480,13 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               ignoring case and diacritics, at the start of a word.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("contains_any", move |t: &str, list: &str| -> RhaiResult<bool> {
+            e.register_fn(move |t: &str, list: &str| -> RhaiResult<bool> {
                 match s.folded.get(list) {
                     Some(Folded::List(set)) => Ok(set.found(&text::fold(t))[0]),
                     _ => Err(format!("parameter `{list}` is not a list of phrases").into()),
                 }
             });
-            e.register_fn("contains_any", |t: &str, list: Array| -> RhaiResult<bool> {
+            e.register_fn(|t: &str, list: Array| -> RhaiResult<bool> {
                 Ok(text::contains_any(t, str_list(&list, "phrases")?.iter().map(|p| p.as_str())))
             });
         },
@@ -509,7 +498,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Whether the regular expression `pattern` (case-insensitive, linear-time) matches `text`.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("matches", move |t: &str, p: &str| -> RhaiResult<bool> { Ok(s.regex(p)?.is_match(t)) });
+            e.register_fn(move |t: &str, p: &str| -> RhaiResult<bool> { Ok(s.regex(p)?.is_match(t)) });
         },
     },
     HostFn {
@@ -521,7 +510,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               \"Friends\". For reading a model's reply by its headings.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("after_match", move |t: &str, p: &str| -> RhaiResult<Dynamic> {
+            e.register_fn(move |t: &str, p: &str| -> RhaiResult<Dynamic> {
                 Ok(s.regex(p)?.find(t).map_or(Dynamic::UNIT, |m| Dynamic::from(t[m.end()..].to_owned())))
             });
         },
@@ -533,7 +522,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Whether any of the patterns (a list, or the name of a parameter holding one) matches.",
         register: |e, shared| {
             let s = shared.clone();
-            e.register_fn("matches_any", move |t: &str, list: Array| -> RhaiResult<bool> {
+            e.register_fn(move |t: &str, list: Array| -> RhaiResult<bool> {
                 for p in str_list(&list, "patterns")? {
                     if s.regex(&p)?.is_match(t) {
                         return Ok(true);
@@ -542,9 +531,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
                 Ok(false)
             });
             let s = shared.clone();
-            e.register_fn("matches_any", move |t: &str, name: &str| -> RhaiResult<bool> {
-                Ok(s.regex_set(name)?.is_match(t))
-            });
+            e.register_fn(move |t: &str, name: &str| -> RhaiResult<bool> { Ok(s.regex_set(name)?.is_match(t)) });
         },
     },
     HostFn {
@@ -555,7 +542,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               in the scorers of a selector with `similarity:` embeddings: there two texts that both \
               have vectors (focus descriptions, the texts it names) compare by the cosine of those.",
         register: |e, _| {
-            e.register_fn("similarity", |ctx: NativeCallContext<'_>, a: &str, b: &str| {
+            e.register_fn(|ctx: NativeCallContext<'_>, a: &str, b: &str| {
                 text::similarity_in(embeddings(&ctx).as_deref(), a, b) as FLOAT
             });
         },
@@ -567,14 +554,11 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "The highest `similarity` of `text` to any of `others` (0.0 when there are none): is this \
               what was said before?",
         register: |e, _| {
-            e.register_fn(
-                "max_similarity",
-                |ctx: NativeCallContext<'_>, t: &str, others: Array| -> RhaiResult<FLOAT> {
-                    let others = str_list(&others, "others")?;
-                    let e = embeddings(&ctx);
-                    Ok(text::max_similarity_in(e.as_deref(), t, others.iter().map(|o| o.as_str())) as FLOAT)
-                },
-            );
+            e.register_fn(|ctx: NativeCallContext<'_>, t: &str, others: Array| -> RhaiResult<FLOAT> {
+                let others = str_list(&others, "others")?;
+                let e = embeddings(&ctx);
+                Ok(text::max_similarity_in(e.as_deref(), t, others.iter().map(|o| o.as_str())) as FLOAT)
+            });
         },
     },
     HostFn {
@@ -585,18 +569,15 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               `max_similarity(texts[i], texts.extract(0, i))` for every i, each text read once. How much \
               each message of a conversation repeats the earlier ones.",
         register: |e, _| {
-            e.register_fn(
-                "max_similarity_to_earlier",
-                |ctx: NativeCallContext<'_>, texts: Array| -> RhaiResult<Array> {
-                    let texts = str_list(&texts, "texts")?;
-                    let texts: Vec<&str> = texts.iter().map(|t| t.as_str()).collect();
-                    let e = embeddings(&ctx);
-                    Ok(text::max_similarity_to_earlier_in(e.as_deref(), &texts)
-                        .into_iter()
-                        .map(|s| Dynamic::from_float(s as FLOAT))
-                        .collect())
-                },
-            );
+            e.register_fn(|ctx: NativeCallContext<'_>, texts: Array| -> RhaiResult<Array> {
+                let texts = str_list(&texts, "texts")?;
+                let texts: Vec<&str> = texts.iter().map(|t| t.as_str()).collect();
+                let e = embeddings(&ctx);
+                Ok(text::max_similarity_to_earlier_in(e.as_deref(), &texts)
+                    .into_iter()
+                    .map(|s| Dynamic::from_float(s as FLOAT))
+                    .collect())
+            });
         },
     },
     HostFn {
@@ -607,7 +588,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               call succeeded), else `\"lexical\"`: the two have different scales, so a threshold can \
               depend on it.",
         register: |e, _| {
-            e.register_fn("similarity_kind", |ctx: NativeCallContext<'_>| -> ImmutableString {
+            e.register_fn(|ctx: NativeCallContext<'_>| -> ImmutableString {
                 if embeddings(&ctx).is_some() { "embedding".into() } else { "lexical".into() }
             });
         },
@@ -618,7 +599,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "parse_json(text: string) -> value",
         doc: "Parses JSON (also inside a ```json fence or surrounded by prose); throws when there is none.",
         register: |e, _| {
-            e.register_fn("parse_json", |s: &str| -> RhaiResult<Dynamic> {
+            e.register_fn(|s: &str| -> RhaiResult<Dynamic> {
                 value::parse_json_reply(s).map(|v| value::from_json(&v)).map_err(|e| e.into())
             });
         },
@@ -629,7 +610,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "to_json(value) -> string",
         doc: "The value as compact JSON.",
         register: |e, _| {
-            e.register_fn("to_json", |v: Dynamic| value::to_json(&v).to_string());
+            e.register_fn(|v: Dynamic| value::to_json(&v).to_string());
         },
     },
     HostFn {
@@ -639,7 +620,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "A stable hash of `text` (the same on every machine and version), for deterministic \
               choices such as a stand-in model's.",
         register: |e, _| {
-            e.register_fn("hash", |s: &str| (text::hash(s) >> 1) as INT);
+            e.register_fn(|s: &str| (text::hash(s) >> 1) as INT);
         },
     },
     HostFn {
@@ -649,8 +630,8 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "`x` with at most `digits` decimals, as people read it: `decimals(0.6454972, 2)` is \"0.65\", \
               `decimals(2.0, 2)` is \"2\" (for reasons and messages; a number in the state stays whole).",
         register: |e, _| {
-            e.register_fn("decimals", |x: FLOAT, digits: INT| crate::text::decimals(x, digits.clamp(0, 17) as usize));
-            e.register_fn("decimals", |x: INT, _: INT| x.to_string());
+            e.register_fn(|x: FLOAT, digits: INT| crate::text::decimals(x, digits.clamp(0, 17) as usize));
+            e.register_fn(|x: INT, _: INT| x.to_string());
         },
     },
     HostFn {
@@ -659,9 +640,9 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "clamp(x: number, lo: number, hi: number) -> number",
         doc: "`x` limited to [lo, hi].",
         register: |e, _| {
-            e.register_fn("clamp", |x: INT, lo: INT, hi: INT| x.max(lo).min(hi));
-            e.register_fn("clamp", |x: FLOAT, lo: FLOAT, hi: FLOAT| x.max(lo).min(hi));
-            e.register_fn("clamp", |x: FLOAT, lo: INT, hi: INT| x.max(lo as FLOAT).min(hi as FLOAT));
+            e.register_fn(|x: INT, lo: INT, hi: INT| x.max(lo).min(hi));
+            e.register_fn(|x: FLOAT, lo: FLOAT, hi: FLOAT| x.max(lo).min(hi));
+            e.register_fn(|x: FLOAT, lo: INT, hi: INT| x.max(lo as FLOAT).min(hi as FLOAT));
         },
     },
     // ---- randomness (seeded per session and turn, so replays repeat it) --------------------
@@ -671,7 +652,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "random() -> float",
         doc: "A random float in [0, 1), from the session's seeded generator.",
         register: |e, _| {
-            e.register_fn("random", |ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(random_f64(&t.turn))));
+            e.register_fn(|ctx: NativeCallContext<'_>| with_turn(&ctx, |t| Ok(random_f64(&t.turn))));
         },
     },
     HostFn {
@@ -680,7 +661,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "random_int(lo: int, hi: int) -> int",
         doc: "A random integer in [lo, hi], from the session's seeded generator.",
         register: |e, _| {
-            e.register_fn("random_int", |ctx: NativeCallContext<'_>, lo: INT, hi: INT| {
+            e.register_fn(|ctx: NativeCallContext<'_>, lo: INT, hi: INT| {
                 with_turn(&ctx, |t| {
                     if hi < lo {
                         return Err(format!("random_int({lo}, {hi}): hi is below lo").into());
@@ -697,7 +678,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "pick(list: array) -> value",
         doc: "A random item of `list` (throws on an empty list).",
         register: |e, _| {
-            e.register_fn("pick", |ctx: NativeCallContext<'_>, list: Array| {
+            e.register_fn(|ctx: NativeCallContext<'_>, list: Array| {
                 with_turn(&ctx, |t| {
                     if list.is_empty() {
                         return Err("pick() of an empty list".into());
@@ -713,7 +694,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "shuffle(list: array) -> array",
         doc: "The items of `list` in random order.",
         register: |e, _| {
-            e.register_fn("shuffle", |ctx: NativeCallContext<'_>, mut list: Array| {
+            e.register_fn(|ctx: NativeCallContext<'_>, mut list: Array| {
                 with_turn(&ctx, |t| {
                     for i in (1..list.len()).rev() {
                         let j = below(&t.turn, i as u64 + 1) as usize;
@@ -731,7 +712,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "emit(name: string, data)",
         doc: "Emits a custom event with the turn's events (shown by `run`, streamed by the server).",
         register: |e, _| {
-            e.register_fn("emit", |ctx: NativeCallContext<'_>, name: &str, data: Dynamic| {
+            e.register_fn(|ctx: NativeCallContext<'_>, name: &str, data: Dynamic| {
                 with_turn(&ctx, |t| {
                     t.turn.emit(Event::Custom {
                         node: t.node.to_string(),
@@ -749,7 +730,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "log(message: string)",
         doc: "Logs a message (tracing at info level, and a `log` event).",
         register: |e, _| {
-            e.register_fn("log", |ctx: NativeCallContext<'_>, msg: &str| {
+            e.register_fn(|ctx: NativeCallContext<'_>, msg: &str| {
                 with_turn(&ctx, |t| {
                     tracing::info!(target: "ruleweave::script", node = %t.node, "{msg}");
                     t.turn.emit(Event::Log { node: t.node.to_string(), level: "info".into(), message: msg.to_owned() });
@@ -764,7 +745,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         signature: "warn(message: string)",
         doc: "Logs a warning (tracing at warn level, and a `log` event).",
         register: |e, _| {
-            e.register_fn("warn", |ctx: NativeCallContext<'_>, msg: &str| {
+            e.register_fn(|ctx: NativeCallContext<'_>, msg: &str| {
                 with_turn(&ctx, |t| {
                     tracing::warn!(target: "ruleweave::script", node = %t.node, "{msg}");
                     t.turn.emit(Event::Log { node: t.node.to_string(), level: "warn".into(), message: msg.to_owned() });
@@ -780,7 +761,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         doc: "Refuses the turn's input (or the session's options, in `init`): the turn fails as invalid input \
               with `message` (HTTP 422), not as a script error, and nothing changes.",
         register: |e, _| {
-            e.register_fn("refuse", |msg: &str| -> RhaiResult<()> {
+            e.register_fn(|msg: &str| -> RhaiResult<()> {
                 Err(thrown(crate::error::Error::new(crate::error::ErrorKind::Input, msg)))
             });
         },

@@ -2,19 +2,21 @@
 
 use rhai::{Engine, FuncRegistration, RhaiNativeFunc, Variant};
 
-/// Where a host function registers its overloads: the engine, with the function's volatility.
+/// Where a host function registers its overloads: the engine, under the name of its table entry
+/// (written once, so the reference and what scripts call cannot differ), with its volatility.
 pub(super) struct Reg<'a> {
     pub engine: &'a mut Engine,
+    pub name: &'static str,
     pub volatile: bool,
 }
 
 impl Reg<'_> {
-    pub fn register_fn<A: 'static, const N: usize, const X: bool, R: Variant + Clone, const F: bool>(
+    /// Registers one overload of the function.
+    pub(super) fn register_fn<A: 'static, const N: usize, const X: bool, R: Variant + Clone, const F: bool>(
         &mut self,
-        name: &str,
         func: impl RhaiNativeFunc<A, N, X, R, F> + Send + Sync + 'static,
     ) -> &mut Self {
-        FuncRegistration::new(name).with_volatility(self.volatile).register_into_engine(self.engine, func);
+        FuncRegistration::new(self.name).with_volatility(self.volatile).register_into_engine(self.engine, func);
         self
     }
 }

@@ -37,7 +37,7 @@ pub(super) enum Folded {
 }
 
 impl HostShared {
-    pub fn new(
+    pub(crate) fn new(
         pack: String,
         params: Map,
         prompts: Arc<Prompts>,

@@ -18,14 +18,23 @@ pub(crate) struct CallTag {
 }
 
 impl CallTag {
-    pub fn new(turn: Arc<TurnCtx>, node: Arc<str>) -> Self {
+    pub(crate) fn new(turn: Arc<TurnCtx>, node: Arc<str>) -> Self {
         CallTag { turn, node, embeddings: None }
     }
 
     /// A tag for calls made outside any session (`ScriptCall`, `Selection`): turn `turn` of no
     /// session, with these options, its models from `provider`.
-    pub fn outside(name: &str, turn: u64, options: rhai::Map, provider: Arc<dyn crate::llm::Provider>) -> Self {
-        let ctx = TurnCtx::new(name.into(), turn, 0, 0, options, rhai::Map::new(), provider, None);
+    pub(crate) fn outside(name: &str, turn: u64, options: rhai::Map, provider: Arc<dyn crate::llm::Provider>) -> Self {
+        let ctx = TurnCtx::new(crate::turn::TurnStart {
+            session_id: name.into(),
+            turn,
+            seed: 0,
+            now_ms: 0,
+            options,
+            input: rhai::Map::new(),
+            provider,
+            live: None,
+        });
         CallTag::new(Arc::new(ctx), name.into())
     }
 }
