@@ -496,3 +496,76 @@ async fn simulate_batch(b: &mut Browser) -> (String, Value) {
         .await;
     (status.as_str().unwrap().to_owned(), shares)
 }
+
+/// A server with a token: the console asks for a key. Given a session's key, it opens that
+/// session (its conversation so far, under its pack), plays it, and keeps the key in the tab's
+/// session storage only; the operator's token shows the key of a session it opens, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_key_opens_its_session_in_the_console() {
+    let Some(exe) = chromium() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
+        return;
+    };
+    let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let token = "an-operator-token-for-the-console";
+    let server = start_with(root.path(), "memory", &[("RULEWEAVE_TOKEN", token)], &[]);
+    // The operator opens a session and plays a turn; the player gets the session's key.
+    let client = support::http();
+    let opened: Value = client
+        .post(format!("{}/v1/sessions", server.url))
+        .bearer_auth(token)
+        .json(&json!({"pack": "pirate"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, key) = (opened["id"].as_str().unwrap(), opened["key"].as_str().unwrap());
+    let played = client
+        .post(format!("{}/v1/sessions/{id}/turns", server.url))
+        .bearer_auth(key)
+        .json(&json!({"input": "Ahoy captain, I bring word from Tortuga!"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(played.status().is_success());
+
+    let mut b = Browser::launch(&exe).await;
+    b.size(1400, 900).await;
+    b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
+    // Without a key the page says the API needs one.
+    b.wait_for("!document.getElementById('problem').hidden").await;
+    assert!(b.text("#problem").await.contains("needs `Authorization: Bearer <key>`"), "{}", b.text("#problem").await);
+    // With the session's key: its session, its first turn on screen, under its pack.
+    b.eval(&format!(
+        "{{ const t = document.getElementById('token'); t.value = {key:?}; t.dispatchEvent(new Event('change')) }}"
+    ))
+    .await;
+    b.wait_for(&format!("document.getElementById('sid').textContent == {id:?}")).await;
+    assert_eq!(b.text("#pack-title").await, "pirate");
+    b.wait_for(
+        "document.getElementById('conversation').textContent.includes('Ahoy captain, I bring word from Tortuga!')",
+    )
+    .await;
+    let (_, status) = last_game_message(&mut b, 1).await;
+    assert!(status.starts_with("merit "), "{status}");
+    b.type_move("I have a map to the Spanish gold.").await;
+    let (reply, status) = last_game_message(&mut b, 2).await;
+    assert!(!reply.is_empty() && status.starts_with("merit "), "{reply} / {status}");
+    // The key is the tab's alone: in session storage, not local storage.
+    let stored = b.eval("[sessionStorage.getItem('ruleweave-token'), localStorage.getItem('ruleweave-token')]").await;
+    assert_eq!(stored, json!([key, null]));
+    b.eval("document.getElementById('problem').hidden = true").await;
+    looked_at(&mut b, "session-key").await;
+
+    // The operator's token: a session it opens shows its key, once.
+    b.eval(&format!(
+        "{{ const t = document.getElementById('token'); t.value = {token:?}; t.dispatchEvent(new Event('change')) }}"
+    ))
+    .await;
+    open_pack(&mut b, "pirate", json!({})).await;
+    let shown = b.text("#skey").await;
+    assert!(shown.starts_with("key rw_session_") && shown.contains("shown once"), "{shown}");
+}

@@ -562,6 +562,58 @@ fn a_file_in_the_root_does_not_redirect_a_key() {
     assert!(mock.seen().iter().all(|s| s.authorization.is_none()), "no key was sent");
 }
 
+/// For every provider the host knows and every variable that may hold its key (its own, and an
+/// alias: Google's for Gemini), a base URL in the root's `ruleweave.toml` is not where the key
+/// goes: the banner names the real endpoint, says the file's is not used, and the file's server
+/// hears nothing.
+#[test]
+fn no_file_in_the_root_redirects_any_providers_key() {
+    use support::mock_llm::MockLlm;
+    let mock = MockLlm::start();
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let providers = [
+        ("OPENAI", "https://api.openai.com/v1"),
+        ("ANTHROPIC", "https://api.anthropic.com"),
+        ("TAVILY", "https://api.tavily.com"),
+        ("GROQ", "https://api.groq.com/openai/v1"),
+        ("GEMINI", "https://generativelanguage.googleapis.com/v1beta/openai"),
+        ("OPENROUTER", "https://openrouter.ai/api/v1"),
+        ("TOGETHER", "https://api.together.xyz/v1"),
+        ("MISTRAL", "https://api.mistral.ai/v1"),
+    ];
+    let mut checked = 0;
+    for (provider, endpoint) in providers {
+        let section = if provider == "OPENAI" {
+            "llm".to_owned()
+        } else {
+            format!("providers.{}", provider.to_ascii_lowercase())
+        };
+        std::fs::write(root.path().join("ruleweave.toml"), format!("[{section}]\nbase_url = \"{}\"\n", mock.base_url))
+            .unwrap();
+        let own = format!("{provider}_API_KEY");
+        let aliases = ruleweave::llm::key_alias(provider).into_iter().map(str::to_owned);
+        for var in std::iter::once(own).chain(aliases) {
+            let out = support::run_with_stdin(
+                {
+                    let mut cmd = support::ruleweave(root.path());
+                    cmd.args(["play", "pirate", "--store", "memory", "--no-watch"]).env(&var, "a-secret-key");
+                    cmd
+                },
+                "",
+            );
+            let text = stdout(&out);
+            assert!(text.contains(&format!("{var} → {endpoint}")), "{provider} by {var}: {text}");
+            assert!(
+                text.contains(&format!("ruleweave.toml sends {provider} to {}, but {var} is set", mock.base_url)),
+                "{provider} by {var}: {text}"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, providers.len() + 1, "every provider, and Gemini's alias");
+    assert!(mock.seen().is_empty(), "the file's server heard nothing");
+}
+
 /// The console cannot be framed, sniffed, or made to run a script it does not carry (its policy
 /// allows its own inline script by hash and fetches from this server only); the browser test plays
 /// every pack under that policy.
@@ -747,4 +799,68 @@ async fn a_session_stream_closes_with_its_session() {
     let deleted = support::http().delete(&session).send().await.unwrap();
     assert!(deleted.status().is_success(), "{}", deleted.status());
     assert_eq!(follower.next().await.map(|(name, _)| name), None, "the stream ends with its session");
+}
+
+/// The running batches of simulated games `/metrics` counts.
+async fn simulations_running(url: &str) -> u64 {
+    let text = support::http().get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    let line = text.lines().find(|l| l.starts_with("ruleweave_simulations_running ")).expect(&text);
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Hanging up does not make room for another batch: a flood of simulate requests whose clients
+/// leave at once leaves at most one batch running, and that one stops at its next game once its
+/// client has gone; the server then takes a batch again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_hung_up_simulations_runs_one_batch_at_most() {
+    let server = support::start(
+        &repo_root(),
+        "memory",
+        &[("RULEWEAVE_SIMULATE_TURNS", "1000000"), ("RUST_LOG", "warn,ruleweave_host::server=info")],
+    );
+    let simulate = format!("{}/v1/packs/pirate/simulate", server.url);
+    // Each client asks for a long batch, then leaves before it could end.
+    let impatient = reqwest::Client::builder().timeout(std::time::Duration::from_millis(300)).build().unwrap();
+    for _ in 0..8 {
+        let r = impatient.post(&simulate).json(&json!({"games": 200})).send().await;
+        assert!(r.is_err() || r.unwrap().status() == StatusCode::TOO_MANY_REQUESTS, "a batch this long answers late");
+        assert!(simulations_running(&server.url).await <= 1, "more than one batch runs");
+    }
+    // The batch whose client left stops (the server says so), and the next one is taken.
+    server.wait_for_line("a batch of simulated games stopped: its client left");
+    assert_eq!(simulations_running(&server.url).await, 0);
+    let (status, body) = post(&simulate, json!({"games": 1, "players": ["liar"]})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// Simulate's page writes every text a client sent as text (its seed, its players' names), goes
+/// out with the console's headers (no framing, no script), and a seed is no place for a payload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulates_page_escapes_what_a_client_sent_and_is_never_framed() {
+    let server = support::start(&repo_root(), "memory", &[]);
+    let simulate = format!("{}/v1/packs/pirate/simulate", server.url);
+    let seed = "<script>alert('seed')</script><img src=x onerror=alert(1)>";
+    let r = support::http()
+        .post(&simulate)
+        .header("accept", "text/html")
+        .json(&json!({"games": 1, "players": ["liar"], "seed": seed}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let h = r.headers().clone();
+    let policy = h["content-security-policy"].to_str().unwrap();
+    assert!(policy.starts_with("default-src 'none'") && policy.contains("frame-ancestors 'none'"), "{policy}");
+    assert!(!policy.contains("script-src"), "the page runs no script: {policy}");
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    let page = r.text().await.unwrap();
+    assert!(!page.contains("<script") && !page.contains("<img"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert('seed')&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"),
+        "the seed, as text"
+    );
+    let (status, body) = post(&simulate, json!({"games": 1, "seed": "x".repeat(900_000)})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("`seed` is at most 200 characters"), "{body}");
 }

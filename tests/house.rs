@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::support::repo_root;
 
 /// A crate's modules: each file's module path (`store::sqlite`; `store` for `store/mod.rs`; empty
-/// for `lib.rs`), with its text up to its tests.
+/// for `lib.rs`), with its code up to its tests (`#[cfg(test)] mod ...`), comments removed.
 fn modules(src: &Path) -> BTreeMap<Vec<String>, String> {
     fn walk(dir: &Path, src: &Path, out: &mut BTreeMap<Vec<String>, String>) {
         for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
@@ -31,8 +31,9 @@ fn modules(src: &Path) -> BTreeMap<Vec<String>, String> {
                     continue;
                 }
                 let text = std::fs::read_to_string(&path).unwrap();
-                let code = text.split("\n#[cfg(test)]").next().unwrap_or("").to_owned();
-                out.insert(parts, code);
+                let code = text.split("\n#[cfg(test)]\nmod ").next().unwrap_or("");
+                let code: Vec<&str> = code.lines().filter(|l| !l.trim_start().starts_with("//")).collect();
+                out.insert(parts, code.join("\n"));
             }
         }
     }
@@ -41,66 +42,154 @@ fn modules(src: &Path) -> BTreeMap<Vec<String>, String> {
     out
 }
 
-/// The module paths a module's code names, each as written (`["store", "sqlite", "Thing"]`),
-/// made absolute from `crate`, `super` (the module's parent, once per `super`) and `self`.
+/// The paths of a use tree (`a::{b, c::{d, e}}` → `a::b`, `a::c::d`, `a::c::e`), from the start
+/// of `text` (a path, maybe followed by other code).
+fn use_tree(text: &str) -> Vec<Vec<String>> {
+    let mut prefix = Vec::new();
+    let mut rest = text.trim_start();
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            // The group, up to its matching brace, split at its own commas.
+            let (mut depth, mut end) = (1, group.len());
+            for (i, c) in group.char_indices() {
+                depth += match c {
+                    '{' => 1,
+                    '}' => -1,
+                    _ => 0,
+                };
+                if depth == 0 {
+                    end = i;
+                    break;
+                }
+            }
+            let (mut parts, mut depth, mut start) = (Vec::new(), 0, 0);
+            let inner = &group[..end];
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        parts.push(&inner[start..i]);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            parts.push(&inner[start..]);
+            return parts
+                .into_iter()
+                .filter(|p| !p.trim().is_empty())
+                .flat_map(|p| {
+                    use_tree(p).into_iter().map(|tail| prefix.iter().cloned().chain(tail).collect()).collect::<Vec<_>>()
+                })
+                .collect();
+        }
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if name.is_empty() {
+            break;
+        }
+        rest = rest[name.len()..].trim_start();
+        prefix.push(name);
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r.trim_start(),
+            None => break,
+        }
+    }
+    if prefix.is_empty() { Vec::new() } else { vec![prefix] }
+}
+
+/// The module paths a module's code names, each absolute (`["store", "sqlite", "Thing"]`), from
+/// `crate::`, `super::` (the module's parent, once per `super`) and `self::`.
 fn references(module: &[String], code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    for line in code.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
-        for (at, _) in line.match_indices(|c: char| c.is_ascii_alphabetic()) {
-            // Only where a path starts: not inside a longer name or path.
-            if line[..at].chars().last().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-                continue;
+    for (at, _) in code.match_indices(|c: char| c.is_ascii_alphabetic()) {
+        // Only where a path starts: not inside a longer name or path.
+        if code[..at].chars().last().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[at..];
+        let (base, tail) = if let Some(t) = rest.strip_prefix("crate::") {
+            (Vec::new(), t)
+        } else if rest.starts_with("super::") {
+            let (mut base, mut t) = (module.to_vec(), rest);
+            while let Some(next) = t.strip_prefix("super::") {
+                base.pop();
+                t = next;
             }
-            let rest = &line[at..];
-            let (mut base, mut tail) = if let Some(t) = rest.strip_prefix("crate::") {
-                (Vec::new(), t)
-            } else if rest.starts_with("super::") {
-                let (mut base, mut t) = (module.to_vec(), rest);
-                while let Some(next) = t.strip_prefix("super::") {
-                    base.pop();
-                    t = next;
-                }
-                (base, t)
-            } else if let Some(t) = rest.strip_prefix("self::") {
-                (module.to_vec(), t)
-            } else {
+            (base, t)
+        } else if let Some(t) = rest.strip_prefix("self::") {
+            (module.to_vec(), t)
+        } else {
+            continue;
+        };
+        out.extend(use_tree(tail).into_iter().map(|p| base.iter().cloned().chain(p).collect()));
+    }
+    out
+}
+
+/// What each module re-exports (`pub use error::ApiError;` in `server`): (module, name) → the path
+/// it stands for, absolute.
+fn reexports(
+    modules: &BTreeMap<Vec<String>, String>,
+    known: &BTreeSet<Vec<String>>,
+) -> BTreeMap<(Vec<String>, String), Vec<String>> {
+    let mut out = BTreeMap::new();
+    for (module, code) in modules {
+        for statement in code.split(';') {
+            let statement = statement.trim();
+            let Some(tree) =
+                ["pub use ", "pub(crate) use ", "pub(super) use "].iter().find_map(|p| statement.strip_prefix(p))
+            else {
                 continue;
             };
-            let mut path = Vec::new();
-            loop {
-                if let Some(group) = tail.strip_prefix('{') {
-                    let group = &group[..group.find('}').unwrap_or(group.len())];
-                    for part in group.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-                        let mut one = base.clone();
-                        one.extend(path.iter().cloned());
-                        one.extend(part.split("::").map(|p| p.trim().to_owned()));
-                        out.push(one);
+            for path in use_tree(tree) {
+                // `crate::`/`super::`/`self::` paths are absolute already; a bare one names a child.
+                let absolute: Vec<String> = match path.first().map(String::as_str) {
+                    Some("crate") => path[1..].to_vec(),
+                    Some("self") => module.iter().cloned().chain(path[1..].iter().cloned()).collect(),
+                    Some("super") => {
+                        let ups = path.iter().take_while(|p| *p == "super").count();
+                        let base = &module[..module.len().saturating_sub(ups)];
+                        base.iter().cloned().chain(path[ups..].iter().cloned()).collect()
                     }
-                    break;
+                    _ => module.iter().cloned().chain(path.iter().cloned()).collect(),
+                };
+                // Another crate's item (`pub use serde::Serialize`) is no module of this one.
+                let internal = match path[0].as_str() {
+                    "crate" | "self" | "super" => true,
+                    _ => known.contains(&absolute[..=module.len()].to_vec()),
+                };
+                if internal && let Some(name) = path.last() {
+                    out.insert((module.clone(), name.clone()), absolute);
                 }
-                let name: String = tail.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-                if name.is_empty() {
-                    break;
-                }
-                tail = &tail[name.len()..];
-                path.push(name);
-                match tail.strip_prefix("::") {
-                    Some(t) => tail = t,
-                    None => break,
-                }
-            }
-            if !path.is_empty() {
-                base.append(&mut path);
-                out.push(base);
             }
         }
     }
     out
 }
 
-/// The module a reference lands in: the longest of its prefixes that is a module.
-fn resolve(reference: &[String], known: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
-    (1..=reference.len()).rev().map(|n| reference[..n].to_vec()).find(|m| known.contains(m))
+/// The module a reference lands in: the longest of its prefixes that is a module, through any
+/// re-export on the way (`crate::Error` is `error`'s).
+fn resolve(
+    from: &[String],
+    reference: &[String],
+    known: &BTreeSet<Vec<String>>,
+    through: &BTreeMap<(Vec<String>, String), Vec<String>>,
+) -> Option<Vec<String>> {
+    let mut r = reference.to_vec();
+    for _ in 0..8 {
+        let module = (0..=r.len()).rev().map(|n| r[..n].to_vec()).find(|m| known.contains(m))?;
+        // The crate's face (`crate::Error`) is followed to where the item lives; a folder's own
+        // face (its `mod.rs`'s re-exports) is its children's to share, and names the folder.
+        let face = !module.is_empty() && from.len() > module.len() && from.starts_with(&module);
+        match r.get(module.len()).filter(|_| !face).and_then(|next| through.get(&(module.clone(), next.clone()))) {
+            Some(target) if *target != r[..=module.len()] => {
+                r = target.iter().cloned().chain(r[module.len() + 1..].iter().cloned()).collect();
+            }
+            _ => return (!module.is_empty()).then_some(module),
+        }
+    }
+    None
 }
 
 /// The import circles among the modules of one crate: for each folder, its children's
@@ -108,13 +197,14 @@ fn resolve(reference: &[String], known: &BTreeSet<Vec<String>>) -> Option<Vec<St
 fn circles(src: &Path) -> Vec<String> {
     let modules = modules(src);
     let known: BTreeSet<Vec<String>> = modules.keys().cloned().collect();
+    let through = reexports(&modules, &known);
     let folders: BTreeSet<Vec<String>> =
         known.iter().filter(|m| known.iter().any(|o| o.len() == m.len() + 1 && o.starts_with(m))).cloned().collect();
     // file → the modules it names (with the files naming them, for the message).
     let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
     for (module, code) in &modules {
         for r in references(module, code) {
-            if let Some(to) = resolve(&r, &known)
+            if let Some(to) = resolve(module, &r, &known, &through)
                 && to != *module
             {
                 edges.entry(module.clone()).or_default().insert(to);
@@ -201,10 +291,19 @@ fn a_circle_is_found() {
     write("engine.rs", "use crate::store::Store;\n");
     write("store/mod.rs", "mod counters;\nmod sqlite;\npub struct Store;\n");
     write("store/counters.rs", "use super::sqlite::CAP;\n");
-    write("store/sqlite.rs", "pub const CAP: u8 = 1;\nuse super::{counters::Counts};\n");
+    write("store/sqlite.rs", "pub const CAP: u8 = 1;\nuse super::{\n    counters::Counts,\n};\n");
     let found = circles(dir.path());
-    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found.len(), 1, "a group over lines: {found:?}");
     assert!(found[0].contains("store::counters names store::sqlite"), "{found:?}");
+    // Through the crate's face: `crate::Counts` is `store::counters`'s, so `engine` names `store`.
+    write("store/sqlite.rs", "pub const CAP: u8 = 1;\n");
+    write("lib.rs", "mod store;\nmod engine;\npub use store::counters::Counts;\n");
+    write("engine.rs", "fn f(c: crate::Counts) {}\n");
+    write("store/mod.rs", "mod counters;\nmod sqlite;\npub struct Store;\nfn f() { crate::engine::go() }\n");
+    let found = circles(dir.path());
+    assert_eq!(found.len(), 1, "through a re-export: {found:?}");
+    write("store/mod.rs", "mod counters;\nmod sqlite;\npub struct Store;\n");
+    write("lib.rs", "mod store;\nmod engine;\n");
     write("store/sqlite.rs", "pub const CAP: u8 = 1;\n");
     write("engine.rs", "use crate::store::Store;\n// crate::engine::x in a comment is no reference\n");
     write("store/mod.rs", "mod counters;\nmod sqlite;\npub struct Store;\nfn f() { crate::engine::go() }\n");

@@ -6,7 +6,6 @@
 
 use crate::support;
 
-use std::path::Path;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ pub(crate) fn party_root(timeout: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let repo = repo_root();
     for sub in ["scripts/party", "prompts/party", "data/party"] {
-        copy_dir(&repo.join(sub), &dir.path().join(sub));
+        ruleweave_testkit::copy_tree(&repo.join(sub), &dir.path().join(sub));
     }
     let manifest = std::fs::read_to_string(repo.join("config/party.yaml")).unwrap();
     assert!(manifest.contains("  timeout: 30s\n"));
@@ -32,18 +31,6 @@ pub(crate) fn party_root(timeout: &str) -> tempfile::TempDir {
     )
     .unwrap();
     dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
 }
 
 /// One follower of a session's event stream.
@@ -70,7 +57,7 @@ impl Follower {
             match tokio::time::timeout_at(deadline, self.body.next()).await {
                 Err(_) => panic!("no event within 30 s"),
                 Ok(None) => return None,
-                Ok(Some(chunk)) => self.events.feed(&String::from_utf8_lossy(&chunk.unwrap())),
+                Ok(Some(chunk)) => self.events.feed(&chunk.unwrap()),
             }
         }
     }
@@ -348,8 +335,9 @@ async fn a_round_whose_closing_client_left_is_kept_through_a_shutdown() {
     assert_eq!(got["state"]["escalation_history"][0]["have_ratio"], 0.5, "{got}");
 }
 
-/// A name that looks like another is no new player: a zero-width space, a direction override, a
-/// space at an end, a full-width or upper-case twin are refused, each saying why.
+/// A name that looks like another is no new player: a zero-width space, a direction override, any
+/// character Unicode says shows nothing, a space at an end, a full-width, upper-case, accented or
+/// other-script twin are refused, each saying why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookalike_names_do_not_join_as_new_players() {
     let root = party_root("30s");
@@ -363,6 +351,18 @@ async fn lookalike_names_do_not_join_as_new_players() {
         (" ana", "without spaces at its ends"),
         ("ａｎａ", "looks the same as ana"),
         ("Ana", "looks the same as ana"),
+        // What Unicode says shows nothing: a grapheme joiner, a variation selector, a tag
+        // character, the Hangul filler.
+        ("a\u{034F}na", "invisible ones"),
+        ("a\u{FE0F}na", "invisible ones"),
+        ("ana\u{E0041}", "invisible ones"),
+        ("\u{3164}", "invisible ones"),
+        // Letters of other scripts and marks that pass for `ana` (UTS #39's skeleton), and letters
+        // Unicode does not recommend for names.
+        ("\u{430}na", "looks the same as ana"),
+        ("aná", "looks the same as ana"),
+        ("\u{1D00}na", "does not recommend"),
+        ("\u{251}na", "does not recommend"),
     ] {
         let (status, body) = post(&inputs, json!({"player": name, "join": true})).await;
         assert!(status == StatusCode::UNPROCESSABLE_ENTITY || status == StatusCode::CONFLICT, "{name:?}: {body}");
@@ -384,6 +384,8 @@ async fn lookalike_names_do_not_start_a_lobby() {
     for (players, says) in [
         (json!("ana, an\u{200B}a"), "cannot be a player's name"),
         (json!(["ana", "bo", "ANA"]), "\"ana\" and \"ANA\" look the same"),
+        (json!(["ana", "bo", "\u{430}na"]), "look the same"),
+        (json!("ana, a\u{FE0F}na"), "cannot be a player's name"),
     ] {
         let (status, body) =
             post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": players}})).await;

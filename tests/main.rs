@@ -14,6 +14,7 @@ mod designer_loop;
 mod fuzz;
 mod hostile;
 mod house;
+mod keys;
 mod lobby;
 mod openapi;
 mod party;

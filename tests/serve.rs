@@ -267,7 +267,7 @@ async fn next_reload(events: &mut reqwest::Response, parser: &mut ruleweave_test
             .expect("no reload event within 10 s")
             .unwrap()
             .expect("the event stream ended");
-        parser.feed(&String::from_utf8_lossy(&chunk));
+        parser.feed(&chunk);
     }
 }
 

@@ -594,3 +594,53 @@ async fn a_sampled_out_trace_is_not_sent_and_a_callers_sampled_one_is() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("error: OTEL_TRACES_SAMPLER=XRay: expected parentbased_always_on"), "{stderr}");
 }
+
+/// A caller's `traceparent` goes on to the model calls; its `tracestate` (its vendors' data)
+/// reaches neither the model provider nor the collector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_tracestate_goes_no_further() {
+    use support::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::start();
+    mock.judge(Reply::Content(r#"{"total_score": 10}"#.into())).chat(Reply::Content("Arr.".into()));
+    let (endpoint, exports) = recording_collector();
+    let server = start(
+        &repo_root(),
+        "memory",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+            ("RULEWEAVE_LLM", "openai"),
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_BASE_URL", &mock.base_url),
+        ],
+    );
+    let turns = new_session(&server, "pirate", Value::Null).await;
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let response = support::http()
+        .post(&turns)
+        .header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01"))
+        .header("tracestate", "callersvendor=the-callers-secret")
+        .json(&json!({"input": {"message": "Ahoy!"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let seen = mock.seen();
+    assert!(!seen.is_empty());
+    for request in &seen {
+        let parent = request.headers.get("traceparent").expect("the trace goes on").to_str().unwrap();
+        assert!(parent.contains(trace), "{parent}");
+        let state = request.headers.get("tracestate").map_or("", |v| v.to_str().unwrap());
+        assert!(state.is_empty(), "the caller's tracestate went to the provider: {state}");
+    }
+    let root = "POST /v1/sessions/{id}/turns";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut exported = Vec::new();
+    while !exported.iter().any(|e: &Value| exported_spans(e).iter().any(|(id, name)| id == trace && name == root)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        exported.push(exports.recv_timeout(left).expect("the trace reached the collector").unwrap());
+    }
+    let all = serde_json::to_string(&exported).unwrap();
+    assert!(!all.contains("the-callers-secret"), "the caller's tracestate went to the collector");
+}

@@ -5,7 +5,6 @@
 //!
 //! `cargo bench -p ruleweave-engine --bench debate`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +21,7 @@ use answers::{Answers, Found};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn engine() -> Engine {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let root = ruleweave_testkit::repo_root();
     Engine::builder(root).provider(Arc::new(Answers::default())).search(SearchChoice::Engine(Arc::new(Found))).build()
 }
 

@@ -4,7 +4,6 @@
 //!
 //! `cargo bench -p ruleweave-engine --bench party`.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -25,7 +24,7 @@ fn thousand_questions() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let repo = repo_root();
     for sub in ["scripts/party", "prompts/party"] {
-        copy_dir(&repo.join(sub), &dir.path().join(sub));
+        ruleweave_testkit::copy_tree(&repo.join(sub), &dir.path().join(sub));
     }
     std::fs::create_dir_all(dir.path().join("config")).unwrap();
     std::fs::copy(repo.join("config/party.yaml"), dir.path().join("config/party.yaml")).unwrap();
@@ -43,18 +42,6 @@ fn thousand_questions() -> tempfile::TempDir {
     std::fs::create_dir_all(dir.path().join("data/party")).unwrap();
     std::fs::write(dir.path().join("data/party/questions.yaml"), pool).unwrap();
     dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
 }
 
 fn map(v: Value) -> Map {

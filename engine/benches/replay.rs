@@ -4,7 +4,6 @@
 //!
 //! `cargo bench -p ruleweave-engine --bench replay`.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -25,7 +24,7 @@ const LINES: &[&str] = &[
 
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let root = ruleweave_testkit::repo_root();
     let engine = Engine::builder(&root).build();
     let recordings: Vec<Recording> = rt.block_on(async {
         let mut out = Vec::new();

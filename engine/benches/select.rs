@@ -4,8 +4,6 @@
 //! calling a Rhai scorer costs over calling a Rust one, and the pipeline around them. The
 //! interview pack's scorers, which do real work, are not written yet.
 
-use std::path::Path;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
 use ruleweave::{ScorerImpl, Selection};
@@ -18,7 +16,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod worked;
 
 fn bench(c: &mut Criterion) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/select");
+    let root = ruleweave_testkit::repo_root().join("tests/select");
     let engine = worked::natives(Engine::builder(root)).build();
     let mut sel = Selection::new(&engine, "worked", "next", &json!({}), 0).unwrap();
     let mut group = c.benchmark_group("selection (worked example: 5 candidates, 1 veto + 6 weighted)");

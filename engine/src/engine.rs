@@ -397,7 +397,7 @@ impl Engine {
 
     /// Posts a player's answer (or joining or leaving) to session `id`'s lobby round, and runs
     /// the round's turn when it was the last one the round waited for (see [`Session::post`]).
-    pub async fn post(&self, id: &str, post: crate::lobby::Post) -> Result<crate::lobby::Posted> {
+    pub async fn post(&self, id: &str, post: crate::lobby::Post) -> Result<crate::Posted> {
         self.forget_close_failures(id);
         let live = self.session(id).await?;
         let mut session = live.lock().await;

@@ -95,21 +95,42 @@ impl From<Stored> for Exchange {
     fn from(stored: Stored) -> Self {
         match stored {
             Stored::Search(s) => Exchange::Search(s),
-            Stored::Model(m) if m.request.profile == "search" => {
-                let query =
-                    m.request.messages.first().map(|Message { content, .. }| content.clone()).unwrap_or_default();
-                let results = m.response.as_ref().and_then(|r| serde_json::from_str(&r.content).ok());
-                Exchange::Search(SearchExchange {
+            Stored::Model(m) => match old_search(&m) {
+                Some(results) => Exchange::Search(SearchExchange {
+                    query: m
+                        .request
+                        .messages
+                        .first()
+                        .map(|Message { content, .. }| content.clone())
+                        .unwrap_or_default(),
                     node: m.node,
                     engine: m.provider,
-                    query,
                     results,
                     error: m.error,
                     latency_ms: m.latency_ms,
-                })
-            }
-            Stored::Model(m) => Exchange::Model(m),
+                }),
+                None => Exchange::Model(m),
+            },
         }
+    }
+}
+
+/// Whether a stored model call is a search as checkpoints recorded one before searches had
+/// their own record (the profile `search`, asked of a "model" named for its engine, one user
+/// message, no tokens, and a reply that is a result list, or none when it failed); its results.
+/// A pack's own model profile called `search` is none of that, and stays a model call.
+fn old_search(m: &ModelExchange) -> Option<Option<Vec<SearchResult>>> {
+    let r = &m.request;
+    let looks = r.profile == "search" && r.model == m.provider && r.messages.len() == 1 && r.schema.is_none();
+    if !looks {
+        return None;
+    }
+    match &m.response {
+        None => m.error.is_some().then_some(None),
+        Some(reply) if reply.usage == Default::default() && reply.model == m.provider => {
+            serde_json::from_str::<Vec<SearchResult>>(&reply.content).ok().map(Some)
+        }
+        Some(_) => None,
     }
 }
 
@@ -160,5 +181,15 @@ mod tests {
         let read = serde_json::from_value::<Exchange>(model.clone()).unwrap();
         assert_eq!(read.model().map(|m| m.request.profile.as_str()), Some("judge"));
         assert_eq!(serde_json::to_value(&read).unwrap()["request"]["profile"], "judge");
+        // A pack's own model profile called `search` stays a model call, its reply whole.
+        let own = serde_json::json!({
+            "node": "lookup",
+            "provider": "openai",
+            "request": {"profile": "search", "model": "gpt-4o-mini", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]},
+            "response": {"content": "[]", "model": "gpt-4o-mini", "usage": {"prompt_tokens": 9, "completion_tokens": 2}, "attempts": 1},
+            "latency_ms": 3.0,
+        });
+        let read = serde_json::from_value::<Exchange>(own).unwrap();
+        assert_eq!(read.model().and_then(|m| m.response.as_ref()).map(|r| r.usage.prompt_tokens), Some(9));
     }
 }

@@ -35,7 +35,7 @@
 
 // Opening and playing sessions.
 pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
-pub use session::{Opening, OpeningKind, PausedAt, Said, Session, TurnResult, View};
+pub use session::{Opening, OpeningKind, PausedAt, Posted, Said, Session, TurnResult, View};
 pub use store::{ResumePoint, Retention, Store};
 
 // Errors: one type, with where it happened.

@@ -51,8 +51,24 @@ impl Lobby {
         {
             return Err(crate::error::Error::input(format!(
                 "{name:?} cannot be a player's name: a name is 1 to {} characters, without spaces at its ends, \
-                 control characters or invisible ones (zero-width spaces, direction overrides)",
+                 control characters or invisible ones (zero-width spaces, direction overrides, variation \
+                 selectors, fillers)",
                 self.max_name
+            )));
+        }
+        // A letter Unicode does not recommend for names (UTS #39's General Security Profile: small
+        // capitals, phonetic and historic letters) is one that passes for a common one.
+        // (Read after compatibility normalization: a full-width `ａ` is an `a`, a twin the
+        // skeleton below finds.)
+        use unicode_normalization::UnicodeNormalization as _;
+        if let Some(c) = name.nfkc().find(|c| {
+            use unicode_security::GeneralSecurityProfile as _;
+            (c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(*c)) && !c.identifier_allowed()
+        }) {
+            return Err(crate::error::Error::input(format!(
+                "{name:?} cannot be a player's name: `{c}` (U+{:04X}) is a letter Unicode does not recommend \
+                 for names, one that passes for another",
+                c as u32
             )));
         }
         Ok(())
@@ -73,19 +89,29 @@ impl Lobby {
     }
 }
 
-/// Characters that show nothing or turn the text around them: zero-width spaces and joiners,
-/// direction marks, embeddings, overrides and isolates, the word joiner, the byte-order mark, a
-/// soft hyphen. A name holding one looks like another name that does not.
+/// Whether `c` shows nothing where it stands, or changes how the text around it shows: Unicode's
+/// Default_Ignorable_Code_Point property (zero-width spaces and joiners, direction marks,
+/// embeddings, overrides and isolates, the combining grapheme joiner, variation selectors, tag
+/// characters, the Hangul fillers, the soft hyphen...), as the Unicode data this build carries
+/// says. A name holding one looks like a name that does not.
 fn invisible(c: char) -> bool {
-    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}')
+    use icu_properties::CodePointSetData;
+    use icu_properties::props::DefaultIgnorableCodePoint;
+    CodePointSetData::new::<DefaultIgnorableCodePoint>().contains(c)
 }
 
 /// What a name looks like, for telling two apart: compatibility-normalized (NFKC: a full-width
-/// `Ａ` is an `A`) and case-folded.
+/// `Ａ` is an `A`) and case-folded, then reduced to Unicode's confusable skeleton (UTS #39: a
+/// Cyrillic `а`, a Latin alpha `ɑ` and a small capital `ᴀ` are all an `a`; what shows nothing is
+/// dropped), without the marks over or under a letter (`aná` reads as `ana` at a glance), and
+/// folded again.
 pub(crate) fn looks_like(name: &str) -> String {
     use unicode_normalization::UnicodeNormalization as _;
-    name.nfkc().flat_map(char::to_lowercase).collect()
+    let folded: String = name.nfkc().flat_map(char::to_lowercase).collect();
+    unicode_security::skeleton(&folded)
+        .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+        .flat_map(char::to_lowercase)
+        .collect()
 }
 
 /// One post to a lobby: a player's answer, or their joining or leaving.
@@ -170,14 +196,44 @@ impl LobbyStatus {
     }
 }
 
-/// What a post did.
-#[derive(Debug, Clone, Serialize)]
-pub struct Posted {
-    /// The round after the post (the next one when the post closed the round).
-    pub lobby: LobbyStatus,
-    /// The turn that closed the round, when the post was the last one it waited for.
-    pub closed: Option<crate::TurnResult>,
-    /// Why closing the round failed, when it did: the inputs stay, and the round closes again at
-    /// its timeout.
-    pub close_error: Option<String>,
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_that_look_alike_are_alike_and_invisible_characters_are_seen() {
+        for twin in ["ana", "Ana", "ＡＮＡ", "\u{430}na", "\u{251}na", "aná", "an\u{0301}a", "a\u{034F}na"] {
+            assert_eq!(super::looks_like(twin), super::looks_like("ana"), "{twin:?}");
+        }
+        for other in ["bo", "anna", "an", "ona"] {
+            assert_ne!(super::looks_like(other), super::looks_like("ana"), "{other:?}");
+        }
+        for c in ['\u{200B}', '\u{202E}', '\u{034F}', '\u{FE0F}', '\u{E0041}', '\u{3164}', '\u{00AD}', '\u{2066}'] {
+            assert!(super::invisible(c), "U+{:04X}", c as u32);
+        }
+        for c in ['a', 'ą', 'ж', '😀', ' '] {
+            assert!(!super::invisible(c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn names_of_every_script_pass_and_letters_that_pass_for_others_do_not() {
+        let lobby = super::Lobby {
+            players: "players".into(),
+            round: "round".into(),
+            answers: "answers".into(),
+            values: None,
+            join: None,
+            leave: None,
+            timeout: std::time::Duration::from_secs(30),
+            max_players: None,
+            max_name: 40,
+        };
+        for name in ["ana", "José", "Zoë", "Łukasz", "Ana-María", "O'Brien", "Иван", "王伟", "ana 🎉", "bo2"]
+        {
+            assert!(lobby.check_name(name).is_ok(), "{name}: {:?}", lobby.check_name(name));
+        }
+        for name in ["\u{1D00}na", "\u{251}na", "an\u{200B}a", "a\u{FE0F}na", "\u{3164}", "ana\u{E0041}"] {
+            let e = lobby.check_name(name).unwrap_err();
+            assert!(e.detail().contains("cannot be a player's name"), "{name:?}: {e}");
+        }
+    }
 }

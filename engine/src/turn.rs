@@ -191,7 +191,7 @@ impl TurnCtx {
     }
 
     /// Searches the web for `node`: counted against the model budget, an event, and recorded
-    /// with the model exchanges (as a call to the `search` tool).
+    /// with the model exchanges (as an [`Exchange::Search`]).
     pub(crate) async fn search(&self, node: &str, query: &str, max_results: usize) -> Result<Vec<SearchResult>> {
         let engine = self.search.clone().ok_or_else(|| {
             Error::new(

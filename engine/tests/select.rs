@@ -9,7 +9,7 @@ use ruleweave::{Breakdown, Engine, Event, ScorerImpl, Selection};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/select")
+    ruleweave_testkit::repo_root().join("tests/select")
 }
 
 /// A copy of the worked example to edit: its directory, its manifest's path and text.

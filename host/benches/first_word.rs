@@ -10,7 +10,6 @@
 //! `cargo bench -p ruleweave --bench first_word` (20 debates each way); `-- --json` prints one JSON
 //! line for `bench/run.sh`. `cargo test --benches` plays two.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -108,7 +107,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let model = Arc::new(Debater { first_token, marks: Mutex::default() });
     let (api, chat) = rt.block_on(async {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let root = ruleweave_testkit::repo_root();
         let store = SqliteStore::open(&format!("sqlite://{}", dir.path().join("first.db").display())).await.unwrap();
         let engine = Engine::builder(root).store(Arc::new(store)).provider(model.clone()).build();
         let state = Arc::new(AppState::new(engine, Settings::default()));

@@ -42,7 +42,8 @@ fn batch(
         record: false,
     };
     let rules = Rules { engine, options: &options };
-    let played = simulate::play(rt.handle(), &plan, &players, &rules, &BTreeMap::new(), &|| {});
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let played = simulate::play(rt.handle(), &plan, &players, &rules, &BTreeMap::new(), &|| {}, &never);
     let report = simulate::report(&plan, &played);
     assert!(report.players.iter().all(|p| p.error.is_none()), "{report:?}");
     let games = report.players.iter().map(|p| p.games as u64).sum();

@@ -45,7 +45,9 @@
 //! Nothing secret is logged or reaches scripts.
 //!
 //! Everything is resolved in [`Config::load_with`], from the environment it is given: the process
-//! environment is read once, by [`Config::load`], and nothing after it reads it again.
+//! environment is read once, by [`Config::load`], and nothing after it reads it again. (The log
+//! and traces are set up before any command runs, from their own standard variables: `RUST_LOG`,
+//! `NO_COLOR` and `OTEL_*`, in `telemetry.rs`; they are no part of a command's configuration.)
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -262,9 +264,12 @@ impl Config {
                 None => Ok(file.unwrap_or(default)),
             }
         };
-        let timeout = |var: &str, file: Option<String>, default: Duration| -> Result<Duration> {
+        // A value's name as its reader wrote it: the variable's, or the file's key.
+        let named = |var: &str, key: &str| if env(var).is_some() { var.to_owned() } else { key.to_owned() };
+        let timeout = |var: &str, key: &str, file: Option<String>, default: Duration| -> Result<Duration> {
+            let name = named(var, &format!("[server] {key}"));
             match env(var).or(file) {
-                Some(v) => duration(var, &v)?.with_context(|| format!("{var}: a timeout cannot be `never`")),
+                Some(v) => duration(&name, &v)?.with_context(|| format!("{name}: a timeout cannot be `never`")),
                 None => Ok(default),
             }
         };
@@ -275,8 +280,18 @@ impl Config {
         let server = Settings {
             token: env("RULEWEAVE_TOKEN").or(file.server.token),
             body_limit: number("RULEWEAVE_BODY_LIMIT", file.server.body_limit, defaults.body_limit)?,
-            header_timeout: timeout("RULEWEAVE_HEADER_TIMEOUT", file.server.header_timeout, defaults.header_timeout)?,
-            body_timeout: timeout("RULEWEAVE_BODY_TIMEOUT", file.server.body_timeout, defaults.body_timeout)?,
+            header_timeout: timeout(
+                "RULEWEAVE_HEADER_TIMEOUT",
+                "header_timeout",
+                file.server.header_timeout,
+                defaults.header_timeout,
+            )?,
+            body_timeout: timeout(
+                "RULEWEAVE_BODY_TIMEOUT",
+                "body_timeout",
+                file.server.body_timeout,
+                defaults.body_timeout,
+            )?,
             max_connections: number(
                 "RULEWEAVE_MAX_CONNECTIONS",
                 file.server.max_connections,
@@ -301,8 +316,11 @@ impl Config {
             env("RULEWEAVE_EXPIRE_IDLE_AFTER").or(file.store.expire_idle_after).unwrap_or_else(|| "never".into());
         let retention = Retention {
             snapshot_every: file.store.snapshot_every.unwrap_or(16).max(1),
-            expire_finished_after: duration("expire_finished_after", &expire)?,
-            expire_idle_after: duration("expire_idle_after", &idle)?,
+            expire_finished_after: duration(
+                &named("RULEWEAVE_EXPIRE_FINISHED_AFTER", "[store] expire_finished_after"),
+                &expire,
+            )?,
+            expire_idle_after: duration(&named("RULEWEAVE_EXPIRE_IDLE_AFTER", "[store] expire_idle_after"), &idle)?,
         };
         let mut llm = Vec::new();
         for (name, p) in file.providers {
@@ -585,8 +603,6 @@ mod tests {
         );
         assert_eq!(keyed.ignored.len(), 1, "{:?}", keyed.ignored);
         assert!(offline.key_endpoints.is_empty() && offline.ignored.is_empty());
-        // And the process's own environment played no part: none of these is set in it.
-        assert!(std::env::var("RULEWEAVE_TRACE_CONTENT").is_err());
     }
 
     /// A key given in an alias's variable (Google's for Gemini) keeps the file from choosing
@@ -612,7 +628,9 @@ mod tests {
         assert_eq!(c.server.header_timeout, Duration::from_secs(90));
         assert_eq!(c.retention.expire_finished_after, Some(Duration::from_secs(5400)));
         let bare = load("[store]\nexpire_idle_after = \"30\"\n", &[]).unwrap_err().to_string();
-        assert!(bare.contains("expire_idle_after: `30` is not a duration like 250ms"), "{bare}");
+        assert!(bare.contains("[store] expire_idle_after: `30` is not a duration like 250ms"), "{bare}");
+        let bare = load("", &[("RULEWEAVE_HEADER_TIMEOUT", "10")]).unwrap_err().to_string();
+        assert!(bare.contains("RULEWEAVE_HEADER_TIMEOUT: `10` is not a duration"), "{bare}");
     }
 
     #[test]

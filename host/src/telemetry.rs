@@ -119,16 +119,23 @@ pub async fn request_span(request: axum::extract::Request, next: axum::middlewar
     response
 }
 
-/// A request's headers as the trace-context propagator reads them.
+/// A request's headers as the trace-context propagator reads them: its `traceparent`, but not its
+/// `tracestate`. A caller's trace state is the caller's vendors' data (W3C Trace Context lets
+/// anyone put entries there): carried on, it would travel to every model provider and search
+/// engine a turn calls and to the collector, third parties the caller never chose. The trace goes
+/// on; its state starts empty here.
 struct Headers<'a>(&'a axum::http::HeaderMap);
 
 impl opentelemetry::propagation::Extractor for Headers<'_> {
     fn get(&self, key: &str) -> Option<&str> {
+        if key.eq_ignore_ascii_case("tracestate") {
+            return None;
+        }
         self.0.get(key).and_then(|v| v.to_str().ok())
     }
 
     fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(|k| k.as_str()).collect()
+        self.0.keys().map(|k| k.as_str()).filter(|k| !k.eq_ignore_ascii_case("tracestate")).collect()
     }
 }
 

@@ -2,8 +2,6 @@
 //! design: 18 mechanics, 6 of them nested children, every trigger kind. Both take the design as
 //! JSON and return the plan as JSON, so both pay the same conversions.
 
-use std::path::Path;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::{Engine, ScriptCall};
 use ruleweave_natives::designer::build_game_graph;
@@ -60,7 +58,7 @@ fn design() -> Value {
 }
 
 fn bench(c: &mut Criterion) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = ruleweave_testkit::repo_root();
     let engine = Engine::builder(root).build();
     let scripted = ScriptCall::new(&engine, "designer", "builder.rhai::build_game_graph", 1).unwrap();
     let design = design();

@@ -3,8 +3,6 @@
 //! and each scorer alone over every candidate. "Native" runs every generator's and every
 //! scorer's Rust twin; "scripted" runs the pack's Rhai. The target: scripted at most 3× native.
 
-use std::path::Path;
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
 use ruleweave::text::Embeddings;
@@ -55,7 +53,7 @@ fn state() -> serde_json::Value {
 }
 
 fn bench(c: &mut Criterion) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = ruleweave_testkit::repo_root();
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let mut sel = Selection::new(&engine, "interview", "next_question", &state(), 4).unwrap();
     let candidates = sel.run(None).unwrap().candidates.len();

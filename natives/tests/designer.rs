@@ -2,7 +2,6 @@
 //! leave out filled with neutral values), scripted and native; then the two held equal over
 //! generated designs.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
@@ -13,7 +12,7 @@ use serde_json::{Value, json};
 fn builder() -> &'static ScriptCall {
     static CALL: OnceLock<ScriptCall> = OnceLock::new();
     CALL.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = ruleweave_testkit::repo_root();
         let engine = Engine::builder(root).build();
         ScriptCall::new(&engine, "designer", "builder.rhai::build_game_graph", 1).unwrap()
     })

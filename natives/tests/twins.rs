@@ -2,7 +2,6 @@
 //! candidate's vetoes and raw scores, the finals and the winner, over generated states, comparing
 //! texts by words and by embeddings.
 
-use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
@@ -14,7 +13,7 @@ use serde_json::{Value, json};
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = ruleweave_testkit::repo_root();
         ruleweave_natives::register(Engine::builder(root)).build()
     })
 }

@@ -128,7 +128,7 @@ pub struct OptionSpec {
     /// What the option means.
     pub description: String,
     /// The most characters of a text given for it (the most bytes of its JSON otherwise), as
-    /// the manifest declares it; [`OPTION_TEXT_CHARS`] and [`OPTION_JSON_BYTES`] when it does not.
+    /// the manifest declares it; 1,000 characters and 10,000 bytes when it does not.
     pub max_length: Option<usize>,
     /// The fewest characters of a text (its ends trimmed).
     pub min_length: Option<usize>,

@@ -30,6 +30,7 @@ use crate::turn::{TurnCtx, TurnStart};
 use crate::value;
 use crate::vocab::now_ms;
 pub(crate) use play::caught;
+pub use rounds::Posted;
 pub(crate) use rounds::{CLOSES_AT_ONCE, RoundCloser};
 pub use view::{Opening, Said, View};
 

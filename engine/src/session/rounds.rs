@@ -11,10 +11,22 @@ use serde_json::Value as Json;
 
 use super::Session;
 use crate::error::{Error, ErrorKind, Result};
-use crate::lobby::{InputKind, Lobby, LobbyStatus, Post, Posted};
+use crate::lobby::{InputKind, Lobby, LobbyStatus, Post};
 use crate::session::TurnResult;
 use crate::store::{LobbyInput, OpenRound};
 use crate::vocab::now_ms;
+
+/// What a post to a lobby did (see [`Session::post`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Posted {
+    /// The round after the post (the next one when the post closed the round).
+    pub lobby: LobbyStatus,
+    /// The turn that closed the round, when the post was the last one it waited for.
+    pub closed: Option<TurnResult>,
+    /// Why closing the round failed, when it did: the inputs stay, and the round closes again at
+    /// its timeout.
+    pub close_error: Option<String>,
+}
 
 /// How many lobby rounds one sweep closes at once: a slow model in one lobby does not hold up the
 /// others' due rounds, and a sweep does not start a turn for every lobby at the same moment.

@@ -33,6 +33,8 @@ pub struct SessionQuery<'a> {
     pub limit: u32,
     /// Only sessions older than this one (`created_at`, id).
     pub before: Option<(i64, &'a str)>,
+    /// Only sessions this owner made (see [`Keys::set_owner`](super::Keys::set_owner)).
+    pub owner: Option<&'a str>,
 }
 
 /// Which finished sessions an expiry deletes.
@@ -55,9 +57,11 @@ impl Expiry<'_> {
 
 impl SessionIndex for MemoryStore {
     fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
+        let owners = self.keys();
         let mut all: Vec<SessionInfo> = self.with(|m| {
             m.values()
                 .filter(|e| q.pack.is_none_or(|p| e.info.pack == p))
+                .filter(|e| q.owner.is_none_or(|o| owners.owner_of(&e.info.id) == Some(o)))
                 .filter(|e| q.before.is_none_or(|(at, id)| (e.info.created_at, e.info.id.as_str()) < (at, id)))
                 .map(|e| e.info.clone())
                 .collect()
@@ -113,12 +117,14 @@ async fn list(sql: Sql<'_>, q: SessionQuery<'_>) -> Result<Vec<SessionInfo>> {
         let rows = sqlx::query(
             "SELECT * FROM sessions WHERE ($1 IS NULL OR pack = $1) \
              AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
+             AND ($5 IS NULL OR id IN (SELECT session_id FROM session_owners WHERE owner = $5)) \
              ORDER BY created_at DESC, id DESC LIMIT $4",
         )
         .bind(q.pack)
         .bind(q.before.map(|b| b.0))
         .bind(q.before.map_or("", |b| b.1))
         .bind(i64::from(q.limit))
+        .bind(q.owner)
         .fetch_all(pool)
         .await
         .map_err(|e| store_error("cannot list sessions", e))?;

@@ -21,6 +21,8 @@ pub struct MemoryStore {
     pub(super) links: Mutex<HashMap<String, (String, u64, bool)>>,
     /// (pack, version) → the recorded state schema.
     pub(super) schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
+    /// Session, player and issued keys, and who made each session. Locked before `sessions`.
+    pub(super) keys: Mutex<MemoryKeys>,
     pub(super) events: broadcast::Sender<SessionEvent>,
 }
 
@@ -39,6 +41,7 @@ impl Default for MemoryStore {
             counters: Mutex::default(),
             links: Mutex::default(),
             schemas: Mutex::default(),
+            keys: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -54,10 +57,18 @@ impl MemoryStore {
         f(&mut self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Drops the transcript links of sessions that are gone.
+    pub(super) fn keys(&self) -> std::sync::MutexGuard<'_, MemoryKeys> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops the transcript links and keys of sessions that are gone.
     fn drop_stale_links(&self) {
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        self.with(|m| links.retain(|_, (id, _, _)| m.contains_key(id)));
+        let mut keys = self.keys();
+        self.with(|m| {
+            links.retain(|_, (id, _, _)| m.contains_key(id));
+            keys.retain_sessions(|id| m.contains_key(id));
+        });
     }
 
     /// Deletes the sessions `gone` picks, their links with them; how many.
@@ -71,6 +82,30 @@ impl MemoryStore {
             self.drop_stale_links();
         }
         removed
+    }
+}
+
+/// The keys of a memory store.
+#[derive(Default)]
+pub(super) struct MemoryKeys {
+    /// hash → (session, player).
+    pub(super) sessions: HashMap<String, (String, Option<String>)>,
+    /// id → (hash, key).
+    pub(super) issued: HashMap<String, (String, super::IssuedKey)>,
+    /// session → owner.
+    pub(super) owners: HashMap<String, String>,
+}
+
+impl MemoryKeys {
+    /// Who made `session`.
+    pub(super) fn owner_of(&self, session: &str) -> Option<&str> {
+        self.owners.get(session).map(String::as_str)
+    }
+
+    /// Forgets what belonged to sessions that are gone.
+    pub(super) fn retain_sessions(&mut self, exists: impl Fn(&str) -> bool) {
+        self.sessions.retain(|_, (s, _)| exists(s));
+        self.owners.retain(|s, _| exists(s));
     }
 }
 
@@ -222,6 +257,10 @@ impl Store for MemoryStore {
     }
 
     fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
+    }
+
+    fn keys(&self) -> Option<&dyn super::Keys> {
         Some(self)
     }
 }

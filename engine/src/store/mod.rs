@@ -12,6 +12,7 @@
 
 mod counters;
 mod index;
+mod keys;
 mod lobby;
 mod memory;
 mod postgres;
@@ -29,6 +30,7 @@ use tokio::sync::broadcast;
 
 pub use counters::{Bump, Counters};
 pub use index::{Expiry, SessionIndex, SessionQuery};
+pub use keys::{Grant, IssuedKey, Keys, key_hash};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
 pub use postgres::PostgresStore;
@@ -377,6 +379,12 @@ pub trait Store: Send + Sync {
 
     /// The store's session index, if it keeps one.
     fn index(&self) -> Option<&dyn SessionIndex> {
+        None
+    }
+
+    /// The keys that reach sessions besides the operator's, if this store keeps them (see
+    /// [`Keys`]).
+    fn keys(&self) -> Option<&dyn Keys> {
         None
     }
 

@@ -375,6 +375,10 @@ impl Store for PostgresStore {
     fn versions(&self) -> Option<&dyn PackVersions> {
         Some(self)
     }
+
+    fn keys(&self) -> Option<&dyn super::Keys> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

@@ -411,6 +411,10 @@ impl Store for SqliteStore {
     fn versions(&self) -> Option<&dyn PackVersions> {
         Some(self)
     }
+
+    fn keys(&self) -> Option<&dyn super::Keys> {
+        Some(self)
+    }
 }
 
 /// The writer thread, for writes that find the connection busy: it takes every waiting write

@@ -280,8 +280,8 @@ async fn listing(store: Arc<dyn Store>) {
         let pack = pack.clone();
         let before = before.map(|(t, id)| (t, id.to_owned()));
         async move {
-            let q =
-                SessionQuery { pack: Some(&pack), limit: 2, before: before.as_ref().map(|(t, id)| (*t, id.as_str())) };
+            let before = before.as_ref().map(|(t, id)| (*t, id.as_str()));
+            let q = SessionQuery { pack: Some(&pack), limit: 2, before, owner: None };
             store.index().unwrap().list(q).await.unwrap().into_iter().map(|i| (i.created_at, i.id)).collect::<Vec<_>>()
         }
     };
@@ -290,7 +290,7 @@ async fn listing(store: Arc<dyn Store>) {
     let second = page(Some((7_000, &made[1]))).await;
     assert_eq!(second, [(6_000, made[3].clone()), (5_000, made[0].clone())]);
     assert!(page(Some((5_000, &made[0]))).await.is_empty());
-    let all = index.list(SessionQuery { pack: None, limit: 1000, before: None }).await.unwrap();
+    let all = index.list(SessionQuery { pack: None, limit: 1000, before: None, owner: None }).await.unwrap();
     assert!(made.iter().all(|id| all.iter().any(|i| &i.id == id)), "no pack: every pack's sessions");
 }
 
@@ -331,6 +331,49 @@ async fn transcripts(store: Arc<dyn Store>) {
     assert!(links.find_transcripts(&[]).await.unwrap().is_empty());
 }
 
+/// Keys: found by their hash, a player's new key replacing the old, issued keys listed and
+/// revoked, owners listing what they made; a session's keys and owner go with it.
+async fn keys(store: Arc<dyn Store>) {
+    let keys = store.keys().expect("keys");
+    let (a, b) = (id("keyed"), id("keyed"));
+    store.create(&session(&a), &start()).await.unwrap();
+    store.create(&session(&b), &start()).await.unwrap();
+    let h = |secret: &str| key_hash(&format!("{a}-{secret}"));
+    keys.add_key(&h("s"), &Grant::Session { session: a.clone() }).await.unwrap();
+    let ana = Grant::Player { session: a.clone(), player: "ana".into() };
+    keys.add_key(&h("p1"), &ana).await.unwrap();
+    keys.add_key(&h("p2"), &ana).await.unwrap();
+    let issued =
+        IssuedKey { id: format!("{a}-k"), label: "a client".into(), packs: Some(vec!["p".into()]), created_at: 5 };
+    keys.add_key(&h("k"), &Grant::Issued(issued.clone())).await.unwrap();
+    assert_eq!(keys.find_key(&h("s")).await.unwrap(), Some(Grant::Session { session: a.clone() }));
+    assert_eq!(keys.find_key(&h("p1")).await.unwrap(), None, "a player's new key replaces the old");
+    assert_eq!(keys.find_key(&h("p2")).await.unwrap(), Some(ana));
+    assert_eq!(keys.find_key(&h("k")).await.unwrap(), Some(Grant::Issued(issued.clone())));
+    assert_eq!(keys.find_key(&h("nothing")).await.unwrap(), None);
+    assert!(keys.issued_keys().await.unwrap().contains(&issued));
+    let missing = keys.add_key(&h("x"), &Grant::Session { session: "no-such-session".into() }).await.unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+
+    let owner = format!("key:{}", issued.id);
+    keys.set_owner(&b, &owner).await.unwrap();
+    assert_eq!(keys.owner(&b).await.unwrap().as_deref(), Some(owner.as_str()));
+    assert_eq!(keys.owner(&a).await.unwrap(), None);
+    let q = SessionQuery { pack: None, limit: 100, before: None, owner: Some(&owner) };
+    let listed: Vec<String> = store.index().unwrap().list(q).await.unwrap().into_iter().map(|i| i.id).collect();
+    assert_eq!(listed, std::slice::from_ref(&b), "an owner lists what it made");
+
+    keys.drop_player_key(&a, "ana").await.unwrap();
+    assert_eq!(keys.find_key(&h("p2")).await.unwrap(), None, "a player who left has no key");
+    assert!(keys.revoke_key(&issued.id).await.unwrap());
+    assert!(!keys.revoke_key(&issued.id).await.unwrap());
+    assert_eq!(keys.find_key(&h("k")).await.unwrap(), None, "a revoked key opens nothing");
+    store.delete(&a).await.unwrap();
+    store.delete(&b).await.unwrap();
+    assert_eq!(keys.find_key(&h("s")).await.unwrap(), None, "a deleted session's keys go");
+    assert_eq!(keys.owner(&b).await.unwrap(), None);
+}
+
 /// Pack schemas: recorded once per (pack, version), the first kept; a load names the version its
 /// snapshot was written on.
 async fn versions(store: Arc<dyn Store>) {
@@ -356,7 +399,7 @@ async fn versions(store: Arc<dyn Store>) {
 type Check = fn(Arc<dyn Store>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// The suite, capability by capability: every store passes each.
-const CAPABILITIES: [(&str, Check); 7] = [
+const CAPABILITIES: [(&str, Check); 8] = [
     ("core", |s| Box::pin(core(s))),
     ("lobby inputs", |s| Box::pin(lobby(s))),
     ("counters", |s| Box::pin(counters(s))),
@@ -364,6 +407,7 @@ const CAPABILITIES: [(&str, Check); 7] = [
     ("session index: listing", |s| Box::pin(listing(s))),
     ("session index: expiry", |s| Box::pin(expiry(s))),
     ("pack versions", |s| Box::pin(versions(s))),
+    ("keys", |s| Box::pin(keys(s))),
 ];
 
 #[tokio::test]

@@ -44,6 +44,12 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         for line in super::key_lines(&config) {
             eprintln!("ruleweave: {line}");
         }
+        if config.server.token.is_none() {
+            eprintln!(
+                "ruleweave: no token (RULEWEAVE_TOKEN): anyone who can reach {} can read and play every session",
+                config.addr
+            );
+        }
         let state = Arc::new(AppState::new(engine.clone(), config.server.clone()));
         let _watcher = match args.watch {
             true => {

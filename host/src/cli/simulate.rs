@@ -85,6 +85,8 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let sides = 1 + u64::from(other.is_some());
     let bar = progress(!args.json, u64::from(args.games) * players.len() as u64 * sides);
     let tick = || bar.inc(1);
+    // Every game is played: Ctrl-C ends the process.
+    let never = std::sync::atomic::AtomicBool::new(false);
     bar.set_message(args.pack.clone());
     let here = crate::simulate::play(
         rt.handle(),
@@ -93,6 +95,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         &Rules { engine: &engine, options: &options },
         &config.prices,
         &tick,
+        &never,
     );
     let mut report = crate::simulate::report(&plan, &here);
     let mut failed = here.iter().any(|p| p.error.is_some());
@@ -101,7 +104,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         // The other copy's games are not recorded: they have the same ids as this copy's.
         let plan = Plan { record: false, ..plan.clone() };
         let rules = Rules { engine: other, options: other_options };
-        let there = crate::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick);
+        let there = crate::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick, &never);
         failed |= there.iter().any(|p| p.error.is_some());
         crate::simulate::compare(&mut report, &dir.display().to_string(), &here, &there);
     }

@@ -14,6 +14,7 @@ use ruleweave::{Event, EventSink, LiveSession};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::{self, Access};
 use super::body::{
     CheckpointList, ClosedTurn, ConversationBody, Diagnostic, ErrorBody, ForkedFrom, Health, Listed, Opened, PackEntry,
     PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
@@ -147,29 +148,53 @@ pub(super) fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
 ))]
 pub(super) async fn create(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     Body(req): Body<NewSession>,
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
+    access.may_play(&req.pack)?;
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
     let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
     // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
     let engine = s.engine.clone();
     let (pack, options) = (req.pack.clone(), req.options.clone());
-    let opened = on_pack_thread(&s, &req.pack, move || async move {
-        let session = engine.open(&pack, &options).await?;
+    let (mut opened, players) = on_pack_thread(&s, &req.pack, move || async move {
+        let mut session = engine.open(&pack, &options).await?;
+        let players = session.lobby().await?.map(|l| l.players);
         let body = Opened {
             id: session.id().to_owned(),
+            key: String::new(),
+            player_keys: None,
             pack,
             state: session.state(),
             display: session.view(),
             forked_from: None,
         };
         engine.keep(session);
-        Ok(body)
+        Ok((body, players))
     })
     .await
     .map_err(|e| turns::failed(&s, label, e))?;
     s.metrics.session_opened(&req.pack);
+    keyed(&s, &access, &mut opened, players).await?;
     Ok((StatusCode::CREATED, Json(opened)))
+}
+
+/// Gives a new session (or fork) its key, a key to each of its lobby's players, and its maker.
+async fn keyed(s: &Shared, access: &Access, opened: &mut Opened, players: Option<Vec<String>>) -> ApiResult<()> {
+    let id = opened.id.clone();
+    opened.key = access::issue(s, "session", &ruleweave::store::Grant::Session { session: id.clone() }).await?;
+    if let Some(players) = players {
+        let mut keys = std::collections::BTreeMap::new();
+        for player in players {
+            let grant = ruleweave::store::Grant::Player { session: id.clone(), player: player.clone() };
+            keys.insert(player, access::issue(s, "player", &grant).await?);
+        }
+        opened.player_keys = Some(keys);
+    }
+    if let Some(owner) = access.owner() {
+        access::keys(s)?.set_owner(&id, &owner).await?;
+    }
+    Ok(())
 }
 
 /// `GET /v1/sessions?pack=&limit=&before=`: the query of a session listing.
@@ -197,6 +222,7 @@ const MOST_LISTED: u32 = 500;
 ))]
 pub(super) async fn list(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     query: Result<axum::extract::Query<Listing>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Json<SessionPage>> {
     let bad = |m: String| ApiError::new(Code::InvalidRequest, m);
@@ -216,7 +242,9 @@ pub(super) async fn list(
                 .ok_or_else(|| bad(format!("`{cursor}` is not a cursor this listing gave (its `next`)")))?,
         ),
     };
-    let query = ruleweave::store::SessionQuery { pack: q.pack.as_deref(), limit, before };
+    // An issued key lists the sessions it made; the operator every one.
+    let owner = if access.is_all() { None } else { access.owner() };
+    let query = ruleweave::store::SessionQuery { pack: q.pack.as_deref(), limit, before, owner: owner.as_deref() };
     let store = &**s.engine.store();
     let found = ruleweave::store::needs(store, store.index(), "a session index")?.list(query).await?;
     let next =
@@ -364,16 +392,19 @@ pub(super) async fn replay(State(s): State<Shared>, SessionId(id): SessionId) ->
 ))]
 pub(super) async fn fork(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     SessionId(id): SessionId,
     Body(req): Body<NewFork>,
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
     let seq = req.checkpoint;
-    let body = on_pack_thread(&s, &pack, move || async move {
+    let mut body = on_pack_thread(&s, &pack, move || async move {
         let session = engine.fork(&id, seq).await?;
         let body = Opened {
             id: session.id().to_owned(),
+            key: String::new(),
+            player_keys: None,
             pack: session.pack().name().to_owned(),
             state: session.state(),
             display: session.view(),
@@ -383,6 +414,7 @@ pub(super) async fn fork(
         Ok(body)
     })
     .await?;
+    keyed(&s, &access, &mut body, None).await?;
     Ok((StatusCode::CREATED, Json(body)))
 }
 
@@ -477,9 +509,13 @@ pub(super) struct NewInput {
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; a post the pack or the lobby does not take (a pack without a lobby)", body = ErrorBody),
+    (status = 500, description = "The post closed the round, and its turn failed in a script or a template, or hit a limit; the turn was undone", body = ErrorBody),
+    (status = 502, description = "The post closed the round, and a model kept failing; the turn was undone", body = ErrorBody),
+    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
     ))]
 pub(super) async fn input(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     SessionId(id): SessionId,
     Body(req): Body<NewInput>,
 ) -> ApiResult<Json<PostedBody>> {
@@ -494,23 +530,39 @@ pub(super) async fn input(
     if kind == ruleweave::lobby::InputKind::Answer && req.input.is_null() {
         return Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), "an answer needs an `input`"));
     }
-    let post = ruleweave::lobby::Post { player: req.player, kind, input: req.input, round: req.round };
+    // A player's key answers for its player alone, and leaves; joining is the host's.
+    if let Access::Player { player, .. } = &access {
+        if kind == ruleweave::lobby::InputKind::Join {
+            return Err(ApiError::new(Code::Forbidden, "a player key cannot add players: the host joins them"));
+        }
+        if *player != req.player {
+            return Err(ApiError::new(
+                Code::Forbidden,
+                format!("this key answers for {player:?}, not {:?}", req.player),
+            ));
+        }
+    }
+    let post = ruleweave::lobby::Post { player: req.player.clone(), kind, input: req.input, round: req.round };
     let live = s.engine.session(&id).await?;
     // A player's post gives a round the sweep gave up on another try.
     s.engine.forget_close_failures(&id);
     let posted = on_turn_thread(&s, live, move |session| Box::pin(session.post(post))).await;
-    match posted {
-        Ok((pack, posted)) => {
-            if let Some(turn) = &posted.closed {
-                s.metrics.turn(&pack, turn);
-            }
-            Ok(Json(posted_json(&posted)))
-        }
-        Err((pack, e)) => Err(turns::failed(&s, &pack, e).into()),
+    let (pack, posted) = posted.map_err(|(pack, e)| ApiError::from(turns::failed(&s, &pack, e)))?;
+    if let Some(turn) = &posted.closed {
+        s.metrics.turn(&pack, turn);
     }
+    let mut body = posted_json(&posted);
+    // A player who joins gets their key; one who leaves keeps none.
+    let grant = ruleweave::store::Grant::Player { session: id.clone(), player: req.player.clone() };
+    match kind {
+        ruleweave::lobby::InputKind::Join => body.player_key = Some(access::issue(&s, "player", &grant).await?),
+        ruleweave::lobby::InputKind::Leave => access::keys(&s)?.drop_player_key(&id, &req.player).await?,
+        ruleweave::lobby::InputKind::Answer => {}
+    }
+    Ok(Json(body))
 }
 
-fn posted_json(p: &ruleweave::lobby::Posted) -> PostedBody {
+fn posted_json(p: &ruleweave::Posted) -> PostedBody {
     PostedBody {
         lobby: p.lobby.clone(),
         closed: p.closed.as_ref().map(|t| ClosedTurn {
@@ -520,6 +572,7 @@ fn posted_json(p: &ruleweave::lobby::Posted) -> PostedBody {
             display: t.display.clone(),
         }),
         close_error: p.close_error.clone(),
+        player_key: None,
     }
 }
 
@@ -688,13 +741,19 @@ pub(super) async fn console() -> Response {
              img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
         )
     });
+    html_page(CONSOLE.to_owned(), &POLICY)
+}
+
+/// An HTML page as every one the server sends goes out: with `policy` as its
+/// Content-Security-Policy, never framed, never sniffed as something else, sending no referrer.
+pub(super) fn html_page(html: String, policy: &str) -> Response {
     let headers = [
-        (header::CONTENT_SECURITY_POLICY, POLICY.as_str()),
+        (header::CONTENT_SECURITY_POLICY, policy),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::REFERRER_POLICY, "no-referrer"),
     ];
-    (headers, Html(CONSOLE)).into_response()
+    (headers, Html(html)).into_response()
 }
 
 pub(super) async fn no_route() -> ApiError {

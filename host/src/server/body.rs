@@ -51,6 +51,13 @@ pub(super) struct ForkedFrom {
 pub(super) struct Opened {
     /// Its id.
     pub id: String,
+    /// Its key, shown once: it (or the operator's token) reads, plays, forks, replays, streams and
+    /// deletes this session, and no other.
+    pub key: String,
+    /// For a lobby: each starting player's key (a player key answers for its player alone), for
+    /// the host to hand out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub player_keys: Option<std::collections::BTreeMap<String, String>>,
     /// Its pack.
     pub pack: String,
     /// Its first state (the pack's fields).
@@ -188,6 +195,9 @@ pub(super) struct PostedBody {
     pub closed: Option<ClosedTurn>,
     /// Why closing the round failed, when it did (the post stays recorded).
     pub close_error: Option<String>,
+    /// For a join: the new player's key, shown once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub player_key: Option<String>,
 }
 
 /// The turn that closed a lobby round.

@@ -35,6 +35,8 @@ pub(crate) enum Code {
     PayloadTooLarge,
     RequestTimeout,
     Unauthorized,
+    /// A key that may not call the route, or play the pack.
+    Forbidden,
     HostNotAllowed,
     MethodNotAllowed,
     TooManyStreams,
@@ -89,6 +91,7 @@ pub(crate) const ANSWERS: &[Answer] = &[
         "more player messages than one request plays to catch up with",
     ),
     row(Code::Unauthorized, S::UNAUTHORIZED, S::UNAUTHORIZED, "the token is missing or wrong"),
+    row(Code::Forbidden, S::FORBIDDEN, S::FORBIDDEN, "a key that may not call the route, or play the pack"),
     row(Code::HostNotAllowed, S::FORBIDDEN, S::FORBIDDEN, "a `Host` that is not this machine's (without a token)"),
     row(Code::Engine(ErrorKind::NotFound), S::NOT_FOUND, S::NOT_FOUND, "no such pack, session, checkpoint or route"),
     row(Code::ModelNotFound, S::NOT_FOUND, S::NOT_FOUND, "a model that names no pack"),
@@ -161,6 +164,7 @@ impl Code {
             Code::PayloadTooLarge => "payload_too_large",
             Code::RequestTimeout => "request_timeout",
             Code::Unauthorized => "unauthorized",
+            Code::Forbidden => "forbidden",
             Code::HostNotAllowed => "host_not_allowed",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::TooManyStreams => "too_many_streams",
@@ -212,7 +216,10 @@ impl ApiError {
     }
 
     pub(crate) fn unauthorized() -> Self {
-        ApiError::new(Code::Unauthorized, "this API needs `Authorization: Bearer <token>`")
+        ApiError::new(
+            Code::Unauthorized,
+            "this API needs `Authorization: Bearer <key>`: the operator's token, or a key it issued, a session's or a player's",
+        )
     }
 
     /// An engine failure that is no fault of the request: a thread that failed, a result that did
@@ -373,6 +380,7 @@ mod tests {
             Code::PayloadTooLarge,
             Code::RequestTimeout,
             Code::Unauthorized,
+            Code::Forbidden,
             Code::HostNotAllowed,
             Code::MethodNotAllowed,
             Code::TooManyStreams,

@@ -45,6 +45,17 @@ impl<S: Send + Sync> FromRequestParts<S> for PackName {
     }
 }
 
+/// A chat model's name from the path (400 as for a session id).
+pub(crate) struct ModelName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ModelName {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        path_text(parts, state, "model").await.map(ModelName)
+    }
+}
+
 /// The path's one parameter as text, or a 400 naming `what`.
 async fn path_text<S: Send + Sync>(parts: &mut Parts, state: &S, what: &str) -> Result<String, ApiError> {
     match Path::<String>::from_request_parts(parts, state).await {

@@ -6,6 +6,7 @@ use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use ruleweave::{LlmEvent, TurnResult};
@@ -47,6 +48,7 @@ pub struct Metrics {
     llm_tokens: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
     sessions: Family<Labels, Counter>,
+    simulating: Gauge,
 }
 
 impl Default for Metrics {
@@ -66,12 +68,30 @@ impl Default for Metrics {
         registry.register("llm_tokens", "Model tokens, by pack and kind (prompt or completion)", llm_tokens.clone());
         registry.register("errors", "Failed requests, by pack and error code", errors.clone());
         registry.register("sessions_opened", "Sessions opened, by pack", sessions.clone());
+        let simulating = Gauge::default();
+        registry.register(
+            "simulations_running",
+            "Batches of simulated games playing now (at most one per server)",
+            simulating.clone(),
+        );
         registry.register_collector(Box::new(crate::telemetry::SpanMetrics));
-        Metrics { registry, turns, turn_seconds, llm_calls, llm_tokens, errors, sessions }
+        Metrics { registry, turns, turn_seconds, llm_calls, llm_tokens, errors, sessions, simulating }
     }
 }
 
 impl Metrics {
+    /// A batch of simulated games starts; it is counted until the guard is dropped.
+    pub(super) fn simulating(&self) -> impl Drop + Send + use<> {
+        struct Running(Gauge);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.dec();
+            }
+        }
+        self.simulating.inc();
+        Running(self.simulating.clone())
+    }
+
     pub fn session_opened(&self, pack: &str) {
         self.sessions.get_or_create(&vec![("pack", pack.into())]).inc();
     }

@@ -5,10 +5,12 @@
 //! socket; [`run`] binds it, finishes interrupted long turns, expires finished sessions, and shuts
 //! down gracefully (requests and turns in flight finish first).
 
+mod access;
 mod api;
 mod body;
 mod error;
 mod extract;
+mod keys;
 mod listen;
 mod metrics;
 mod openai;
@@ -156,7 +158,8 @@ impl AppState {
 /// Every route of the server, declared once: the router serves this table and the OpenAPI
 /// document is made from it (`openapi::document`), so neither names a route the other lacks.
 pub struct Routes {
-    /// The API under `/v1` and `/metrics`: behind the token, when there is one.
+    /// The API under `/v1` and `/metrics`: behind a key, when the server has a token (see
+    /// `access.rs` for which key may call which).
     pub guarded: OpenApiRouter<Shared>,
     /// `/healthz` and `/openapi.json`: never behind the token.
     pub open: OpenApiRouter<Shared>,
@@ -165,6 +168,7 @@ pub struct Routes {
 /// The table of routes (the console's page, which is no API, aside).
 pub fn routes() -> Routes {
     let guarded = OpenApiRouter::new()
+        .routes(routes!(keys::whoami))
         .routes(routes!(api::packs))
         .routes(routes!(api::events))
         .routes(routes!(api::create, api::list))
@@ -180,7 +184,9 @@ pub fn routes() -> Routes {
         .routes(routes!(api::metrics))
         .routes(routes!(openai::models))
         .routes(routes!(openai::model))
-        .routes(routes!(openai::completions));
+        .routes(routes!(openai::completions))
+        .routes(routes!(keys::issue, keys::list))
+        .routes(routes!(keys::revoke));
     let open = OpenApiRouter::new().routes(routes!(api::healthz)).routes(routes!(openapi::openapi));
     Routes { guarded, open }
 }
@@ -189,7 +195,8 @@ pub fn routes() -> Routes {
 /// at `/`, and the limits every request meets.
 pub fn app(state: Shared) -> Router {
     let Routes { guarded, open } = routes();
-    let (guarded, _) = guarded.route_layer(middleware::from_fn_with_state(state.clone(), auth)).split_for_parts();
+    let (guarded, _) =
+        guarded.route_layer(middleware::from_fn_with_state(state.clone(), access::guard)).split_for_parts();
     let (open, _) = open.split_for_parts();
     Router::new()
         .merge(guarded)
@@ -202,24 +209,6 @@ pub fn app(state: Shared) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), bounded_body))
         .layer(middleware::from_fn_with_state(state.clone(), known_host))
         .with_state(state)
-}
-
-/// Lets a request through when it carries the token (or when there is none). The scheme is
-/// matched without regard to case, as HTTP says.
-async fn auth(State(state): State<Shared>, req: Request, next: Next) -> Response {
-    if let Some(token) = &state.settings.token {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map_or("", |(_, t)| t.trim());
-        if !same(given.as_bytes(), token.as_bytes()) {
-            return ApiError::unauthorized().into_response();
-        }
-    }
-    next.run(req).await
 }
 
 /// Without a token, a request must name this machine in its `Host` (or a name the settings
@@ -276,7 +265,7 @@ async fn bounded_body(State(state): State<Shared>, req: Request, next: Next) -> 
         )
         .into_response(),
         Ok(Err(e)) if too_long(&e) => ApiError::too_large().into_response(),
-        Ok(Err(e)) => ApiError::new(Code::InvalidJson, format!("cannot read the body: {e}")).into_response(),
+        Ok(Err(e)) => ApiError::new(Code::InvalidRequest, format!("cannot read the body: {e}")).into_response(),
         Ok(Ok(bytes)) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
     }
 }

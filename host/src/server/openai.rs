@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::response::sse::Event as SseEvent;
 use axum::response::{IntoResponse, Response};
@@ -27,12 +27,13 @@ use ruleweave::{ErrorKind, LiveSession, Opening, OpeningKind, Pack, TurnResult};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::access::Access;
 use super::body::{
     self, AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatRequest, ChatSession, ChunkChoice, Delta,
     ErrorBody, ModelEntry, ModelList,
 };
 use super::error::{ApiResult, Code, Face};
-use super::extract::Body;
+use super::extract::{Body, ModelName};
 use super::sse::{self, unix_now};
 use super::turns::{self, Move};
 use super::{ApiError, Shared};
@@ -56,10 +57,13 @@ enum Role {
     (status = 200, description = "The packs as models", body = ModelList),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
-pub(super) async fn models(State(s): State<Shared>) -> Json<ModelList> {
+pub(super) async fn models(State(s): State<Shared>, Extension(access): Extension<Access>) -> Json<ModelList> {
     let mut data = Vec::new();
     for status in s.engine.pack_status() {
         let Some(pack) = status.pack else { continue };
+        if access.may_play(pack.name()).is_err() {
+            continue;
+        }
         data.push(model_entry(pack.name(), s.started));
         for (name, spec) in pack.options() {
             for v in spec.values.iter().flatten() {
@@ -94,9 +98,16 @@ fn model_entry(id: &str, created: u64) -> ModelEntry {
         (status = 401, description = "A token is required", body = ErrorBody),
         (status = 404, description = "No such pack", body = ErrorBody),
     ))]
-pub(super) async fn model(State(s): State<Shared>, Path(id): Path<String>) -> Response {
-    match parse_model(&s, &id, None) {
-        Ok(_) => Json(model_entry(&id, s.started)).into_response(),
+pub(super) async fn model(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    id: Result<ModelName, ApiError>,
+) -> Response {
+    let chosen = id.and_then(|ModelName(id)| {
+        parse_model(&s, &id, None).and_then(|chosen| access.may_play(chosen.pack.name())).map(|()| id)
+    });
+    match chosen {
+        Ok(id) => Json(model_entry(&id, s.started)).into_response(),
         Err(e) => e.on(Face::Chat).into_response(),
     }
 }
@@ -202,10 +213,17 @@ fn text_of(content: &Value) -> ApiResult<String> {
 /// The keys of a conversation's prefixes: `keys[i]` names the conversation up to and including
 /// message `i`. Each key hashes the one before it with the next message, so a request's keys
 /// cost one pass over it.
-fn transcript_keys(chosen: &Chosen, messages: &[(Role, String)]) -> Vec<Key> {
+/// A key's own conversations (an issued key's) are its alone: its name is hashed in first, so
+/// another key's same conversation never finds them.
+fn transcript_keys(chosen: &Chosen, scope: Option<&str>, messages: &[(Role, String)]) -> Vec<Key> {
     let options: BTreeMap<&String, &Value> = chosen.options.iter().collect();
-    let mut digest = Sha256::new()
-        .chain_update(b"ruleweave transcript 1\0")
+    let mut digest = Sha256::new().chain_update(b"ruleweave transcript 1\0");
+    if let Some(scope) = scope {
+        digest.update(b"scope\0");
+        digest.update(scope.as_bytes());
+        digest.update(b"\0");
+    }
+    let mut digest = digest
         .chain_update(chosen.pack.name().as_bytes())
         .chain_update(b"\0")
         .chain_update(serde_json::to_string(&options).unwrap_or_default().as_bytes())
@@ -275,21 +293,23 @@ struct Plan {
     ))]
 pub(super) async fn completions(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     headers: HeaderMap,
     body: Result<Body<ChatRequest>, ApiError>,
 ) -> Response {
     let answered = match body {
-        Ok(Body(req)) => complete(s, headers, req).await,
+        Ok(Body(req)) => complete(s, access, headers, req).await,
         Err(e) => Err(e),
     };
     answered.unwrap_or_else(|e| e.on(Face::Chat).into_response())
 }
 
-async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<Response> {
+async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatRequest) -> ApiResult<Response> {
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::new(Code::InvalidRequest, "a turn has one reply: `n` must be 1"));
     }
     let chosen = parse_model(&s, &req.model, req.metadata.as_ref())?;
+    access.may_play(chosen.pack.name())?;
     let mut messages = Vec::new();
     for m in &req.messages {
         let role = match m.role.as_str() {
@@ -309,7 +329,8 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
             "the last message must be the player's (role `user`): it is the turn's input",
         ));
     }
-    let keys = transcript_keys(&chosen, &messages);
+    let owner = access.owner();
+    let keys = transcript_keys(&chosen, owner.as_deref(), &messages);
     let pinned = req
         .metadata
         .as_ref()
@@ -318,8 +339,11 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
         .map(str::to_owned)
         .or_else(|| headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned));
     let plan = match pinned {
-        Some(id) => Plan { live: s.engine.session(&id).await?, todo: vec![messages.len() - 1], opening: None },
-        None => plan(&s, &chosen, &messages, &keys).await?,
+        Some(id) => {
+            access.reach(&s, &id).await?;
+            Plan { live: s.engine.session(&id).await?, todo: vec![messages.len() - 1], opening: None }
+        }
+        None => plan(&s, &chosen, owner.as_deref(), &messages, &keys).await?,
     };
     let last = messages.len() - 1;
     let mut usage = Usage::default();
@@ -365,7 +389,13 @@ async fn complete(s: Shared, headers: HeaderMap, req: ChatRequest) -> ApiResult<
 }
 
 /// Finds where a conversation goes on (see the module's documentation).
-async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[Key]) -> ApiResult<Plan> {
+async fn plan(
+    s: &Shared,
+    chosen: &Chosen,
+    owner: Option<&str>,
+    messages: &[(Role, String)],
+    keys: &[Key],
+) -> ApiResult<Plan> {
     // Each prefix's key once, and where it ends: a lookup per found link, not a scan.
     let ends: HashMap<String, usize> = messages
         .iter()
@@ -378,7 +408,7 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
     let found = if asked.is_empty() { Vec::new() } else { links(&s.engine)?.find_transcripts(&asked).await? };
     let best = found.iter().filter_map(|link| Some((*ends.get(&link.key)?, link))).max_by_key(|(at, _)| *at);
     if let Some((at, link)) = best
-        && let Some(live) = go_on(s, &link.session, link.seq, link.shared).await?
+        && let Some(live) = go_on(s, &link.session, link.seq, link.shared, owner).await?
     {
         let todo = user_messages(messages, at + 1);
         check_catch_up(&todo)?;
@@ -393,8 +423,10 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
         let opening = session.view().opening;
         Ok((engine.keep(session), opening))
     })
-    .await?;
+    .await
+    .map_err(|e| turns::failed(s, chosen.pack.name(), e))?;
     s.metrics.session_opened(chosen.pack.name());
+    owned(s, &live, owner).await?;
     // A pack that opens by playing an input (a party's first question) plays it now: its reply
     // is the opening question. A question answers the first message with itself; after a hint
     // (what to type), the first message is the game's first input.
@@ -408,7 +440,7 @@ async fn plan(s: &Shared, chosen: &Chosen, messages: &[(Role, String)], keys: &[
 
 /// The session a link points at, when it still stands at the linked checkpoint and the link is
 /// no other client's too; else a fork from that checkpoint; `None` when the session is gone.
-async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool) -> ApiResult<Option<LiveSession>> {
+async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool, owner: Option<&str>) -> ApiResult<Option<LiveSession>> {
     if !shared {
         let live = match s.engine.session(id).await {
             Ok(live) => live,
@@ -422,10 +454,23 @@ async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool) -> ApiResult<Option
         }
     }
     match s.engine.fork(id, seq).await {
-        Ok(fork) => Ok(Some(s.engine.keep(fork))),
+        Ok(fork) => {
+            let live = s.engine.keep(fork);
+            owned(s, &live, owner).await?;
+            Ok(Some(live))
+        }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Records which key made a session the chat face opened (or forked), so it reaches and lists it.
+async fn owned(s: &Shared, live: &LiveSession, owner: Option<&str>) -> ApiResult<()> {
+    if let Some(owner) = owner {
+        let id = live.lock().await.id().to_owned();
+        super::access::keys(s)?.set_owner(&id, owner).await?;
+    }
+    Ok(())
 }
 
 fn user_messages(messages: &[(Role, String)], from: usize) -> Vec<usize> {

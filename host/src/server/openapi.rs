@@ -8,6 +8,7 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
+use super::access::{RULES, Who};
 use super::body::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatSession, CheckpointList, ChunkChoice, ClosedTurn,
     ConversationBody, Delta, ErrorBody, ErrorDetail, ForkedFrom, Health, Listed, ModelEntry, ModelList, Opened,
@@ -22,10 +23,16 @@ use super::{Shared, api, body};
         title = "ruleweave",
         description = "Sessions of rules packs (games and conversation flows) played turn by turn. \
             Every error answers `{\"error\": {\"code\", \"message\", \"type\", \"param\"}}`. \
-            With a token (`RULEWEAVE_TOKEN`), every route but `/healthz` and `/openapi.json` needs \
-            `Authorization: Bearer TOKEN`; without one, none does."
+            With an operator token (`RULEWEAVE_TOKEN`), every route but `/healthz` and `/openapi.json` \
+            needs `Authorization: Bearer KEY`: the operator's token, a key it issued (`POST /v1/keys`), \
+            a session's key (answered when the session is made) or a player's; each operation's \
+            `security` says which it takes. Without a token, none is needed."
     ),
     components(schemas(
+        super::keys::NewKey,
+        super::keys::IssuedBody,
+        super::keys::KeyList,
+        super::keys::AccessBody,
         api::NewSession,
         api::NewTurn,
         api::NewFork,
@@ -66,7 +73,7 @@ use super::{Shared, api, body};
         TurnBody,
     )),
     modifiers(&Bearer),
-    security((), ("bearer" = [])),
+    security((), ("operatorToken" = [])),
     tags(
         (name = "sessions", description = "Opening, playing, listing, forking and replaying sessions"),
         (name = "packs", description = "The packs served, and their reloads"),
@@ -76,13 +83,23 @@ use super::{Shared, api, body};
 )]
 pub struct ApiDoc;
 
-/// The bearer token as a security scheme (optional: a server without a token asks for none).
+/// The keys as security schemes, each a bearer credential (optional: a server without a token
+/// asks for none).
 struct Bearer;
 
 impl Modify for Bearer {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        for (who, what) in [
+            (Who::Operator, "The operator's token (`RULEWEAVE_TOKEN`): every route."),
+            (Who::Issued, "A key the operator issued (`POST /v1/keys`): its packs, and the sessions it made."),
+            (Who::Session, "A session's key, answered when the session is made: that session and its forks."),
+            (Who::Player, "A player's key, answered by a lobby: that player's answers."),
+        ] {
+            let mut scheme = Http::new(HttpAuthScheme::Bearer);
+            scheme.description = Some(what.to_owned());
+            components.add_security_scheme(who.scheme(), SecurityScheme::Http(scheme));
+        }
     }
 }
 
@@ -93,6 +110,23 @@ pub fn document() -> serde_json::Value {
     let super::Routes { guarded, open } = super::routes();
     let made = OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(guarded).merge(open).into_openapi();
     let mut doc = serde_json::to_value(made).unwrap_or_default();
+    // Each guarded operation names the keys it takes (no key at all when the server has no token).
+    for rule in RULES {
+        let at = format!("/paths/{}/{}", pointer(rule.path), rule.method.as_str().to_ascii_lowercase());
+        if let Some(op) = doc.pointer_mut(&at) {
+            let mut takes = vec![serde_json::json!({}), serde_json::json!({Who::Operator.scheme(): []})];
+            takes.extend(rule.who.iter().filter(|w| **w != Who::Operator).map(|w| serde_json::json!({w.scheme(): []})));
+            op["security"] = serde_json::Value::Array(takes);
+            // A key of a kind the route does not take (or a pack it may not play) is refused.
+            let responses = &mut op["responses"];
+            if responses.get("403").is_none() && responses.is_object() {
+                responses["403"] = serde_json::json!({
+                    "description": "A key that may not call this route, or play this pack",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+                });
+            }
+        }
+    }
     let by_id = |op: &str, what: &str| {
         serde_json::json!({
             "operationId": op,
@@ -110,6 +144,16 @@ pub fn document() -> serde_json::Value {
         "ReplaySession": by_id("replaySession", "replays it"),
         "DeleteSession": by_id("deleteSession", "deletes it"),
     });
+    // A key issued can be revoked.
+    if let Some(issued) = doc.pointer_mut("/paths/~1v1~1keys/post/responses/201") {
+        issued["links"] = serde_json::json!({
+            "RevokeKey": {
+                "operationId": "revokeKey",
+                "parameters": {"id": "$response.body#/id"},
+                "description": "The new key's id revokes it.",
+            }
+        });
+    }
     for path in ["/v1/sessions", "/v1/sessions/{id}/fork"] {
         if let Some(created) = doc.pointer_mut(&format!("/paths/{}/post/responses/201", pointer(path))) {
             created["links"] = links.clone();
@@ -217,7 +261,9 @@ fn pointer(path: &str) -> String {
 /// the values a new session's `pack` and a chat request's `model` may take (a model may also
 /// name options, `debate:strict`; `GET /v1/models` lists those).
 pub fn served(packs: Vec<String>) -> serde_json::Value {
-    let mut doc = document();
+    // Made once: the route table and the body types do not change while a server runs.
+    static DOCUMENT: std::sync::LazyLock<serde_json::Value> = std::sync::LazyLock::new(document);
+    let mut doc = DOCUMENT.clone();
     for at in ["/components/schemas/NewSession/properties/pack", "/components/schemas/ChatRequest/properties/model"] {
         if let Some(name) = doc.pointer_mut(at) {
             name["enum"] = serde_json::json!(packs);
@@ -269,7 +315,13 @@ pub(crate) mod tests {
         }
         assert!(seen >= 18, "the table has the API's routes: {seen}");
         assert_eq!(doc["openapi"], "3.1.0");
-        assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+        for scheme in ["operatorToken", "issuedKey", "sessionKey", "playerKey"] {
+            assert_eq!(doc["components"]["securitySchemes"][scheme]["scheme"], "bearer", "{scheme}");
+        }
+        let takes = &doc["paths"]["/v1/sessions/{id}/inputs"]["post"]["security"];
+        assert!(takes.as_array().unwrap().iter().any(|t| t.get("playerKey").is_some()), "{takes}");
+        let keys = &doc["paths"]["/v1/keys"]["post"]["security"];
+        assert_eq!(keys, &serde_json::json!([{}, {"operatorToken": []}]), "the operator's alone");
     }
 
     /// The methods an item of the table has operations for.

@@ -5,11 +5,13 @@
 //! replica, off the workers that answer requests; it needs nothing another replica holds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -67,9 +69,17 @@ pub(super) async fn simulate(
 ) -> ApiResult<Response> {
     let games = req.games.unwrap_or(20);
     if !(1..=MOST_GAMES).contains(&games) {
-        return Err(unprocessable(format!("`games` is 1 to {MOST_GAMES} per player, not {games}")));
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("`games` is 1 to {MOST_GAMES} per player, not {games}"),
+        ));
     }
-    let Ok(_running) = s.simulating.clone().try_acquire_owned() else {
+    if req.seed.as_ref().is_some_and(|seed| seed.chars().count() > MOST_SEED) {
+        return Err(ApiError::new(Code::InvalidRequest, format!("`seed` is at most {MOST_SEED} characters")));
+    }
+    // The batch holds the server's one place for a batch until it ends, whether or not its client
+    // waits for it; a client that hangs up stops it at its next game.
+    let Ok(running) = s.simulating.clone().try_acquire_owned() else {
         return Err(ApiError::new(
             Code::SimulationRunning,
             "a batch of games is already running on this server: ask again when it ends",
@@ -80,7 +90,11 @@ pub(super) async fn simulate(
     // core at the default 4,000.
     let most_turns = s.settings.simulate_turns as u64;
     let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
+    let counted = s.metrics.simulating();
+    let hung_up = StopOnDrop(Arc::new(AtomicBool::new(false)));
+    let stop = hung_up.0.clone();
     let report = ruleweave::blocking::run_async(move || async move {
+        let (_running, _counted) = (running, counted);
         let engine = crate::simulate::standin_engine(&root).await?;
         let pack = engine.pack(&pack)?;
         pack.resolve_options(&req.options)?;
@@ -103,15 +117,34 @@ pub(super) async fn simulate(
         let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
         let handle = tokio::runtime::Handle::current();
         let rules = Rules { engine: &engine, options: &req.options };
-        let played = crate::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {});
+        let played = crate::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, &stop);
+        if stop.load(Ordering::Relaxed) {
+            tracing::info!("a batch of simulated games stopped: its client left");
+        }
         Ok::<_, ApiError>(crate::simulate::report(&plan, &played))
     })
     .await
     .map_err(ApiError::internal)??;
+    drop(hung_up);
     if sse::accepts(&headers, "text/html") {
-        return Ok(Html(crate::simulate::page::page(&report)).into_response());
+        // The page has no script and loads nothing: its policy allows its own styles alone.
+        let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
+                      form-action 'none'; frame-ancestors 'none'";
+        return Ok(super::api::html_page(crate::simulate::page::page(&report), policy));
     }
     Ok(Json(report).into_response())
+}
+
+/// The longest seed a request may give (a seed names a run; it is no place for a payload).
+const MOST_SEED: usize = 200;
+
+/// Set when the request that started a batch is dropped (its client hung up, or it answered).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 fn unprocessable(message: String) -> ApiError {

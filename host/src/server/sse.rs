@@ -43,7 +43,12 @@ pub(crate) fn accepts(headers: &HeaderMap, media: &str) -> bool {
 
 /// Now, in unix seconds: the chat face's `created`, the server's start.
 pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    (unix_ms() / 1000) as u64
+}
+
+/// Now, in unix milliseconds: when a key was issued.
+pub(crate) fn unix_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -67,14 +67,17 @@ fn chat_input(session: &Session, text: &str) -> ruleweave::Result<Value> {
     {
         return Ok(Value::Object(fields));
     }
-    session.input_from_text(text).map_err(|e| {
-        ruleweave::Error::new(
+    // A line the pack does not read says what to send instead; a reader that fails otherwise (a
+    // script that throws, a limit) fails as it would on the JSON API.
+    session.input_from_text(text).map_err(|e| match e.kind() {
+        ErrorKind::Input => ruleweave::Error::new(
             ErrorKind::Input,
             format!(
                 "{}; send the message as a JSON object of those fields (the pack is not played by text alone)",
                 e.detail()
             ),
-        )
+        ),
+        _ => e,
     })
 }
 
@@ -107,7 +110,7 @@ where
         work().await
     })
     .await
-    .unwrap_or_else(|e| Err(ruleweave::Error::new(ErrorKind::Internal, format!("a pack thread failed: {e}"))))
+    .unwrap_or_else(|e| Err(e.into()))
 }
 
 /// Work on a session that may run a turn: done on a blocking thread, in one of its pack's
@@ -128,7 +131,7 @@ pub(crate) async fn on_turn_thread<T: Send + 'static>(
         work(&mut session).await
     })
     .await
-    .unwrap_or_else(|e| Err(ruleweave::Error::new(ErrorKind::Internal, format!("a turn thread failed: {e}"))));
+    .unwrap_or_else(|e| Err(e.into()));
     match done {
         Ok(v) => Ok((pack, v)),
         Err(e) => Err((pack, e)),

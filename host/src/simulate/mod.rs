@@ -14,7 +14,7 @@ pub mod page;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::{Result, bail};
 use ruleweave::{Engine, ErrorKind, Event, Pack, ScriptCall, Session};
@@ -223,7 +223,7 @@ impl std::error::Error for GameError {
 }
 
 /// Plays every player's games on one copy of the rules, `plan.jobs` at a time, and calls `tick`
-/// after each game. The result is the same whatever the number of jobs: games are counted in
+/// after each game; a game not begun when `stop` is set is not played. The result is the same whatever the number of jobs: games are counted in
 /// their order, and a player whose game fails has its later games left unplayed and uncounted
 /// (the other players go on).
 pub fn play(
@@ -233,6 +233,7 @@ pub fn play(
     rules: &Rules<'_>,
     prices: &BTreeMap<String, Price>,
     tick: &(dyn Fn() + Sync),
+    stop: &AtomicBool,
 ) -> Vec<Played> {
     let games = plan.games as usize;
     let total = games * players.len();
@@ -242,7 +243,7 @@ pub fn play(
     let work = || {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= total {
+            if i >= total || stop.load(Ordering::Relaxed) {
                 break;
             }
             let (p, g) = (i / games, i % games);

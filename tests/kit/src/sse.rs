@@ -9,38 +9,44 @@ pub struct Event {
 }
 
 /// Reads a stream as it arrives: [`Parser::feed`] each piece, and take the events it completed
-/// one by one with [`Parser::next`].
+/// one by one with [`Parser::next`]. Pieces are bytes as they came off the wire: a character cut
+/// between two pieces is whole again by the time its event is read.
 #[derive(Debug, Default)]
 pub struct Parser {
-    buffer: String,
+    buffer: Vec<u8>,
 }
 
 impl Parser {
     /// Adds the next piece of the stream.
-    pub fn feed(&mut self, piece: &str) {
-        self.buffer.push_str(&piece.replace("\r\n", "\n"));
+    pub fn feed(&mut self, piece: &[u8]) {
+        self.buffer.extend_from_slice(piece);
     }
 
     /// The next complete event, when the stream has sent one.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Event> {
-        while let Some(end) = self.buffer.find("\n\n") {
-            let block: String = self.buffer.drain(..end + 2).collect();
-            if let Some(e) = event(&block) {
+        loop {
+            // An event ends at a blank line (`\n\n`, or `\r\n\r\n`): ASCII, so the bytes before it are
+            // whole characters.
+            let (end, gap) = [&b"\n\n"[..], &b"\r\n\r\n"[..]]
+                .iter()
+                .filter_map(|sep| self.buffer.windows(sep.len()).position(|w| w == *sep).map(|at| (at, sep.len())))
+                .min()?;
+            let block: Vec<u8> = self.buffer.drain(..end + gap).collect();
+            if let Some(e) = event(&String::from_utf8_lossy(&block[..end])) {
                 return Some(e);
             }
         }
-        None
     }
 }
 
 /// Every event of a whole stream.
 pub fn events(text: &str) -> Vec<Event> {
     let mut parser = Parser::default();
-    parser.feed(text);
+    parser.feed(text.as_bytes());
     let mut out: Vec<Event> = std::iter::from_fn(|| parser.next()).collect();
     // A stream may end without the blank line after its last event.
-    out.extend(event(&parser.buffer));
+    out.extend(event(&String::from_utf8_lossy(&parser.buffer)));
     out
 }
 
@@ -86,9 +92,16 @@ mod tests {
         let mut parser = Parser::default();
         let mut pieces = Vec::new();
         for piece in stream.as_bytes().chunks(3) {
-            parser.feed(std::str::from_utf8(piece).unwrap());
+            parser.feed(piece);
             pieces.extend(std::iter::from_fn(|| parser.next()));
         }
         assert_eq!(pieces, whole[..2]);
+        // A character cut between two pieces is whole in its event.
+        let mut parser = Parser::default();
+        let bytes = "data: żółw\r\n\r\n".as_bytes();
+        parser.feed(&bytes[..7]);
+        assert_eq!(parser.next(), None);
+        parser.feed(&bytes[7..]);
+        assert_eq!(parser.next(), Some(Event { name: String::new(), data: "żółw".into() }));
     }
 }

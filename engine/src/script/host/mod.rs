@@ -759,7 +759,8 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         volatile: true,
         signature: "refuse(message: string)",
         doc: "Refuses the turn's input (or the session's options, in `init`): the turn fails as invalid input \
-              with `message` (HTTP 422), not as a script error, and nothing changes.",
+              with `message` (HTTP 422 on the JSON API, 400 on the chat face), not as a script error, and \
+              nothing changes.",
         register: |e, _| {
             e.register_fn(|msg: &str| -> RhaiResult<()> {
                 Err(thrown(crate::error::Error::new(crate::error::ErrorKind::Input, msg)))

@@ -1,0 +1,342 @@
+//! Keys: who may reach a session besides the operator, kept in the store so that every process
+//! sharing it honours the same ones. A key is kept as the SHA-256 of its secret ([`key_hash`]),
+//! never the secret: a session's key and its players' keys go with the session; a key the
+//! operator issued stays until it is revoked. The store also keeps which key made each session
+//! (its owner), which reaches it too. What each key may do is the server's to say.
+
+use sha2::{Digest, Sha256};
+
+use super::memory::MemoryStore;
+use super::postgres::PostgresStore;
+use super::shared::{Sql, on_pool};
+use super::sqlite::SqliteStore;
+use super::store_error;
+use crate::error::{Error, ErrorKind, Result};
+use crate::llm::BoxFuture;
+
+/// What a key opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Grant {
+    /// A key the operator issued: it makes sessions (of `packs`, or of every pack) and reaches
+    /// the sessions it made.
+    Issued(IssuedKey),
+    /// A session's own key: that session, and the forks made with it.
+    Session {
+        /// The session.
+        session: String,
+    },
+    /// A player's key in a session's lobby: that player's own answers.
+    Player {
+        /// The session.
+        session: String,
+        /// The player.
+        player: String,
+    },
+}
+
+/// A key the operator issued, as the store keeps it (no secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedKey {
+    /// Its id (how it is revoked).
+    pub id: String,
+    /// What the operator called it.
+    pub label: String,
+    /// The packs it may play; `None` for every pack.
+    pub packs: Option<Vec<String>>,
+    /// When it was issued, unix milliseconds.
+    pub created_at: i64,
+}
+
+/// The hash a key is kept and found by: SHA-256 of its secret, in hex. Secrets are random and
+/// long, so a plain hash keeps a stolen store from opening anything.
+pub fn key_hash(secret: &str) -> String {
+    Sha256::digest(secret.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A store that keeps keys (see [`Store::keys`](super::Store::keys)).
+pub trait Keys: Send + Sync {
+    /// Keeps a key by the hash of its secret. A session or player key needs its session to
+    /// exist; a player's new key replaces their old one.
+    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>>;
+
+    /// What the key whose secret hashes to `hash` opens, if it is one (and not revoked).
+    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>>;
+
+    /// The keys the operator issued, oldest first.
+    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>>;
+
+    /// Revokes the issued key `id` (it opens nothing from now on); whether there was one.
+    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Drops the key of `player` in `session` (they left the lobby).
+    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Records that `owner` made `session` (`key:<id>`, `session:<id>`).
+    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Who made `session`, when a key did.
+    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
+}
+
+fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(v))
+}
+
+fn no_session(session: &str) -> Error {
+    Error::new(ErrorKind::NotFound, format!("there is no session {session}"))
+}
+
+impl Keys for MemoryStore {
+    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
+        let exists = |s: &str| self.with(|m| m.contains_key(s));
+        let mut keys = self.keys();
+        let done = match grant {
+            Grant::Issued(key) => {
+                keys.issued.insert(key.id.clone(), (hash.to_owned(), key.clone()));
+                Ok(())
+            }
+            Grant::Session { session } if exists(session) => {
+                keys.sessions.insert(hash.to_owned(), (session.clone(), None));
+                Ok(())
+            }
+            Grant::Player { session, player } if exists(session) => {
+                keys.sessions.retain(|_, (s, p)| !(s == session && p.as_deref() == Some(player)));
+                keys.sessions.insert(hash.to_owned(), (session.clone(), Some(player.clone())));
+                Ok(())
+            }
+            Grant::Session { session } | Grant::Player { session, .. } => Err(no_session(session)),
+        };
+        ready(done)
+    }
+
+    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
+        let keys = self.keys();
+        let found = match keys.sessions.get(hash) {
+            Some((session, None)) => Some(Grant::Session { session: session.clone() }),
+            Some((session, Some(player))) => Some(Grant::Player { session: session.clone(), player: player.clone() }),
+            None => keys.issued.values().find(|(h, _)| h == hash).map(|(_, k)| Grant::Issued(k.clone())),
+        };
+        ready(Ok(found))
+    }
+
+    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
+        let mut all: Vec<IssuedKey> = self.keys().issued.values().map(|(_, k)| k.clone()).collect();
+        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        ready(Ok(all))
+    }
+
+    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        ready(Ok(self.keys().issued.remove(id).is_some()))
+    }
+
+    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.keys().sessions.retain(|_, (s, p)| !(s == session && p.as_deref() == Some(player)));
+        ready(Ok(()))
+    }
+
+    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
+        if !self.with(|m| m.contains_key(session)) {
+            return ready(Err(no_session(session)));
+        }
+        self.keys().owners.insert(session.to_owned(), owner.to_owned());
+        ready(Ok(()))
+    }
+
+    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        ready(Ok(self.keys().owners.get(session).cloned()))
+    }
+}
+
+impl Keys for SqliteStore {
+    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
+        Box::pin(add(self.sql(), hash, grant))
+    }
+
+    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
+        Box::pin(find(self.sql(), hash))
+    }
+
+    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
+        Box::pin(issued(self.sql()))
+    }
+
+    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(revoke(self.sql(), id))
+    }
+
+    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(drop_player(self.sql(), session, player))
+    }
+
+    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(set_owner(self.sql(), session, owner))
+    }
+
+    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(owner(self.sql(), session))
+    }
+}
+
+impl Keys for PostgresStore {
+    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
+        Box::pin(add(self.sql(), hash, grant))
+    }
+
+    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
+        Box::pin(find(self.sql(), hash))
+    }
+
+    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
+        Box::pin(issued(self.sql()))
+    }
+
+    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(revoke(self.sql(), id))
+    }
+
+    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(drop_player(self.sql(), session, player))
+    }
+
+    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(set_owner(self.sql(), session, owner))
+    }
+
+    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(owner(self.sql(), session))
+    }
+}
+
+/// A key for a session that is gone fails its foreign key: say so as the memory store does.
+fn gone_or(what: &str, session: &str, e: sqlx::Error) -> Error {
+    let foreign = matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation());
+    if foreign { no_session(session) } else { store_error(what, e) }
+}
+
+async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
+    match grant {
+        Grant::Issued(k) => {
+            let packs = k.packs.as_ref().map(|p| serde_json::to_string(p).unwrap_or_else(|_| "[]".into()));
+            on_pool!(sql, pool => sqlx::query(
+                    "INSERT INTO issued_keys (id, hash, label, packs, created_at) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&k.id)
+                .bind(hash)
+                .bind(&k.label)
+                .bind(packs)
+                .bind(k.created_at)
+                .execute(pool)
+                .await
+                .map(|_| ()))
+            .map_err(|e| store_error("cannot keep a key", e))
+        }
+        Grant::Session { session } => on_pool!(sql, pool => sqlx::query(
+                "INSERT INTO session_keys (hash, session_id, player) VALUES ($1, $2, NULL)",
+            )
+            .bind(hash)
+            .bind(session)
+            .execute(pool)
+            .await
+            .map(|_| ()))
+        .map_err(|e| gone_or("cannot keep a session's key", session, e)),
+        // A player's new key replaces their old one, in one transaction.
+        Grant::Player { session, player } => on_pool!(sql, pool => async {
+            let mut tx = pool.begin().await?;
+            sqlx::query("DELETE FROM session_keys WHERE session_id = $1 AND player = $2")
+                .bind(session)
+                .bind(player)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("INSERT INTO session_keys (hash, session_id, player) VALUES ($1, $2, $3)")
+                .bind(hash)
+                .bind(session)
+                .bind(player)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await
+        }
+        .await)
+        .map_err(|e| gone_or("cannot keep a player's key", session, e)),
+    }
+}
+
+async fn find(sql: Sql<'_>, hash: &str) -> Result<Option<Grant>> {
+    let session: Option<(String, Option<String>)> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT session_id, player FROM session_keys WHERE hash = $1",
+        )
+        .bind(hash)
+        .fetch_optional(pool)
+        .await)
+    .map_err(|e| store_error("cannot look a key up", e))?;
+    if let Some((session, player)) = session {
+        return Ok(Some(match player {
+            None => Grant::Session { session },
+            Some(player) => Grant::Player { session, player },
+        }));
+    }
+    let issued: Option<(String, String, Option<String>, i64)> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT id, label, packs, created_at FROM issued_keys WHERE hash = $1",
+        )
+        .bind(hash)
+        .fetch_optional(pool)
+        .await)
+    .map_err(|e| store_error("cannot look a key up", e))?;
+    issued.map(|row| issued_key(row).map(Grant::Issued)).transpose()
+}
+
+fn issued_key((id, label, packs, created_at): (String, String, Option<String>, i64)) -> Result<IssuedKey> {
+    let packs = packs
+        .map(|p| serde_json::from_str(&p).map_err(|e| store_error("a key's packs are not a JSON list", e)))
+        .transpose()?;
+    Ok(IssuedKey { id, label, packs, created_at })
+}
+
+async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
+    let rows: Vec<(String, String, Option<String>, i64)> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT id, label, packs, created_at FROM issued_keys ORDER BY created_at, id",
+        )
+        .fetch_all(pool)
+        .await)
+    .map_err(|e| store_error("cannot list the keys", e))?;
+    rows.into_iter().map(issued_key).collect()
+}
+
+async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
+    on_pool!(sql, pool => sqlx::query("DELETE FROM issued_keys WHERE id = $1")
+        .bind(id)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected() > 0))
+    .map_err(|e| store_error("cannot revoke a key", e))
+}
+
+async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {
+    on_pool!(sql, pool => sqlx::query("DELETE FROM session_keys WHERE session_id = $1 AND player = $2")
+        .bind(session)
+        .bind(player)
+        .execute(pool)
+        .await
+        .map(|_| ()))
+    .map_err(|e| store_error("cannot drop a player's key", e))
+}
+
+async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
+    on_pool!(sql, pool => sqlx::query(
+            "INSERT INTO session_owners (session_id, owner) VALUES ($1, $2) \
+             ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner",
+        )
+        .bind(session)
+        .bind(owner)
+        .execute(pool)
+        .await
+        .map(|_| ()))
+    .map_err(|e| gone_or("cannot record who made a session", session, e))
+}
+
+async fn owner(sql: Sql<'_>, session: &str) -> Result<Option<String>> {
+    on_pool!(sql, pool => sqlx::query_scalar("SELECT owner FROM session_owners WHERE session_id = $1")
+        .bind(session)
+        .fetch_optional(pool)
+        .await)
+    .map_err(|e| store_error("cannot read who made a session", e))
+}

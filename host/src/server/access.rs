@@ -1,0 +1,403 @@
+//! Who may touch what. With an operator token configured, every request of the API carries a key
+//! (`Authorization: Bearer ...`): the operator's token opens everything; a key the operator issued
+//! (`POST /v1/keys`) makes sessions of its packs and reaches the sessions it made; a session's key
+//! (answered when the session is made) reaches that session and the forks made with it; a
+//! player's key (answered by a lobby) answers for that player. [`RULES`] says which kinds of key
+//! each route takes, in one table that docs/security.md shows; a session that is not the key's
+//! answers exactly as one that does not exist. Keys live in the store (as hashes), so every
+//! replica honours the same ones; without a token nothing is asked, as on a developer's machine.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use ruleweave::store::{Grant, IssuedKey, Keys};
+use ruleweave::{Error, ErrorKind};
+
+use super::error::{ApiResult, Code};
+use super::{ApiError, Shared};
+
+/// Who a request acts as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// No token is configured: everything is open (the local default).
+    Open,
+    /// The operator's token.
+    Operator,
+    /// A key the operator issued.
+    Issued(IssuedKey),
+    /// A session's key.
+    Session(String),
+    /// A player's key in a session's lobby.
+    Player { session: String, player: String },
+}
+
+/// A kind of key, as [`RULES`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    Operator,
+    Issued,
+    Session,
+    Player,
+}
+
+impl Who {
+    /// The name the OpenAPI document's security schemes and docs/security.md use.
+    pub(crate) fn scheme(self) -> &'static str {
+        match self {
+            Who::Operator => "operatorToken",
+            Who::Issued => "issuedKey",
+            Who::Session => "sessionKey",
+            Who::Player => "playerKey",
+        }
+    }
+}
+
+/// Which kinds of key one route takes.
+pub(crate) struct Rule {
+    pub method: Method,
+    pub path: &'static str,
+    pub who: &'static [Who],
+    /// What a key reaches there, beyond the route (a limit a handler checks), for the docs.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub note: &'static str,
+}
+
+const fn rule(method: Method, path: &'static str, who: &'static [Who], note: &'static str) -> Rule {
+    Rule { method, path, who, note }
+}
+
+use Who::{Issued as I, Operator as O, Player as P, Session as S};
+
+/// Every guarded route and the keys it takes (the operator's token takes them all). A route with
+/// a session in its path reaches only that session: a session key its own and its forks', an
+/// issued key those it made, a player key the session it plays in.
+pub(crate) const RULES: &[Rule] = &[
+    rule(Method::GET, "/v1/access", &[O, I, S, P], "who the key is"),
+    rule(Method::GET, "/v1/packs", &[O, I, S], ""),
+    rule(Method::GET, "/v1/events", &[O, I, S], ""),
+    rule(Method::POST, "/v1/sessions", &[O, I], "an issued key: of its packs"),
+    rule(Method::GET, "/v1/sessions", &[O, I], "an issued key: the sessions it made"),
+    rule(Method::GET, "/v1/sessions/{id}", &[O, I, S, P], "a player follows the game they are in"),
+    rule(Method::DELETE, "/v1/sessions/{id}", &[O, I, S], ""),
+    rule(Method::POST, "/v1/sessions/{id}/turns", &[O, I, S], ""),
+    rule(Method::POST, "/v1/sessions/{id}/inputs", &[O, I, S, P], "a player key: its own answers and leaving"),
+    rule(Method::GET, "/v1/sessions/{id}/events", &[O, I, S, P], "a player follows the game they are in"),
+    rule(Method::GET, "/v1/sessions/{id}/checkpoints", &[O, I, S], ""),
+    rule(Method::GET, "/v1/sessions/{id}/conversation", &[O, I, S], ""),
+    rule(
+        Method::POST,
+        "/v1/sessions/{id}/fork",
+        &[O, I, S],
+        "the fork's key is answered; the key that made it reaches it",
+    ),
+    rule(Method::POST, "/v1/sessions/{id}/replay", &[O, I, S], ""),
+    rule(Method::POST, "/v1/packs/{pack}/simulate", &[O, I], "an issued key: of its packs"),
+    rule(Method::GET, "/v1/models", &[O, I], ""),
+    rule(Method::GET, "/v1/models/{model}", &[O, I], ""),
+    rule(Method::POST, "/v1/chat/completions", &[O, I], "an issued key: its packs; its own conversations"),
+    rule(Method::GET, "/v1/keys", &[O], ""),
+    rule(Method::POST, "/v1/keys", &[O], ""),
+    rule(Method::DELETE, "/v1/keys/{id}", &[O], ""),
+    rule(Method::GET, "/metrics", &[O], ""),
+];
+
+/// The rule of `method` on the route `path` (as the router matched it).
+pub(crate) fn rule_of(method: &Method, path: &str) -> Option<&'static Rule> {
+    RULES.iter().find(|r| r.method == *method && r.path == path)
+}
+
+impl Access {
+    fn who(&self) -> Option<Who> {
+        match self {
+            Access::Open => None,
+            Access::Operator => Some(Who::Operator),
+            Access::Issued(_) => Some(Who::Issued),
+            Access::Session(_) => Some(Who::Session),
+            Access::Player { .. } => Some(Who::Player),
+        }
+    }
+
+    /// Whether everything is open to this request (no token, or the operator's).
+    pub(crate) fn is_all(&self) -> bool {
+        matches!(self, Access::Open | Access::Operator)
+    }
+
+    /// What the store records as the maker of a session this request makes (a fork, a new
+    /// session), so the key reaches it too; `None` for the operator.
+    pub(crate) fn owner(&self) -> Option<String> {
+        match self {
+            Access::Issued(k) => Some(format!("key:{}", k.id)),
+            Access::Session(s) => Some(format!("session:{s}")),
+            Access::Open | Access::Operator | Access::Player { .. } => None,
+        }
+    }
+
+    /// Whether this request may play `pack`: an issued key only its packs.
+    pub(crate) fn may_play(&self, pack: &str) -> ApiResult<()> {
+        match self {
+            Access::Issued(IssuedKey { packs: Some(packs), label, .. }) if !packs.iter().any(|p| p == pack) => {
+                Err(ApiError::new(
+                    Code::Forbidden,
+                    format!("the key `{label}` may play {}, not `{pack}`", packs.join(", ")),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether this request reaches session `id`: a session that is not its key's answers as one
+    /// that does not exist.
+    pub(crate) async fn reach(&self, s: &Shared, id: &str) -> ApiResult<()> {
+        let reaches = match self {
+            Access::Open | Access::Operator => true,
+            Access::Session(own) if own == id => true,
+            Access::Player { session, .. } => session == id,
+            Access::Session(_) | Access::Issued(_) => {
+                let owner = keys(s)?.owner(id).await?;
+                owner.is_some() && owner == self.owner()
+            }
+        };
+        if reaches { Ok(()) } else { Err(no_session(id)) }
+    }
+}
+
+/// What a session that does not exist answers: the engine's own error.
+pub(crate) fn no_session(id: &str) -> ApiError {
+    Error::new(ErrorKind::NotFound, format!("there is no session {id}")).into()
+}
+
+/// The store's keys.
+pub(crate) fn keys(s: &Shared) -> ApiResult<&dyn Keys> {
+    let store = &**s.engine.store();
+    Ok(ruleweave::store::needs(store, store.keys(), "keys")?)
+}
+
+/// A new secret: 32 random bytes as hex after a prefix naming its kind (`rw_session_`), so a
+/// leaked one is recognised for what it is.
+pub(crate) fn secret(kind: &str) -> ApiResult<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(format!("no randomness for a key: {e}")))?;
+    Ok(format!("rw_{kind}_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
+}
+
+/// Makes a key for `grant` and keeps its hash; the secret, to answer once.
+pub(crate) async fn issue(s: &Shared, kind: &str, grant: &Grant) -> ApiResult<String> {
+    let secret = secret(kind)?;
+    keys(s)?.add_key(&ruleweave::store::key_hash(&secret), grant).await?;
+    Ok(secret)
+}
+
+/// What the guard reads of a request, taken before it awaits anything (a request's body is not
+/// shared across threads).
+struct Asked {
+    method: Method,
+    /// The route as the router matched it (`/v1/sessions/{id}`).
+    route: Option<String>,
+    path: String,
+    /// The bearer credential, if the request carries one.
+    bearer: String,
+}
+
+impl Asked {
+    fn of(req: &Request) -> Self {
+        let bearer = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, t)| t.trim())
+            .to_owned();
+        Asked {
+            method: req.method().clone(),
+            route: req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()),
+            path: req.uri().path().to_owned(),
+            bearer,
+        }
+    }
+}
+
+/// Who a request is, by its key: 401 when it carries none the server knows.
+async fn access_of(s: &Shared, token: &str, given: &str) -> ApiResult<Access> {
+    if super::same(given.as_bytes(), token.as_bytes()) {
+        return Ok(Access::Operator);
+    }
+    if given.is_empty() {
+        return Err(ApiError::unauthorized());
+    }
+    match keys(s)?.find_key(&ruleweave::store::key_hash(given)).await? {
+        Some(Grant::Issued(k)) => Ok(Access::Issued(k)),
+        Some(Grant::Session { session }) => Ok(Access::Session(session)),
+        Some(Grant::Player { session, player }) => Ok(Access::Player { session, player }),
+        None => Err(ApiError::unauthorized()),
+    }
+}
+
+/// The guard of every route of the API: who the request is (kept in its extensions for the
+/// handlers), whether its kind of key may call the route, and whether the session or pack in the
+/// path is one it reaches.
+pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
+    let asked = Asked::of(&req);
+    match admitted(&s, asked).await {
+        Ok(access) => {
+            req.extensions_mut().insert(access);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn admitted(s: &Shared, asked: Asked) -> ApiResult<Access> {
+    let Some(token) = &s.settings.token else { return Ok(Access::Open) };
+    let access = access_of(s, token, &asked.bearer).await?;
+    let Some(who) = access.who().filter(|w| *w != Who::Operator) else { return Ok(access) };
+    let Some(route) = asked.route else { return Ok(access) };
+    if !rule_of(&asked.method, &route).is_some_and(|r| r.who.contains(&who)) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            format!("a {} may not call {} {route}", who.in_words(), asked.method),
+        ));
+    }
+    let params = path_params(&route, &asked.path);
+    if let Some(id) = params.iter().find(|(k, _)| *k == "id").map(|(_, v)| v.as_str())
+        && route.starts_with("/v1/sessions/")
+    {
+        access.reach(s, id).await?;
+    }
+    if let Some(pack) = params.iter().find(|(k, _)| *k == "pack").map(|(_, v)| v.as_str()) {
+        access.may_play(pack)?;
+    }
+    Ok(access)
+}
+
+impl Who {
+    fn in_words(self) -> &'static str {
+        match self {
+            Who::Operator => "the operator's token",
+            Who::Issued => "key the operator issued",
+            Who::Session => "session key",
+            Who::Player => "player key",
+        }
+    }
+}
+
+/// The path's parameters by name (`{id}` → its value, percent-decoded), from the route's pattern
+/// and the request's path, segment by segment.
+fn path_params(pattern: &str, path: &str) -> Vec<(&'static str, String)> {
+    pattern
+        .split('/')
+        .zip(path.split('/'))
+        .filter_map(|(p, v)| {
+            let name = p.strip_prefix('{')?.strip_suffix('}')?;
+            let name: &'static str = match name {
+                "id" => "id",
+                "pack" => "pack",
+                _ => return None,
+            };
+            Some((name, percent_decoded(v)))
+        })
+        .collect()
+}
+
+/// `%xx` escapes decoded (a malformed one kept as it is: the handler refuses the path).
+fn percent_decoded(v: &str) -> String {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b))) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The table of who may call what, as docs/security.md shows it.
+#[cfg(test)]
+fn table_in_markdown() -> String {
+    let mut out = String::from("| route | operator | issued key | session key | player key | what it reaches |\n");
+    out.push_str("| --- | --- | --- | --- | --- | --- |\n");
+    for r in RULES {
+        let mark = |w: Who| if w == Who::Operator || r.who.contains(&w) { "yes" } else { "—" };
+        out.push_str(&format!(
+            "| `{} {}` | {} | {} | {} | {} | {} |\n",
+            r.method,
+            r.path,
+            mark(Who::Operator),
+            mark(Who::Issued),
+            mark(Who::Session),
+            mark(Who::Player),
+            r.note
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_guarded_route_has_one_rule_and_every_rule_a_route() {
+        let guarded = super::super::routes().guarded.into_openapi();
+        let mut routes = Vec::new();
+        for (path, item) in &guarded.paths.paths {
+            for method in super::super::openapi::tests::methods(item) {
+                routes.push((method.to_ascii_uppercase(), path.clone()));
+            }
+        }
+        for (method, path) in &routes {
+            let n = RULES.iter().filter(|r| r.method.as_str() == method && r.path == path).count();
+            assert_eq!(n, 1, "{method} {path} has {n} rules");
+        }
+        for r in RULES {
+            assert!(
+                routes.iter().any(|(m, p)| m == r.method.as_str() && p == r.path),
+                "the rule {} {} names no route",
+                r.method,
+                r.path
+            );
+            assert!(r.who.contains(&Who::Operator), "the operator calls {} {}", r.method, r.path);
+        }
+    }
+
+    #[test]
+    fn the_documented_table_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/security.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let (start, end) = ("<!-- keys (generated) -->\n", "<!-- end of keys -->");
+        let from = doc.find(start).expect("docs/security.md marks where the table of keys goes") + start.len();
+        let to = doc.find(end).expect("and where it ends");
+        let wanted = format!("{}{}{}", &doc[..from], table_in_markdown(), &doc[to..]);
+        if std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &wanted).unwrap();
+        }
+        assert!(
+            doc == wanted,
+            "docs/security.md's table of keys is not the server's: `UPDATE_DOCS=1 cargo test -p ruleweave access` rewrites it"
+        );
+    }
+
+    #[test]
+    fn path_parameters_are_read_from_the_pattern() {
+        assert_eq!(path_params("/v1/sessions/{id}/turns", "/v1/sessions/ab%20c/turns"), [("id", "ab c".to_owned())]);
+        assert_eq!(path_params("/v1/packs/{pack}/simulate", "/v1/packs/pirate/simulate"), [("pack", "pirate".into())]);
+        assert_eq!(percent_decoded("%ff%zz"), "\u{fffd}%zz");
+    }
+
+    #[test]
+    fn secrets_are_long_random_and_named() {
+        let (a, b) = (secret("session").unwrap(), secret("session").unwrap());
+        assert_ne!(a, b);
+        assert!(a.starts_with("rw_session_") && a.len() == "rw_session_".len() + 64, "{a}");
+    }
+}

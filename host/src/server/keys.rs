@@ -1,0 +1,149 @@
+//! Issued keys (`/v1/keys`, the operator's): a key per chat client or game server, limited to some
+//! packs if the operator says so, revocable at once on every replica; and `GET /v1/access`, who a
+//! key is.
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::access::{self, Access};
+use super::body::ErrorBody;
+use super::error::{ApiResult, Code};
+use super::extract::Body;
+use super::{ApiError, Shared};
+
+/// A key to issue.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewKey {
+    /// What to call it (who holds it: `discord bot`, `ana's phone`), 1 to 200 characters.
+    label: String,
+    /// The packs it may play; every pack when not given.
+    #[serde(default)]
+    packs: Option<Vec<String>>,
+}
+
+/// An issued key; `key`, its secret, only when it is issued (it is kept only as a hash).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct IssuedBody {
+    /// Its id (how it is revoked).
+    id: String,
+    /// The secret, shown once: clients send it as `Authorization: Bearer <key>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+    /// What the operator called it.
+    label: String,
+    /// The packs it may play; `null` for every pack.
+    packs: Option<Vec<String>>,
+    /// When it was issued (RFC 3339).
+    created_at: String,
+}
+
+/// The keys the operator issued: `GET /v1/keys`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct KeyList {
+    /// Oldest first, without their secrets.
+    keys: Vec<IssuedBody>,
+}
+
+/// Who a key is: `GET /v1/access`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct AccessBody {
+    /// `open` (the server asks for no key), `operator`, `issued`, `session` or `player`.
+    #[serde(rename = "as")]
+    acts_as: &'static str,
+    /// The session a session or player key reaches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    /// The player a player key answers for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    player: Option<String>,
+    /// The issued key, without its secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<IssuedBody>,
+}
+
+fn body(k: ruleweave::store::IssuedKey, secret: Option<String>) -> IssuedBody {
+    IssuedBody {
+        id: k.id,
+        key: secret,
+        label: k.label,
+        packs: k.packs,
+        created_at: ruleweave::store::rfc3339_of(k.created_at),
+    }
+}
+
+/// `POST /v1/keys`: issues a key.
+#[utoipa::path(post, path = "/v1/keys", operation_id = "issueKey", tag = "keys", request_body = NewKey, responses(
+    (status = 201, description = "The key, with its secret (shown once)", body = IssuedBody),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
+    (status = 401, description = "A key is required", body = ErrorBody),
+    (status = 403, description = "Only the operator issues keys", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; a label that is empty or too long, a pack that does not exist", body = ErrorBody),
+))]
+pub(crate) async fn issue(
+    State(s): State<Shared>,
+    Body(req): Body<NewKey>,
+) -> ApiResult<(StatusCode, Json<IssuedBody>)> {
+    let label = req.label.trim().to_owned();
+    if label.is_empty() || label.chars().count() > 200 {
+        return Err(ApiError::new(Code::InvalidRequest, "a key's label is 1 to 200 characters"));
+    }
+    if let Some(unknown) = req.packs.iter().flatten().find(|p| !s.engine.has_pack(p)) {
+        return Err(ApiError::new(Code::InvalidRequest, format!("there is no pack `{unknown}` to give a key")));
+    }
+    let secret = access::secret("key")?;
+    let id = access::secret("id")?["rw_id_".len()..][..16].to_owned();
+    let key = ruleweave::store::IssuedKey { id, label, packs: req.packs, created_at: super::sse::unix_ms() };
+    let grant = ruleweave::store::Grant::Issued(key.clone());
+    access::keys(&s)?.add_key(&ruleweave::store::key_hash(&secret), &grant).await?;
+    Ok((StatusCode::CREATED, Json(body(key, Some(secret)))))
+}
+
+/// `GET /v1/keys`: the keys issued, without their secrets.
+#[utoipa::path(get, path = "/v1/keys", operation_id = "listKeys", tag = "keys", responses(
+    (status = 200, description = "The keys, oldest first", body = KeyList),
+    (status = 401, description = "A key is required", body = ErrorBody),
+    (status = 403, description = "Only the operator lists keys", body = ErrorBody),
+))]
+pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
+    let keys = access::keys(&s)?.issued_keys().await?;
+    Ok(Json(KeyList { keys: keys.into_iter().map(|k| body(k, None)).collect() }))
+}
+
+/// `DELETE /v1/keys/{id}`: revokes a key; it opens nothing from then on, on every replica.
+#[utoipa::path(delete, path = "/v1/keys/{id}", operation_id = "revokeKey", tag = "keys", params(("id" = String, Path, description = "The key's id")), responses(
+    (status = 204, description = "Revoked"),
+    (status = 401, description = "A key is required", body = ErrorBody),
+    (status = 403, description = "Only the operator revokes keys", body = ErrorBody),
+    (status = 404, description = "No such key", body = ErrorBody),
+))]
+pub(crate) async fn revoke(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    if access::keys(&s)?.revoke_key(&id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ruleweave::Error::new(ruleweave::ErrorKind::NotFound, format!("there is no key {id}")).into())
+    }
+}
+
+/// `GET /v1/access`: who the request's key is (a console finds a session key's session so).
+#[utoipa::path(get, path = "/v1/access", operation_id = "getAccess", tag = "keys", responses(
+    (status = 200, description = "Who the key is", body = AccessBody),
+    (status = 401, description = "A key is required", body = ErrorBody),
+))]
+pub(crate) async fn whoami(Extension(access): Extension<Access>) -> Json<AccessBody> {
+    let plain = |acts_as| AccessBody { acts_as, session: None, player: None, key: None };
+    Json(match access {
+        Access::Open => plain("open"),
+        Access::Operator => plain("operator"),
+        Access::Issued(k) => AccessBody { key: Some(body(k, None)), ..plain("issued") },
+        Access::Session(session) => AccessBody { session: Some(session), ..plain("session") },
+        Access::Player { session, player } => {
+            AccessBody { session: Some(session), player: Some(player), ..plain("player") }
+        }
+    })
+}

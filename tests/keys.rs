@@ -1,0 +1,318 @@
+//! Who may touch a session, through a real client: two clients with different keys cannot reach
+//! each other's sessions (a session that is not theirs answers exactly as one that does not
+//! exist), a session's key reaches its session and the forks it made, a lobby's player answers
+//! for themselves alone, a chat client's conversations are its key's, and keys hold on two
+//! replicas sharing one PostgreSQL (a revoked one refused on the other at once).
+
+use crate::support;
+
+use std::sync::Arc;
+
+use reqwest::{Method, StatusCode};
+use ruleweave::Engine;
+use serde_json::{Value, json};
+
+const OPERATOR: &str = "the-operators-token-of-tests";
+
+/// A request as a client with `key` makes it: (status, body).
+async fn call(method: Method, url: &str, key: &str, body: Option<Value>) -> (StatusCode, Value) {
+    let mut r = support::http().request(method, url).bearer_auth(key);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn server(root: &std::path::Path) -> support::Server {
+    let engine = Engine::builder(root).store(Arc::new(ruleweave::store::MemoryStore::new())).build();
+    support::serve(engine, Some(OPERATOR), 1 << 20).await
+}
+
+/// Issues a key as the operator: its id and secret.
+async fn issue(base: &str, label: &str, packs: Option<&[&str]>) -> (String, String) {
+    let mut body = json!({"label": label});
+    if let Some(p) = packs {
+        body["packs"] = json!(p);
+    }
+    let (status, key) = call(Method::POST, &format!("{base}/v1/keys"), OPERATOR, Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{key}");
+    (key["id"].as_str().unwrap().to_owned(), key["key"].as_str().unwrap().to_owned())
+}
+
+/// Opens a pirate session with `key`: its id and its own key.
+async fn open(base: &str, key: &str) -> (String, String) {
+    let (status, opened) =
+        call(Method::POST, &format!("{base}/v1/sessions"), key, Some(json!({"pack": "pirate"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    (opened["id"].as_str().unwrap().to_owned(), opened["key"].as_str().unwrap().to_owned())
+}
+
+/// Every route of a session, as (method, path under the session, body).
+fn session_routes() -> Vec<(Method, &'static str, Option<Value>)> {
+    vec![
+        (Method::GET, "", None),
+        (Method::POST, "/turns", Some(json!({"input": "Ahoy!"}))),
+        (Method::GET, "/checkpoints", None),
+        (Method::GET, "/conversation", None),
+        (Method::POST, "/fork", Some(json!({"checkpoint": 0}))),
+        (Method::POST, "/replay", None),
+        (Method::GET, "/events", None),
+        (Method::POST, "/inputs", Some(json!({"player": "ana", "input": {"answer": "have"}}))),
+        (Method::DELETE, "", None),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_cannot_reach_each_others_sessions() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let (_, alice) = issue(base, "alice's bot", None).await;
+    let (_, bob) = issue(base, "bob's bot", None).await;
+    let (a, a_key) = open(base, &alice).await;
+    let (b, b_key) = open(base, &bob).await;
+
+    // Each lists its own; the operator lists both; a session key lists nothing.
+    let ids = |page: &Value| -> Vec<String> {
+        page["sessions"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_owned()).collect()
+    };
+    let listing = format!("{base}/v1/sessions");
+    assert_eq!(ids(&call(Method::GET, &listing, &alice, None).await.1), std::slice::from_ref(&a));
+    assert_eq!(ids(&call(Method::GET, &listing, &bob, None).await.1), std::slice::from_ref(&b));
+    let all = ids(&call(Method::GET, &listing, OPERATOR, None).await.1);
+    assert!(all.contains(&a) && all.contains(&b), "{all:?}");
+    assert_eq!(call(Method::GET, &listing, &a_key, None).await.0, StatusCode::FORBIDDEN);
+
+    // Neither key, nor the other's session key, reaches the other's session on any route: each
+    // answers what a session that does not exist answers.
+    let nowhere = "0123456789abcdef0123";
+    for (method, tail, body) in session_routes() {
+        let (gone, absent) =
+            call(method.clone(), &format!("{base}/v1/sessions/{nowhere}{tail}"), &alice, body.clone()).await;
+        assert_eq!(gone, StatusCode::NOT_FOUND, "{method} {tail}: {absent}");
+        for key in [&alice, &a_key] {
+            let (status, foreign) =
+                call(method.clone(), &format!("{base}/v1/sessions/{b}{tail}"), key, body.clone()).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {tail}: {foreign}");
+            let foreign = foreign.to_string().replace(&b, nowhere);
+            assert_eq!(foreign, absent.to_string(), "{method} {tail}: the same body as a session that does not exist");
+        }
+    }
+    // Bob's session is as it was: no turn played, not forked, not deleted.
+    let (status, still) = call(Method::GET, &format!("{base}/v1/sessions/{b}"), &b_key, None).await;
+    assert_eq!((status, &still["turns"]), (StatusCode::OK, &json!(0)), "{still}");
+    assert_eq!(
+        ids(&call(Method::GET, &listing, &bob, None).await.1),
+        std::slice::from_ref(&b),
+        "no fork of it was made"
+    );
+
+    // Alice's session key plays its session, reads the packs, and nothing of the operator's.
+    let (status, turn) =
+        call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, Some(json!({"input": "Ahoy!"}))).await;
+    assert_eq!(status, StatusCode::OK, "{turn}");
+    assert_eq!(call(Method::GET, &format!("{base}/v1/packs"), &a_key, None).await.0, StatusCode::OK);
+    for (method, path) in [(Method::GET, "/metrics"), (Method::GET, "/v1/keys"), (Method::POST, "/v1/sessions")] {
+        let (status, body) =
+            call(method.clone(), &format!("{base}{path}"), &a_key, Some(json!({"pack": "pirate"}))).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
+        assert_eq!(body["error"]["code"], "forbidden");
+    }
+    // A key nobody issued, and no key: 401.
+    assert_eq!(
+        call(Method::GET, &format!("{base}/v1/sessions/{a}"), "rw_session_made_up", None).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        support::http().get(format!("{base}/v1/packs")).send().await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+
+    // A fork answers its own key; the key that made it reaches it too, the fork's key only it.
+    let (status, fork) =
+        call(Method::POST, &format!("{base}/v1/sessions/{a}/fork"), &a_key, Some(json!({"checkpoint": 1}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{fork}");
+    let (f, f_key) = (fork["id"].as_str().unwrap(), fork["key"].as_str().unwrap());
+    assert_ne!(f_key, a_key);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{f}"), &a_key, None).await.0, StatusCode::OK);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{f}"), f_key, None).await.0, StatusCode::OK);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{a}"), f_key, None).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{f}"), &bob, None).await.0, StatusCode::NOT_FOUND);
+    // Who each key is.
+    let (_, me) = call(Method::GET, &format!("{base}/v1/access"), &a_key, None).await;
+    assert_eq!((me["as"].as_str(), me["session"].as_str()), (Some("session"), Some(a.as_str())), "{me}");
+    let (_, me) = call(Method::GET, &format!("{base}/v1/access"), &alice, None).await;
+    assert_eq!((me["as"].as_str(), me["key"]["label"].as_str()), (Some("issued"), Some("alice's bot")), "{me}");
+
+    // Deleting with the session's key deletes it; Bob's stays.
+    assert_eq!(call(Method::DELETE, &format!("{base}/v1/sessions/{a}"), &a_key, None).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{b}"), OPERATOR, None).await.0, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issued_key_plays_only_its_packs_and_is_revoked_at_once() {
+    let root = support::copy_of(&[
+        "config/pirate.yaml",
+        "scripts/pirate",
+        "prompts/pirate",
+        "config/party.yaml",
+        "scripts/party",
+        "prompts/party",
+        "data/party",
+    ]);
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let (id, key) = issue(base, "pirate only", Some(&["pirate"])).await;
+    open(base, &key).await;
+    for (path, body) in [
+        ("/v1/sessions", json!({"pack": "party"})),
+        ("/v1/packs/party/simulate", json!({"games": 1})),
+        ("/v1/chat/completions", json!({"model": "party", "messages": [{"role": "user", "content": "4/6"}]})),
+    ] {
+        let (status, refused) = call(Method::POST, &format!("{base}{path}"), &key, Some(body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("may play pirate, not `party`"), "{refused}");
+    }
+    let (_, models) = call(Method::GET, &format!("{base}/v1/models"), &key, None).await;
+    assert!(
+        models["data"].as_array().unwrap().iter().all(|m| m["id"].as_str().unwrap().starts_with("pirate")),
+        "{models}"
+    );
+    // Listed without its secret; revoked, it opens nothing; revoking again finds nothing.
+    let (_, listed) = call(Method::GET, &format!("{base}/v1/keys"), OPERATOR, None).await;
+    assert!(!listed.to_string().contains(&key), "no secret is listed: {listed}");
+    assert_eq!(listed["keys"][0]["packs"], json!(["pirate"]));
+    assert_eq!(call(Method::DELETE, &format!("{base}/v1/keys/{id}"), OPERATOR, None).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/packs"), &key, None).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(call(Method::DELETE, &format!("{base}/v1/keys/{id}"), OPERATOR, None).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lobby_player_answers_and_leaves_for_themselves_alone() {
+    let root = crate::lobby::party_root("30s");
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let body = json!({"pack": "party", "options": {"players": "ana,bo,cy"}});
+    let (status, opened) = call(Method::POST, &format!("{base}/v1/sessions"), OPERATOR, Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let id = opened["id"].as_str().unwrap();
+    let session_key = opened["key"].as_str().unwrap();
+    let players = opened["player_keys"].as_object().unwrap();
+    assert_eq!(players.keys().collect::<Vec<_>>(), ["ana", "bo", "cy"]);
+    let ana = players["ana"].as_str().unwrap();
+    let inputs = format!("{base}/v1/sessions/{id}/inputs");
+    // The host starts the game: its first question.
+    let (status, _) =
+        call(Method::POST, &format!("{base}/v1/sessions/{id}/turns"), session_key, Some(json!({"input": {}}))).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let answer = |player: &str| json!({"player": player, "input": "have"});
+    let (status, posted) = call(Method::POST, &inputs, ana, Some(answer("ana"))).await;
+    assert_eq!(status, StatusCode::OK, "{posted}");
+    assert_eq!(posted["lobby"]["answered"], json!(["ana"]));
+    for body in [answer("bo"), json!({"player": "bo", "leave": true}), json!({"player": "dan", "join": true})] {
+        let (status, refused) = call(Method::POST, &inputs, ana, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}: {refused}");
+    }
+    // The player follows the game, and reaches no other route of it.
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{id}"), ana, None).await.0, StatusCode::OK);
+    let (status, _) =
+        call(Method::POST, &format!("{base}/v1/sessions/{id}/turns"), ana, Some(json!({"input": {}}))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // The host joins a player with the session's key, and the join answers the new key.
+    let (status, joined) = call(Method::POST, &inputs, session_key, Some(json!({"player": "dan", "join": true}))).await;
+    assert_eq!(status, StatusCode::OK, "{joined}");
+    let dan = joined["player_key"].as_str().unwrap();
+    assert_eq!(call(Method::GET, &format!("{base}/v1/access"), dan, None).await.1["player"], "dan");
+    // Ana leaves with her own key, which then opens nothing.
+    let (status, left) = call(Method::POST, &inputs, ana, Some(json!({"player": "ana", "leave": true}))).await;
+    assert_eq!(status, StatusCode::OK, "{left}");
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{id}"), ana, None).await.0, StatusCode::UNAUTHORIZED);
+    // The host may still play for the whole table.
+    let (status, _) = call(Method::POST, &inputs, session_key, Some(answer("bo"))).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_clients_conversations_are_its_keys() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let (_, alice) = issue(base, "alice's chat", None).await;
+    let (_, bob) = issue(base, "bob's chat", None).await;
+    let chat = |key: String, messages: Value, metadata: Option<Value>| {
+        let url = format!("{base}/v1/chat/completions");
+        async move {
+            let mut body = json!({"model": "pirate", "messages": messages});
+            if let Some(m) = metadata {
+                body["metadata"] = m;
+            }
+            call(Method::POST, &url, &key, Some(body)).await
+        }
+    };
+    let first = json!([{"role": "user", "content": "Ahoy captain!"}]);
+    let (status, a1) = chat(alice.clone(), first.clone(), None).await;
+    assert_eq!(status, StatusCode::OK, "{a1}");
+    let a_session = a1["ruleweave"]["session"].as_str().unwrap().to_owned();
+    let reply = a1["choices"][0]["message"]["content"].as_str().unwrap();
+    let more = json!([
+        {"role": "user", "content": "Ahoy captain!"},
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": "I bring word from your mother."},
+    ]);
+    // The same conversation continued with Bob's key is not Alice's session.
+    let (status, b2) = chat(bob.clone(), more.clone(), None).await;
+    assert_eq!(status, StatusCode::OK, "{b2}");
+    assert_ne!(b2["ruleweave"]["session"].as_str().unwrap(), a_session);
+    let (_, a2) = chat(alice.clone(), more, None).await;
+    assert_eq!(a2["ruleweave"]["session"].as_str().unwrap(), a_session, "Alice goes on in hers");
+    // Bob cannot pin Alice's session either.
+    let (status, pinned) = chat(bob.clone(), first, Some(json!({"session": a_session}))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{pinned}");
+    // Alice lists her chat session; Bob does not see it.
+    let (_, bobs) = call(Method::GET, &format!("{base}/v1/sessions"), &bob, None).await;
+    assert!(!bobs.to_string().contains(&a_session), "{bobs}");
+    let (_, alices) = call(Method::GET, &format!("{base}/v1/sessions"), &alice, None).await;
+    assert!(alices.to_string().contains(&a_session), "{alices}");
+}
+
+/// Keys live in the store: a key issued on one replica opens on the other, sessions reach as they
+/// do on one, and a key revoked on one is refused by the other on its next request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_hold_on_two_replicas() {
+    let Some(url) = support::postgres() else { return };
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let env = [("RULEWEAVE_TOKEN", OPERATOR)];
+    let one = support::start(root.path(), &url, &env);
+    let two = support::start(root.path(), &url, &env);
+    let (id, key) = issue(&one.url, "on two replicas", None).await;
+    let (session, session_key) = open(&two.url, &key).await;
+    let (status, _) = call(Method::GET, &format!("{}/v1/sessions/{session}", one.url), &session_key, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, other_key) = issue(&two.url, "another", None).await;
+    let (status, _) = call(Method::GET, &format!("{}/v1/sessions/{session}", one.url), &other_key, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        call(Method::DELETE, &format!("{}/v1/keys/{id}", two.url), OPERATOR, None).await.0,
+        StatusCode::NO_CONTENT
+    );
+    // The very next request to the other replica is refused: no replica holds keys of its own.
+    let (status, _) = call(Method::GET, &format!("{}/v1/packs", one.url), &key, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "refused on the other replica");
+}
+
+/// Without a token nothing is asked (the local default), and a new session still answers its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_everything_is_open_and_keys_are_still_answered() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let engine = Engine::builder(root.path()).store(Arc::new(ruleweave::store::MemoryStore::new())).build();
+    let s = support::serve(engine, None, 1 << 20).await;
+    let (status, opened) = support::post(&format!("{}/v1/sessions", s.url), json!({"pack": "pirate"})).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert!(opened["key"].as_str().unwrap().starts_with("rw_session_"), "{opened}");
+    let (status, listed) = support::post(&format!("{}/v1/keys", s.url), json!({"label": "local"})).await;
+    assert_eq!(status, StatusCode::CREATED, "{listed}");
+    assert_eq!(support::get(&format!("{}/v1/access", s.url)).await["as"], "open");
+}
