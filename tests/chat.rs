@@ -213,20 +213,27 @@ async fn every_pack_answers_its_first_message_as_a_person_expects() {
     assert!(ids.contains(&"debate:strict"), "{ids:?}");
 
     let (_, first) = chat(url, "interview", &[user("hi")]).await;
-    let (question, s, turn) = said(&first);
+    let (opening, s, turn) = said(&first);
     assert_eq!(turn, 0, "the opening question answers the first message: {first}");
+    // The question, then what to type.
+    let (question, help) = opening.split_once("\n\n").unwrap();
     assert!(question.ends_with('?'), "{question}");
-    let (_, second) = chat(url, "interview", &[user("hi"), assistant(&question), user("I like it frothy.")]).await;
+    assert_eq!(help, "(type: Answer the question in your own words (\"I don't know\" is an answer too).)");
+    let (_, second) = chat(url, "interview", &[user("hi"), assistant(&opening), user("I like it frothy.")]).await;
     let (next, s2, turn) = said(&second);
     assert_eq!((s2, turn), (s, 1));
     let session = get(&format!("{url}/v1/sessions/{}", said(&second).1)).await;
     assert_eq!(next, session["display"]["reply"].as_str().unwrap());
 
     let (_, first) = chat(url, "party", &[user("hi everyone")]).await;
-    let (question, s, turn) = said(&first);
+    let (opening, s, turn) = said(&first);
     assert_eq!(turn, 1, "the lobby opened by asking its first question: {first}");
-    assert!(question.starts_with("Never have I ever"), "{question}");
-    let (_, second) = chat(url, "party", &[user("hi everyone"), assistant(&question), user("all")]).await;
+    assert!(opening.starts_with("Never have I ever"), "{opening}");
+    assert!(
+        opening.ends_with("\n\n(type: 4/6, all, none, names of those who have; +name joins, -name leaves)"),
+        "{opening}"
+    );
+    let (_, second) = chat(url, "party", &[user("hi everyone"), assistant(&opening), user("all")]).await;
     let (next, s2, turn) = said(&second);
     assert_eq!((s2.as_str(), turn), (s.as_str(), 2));
     let session = get(&format!("{url}/v1/sessions/{s}")).await;
@@ -254,9 +261,18 @@ async fn every_pack_answers_its_first_message_as_a_person_expects() {
     assert!(!streamed.contains("PHASE"), "{streamed}");
     // Checking off, the stand-in judge finds neither side better: a draw (words never decide).
     assert!(streamed.ends_with("The debate is over. Winner: draw."), "{streamed}");
+    // A line the debate does not take is answered in the debate's words, with what to type:
+    // the conversation goes on.
     let (status, refused) = chat(url, "debate", &[user("hello")]).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("type \"start\" to begin the debate"), "{refused}");
+    assert_eq!(status, StatusCode::OK, "{refused}");
+    let (words, _, turn) = said(&refused);
+    assert_eq!(turn, 0, "nothing was played: {refused}");
+    assert!(words.contains("type \"start\" to begin the debate"), "{words}");
+    assert!(
+        words.ends_with("(type: `start` to begin; at a pause, `continue` or a note for the moderator.)"),
+        "{words}"
+    );
+    assert!(!words.contains(".rhai"), "no script place reaches the player: {words}");
 }
 
 /// Two clients whose conversations open alike (the same first message, the same opening) never
@@ -322,7 +338,15 @@ fn the_openai_python_sdk_plays_the_pirate() {
     else {
         return;
     };
-    let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let root = copy_of(&[
+        "config/pirate.yaml",
+        "scripts/pirate",
+        "prompts/pirate",
+        "config/party.yaml",
+        "scripts/party",
+        "prompts/party",
+        "data/party",
+    ]);
     let server = start(root.path(), "memory", &[]);
     let out = std::process::Command::new(python)
         .arg(support::repo_root().join("tests/chat/sdk_client.py"))
@@ -331,7 +355,10 @@ fn the_openai_python_sdk_plays_the_pirate() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("the SDK played 4 turns in one session"), "{stdout}");
+    assert!(
+        stdout.contains("the SDK played 4 turns in one session, and a party round with a refused line"),
+        "{stdout}"
+    );
 }
 
 /// A long conversation this server has no record of (3,200 messages in one request) is looked

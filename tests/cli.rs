@@ -734,8 +734,10 @@ fn play_opens_with_the_first_question_and_explains_how_texts_were_compared() {
         assert!(out.status.success(), "{}", stderr(&out));
         let text = stdout(&out);
         assert!(text.contains(&format!("choose: exploratory phase (turn count 1), {says}")), "{text}");
-        // The opening question comes before the first prompt; an unknown command is not an answer.
-        let opening = "interview (stand-in) › Let's talk about oat milk in coffee. What comes to mind first?\n> ";
+        // The opening question and what to type come before the first prompt; an unknown command
+        // is not an answer.
+        let opening = "interview (stand-in) › Let's talk about oat milk in coffee. What comes to mind first?\n  \
+                       type: Answer the question in your own words (\"I don't know\" is an answer too).\n> ";
         assert!(text.contains(opening), "{text}");
         assert!(text.contains("unknown command /bogus; commands: /why"), "{text}");
         assert!(text.contains("turn 1, exploratory"), "the answer after it is turn 1: {text}");
@@ -772,9 +774,13 @@ fn played(pack: &str, set: &[&str], lines: &str) -> String {
 
 #[test]
 fn every_pack_plays_in_the_terminal_as_a_person_sees_it() {
-    // The pirate: the captain's words, then where the merit stands.
+    // The pirate: what to type, the captain's words, then where the merit stands.
     let screen = played("pirate", &[], "Ahoy, captain! I am the harbour master's daughter.\n");
     let mut lines = screen.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "  type: Say anything to the captain, in English or Polish: flattery, tales, bribes, threats… whatever wins his treasure."
+    );
     let reply = lines.next().unwrap();
     assert!(reply.starts_with("> pirate (stand-in) › ") && !reply.ends_with("continue"), "{screen}");
     assert!(lines.next().unwrap().starts_with("  merit "), "{screen}");
@@ -782,6 +788,7 @@ fn every_pack_plays_in_the_terminal_as_a_person_sees_it() {
     // The interview: its first question before the first answer, then the next with the choice.
     let screen = played("interview", &[], "I like oat milk because it foams.\n");
     assert!(screen.starts_with("interview (stand-in) › Let's talk about oat milk in coffee."), "{screen}");
+    assert!(screen.contains("?\n  type: Answer the question in your own words"), "{screen}");
     assert!(screen.contains("\n  turn 1, exploratory: "), "{screen}");
 
     // The party: the lobby opens on its first question; `all` plays a round, `+gus` only joins.
@@ -789,13 +796,14 @@ fn every_pack_plays_in_the_terminal_as_a_person_sees_it() {
     let lines: Vec<&str> = screen.lines().collect();
     assert!(lines[0].starts_with("party (stand-in) › Never have I ever"), "{screen}");
     assert!(lines[1].starts_with("  round 1/20 · "), "{screen}");
-    assert!(lines[3].starts_with("  round 2/20 · safe (intensity 2) · B 0.15 + P 0.04"), "{screen}");
-    let question = lines[2].trim_start_matches("> party (stand-in) › ");
+    assert_eq!(lines[2], "  type: 4/6, all, none, names of those who have; +name joins, -name leaves", "{screen}");
+    assert!(lines[4].starts_with("  round 2/20 · safe (intensity 2) · B 0.15 + P 0.04"), "{screen}");
+    let question = lines[3].trim_start_matches("> party (stand-in) › ");
     assert_eq!(
-        lines[4],
+        lines[5],
         format!("> party (stand-in) › (now at the table: ana, bo, cy, dee, gus; the question stands) {question}")
     );
-    assert!(lines[5].starts_with("  round 2/20 · ") && lines[5].ends_with("· 5 players"), "{screen}");
+    assert!(lines[6].starts_with("  round 2/20 · ") && lines[6].ends_with("· 5 players"), "{screen}");
 
     // The designer: what to type, then the design it built.
     let screen = played("designer", &[], "the chambers of the heart\n");
@@ -846,15 +854,22 @@ fn simulate_reports_how_the_players_games_end() {
     let (out, easy) = simulate(&repo_root(), &["pirate", "--games", "12", "--set", "difficulty=easy", "--seed", "s1"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
-        (&easy["pack"], &easy["games"], &easy["seed"], &easy["against"]),
-        (&json!("pirate"), &json!(12), &json!("s1"), &Value::Null)
+        (&easy["pack"], &easy["games"], &easy["seed"], &easy["max_turns"], &easy["against"]),
+        (&json!("pirate"), &json!(12), &json!("s1"), &json!(20), &Value::Null)
     );
     let names: Vec<&str> = easy["players"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["flatterer", "liar", "rambler"]);
+    // The flatterer never wins the easy captain over: every game is stopped by the cap, and is
+    // unfinished, not the pack's `continue`; no game finished, so no turns to finish.
+    let flatterer = &easy["players"][0];
+    assert_eq!(flatterer["outcomes"].as_object().unwrap().keys().collect::<Vec<_>>(), ["unfinished"], "{flatterer}");
+    assert_eq!((&flatterer["turns"]["median"], &flatterer["turns_histogram"]), (&Value::Null, &json!([])));
     let liar = &easy["players"][1];
-    // How many games took each number of turns: all 12 counted, the longest the last entry.
+    // How many finished games took each number of turns: the unfinished left out, the longest
+    // the last entry.
     let histogram: Vec<u64> = liar["turns_histogram"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).collect();
-    assert_eq!(histogram.iter().sum::<u64>(), 12, "{liar}");
+    let finished = 12.0 * (1.0 - share(&easy, "liar", "unfinished"));
+    assert_eq!(histogram.iter().sum::<u64>() as f64, finished.round(), "{liar}");
     assert!(histogram.last() > Some(&0) && histogram.len() as f64 >= liar["turns"]["p90"].as_f64().unwrap(), "{liar}");
     let total: f64 = liar["outcomes"].as_object().unwrap().values().map(|o| o["share"].as_f64().unwrap()).sum();
     assert!((total - 1.0).abs() < 1e-9, "{liar}");
@@ -870,8 +885,19 @@ fn simulate_reports_how_the_players_games_end() {
     );
     let (_, again) = simulate(&repo_root(), &["pirate", "--games", "12", "--set", "difficulty=easy", "--seed", "s1"]);
     assert_eq!(again, easy, "the same seed, the same report");
+    // The table says the cap where the games stopped at it.
+    let out = ruleweave(&repo_root())
+        .args(["simulate", "pirate", "--games", "12", "--set", "difficulty=easy", "--seed", "s1"])
+        .output()
+        .unwrap();
+    let table = support::stdout(&out);
+    let flatterer = table.split("liar (12 games)").next().unwrap();
+    let row = |label: &str, rest: &str| format!("\n  {label:<26} {rest}");
+    assert!(flatterer.contains(&row("unfinished (cap 20 turns)", "   100%")), "{table}");
+    assert!(flatterer.contains(&row("turns to finish", "median -, p10 -, p90 -")), "{table}");
+    assert!(table.contains(&row("cost per game", "free (stand-in)")), "{table}");
     let (_, hard) = simulate(&repo_root(), &["pirate", "--games", "12", "--set", "difficulty=hard", "--seed", "s1"]);
-    let won = |r: &Value| 1.0 - share(r, "liar", "continue");
+    let won = |r: &Value| 1.0 - share(r, "liar", "unfinished");
     assert!(won(&easy) > won(&hard), "easy {} against hard {}", won(&easy), won(&hard));
     assert!(won(&easy) > 0.5, "the varied liar beats an easy captain: {}", won(&easy));
 }
@@ -905,6 +931,20 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
     assert!((agreement["delta"].as_f64().unwrap() - (won(&report) - won(against))).abs() < 1e-9, "{agreement}");
     assert!(agreement["high"].as_f64().unwrap() < 0.0, "{agreement}");
     assert_eq!(agreement["beyond_noise"], true, "{agreement}");
+    // What differs between the copies: the one value edited, nothing else.
+    assert_eq!(
+        against["changes"],
+        json!([{"file": "config/pirate.yaml", "key": "params.thresholds.easy", "ours": 60, "theirs": 40}])
+    );
+    // The merit the games end on, game by game (the same moves on both): the median difference
+    // with the sign test's interval; a captain who gives in later lets the liar climb higher.
+    let tracked = against["tracked"].as_array().unwrap();
+    let merit = tracked.iter().find(|t| t["field"] == "merit_score").expect("a merit difference");
+    assert_eq!((&merit["player"], &merit["games"]), (&json!("liar"), &json!(12)), "{merit}");
+    let (delta, low, high) =
+        (merit["delta"].as_f64().unwrap(), merit["low"].as_f64().unwrap(), merit["high"].as_f64().unwrap());
+    assert!(low <= delta && delta <= high && delta > 0.0, "{merit}");
+    assert!(tracked.iter().any(|t| t["field"] == "turns"), "{tracked:?}");
 
     // Per turn, over the games still going: the liar's merit climbs from where turn 1 left it.
     let per_turn = report["players"][0]["track"]["merit_score"]["per_turn"].as_array().unwrap();
@@ -928,7 +968,24 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
     let row = format!("<tr><td>won_agreement</td><td>{:+.1} points</td>", agreement["delta"].as_f64().unwrap() * 100.0);
     assert!(page.contains(&row) && page.contains("<td class=beyond>beyond noise</td>"), "{page}");
     assert_eq!(page.matches("<svg ").count(), 3, "outcomes, turns and merit_score");
+    assert!(page.contains("<td>params.thresholds.easy</td><td><code>60</code></td><td><code>40</code></td>"), "{page}");
+    assert!(page.contains("<tr><td>merit_score (median)</td>"), "{page}");
+    // The merit chart draws the easy captain's threshold on these rules, 60.
+    assert!(page.contains("threshold 60</text>"), "{page}");
     assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href="), "self-contained");
+
+    // The table a person reads says the same: the value that differs, the cap, the merit's
+    // difference with its interval.
+    let out = ruleweave(root.path()).args(["simulate"]).args(args).arg(&shipped).output().unwrap();
+    let table = support::stdout(&out);
+    assert!(table.contains("12 games per player, each played to its end or 20 turns"), "{table}");
+    assert!(table.contains("\n  config/pirate.yaml params.thresholds.easy: 60 → 40\n"), "{table}");
+    let row = table.lines().find(|l| l.contains("merit_score (median)")).expect(&table);
+    let num = |x: f64| ruleweave::text::decimals(x, 2);
+    assert!(
+        row.contains(&format!("+{}", num(delta))) && row.contains(&format!("({}–{})", num(low), num(high))),
+        "{row}"
+    );
 
     // The same rules on both sides: every difference is zero and within noise.
     let (_, same) = simulate(&shipped, &[&args[..], &[shipped.to_str().unwrap()]].concat());
@@ -982,7 +1039,8 @@ fn simulate_counts_the_tokens_a_game_spent_and_prices_them() {
     // completion tokens a call from this server, one call each a turn; the judge's 10 never
     // lets the liar win, so every game runs its 20 turns.
     let liar = run("[prices]\n\"gpt-4o-mini\" = { input = 0.15, output = 0.60 }\n");
-    assert_eq!(liar["turns"]["median"], 20.0, "{liar}");
+    assert_eq!(liar["outcomes"]["unfinished"]["share"], 1.0, "{liar}");
+    assert_eq!(liar["track"]["merit_score"]["per_turn"].as_array().unwrap().len(), 20, "{liar}");
     assert_eq!(liar["tokens"], json!({"median": 720.0, "p10": 720.0, "p90": 720.0}), "{liar}");
     assert_eq!((&liar["cost"], &liar["unpriced"]), (&Value::Null, &json!(["gpt-3.5-turbo"])), "{liar}");
     let liar = run(
@@ -1076,4 +1134,125 @@ fn a_failing_player_stops_its_games_and_the_others_go_on() {
         "{}",
         stderr(&out)
     );
+}
+
+// ---- sessions, graph pages, quiet tests, a real terminal ---------------------------------------
+
+/// `sessions` lists what a store keeps, newest first, with the ids `replay --session` takes; in
+/// JSON one object a line, times as the HTTP API gives them.
+#[test]
+fn sessions_lists_a_stores_sessions_for_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("kept.db").display());
+    let (_moves, file) = temp_file("moves.yaml", "- Ahoy!\n- I bring rum.\n");
+    let out =
+        ruleweave(&repo_root()).args(["run", "pirate", "--store", &store, "--input"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = ruleweave(&repo_root()).args(["sessions", "--store", &store, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = json_lines(&out);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let s = &listed[0];
+    assert_eq!((&s["pack"], &s["turns"], &s["finished"]), (&json!("pirate"), &json!(2), &json!(false)));
+    let id = s["id"].as_str().unwrap();
+    let updated = s["updated_at"].as_str().unwrap();
+    assert!(updated.len() == 24 && updated.ends_with('Z') && updated.as_bytes()[10] == b'T', "RFC 3339: {updated}");
+
+    let out = ruleweave(&repo_root()).args(["sessions", "--store", &store]).output().unwrap();
+    let table = stdout(&out);
+    let row = table.lines().find(|l| l.starts_with(id)).expect(&table);
+    assert!(row.contains(" pirate ") && row.contains(updated) && row.ends_with("no"), "{row}");
+    // The id it lists replays.
+    let out = ruleweave(&repo_root()).args(["replay", "--store", &store, "--session", id]).output().unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let out = ruleweave(&repo_root()).args(["sessions", "interview", "--store", &store]).output().unwrap();
+    assert!(stdout(&out).starts_with("no sessions of interview in sqlite://"), "{}", stdout(&out));
+}
+
+/// `graph --html` writes a page that draws the graph offline: every node in its place, routes
+/// labelled, nothing fetched, no script.
+#[test]
+fn graph_writes_a_page_that_draws_the_pack_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("pirate.html");
+    let out = ruleweave(&repo_root()).args(["graph", "pirate", "--html"]).arg(&page).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let manifest: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo_root().join("config/pirate.yaml")).unwrap()).unwrap();
+    for node in manifest["graph"]["nodes"].as_object().unwrap().keys() {
+        assert!(html.contains(&format!("data-node=\"{node}\"")), "{node} is drawn");
+    }
+    assert!(html.contains("<g class=\"node llm\" data-node=\"merit_check\">"), "the judge calls a model: {html}");
+    assert!(html.matches("<g class=\"edge route\"").count() >= 1, "a route, dashed");
+    assert!(!html.contains("<script") && !html.contains("src=") && !html.contains("href="), "self-contained");
+}
+
+/// `test` prints its results, not the warnings of the turns it replays; `--verbose` shows them.
+#[test]
+fn test_keeps_the_log_out_of_its_results_unless_asked() {
+    let root = tempfile::tempdir().unwrap();
+    let out = ruleweave(root.path()).args(["new", "noisy"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = root.path().join("scripts/noisy/noisy.rhai");
+    let text = std::fs::read_to_string(&script).unwrap();
+    std::fs::write(&script, text.replace("fn listen() {\n", "fn listen() {\n    warn(\"the listener is noisy\");\n"))
+        .unwrap();
+    let out = ruleweave(root.path()).args(["test", "noisy"]).output().unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(!stderr(&out).contains("the listener is noisy"), "{}", stderr(&out));
+    let out = ruleweave(root.path()).args(["test", "noisy", "--verbose"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("the listener is noisy"), "{}", stderr(&out));
+}
+
+/// In a real terminal (a pseudo-terminal, through util-linux's `script`), a line that arrives in
+/// one burst with its newline, as a paste does, runs as a typed one: the editor does not ask the
+/// terminal to mark pastes (which would keep the newline in the line and wait for another Enter).
+#[test]
+fn a_pasted_line_runs_like_a_typed_one_in_a_terminal() {
+    use std::io::{Read, Write};
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let exe = env!("CARGO_BIN_EXE_ruleweave");
+    let mut child = std::process::Command::new("script")
+        .args(["-qfec", &format!("{exe} play pirate --store memory --no-watch"), "/dev/null"])
+        .current_dir(root.path())
+        .env("RULEWEAVE_LLM", "standin")
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut screen = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = screen.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    let mut wait_for = |text: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !seen.contains(text) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(bytes) => seen.push_str(&String::from_utf8_lossy(&bytes)),
+                Err(_) => panic!("the terminal never showed {text:?}: {seen:?}"),
+            }
+        }
+        seen.clone()
+    };
+    wait_for("type: Say anything to the captain");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"/why\n").unwrap();
+    let shown = wait_for("nothing to explain yet");
+    assert!(!shown.contains("\x1b[?2004h"), "bracketed paste asked for: {shown:?}");
+    stdin.write_all(b"/quit\n").unwrap();
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
 }

@@ -248,3 +248,47 @@ async fn a_paused_debate_continues_on_another_replica() {
     let (status, over) = post(&format!("{}/v1/sessions/{id}/turns", a.url), json!({"input": "continue"})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{over}");
 }
+
+/// A model the player chose for a side is the one asked, whichever provider answers: with no
+/// Gemini key the side against falls back to the default provider and is still asked for the
+/// chosen model; the pack's own default for the side (Gemini's model) is what falls back to the
+/// profile's. Each side's reflection and critique stay in the transcript.
+#[test]
+fn a_sides_chosen_model_is_kept_when_its_provider_is_not_set_up() {
+    use support::mock_llm::{MockLlm, Reply};
+    let mock = MockLlm::start();
+    let speech = |side: &str| {
+        format!(
+            "PHASE 1 - REFLECTION:\nWhat the {side} side must show.\n\nPHASE 2 - CRITIQUE:\nThe {side} side's weak points.\n\nPHASE 3 - REFINEMENT:\nThe {side} side says its piece plainly and well."
+        )
+    };
+    mock.chat(Reply::Content(speech("pro"))).chat(Reply::Content(speech("con")));
+    mock.judge(Reply::Content(r#"{"winner": "pro", "reasoning": "clearer"}"#.into()));
+    let (_dir, file) = temp_file("moves.json", r#"["start"]"#);
+    let run = |con_model: Option<&str>| {
+        let mut cmd = ruleweave(&repo_root());
+        cmd.args(["run", "debate", "--set", "rounds=1", "--set", "fact_check=off", "--input"]).arg(&file);
+        if let Some(m) = con_model {
+            cmd.args(["--set", &format!("con_model={m}")]);
+        }
+        cmd.env("OPENAI_API_KEY", "sk-test").env("OPENAI_BASE_URL", &mock.base_url).env("RULEWEAVE_LLM_RETRIES", "0");
+        cmd.output().unwrap()
+    };
+    let out = run(Some("mistral-large-latest"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let speeches: Vec<String> = mock
+        .seen_kind("chat")
+        .iter()
+        .filter(|b| b["max_tokens"] == json!(1500) || b["max_completion_tokens"] == json!(1500))
+        .map(|b| b["model"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(speeches, ["gpt-4o", "mistral-large-latest"], "the side against is asked for the model chosen for it");
+    let line = &json_lines(&out)[0];
+    let transcript = line["state"]["transcript"].as_array().unwrap();
+    assert_eq!(transcript.len(), 2, "{line}");
+    for (t, side) in transcript.iter().zip(["pro", "con"]) {
+        assert_eq!(t["reflection"], format!("What the {side} side must show."), "{t}");
+        assert_eq!(t["critique"], format!("The {side} side's weak points."), "{t}");
+    }
+    assert_eq!(transcript[1]["model"], "mistral-large-latest");
+}

@@ -83,6 +83,7 @@ async fn two_clients_cannot_reach_each_others_sessions() {
     assert_eq!(ids(&call(Method::GET, &listing, &bob, None).await.1), std::slice::from_ref(&b));
     let all = ids(&call(Method::GET, &listing, OPERATOR, None).await.1);
     assert!(all.contains(&a) && all.contains(&b), "{all:?}");
+    let before = all.len();
     assert_eq!(call(Method::GET, &listing, &a_key, None).await.0, StatusCode::FORBIDDEN);
 
     // Neither key, nor the other's session key, reaches the other's session on any route: each
@@ -100,14 +101,15 @@ async fn two_clients_cannot_reach_each_others_sessions() {
             assert_eq!(foreign, absent.to_string(), "{method} {tail}: the same body as a session that does not exist");
         }
     }
+    // Spelled with a percent escape, Bob's id is still Bob's.
+    let escaped: String = format!("%{:02x}{}", b.as_bytes()[0], &b[1..]);
+    let (status, body) = call(Method::GET, &format!("{base}/v1/sessions/{escaped}"), &alice, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     // Bob's session is as it was: no turn played, not forked, not deleted.
     let (status, still) = call(Method::GET, &format!("{base}/v1/sessions/{b}"), &b_key, None).await;
     assert_eq!((status, &still["turns"]), (StatusCode::OK, &json!(0)), "{still}");
-    assert_eq!(
-        ids(&call(Method::GET, &listing, &bob, None).await.1),
-        std::slice::from_ref(&b),
-        "no fork of it was made"
-    );
+    let after = ids(&call(Method::GET, &listing, OPERATOR, None).await.1);
+    assert_eq!(after.len(), before, "no fork of it was made: {after:?}");
 
     // Alice's session key plays its session, reads the packs, and nothing of the operator's.
     let (status, turn) =
@@ -140,6 +142,18 @@ async fn two_clients_cannot_reach_each_others_sessions() {
     assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{f}"), f_key, None).await.0, StatusCode::OK);
     assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{a}"), f_key, None).await.0, StatusCode::NOT_FOUND);
     assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{f}"), &bob, None).await.0, StatusCode::NOT_FOUND);
+    // A fork of the fork, made with the fork's key, is the fork's, and so reached by the keys that
+    // made the fork.
+    let (status, ff) =
+        call(Method::POST, &format!("{base}/v1/sessions/{f}/fork"), f_key, Some(json!({"checkpoint": 0}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{ff}");
+    let ff = ff["id"].as_str().unwrap();
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{ff}"), f_key, None).await.0, StatusCode::OK);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{ff}"), &a_key, None).await.0, StatusCode::OK);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{ff}"), &b_key, None).await.0, StatusCode::NOT_FOUND);
+    // The issued key that made Alice's session reaches what its session's key made.
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{ff}"), &alice, None).await.0, StatusCode::OK);
+    assert_eq!(call(Method::GET, &format!("{base}/v1/sessions/{ff}"), &bob, None).await.0, StatusCode::NOT_FOUND);
     // Who each key is.
     let (_, me) = call(Method::GET, &format!("{base}/v1/access"), &a_key, None).await;
     assert_eq!((me["as"].as_str(), me["session"].as_str()), (Some("session"), Some(a.as_str())), "{me}");
@@ -165,7 +179,7 @@ async fn an_issued_key_plays_only_its_packs_and_is_revoked_at_once() {
     let s = server(root.path()).await;
     let base = &s.url;
     let (id, key) = issue(base, "pirate only", Some(&["pirate"])).await;
-    open(base, &key).await;
+    let (session, session_key) = open(base, &key).await;
     for (path, body) in [
         ("/v1/sessions", json!({"pack": "party"})),
         ("/v1/packs/party/simulate", json!({"games": 1})),
@@ -176,16 +190,21 @@ async fn an_issued_key_plays_only_its_packs_and_is_revoked_at_once() {
         assert!(refused["error"]["message"].as_str().unwrap().contains("may play pirate, not `party`"), "{refused}");
     }
     let (_, models) = call(Method::GET, &format!("{base}/v1/models"), &key, None).await;
-    assert!(
-        models["data"].as_array().unwrap().iter().all(|m| m["id"].as_str().unwrap().starts_with("pirate")),
-        "{models}"
-    );
+    let models = models["data"].as_array().unwrap();
+    assert!(!models.is_empty() && models.iter().all(|m| m["id"].as_str().unwrap().starts_with("pirate")), "{models:?}");
+    // The packs it is shown are the packs it may play.
+    let (_, packs) = call(Method::GET, &format!("{base}/v1/packs"), &key, None).await;
+    let names: Vec<&str> = packs["packs"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["pirate"], "{packs}");
     // Listed without its secret; revoked, it opens nothing; revoking again finds nothing.
     let (_, listed) = call(Method::GET, &format!("{base}/v1/keys"), OPERATOR, None).await;
     assert!(!listed.to_string().contains(&key), "no secret is listed: {listed}");
     assert_eq!(listed["keys"][0]["packs"], json!(["pirate"]));
     assert_eq!(call(Method::DELETE, &format!("{base}/v1/keys/{id}"), OPERATOR, None).await.0, StatusCode::NO_CONTENT);
     assert_eq!(call(Method::GET, &format!("{base}/v1/packs"), &key, None).await.0, StatusCode::UNAUTHORIZED);
+    // The sessions it made go with it: their keys open nothing either.
+    let (status, _) = call(Method::GET, &format!("{base}/v1/sessions/{session}"), &session_key, None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(call(Method::DELETE, &format!("{base}/v1/keys/{id}"), OPERATOR, None).await.0, StatusCode::NOT_FOUND);
 }
 
@@ -269,8 +288,15 @@ async fn a_chat_clients_conversations_are_its_keys() {
     let (_, a2) = chat(alice.clone(), more, None).await;
     assert_eq!(a2["ruleweave"]["session"].as_str().unwrap(), a_session, "Alice goes on in hers");
     // Bob cannot pin Alice's session either.
-    let (status, pinned) = chat(bob.clone(), first, Some(json!({"session": a_session}))).await;
+    let (status, pinned) = chat(bob.clone(), first.clone(), Some(json!({"session": a_session}))).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{pinned}");
+    let nowhere = "0123456789abcdef0123";
+    let (_, missing) = chat(bob.clone(), first, Some(json!({"session": nowhere}))).await;
+    assert_eq!(
+        pinned.to_string().replace(&a_session, nowhere),
+        missing.to_string(),
+        "the same answer as a session that does not exist"
+    );
     // Alice lists her chat session; Bob does not see it.
     let (_, bobs) = call(Method::GET, &format!("{base}/v1/sessions"), &bob, None).await;
     assert!(!bobs.to_string().contains(&a_session), "{bobs}");
@@ -315,4 +341,80 @@ async fn without_a_token_everything_is_open_and_keys_are_still_answered() {
     let (status, listed) = support::post(&format!("{}/v1/keys", s.url), json!({"label": "local"})).await;
     assert_eq!(status, StatusCode::CREATED, "{listed}");
     assert_eq!(support::get(&format!("{}/v1/access", s.url)).await["as"], "open");
+}
+
+/// A player a turn takes off the table (the party's `-cy`, typed by the host) loses their key with
+/// their place; a player's key of another lobby does not reach this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_players_key_goes_with_their_place_at_the_table() {
+    let root = crate::lobby::party_root("30s");
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let open_party = |players: &'static str| async move {
+        let body = json!({"pack": "party", "options": {"players": players}});
+        let (status, opened) = call(Method::POST, &format!("{base}/v1/sessions"), OPERATOR, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{opened}");
+        opened
+    };
+    let opened = open_party("ana,bo,cy").await;
+    let other = open_party("dee,eve").await;
+    let id = opened["id"].as_str().unwrap();
+    let (session_key, cy) = (opened["key"].as_str().unwrap(), opened["player_keys"]["cy"].as_str().unwrap());
+    let session = format!("{base}/v1/sessions/{id}");
+    assert_eq!(call(Method::GET, &session, cy, None).await.0, StatusCode::OK);
+    let dee = other["player_keys"]["dee"].as_str().unwrap();
+    let (status, body) = call(Method::GET, &session, dee, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "another lobby's player: {body}");
+
+    let turns = format!("{session}/turns");
+    let turn = |input: Value| call(Method::POST, &turns, session_key, Some(json!({"input": input})));
+    let (status, first) = turn(json!("start")).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, played) = turn(json!("ana -cy")).await;
+    assert_eq!(status, StatusCode::OK, "{played}");
+    let (_, now) = call(Method::GET, &session, session_key, None).await;
+    assert_eq!(now["state"]["players"], json!(["ana", "bo"]), "{now}");
+    assert_eq!(call(Method::GET, &session, cy, None).await.0, StatusCode::UNAUTHORIZED, "cy left with the turn");
+    let ana = opened["player_keys"]["ana"].as_str().unwrap();
+    assert_eq!(call(Method::GET, &session, ana, None).await.0, StatusCode::OK, "ana is still at the table");
+}
+
+/// A stream opened with a key ends once the key is revoked: the next event it would have carried
+/// is not sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_keys_stream_ends() {
+    use futures_util::StreamExt;
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let (id, key) = issue(base, "followed", None).await;
+    let (session, session_key) = open(base, &key).await;
+    let r = support::http()
+        .get(format!("{base}/v1/sessions/{session}/events"))
+        .bearer_auth(&session_key)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut body = r.bytes_stream();
+    let mut parser = ruleweave_testkit::sse::Parser::default();
+    // The stream is open once the server has sent its first bytes (headers came with them).
+    assert_eq!(call(Method::DELETE, &format!("{base}/v1/keys/{id}"), OPERATOR, None).await.0, StatusCode::NO_CONTENT);
+    let turns = format!("{base}/v1/sessions/{session}/turns");
+    let (status, turn) = call(Method::POST, &turns, OPERATOR, Some(json!({"input": "Ahoy!"}))).await;
+    assert_eq!(status, StatusCode::OK, "{turn}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut names = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, body.next()).await {
+            Err(_) => panic!("the stream did not end within 20 s: {names:?}"),
+            Ok(None) | Ok(Some(Err(_))) => break,
+            Ok(Some(Ok(chunk))) => parser.feed(&chunk),
+        }
+        while let Some(e) = parser.next() {
+            names.push(e.name);
+        }
+    }
+    assert!(!names.iter().any(|n| n == "turn"), "no turn reached a revoked key: {names:?}");
 }

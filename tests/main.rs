@@ -22,6 +22,7 @@ mod providers;
 mod serve;
 mod server;
 mod telemetry;
+mod tutorial;
 
 #[test]
 fn every_file_is_declared() {

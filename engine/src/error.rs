@@ -118,6 +118,10 @@ pub struct Error {
     origin: Option<Origin>,
     #[serde(skip_serializing_if = "Option::is_none")]
     node: Option<String>,
+    /// Whether the pack refused the input in its own words (a script's `refuse(...)`): the detail
+    /// is meant for the player, the origin for the designer.
+    #[serde(skip)]
+    refused: bool,
     /// Further problems found in the same pass (a pack with several mistakes reports all of them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     more: Vec<Error>,
@@ -129,7 +133,20 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A new error of `kind` saying `detail`.
     pub fn new(kind: ErrorKind, detail: impl Into<String>) -> Self {
-        Error { kind, detail: detail.into(), origin: None, node: None, more: Vec::new() }
+        Error { kind, detail: detail.into(), origin: None, node: None, refused: false, more: Vec::new() }
+    }
+
+    /// The pack refusing an input in its own words (a script's `refuse(...)`): an input error
+    /// whose detail is what a player reads, untouched by the engine's context.
+    pub(crate) fn refusal(words: impl Into<String>) -> Self {
+        Error { refused: true, ..Error::new(ErrorKind::Input, words) }
+    }
+
+    /// Whether the pack refused the input in its own words (a script's `refuse(...)`): then
+    /// [`Error::detail`] is what a player should read (what was wrong, what to type), and the
+    /// origin, the script's place, is for the designer and the log.
+    pub fn is_refusal(&self) -> bool {
+        self.refused
     }
 
     /// Shorthand for a pack (load/validation) error at `origin`.
@@ -205,9 +222,12 @@ impl Error {
         1 + self.more.len()
     }
 
-    /// Prefixes the detail with context (`while rendering judge.j2: ...`).
+    /// Prefixes the detail with context (`while rendering judge.j2: ...`); a refusal keeps the
+    /// pack's words as they are.
     pub(crate) fn context(mut self, prefix: impl fmt::Display) -> Self {
-        self.detail = format!("{prefix}: {}", self.detail);
+        if !self.refused {
+            self.detail = format!("{prefix}: {}", self.detail);
+        }
         self
     }
 }

@@ -48,6 +48,7 @@ pub use event::{
 };
 
 // Packs: loaded, served, reloaded.
+pub use graph::{Drawing, DrawnEdge, DrawnNode, EdgeKind};
 pub use pack::{
     DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, OptionInfo, OptionSpec, Pack, PackInfo, ProfileInfo,
     Simulate, TableInfo,

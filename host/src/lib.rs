@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
+pub mod drawing;
 mod input;
 pub mod server;
 pub mod simulate;

@@ -54,4 +54,25 @@ try:
 except openai.NotFoundError as e:
     assert "no-such-pack" in str(e), e
 
-print("the SDK played 4 turns in one session")
+# The party, one person typing for the table: its opening asks the first question and says what
+# to type; a line the pack refuses is answered in the pack's words (what was wrong, what to type),
+# and the game goes on in the same session.
+party = [{"role": "user", "content": "Let's play!"}]
+opening = client.chat.completions.create(model="party", messages=party)
+party_session, party_turn = session_of(opening)
+said = opening.choices[0].message.content
+assert "(type: 4/6, all, none, names of those who have" in said, said
+party += [{"role": "assistant", "content": said}, {"role": "user", "content": "4/6"}]
+round_two = client.chat.completions.create(model="party", messages=party)
+assert session_of(round_two) == (party_session, party_turn + 1), (party_session, round_two)
+party += [{"role": "assistant", "content": round_two.choices[0].message.content}, {"role": "user", "content": "yes"}]
+refused = client.chat.completions.create(model="party", messages=party)
+words = refused.choices[0].message.content
+assert "yes is not a player" in words and "(type: 4/6, all, none" in words, words
+assert ".rhai" not in words and "failed" not in words, words
+assert session_of(refused) == (party_session, party_turn + 1), ("no turn was played", refused)
+party += [{"role": "assistant", "content": words}, {"role": "user", "content": "all"}]
+round_three = client.chat.completions.create(model="party", messages=party)
+assert session_of(round_three) == (party_session, party_turn + 2), (party_session, round_three)
+
+print("the SDK played 4 turns in one session, and a party round with a refused line")

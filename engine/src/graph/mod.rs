@@ -83,59 +83,144 @@ impl Graph {
         }
     }
 
-    /// The graph as a Mermaid flowchart: each node in its kind's shape (script nodes as boxes,
-    /// llm nodes as parallelograms naming their profile, native nodes as subroutines, select
-    /// nodes as hexagons); routes dashed and labelled.
-    pub(crate) fn mermaid(&self) -> String {
-        let mut out = String::from("flowchart TD\n    START([START])\n    END([END])\n");
-        for n in &self.nodes {
-            let _ = writeln!(out, "    {}", n.kind.mermaid(&n.name));
-        }
+    /// The graph as a drawing needs it: every node with its kind and what it runs, every edge
+    /// with how it is taken, in declaration order (START's first, then each node's edges, the
+    /// joins, the routes).
+    pub(crate) fn drawing(&self) -> Drawing {
         let name = |t: &Target| self.target_name(*t).to_owned();
-        for t in &self.entry {
-            let _ = writeln!(out, "    START --> {}", name(t));
-        }
+        let nodes = self
+            .nodes
+            .iter()
+            .zip(&self.pauses)
+            .map(|(n, pause)| DrawnNode {
+                name: n.name.to_string(),
+                kind: n.kind.describe().0.to_owned(),
+                what: n.kind.what(),
+                doc: n.doc.clone(),
+                pause: pause.as_ref().map(|(_, text)| text.clone()),
+            })
+            .collect();
+        let edge = |from: Vec<String>, to: &Target, how: EdgeKind, label: Option<String>| DrawnEdge {
+            from,
+            to: name(to),
+            how,
+            label,
+        };
+        let mut edges: Vec<DrawnEdge> =
+            self.entry.iter().map(|t| edge(vec!["START".into()], t, EdgeKind::Always, None)).collect();
         for (i, targets) in self.edges.iter().enumerate() {
-            for t in targets {
-                let _ = writeln!(out, "    {} --> {}", self.nodes[i].name, name(t));
-            }
+            edges.extend(targets.iter().map(|t| edge(vec![self.nodes[i].name.to_string()], t, EdgeKind::Always, None)));
         }
         for j in &self.joins {
-            let from: Vec<&str> = j.from.iter().map(|i| &*self.nodes[*i].name).collect();
-            for t in &j.to {
-                let _ = writeln!(out, "    {} --> {}", from.join(" & "), name(t));
-            }
-        }
-        for (i, pause) in self.pauses.iter().enumerate() {
-            if let Some((_, text)) = pause {
-                let _ = writeln!(out, "    {}:::pause", self.nodes[i].name);
-                let _ = writeln!(out, "    %% pauses after {} when {}", self.nodes[i].name, mermaid_label(text));
-            }
-        }
-        if self.pauses.iter().any(Option::is_some) {
-            out.push_str("    classDef pause stroke-width:3px,stroke-dasharray:4 2\n");
+            let from: Vec<String> = j.from.iter().map(|i| self.nodes[*i].name.to_string()).collect();
+            edges.extend(j.to.iter().map(|t| edge(from.clone(), t, EdgeKind::Join, None)));
         }
         for (i, route) in self.routes.iter().enumerate() {
-            let from = &self.nodes[i].name;
+            let from = || vec![self.nodes[i].name.to_string()];
             match route {
                 None => {}
                 Some(Route::Cases(cases)) => {
                     for c in cases {
-                        let label = match &c.when {
-                            Some((_, text)) => mermaid_label(text),
-                            None => "otherwise".into(),
-                        };
-                        for t in &c.to {
-                            let _ = writeln!(out, "    {from} -.->|\"{label}\"| {}", name(t));
-                        }
+                        let label = c.when.as_ref().map_or("otherwise".to_owned(), |(_, text)| text.clone());
+                        edges.extend(c.to.iter().map(|t| edge(from(), t, EdgeKind::Route, Some(label.clone()))));
                     }
                 }
                 Some(Route::Script { func, targets }) => {
-                    for t in targets {
-                        let _ = writeln!(out, "    {from} -.->|\"{}\"| {}", func.name, name(t));
-                    }
+                    edges.extend(targets.iter().map(|t| edge(from(), t, EdgeKind::Route, Some(func.name.to_string()))));
                 }
             }
+        }
+        Drawing { nodes, edges }
+    }
+}
+
+/// A pack's graph as a drawing needs it: what `ruleweave graph` draws (as a Mermaid flowchart,
+/// or as SVG) and what a client draws for itself.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Drawing {
+    /// The nodes in declaration order (START and END are not among them: edges name them).
+    pub nodes: Vec<DrawnNode>,
+    /// The edges: START's, each node's, the joins, then the routes.
+    pub edges: Vec<DrawnEdge>,
+}
+
+/// One node of a [`Drawing`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrawnNode {
+    /// Its name in the manifest.
+    pub name: String,
+    /// `script`, `llm`, `native` or `select`.
+    pub kind: String,
+    /// What it runs, in a few words (`llm: judge`, `pirate.rhai::score`).
+    pub what: String,
+    /// Its `doc:`.
+    pub doc: String,
+    /// When the turn pauses after it (`pause_after:`), as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<String>,
+}
+
+/// One edge of a [`Drawing`]: from one node (several for a join) to another, or to `END`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DrawnEdge {
+    /// Where it starts: one node, `START`, or a join's nodes.
+    pub from: Vec<String>,
+    /// Where it goes: a node or `END`.
+    pub to: String,
+    /// When it is taken.
+    pub how: EdgeKind,
+    /// A route's condition as written (`otherwise` for its default), or its script's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// How an edge is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// Every time the node finishes.
+    Always,
+    /// Once every node it comes from has finished.
+    Join,
+    /// When its route chooses it.
+    Route,
+}
+
+impl Drawing {
+    /// The drawing as a Mermaid flowchart: each node in its kind's shape (script nodes as boxes,
+    /// llm nodes as parallelograms naming their profile, native nodes as subroutines, select
+    /// nodes as hexagons); routes dashed and labelled.
+    pub fn mermaid(&self) -> String {
+        let mut out = String::from("flowchart TD\n    START([START])\n    END([END])\n");
+        for n in &self.nodes {
+            let (name, label) = (&n.name, format!("\"{}<br/><small>{}</small>\"", n.name, n.what));
+            let _ = match n.kind.as_str() {
+                "llm" => writeln!(out, "    {name}[/{label}/]"),
+                "native" => writeln!(out, "    {name}[[{label}]]"),
+                "select" => writeln!(out, "    {name}{{{{{label}}}}}"),
+                "script" => writeln!(out, "    {name}[{label}]"),
+                _ => writeln!(out, "    {name}[{name}]"),
+            };
+        }
+        for e in self.edges.iter().filter(|e| e.how != EdgeKind::Route) {
+            let _ = writeln!(out, "    {} --> {}", e.from.join(" & "), e.to);
+        }
+        for n in &self.nodes {
+            if let Some(text) = &n.pause {
+                let _ = writeln!(out, "    {}:::pause", n.name);
+                let _ = writeln!(out, "    %% pauses after {} when {}", n.name, mermaid_label(text));
+            }
+        }
+        if self.nodes.iter().any(|n| n.pause.is_some()) {
+            out.push_str("    classDef pause stroke-width:3px,stroke-dasharray:4 2\n");
+        }
+        for e in self.edges.iter().filter(|e| e.how == EdgeKind::Route) {
+            let label = mermaid_label(e.label.as_deref().unwrap_or(""));
+            let _ = writeln!(out, "    {} -.->|\"{label}\"| {}", e.from.join(" & "), e.to);
         }
         out
     }

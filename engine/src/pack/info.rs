@@ -36,6 +36,9 @@ pub struct PackInfo {
     pub standin: bool,
     /// The scripted players it ships (`scripts/<pack>/players/NAME.rhai`), for simulations.
     pub players: Vec<String>,
+    /// What a player types, in one line (`display.input_help`), for a face to show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_help: Option<String>,
     /// How a face shows the pack.
     pub display: DisplayInfo,
 }
@@ -218,6 +221,7 @@ impl Pack {
             tables: self.tables.iter().map(|(k, t)| (k.clone(), t.info())).collect(),
             standin: self.standin.is_some(),
             players: self.players(),
+            input_help: self.display.input_help.clone(),
             display: DisplayInfo {
                 opening: self.display.opening,
                 play_on_open: self.display.play_on_open.clone(),

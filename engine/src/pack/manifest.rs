@@ -108,6 +108,11 @@ pub(crate) struct SimulateDecl {
     pub track: Vec<String>,
     /// The most turns a game is played for (20 when absent).
     pub max_turns: Option<u32>,
+    /// A line to draw on a tracked field's chart, as a template over the session's state
+    /// (`merit_score: "{{ params.thresholds[difficulty] }}"`: the score the game is won at).
+    #[serde(default)]
+    #[schemars(with = "IndexMap<String, String>")]
+    pub thresholds: IndexMap<String, SpannedStr>,
 }
 
 /// Lobby rounds: each player posts their own input; the round's turn runs when every player has
@@ -450,6 +455,11 @@ pub(crate) struct DisplayDecl {
     /// answer from the player (a party's `{}` that asks the first question).
     #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub play_on_open: Option<Spanned<serde_json::Value>>,
+    /// What to type, in one line, for every face to show a player: under the terminal's
+    /// opening, as the console's placeholder, in the chat face's opening and refusals
+    /// (`4/6, all, none, names of those who have; +name joins, -name leaves`).
+    #[schemars(with = "Option<String>")]
+    pub input_help: Option<SpannedStr>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]

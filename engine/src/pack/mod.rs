@@ -114,6 +114,9 @@ pub struct Simulate {
     pub track: Vec<String>,
     /// The most turns a game is played for.
     pub max_turns: u32,
+    /// The tracked fields whose line a report draws (`thresholds:`), each a template over the
+    /// session's state (the pirate's merit: the difficulty's threshold).
+    pub thresholds: Vec<String>,
 }
 
 /// A session option as the pack declares it.
@@ -232,6 +235,8 @@ pub(crate) struct Display {
     pub opening: OpeningKind,
     /// The input every face plays on open (`display.play_on_open`).
     pub play_on_open: Option<Json>,
+    /// What to type, in one line (`display.input_help`).
+    pub input_help: Option<String>,
 }
 
 impl Pack {
@@ -239,6 +244,17 @@ impl Pack {
     /// node's items stream as `node[i]`.
     pub fn streamed_nodes(&self) -> &[String] {
         &self.display.stream.nodes
+    }
+
+    /// Whether the pack says when a session is over (`finish:`): a game it does not finish within
+    /// `simulate.max_turns` is unfinished, stopped by the cap.
+    pub fn finishes(&self) -> bool {
+        self.finish.is_some()
+    }
+
+    /// What a player types, in one line (`display.input_help`), for every face to show.
+    pub fn input_help(&self) -> Option<&str> {
+        self.display.input_help.as_deref()
     }
 
     /// The pack's name (the manifest's file stem).
@@ -317,7 +333,13 @@ impl Pack {
 
     /// The graph as a Mermaid flowchart.
     pub fn mermaid(&self) -> String {
-        self.graph.mermaid()
+        self.graph.drawing().mermaid()
+    }
+
+    /// The graph as a drawing needs it: nodes with their kind and what they run, edges with how
+    /// they are taken (see [`Drawing`](crate::Drawing)).
+    pub fn drawing(&self) -> crate::Drawing {
+        self.graph.drawing()
     }
 
     /// The names of the graph's nodes, in declaration order.

@@ -607,12 +607,16 @@ pub(crate) fn script_error(err: EvalAltResult, file: &str, limits: &Limits) -> E
         EvalAltResult::ErrorTooManyVariables(..) => Some("the script declared too many variables".to_owned()),
         _ => None,
     };
+    let origin = Origin::new(source, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32);
+    // An engine error a host function threw (a refusal, a model that failed) stays what it is.
+    if limit.is_none()
+        && let EvalAltResult::ErrorRuntime(d, _) = &err
+        && d.is::<Error>()
+    {
+        return d.clone().cast::<Error>().at(origin);
+    }
     let (kind, detail) = match (limit, &err) {
         (Some(why), _) => (ErrorKind::Limit, why),
-        (None, EvalAltResult::ErrorRuntime(d, _)) if d.is::<Error>() => {
-            let e = d.clone().cast::<Error>();
-            (e.kind(), e.detail().to_owned())
-        }
         (None, EvalAltResult::ErrorRuntime(d, _)) if d.is_string() => (ErrorKind::Script, d.to_string()),
         (None, EvalAltResult::ErrorUnboundThis(_)) => (
             ErrorKind::Script,
@@ -621,7 +625,6 @@ pub(crate) fn script_error(err: EvalAltResult, file: &str, limits: &Limits) -> E
         ),
         (None, _) => (ErrorKind::Script, err.to_string()),
     };
-    let origin = Origin::new(source, pos.line().unwrap_or(0) as u32, pos.position().unwrap_or(0) as u32);
     Error::new(kind, detail).at(origin)
 }
 

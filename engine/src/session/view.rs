@@ -24,7 +24,8 @@ pub struct View {
     pub status: Option<String>,
     /// The machinery behind the turn, shown on demand (`display.details`).
     pub details: Option<String>,
-    /// The closing words of a finished session (`display.finished`), once it is finished.
+    /// The closing words of a finished session (`display.finished`, else the pack's
+    /// `finish.message`), once it is finished.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finished: Option<String>,
     /// How the pack opens the conversation, before the first turn.
@@ -58,6 +59,12 @@ impl Session {
     /// the opening before the first turn, and the closing words once finished).
     pub fn view(&self) -> View {
         self.pack.view(&self.state, &self.options, self.turns)
+    }
+
+    /// The lines the pack's `simulate.thresholds` draw on its tracked fields' charts, as this
+    /// session's state renders them (the pirate's merit: the threshold of its difficulty).
+    pub fn thresholds(&self) -> Vec<(String, f64)> {
+        self.pack.thresholds(&self.state, &self.options)
     }
 }
 
@@ -94,6 +101,20 @@ impl Pack {
         has.then(|| self.prompts.render(&format!("display.{part}"), state, options, &Map::new(), None))
     }
 
+    /// The lines the pack's `simulate.thresholds` draw, rendered over `state`: each field's that
+    /// renders to a number.
+    pub(crate) fn thresholds(&self, state: &Dynamic, options: &Map) -> Vec<(String, f64)> {
+        self.simulate
+            .thresholds
+            .iter()
+            .filter_map(|field| {
+                let text =
+                    self.prompts.render(&format!("simulate.threshold.{field}"), state, options, &Map::new(), None);
+                Some((field.clone(), text.ok()?.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
     /// The `display:` of this pack rendered over `state`, a session's after `turns` turns.
     pub(crate) fn view(&self, state: &Dynamic, options: &Map, turns: u64) -> View {
         let mut notes = Vec::new();
@@ -107,7 +128,12 @@ impl Pack {
         let reply = part("reply");
         let status = part("status");
         let details = part("details");
-        let finished = if self.is_finished(state) { part("finished") } else { None };
+        // A pack without closing words of its own closes with its `finish.message`.
+        let finished = if self.is_finished(state) {
+            part("finished").or_else(|| Some(self.finished_message().to_owned()))
+        } else {
+            None
+        };
         let d = &self.display;
         let opening =
             (turns == 0).then(|| Opening { kind: d.opening, text: reply.clone(), play: d.play_on_open.clone() });

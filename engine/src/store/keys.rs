@@ -65,11 +65,17 @@ pub trait Keys: Send + Sync {
     /// The keys the operator issued, oldest first.
     fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>>;
 
-    /// Revokes the issued key `id` (it opens nothing from now on); whether there was one.
+    /// Revokes the issued key `id`, and with it every key it handed out: the keys of the
+    /// sessions it made, of their forks (and theirs), and of their players. None of them opens
+    /// anything from now on; whether there was such a key.
     fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
 
     /// Drops the key of `player` in `session` (they left the lobby).
     fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Drops the player keys of `session` whose player is not one of `players` (a turn took them
+    /// off the table).
+    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>>;
 
     /// Records that `owner` made `session` (`key:<id>`, `session:<id>`).
     fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>>;
@@ -126,7 +132,25 @@ impl Keys for MemoryStore {
     }
 
     fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        ready(Ok(self.keys().issued.remove(id).is_some()))
+        let mut keys = self.keys();
+        let revoked = keys.issued.remove(id).is_some();
+        // What the key made, and what those made in turn.
+        let mut made = vec![format!("key:{id}")];
+        let mut reached = std::collections::HashSet::new();
+        while let Some(owner) = made.pop() {
+            for (session, o) in &keys.owners {
+                if *o == owner && reached.insert(session.clone()) {
+                    made.push(format!("session:{session}"));
+                }
+            }
+        }
+        keys.sessions.retain(|_, (s, _)| !reached.contains(s));
+        ready(Ok(revoked))
+    }
+
+    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
+        self.keys().sessions.retain(|_, (s, p)| s != session || p.as_ref().is_none_or(|p| players.contains(p)));
+        ready(Ok(()))
     }
 
     fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
@@ -164,6 +188,10 @@ impl Keys for SqliteStore {
         Box::pin(revoke(self.sql(), id))
     }
 
+    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(keep_players(self.sql(), session, players))
+    }
+
     fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(drop_player(self.sql(), session, player))
     }
@@ -192,6 +220,10 @@ impl Keys for PostgresStore {
 
     fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(revoke(self.sql(), id))
+    }
+
+    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(keep_players(self.sql(), session, players))
     }
 
     fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
@@ -302,12 +334,42 @@ async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
 }
 
 async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
-    on_pool!(sql, pool => sqlx::query("DELETE FROM issued_keys WHERE id = $1")
-        .bind(id)
-        .execute(pool)
-        .await
-        .map(|r| r.rows_affected() > 0))
+    // The key, and in one transaction every key of the sessions it made and of theirs (a fork
+    // made with a session's key is owned by `session:<id>`), found by a recursive query.
+    on_pool!(sql, pool => async {
+        let mut tx = pool.begin().await?;
+        let gone = sqlx::query("DELETE FROM issued_keys WHERE id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query(
+            "WITH RECURSIVE made(session_id) AS ( \
+                 SELECT session_id FROM session_owners WHERE owner = $1 \
+                 UNION SELECT o.session_id FROM session_owners o JOIN made m ON o.owner = 'session:' || m.session_id \
+             ) DELETE FROM session_keys WHERE session_id IN (SELECT session_id FROM made)",
+        )
+        .bind(format!("key:{id}"))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(gone.rows_affected() > 0)
+    }
+    .await)
     .map_err(|e| store_error("cannot revoke a key", e))
+}
+
+async fn keep_players(sql: Sql<'_>, session: &str, players: &[String]) -> Result<()> {
+    let kept = serde_json::to_string(players).unwrap_or_else(|_| "[]".into());
+    // The players as a JSON list the database reads itself: one statement, whatever their number.
+    let text = match sql {
+        Sql::Sqlite(_) => {
+            "DELETE FROM session_keys WHERE session_id = $1 AND player IS NOT NULL \
+             AND player NOT IN (SELECT value FROM json_each($2))"
+        }
+        Sql::Postgres(_) => {
+            "DELETE FROM session_keys WHERE session_id = $1 AND player IS NOT NULL \
+             AND player NOT IN (SELECT jsonb_array_elements_text($2::jsonb))"
+        }
+    };
+    on_pool!(sql, pool => sqlx::query(text).bind(session).bind(&kept).execute(pool).await.map(|_| ()))
+        .map_err(|e| store_error("cannot drop the keys of players who left", e))
 }
 
 async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {

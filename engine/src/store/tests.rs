@@ -365,9 +365,32 @@ async fn keys(store: Arc<dyn Store>) {
 
     keys.drop_player_key(&a, "ana").await.unwrap();
     assert_eq!(keys.find_key(&h("p2")).await.unwrap(), None, "a player who left has no key");
+    let (bo, cy) = (
+        Grant::Player { session: a.clone(), player: "bo".into() },
+        Grant::Player { session: a.clone(), player: "cy".into() },
+    );
+    keys.add_key(&h("bo"), &bo).await.unwrap();
+    keys.add_key(&h("cy"), &cy).await.unwrap();
+    keys.keep_player_keys(&a, &["bo".to_owned()]).await.unwrap();
+    assert_eq!((keys.find_key(&h("bo")).await.unwrap(), keys.find_key(&h("cy")).await.unwrap()), (Some(bo), None));
+    assert!(keys.find_key(&h("s")).await.unwrap().is_some(), "the session's own key stays");
+
+    // Revoking an issued key revokes what it handed out: the keys of the sessions it made, of
+    // the forks made with those (and theirs), and of their players; other sessions keep theirs.
+    let c = id("keyed");
+    store.create(&session(&c), &start()).await.unwrap();
+    keys.set_owner(&c, &format!("session:{b}")).await.unwrap();
+    keys.add_key(&h("b"), &Grant::Session { session: b.clone() }).await.unwrap();
+    keys.add_key(&h("c"), &Grant::Session { session: c.clone() }).await.unwrap();
+    keys.add_key(&h("c-ana"), &Grant::Player { session: c.clone(), player: "ana".into() }).await.unwrap();
     assert!(keys.revoke_key(&issued.id).await.unwrap());
     assert!(!keys.revoke_key(&issued.id).await.unwrap());
     assert_eq!(keys.find_key(&h("k")).await.unwrap(), None, "a revoked key opens nothing");
+    for handed in ["b", "c", "c-ana"] {
+        assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: what the key handed out goes with it");
+    }
+    assert!(keys.find_key(&h("s")).await.unwrap().is_some(), "a session it did not make keeps its key");
+    store.delete(&c).await.unwrap();
     store.delete(&a).await.unwrap();
     store.delete(&b).await.unwrap();
     assert_eq!(keys.find_key(&h("s")).await.unwrap(), None, "a deleted session's keys go");

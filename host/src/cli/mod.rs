@@ -8,6 +8,7 @@ mod play;
 mod replay;
 mod run;
 mod serve;
+mod sessions;
 mod simulate;
 mod terminal;
 mod test;
@@ -56,6 +57,8 @@ enum Command {
     Replay(replay::Args),
     /// Play many games with the pack's scripted players; report how they end.
     Simulate(simulate::Args),
+    /// List the sessions a store keeps (newest first): the ids `replay --session` takes.
+    Sessions(sessions::Args),
 }
 
 /// Parses the command line and runs it.
@@ -63,11 +66,14 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // `play` shows refused edits, a node's fallback and a script's `warn()` itself (as the turn's
     // notes): the log does not say them twice, in the middle of a reply. `simulate` plays
-    // thousands of turns whose notes nobody reads one by one. Colour only on a terminal, and
-    // never with NO_COLOR.
+    // thousands of turns whose notes nobody reads one by one, `test` replays them for a verdict.
+    // Colour only on a terminal, and never with NO_COLOR.
     let quiet = match cli.command {
         Command::Play(_) => "warn,ruleweave::packs=error,ruleweave::graph::kinds=error,ruleweave::script=error",
         Command::Simulate(_) => "warn,ruleweave::graph::kinds=error,ruleweave::script=error",
+        // A case's results are what `test` prints; the warnings of the turns it replays are the
+        // pack's business, shown with --verbose.
+        Command::Test(ref args) if !args.verbose => "error",
         _ => "warn",
     };
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
@@ -97,6 +103,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&cli.root, &runtime, args),
         Command::Bench(args) => bench::run(&cli.root, &runtime, args),
         Command::Test(args) => test::run(&cli.root, &runtime, args),
+        Command::Sessions(args) => sessions::run(&cli.root, &runtime, args),
         Command::New(args) => new::run(&cli.root, args),
         Command::Replay(args) => replay::run(&cli.root, &runtime, args),
         Command::Simulate(args) => simulate::run(&cli.root, &runtime, args),

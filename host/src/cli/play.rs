@@ -147,7 +147,10 @@ impl Console<'_> {
             "" if self.session.paused().is_some() => self.play(""),
             "" => {}
             "/quit" | "/exit" => return Ok(Flow::Quit),
-            "/help" => println!("{HELP}"),
+            "/help" => {
+                println!("{HELP}");
+                self.say_what_to_type();
+            }
             "/state" => println!("{}", serde_json::to_string_pretty(&self.session.state())?),
             "/why" if self.last.is_none() && self.session.turns() == 0 => {
                 println!("nothing to explain yet: no turn has been played in this session");
@@ -224,7 +227,24 @@ impl Console<'_> {
         };
         match input {
             Ok(i) => self.play_input(i),
-            Err(e) => println!("{}", self.out.problem(&format!("! {e:#}"))),
+            Err(e) => match e.downcast_ref::<ruleweave::Error>() {
+                Some(refused) if refused.is_refusal() => self.refused(refused),
+                _ => println!("{}", self.out.problem(&format!("! {e:#}"))),
+            },
+        }
+    }
+
+    /// A move the pack refused, as the player reads it: the pack's words (what was wrong, what to
+    /// type) and the pack's input help; nothing of the script that said it.
+    fn refused(&self, e: &ruleweave::Error) {
+        println!("{}", self.out.problem(&self.out.wrap("  ", 2, e.detail(), 2)));
+        self.say_what_to_type();
+    }
+
+    /// The pack's input help (`display.input_help`), when it has one.
+    fn say_what_to_type(&self) {
+        if let Some(help) = self.pack.input_help() {
+            println!("{}", self.out.quiet(&self.out.wrap("  type: ", 8, help, 8)));
         }
     }
 
@@ -256,6 +276,7 @@ impl Console<'_> {
             Err(e) if e.kind() == ErrorKind::Finished => {
                 println!("{}", self.out.problem(&format!("! {} (/new starts a new game)", e.detail())))
             }
+            Err(e) if e.is_refusal() => self.refused(&e),
             Err(e) => {
                 let why = crate::diagnostics::render(&e, self.engine.root());
                 print!("{}", self.out.problem(&format!("! the turn failed, nothing changed:\n{why}")))
@@ -323,7 +344,8 @@ impl Console<'_> {
     fn open(&mut self) {
         let view = self.session.view();
         if let Some(play) = view.opening.as_ref().and_then(|o| o.play.clone()) {
-            return self.play_input(play);
+            self.play_input(play);
+            return self.say_what_to_type();
         }
         if let Some(reply) = &view.reply {
             say(&self.out, &self.speaker, reply);
@@ -333,6 +355,7 @@ impl Console<'_> {
         {
             println!("{}", self.out.quiet(&self.out.wrap("  ", 2, status, 4)));
         }
+        self.say_what_to_type();
     }
 }
 

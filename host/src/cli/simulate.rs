@@ -106,7 +106,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         let rules = Rules { engine: other, options: other_options };
         let there = crate::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick, &never);
         failed |= there.iter().any(|p| p.error.is_some());
-        crate::simulate::compare(&mut report, &dir.display().to_string(), &here, &there);
+        crate::simulate::compare(&mut report, root, dir, &here, &there);
     }
     bar.finish_and_clear();
     if let Some(file) = &args.html {
@@ -147,34 +147,79 @@ fn progress(wanted: bool, games: u64) -> ProgressBar {
 }
 
 /// The report for a person: per player, each outcome's share and interval, the turns, the
-/// tracked numbers; with a comparison, the other copy's the same way and the differences.
+/// tracked numbers; with a comparison, what differs between the copies, the other copy's games
+/// the same way, and the differences.
 fn print_table(report: &Report) {
-    print_players(&report.players);
+    println!("{} games per player, each played to its end or {} turns\n", report.games, report.max_turns);
+    print_players(&report.players, report.max_turns);
     let Some(against) = &report.against else { return };
     let root = &against.root;
+    println!("\nwhat differs (these rules → {root})");
+    if against.changes.is_empty() {
+        println!("  nothing: the two copies of the pack are the same");
+    }
+    for c in against.changes.iter().take(MOST_CHANGES_SHOWN) {
+        let show = |v: &serde_json::Value| match v {
+            serde_json::Value::Null => "(none)".to_owned(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        println!("  {} {}: {} → {}", c.file, c.key, show(&c.ours), show(&c.theirs));
+    }
+    if against.changes.len() > MOST_CHANGES_SHOWN {
+        println!("  … and {} more (--json lists them all)", against.changes.len() - MOST_CHANGES_SHOWN);
+    }
     println!("\nagainst {root}");
-    print_players(&against.players);
+    print_players(&against.players, report.max_turns);
     println!("\ndifferences (these rules − {root}), 95% intervals");
     let pct = |x: f64| ruleweave::text::decimals(x * 100.0, 1);
+    let verdict = |beyond: bool| if beyond { "beyond noise" } else { "within noise" };
     for d in &against.differences {
         let sign = if d.delta > 0.0 { "+" } else { "" };
         println!(
-            "  {:<12} {:<20} {:>6} points  ({}–{})  {}",
+            "  {:<12} {:<26} {:>6} points  ({}–{})  {}",
             d.player,
-            d.outcome,
+            outcome_label(&d.outcome, report.max_turns),
             format!("{sign}{}", pct(d.delta)),
             pct(d.low),
             pct(d.high),
-            if d.beyond_noise { "beyond noise" } else { "within noise" }
+            verdict(d.beyond_noise)
         );
+    }
+    let num = |x: f64| ruleweave::text::decimals(x, 2);
+    for t in &against.tracked {
+        let label =
+            if t.field == "turns" { "turns to finish (median)".to_owned() } else { format!("{} (median)", t.field) };
+        let Some(delta) = t.delta else {
+            println!("  {:<12} {label:<26}      -  (no game to pair)", t.player);
+            continue;
+        };
+        let sign = if delta > 0.0 { "+" } else { "" };
+        let interval = match (t.low, t.high) {
+            (Some(low), Some(high)) => format!("({}–{})  {}", num(low), num(high), verdict(t.beyond_noise)),
+            _ => format!("(too few games for an interval: {})", t.games),
+        };
+        println!("  {:<12} {label:<26} {:>6}         {interval}", t.player, format!("{sign}{}", num(delta)));
+    }
+}
+
+/// The most changes between two copies the table lists (the JSON has them all).
+const MOST_CHANGES_SHOWN: usize = 20;
+
+/// An outcome as a person reads it: a game the cap stopped says the cap.
+fn outcome_label(outcome: &str, max_turns: u32) -> String {
+    if outcome == crate::simulate::UNFINISHED {
+        format!("{outcome} (cap {max_turns} turns)")
+    } else {
+        outcome.to_owned()
     }
 }
 
 /// Each player's games, as a table.
-fn print_players(players: &[PlayerReport]) {
+fn print_players(players: &[PlayerReport], max_turns: u32) {
     let round = |x: Option<f64>| x.map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
     let spread = |label: &str, s: &Spread, show: &dyn Fn(Option<f64>) -> String| {
-        println!("  {label:<20} median {}, p10 {}, p90 {}", show(s.median), show(s.p10), show(s.p90));
+        println!("  {label:<26} median {}, p10 {}, p90 {}", show(s.median), show(s.p10), show(s.p90));
     };
     for p in players {
         println!("{} ({} games)", p.name, p.games);
@@ -183,9 +228,10 @@ fn print_players(players: &[PlayerReport]) {
         }
         for (outcome, s) in &p.outcomes {
             let pct = |x: f64| round(Some(x * 100.0));
-            println!("  {outcome:<20} {:>6}%  (95%: {}–{}%)", pct(s.share), pct(s.low), pct(s.high));
+            let label = outcome_label(outcome, max_turns);
+            println!("  {label:<26} {:>6}%  (95%: {}–{}%)", pct(s.share), pct(s.low), pct(s.high));
         }
-        spread("turns", &p.turns, &round);
+        spread("turns to finish", &p.turns, &round);
         for (field, s) in &p.track {
             spread(field, &s.end, &round);
         }
@@ -193,7 +239,14 @@ fn print_players(players: &[PlayerReport]) {
         if !p.unpriced.is_empty() {
             println!("  cost per game        unknown: no price for {} in [prices]", p.unpriced.join(", "));
         } else if let Some(c) = &p.cost {
-            spread("cost per game", c, &|x| x.map_or("-".to_owned(), |x| format!("{x:.4}")));
+            // Priced calls always cost something: calls that cost nothing were the stand-in's.
+            if c.p90 == Some(0.0) && p.tokens.p90.is_some_and(|t| t > 0.0) {
+                println!("  {:<26} free (stand-in)", "cost per game");
+            } else if c.p90 == Some(0.0) {
+                println!("  {:<26} free (no model calls)", "cost per game");
+            } else {
+                spread("cost per game", c, &|x| x.map_or("-".to_owned(), |x| format!("{x:.4}")));
+            }
         }
     }
 }

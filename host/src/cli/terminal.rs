@@ -82,7 +82,10 @@ impl Input {
     /// An editor when both ends are a terminal, plain lines otherwise.
     pub(super) fn detect() -> Self {
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-            match DefaultEditor::new() {
+            // A pasted line runs as a typed one: with bracketed paste, the editor would keep a
+            // pasted `/why⏎` in the line, newline and all, and wait for another Enter.
+            let config = rustyline::Config::builder().bracketed_paste(false).build();
+            match DefaultEditor::with_config(config) {
                 Ok(editor) => return Input::Editor(Box::new(editor)),
                 Err(e) => eprintln!("(no line editing: {e})"),
             }

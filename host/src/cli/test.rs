@@ -29,6 +29,10 @@ pub(super) struct Args {
     /// Rewrite each case's expectations from what the pack does now.
     #[arg(long)]
     bless: bool,
+    /// Also print the engine's log warnings as the cases run (a node's fallback, a script's
+    /// `warn()`); without it only the results are printed, and errors.
+    #[arg(long, short)]
+    pub(super) verbose: bool,
 }
 
 /// A test case as its file writes it.

@@ -32,6 +32,23 @@ pub(crate) enum Access {
     Player { session: String, player: String },
 }
 
+/// The hash of the key a request carried (none for the operator's token, or no token): what an
+/// open event stream checks again, so a revoked key's streams end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Presented(pub Option<String>);
+
+impl Presented {
+    /// Whether the key still opens something (the operator's token always does). A store that
+    /// cannot say is not taken for a refusal: the stream goes on and asks again.
+    pub(crate) async fn still_valid(&self, s: &Shared) -> bool {
+        let Some(hash) = &self.0 else { return true };
+        match keys(s) {
+            Ok(keys) => !matches!(keys.find_key(hash).await, Ok(None)),
+            Err(_) => true,
+        }
+    }
+}
+
 /// A kind of key, as [`RULES`] names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Who {
@@ -74,8 +91,9 @@ use Who::{Issued as I, Operator as O, Player as P, Session as S};
 /// issued key those it made, a player key the session it plays in.
 pub(crate) const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/access", &[O, I, S, P], "who the key is"),
-    rule(Method::GET, "/v1/packs", &[O, I, S], ""),
-    rule(Method::GET, "/v1/events", &[O, I, S], ""),
+    rule(Method::GET, "/v1/packs", &[O, I, S], "the packs the key sees: an issued key's, a session's own"),
+    rule(Method::GET, "/v1/packs/{pack}/graph", &[O, I, S], "the packs the key sees"),
+    rule(Method::GET, "/v1/events", &[O, I, S], "reloads of the packs the key sees"),
     rule(Method::POST, "/v1/sessions", &[O, I], "an issued key: of its packs"),
     rule(Method::GET, "/v1/sessions", &[O, I], "an issued key: the sessions it made"),
     rule(Method::GET, "/v1/sessions/{id}", &[O, I, S, P], "a player follows the game they are in"),
@@ -133,6 +151,17 @@ impl Access {
         }
     }
 
+    /// The packs this request sees (`GET /v1/packs`, reload events): every one for the operator
+    /// and an issued key without a limit (`None`), an issued key's own, a session's or player's
+    /// key its session's.
+    pub(crate) async fn packs_shown(&self, s: &Shared) -> ApiResult<Option<Vec<String>>> {
+        Ok(match self {
+            Access::Open | Access::Operator | Access::Issued(IssuedKey { packs: None, .. }) => None,
+            Access::Issued(IssuedKey { packs: Some(packs), .. }) => Some(packs.clone()),
+            Access::Session(id) | Access::Player { session: id, .. } => Some(vec![s.engine.info(id).await?.pack]),
+        })
+    }
+
     /// Whether this request may play `pack`: an issued key only its packs.
     pub(crate) fn may_play(&self, pack: &str) -> ApiResult<()> {
         match self {
@@ -153,14 +182,34 @@ impl Access {
             Access::Open | Access::Operator => true,
             Access::Session(own) if own == id => true,
             Access::Player { session, .. } => session == id,
-            Access::Session(_) | Access::Issued(_) => {
-                let owner = keys(s)?.owner(id).await?;
-                owner.is_some() && owner == self.owner()
-            }
+            Access::Session(_) | Access::Issued(_) => match self.owner() {
+                Some(maker) => made_by(keys(s)?, id, &maker).await?,
+                None => false,
+            },
         };
         if reaches { Ok(()) } else { Err(no_session(id)) }
     }
 }
+
+/// Whether `maker` made session `id`: directly, or by making a session whose key (or whose
+/// forks' keys, and so on) made it. The chain is walked up from `id`, at most [`MOST_FORKS`] deep.
+async fn made_by(keys: &dyn Keys, id: &str, maker: &str) -> ruleweave::Result<bool> {
+    let mut at = id.to_owned();
+    for _ in 0..MOST_FORKS {
+        match keys.owner(&at).await? {
+            Some(owner) if owner == maker => return Ok(true),
+            Some(owner) => match owner.strip_prefix("session:") {
+                Some(parent) => at = parent.to_owned(),
+                None => return Ok(false),
+            },
+            None => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
+/// How far up a chain of forks a key's reach is followed (each fork made with its parent's key).
+const MOST_FORKS: usize = 64;
 
 /// What a session that does not exist answers: the engine's own error.
 pub(crate) fn no_session(id: &str) -> ApiError {
@@ -175,16 +224,17 @@ pub(crate) fn keys(s: &Shared) -> ApiResult<&dyn Keys> {
 
 /// A new secret: 32 random bytes as hex after a prefix naming its kind (`rw_session_`), so a
 /// leaked one is recognised for what it is.
-pub(crate) fn secret(kind: &str) -> ApiResult<String> {
+pub(crate) fn secret(kind: &str) -> ruleweave::Result<String> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| ApiError::internal(format!("no randomness for a key: {e}")))?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("no randomness for a key: {e}")))?;
     Ok(format!("rw_{kind}_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
-/// Makes a key for `grant` and keeps its hash; the secret, to answer once.
-pub(crate) async fn issue(s: &Shared, kind: &str, grant: &Grant) -> ApiResult<String> {
+/// Makes a key for `grant` and keeps its hash in `keys`; the secret, to answer once.
+pub(crate) async fn issue(keys: &dyn Keys, kind: &str, grant: &Grant) -> ruleweave::Result<String> {
     let secret = secret(kind)?;
-    keys(s)?.add_key(&ruleweave::store::key_hash(&secret), grant).await?;
+    keys.add_key(&ruleweave::store::key_hash(&secret), grant).await?;
     Ok(secret)
 }
 
@@ -226,7 +276,12 @@ async fn access_of(s: &Shared, token: &str, given: &str) -> ApiResult<Access> {
     if given.is_empty() {
         return Err(ApiError::unauthorized());
     }
-    match keys(s)?.find_key(&ruleweave::store::key_hash(given)).await? {
+    let found = keys(s)?.find_key(&ruleweave::store::key_hash(given)).await.map_err(|e| {
+        // Who asked has no key yet: the store's words are the operator's, in the log.
+        tracing::error!("cannot look a key up: {e}");
+        ApiError::new(Code::Engine(ErrorKind::Store), "the server cannot check keys now: try again later")
+    })?;
+    match found {
         Some(Grant::Issued(k)) => Ok(Access::Issued(k)),
         Some(Grant::Session { session }) => Ok(Access::Session(session)),
         Some(Grant::Player { session, player }) => Ok(Access::Player { session, player }),
@@ -239,9 +294,13 @@ async fn access_of(s: &Shared, token: &str, given: &str) -> ApiResult<Access> {
 /// path is one it reaches.
 pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
     let asked = Asked::of(&req);
+    let presented = (s.settings.token.as_deref().is_some_and(|t| !super::same(asked.bearer.as_bytes(), t.as_bytes()))
+        && !asked.bearer.is_empty())
+    .then(|| ruleweave::store::key_hash(&asked.bearer));
     match admitted(&s, asked).await {
         Ok(access) => {
             req.extensions_mut().insert(access);
+            req.extensions_mut().insert(Presented(presented));
             next.run(req).await
         }
         Err(e) => e.into_response(),

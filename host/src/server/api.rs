@@ -10,18 +10,18 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use futures_util::StreamExt;
 use futures_util::stream;
-use ruleweave::{Event, EventSink, LiveSession};
+use ruleweave::{ErrorKind, Event, EventSink, LiveSession};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::access::{self, Access};
+use super::access::{self, Access, Presented};
 use super::body::{
     CheckpointList, ClosedTurn, ConversationBody, Diagnostic, ErrorBody, ForkedFrom, Health, Listed, Opened, PackEntry,
-    PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
+    PackGraph, PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
     StreamErrorDetail, TurnBody,
 };
 use super::error::{ApiResult, Code};
-use super::extract::{Body, SessionId};
+use super::extract::{Body, PackName, SessionId};
 use super::listen::Peer;
 use super::turns::{self, Move, Played, on_pack_thread, on_turn_thread};
 use super::{ApiError, Shared, StreamSlot, sse};
@@ -72,11 +72,14 @@ pub(super) struct NewFork {
     (status = 200, description = "Every pack", body = PackList),
     (status = 401, description = "A token is required", body = ErrorBody),
 ))]
-pub(super) async fn packs(State(s): State<Shared>) -> Json<PackList> {
+pub(super) async fn packs(State(s): State<Shared>, Extension(access): Extension<Access>) -> ApiResult<Json<PackList>> {
+    // A key limited to some packs (or a session's key, to its session's) sees those alone.
+    let shown = access.packs_shown(&s).await?;
     let packs = s
         .engine
         .pack_status()
         .into_iter()
+        .filter(|status| shown.as_ref().is_none_or(|packs| packs.contains(&status.name)))
         .map(|status| PackEntry {
             status: match (&status.pack, &status.error) {
                 (_, None) => "ok",
@@ -96,7 +99,31 @@ pub(super) async fn packs(State(s): State<Shared>) -> Json<PackList> {
             name: status.name,
         })
         .collect();
-    Json(PackList { packs })
+    Ok(Json(PackList { packs }))
+}
+
+/// `GET /v1/packs/{pack}/graph`: the pack's graph, as its parts and drawn as SVG (the drawing
+/// `ruleweave graph --html` makes), for the console to show and mark a turn's route on.
+#[utoipa::path(get, path = "/v1/packs/{pack}/graph", operation_id = "packGraph", tag = "packs", params(("pack" = String, Path, description = "The pack")), responses(
+    (status = 200, description = "The graph", body = PackGraph),
+    (status = 400, description = "A pack name that is no name", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that does not see this pack", body = ErrorBody),
+    (status = 404, description = "No such pack", body = ErrorBody),
+    (status = 503, description = "The pack does not load", body = ErrorBody),
+))]
+pub(super) async fn graph(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    PackName(pack): PackName,
+) -> ApiResult<Json<PackGraph>> {
+    if let Some(shown) = access.packs_shown(&s).await?
+        && !shown.contains(&pack)
+    {
+        return Err(ApiError::new(Code::Forbidden, format!("this key sees {}, not `{pack}`", shown.join(", "))));
+    }
+    let drawing = s.engine.pack(&pack)?.drawing();
+    Ok(Json(PackGraph { svg: crate::drawing::svg(&drawing), drawing }))
 }
 
 /// `GET /v1/events`: reload events as SSE (`event: reload`), as they happen, for a console to
@@ -106,13 +133,31 @@ pub(super) async fn packs(State(s): State<Shared>) -> Json<PackList> {
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 429, description = "Too many streams open from this client", body = ErrorBody),
 ))]
-pub(super) async fn events(State(s): State<Shared>, peer: Option<Extension<Peer>>) -> ApiResult<Response> {
+pub(super) async fn events(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    Extension(presented): Extension<Presented>,
+    peer: Option<Extension<Peer>>,
+) -> ApiResult<Response> {
     let slot = s.stream_slot(peer.map(|p| p.0))?;
     let rx = s.engine.subscribe();
-    let stream = stream::unfold((rx, slot), |(mut rx, slot)| async move {
+    let shown = access.packs_shown(&s).await?;
+    let still = tokio::time::interval_at(tokio::time::Instant::now() + STILL_THERE, STILL_THERE);
+    let state = (rx, slot, s.clone(), presented, shown, still);
+    let stream = stream::unfold(state, |(mut rx, slot, s, presented, shown, mut still)| async move {
         loop {
-            match rx.recv().await {
-                Ok(e) => return Some((Ok::<_, Infallible>(sse::event(Some("reload"), &reload_event(&e))), (rx, slot))),
+            let received = tokio::select! {
+                r = rx.recv() => r,
+                // A key revoked since the stream opened ends it.
+                _ = still.tick() => if presented.still_valid(&s).await { continue } else { return None },
+            };
+            match received {
+                Ok(e) if shown.as_ref().is_some_and(|packs| !packs.contains(&e.pack)) => continue,
+                Ok(_) if !presented.still_valid(&s).await => return None,
+                Ok(e) => {
+                    let event = sse::event(Some("reload"), &reload_event(&e));
+                    return Some((Ok::<_, Infallible>(event), (rx, slot, s, presented, shown, still)));
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
@@ -162,7 +207,7 @@ pub(super) async fn create(
         let players = session.lobby().await?.map(|l| l.players);
         let body = Opened {
             id: session.id().to_owned(),
-            key: String::new(),
+            key: None,
             player_keys: None,
             pack,
             state: session.state(),
@@ -180,21 +225,46 @@ pub(super) async fn create(
 }
 
 /// Gives a new session (or fork) its key, a key to each of its lobby's players, and its maker.
+/// A task of its own, so a client that hangs up leaves no session without its keys; when they
+/// cannot be kept, the session goes too (a session nobody's key reaches would be the operator's
+/// alone). A store that keeps no keys (an embedder's own) answers none.
 async fn keyed(s: &Shared, access: &Access, opened: &mut Opened, players: Option<Vec<String>>) -> ApiResult<()> {
-    let id = opened.id.clone();
-    opened.key = access::issue(s, "session", &ruleweave::store::Grant::Session { session: id.clone() }).await?;
-    if let Some(players) = players {
-        let mut keys = std::collections::BTreeMap::new();
-        for player in players {
-            let grant = ruleweave::store::Grant::Player { session: id.clone(), player: player.clone() };
-            keys.insert(player, access::issue(s, "player", &grant).await?);
+    if s.engine.store().keys().is_none() {
+        return Ok(());
+    }
+    let (task, id, owner) = (s.clone(), opened.id.clone(), access.owner());
+    let made = s
+        .spawn(async move {
+            let keys =
+                task.engine.store().keys().ok_or_else(|| ruleweave::Error::new(ErrorKind::Internal, "no keys"))?;
+            let key = access::issue(keys, "session", &ruleweave::store::Grant::Session { session: id.clone() }).await?;
+            let mut player_keys = None;
+            if let Some(players) = players {
+                let mut made = std::collections::BTreeMap::new();
+                for player in players {
+                    let grant = ruleweave::store::Grant::Player { session: id.clone(), player: player.clone() };
+                    made.insert(player, access::issue(keys, "player", &grant).await?);
+                }
+                player_keys = Some(made);
+            }
+            if let Some(owner) = owner {
+                keys.set_owner(&id, &owner).await?;
+            }
+            Ok::<_, ruleweave::Error>((key, player_keys))
+        })
+        .await
+        .map_err(ApiError::internal)?;
+    match made {
+        Ok((key, player_keys)) => {
+            (opened.key, opened.player_keys) = (Some(key), player_keys);
+            Ok(())
         }
-        opened.player_keys = Some(keys);
+        Err(e) => {
+            tracing::error!(session = %opened.id, "cannot keep the new session's keys, so it goes: {e}");
+            let _ = s.engine.delete(&opened.id).await;
+            Err(e.into())
+        }
     }
-    if let Some(owner) = access.owner() {
-        access::keys(s)?.set_owner(&id, &owner).await?;
-    }
-    Ok(())
 }
 
 /// `GET /v1/sessions?pack=&limit=&before=`: the query of a session listing.
@@ -403,7 +473,7 @@ pub(super) async fn fork(
         let session = engine.fork(&id, seq).await?;
         let body = Opened {
             id: session.id().to_owned(),
-            key: String::new(),
+            key: None,
             player_keys: None,
             pack: session.pack().name().to_owned(),
             state: session.state(),
@@ -524,11 +594,11 @@ pub(super) async fn input(
         (true, false) => ruleweave::lobby::InputKind::Join,
         (false, true) => ruleweave::lobby::InputKind::Leave,
         (true, true) => {
-            return Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), "join or leave, not both"));
+            return Err(ApiError::new(Code::Engine(ErrorKind::Input), "join or leave, not both"));
         }
     };
     if kind == ruleweave::lobby::InputKind::Answer && req.input.is_null() {
-        return Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), "an answer needs an `input`"));
+        return Err(ApiError::new(Code::Engine(ErrorKind::Input), "an answer needs an `input`"));
     }
     // A player's key answers for its player alone, and leaves; joining is the host's.
     if let Access::Player { player, .. } = &access {
@@ -546,19 +616,38 @@ pub(super) async fn input(
     let live = s.engine.session(&id).await?;
     // A player's post gives a round the sweep gave up on another try.
     s.engine.forget_close_failures(&id);
-    let posted = on_turn_thread(&s, live, move |session| Box::pin(session.post(post))).await;
-    let (pack, posted) = posted.map_err(|(pack, e)| ApiError::from(turns::failed(&s, &pack, e)))?;
+    let store = s.engine.store().clone();
+    let posted = on_turn_thread(&s, live, move |session| {
+        Box::pin(async move {
+            let posted = session.post(post).await?;
+            // With the session still locked, so no other post comes in between: a player who
+            // joins gets their key, one who leaves keeps none, and so does one the round's turn
+            // took off the table.
+            let mut key = None;
+            if let Some(keys) = store.keys() {
+                let (id, player) = (session.id().to_owned(), req.player.clone());
+                match kind {
+                    ruleweave::lobby::InputKind::Join => {
+                        let grant = ruleweave::store::Grant::Player { session: id, player };
+                        key = Some(access::issue(keys, "player", &grant).await?);
+                    }
+                    ruleweave::lobby::InputKind::Leave => keys.drop_player_key(&id, &player).await?,
+                    ruleweave::lobby::InputKind::Answer => {}
+                }
+            }
+            if posted.closed.is_some() {
+                turns::tend_player_keys(&store, session).await;
+            }
+            Ok((posted, key))
+        })
+    })
+    .await;
+    let (pack, (posted, key)) = posted.map_err(|(pack, e)| ApiError::from(turns::failed(&s, &pack, e)))?;
     if let Some(turn) = &posted.closed {
         s.metrics.turn(&pack, turn);
     }
     let mut body = posted_json(&posted);
-    // A player who joins gets their key; one who leaves keeps none.
-    let grant = ruleweave::store::Grant::Player { session: id.clone(), player: req.player.clone() };
-    match kind {
-        ruleweave::lobby::InputKind::Join => body.player_key = Some(access::issue(&s, "player", &grant).await?),
-        ruleweave::lobby::InputKind::Leave => access::keys(&s)?.drop_player_key(&id, &req.player).await?,
-        ruleweave::lobby::InputKind::Answer => {}
-    }
+    body.player_key = key;
     Ok(Json(body))
 }
 
@@ -590,6 +679,7 @@ fn posted_json(p: &ruleweave::Posted) -> PostedBody {
 ))]
 pub(super) async fn session_events(
     State(s): State<Shared>,
+    Extension(presented): Extension<Presented>,
     SessionId(id): SessionId,
     peer: Option<Extension<Peer>>,
 ) -> ApiResult<Response> {
@@ -601,7 +691,8 @@ pub(super) async fn session_events(
     let done = first.finished;
     let first = sse::event(Some("state"), &first);
     let still = tokio::time::interval_at(tokio::time::Instant::now() + STILL_THERE, STILL_THERE);
-    let follow = Follow { rx, live, id, done, still, store: s.engine.store().clone(), _slot: slot };
+    let follow =
+        Follow { rx, live, id, done, still, store: s.engine.store().clone(), s: s.clone(), presented, _slot: slot };
     let rest = stream::unfold(follow, |mut f| async move {
         let event = f.next().await?;
         Some((Ok::<_, Infallible>(event), f))
@@ -622,6 +713,9 @@ struct Follow {
     done: bool,
     still: tokio::time::Interval,
     store: Arc<dyn ruleweave::store::Store>,
+    s: Shared,
+    /// The key the stream was opened with: one revoked (or a player's who left) ends it.
+    presented: Presented,
     _slot: Option<StreamSlot>,
 }
 
@@ -637,10 +731,12 @@ impl Follow {
                 r = self.rx.recv() => r,
                 _ = self.still.tick() => match self.store.info(&self.id).await {
                     Ok(None) => return None,
+                    _ if !self.presented.still_valid(&self.s).await => return None,
                     _ => continue,
                 },
             };
             let what = match received {
+                Ok(e) if e.session == self.id && !self.presented.still_valid(&self.s).await => return None,
                 Ok(e) if e.session == self.id => e.what,
                 Ok(_) => continue,
                 Err(RecvError::Lagged(_)) => {

@@ -52,8 +52,9 @@ pub(super) struct Opened {
     /// Its id.
     pub id: String,
     /// Its key, shown once: it (or the operator's token) reads, plays, forks, replays, streams and
-    /// deletes this session, and no other.
-    pub key: String,
+    /// deletes this session, and no other (absent only when the store keeps no keys).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// For a lobby: each starting player's key (a player key answers for its player alone), for
     /// the host to hand out.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -212,6 +213,16 @@ pub(super) struct ClosedTurn {
     pub finished: bool,
     /// What a person sees after it.
     pub display: View,
+}
+
+/// A pack's graph: `GET /v1/packs/{pack}/graph`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct PackGraph {
+    /// Its nodes (each with its kind and what it runs) and edges (each with how it is taken).
+    pub drawing: ruleweave::Drawing,
+    /// The graph drawn as one `<svg>` element: laid out in layers, each node a
+    /// `<g data-node="NAME">` in its kind's shape, routes dashed and labelled.
+    pub svg: String,
 }
 
 /// Every pack: `GET /v1/packs`.

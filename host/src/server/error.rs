@@ -245,8 +245,12 @@ impl ApiError {
 }
 
 impl From<Error> for ApiError {
+    /// An engine error as the API answers it: an input refused (by the pack's own words, or by
+    /// the engine) says what was wrong and nothing of the script that said it; any other names
+    /// its place, for the designer.
     fn from(e: Error) -> Self {
-        ApiError::new(Code::Engine(e.kind()), e.to_string())
+        let message = if e.kind() == ErrorKind::Input { e.detail().to_owned() } else { e.to_string() };
+        ApiError::new(Code::Engine(e.kind()), message)
     }
 }
 

@@ -170,6 +170,7 @@ pub fn routes() -> Routes {
     let guarded = OpenApiRouter::new()
         .routes(routes!(keys::whoami))
         .routes(routes!(api::packs))
+        .routes(routes!(api::graph))
         .routes(routes!(api::events))
         .routes(routes!(api::create, api::list))
         .routes(routes!(api::session, api::delete))

@@ -283,7 +283,8 @@ struct Plan {
         )),
         (status = 400, description = "The body is not JSON, or not this shape; options or an input the pack does not take; a conversation that cannot be played", body = ErrorBody),
         (status = 401, description = "A token is required", body = ErrorBody),
-        (status = 404, description = "No such pack", body = ErrorBody),
+        (status = 403, description = "An issued key that may not play this pack", body = ErrorBody),
+        (status = 404, description = "No such pack, or a session pinned in `metadata` that is not there or not this key's", body = ErrorBody),
         (status = 409, description = "The game is over, or another turn was recorded first", body = ErrorBody),
         (status = 413, description = "The body is too large", body = ErrorBody),
         (status = 415, description = "The body is not `application/json`", body = ErrorBody),
@@ -367,8 +368,10 @@ async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatReques
         return Err(ApiError::internal("no message to play"));
     };
     for &i in before {
-        let (r, _) = play(&s, &plan.live, Move::Chat(messages[i].1.clone()), None).await?;
-        usage.add(&r);
+        // A line the pack refused then is refused again: no turn, and the conversation goes on.
+        if let Answer::Played(r, _) = play(&s, &plan.live, Move::Chat(messages[i].1.clone()), None).await? {
+            usage.add(&r);
+        }
         link_next(&s, &messages, &keys, i, &plan.live).await;
     }
     {
@@ -382,10 +385,22 @@ async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatReques
         let say = Say::Turn(messages[final_msg].1.clone());
         return Ok(stream(s, &req, keys, plan.live, say, usage));
     }
-    let (r, text) = play(&s, &plan.live, Move::Chat(messages[final_msg].1.clone()), None).await?;
-    usage.add(&r);
-    let id = plan.live.lock().await.id().to_owned();
-    Ok(reply(&s, &req, &keys, &id, r.checkpoint, r.turn, text, r.finished, usage).await)
+    match play(&s, &plan.live, Move::Chat(messages[final_msg].1.clone()), None).await? {
+        Answer::Played(r, text) => {
+            usage.add(&r);
+            let id = plan.live.lock().await.id().to_owned();
+            Ok(reply(&s, &req, &keys, &id, r.checkpoint, r.turn, text, r.finished, usage).await)
+        }
+        // The pack's words are the reply, linked where the session stands: the conversation
+        // goes on in the same session.
+        Answer::Refused(words) => {
+            let (id, seq, turns) = {
+                let session = plan.live.lock().await;
+                (session.id().to_owned(), session.checkpoint(), session.turns())
+            };
+            Ok(reply(&s, &req, &keys, &id, seq, turns, words, false, usage).await)
+        }
+    }
 }
 
 /// Finds where a conversation goes on (see the module's documentation).
@@ -430,9 +445,13 @@ async fn plan(
     // A pack that opens by playing an input (a party's first question) plays it now: its reply
     // is the opening question. A question answers the first message with itself; after a hint
     // (what to type), the first message is the game's first input.
+    // Where the pack opens the conversation, it says what to type (a refusal says it already).
     let opening = match opening {
-        Some(Opening { play: Some(input), .. }) => Some(play(s, &live, Move::Input(input), None).await?.1),
-        Some(Opening { kind: OpeningKind::Question, text, .. }) => text,
+        Some(Opening { play: Some(input), .. }) => match play(s, &live, Move::Input(input), None).await? {
+            Answer::Played(_, shown) => Some(with_help(&chosen.pack, shown)),
+            Answer::Refused(words) => Some(words),
+        },
+        Some(Opening { kind: OpeningKind::Question, text, .. }) => text.map(|t| with_help(&chosen.pack, t)),
         _ => None,
     };
     Ok(Plan { live, todo, opening })
@@ -541,17 +560,34 @@ impl Usage {
     }
 }
 
-/// Plays `what` as a turn on `live` (through the server's one turn runner); the turn and the
-/// reply it shows.
-async fn play(
-    s: &Shared,
-    live: &LiveSession,
-    what: Move,
-    sink: Option<ruleweave::EventSink>,
-) -> ApiResult<(TurnResult, String)> {
-    let played = turns::play(s, live.clone(), what, sink).await?;
-    let shown = shown(&played.result);
-    Ok((played.result, shown))
+/// What a player's message came to: a turn and the reply it shows, or the pack's refusal.
+enum Answer {
+    Played(Box<TurnResult>, String),
+    /// The pack's words (what was wrong, what to type) and its input help: the assistant's reply.
+    Refused(String),
+}
+
+/// Plays `what` as a turn on `live` (through the server's one turn runner).
+async fn play(s: &Shared, live: &LiveSession, what: Move, sink: Option<ruleweave::EventSink>) -> ApiResult<Answer> {
+    match turns::play(s, live.clone(), what, sink).await {
+        Ok(played) => {
+            let shown = shown(&played.result);
+            Ok(Answer::Played(Box::new(played.result), shown))
+        }
+        Err(e) if e.is_refusal() => {
+            let pack = live.lock().await.pack().clone();
+            Ok(Answer::Refused(with_help(&pack, e.detail().to_owned())))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `text`, then the pack's input help (`display.input_help`) when it has one.
+fn with_help(pack: &Pack, text: String) -> String {
+    match pack.input_help() {
+        Some(help) => format!("{text}\n\n(type: {help})"),
+        None => text,
+    }
 }
 
 /// What a turn shows: the pack's `display.reply` (or its one text output), then what follows it.
@@ -652,7 +688,8 @@ fn stream(s: Shared, req: &ChatRequest, keys: Vec<Key>, live: LiveSession, say: 
                     })
                 };
                 match play(&s, &live, Move::Chat(text), Some(sink)).await {
-                    Ok((r, _)) => {
+                    Ok(Answer::Refused(words)) => (words, seq, usage),
+                    Ok(Answer::Played(r, _)) => {
                         let mut usage = usage;
                         usage.add(&r);
                         let sent = sent.lock().unwrap_or_else(|p| p.into_inner());

@@ -117,9 +117,12 @@ pub(super) async fn simulate(
         let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
         let handle = tokio::runtime::Handle::current();
         let rules = Rules { engine: &engine, options: &req.options };
+        tracing::info!("a batch of simulated games started");
         let played = crate::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, &stop);
         if stop.load(Ordering::Relaxed) {
             tracing::info!("a batch of simulated games stopped: its client left");
+        } else {
+            tracing::info!("a batch of simulated games ended");
         }
         Ok::<_, ApiError>(crate::simulate::report(&plan, &played))
     })

@@ -3,7 +3,10 @@
 //! internal and store failures are logged, whichever face asked. Each face then answers the
 //! outcome in its own shape (see `error.rs` for the statuses).
 
+use std::sync::Arc;
+
 use futures_util::future::BoxFuture;
+use ruleweave::store::Store;
 use ruleweave::{ErrorKind, EventSink, LiveSession, Session, TurnResult};
 use serde_json::Value;
 
@@ -33,6 +36,7 @@ pub(crate) async fn play(
     what: Move,
     sink: Option<EventSink>,
 ) -> ruleweave::Result<Played> {
+    let store = s.engine.store().clone();
     let turn = on_turn_thread(s, live, move |session| {
         Box::pin(async move {
             let input = match what {
@@ -43,6 +47,7 @@ pub(crate) async fn play(
                 Some(sink) => session.turn_with_events(input, sink).await?,
                 None => session.turn(input).await?,
             };
+            tend_player_keys(&store, session).await;
             Ok(Played { result, state: session.state() })
         })
     })
@@ -59,6 +64,21 @@ pub(crate) async fn play(
     }
 }
 
+/// A lobby's player keys kept to the players at its table and those joining it: a player a turn
+/// took off the table (the party's `-fox`) has a key that opens nothing any more. Called with the
+/// session locked, so no join or leave comes in between; a failure is logged (the turn stands).
+pub(crate) async fn tend_player_keys(store: &Arc<dyn Store>, session: &mut Session) {
+    let Some(keys) = store.keys() else { return };
+    let tended = async {
+        let Some(lobby) = session.lobby().await? else { return Ok(()) };
+        let table: Vec<String> = lobby.players.into_iter().chain(lobby.joining).collect();
+        keys.keep_player_keys(session.id(), &table).await
+    };
+    if let Err(e) = tended.await {
+        tracing::error!(session = %session.id(), "cannot drop the keys of players who left: {e}");
+    }
+}
+
 /// A chat message as a turn's input (see [`Move::Chat`]).
 fn chat_input(session: &Session, text: &str) -> ruleweave::Result<Value> {
     let trimmed = text.trim();
@@ -70,7 +90,7 @@ fn chat_input(session: &Session, text: &str) -> ruleweave::Result<Value> {
     // A line the pack does not read says what to send instead; a reader that fails otherwise (a
     // script that throws, a limit) fails as it would on the JSON API.
     session.input_from_text(text).map_err(|e| match e.kind() {
-        ErrorKind::Input => ruleweave::Error::new(
+        ErrorKind::Input if !e.is_refusal() => ruleweave::Error::new(
             ErrorKind::Input,
             format!(
                 "{}; send the message as a JSON object of those fields (the pack is not played by text alone)",
@@ -87,6 +107,10 @@ pub(crate) fn failed(s: &Shared, pack: &str, e: ruleweave::Error) -> ruleweave::
     s.metrics.error(pack, e.kind().code());
     if matches!(e.kind(), ErrorKind::Internal | ErrorKind::Store) {
         tracing::error!(pack, "{e}");
+    }
+    // A refusal answers the player in the pack's words; where the script said it is the designer's.
+    if e.is_refusal() {
+        tracing::info!(pack, place = ?e.origin().map(ToString::to_string), "refused: {}", e.detail());
     }
     e
 }

@@ -8,11 +8,15 @@
 //! person sees (the display) and the state, and returns the next input (a map of input fields,
 //! or a line of text). Its `random()` is seeded by the game's id and the turn, and the game's id
 //! by the seed, the player and the game's number, so a seed gives the same report every time,
-//! however many games run at once. Games end at the pack's `finish:` or `simulate.max_turns`.
+//! however many games run at once. Games end at the pack's `finish:` or `simulate.max_turns`: a
+//! game of a pack that finishes which the cap stopped is the outcome `unfinished`, whatever its
+//! outcome field said then, and is left out of the turns games took to finish.
 
+mod changes;
 pub mod page;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -104,9 +108,10 @@ pub struct Rules<'a> {
 pub struct Played {
     pub name: String,
     outcomes: Vec<String>,
-    turns: Vec<f64>,
-    /// Each tracked field's value at the end of each game.
-    track: Vec<(String, Vec<f64>)>,
+    /// The turns each game took, and whether it finished in them (not stopped by the cap).
+    turns: Vec<(f64, bool)>,
+    /// Each tracked field's value at the end of each game (none when it was no number).
+    track: Vec<(String, Vec<Option<f64>>)>,
     /// Each tracked field's values after each turn: `[turn - 1][game]`.
     per_turn: Vec<(String, Vec<Vec<f64>>)>,
     /// The tokens each game's model calls spent (prompt and completion).
@@ -115,6 +120,9 @@ pub struct Played {
     costs: Vec<f64>,
     /// Models called without a price in `[prices]`: no cost is reported then.
     unpriced: BTreeSet<String>,
+    /// The line each tracked field's chart draws (`simulate.thresholds`), as the first game
+    /// rendered it.
+    thresholds: BTreeMap<String, f64>,
     /// Why the player's games stopped, when one failed; the games before it are counted.
     pub error: Option<GameError>,
 }
@@ -126,6 +134,10 @@ type GameResult = Result<Game, Box<GameError>>;
 struct Game {
     outcome: String,
     turns: u32,
+    /// Whether the game finished (rather than reaching the turn cap).
+    finished: bool,
+    /// The tracked fields' lines (`simulate.thresholds`), rendered on the game's last state.
+    thresholds: Vec<(String, f64)>,
     /// Each tracked field at the end.
     end: Vec<Option<f64>>,
     /// Each tracked field after each turn.
@@ -146,15 +158,19 @@ impl Played {
             tokens: Vec::new(),
             costs: Vec::new(),
             unpriced: BTreeSet::new(),
+            thresholds: BTreeMap::new(),
             error: None,
         }
     }
 
     fn count(&mut self, game: Game) {
         self.outcomes.push(game.outcome);
-        self.turns.push(f64::from(game.turns));
+        self.turns.push((f64::from(game.turns), game.finished));
         for ((_, values), x) in self.track.iter_mut().zip(game.end) {
-            values.extend(x);
+            values.push(x);
+        }
+        for (field, line) in game.thresholds {
+            self.thresholds.entry(field).or_insert(line);
         }
         for (turn, fields) in game.by_turn.into_iter().enumerate() {
             for ((_, by_turn), x) in self.per_turn.iter_mut().zip(fields) {
@@ -363,24 +379,33 @@ fn turns(
         }
         by_turn.push(read(session));
     }
+    // A game the cap stopped did not end as the pack ends games: its outcome field says where it
+    // stood, not how it came out.
+    let finished = session.is_finished();
     let outcome = match &spec.outcome {
+        _ if !finished && session.pack().finishes() => UNFINISHED.into(),
         Some(field) => match session.field(field) {
             Some(Value::String(s)) => s,
             Some(other) => other.to_string(),
             None => "none".into(),
         },
-        None if session.is_finished() => "finished".into(),
-        None => "unfinished".into(),
+        None if finished => "finished".into(),
+        None => UNFINISHED.into(),
     };
     Ok(Game {
         outcome,
         turns: by_turn.len() as u32,
+        finished,
+        thresholds: session.thresholds(),
         end: read(session),
         by_turn,
         tokens,
         cost: if unpriced.is_empty() { Ok(cost) } else { Err(unpriced) },
     })
 }
+
+/// The outcome of a game stopped by the turn cap (`simulate.max_turns`) before it finished.
+pub const UNFINISHED: &str = "unfinished";
 
 /// What a batch of games came to: the contract of `simulate --json` and of
 /// `POST /v1/packs/{pack}/simulate`.
@@ -392,6 +417,9 @@ pub struct Report {
     pub games: u32,
     /// What seeded the games: the same seed, the same report.
     pub seed: String,
+    /// The most turns a game was played for (`simulate.max_turns`): a game of a pack that
+    /// finishes still going then is `unfinished`.
+    pub max_turns: u32,
     /// Each player's games, in the order asked.
     pub players: Vec<PlayerReport>,
     /// The same games on another copy of the rules, when there is one (null otherwise).
@@ -404,11 +432,13 @@ pub struct PlayerReport {
     pub name: String,
     /// The games counted (fewer than asked when one failed: see `error`).
     pub games: usize,
-    /// Each outcome (the pack's `simulate.outcome` field at the end) and its share.
+    /// Each outcome (the pack's `simulate.outcome` field at the end, or `unfinished` for a game
+    /// the cap stopped) and its share.
     pub outcomes: BTreeMap<String, Share>,
-    /// The turns games took.
+    /// The turns the games that finished took (those the cap stopped are not counted: see the
+    /// outcome `unfinished`).
     pub turns: Spread,
-    /// How many games took each number of turns: the first entry counts the games of 1 turn.
+    /// How many finished games took each number of turns: the first entry counts those of 1 turn.
     pub turns_histogram: Vec<usize>,
     /// Each tracked field (`simulate.track`) at the end of the games, and after each turn.
     pub track: indexmap::IndexMap<String, Tracked>,
@@ -447,6 +477,10 @@ pub struct Tracked {
     #[serde(flatten)]
     pub end: Spread,
     pub per_turn: Vec<Spread>,
+    /// The line its chart draws (`simulate.thresholds`: the pirate's merit, the difficulty's
+    /// threshold), when the pack names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
 }
 
 /// The same games on another copy of the rules, and how the outcomes differ.
@@ -456,7 +490,42 @@ pub struct Against {
     pub root: String,
     /// Its players' games, in the same order.
     pub players: Vec<PlayerReport>,
+    /// Each outcome's share here less there.
     pub differences: Vec<Difference>,
+    /// Each tracked field (and `turns`) here less there, game by game.
+    pub tracked: Vec<TrackedDifference>,
+    /// What differs between the two copies of the pack: its manifest's values, key by key, and
+    /// the first differing line of each other file.
+    pub changes: Vec<Change>,
+}
+
+/// A tracked field (or `turns`) on these rules less the other copy's, over the same games (the
+/// same ids, so the same moves where the rules let them be): `delta` is the median of the
+/// game-by-game differences, with the sign test's 95% interval (exact, assuming nothing of the
+/// field's distribution); beyond noise when the interval leaves out 0. `turns` pairs the games
+/// that finished on both copies.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct TrackedDifference {
+    pub player: String,
+    pub field: String,
+    /// The games paired (both copies have a number for the field).
+    pub games: usize,
+    pub delta: Option<f64>,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    pub beyond_noise: bool,
+}
+
+/// One difference between the two copies of a pack. In the manifest, `key` is the value's dotted
+/// path (`params.thresholds.easy`) and `ours`/`theirs` the values; in another file (a script, a
+/// template, a data file), `key` is `line N` of its first differing line, and the lines. A side
+/// without the value or the file is null.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Change {
+    pub file: String,
+    pub key: String,
+    pub ours: Value,
+    pub theirs: Value,
 }
 
 /// One outcome's share on these rules less the other copy's, with a 95% interval (Newcombe's
@@ -477,18 +546,68 @@ pub fn report(plan: &Plan, played: &[Played]) -> Report {
         pack: plan.pack.clone(),
         games: plan.games,
         seed: plan.seed.clone(),
+        max_turns: plan.spec.max_turns,
         players: played.iter().map(Played::report).collect(),
         against: None,
     }
 }
 
-/// Adds the games on another copy of the rules (`root` names it), and the differences.
-pub fn compare(report: &mut Report, root: &str, here: &[Played], there: &[Played]) {
+/// Adds the games on another copy of the rules, at `root`, and how they and the copies differ
+/// (`ours` is this copy's root).
+pub fn compare(report: &mut Report, ours: &Path, root: &Path, here: &[Played], there: &[Played]) {
     report.against = Some(Against {
-        root: root.to_owned(),
+        root: root.display().to_string(),
         players: there.iter().map(Played::report).collect(),
         differences: differences(here, there),
+        tracked: tracked_differences(here, there),
+        changes: changes::between(ours, root, &report.pack),
     });
+}
+
+/// For each player, each tracked field's and the turns' differences game by game.
+fn tracked_differences(here: &[Played], there: &[Played]) -> Vec<TrackedDifference> {
+    let mut out = Vec::new();
+    for (a, b) in here.iter().zip(there) {
+        let turns = |p: &Played| -> Vec<Option<f64>> { p.turns.iter().map(|&(t, done)| done.then_some(t)).collect() };
+        let fields = a.track.iter().zip(&b.track).map(|((f, x), (_, y))| (f.as_str(), x.clone(), y.clone()));
+        for (field, x, y) in fields.chain([("turns", turns(a), turns(b))]) {
+            let d: Vec<f64> = x.iter().zip(&y).filter_map(|(x, y)| Some((*x)? - (*y)?)).collect();
+            let (delta, interval) = (spread(&d).median, sign_test_interval(&d));
+            out.push(TrackedDifference {
+                player: a.name.clone(),
+                field: field.to_owned(),
+                games: d.len(),
+                delta,
+                low: interval.map(|i| i.0),
+                high: interval.map(|i| i.1),
+                beyond_noise: interval.is_some_and(|(low, high)| low > 0.0 || high < 0.0),
+            });
+        }
+    }
+    out
+}
+
+/// The 95% interval of the median of `d` by the sign test: the k-th smallest to the k-th largest,
+/// k the largest with P(Binomial(n, ½) < k) ≤ 2.5%. `None` for fewer than 6 values, which no
+/// interval of them covers at 95%.
+fn sign_test_interval(d: &[f64]) -> Option<(f64, f64)> {
+    let n = d.len();
+    let mut sorted = d.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    // P(B ≤ j) for j = 0, 1, …, summed in logs so a large n does not overflow.
+    let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
+    let (mut below, mut ln_choose, mut k) = (0.0, 0.0, 0);
+    for j in 0..n {
+        if j > 0 {
+            ln_choose += ((n - j + 1) as f64).ln() - (j as f64).ln();
+        }
+        below += (ln_choose + ln_half_n).exp();
+        if below > 0.025 {
+            break;
+        }
+        k = j + 1;
+    }
+    (k >= 1).then(|| (sorted[k - 1], sorted[n - k]))
 }
 
 /// For each player and outcome, this copy's share less the other's, with a 95% interval
@@ -543,15 +662,22 @@ impl Played {
             .iter()
             .zip(&self.per_turn)
             .map(|((f, at_end), (_, by_turn))| {
-                (f.clone(), Tracked { end: spread(at_end), per_turn: by_turn.iter().map(|v| spread(v)).collect() })
+                let at_end: Vec<f64> = at_end.iter().flatten().copied().collect();
+                let tracked = Tracked {
+                    end: spread(&at_end),
+                    per_turn: by_turn.iter().map(|v| spread(v)).collect(),
+                    threshold: self.thresholds.get(f).copied(),
+                };
+                (f.clone(), tracked)
             })
             .collect();
+        let finished: Vec<f64> = self.turns.iter().filter(|(_, done)| *done).map(|(t, _)| *t).collect();
         PlayerReport {
             name: self.name.clone(),
             games: n,
             outcomes,
-            turns: spread(&self.turns),
-            turns_histogram: histogram(&self.turns),
+            turns: spread(&finished),
+            turns_histogram: histogram(&finished),
             track,
             tokens: spread(&self.tokens),
             // A cost per game only when every game's every model had a price.
@@ -632,6 +758,17 @@ mod tests {
         assert!(won.beyond_noise);
         let same = differences(&[games("p", 5, 5)], &[games("p", 6, 4)]);
         assert!(same.iter().all(|d| !d.beyond_noise), "{same:?}");
+    }
+
+    /// The sign test's interval of a median: for 20 values, the 6th smallest to the 6th largest
+    /// (P(B(20, ½) ≤ 5) = 0.0207 ≤ 2.5% < P(B ≤ 6) = 0.0577); for 5 values, none at 95%.
+    #[test]
+    fn a_median_difference_has_the_sign_tests_interval() {
+        let d: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(sign_test_interval(&d), Some((6.0, 15.0)));
+        assert_eq!(sign_test_interval(&[1.0, 2.0, 3.0, 4.0, 5.0]), None);
+        // Six values: P(B(6, ½) = 0) = 1/64 ≤ 2.5%, so the whole range.
+        assert_eq!(sign_test_interval(&[3.0, 1.0, 2.0, 6.0, 5.0, 4.0]), Some((1.0, 6.0)));
     }
 
     #[test]

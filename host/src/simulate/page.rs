@@ -1,12 +1,13 @@
 //! `simulate --html FILE`: the report as one self-contained page (inline SVG and CSS: no script,
 //! no CDN, no build step) a designer opens in any browser. Per player: each outcome's share with
 //! its 95% interval, the turns games took, and where each tracked field stood turn by turn (the
-//! median and the band from the 10th to the 90th percentile); with `--against`, the other copy of
-//! the rules drawn beside in another colour, and the differences with their intervals.
+//! median and the band from the 10th to the 90th percentile, a dashed line at its threshold when
+//! the pack names one); with `--against`, the other copy of the rules drawn beside in another
+//! colour, what differs between the copies, and the differences with their intervals.
 
 use std::fmt::Write as _;
 
-use super::{Against, PlayerReport, Report, Spread, Tracked};
+use super::{Against, PlayerReport, Report, Spread, Tracked, UNFINISHED};
 
 /// This copy's colour, and the other copy's.
 const HERE: &str = "#2563eb";
@@ -19,9 +20,10 @@ pub fn page(report: &Report) -> String {
     let mut body = String::new();
     let _ = write!(
         body,
-        "<h1>{pack}: {} games per player</h1><p class=meta>seed <code>{}</code>",
+        "<h1>{pack}: {} games per player</h1><p class=meta>seed <code>{}</code> · each game played to its end or {} turns",
         report.games,
-        escape(&report.seed)
+        escape(&report.seed),
+        report.max_turns
     );
     if let Some(against) = against {
         let _ = write!(
@@ -31,6 +33,9 @@ pub fn page(report: &Report) -> String {
         );
     }
     body.push_str("</p>");
+    if let Some(against) = against {
+        body.push_str(&changes(against));
+    }
     for (i, p) in report.players.iter().enumerate() {
         let other = against.and_then(|a| a.players.get(i));
         let _ = write!(body, "<section><h2>{} <small>({} games)</small></h2>", escape(&p.name), p.games);
@@ -38,7 +43,7 @@ pub fn page(report: &Report) -> String {
             let _ = write!(body, "<p class=error>stopped: {}</p>", escape(e));
         }
         body.push_str("<div class=charts>");
-        body.push_str(&outcomes(p, other));
+        body.push_str(&outcomes(p, other, report.max_turns));
         body.push_str(&turns_chart(p, other));
         for (field, s) in &p.track {
             let theirs = other.and_then(|o| o.track.get(field));
@@ -65,20 +70,22 @@ table{border-collapse:collapse;margin-top:.6rem;font-size:.9rem}td,th{padding:.2
 .beyond{color:#b91c1c;font-weight:600}.within{color:#6b7280}";
 
 /// Each outcome's share as a bar, its 95% interval as a whisker; the other copy's beside it.
-fn outcomes(p: &PlayerReport, other: Option<&PlayerReport>) -> String {
+fn outcomes(p: &PlayerReport, other: Option<&PlayerReport>, max_turns: u32) -> String {
     let mut names: Vec<&String> = p.outcomes.keys().collect();
     if let Some(o) = other {
         names.extend(o.outcomes.keys());
     }
     names.sort();
     names.dedup();
-    let (width, row, label) = (420.0, if other.is_some() { 30.0 } else { 20.0 }, 130.0);
+    let (width, row, label) = (460.0, if other.is_some() { 30.0 } else { 20.0 }, 170.0);
     let height = row * names.len() as f64 + 24.0;
     let scale = |x: f64| label + x * (width - label - 46.0);
     let mut svg = svg_open(width, height);
     for (i, name) in names.iter().enumerate() {
         let y = 6.0 + i as f64 * row;
-        let _ = write!(svg, "<text x=0 y={}>{}</text>", y + 11.0, escape(name));
+        let shown =
+            if name.as_str() == UNFINISHED { format!("{name} (cap {max_turns} turns)") } else { name.to_string() };
+        let _ = write!(svg, "<text x=0 y={}>{}</text>", y + 11.0, escape(&shown));
         for (j, (side, colour)) in [(Some(p), HERE), (other, THERE)].into_iter().enumerate() {
             let Some(side) = side else { continue };
             let (share, low, high) = side.outcomes.get(*name).map_or((0.0, 0.0, 0.0), |s| (s.share, s.low, s.high));
@@ -152,16 +159,20 @@ fn turns_chart(p: &PlayerReport, other: Option<&PlayerReport>) -> String {
     }
     for (j, (side, colour)) in sides.iter().enumerate() {
         let t = &side.turns;
+        let unfinished = side.outcomes.get(UNFINISHED).map_or(0.0, |s| s.share);
+        let summary = match t.median {
+            Some(_) => format!("median {}, p10 {}, p90 {}", round(num(t.median)), round(num(t.p10)), round(num(t.p90))),
+            None => "no game finished".to_owned(),
+        };
+        let apart =
+            if unfinished > 0.0 { format!(" · {}% unfinished", (unfinished * 100.0).round()) } else { String::new() };
         let _ = write!(
             svg,
-            "<text x=10 y={} fill={colour} style=\"fill:{colour}\">median {}, p10 {}, p90 {}</text>",
+            "<text x=10 y={} fill={colour} style=\"fill:{colour}\">{summary}{apart}</text>",
             base + 34.0 + 14.0 * j as f64,
-            round(num(t.median)),
-            round(num(t.p10)),
-            round(num(t.p90))
         );
     }
-    chart("Turns to finish (share of games)", svg)
+    chart("Turns to finish (share of finished games)", svg)
 }
 
 /// Where a tracked field stood after each turn: the median as a line, p10–p90 as a band.
@@ -169,7 +180,8 @@ fn band(field: &str, here: &Tracked, there: Option<&Tracked>) -> String {
     let sides: Vec<(&Vec<Spread>, &str)> =
         [(Some(here), HERE), (there, THERE)].into_iter().filter_map(|(s, c)| Some((&s?.per_turn, c))).collect();
     let turns = sides.iter().map(|(t, _)| t.len()).max().unwrap_or(0).max(1);
-    let values = sides.iter().flat_map(|(t, _)| t.iter()).flat_map(|s| [num(s.p10), num(s.p90)]);
+    let threshold = here.threshold;
+    let values = sides.iter().flat_map(|(t, _)| t.iter()).flat_map(|s| [num(s.p10), num(s.p90)]).chain(threshold);
     let (low, high) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| (l.min(x), h.max(x)));
     let (low, high) = if low.is_finite() && high > low { (low, high) } else { (low.min(0.0), low.max(0.0) + 1.0) };
     let (width, height) = (320.0, 170.0);
@@ -191,6 +203,19 @@ fn band(field: &str, here: &Tracked, there: Option<&Tracked>) -> String {
             upper.join(" "),
             lower.join(" "),
             median.join(" ")
+        );
+    }
+    if let Some(line) = threshold {
+        let _ = write!(
+            svg,
+            "<line x1={:.1} x2={:.1} y1={:.1} y2={:.1} stroke=#111827 stroke-dasharray=\"5 4\" /><text x={:.1} y={:.1} text-anchor=end>threshold {}</text>",
+            x(0),
+            x(turns - 1),
+            y(line),
+            y(line),
+            x(turns - 1),
+            y(line) - 4.0,
+            round(line)
         );
     }
     let _ = write!(
@@ -224,8 +249,54 @@ fn differences(against: &Against, player: &str) -> String {
             if beyond { "beyond noise" } else { "within noise" }
         );
     }
+    for t in against.tracked.iter().filter(|t| t.player == player) {
+        let Some(delta) = t.delta else { continue };
+        let interval = match (t.low, t.high) {
+            (Some(low), Some(high)) => format!("{} to {}", round(low), round(high)),
+            _ => format!("too few games ({})", t.games),
+        };
+        let beyond = t.beyond_noise;
+        let field = if t.field == "turns" { "turns to finish".to_owned() } else { t.field.clone() };
+        let _ = write!(
+            rows,
+            "<tr><td>{} (median)</td><td>{}{}</td><td>{interval}</td><td class={}>{}</td></tr>",
+            escape(&field),
+            if delta > 0.0 { "+" } else { "" },
+            round(delta),
+            if beyond { "beyond" } else { "within" },
+            if beyond { "beyond noise" } else { "within noise" }
+        );
+    }
     format!(
-        "<table><tr><th>outcome</th><th>these rules − the other</th><th>95% interval</th><th></th></tr>{rows}</table>"
+        "<table><tr><th>outcome or field</th><th>these rules − the other</th><th>95% interval</th><th></th></tr>{rows}</table>"
+    )
+}
+
+/// What differs between the two copies of the pack, as a table (the manifest's values, then the
+/// first differing line of each other file).
+fn changes(against: &Against) -> String {
+    if against.changes.is_empty() {
+        return "<p class=meta>The two copies of the pack are the same: any difference is the games' own.</p>".into();
+    }
+    let show = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "<em>none</em>".to_owned(),
+        serde_json::Value::String(s) => format!("<code>{}</code>", escape(s)),
+        other => format!("<code>{}</code>", escape(&other.to_string())),
+    };
+    let mut rows = String::new();
+    for c in &against.changes {
+        let _ = write!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&c.file),
+            escape(&c.key),
+            show(&c.ours),
+            show(&c.theirs)
+        );
+    }
+    format!(
+        "<h2>What differs</h2><table><tr><th>file</th><th>where</th><th>these rules</th><th>{}</th></tr>{rows}</table>",
+        escape(&against.root)
     )
 }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rhai::{Array, Dynamic, Map};
 use serde::Deserialize;
 
-use super::{Kind, KindDef, MapOver, NodeDecl, Outcome, Step, Work, fold_into, label, updates_of};
+use super::{Kind, KindDef, MapOver, NodeDecl, Outcome, Step, Work, fold_into, updates_of};
 use crate::error::{Error, ErrorKind, Origin, Result};
 use crate::event::Event;
 use crate::graph::env::Env;
@@ -205,16 +205,15 @@ impl Kind for Llm {
         ("llm", self.profile.clone())
     }
 
-    fn mermaid(&self, name: &str) -> String {
+    fn what(&self) -> String {
         let what = match &self.map {
             Some(m) => format!("llm: {} × each of {} (≤{} at once)", self.profile, m.over.display(), m.concurrency),
             None => format!("llm: {}", self.profile),
         };
-        let what = match &self.schema {
+        match &self.schema {
             Some(s) => format!("{what}, schema {}", s.name),
             None => what,
-        };
-        format!("{name}[/{}/]", label(name, &what))
+        }
     }
 
     fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work> {

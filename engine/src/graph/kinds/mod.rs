@@ -36,8 +36,9 @@ pub(crate) trait Kind: fmt::Debug + Send + Sync {
     /// `GET /v1/packs`.
     fn describe(&self) -> (&'static str, String);
 
-    /// The node as Mermaid draws it: its id, and its shape around a label.
-    fn mermaid(&self, name: &str) -> String;
+    /// What the node runs, in a few words for a drawing of the graph (`llm: judge`,
+    /// `pirate.rhai::score × each of candidates (≤4 at once)`).
+    fn what(&self) -> String;
 
     /// Runs the node's synchronous part; returns its updates, or what is left to wait for.
     fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work>;
@@ -327,8 +328,8 @@ impl Kind for Unloaded {
         ("unloaded", String::new())
     }
 
-    fn mermaid(&self, name: &str) -> String {
-        format!("{name}[{name}]")
+    fn what(&self) -> String {
+        String::new()
     }
 
     fn prepare<'a>(&'a self, _: &'a Env<'a>, _: usize, _: &'a mut Dynamic) -> Step<'a, Work> {
@@ -349,9 +350,4 @@ pub(crate) fn updates_of(v: Dynamic, f: &FnRef) -> Result<Map> {
             format!("{} returned {}; a node returns a map of updates (or nothing)", f.display(), value::type_of(&v)),
         ))
     }
-}
-
-/// A Mermaid label: the node's name over a small line saying what it runs.
-pub(crate) fn label(name: &str, what: &str) -> String {
-    format!("\"{name}<br/><small>{what}</small>\"")
 }

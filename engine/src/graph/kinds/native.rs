@@ -3,7 +3,7 @@
 
 use rhai::{Dynamic, Map};
 
-use super::{Kind, KindDef, NodeDecl, Step, Work, label};
+use super::{Kind, KindDef, NodeDecl, Step, Work};
 use crate::error::{Error, ErrorKind, Origin};
 use crate::graph::env::Env;
 use crate::graph::load::Load;
@@ -37,8 +37,8 @@ impl Kind for Native {
         ("native", self.0.clone())
     }
 
-    fn mermaid(&self, name: &str) -> String {
-        format!("{name}[[{}]]", label(name, &format!("native: {}", self.0)))
+    fn what(&self) -> String {
+        format!("native: {}", self.0)
     }
 
     fn prepare<'a>(&'a self, env: &'a Env<'a>, _: usize, state: &'a mut Dynamic) -> Step<'a, Work> {

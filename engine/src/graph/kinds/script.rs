@@ -7,7 +7,7 @@
 
 use rhai::{Dynamic, Map};
 
-use super::{Kind, KindDef, MapOver, NodeDecl, Outcome, Step, Work, fold_into, label, updates_of};
+use super::{Kind, KindDef, MapOver, NodeDecl, Outcome, Step, Work, fold_into, updates_of};
 use crate::error::{Error, Origin, Result};
 use crate::graph::env::Env;
 use crate::graph::load::Load;
@@ -41,16 +41,10 @@ impl Kind for Script {
         ("script", self.f.display())
     }
 
-    fn mermaid(&self, name: &str) -> String {
+    fn what(&self) -> String {
         match &self.map {
-            Some(m) => format!(
-                "{name}[{}]",
-                label(
-                    name,
-                    &format!("{} × each of {} (≤{} at once)", self.f.display(), m.over.display(), m.concurrency)
-                )
-            ),
-            None => format!("{name}[{}]", label(name, &self.f.display())),
+            Some(m) => format!("{} × each of {} (≤{} at once)", self.f.display(), m.over.display(), m.concurrency),
+            None => self.f.display(),
         }
     }
 

@@ -69,8 +69,8 @@ impl Kind for Select {
         ("select", self.selector.name.clone())
     }
 
-    fn mermaid(&self, name: &str) -> String {
-        format!("{name}{{{{\"{name}<br/><small>select: {}</small>\"}}}}", self.selector.name)
+    fn what(&self) -> String {
+        format!("select: {}", self.selector.name)
     }
 
     fn prepare<'a>(&'a self, env: &'a Env<'a>, node: usize, state: &'a mut Dynamic) -> Step<'a, Work> {

@@ -327,6 +327,9 @@ impl Loader<'_> {
                 *flag = true;
             }
         }
+        for (field, t) in m.simulate.iter().flat_map(|s| &s.value.thresholds) {
+            inline.push((format!("simulate.threshold.{field}"), t.value.clone(), self.at(t)));
+        }
         let from = m.display.stream_from.as_ref().and_then(|r| match regex::Regex::new(&r.value) {
             Ok(re) => Some(re),
             Err(e) => {
@@ -342,6 +345,14 @@ impl Loader<'_> {
         });
         display.opening = m.display.opening;
         display.play_on_open = m.display.play_on_open.as_ref().map(|p| p.value.clone());
+        if let Some(help) = &m.display.input_help {
+            let text = help.value.trim();
+            if text.is_empty() || text.contains('\n') || text.chars().count() > 300 {
+                let at = self.at(help);
+                self.error("display.input_help is one line of 1 to 300 characters: what a player types", at);
+            }
+            display.input_help = Some(text.to_owned());
+        }
         let fields: HashSet<&str> = d.schema.fields.keys().map(String::as_str).collect();
         let templates = self.read_text("prompts", &self.pack.clone(), "j2", "template");
         let (prompts, errors) = Prompts::load(&self.pack, &d.params, &fields, templates, inline);
@@ -414,7 +425,18 @@ impl Loader<'_> {
         if d.max_turns == Some(0) {
             self.error("simulate.max_turns is at least 1", at.clone());
         }
-        super::Simulate { outcome: d.outcome.clone(), track: d.track.clone(), max_turns: d.max_turns.unwrap_or(20) }
+        for (field, t) in &d.thresholds {
+            if !d.track.contains(field) {
+                let at = self.at(t);
+                self.error(format!("simulate.thresholds names `{field}`, which simulate does not track"), at);
+            }
+        }
+        super::Simulate {
+            outcome: d.outcome.clone(),
+            track: d.track.clone(),
+            max_turns: d.max_turns.unwrap_or(20),
+            thresholds: d.thresholds.keys().cloned().collect(),
+        }
     }
 
     /// `display.play_on_open` is a map of the pack's input fields.

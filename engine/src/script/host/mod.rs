@@ -762,9 +762,7 @@ static HOST_FUNCTIONS: &[HostFn] = &[
               with `message` (HTTP 422 on the JSON API, 400 on the chat face), not as a script error, and \
               nothing changes.",
         register: |e, _| {
-            e.register_fn(|msg: &str| -> RhaiResult<()> {
-                Err(thrown(crate::error::Error::new(crate::error::ErrorKind::Input, msg)))
-            });
+            e.register_fn(|msg: &str| -> RhaiResult<()> { Err(thrown(crate::error::Error::refusal(msg))) });
         },
     },
 ];

@@ -46,11 +46,16 @@ pub(super) fn ask_with(
             .get("provider")
             .is_some_and(|v| v.is_string() && !v.to_string().trim().is_empty())
             .then(|| request.default_model.clone().unwrap_or_else(|| request.model.clone()));
+        // A model the pack names for this profile is the pack's own choice, which a fallback to
+        // another vendor replaces with the profile's model; any other is the player's (a session
+        // option), honoured by whichever provider answers.
+        let mut players_model = false;
         for (k, v) in overrides {
             match k.as_str() {
                 "model" if v.is_string() => {
                     let model = v.to_string();
                     if !model.trim().is_empty() {
+                        players_model = !p.names_model(&model);
                         if let Some(allowed) = &tag.turn.allowed_models
                             && !allowed.contains(&model)
                             && !shared.profiles.values().any(|p| p.names_model(&model))
@@ -87,7 +92,7 @@ pub(super) fn ask_with(
                 }
             }
         }
-        if own_model.is_some() {
+        if own_model.is_some() && !players_model {
             request.default_model = own_model;
         }
         let rt = tag.turn.runtime.clone().ok_or("model calls need the async runtime the turn runs on")?;
