@@ -5,7 +5,8 @@
 //! the database releases the lock. Checkpoints are written in their own short transactions, so a
 //! long turn's step checkpoints are durable while the turn is still running.
 
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 use tokio::sync::broadcast;
 
@@ -94,11 +95,13 @@ fn lock_key(id: &str) -> i64 {
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:pass@host/db`) and migrates the database.
     pub async fn open(url: &str) -> Result<Self> {
-        let pool = PgPoolOptions::new()
-            .max_connections(32)
-            .connect(url)
-            .await
-            .map_err(|e| store_error(&format!("cannot connect to {}", super::redact(url)), e))?;
+        let cannot = |e| store_error(&format!("cannot connect to {}", super::redact(url)), e);
+        let options: PgConnectOptions = url.parse().map_err(cannot)?;
+        // One connection first: a server that refuses, or a wrong password, says so at once
+        // (the pool would try again until its wait ran out, half a minute later).
+        let first = PgConnection::connect_with(&options).await.map_err(cannot)?;
+        let _ = first.close().await;
+        let pool = PgPoolOptions::new().max_connections(32).connect_with(options).await.map_err(cannot)?;
         sqlx::migrate!("migrations/postgres")
             .run(&pool)
             .await
