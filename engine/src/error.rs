@@ -155,7 +155,7 @@ impl Error {
     }
 
     /// Shorthand for an input error.
-    pub(crate) fn input(detail: impl Into<String>) -> Self {
+    pub fn input(detail: impl Into<String>) -> Self {
         Error::new(ErrorKind::Input, detail)
     }
 

@@ -92,6 +92,7 @@ pub mod pace;
 pub mod reload;
 pub mod replay;
 pub mod search;
+pub mod simulate;
 pub mod store;
 pub mod text;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
-use ruleweave_host::simulate::{self, Plan, Rules};
+use ruleweave::simulate::{self, Plan, Rules};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -56,7 +56,7 @@ fn benches(c: &mut Criterion) {
     // games then, the full batch under `cargo bench`.
     let scale = if std::env::args().any(|a| a == "--bench") { 1 } else { 100 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let engine = rt.block_on(simulate::standin_engine(&repo_root())).unwrap();
+    let engine = rt.block_on(ruleweave_host::standin_engine(&repo_root())).unwrap();
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10).measurement_time(Duration::from_secs(60)).warm_up_time(Duration::from_secs(1));
     group.bench_function("pirate/1000 games", |b| {

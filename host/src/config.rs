@@ -122,22 +122,8 @@ struct File {
     prices: std::collections::BTreeMap<String, Price>,
 }
 
-/// What a model's tokens cost, per million, in whatever currency the operator counts in.
-#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Price {
-    /// Per million prompt tokens.
-    pub input: f64,
-    /// Per million completion tokens.
-    pub output: f64,
-}
-
-impl Price {
-    /// What a call with these token counts cost.
-    pub fn of(&self, prompt: u32, completion: u32) -> f64 {
-        (f64::from(prompt) * self.input + f64::from(completion) * self.output) / 1e6
-    }
-}
+/// What a model's tokens cost (`[prices]`): the engine's, which simulate counts with.
+pub use ruleweave::simulate::Price;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

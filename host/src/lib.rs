@@ -7,7 +7,13 @@ pub mod cli;
 pub mod config;
 pub mod diagnostics;
 pub mod drawing;
-mod input;
 pub mod server;
-pub mod simulate;
 pub mod telemetry;
+
+/// An engine on `root`'s packs that plays on their stand-in models (and search stand-ins), into
+/// a store of its own, with the shipped native nodes and scorers: what the server's batches of
+/// simulated games run on.
+pub async fn standin_engine(root: &std::path::Path) -> ruleweave::Result<ruleweave::Engine> {
+    let store = ruleweave::store::open("memory").await?;
+    Ok(ruleweave_natives::register(ruleweave::Engine::builder(root)).store(store).build())
+}

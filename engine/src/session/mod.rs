@@ -504,6 +504,16 @@ impl Session {
         })
     }
 
+    /// A turn's input from a value as a caller gives it: a map of input fields as it is, a line
+    /// a person typed through [`Session::input_from_text`]; anything else is an input error.
+    pub fn input_from(&self, v: Json) -> Result<Json> {
+        match v {
+            Json::Object(_) => Ok(v),
+            Json::String(s) => self.input_from_text(&s),
+            other => Err(Error::input(format!("an input is a map of fields (or a string), not {other}"))),
+        }
+    }
+
     /// Runs one turn with `input` (a map of the pack's input fields, or a line a person typed:
     /// see [`Session::input_from_text`]).
     pub async fn turn(&mut self, input: Json) -> Result<TurnResult> {

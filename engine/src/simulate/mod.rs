@@ -1,8 +1,9 @@
 //! Simulation: a pack's scripted players (`scripts/<pack>/players/`) play many games on the rules
 //! as they are, and the report says how the games ended (each outcome's share with a 95%
 //! interval), in how many turns, where the tracked numbers stood at the end and turn by turn,
-//! and what the models cost. The command line's `simulate` and the server's
-//! `POST /packs/{pack}/simulate` (the console's Simulate panel) both play through [`play`].
+//! and what the models cost. The command line's `simulate`, the server's
+//! `POST /packs/{pack}/simulate` (the console's Simulate panel) and every embedding play through
+//! [`play`].
 //!
 //! A player is `fn play(view, state)` in `scripts/<pack>/players/NAME.rhai`: it gets what a
 //! person sees (the display) and the state, and returns the next input (a map of input fields,
@@ -20,11 +21,28 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use anyhow::{Result, bail};
-use ruleweave::{Engine, ErrorKind, Event, Pack, ScriptCall, Session};
 use serde_json::{Map, Value};
 
-use crate::config::Price;
+use crate::error::{Error, ErrorKind, Result};
+use crate::{Engine, Event, Pack, ScriptCall, Session};
+
+/// What a model's tokens cost, per million, in whatever currency the operator counts in
+/// (`ruleweave.toml`'s `[prices]`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input: f64,
+    /// Per million completion tokens.
+    pub output: f64,
+}
+
+impl Price {
+    /// What a call with these token counts cost.
+    pub fn of(&self, prompt: u32, completion: u32) -> f64 {
+        (f64::from(prompt) * self.input + f64::from(completion) * self.output) / 1e6
+    }
+}
 
 /// A player of a pack, ready to play.
 pub struct Player {
@@ -32,7 +50,14 @@ pub struct Player {
     play: ScriptCall,
 }
 
+impl std::fmt::Debug for Player {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Player").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
 impl Player {
+    /// The player's name (`liar`, `model:smuggler`).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -45,11 +70,11 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
     let shipped = pack.players();
     let names = if names.is_empty() { shipped.clone() } else { names.to_vec() };
     if names.is_empty() {
-        bail!(
+        return Err(Error::input(format!(
             "pack `{}` ships no players: write one as scripts/{}/players/NAME.rhai (fn play(view, state))",
             pack.name(),
             pack.name()
-        );
+        )));
     }
     names
         .into_iter()
@@ -57,7 +82,11 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
             let play = match name.strip_prefix("model:") {
                 Some(profile) => ScriptCall::model_player(engine, pack.name(), profile)?,
                 None if !shipped.contains(&name) => {
-                    bail!("pack `{}` has no player `{name}` (players: {})", pack.name(), shipped.join(", "))
+                    return Err(Error::input(format!(
+                        "pack `{}` has no player `{name}` (players: {})",
+                        pack.name(),
+                        shipped.join(", ")
+                    )));
                 }
                 None => ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?,
             };
@@ -66,23 +95,67 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
         .collect()
 }
 
-/// An engine on `root`'s packs that plays on their stand-in models (and search stand-ins), into
-/// a store of its own: what the server's batches run on.
-pub async fn standin_engine(root: &std::path::Path) -> ruleweave::Result<Engine> {
-    let store = ruleweave::store::open("memory").await?;
-    Ok(ruleweave_natives::register(Engine::builder(root)).store(store).build())
+/// The most games per player one batch plays: every game's result is held until the report.
+pub const MOST_GAMES: u32 = 100_000;
+
+/// A batch of games as an embedding asks for one (the Python and Node packages' `simulate`).
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The pack to play.
+    pub pack: String,
+    /// Games per player (1 to [`MOST_GAMES`]).
+    pub games: u32,
+    /// The players (`liar`, `model:smuggler`); every scripted player the pack ships when empty.
+    pub players: Vec<String>,
+    /// What seeds the games' randomness.
+    pub seed: String,
+    /// The session options every game opens with.
+    pub options: Map<String, Value>,
+    /// Games played at once (one per core when `None`).
+    pub jobs: Option<usize>,
+    /// What models cost, for the report's `cost`.
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// Plays `batch` on `engine`, each game on a thread of its own with `handle`'s runtime entered,
+/// and reports how the games ended; a player's game that fails is the batch's error.
+pub fn run(handle: &tokio::runtime::Handle, engine: &Engine, batch: &Batch) -> Result<Report> {
+    if !(1..=MOST_GAMES).contains(&batch.games) {
+        return Err(Error::input(format!("games is 1 to {MOST_GAMES} per player, not {}", batch.games)));
+    }
+    let pack = engine.pack(&batch.pack)?;
+    pack.resolve_options(&batch.options)?;
+    let players = players(engine, &pack, &batch.players)?;
+    let jobs = batch.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
+    let plan = Plan {
+        pack: batch.pack.clone(),
+        games: batch.games,
+        seed: batch.seed.clone(),
+        jobs,
+        spec: pack.simulate().clone(),
+        record: false,
+    };
+    let rules = Rules { engine, options: &batch.options };
+    let played = play(handle, &plan, &players, &rules, &batch.prices, &|| {}, &AtomicBool::new(false));
+    if let Some(e) = played.iter().find_map(|p| p.error.clone()) {
+        return Err(e.error);
+    }
+    Ok(report(&plan, &played))
 }
 
 /// What to play: how many games per player, from which seed, how many at once.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The pack played.
     pub pack: String,
+    /// Games per player.
     pub games: u32,
+    /// What seeds the games' randomness.
     pub seed: String,
     /// Games played at once (threads); at least 1.
     pub jobs: usize,
     /// The pack's `simulate:` block: the outcome field, the tracked fields, the turn cap.
-    pub spec: ruleweave::Simulate,
+    pub spec: crate::Simulate,
     /// Keep each game in the engine's store as `sim-SEED-PLAYER-GAME` (replacing a game of that
     /// id from an earlier run), to open with `replay` or the console; otherwise a game is deleted
     /// once counted.
@@ -99,13 +172,16 @@ impl Plan {
 
 /// One copy of the rules the games are played on: an engine and the session options.
 pub struct Rules<'a> {
+    /// The engine holding this copy of the rules.
     pub engine: &'a Engine,
+    /// The session options every game opens with.
     pub options: &'a Map<String, Value>,
 }
 
 /// One player's games on one copy of the rules.
 #[derive(Debug, Clone)]
 pub struct Played {
+    /// The player's name.
     pub name: String,
     outcomes: Vec<String>,
     /// The turns each game took, and whether it finished in them (not stopped by the cap).
@@ -195,10 +271,14 @@ const STACK: usize = 16 << 20;
 /// place.
 #[derive(Debug, Clone)]
 pub struct GameError {
+    /// The player whose game stopped.
     pub player: String,
+    /// The game's number (from 0).
     pub game: u32,
+    /// Where in the game it stopped.
     pub at: Stopped,
-    pub error: ruleweave::Error,
+    /// The engine's error, with its kind and place.
+    pub error: crate::Error,
 }
 
 /// Where in a game it stopped.
@@ -215,7 +295,7 @@ pub enum Stopped {
 }
 
 impl GameError {
-    fn new(player: &Player, game: u32, at: Stopped, error: ruleweave::Error) -> Box<Self> {
+    fn new(player: &Player, game: u32, at: Stopped, error: crate::Error) -> Box<Self> {
         Box::new(GameError { player: player.name.clone(), game, at, error })
     }
 }
@@ -239,8 +319,8 @@ impl std::error::Error for GameError {
 }
 
 /// Plays every player's games on one copy of the rules, `plan.jobs` at a time, and calls `tick`
-/// after each game; a game not begun when `stop` is set is not played. The result is the same whatever the number of jobs: games are counted in
-/// their order, and a player whose game fails has its later games left unplayed and uncounted
+/// after each game; a game not begun when `stop` is set is not played. The result is the same
+/// whatever the number of jobs: games are counted in their order, and a player whose game fails has its later games left unplayed and uncounted
 /// (the other players go on).
 pub fn play(
     handle: &tokio::runtime::Handle,
@@ -349,7 +429,7 @@ fn turns(
     let (mut tokens, mut cost, mut unpriced) = (0u64, 0.0, BTreeSet::new());
     // What a call spent: its tokens, and its price (the stand-in's is nothing), or its model
     // noted as one without a price.
-    let spend = |call: &ruleweave::LlmEvent, tokens: &mut u64, cost: &mut f64, unpriced: &mut BTreeSet<String>| {
+    let spend = |call: &crate::LlmEvent, tokens: &mut u64, cost: &mut f64, unpriced: &mut BTreeSet<String>| {
         *tokens += u64::from(call.prompt_tokens) + u64::from(call.completion_tokens);
         match prices.get(&call.model) {
             _ if call.standin => {}
@@ -363,14 +443,14 @@ fn turns(
         let turn = by_turn.len() as u64 + 1;
         let stopped = |at: fn(u64) -> Stopped, e| GameError::new(player, number, at(turn), e);
         let view = serde_json::to_value(session.view())
-            .map_err(|e| stopped(Stopped::Move, ruleweave::Error::new(ErrorKind::Internal, e.to_string())))?;
+            .map_err(|e| stopped(Stopped::Move, crate::Error::new(ErrorKind::Internal, e.to_string())))?;
         let (next, player_calls) =
             player.play.call_as(id, turn, &[view, session.state()]).map_err(|e| stopped(Stopped::Move, e))?;
         // A model player's calls are part of what the game cost.
         for call in &player_calls {
             spend(call, &mut tokens, &mut cost, &mut unpriced);
         }
-        let input = crate::input::turn_input(session, next).map_err(|e| stopped(Stopped::Input, e))?;
+        let input = session.input_from(next).map_err(|e| stopped(Stopped::Input, e))?;
         let result = handle.block_on(session.turn(input)).map_err(|e| stopped(Stopped::Turn, e))?;
         for event in &result.events {
             if let Event::Llm(call) = event {
@@ -409,7 +489,8 @@ pub const UNFINISHED: &str = "unfinished";
 
 /// What a batch of games came to: the contract of `simulate --json` and of
 /// `POST /v1/packs/{pack}/simulate`.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Report {
     /// The pack played.
     pub pack: String,
@@ -427,8 +508,10 @@ pub struct Report {
 }
 
 /// One player's games.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PlayerReport {
+    /// The player's name (`liar`, `model:smuggler`).
     pub name: String,
     /// The games counted (fewer than asked when one failed: see `error`).
     pub games: usize,
@@ -455,27 +538,38 @@ pub struct PlayerReport {
 }
 
 /// A share of the games, with its 95% (Wilson) interval.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Share {
+    /// The share of the games, 0 to 1.
     pub share: f64,
+    /// The interval's low end.
     pub low: f64,
+    /// The interval's high end.
     pub high: f64,
 }
 
 /// The median and the 10th and 90th percentiles (nearest rank); null for no values.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Spread {
+    /// The median.
     pub median: Option<f64>,
+    /// The 10th percentile.
     pub p10: Option<f64>,
+    /// The 90th percentile.
     pub p90: Option<f64>,
 }
 
 /// A tracked field: its spread at the end of the games, and after each turn over the games
 /// still going then.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Tracked {
     #[serde(flatten)]
+    /// The spread at the end of the games.
     pub end: Spread,
+    /// After each turn, the spread over the games still going then.
     pub per_turn: Vec<Spread>,
     /// The line its chart draws (`simulate.thresholds`: the pirate's merit, the difficulty's
     /// threshold), when the pack names one.
@@ -484,7 +578,8 @@ pub struct Tracked {
 }
 
 /// The same games on another copy of the rules, and how the outcomes differ.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Against {
     /// The other copy's root.
     pub root: String,
@@ -504,15 +599,22 @@ pub struct Against {
 /// game-by-game differences, with the sign test's 95% interval (exact, assuming nothing of the
 /// field's distribution); beyond noise when the interval leaves out 0. `turns` pairs the games
 /// that finished on both copies.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TrackedDifference {
+    /// The player.
     pub player: String,
+    /// The tracked field, or `turns`.
     pub field: String,
     /// The games paired (both copies have a number for the field).
     pub games: usize,
+    /// The median of the game-by-game differences (none without a pair).
     pub delta: Option<f64>,
+    /// The interval's low end (none for fewer than 6 pairs).
     pub low: Option<f64>,
+    /// The interval's high end.
     pub high: Option<f64>,
+    /// Whether the interval leaves out 0.
     pub beyond_noise: bool,
 }
 
@@ -520,23 +622,35 @@ pub struct TrackedDifference {
 /// path (`params.thresholds.easy`) and `ours`/`theirs` the values; in another file (a script, a
 /// template, a data file), `key` is `line N` of its first differing line, and the lines. A side
 /// without the value or the file is null.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Change {
+    /// The file, from the root (`config/pirate.yaml`).
     pub file: String,
+    /// The manifest's dotted key, or `line N` of another file.
     pub key: String,
+    /// This copy's value or line (null: none).
     pub ours: Value,
+    /// The other copy's.
     pub theirs: Value,
 }
 
 /// One outcome's share on these rules less the other copy's, with a 95% interval (Newcombe's
 /// hybrid score interval); beyond noise when the interval leaves out 0.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Difference {
+    /// The player.
     pub player: String,
+    /// The outcome.
     pub outcome: String,
+    /// This copy's share less the other's.
     pub delta: f64,
+    /// The interval's low end.
     pub low: f64,
+    /// The interval's high end.
     pub high: f64,
+    /// Whether the interval leaves out 0.
     pub beyond_noise: bool,
 }
 

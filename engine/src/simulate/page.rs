@@ -313,7 +313,7 @@ fn num(v: Option<f64>) -> f64 {
 }
 
 fn round(x: f64) -> String {
-    ruleweave::text::decimals(x, 1)
+    crate::text::decimals(x, 1)
 }
 
 /// Text as HTML shows it.

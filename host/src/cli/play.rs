@@ -223,7 +223,7 @@ impl Console<'_> {
         let input = if text.starts_with('{') {
             super::parse_value(text)
         } else {
-            crate::input::turn_input(&self.session, Value::String(text.to_owned())).map_err(anyhow::Error::from)
+            self.session.input_from(Value::String(text.to_owned())).map_err(anyhow::Error::from)
         };
         match input {
             Ok(i) => self.play_input(i),

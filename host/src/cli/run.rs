@@ -55,7 +55,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let mut failed = false;
     for item in inputs {
         let number = session.turns() + 1;
-        let line = match crate::input::turn_input(&session, item) {
+        let line = match session.input_from(item) {
             Err(e) => {
                 failed = true;
                 json!({"turn": number, "error": {"code": e.kind().code(), "message": e.to_string()}})

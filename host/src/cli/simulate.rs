@@ -1,5 +1,5 @@
 //! `ruleweave simulate PACK --games N`: the pack's scripted players play N games each on the
-//! rules as they are (see [`crate::simulate`]), and the report is printed as a table, as JSON, or
+//! rules as they are (see [`ruleweave::simulate`]), and the report is printed as a table, as JSON, or
 //! written as a page with charts.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::simulate::{Plan, PlayerReport, Report, Rules, Spread};
+use ruleweave::simulate::{Plan, PlayerReport, Report, Rules, Spread};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -62,7 +62,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
     // The players are this copy's, on both sides of a comparison: only the rules differ.
-    let players = crate::simulate::players(&engine, &pack, &args.players)?;
+    let players = ruleweave::simulate::players(&engine, &pack, &args.players)?;
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
     let plan = Plan {
         pack: args.pack.clone(),
@@ -88,7 +88,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     // Every game is played: Ctrl-C ends the process.
     let never = std::sync::atomic::AtomicBool::new(false);
     bar.set_message(args.pack.clone());
-    let here = crate::simulate::play(
+    let here = ruleweave::simulate::play(
         rt.handle(),
         &plan,
         &players,
@@ -97,20 +97,20 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         &tick,
         &never,
     );
-    let mut report = crate::simulate::report(&plan, &here);
+    let mut report = ruleweave::simulate::report(&plan, &here);
     let mut failed = here.iter().any(|p| p.error.is_some());
     if let Some((dir, other, other_options)) = &other {
         bar.set_message(format!("against {}", dir.display()));
         // The other copy's games are not recorded: they have the same ids as this copy's.
         let plan = Plan { record: false, ..plan.clone() };
         let rules = Rules { engine: other, options: other_options };
-        let there = crate::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick, &never);
+        let there = ruleweave::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick, &never);
         failed |= there.iter().any(|p| p.error.is_some());
-        crate::simulate::compare(&mut report, root, dir, &here, &there);
+        ruleweave::simulate::compare(&mut report, root, dir, &here, &there);
     }
     bar.finish_and_clear();
     if let Some(file) = &args.html {
-        std::fs::write(file, crate::simulate::page::page(&report))
+        std::fs::write(file, ruleweave::simulate::page::page(&report))
             .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", file.display()))?;
     }
     if args.json {
@@ -208,7 +208,7 @@ const MOST_CHANGES_SHOWN: usize = 20;
 
 /// An outcome as a person reads it: a game the cap stopped says the cap.
 fn outcome_label(outcome: &str, max_turns: u32) -> String {
-    if outcome == crate::simulate::UNFINISHED {
+    if outcome == ruleweave::simulate::UNFINISHED {
         format!("{outcome} (cap {max_turns} turns)")
     } else {
         outcome.to_owned()

@@ -19,7 +19,7 @@ use super::body::ErrorBody;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
 use super::{ApiError, Shared, sse};
-use crate::simulate::{Plan, Report, Rules};
+use ruleweave::simulate::{Plan, Report, Rules};
 
 /// The most games per player one request may ask for.
 pub(super) const MOST_GAMES: u32 = 200;
@@ -89,42 +89,22 @@ pub(super) async fn simulate(
     // The most turns a batch plays (games × players × the pack's turn cap): a second or two of one
     // core at the default 4,000.
     let most_turns = s.settings.simulate_turns as u64;
-    let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
     let counted = s.metrics.simulating();
+    // Said as the place is taken, before anything can wait: every batch the gauge counts has
+    // said it started, and says how it ended once the place is free again.
+    tracing::info!("a batch of simulated games started");
     let hung_up = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let stop = hung_up.0.clone();
     let report = ruleweave::blocking::run_async(move || async move {
-        let (_running, _counted) = (running, counted);
-        let engine = crate::simulate::standin_engine(&root).await?;
-        let pack = engine.pack(&pack)?;
-        pack.resolve_options(&req.options)?;
-        let players =
-            crate::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;
-        let spec = pack.simulate().clone();
-        let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
-        if turns > most_turns {
-            let most = most_turns / (players.len() as u64 * u64::from(spec.max_turns.max(1)));
-            return Err(unprocessable(format!(
-                "{games} games for each of {} of up to {} turns is more than a server batch plays \
-                 ({most_turns} turns): ask for at most {most} games, or run `ruleweave simulate`",
-                match players.len() {
-                    1 => "1 player".to_owned(),
-                    n => format!("{n} players"),
-                },
-                spec.max_turns
-            )));
-        }
-        let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
-        let handle = tokio::runtime::Handle::current();
-        let rules = Rules { engine: &engine, options: &req.options };
-        tracing::info!("a batch of simulated games started");
-        let played = crate::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, &stop);
+        let report = play(&root, &pack, req, most_turns, &stop).await;
+        // The server's place for a batch is free (and the gauge down) before the log says so.
+        drop((running, counted));
         if stop.load(Ordering::Relaxed) {
             tracing::info!("a batch of simulated games stopped: its client left");
         } else {
             tracing::info!("a batch of simulated games ended");
         }
-        Ok::<_, ApiError>(crate::simulate::report(&plan, &played))
+        report
     })
     .await
     .map_err(ApiError::internal)??;
@@ -133,9 +113,46 @@ pub(super) async fn simulate(
         // The page has no script and loads nothing: its policy allows its own styles alone.
         let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
                       form-action 'none'; frame-ancestors 'none'";
-        return Ok(super::api::html_page(crate::simulate::page::page(&report), policy));
+        return Ok(super::api::html_page(ruleweave::simulate::page::page(&report), policy));
     }
     Ok(Json(report).into_response())
+}
+
+/// Plays one batch on the stand-in models of the packs under `root`, stopping at the next game
+/// once `stop` is set.
+async fn play(
+    root: &std::path::Path,
+    pack: &str,
+    req: NewSimulation,
+    most_turns: u64,
+    stop: &AtomicBool,
+) -> ApiResult<Report> {
+    let engine = crate::standin_engine(root).await?;
+    let pack = engine.pack(pack)?;
+    pack.resolve_options(&req.options)?;
+    let players =
+        ruleweave::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;
+    let spec = pack.simulate().clone();
+    let games = req.games.unwrap_or(20);
+    let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
+    if turns > most_turns {
+        let most = most_turns / (players.len() as u64 * u64::from(spec.max_turns.max(1)));
+        return Err(unprocessable(format!(
+            "{games} games for each of {} of up to {} turns is more than a server batch plays \
+             ({most_turns} turns): ask for at most {most} games, or run `ruleweave simulate`",
+            match players.len() {
+                1 => "1 player".to_owned(),
+                n => format!("{n} players"),
+            },
+            spec.max_turns
+        )));
+    }
+    let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
+    let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
+    let handle = tokio::runtime::Handle::current();
+    let rules = Rules { engine: &engine, options: &req.options };
+    let played = ruleweave::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
+    Ok(ruleweave::simulate::report(&plan, &played))
 }
 
 /// The longest seed a request may give (a seed names a run; it is no place for a payload).
