@@ -4,8 +4,10 @@
 
 mod support;
 
+mod bindings;
 mod chat;
 mod cli;
+mod conformance;
 mod console;
 mod debate;
 mod declared;

@@ -77,6 +77,33 @@ pub struct LlmRequest {
     pub schema: Option<ReplySchema>,
 }
 
+impl LlmRequest {
+    /// The request as a provider written in another language receives it (a Python or Node
+    /// model function): `profile`, `model`, `provider`, `messages` (`[{role, content}]`),
+    /// `temperature`, `max_tokens`, and `response_format` in OpenAI's shape (`null`,
+    /// `{"type": "json_object"}`, or `{"type": "json_schema", "json_schema": {"name", "schema"}}`),
+    /// so it can be passed to an OpenAI-compatible client as it is.
+    pub fn for_callable(&self) -> serde_json::Value {
+        let response_format = match (&self.schema, self.json) {
+            (Some(s), _) => serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": s.name, "schema": &*s.document},
+            }),
+            (None, true) => serde_json::json!({"type": "json_object"}),
+            (None, false) => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "profile": self.profile,
+            "model": self.model,
+            "provider": self.provider,
+            "messages": self.messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "response_format": response_format,
+        })
+    }
+}
+
 /// A JSON Schema a reply must match: the pack's name for it, and the document (not recorded with
 /// the exchange: the pack's file has it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,216 @@
+//! The `ruleweave` npm package's native part: the engine, its sessions and turns, simulate,
+//! and a model provider written in JavaScript. The package around it (`node/index.js`) gives
+//! the API its JavaScript shape: option objects, `Error` subclasses with `kind` and `place`.
+//!
+//! Every call that plays, loads or simulates is `async` here: it runs on the addon's own
+//! runtime, off Node's event loop, and resolves a promise when it is done.
+
+#![allow(missing_docs)] // what JavaScript sees is documented in index.d.ts
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi_derive::napi;
+use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
+use ruleweave::{ErrorKind, LlmChoice, Provider};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+/// What prefixes an engine error's message on its way to `index.js`, which makes it the typed
+/// `Error` subclass: the rest is JSON (`kind`, `message`, `place`, `refusal`, `text`).
+const MARK: &str = "ruleweave-error:";
+
+fn js_err(e: ruleweave::Error) -> napi::Error {
+    let place = e.origin().map(|o| json!({"file": o.file, "line": o.line, "column": o.column}));
+    let body = json!({
+        "kind": e.kind().code(),
+        "message": e.detail(),
+        "place": place,
+        "refusal": e.is_refusal(),
+        "text": e.to_string(),
+    });
+    napi::Error::new(Status::GenericFailure, format!("{MARK}{body}"))
+}
+
+fn input_err(detail: String) -> napi::Error {
+    js_err(ruleweave::Error::input(detail))
+}
+
+/// A model function of the app's: `index.js` hands it over as one that takes the request as JSON
+/// text and always returns a promise of the reply's text.
+type ModelFn = ThreadsafeFunction<String, Promise<String>, String, Status, false, true>;
+
+struct JsProvider {
+    func: ModelFn,
+}
+
+impl Provider for JsProvider {
+    fn name(&self) -> &str {
+        "node"
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        _tokens: Option<TokenSink>,
+    ) -> BoxFuture<'a, ruleweave::Result<LlmResponse>> {
+        Box::pin(async move {
+            let fail = |why: String| ruleweave::Error::new(ErrorKind::Llm, format!("node model: {why}"));
+            let promise = self.func.call_async(request.for_callable().to_string()).await.map_err(|e| fail(e.reason))?;
+            let content = promise.await.map_err(|e| fail(e.reason))?;
+            Ok(LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
+        })
+    }
+}
+
+#[napi]
+pub struct NativeEngine {
+    inner: ruleweave::Engine,
+}
+
+#[napi]
+impl NativeEngine {
+    /// Opens `store` and builds an engine on the packs under `root`. `model`: `"env"` (the
+    /// environment's provider, or the stand-ins), `"standin"`, or `"function"` with `func`.
+    #[napi(factory)]
+    pub async fn create(root: String, store: String, model: String, func: Option<ModelFn>) -> Result<NativeEngine> {
+        let choice = match (model.as_str(), func) {
+            ("env", _) => LlmChoice::from_env().map_err(js_err)?,
+            ("standin", _) => LlmChoice::Standin,
+            ("function", Some(func)) => LlmChoice::Provider(Arc::new(JsProvider { func })),
+            (other, _) => return Err(input_err(format!("model is a function or \"standin\", not {other}"))),
+        };
+        let root = std::path::PathBuf::from(root);
+        if !root.join("config").is_dir() {
+            return Err(js_err(ruleweave::Error::new(
+                ErrorKind::NotFound,
+                format!("{} holds no config/ folder of packs", root.display()),
+            )));
+        }
+        let store = ruleweave::store::open(&store).await.map_err(js_err)?;
+        let builder = ruleweave::Engine::builder(root).store(store).llm(choice);
+        Ok(NativeEngine { inner: ruleweave_natives::register(builder).build() })
+    }
+
+    #[napi]
+    pub fn packs(&self) -> Result<Vec<String>> {
+        self.inner.pack_names().map_err(js_err)
+    }
+
+    #[napi]
+    pub fn describe(&self, pack: String) -> Result<Value> {
+        Ok(self.inner.pack(&pack).map_err(js_err)?.describe())
+    }
+
+    #[napi]
+    pub async fn open(&self, pack: String, options: Value, id: Option<String>) -> Result<NativeSession> {
+        let options = options_of(options)?;
+        let session = self.inner.open_with_id(&pack, &options, id).await.map_err(js_err)?;
+        Ok(NativeSession::of(session))
+    }
+
+    #[napi]
+    pub async fn reopen(&self, id: String) -> Result<NativeSession> {
+        self.inner.resume(&id).await.map(NativeSession::of).map_err(js_err)
+    }
+
+    #[napi]
+    pub async fn simulate(
+        &self,
+        pack: String,
+        games: u32,
+        players: Vec<String>,
+        seed: String,
+        options: Value,
+        jobs: Option<u32>,
+    ) -> Result<Value> {
+        let batch = ruleweave::simulate::Batch {
+            pack,
+            games,
+            players,
+            seed,
+            options: options_of(options)?,
+            jobs: jobs.map(|j| j as usize),
+            prices: BTreeMap::new(),
+        };
+        let engine = self.inner.clone();
+        let handle = tokio::runtime::Handle::current();
+        // Games run on threads of their own: the runtime's threads wait for none of them.
+        let report = tokio::task::spawn_blocking(move || ruleweave::simulate::run(&handle, &engine, &batch))
+            .await
+            .map_err(|e| napi::Error::from_reason(e.to_string()))?
+            .map_err(js_err)?;
+        serde_json::to_value(report).map_err(|e| napi::Error::from_reason(e.to_string()))
+    }
+}
+
+fn options_of(options: Value) -> Result<serde_json::Map<String, Value>> {
+    match options {
+        Value::Null => Ok(serde_json::Map::new()),
+        Value::Object(m) => Ok(m),
+        other => Err(input_err(format!("options are an object, not {other}"))),
+    }
+}
+
+#[napi]
+pub struct NativeSession {
+    id: String,
+    live: Arc<Mutex<ruleweave::Session>>,
+}
+
+impl NativeSession {
+    fn of(session: ruleweave::Session) -> Self {
+        NativeSession { id: session.id().to_owned(), live: Arc::new(Mutex::new(session)) }
+    }
+}
+
+#[napi]
+impl NativeSession {
+    #[napi(getter)]
+    pub fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    /// Plays a turn: `{turn, display, output, state, events, finished}`.
+    #[napi]
+    pub async fn turn(&self, input: Value) -> Result<Value> {
+        let mut session = self.live.lock().await;
+        let input = session.input_from(input).map_err(js_err)?;
+        let r = session.turn(input).await.map_err(js_err)?;
+        Ok(json!({
+            "turn": r.turn,
+            "display": r.display,
+            "output": r.output,
+            "state": session.state(),
+            "events": r.events,
+            "finished": r.finished,
+        }))
+    }
+
+    #[napi]
+    pub async fn view(&self) -> Result<Value> {
+        serde_json::to_value(self.live.lock().await.view()).map_err(|e| napi::Error::from_reason(e.to_string()))
+    }
+
+    #[napi]
+    pub async fn state(&self) -> Value {
+        self.live.lock().await.state()
+    }
+
+    #[napi]
+    pub async fn turns(&self) -> u32 {
+        self.live.lock().await.turns() as u32
+    }
+
+    #[napi]
+    pub async fn finished(&self) -> bool {
+        self.live.lock().await.is_finished()
+    }
+}
+
+#[napi]
+pub fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
