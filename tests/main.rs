@@ -24,6 +24,7 @@ mod providers;
 mod serve;
 mod server;
 mod telemetry;
+mod tune;
 mod tutorial;
 
 #[test]

@@ -55,9 +55,19 @@ pub struct EngineBuilder {
     allowed_models: Option<Arc<[String]>>,
     pace: Option<Arc<crate::pace::Pace>>,
     trace_content: bool,
+    params: HashMap<String, crate::pack::ParamValues>,
 }
 
 impl EngineBuilder {
+    /// Sets numbers of `pack`'s `params:` in place of its manifest's, by dotted path
+    /// (`thresholds.easy` → 55), without editing a file: each must be a number the manifest has,
+    /// an integer where it has one, within its `param_bounds:`, or loading the pack is an input
+    /// error naming it. The pack's version then covers the values, too.
+    pub fn params(mut self, pack: &str, values: crate::pack::ParamValues) -> Self {
+        self.params.entry(pack.to_owned()).or_default().extend(values);
+        self
+    }
+
     /// Limits the models a session may choose beyond the ones its pack names (a script's
     /// `llm_chat(..., #{model: m})`, fed by an option like the debate's `pro_model`) to `models`;
     /// every model a pack's profiles name is always allowed. Unset (the default), a session may
@@ -144,7 +154,7 @@ impl EngineBuilder {
 
     /// The engine.
     pub fn build(mut self) -> Engine {
-        let packs = Packs::new(self.root.clone(), std::mem::take(&mut self.natives));
+        let packs = Packs::new(self.root.clone(), std::mem::take(&mut self.natives), std::mem::take(&mut self.params));
         self.build_on(packs)
     }
 
@@ -176,7 +186,33 @@ impl Engine {
             allowed_models: None,
             pace: None,
             trace_content: false,
+            params: HashMap::new(),
         }
+    }
+
+    /// Another engine on the same packs, models, search and store, with `values` set for `pack`
+    /// in place of its manifest's numbers (see [`EngineBuilder::params`]): another copy of the
+    /// rules, as `--param`, simulate's sweeps and `tune` play them. The values are checked as
+    /// the pack loads: an input error names the first that does not fit.
+    pub fn with_params(&self, pack: &str, values: crate::pack::ParamValues) -> Result<Engine> {
+        let rt = self.rt();
+        let mut runtime = Runtime::new(
+            rt.packs.with_params(pack, values),
+            rt.store.clone(),
+            rt.llm.clone(),
+            NamedProviders::none(),
+            rt.search.clone(),
+            rt.retention,
+        );
+        runtime.named = rt.named.clone();
+        runtime.allowed_models = rt.allowed_models.clone();
+        runtime.pace = rt.pace.clone();
+        runtime.trace_content = rt.trace_content;
+        let engine = Engine {
+            inner: Arc::new(Inner { runtime: Arc::new(runtime), live: Mutex::default(), rounds: Default::default() }),
+        };
+        engine.pack(pack)?;
+        Ok(engine)
     }
 
     /// Calls `observe` with the pack and the `llm` event of every model call from now on, whatever

@@ -50,8 +50,8 @@ pub use event::{
 // Packs: loaded, served, reloaded.
 pub use graph::{Drawing, DrawnEdge, DrawnNode, EdgeKind};
 pub use pack::{
-    DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, OptionInfo, OptionSpec, Pack, PackInfo, ProfileInfo,
-    Simulate, TableInfo,
+    DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Pack, PackInfo,
+    ParamValues, ProfileInfo, Simulate, TableInfo, parse_param,
 };
 pub use packs::Packs;
 pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};

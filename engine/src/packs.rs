@@ -21,6 +21,8 @@ pub struct Packs {
 struct Inner {
     root: PathBuf,
     natives: NativeNodes,
+    /// Parameter values set in place of the manifests', by pack.
+    params: HashMap<String, pack::ParamValues>,
     slots: RwLock<HashMap<String, Slot>>,
     /// Held while a pack rebuilds, so two saves in a row swap in in the order they were made.
     rebuilding: Mutex<()>,
@@ -90,15 +92,29 @@ pub struct PackStatus {
 impl Packs {
     /// The packs under `root` (which holds `config/`, `scripts/`, `prompts/`), with the native
     /// nodes and scorers a host registered.
-    pub(crate) fn new(root: PathBuf, natives: NativeNodes) -> Self {
+    pub(crate) fn new(root: PathBuf, natives: NativeNodes, params: HashMap<String, pack::ParamValues>) -> Self {
         let inner = Inner {
             root,
             natives,
+            params,
             slots: RwLock::new(HashMap::new()),
             rebuilding: Mutex::new(()),
             events: tokio::sync::broadcast::channel(256).0,
         };
         Packs { inner: Arc::new(inner) }
+    }
+
+    /// The same packs with `params` set in place of the manifest's numbers for `pack` (and the
+    /// other packs' values kept), loaded afresh: another copy of the rules, for simulate's sweeps.
+    pub(crate) fn with_params(&self, pack: &str, params: pack::ParamValues) -> Packs {
+        let mut all = self.inner.params.clone();
+        all.entry(pack.to_owned()).or_default().extend(params);
+        Packs::new(self.inner.root.clone(), self.inner.natives.clone(), all)
+    }
+
+    /// The parameter values set for `pack` in place of its manifest's.
+    pub fn params_set(&self, pack: &str) -> Option<&pack::ParamValues> {
+        self.inner.params.get(pack)
     }
 
     /// The directory packs are read from.
@@ -179,7 +195,9 @@ impl Packs {
         let started = std::time::Instant::now();
         let previous = self.current(name);
         let natives = &self.inner.natives;
-        let built = pack::load(&self.inner.root, name, natives).and_then(|new| match &previous {
+        let none = pack::ParamValues::new();
+        let params = self.inner.params.get(name).unwrap_or(&none);
+        let built = pack::load(&self.inner.root, name, natives, params).and_then(|new| match &previous {
             Some(old) => compatible(old, &new).map(|()| new),
             None => Ok(new),
         });

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
-use ruleweave::simulate::{self, Plan, Rules};
+use ruleweave::simulate::{self, Batch, Plan, Rules, tune};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -74,6 +74,50 @@ fn benches(c: &mut Criterion) {
                 batch(&rt, &engine, "party", ["brave", "shy"], 250 / scale, &[("max_rounds", "20")]),
                 (2 * u64::from(250 / scale), 42.0)
             )
+        });
+    });
+    group.finish();
+
+    // Asking for the value: a sweep of the pirate's medium threshold over nine values, 1,000
+    // games of the liar at each, and `tune` finding the threshold at which the liar wins 30% ± 5%
+    // of games on medium (or saying why no integer does), as the command line runs them.
+    let mut group = c.benchmark_group("tune");
+    group.sample_size(10).measurement_time(Duration::from_secs(60)).warm_up_time(Duration::from_secs(1));
+    let options = serde_json::Map::from_iter([("difficulty".to_owned(), serde_json::json!("medium"))]);
+    let batch = Batch {
+        pack: "pirate".into(),
+        games: 1000 / scale,
+        players: vec!["liar".into()],
+        seed: "bench".into(),
+        options: options.clone(),
+        jobs: None,
+        prices: BTreeMap::new(),
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    group.bench_function("pirate/sweep of 9 values, 1000 games each", |b| {
+        let ranges = vec!["thresholds.medium=52..60".parse().unwrap()];
+        let sweep = tune::Sweep { batch: batch.clone(), ranges };
+        b.iter(|| assert_eq!(tune::sweep(rt.handle(), &engine, &sweep, &|| {}, &never).unwrap().len(), 9));
+    });
+    group.bench_function("pirate/tune the medium threshold to 30% ± 5%", |b| {
+        let request = tune::Tune {
+            pack: "pirate".into(),
+            vary: "thresholds.medium=40..80".parse().unwrap(),
+            target: tune::Target::parse("liar:won_*=0.3", 0.05).unwrap(),
+            seed: "bench".into(),
+            options: options.clone(),
+            games_max: tune::GAMES_MAX / scale as u32,
+            budget: 40_000 / scale as u64,
+            jobs: None,
+        };
+        b.iter(|| {
+            let answer = tune::tune(rt.handle(), &engine, &request, &|_| {}, &never).unwrap();
+            if scale == 1 {
+                eprintln!(
+                    "tune: {} = {} found {} ({} games): {:?}",
+                    answer.param, answer.value, answer.found, answer.games_played, answer.why
+                );
+            }
         });
     });
     group.finish();

@@ -10,7 +10,7 @@ use std::fmt;
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
-use serde_saphyr::Spanned;
+pub(crate) use serde_saphyr::Spanned;
 
 pub(crate) use crate::graph::kinds::NodeDecl;
 use crate::vocab::{Reducer, ScorerImpl, TypeName};
@@ -32,6 +32,11 @@ pub(crate) struct Manifest {
     #[serde(default)]
     #[schemars(with = "IndexMap<String, serde_json::Value>")]
     pub params: IndexMap<String, Spanned<serde_json::Value>>,
+    /// The range a run may give a number of `params:`, by dotted path (`thresholds.medium:
+    /// {min: 0, max: 100}`): what `--param`, simulate's sweeps and `tune` keep to.
+    #[serde(default)]
+    #[schemars(with = "IndexMap<String, BoundsDecl>")]
+    pub param_bounds: IndexMap<String, Spanned<BoundsDecl>>,
     #[serde(default)]
     #[schemars(with = "IndexMap<String, ProfileDecl>")]
     pub llm: IndexMap<String, Spanned<ProfileDecl>>,
@@ -96,6 +101,16 @@ pub(crate) struct Manifest {
     pub graph: GraphDecl,
 }
 
+/// The range of a number in `params:`: either end may be left open.
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BoundsDecl {
+    /// The least value a run may give it.
+    pub min: Option<f64>,
+    /// The most value a run may give it.
+    pub max: Option<f64>,
+}
+
 /// What `ruleweave simulate` reports of each game its scripted players play.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +118,10 @@ pub(crate) struct SimulateDecl {
     /// The state field whose value at the end is the game's outcome (`outcome`); without it, a
     /// game's outcome is `finished` or `unfinished`.
     pub outcome: Option<String>,
+    /// The values the outcome field may end a game with (`tune` refuses a target none of them
+    /// matches; `unfinished` need not be listed).
+    #[serde(default)]
+    pub outcomes: Vec<String>,
     /// Number fields whose values at the end are reported (median, p10, p90).
     #[serde(default)]
     pub track: Vec<String>,

@@ -8,8 +8,10 @@
 mod info;
 mod load;
 pub(crate) mod manifest;
+mod params;
 
 pub use info::{DisplayInfo, FieldInfo, InputInfo, NodeInfo, OptionInfo, PackInfo, ProfileInfo, TableInfo};
+pub use params::{NumericParam, ParamValues, parse_param};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,6 +52,8 @@ pub struct Pack {
     pub(crate) root: PathBuf,
     pub(crate) options: IndexMap<String, OptionSpec>,
     pub(crate) params: Map,
+    /// The numbers of `params:` a run may vary, with their bounds.
+    pub(crate) numeric_params: Vec<NumericParam>,
     pub(crate) profiles: Arc<IndexMap<String, Profile>>,
     pub(crate) schema: Schema,
     pub(crate) inputs: IndexMap<String, InputSpec>,
@@ -110,6 +114,8 @@ impl std::fmt::Debug for Pack {
 pub struct Simulate {
     /// The state field holding the game's outcome (`None`: finished or unfinished).
     pub outcome: Option<String>,
+    /// The values the outcome field may end a game with, when the pack lists them.
+    pub outcomes: Vec<String>,
     /// Number fields reported at the end of each game.
     pub track: Vec<String>,
     /// The most turns a game is played for.
@@ -350,6 +356,22 @@ impl Pack {
     /// The pack's parameters (`params:`) as JSON.
     pub fn params(&self) -> Json {
         value::map_to_json(&self.params)
+    }
+
+    /// The numbers of the pack's `params:` a run may vary, by dotted path, with their values in
+    /// this version and their declared bounds.
+    pub fn numeric_params(&self) -> &[NumericParam] {
+        &self.numeric_params
+    }
+
+    /// The number at `path` of the pack's `params:`, or an input error naming the nearest one.
+    pub fn numeric_param(&self, path: &str) -> Result<&NumericParam> {
+        self.numeric_params.iter().find(|p| p.path == path).ok_or_else(|| {
+            let near = crate::script::lint::nearest(path, self.numeric_params.iter().map(|p| p.path.as_str()))
+                .map(|n| format!(": did you mean `{n}`?"))
+                .unwrap_or_default();
+            Error::input(format!("pack `{}` has no numeric parameter `{path}`{near}", self.name))
+        })
     }
 
     /// What the pack declares, as JSON: options, input, output, state fields, profiles and

@@ -15,6 +15,7 @@
 
 mod changes;
 pub mod page;
+pub mod tune;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

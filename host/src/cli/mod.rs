@@ -12,6 +12,7 @@ mod sessions;
 mod simulate;
 mod terminal;
 mod test;
+mod tune;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -57,6 +58,8 @@ enum Command {
     Replay(replay::Args),
     /// Play many games with the pack's scripted players; report how they end.
     Simulate(simulate::Args),
+    /// Find the value of a parameter that gives a player the share of an outcome you want.
+    Tune(tune::Args),
     /// List the sessions a store keeps (newest first): the ids `replay --session` takes.
     Sessions(sessions::Args),
 }
@@ -70,7 +73,7 @@ pub fn main() -> ExitCode {
     // Colour only on a terminal, and never with NO_COLOR.
     let quiet = match cli.command {
         Command::Play(_) => "warn,ruleweave::packs=error,ruleweave::graph::kinds=error,ruleweave::script=error",
-        Command::Simulate(_) => "warn,ruleweave::graph::kinds=error,ruleweave::script=error",
+        Command::Simulate(_) | Command::Tune(_) => "warn,ruleweave::graph::kinds=error,ruleweave::script=error",
         // A case's results are what `test` prints; the warnings of the turns it replays are the
         // pack's business, shown with --verbose.
         Command::Test(ref args) if !args.verbose => "error",
@@ -107,6 +110,7 @@ pub fn main() -> ExitCode {
         Command::New(args) => new::run(&cli.root, args),
         Command::Replay(args) => replay::run(&cli.root, &runtime, args),
         Command::Simulate(args) => simulate::run(&cli.root, &runtime, args),
+        Command::Tune(args) => tune::run(&cli.root, &runtime, args),
     };
     // What the exporter still holds goes out before the process does.
     telemetry.shutdown();
@@ -123,6 +127,26 @@ pub fn main() -> ExitCode {
 /// the store `store` names.
 async fn engine(root: &Path, config: &Config, store: &str) -> Result<Engine> {
     engine_for(root, config, store, None).await
+}
+
+/// `engine` with `--param` values for `pack` (itself when there are none).
+fn params_of(engine: &Engine, pack: &str, set: &[String]) -> Result<Engine> {
+    if set.is_empty() {
+        return Ok(engine.clone());
+    }
+    let mut values = ruleweave::ParamValues::new();
+    for text in set {
+        let (path, value) = ruleweave::parse_param(text)?;
+        values.insert(path, value);
+    }
+    engine.with_params(pack, values).map_err(|e| match e.kind() {
+        ruleweave::ErrorKind::Input => anyhow::anyhow!("--param: {}", e.detail()),
+        // The pack does not load with those values: its diagnostics say why.
+        _ => {
+            eprint!("{}", crate::diagnostics::render(&e, engine.root()));
+            anyhow::anyhow!("pack `{pack}` did not load with --param {}", set.join(" --param "))
+        }
+    })
 }
 
 /// The engine, its sessions limited to the packs' own models and `allowed` ones when clients

@@ -17,6 +17,10 @@ pub(super) struct Args {
     /// Choose a session option (repeatable): --set difficulty=hard.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Set a number of the pack's params for this run, without editing the file (repeatable):
+    /// --param thresholds.medium=55.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
     /// Show each turn's details (the score breakdown) without asking.
     #[arg(long)]
     explain: bool,
@@ -38,6 +42,8 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let config = crate::config::Config::load(root)?;
     let store = args.store.clone().unwrap_or_else(|| config.store.clone());
     let engine = rt.block_on(super::engine(root, &config, &store))?;
+    super::load_pack(&engine, &args.pack)?;
+    let engine = super::params_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
     let session = open_session(rt, &engine, &pack, &args, &options)?;

@@ -21,6 +21,10 @@ pub(super) struct Args {
     /// Choose a session option (repeatable): --set difficulty=hard.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Set a number of the pack's params for this run, without editing the file (repeatable):
+    /// --param thresholds.medium=55.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
     /// Add each turn's events to its line.
     #[arg(long)]
     events: bool,
@@ -32,6 +36,8 @@ pub(super) struct Args {
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
     let engine = rt.block_on(super::engine(root, &config, args.store.as_deref().unwrap_or("memory")))?;
+    super::load_pack(&engine, &args.pack)?;
+    let engine = super::params_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
     let text = std::fs::read_to_string(&args.input).with_context(|| format!("cannot read {}", args.input.display()))?;

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ruleweave::simulate::{Plan, PlayerReport, Report, Rules, Spread};
+use ruleweave::simulate::tune::{Range, Sweep};
+use ruleweave::simulate::{Batch, Plan, PlayerReport, Report, Rules, Spread};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -25,6 +26,14 @@ pub(super) struct Args {
     /// Choose a session option (repeatable): --set difficulty=hard.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Set a number of the pack's params: for this run, without editing the file (repeatable):
+    /// --param thresholds.medium=55.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    /// Play the same games at each value of a parameter, NAME=LO..HI[:STEP] (a step of 1 for an
+    /// integer, a tenth of the range otherwise); twice for a grid of two parameters.
+    #[arg(long = "sweep", value_name = "NAME=LO..HI[:STEP]")]
+    sweeps: Vec<String>,
     /// What seeds the games' randomness: the same seed, the same report.
     #[arg(long, default_value = "ruleweave")]
     seed: String,
@@ -59,8 +68,13 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     // Recorded games go to the configured store; otherwise nothing outlives the run.
     let store = if args.record { config.store.as_str() } else { "memory" };
     let engine = rt.block_on(super::engine(root, &config, store))?;
+    super::load_pack(&engine, &args.pack)?;
+    let engine = super::params_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
+    if !args.sweeps.is_empty() {
+        return sweep(rt, &engine, &config, args, options);
+    }
     // The players are this copy's, on both sides of a comparison: only the rules differ.
     let players = ruleweave::simulate::players(&engine, &pack, &args.players)?;
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
@@ -132,8 +146,67 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+/// `--sweep`: the same games at each value, one table (or one JSON object) for all.
+fn sweep(
+    rt: &tokio::runtime::Runtime,
+    engine: &ruleweave::Engine,
+    config: &crate::config::Config,
+    args: Args,
+    options: serde_json::Map<String, serde_json::Value>,
+) -> Result<ExitCode> {
+    if args.record || args.against.is_some() || args.html.is_some() {
+        bail!("--sweep plays its games on its own: it takes no --record, --against or --html");
+    }
+    if args.sweeps.len() > 2 {
+        bail!("--sweep varies one parameter, or two (a grid), not {}", args.sweeps.len());
+    }
+    let ranges = args.sweeps.iter().map(|s| s.parse()).collect::<ruleweave::Result<Vec<Range>>>()?;
+    let batch = Batch {
+        pack: args.pack.clone(),
+        games: args.games,
+        players: args.players.clone(),
+        seed: args.seed.clone(),
+        options,
+        jobs: args.jobs,
+        prices: config.prices.clone(),
+    };
+    let sweep = Sweep { batch, ranges };
+    let values = sweep.values(engine)?;
+    let players = ruleweave::simulate::players(engine, &*engine.pack(&args.pack)?, &args.players)?.len() as u64;
+    let bar = progress(!args.json, u64::from(args.games) * players * values as u64);
+    bar.set_message(format!("{} sweep", args.pack));
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let points = ruleweave::simulate::tune::sweep(rt.handle(), engine, &sweep, &|| bar.inc(1), &never)?;
+    bar.finish_and_clear();
+    let pack = engine.pack(&args.pack)?;
+    let max_turns = pack.simulate().max_turns;
+    if args.json {
+        let report = serde_json::json!({
+            "pack": args.pack,
+            "games": args.games,
+            "seed": args.seed,
+            "max_turns": max_turns,
+            "players": [],
+            "sweep": points,
+        });
+        println!("{report}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} games per player at each value, each played to its end or {max_turns} turns\n", args.games);
+    for point in &points {
+        let value = match &point.value {
+            serde_json::Value::Object(m) => m.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", "),
+            v => format!("{} = {v}", sweep.ranges[0].param),
+        };
+        println!("{value}");
+        print_players(&point.players, max_turns);
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// A bar on standard error while games are played, drawn only at a terminal.
-fn progress(wanted: bool, games: u64) -> ProgressBar {
+pub(super) fn progress(wanted: bool, games: u64) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(games), ProgressDrawTarget::stderr());
     if !wanted || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(ProgressDrawTarget::hidden());
@@ -216,7 +289,7 @@ fn outcome_label(outcome: &str, max_turns: u32) -> String {
 }
 
 /// Each player's games, as a table.
-fn print_players(players: &[PlayerReport], max_turns: u32) {
+pub(super) fn print_players(players: &[PlayerReport], max_turns: u32) {
     let round = |x: Option<f64>| x.map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
     let spread = |label: &str, s: &Spread, show: &dyn Fn(Option<f64>) -> String| {
         println!("  {label:<26} median {}, p10 {}, p90 {}", show(s.median), show(s.p10), show(s.p90));

@@ -43,6 +43,12 @@ pub(super) struct NewSimulation {
     /// What seeds the games (default `ruleweave`): the same seed, the same report.
     #[serde(default)]
     seed: Option<String>,
+    /// Numbers of the pack's `params:` set for these games in place of the manifest's, by
+    /// dotted path (`{"thresholds.medium": 55}`): each a number the pack has, within its
+    /// `param_bounds:` (else 422). Nothing on disk changes.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    params: BTreeMap<String, Value>,
 }
 
 /// `POST /v1/packs/{pack}/simulate`: the report as JSON, or with `Accept: text/html` as the
@@ -127,7 +133,11 @@ async fn play(
     most_turns: u64,
     stop: &AtomicBool,
 ) -> ApiResult<Report> {
-    let engine = crate::standin_engine(root).await?;
+    let mut engine = crate::standin_engine(root).await?;
+    engine.pack(pack)?;
+    if !req.params.is_empty() {
+        engine = engine.with_params(pack, req.params.clone())?;
+    }
     let pack = engine.pack(pack)?;
     pack.resolve_options(&req.options)?;
     let players =

@@ -49,8 +49,9 @@ impl Files {
         (out, errors)
     }
 
-    /// The content hash of everything read (12 hex digits).
-    pub(super) fn version(&self) -> String {
+    /// The content hash (12 hex digits) of every file read, and of the parameters a run set (a
+    /// pack run with other numbers is another version of the rules).
+    pub(super) fn version(&self, set: &crate::pack::ParamValues) -> String {
         let mut files: Vec<&(String, Vec<u8>)> = self.read.iter().collect();
         files.sort_by(|a, b| a.0.cmp(&b.0));
         let mut h = Sha256::new();
@@ -59,6 +60,10 @@ impl Files {
             h.update([0]);
             h.update((bytes.len() as u64).to_le_bytes());
             h.update(bytes);
+        }
+        if !set.is_empty() {
+            h.update(b"--param\0");
+            h.update(serde_json::to_vec(set).unwrap_or_default());
         }
         h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
     }

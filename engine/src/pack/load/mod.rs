@@ -35,16 +35,18 @@ use crate::state::Schema;
 use crate::value;
 use files::Files;
 
-/// Loads and validates the pack `name` under `root`.
-pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes) -> Result<Pack> {
+/// Loads and validates the pack `name` under `root`, with `params` set in place of the
+/// manifest's own (an input error when one is not a number the manifest has, within its bounds).
+pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes, params: &super::ParamValues) -> Result<Pack> {
     let manifest_path = format!("config/{name}.yaml");
     let mut files = Files::new(root);
     let bytes = files.read(&manifest_path, &format!("the manifest of pack `{name}`"))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
-    let manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path, &text))?;
+    let mut manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path, &text))?;
+    super::params::apply(&mut manifest, params)?;
     let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), warnings: Vec::new(), files };
-    let pack = l.build(manifest, natives);
+    let pack = l.build(manifest, natives, params);
     match Error::collect(std::mem::take(&mut l.errors)) {
         Some(e) => Err(e),
         None => pack.ok_or_else(|| Error::internal("the pack failed to build without saying why")),
@@ -180,13 +182,14 @@ impl Loader<'_> {
         self.warnings.push(Error::pack(detail, origin));
     }
 
-    fn build(&mut self, m: Manifest, natives: &NativeNodes) -> Option<Pack> {
+    fn build(&mut self, m: Manifest, natives: &NativeNodes, set: &super::ParamValues) -> Option<Pack> {
         if let Some(n) = &m.name
             && n.value != self.pack
         {
             self.error(format!("the manifest says `name: {}` but the file is {}.yaml", n.value, self.pack), self.at(n));
         }
         let d = self.declare(&m);
+        let numeric_params = self.param_bounds(&m);
         let c = self.compile(&m, &d)?;
         let none = IndexMap::new();
         let option_names: Vec<String> = d.options.keys().cloned().collect();
@@ -266,10 +269,11 @@ impl Loader<'_> {
         Some(Pack {
             name: self.pack.clone(),
             description: m.description.trim().to_owned(),
-            version: self.files.version(),
+            version: self.files.version(set),
             root: self.root.to_path_buf(),
             options: d.options,
             params: d.params,
+            numeric_params,
             profiles: d.profiles,
             schema: d.schema,
             inputs: d.inputs,
@@ -398,6 +402,34 @@ impl Loader<'_> {
         Some(Compiled { prompts, sandbox: Arc::new(sandbox), scripts, display })
     }
 
+    /// The numbers of `params:` with their bounds; each `param_bounds:` entry names one, and
+    /// holds its value.
+    fn param_bounds(&mut self, m: &Manifest) -> Vec<super::NumericParam> {
+        let numbers = super::params::numbers(&m.params, &super::params::bounds_of(&m.param_bounds));
+        for (path, b) in &m.param_bounds {
+            let at = self.at(b);
+            let Some(p) = numbers.iter().find(|p| &p.path == path) else {
+                let near = crate::script::lint::nearest(path, numbers.iter().map(|p| p.path.as_str()))
+                    .map(|n| format!(" (did you mean `{n}`?)"))
+                    .unwrap_or_default();
+                self.error(format!("param_bounds names `{path}`, which is no number in params{near}"), at);
+                continue;
+            };
+            if let (Some(lo), Some(hi)) = (b.value.min, b.value.max)
+                && lo > hi
+            {
+                self.error(format!("param_bounds of `{path}`: min {lo} is above max {hi}"), at);
+            } else if p.check(p.value).is_err() {
+                let value = crate::text::decimals(p.value, 6);
+                self.error(
+                    format!("`{path}` is {value} in params, outside its param_bounds ({})", p.bounds_text()),
+                    at,
+                );
+            }
+        }
+        numbers
+    }
+
     /// The `simulate:` section, its fields checked against the state.
     fn simulate(
         &mut self,
@@ -425,6 +457,12 @@ impl Loader<'_> {
         if d.max_turns == Some(0) {
             self.error("simulate.max_turns is at least 1", at.clone());
         }
+        if !d.outcomes.is_empty() && d.outcome.is_none() {
+            self.error(
+                "simulate.outcomes lists the values of the `outcome` field, which simulate does not name",
+                at.clone(),
+            );
+        }
         for (field, t) in &d.thresholds {
             if !d.track.contains(field) {
                 let at = self.at(t);
@@ -433,6 +471,7 @@ impl Loader<'_> {
         }
         super::Simulate {
             outcome: d.outcome.clone(),
+            outcomes: d.outcomes.clone(),
             track: d.track.clone(),
             max_turns: d.max_turns.unwrap_or(20),
             thresholds: d.thresholds.keys().cloned().collect(),

@@ -1,0 +1,185 @@
+//! The numbers of a pack's `params:` as a run may vary them: by dotted path (`thresholds.easy`),
+//! within the bounds the manifest declares for them (`param_bounds:`), set for one run without
+//! editing a file (`--param thresholds.easy=55`, simulate's sweeps, `tune`).
+
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+use serde_json::Value as Json;
+
+use super::manifest::{BoundsDecl, Manifest, Spanned};
+use crate::error::{Error, Result};
+
+/// Values for a pack's numeric parameters, by dotted path: what a run sets in place of the
+/// manifest's (`thresholds.easy` → 55).
+pub type ParamValues = BTreeMap<String, Json>;
+
+/// One number of a pack's `params:`, as a run may vary it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct NumericParam {
+    /// Its dotted path (`thresholds.easy`).
+    pub path: String,
+    /// Its value in the manifest (or the run's, when the run sets it).
+    pub value: f64,
+    /// Whether it is an integer (a run's value must be one too).
+    pub integer: bool,
+    /// The least value a run may give it, when the manifest declares one.
+    pub min: Option<f64>,
+    /// The most, when the manifest declares one.
+    pub max: Option<f64>,
+}
+
+impl NumericParam {
+    /// `value` as this parameter takes it: a number within its bounds, an integer for an integer
+    /// parameter; otherwise an input error naming the parameter and why.
+    pub fn check(&self, value: f64) -> Result<Json> {
+        let path = &self.path;
+        if !value.is_finite() {
+            return Err(Error::input(format!("parameter `{path}` is a number, not {value}")));
+        }
+        if self.integer && value.fract() != 0.0 {
+            return Err(Error::input(format!("parameter `{path}` is an integer, not {value}")));
+        }
+        if self.min.is_some_and(|min| value < min) || self.max.is_some_and(|max| value > max) {
+            return Err(Error::input(format!(
+                "parameter `{path}` is {} (param_bounds), not {value}",
+                self.bounds_text()
+            )));
+        }
+        Ok(if self.integer { Json::from(value as i64) } else { Json::from(value) })
+    }
+
+    /// The bounds in words: `0 to 100`, `at least 0`, `at most 100`, `any number`.
+    pub fn bounds_text(&self) -> String {
+        let n = |x: f64| crate::text::decimals(x, 6);
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) => format!("{} to {}", n(lo), n(hi)),
+            (Some(lo), None) => format!("at least {}", n(lo)),
+            (None, Some(hi)) => format!("at most {}", n(hi)),
+            (None, None) => "any number".to_owned(),
+        }
+    }
+}
+
+/// Every number in `params`, by dotted path, in the manifest's order (maps are walked; lists and
+/// texts are not parameters a run varies).
+pub(crate) fn numbers(params: &IndexMap<String, Spanned<Json>>, bounds: &BoundsOf) -> Vec<NumericParam> {
+    fn walk(prefix: String, v: &Json, bounds: &BoundsOf, out: &mut Vec<NumericParam>) {
+        match v {
+            Json::Number(n) => {
+                let (min, max) = bounds.get(&prefix).copied().unwrap_or((None, None));
+                let value = n.as_f64().unwrap_or(0.0);
+                out.push(NumericParam { integer: n.is_i64() || n.is_u64(), path: prefix, value, min, max });
+            }
+            Json::Object(map) => {
+                for (k, v) in map {
+                    walk(format!("{prefix}.{k}"), v, bounds, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (k, v) in params {
+        walk(k.clone(), &v.value, bounds, &mut out);
+    }
+    out
+}
+
+/// Declared bounds by dotted path: (min, max).
+pub(crate) type BoundsOf = BTreeMap<String, (Option<f64>, Option<f64>)>;
+
+/// The manifest's `param_bounds:`, as bounds by path (whether each names a number is checked
+/// with the rest of the pack).
+pub(crate) fn bounds_of(decl: &IndexMap<String, Spanned<BoundsDecl>>) -> BoundsOf {
+    decl.iter().map(|(path, b)| (path.clone(), (b.value.min, b.value.max))).collect()
+}
+
+/// Sets `values` in the manifest's `params:` in place of its own: each must name a number there
+/// (an unknown name is answered with the nearest one), be a number, an integer where the
+/// manifest's is, and within its declared bounds. An input error otherwise, naming the first
+/// that is not.
+pub(crate) fn apply(m: &mut Manifest, values: &ParamValues) -> Result<()> {
+    if values.is_empty() {
+        return Ok(());
+    }
+    let known = numbers(&m.params, &bounds_of(&m.param_bounds));
+    for (path, value) in values {
+        let Some(param) = known.iter().find(|p| &p.path == path) else {
+            let near = crate::script::lint::nearest(path, known.iter().map(|p| p.path.as_str()))
+                .map(|n| format!(": did you mean `{n}`?"))
+                .unwrap_or_default();
+            let names: Vec<&str> = known.iter().map(|p| p.path.as_str()).collect();
+            let list = if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+            return Err(Error::input(format!(
+                "the pack has no numeric parameter `{path}`{near} (its numbers: {list})"
+            )));
+        };
+        let Some(x) = value.as_f64() else {
+            return Err(Error::input(format!("parameter `{path}` is a number, not {value}")));
+        };
+        let value = param.check(x)?;
+        set(&mut m.params, path, value);
+    }
+    Ok(())
+}
+
+/// Puts `value` at `path` (which names a number in `params`).
+fn set(params: &mut IndexMap<String, Spanned<Json>>, path: &str, value: Json) {
+    let mut keys = path.split('.');
+    let Some(first) = keys.next() else { return };
+    let Some(top) = params.get_mut(first) else { return };
+    let mut at = &mut top.value;
+    for k in keys {
+        let Some(next) = at.as_object_mut().and_then(|m| m.get_mut(k)) else { return };
+        at = next;
+    }
+    *at = value;
+}
+
+/// `NAME=VALUE` as a parameter's path and value (the command line's `--param`).
+pub fn parse_param(text: &str) -> Result<(String, Json)> {
+    let Some((name, value)) = text.split_once('=') else {
+        return Err(Error::input(format!("--param takes NAME=VALUE (thresholds.easy=55), not `{text}`")));
+    };
+    let number: f64 = value.trim().parse().map_err(|_| {
+        Error::input(format!("--param {name}: `{value}` is not a number (parameters a run sets are numbers)"))
+    })?;
+    let value = if number.fract() == 0.0 && !value.contains(['.', 'e', 'E']) && number.abs() < 9e15 {
+        Json::from(number as i64)
+    } else {
+        Json::from(number)
+    };
+    Ok((name.trim().to_owned(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_checked_against_its_type_and_bounds() {
+        let p = NumericParam {
+            path: "thresholds.medium".into(),
+            value: 60.0,
+            integer: true,
+            min: Some(0.0),
+            max: Some(100.0),
+        };
+        assert_eq!(p.check(55.0).unwrap(), Json::from(55));
+        assert_eq!(p.check(55.5).unwrap_err().detail(), "parameter `thresholds.medium` is an integer, not 55.5");
+        assert_eq!(
+            p.check(101.0).unwrap_err().detail(),
+            "parameter `thresholds.medium` is 0 to 100 (param_bounds), not 101"
+        );
+    }
+
+    #[test]
+    fn an_assignment_reads_integers_as_integers() {
+        assert_eq!(parse_param("thresholds.easy=55").unwrap(), ("thresholds.easy".into(), Json::from(55)));
+        assert_eq!(parse_param("rate=0.5").unwrap(), ("rate".into(), Json::from(0.5)));
+        assert!(parse_param("rate").unwrap_err().detail().contains("NAME=VALUE"));
+        assert!(parse_param("rate=high").unwrap_err().detail().contains("is not a number"));
+    }
+}

@@ -1,0 +1,714 @@
+//! Asking for the value: sweeps (the same games at each value of a parameter) and `tune` (the
+//! value whose outcome share is the one a designer wants).
+//!
+//! Both play every value on the same games: the same seeds, so the same game ids and the same
+//! moves wherever the rules let them be the same (common random numbers), and a difference
+//! between two values is the rules', not the dice's.
+//!
+//! `tune` spends games where they decide the answer. A coarse sweep of up to nine values at
+//! [`FIRST_GAMES`] games each finds where the share crosses the target; bisection narrows the
+//! crossing to two neighbouring values (integers) or a stretch of a thousandth of the range;
+//! then the value nearest the target gets more games, doubling, until its 95% (Wilson) interval
+//! lies inside `share ± within` (found), lies wholly outside it (that value cannot, the next
+//! nearest is tried), or the budget is spent. "Found" promises that interval, on these players
+//! and options: the share's true value at the answer is within the tolerance with 95%
+//! confidence. When no value is found, the answer is the evaluation nearest the target, with why.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use super::{Batch, Plan, PlayerReport, Price, Rules, UNFINISHED, play, players, report, wilson};
+use crate::error::{Error, Result};
+use crate::{Engine, NumericParam, ParamValues};
+
+/// The games each value gets first, and the step by which a value's games double.
+pub const FIRST_GAMES: u32 = 100;
+
+/// A range of values for one of a pack's numbers: `thresholds.medium=40..80` (a step of 1 for
+/// an integer, a tenth of the range otherwise) or `rate=0..1:0.25`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Range {
+    /// The parameter's dotted path.
+    pub param: String,
+    /// The first value.
+    pub lo: f64,
+    /// The last value.
+    pub hi: f64,
+    /// The step between values, when given.
+    pub step: Option<f64>,
+}
+
+/// The most values one range may have.
+pub const MOST_VALUES: usize = 1_000;
+
+impl std::str::FromStr for Range {
+    type Err = Error;
+
+    /// `NAME=LO..HI` or `NAME=LO..HI:STEP`.
+    fn from_str(text: &str) -> Result<Range> {
+        let shape = || Error::input(format!("a range is NAME=LO..HI[:STEP] (thresholds.medium=40..80), not `{text}`"));
+        let (param, range) = text.split_once('=').ok_or_else(shape)?;
+        let (range, step) = match range.split_once(':') {
+            Some((r, s)) => (r, Some(s)),
+            None => (range, None),
+        };
+        let (lo, hi) = range.split_once("..").ok_or_else(shape)?;
+        let number = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(shape);
+        Ok(Range {
+            param: param.trim().to_owned(),
+            lo: number(lo)?,
+            hi: number(hi)?,
+            step: step.map(number).transpose()?,
+        })
+    }
+}
+
+impl Range {
+    /// The range's values for `p`: checked against its bounds and type, in order.
+    pub fn values(&self, p: &NumericParam) -> Result<Vec<f64>> {
+        self.ends(p)?;
+        let (lo, hi) = (self.lo, self.hi);
+        let step = self.step.unwrap_or(if p.integer { 1.0 } else { (hi - lo) / 10.0 });
+        if step <= 0.0 || (hi > lo && step == 0.0) {
+            return Err(Error::input(format!("the step of `{}` is more than 0, not {step}", self.param)));
+        }
+        if p.integer && step.fract() != 0.0 {
+            return Err(Error::input(format!("`{}` is an integer: its step is too, not {step}", self.param)));
+        }
+        if hi == lo {
+            return Ok(vec![lo]);
+        }
+        let n = ((hi - lo) / step + 1e-9).floor() as usize + 1;
+        if n > MOST_VALUES {
+            return Err(Error::input(format!(
+                "{n} values of `{}` is more than {MOST_VALUES}: take a longer step",
+                self.param
+            )));
+        }
+        Ok((0..n).map(|i| if p.integer { lo + step * i as f64 } else { tidy(lo + step * i as f64) }).collect())
+    }
+
+    /// The ends checked: in order, within the parameter's bounds, integers for an integer.
+    fn ends(&self, p: &NumericParam) -> Result<()> {
+        if self.lo > self.hi {
+            return Err(Error::input(format!(
+                "the range of `{}` runs from low to high: {}..{}, not {}..{}",
+                self.param,
+                num(self.hi),
+                num(self.lo),
+                num(self.lo),
+                num(self.hi)
+            )));
+        }
+        p.check(self.lo)?;
+        p.check(self.hi)?;
+        Ok(())
+    }
+}
+
+/// `x` without the float noise of adding steps (0.30000000000000004 → 0.3).
+fn tidy(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
+fn num(x: f64) -> String {
+    crate::text::decimals(x, 6)
+}
+
+/// A value as JSON: an integer parameter's as an integer.
+fn json_of(p: &NumericParam, x: f64) -> Value {
+    if p.integer { Value::from(x as i64) } else { Value::from(x) }
+}
+
+/// Games on several values of one or two parameters: a [`Batch`] (its pack, games, players, seed,
+/// options) at each value, on the same games.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    /// What to play at each value.
+    pub batch: Batch,
+    /// One range, or two (a grid of every pair).
+    pub ranges: Vec<Range>,
+}
+
+/// One value of a sweep and its games.
+#[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SweepPoint {
+    /// The value: a number for one parameter, `{"A": a, "B": b}` for two.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub value: Value,
+    /// Each player's games at that value, as a report gives them.
+    pub players: Vec<PlayerReport>,
+}
+
+impl Sweep {
+    /// How many values the sweep plays (checked as [`sweep`] checks them).
+    pub fn values(&self, engine: &Engine) -> Result<usize> {
+        Ok(grid(engine, &self.batch.pack, &self.ranges)?.len())
+    }
+}
+
+/// The values of `ranges` (one, or every pair of two) as parameter values and their JSON.
+fn grid(engine: &Engine, pack: &str, ranges: &[Range]) -> Result<Vec<(ParamValues, Value)>> {
+    let pack = engine.pack(pack)?;
+    let axes = ranges
+        .iter()
+        .map(|r| {
+            let p = pack.numeric_param(&r.param)?;
+            Ok(r.values(p)?.into_iter().map(|x| (r.param.clone(), json_of(p, x))).collect::<Vec<_>>())
+        })
+        .collect::<Result<Vec<_>>>()?;
+    match axes.as_slice() {
+        [one] => Ok(one.iter().map(|(k, v)| (ParamValues::from([(k.clone(), v.clone())]), v.clone())).collect()),
+        [a, b] => {
+            if ranges[0].param == ranges[1].param {
+                return Err(Error::input(format!("`{}` is swept twice", ranges[0].param)));
+            }
+            if a.len() * b.len() > MOST_VALUES {
+                return Err(Error::input(format!(
+                    "a grid of {} values is more than {MOST_VALUES}: take longer steps",
+                    a.len() * b.len()
+                )));
+            }
+            Ok(a.iter()
+                .flat_map(|(ka, va)| {
+                    b.iter().map(move |(kb, vb)| {
+                        let values = ParamValues::from([(ka.clone(), va.clone()), (kb.clone(), vb.clone())]);
+                        let shown = Value::Object(Map::from_iter([(ka.clone(), va.clone()), (kb.clone(), vb.clone())]));
+                        (values, shown)
+                    })
+                })
+                .collect())
+        }
+        _ => Err(Error::input("a sweep varies one parameter, or two (a grid)")),
+    }
+}
+
+/// Plays `sweep` on `engine`: the same games at each value, `tick` after each game. The values
+/// are checked before any game is played.
+pub fn sweep(
+    handle: &tokio::runtime::Handle,
+    engine: &Engine,
+    sweep: &Sweep,
+    tick: &(dyn Fn() + Sync),
+    stop: &AtomicBool,
+) -> Result<Vec<SweepPoint>> {
+    let batch = &sweep.batch;
+    let points = grid(engine, &batch.pack, &sweep.ranges)?;
+    let pack = engine.pack(&batch.pack)?;
+    pack.resolve_options(&batch.options)?;
+    let players = players(engine, &pack, &batch.players)?;
+    let plan = plan_of(batch, &pack);
+    let mut out = Vec::with_capacity(points.len());
+    for (values, shown) in points {
+        let copy = engine.with_params(&batch.pack, values)?;
+        let rules = Rules { engine: &copy, options: &batch.options };
+        let played = play(handle, &plan, &players, &rules, &batch.prices, tick, stop);
+        if let Some(e) = played.iter().find_map(|p| p.error.clone()) {
+            return Err(e.error);
+        }
+        out.push(SweepPoint { value: shown, players: report(&plan, &played).players });
+    }
+    Ok(out)
+}
+
+fn plan_of(batch: &Batch, pack: &crate::Pack) -> Plan {
+    let jobs = batch.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
+    Plan {
+        pack: batch.pack.clone(),
+        games: batch.games,
+        seed: batch.seed.clone(),
+        jobs,
+        spec: pack.simulate().clone(),
+        record: false,
+    }
+}
+
+/// What `tune` aims at: a player's share of an outcome (or of the outcomes a prefix names).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Target {
+    /// The player whose games count.
+    pub player: String,
+    /// The outcome; ending in `*`, every outcome it begins (`won_*`).
+    pub outcome: String,
+    /// The share wanted, 0 to 1.
+    pub share: f64,
+    /// How far from it is close enough.
+    pub within: f64,
+}
+
+impl Target {
+    /// `PLAYER:OUTCOME=SHARE` (`liar:won_*=0.3`), close enough `within` of it.
+    pub fn parse(text: &str, within: f64) -> Result<Target> {
+        let shape = || Error::input(format!("a target is PLAYER:OUTCOME=SHARE (liar:won_*=0.3), not `{text}`"));
+        let (who, share) = text.split_once('=').ok_or_else(shape)?;
+        let (player, outcome) = who.split_once(':').ok_or_else(shape)?;
+        let share: f64 = share.trim().parse().map_err(|_| shape())?;
+        if !(0.0..=1.0).contains(&share) {
+            return Err(Error::input(format!("a target's share is 0 to 1, not {share}")));
+        }
+        if !(within > 0.0 && within < 0.5) {
+            return Err(Error::input(format!("--within is more than 0 and less than 0.5, not {within}")));
+        }
+        let (player, outcome) = (player.trim(), outcome.trim());
+        if player.is_empty() || outcome.is_empty() || outcome == "*" {
+            return Err(shape());
+        }
+        Ok(Target { player: player.to_owned(), outcome: outcome.to_owned(), share, within })
+    }
+
+    /// Whether a game that ended in `outcome` counts.
+    fn counts(&self, outcome: &str) -> bool {
+        match self.outcome.strip_suffix('*') {
+            Some(prefix) => outcome.starts_with(prefix),
+            None => outcome == self.outcome,
+        }
+    }
+}
+
+/// A tune to run: vary one parameter over a range until the target's share is found.
+#[derive(Debug, Clone)]
+pub struct Tune {
+    /// The pack, the seed, the options, other parameter values already set (by the engine given),
+    /// games at once; its `games` and `players` are not used (the target names the player).
+    pub pack: String,
+    /// The parameter and its range (its step is not used: `tune` chooses the values).
+    pub vary: Range,
+    /// The share wanted.
+    pub target: Target,
+    /// What seeds the games: the same seed, the same answer.
+    pub seed: String,
+    /// The session options every game opens with.
+    pub options: Map<String, Value>,
+    /// The most games one value gets.
+    pub games_max: u32,
+    /// The most games the whole tune plays.
+    pub budget: u64,
+    /// Games played at once (one per core when `None`).
+    pub jobs: Option<usize>,
+}
+
+/// The default most games for one value (a ±3% interval at a share of 0.3).
+pub const GAMES_MAX: u32 = 3_200;
+
+/// One value tried, with the share its games gave.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Evaluation {
+    /// The value.
+    #[cfg_attr(feature = "openapi", schema(value_type = f64))]
+    pub value: Value,
+    /// The target outcome's share of its games.
+    pub share: f64,
+    /// The 95% interval's low end.
+    pub low: f64,
+    /// Its high end.
+    pub high: f64,
+    /// The games played at the value.
+    pub games: u32,
+}
+
+/// What `tune` found.
+#[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TuneReport {
+    /// The pack.
+    pub pack: String,
+    /// The parameter varied.
+    pub param: String,
+    /// The value found, or when none was, the evaluation nearest the target.
+    #[cfg_attr(feature = "openapi", schema(value_type = f64))]
+    pub value: Value,
+    /// What was aimed at.
+    pub target: Target,
+    /// Whether the value's 95% interval lies inside the target's share ± within.
+    pub found: bool,
+    /// The value's share, interval and games.
+    pub share: Evaluation,
+    /// Why nothing was found (the shares at the range's ends, a cliff between two values, the
+    /// budget); none when found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// Every value tried, in the range's order.
+    pub evaluations: Vec<Evaluation>,
+    /// The games played in all.
+    pub games_played: u64,
+    /// How long it took.
+    pub seconds: f64,
+    /// What seeded the games.
+    pub seed: String,
+}
+
+/// Where a tune is: the value it is trying, and the games its budget has left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuneProgress {
+    /// The value being played.
+    pub value: f64,
+    /// Games left in the budget.
+    pub games_left: u64,
+}
+
+/// A value's games so far: how many, how many counted for the target, at which doubling.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    games: u32,
+    hits: u32,
+    /// The batches played: batch 0 has [`FIRST_GAMES`] games, batch k ≥ 1 `FIRST_GAMES·2^(k-1)`
+    /// (so the games double), each with a seed of its own, the same at every value.
+    batches: u32,
+}
+
+impl Tally {
+    fn share(&self) -> f64 {
+        if self.games == 0 { 0.0 } else { f64::from(self.hits) / f64::from(self.games) }
+    }
+
+    fn interval(&self) -> (f64, f64) {
+        wilson(self.hits as usize, self.games as usize)
+    }
+}
+
+/// The games a tune plays, value by value, on the same seeds at every value.
+struct Tuner<'a> {
+    handle: &'a tokio::runtime::Handle,
+    engine: &'a Engine,
+    tune: &'a Tune,
+    param: &'a NumericParam,
+    player: super::Player,
+    plan: Plan,
+    tallies: BTreeMap<i64, (f64, Tally)>,
+    played: u64,
+    /// Outcomes any game ended in, to refuse a target none matches.
+    seen: std::collections::BTreeSet<String>,
+    progress: &'a (dyn Fn(&TuneProgress) + Sync),
+    stop: &'a AtomicBool,
+}
+
+/// The key a value is kept under (values are compared to a billionth).
+fn key(x: f64) -> i64 {
+    (x * 1e9).round() as i64
+}
+
+impl Tuner<'_> {
+    fn tally(&self, x: f64) -> Tally {
+        self.tallies.get(&key(x)).map(|(_, t)| *t).unwrap_or_default()
+    }
+
+    /// Plays `x`'s next batch of games; false when the budget or the value's most games would be
+    /// passed (nothing is played then).
+    fn more(&mut self, x: f64) -> Result<bool> {
+        let t = self.tally(x);
+        let games = if t.batches == 0 { FIRST_GAMES } else { FIRST_GAMES << (t.batches - 1) };
+        if t.games + games > self.tune.games_max.max(FIRST_GAMES) || self.played + u64::from(games) > self.tune.budget {
+            return Ok(false);
+        }
+        let values = ParamValues::from([(self.tune.vary.param.clone(), json_of(self.param, x))]);
+        let copy = self.engine.with_params(&self.tune.pack, values)?;
+        let plan = Plan { games, seed: format!("{}~{}", self.tune.seed, t.batches), ..self.plan.clone() };
+        let rules = Rules { engine: &copy, options: &self.tune.options };
+        let left = self.tune.budget - self.played;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let tick = || {
+            let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            (self.progress)(&TuneProgress { value: x, games_left: left.saturating_sub(d) });
+        };
+        let played =
+            play(self.handle, &plan, std::slice::from_ref(&self.player), &rules, &BTreeMap::new(), &tick, self.stop);
+        let played = played.into_iter().next().ok_or_else(|| Error::internal("a batch played no player"))?;
+        if let Some(e) = played.error {
+            return Err(e.error);
+        }
+        if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(Error::input("the tune was stopped"));
+        }
+        let hits = played.outcomes.iter().filter(|o| self.tune.target.counts(o)).count() as u32;
+        self.seen.extend(played.outcomes.iter().cloned());
+        self.played += u64::from(games);
+        let entry = self.tallies.entry(key(x)).or_insert((x, Tally::default()));
+        entry.1 = Tally { games: entry.1.games + games, hits: entry.1.hits + hits, batches: t.batches + 1 };
+        Ok(true)
+    }
+
+    /// `x`'s share, playing its first games when it has none.
+    fn share(&mut self, x: f64) -> Result<Option<f64>> {
+        if self.tally(x).games == 0 && !self.more(x)? {
+            return Ok(None);
+        }
+        Ok(Some(self.tally(x).share()))
+    }
+
+    fn evaluation(&self, x: f64) -> Evaluation {
+        let t = self.tally(x);
+        let (low, high) = t.interval();
+        Evaluation { value: json_of(self.param, x), share: t.share(), low, high, games: t.games }
+    }
+}
+
+/// Finds a value of `tune.vary.param` (within its range) at which `tune.target`'s share is the
+/// one wanted, or says why there is none (see the module's doc for how). `progress` is called
+/// after each game.
+pub fn tune(
+    handle: &tokio::runtime::Handle,
+    engine: &Engine,
+    tune: &Tune,
+    progress: &(dyn Fn(&TuneProgress) + Sync),
+    stop: &AtomicBool,
+) -> Result<TuneReport> {
+    let started = Instant::now();
+    let pack = engine.pack(&tune.pack)?;
+    pack.resolve_options(&tune.options)?;
+    let param = pack.numeric_param(&tune.vary.param)?.clone();
+    tune.vary.ends(&param)?;
+    if tune.vary.lo == tune.vary.hi {
+        return Err(Error::input(format!("the range of `{}` is one value: nothing to tune", tune.vary.param)));
+    }
+    let target = &tune.target;
+    let declared = &pack.simulate().outcomes;
+    if !declared.is_empty() && !declared.iter().chain(std::iter::once(&UNFINISHED.to_owned())).any(|o| target.counts(o))
+    {
+        return Err(Error::input(format!(
+            "pack `{}` has no outcome `{}` (its outcomes: {})",
+            tune.pack,
+            target.outcome,
+            declared.join(", ")
+        )));
+    }
+    let player = players(engine, &pack, std::slice::from_ref(&target.player))?
+        .pop()
+        .ok_or_else(|| Error::internal("no player"))?;
+    let batch = Batch {
+        pack: tune.pack.clone(),
+        games: FIRST_GAMES,
+        players: vec![target.player.clone()],
+        seed: tune.seed.clone(),
+        options: tune.options.clone(),
+        jobs: tune.jobs,
+        prices: BTreeMap::<String, Price>::new(),
+    };
+    let mut t = Tuner {
+        handle,
+        engine,
+        tune,
+        param: &param,
+        player,
+        plan: plan_of(&batch, &pack),
+        tallies: BTreeMap::new(),
+        played: 0,
+        seen: Default::default(),
+        progress,
+        stop,
+    };
+    let why = seek(&mut t)?;
+    if declared.is_empty() && !t.seen.iter().any(|o| target.counts(o)) {
+        return Err(Error::input(format!(
+            "no game of `{}` ended in `{}` at any value tried (they ended in: {})",
+            target.player,
+            target.outcome,
+            t.seen.iter().cloned().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let evaluations: Vec<Evaluation> = t.tallies.values().map(|(x, _)| t.evaluation(*x)).collect();
+    let inside = |e: &Evaluation| e.low >= target.share - target.within && e.high <= target.share + target.within;
+    let found = why.is_none();
+    let best = match evaluations.iter().filter(|e| inside(e)).max_by_key(|e| e.games) {
+        Some(e) if found => e.clone(),
+        _ => evaluations
+            .iter()
+            .min_by(|a, b| (a.share - target.share).abs().total_cmp(&(b.share - target.share).abs()))
+            .cloned()
+            .ok_or_else(|| Error::input("the budget does not cover one value's first games"))?,
+    };
+    Ok(TuneReport {
+        pack: tune.pack.clone(),
+        param: tune.vary.param.clone(),
+        value: best.value.clone(),
+        target: target.clone(),
+        found,
+        share: best,
+        why,
+        evaluations,
+        games_played: t.played,
+        seconds: started.elapsed().as_secs_f64(),
+        seed: tune.seed.clone(),
+    })
+}
+
+/// Where a value's share stands against the band, once its games say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// Its interval lies inside the band: the answer.
+    Inside,
+    /// At or above the goal (its interval, or, when the games allowed did not decide, its share).
+    Above,
+    /// Below the goal.
+    Below,
+}
+
+/// The search itself: `None` once a value's interval lies inside the band, or why none does.
+fn seek(t: &mut Tuner<'_>) -> Result<Option<String>> {
+    let (lo, hi) = (t.tune.vary.lo, t.tune.vary.hi);
+    let goal = t.tune.target.share;
+    let integer = t.param.integer;
+    // 1. A coarse sweep: up to nine values, the ends included, on their first games.
+    let coarse: Vec<f64> = {
+        let n = if integer { ((hi - lo) as usize + 1).min(9) } else { 9 };
+        let mut v: Vec<f64> = (0..n)
+            .map(|i| {
+                let x = lo + (hi - lo) * i as f64 / (n - 1).max(1) as f64;
+                if integer { x.round() } else { tidy(x) }
+            })
+            .collect();
+        v.dedup();
+        v
+    };
+    for &x in &coarse {
+        if t.share(x)?.is_none() {
+            return Ok(Some("the budget does not cover the first sweep: allow more with --budget".into()));
+        }
+    }
+    // 2. Where the share crosses the goal: neighbours the games place on either side of it (more
+    // games for a value until its interval says which side it is on, or lies in the band).
+    let mut bracket = None;
+    let above = |t: &Tuner<'_>, x: f64| t.tally(x).share() >= goal;
+    for w in coarse.windows(2) {
+        if above(t, w[0]) == above(t, w[1]) {
+            continue;
+        }
+        let (sa, sb) = (stand(t, w[0])?, stand(t, w[1])?);
+        if sa == Standing::Inside || sb == Standing::Inside {
+            return Ok(None);
+        }
+        if sa != sb {
+            bracket = Some((w[0], w[1], sa));
+            break;
+        }
+    }
+    let Some((mut a, mut b, a_side)) = bracket else {
+        // No crossing: a value already close may still be the answer.
+        let mut near = coarse.clone();
+        near.sort_by(|x, y| (t.tally(*x).share() - goal).abs().total_cmp(&(t.tally(*y).share() - goal).abs()));
+        if let Some(&x) = near.first()
+            && stand(t, x)? == Standing::Inside
+        {
+            return Ok(None);
+        }
+        let (first, last) = (t.evaluation(lo), t.evaluation(hi));
+        let direction = if coarse.iter().all(|x| above(t, *x)) { "above" } else { "below" };
+        return Ok(Some(format!(
+            "no value in {}..{} gives {}: the share stays {direction} it (the share is {} at {} and {} at {})",
+            num(lo),
+            num(hi),
+            pct(goal),
+            pct(first.share),
+            num(lo),
+            pct(last.share),
+            num(hi)
+        )));
+    };
+    // 3. Bisection between them, each midpoint played until its side is known.
+    let resolution = if integer { 1.0 } else { (hi - lo) / 1000.0 };
+    while b - a > resolution * 1.000_001 {
+        let m = if integer { ((a + b) / 2.0).floor() } else { tidy((a + b) / 2.0) };
+        if m <= a || m >= b {
+            break;
+        }
+        match stand(t, m)? {
+            Standing::Inside => return Ok(None),
+            side if side == a_side => a = m,
+            _ => b = m,
+        }
+    }
+    // Neighbours on either side and neither in the band: a cliff, or games too few to tell.
+    let band = format!("{}–{}", pct(goal - t.tune.target.within), pct(goal + t.tune.target.within));
+    let show = |t: &Tuner<'_>, x: f64| {
+        let e = t.evaluation(x);
+        format!("{} at {} ({}–{}, {} games)", pct(e.share), num(x), pct(e.low), pct(e.high), e.games)
+    };
+    let undecided: Vec<f64> = [a, b].into_iter().filter(|x| !decided(t, *x)).collect();
+    if !undecided.is_empty() {
+        let at: Vec<String> = undecided.iter().map(|x| show(t, *x)).collect();
+        return Ok(Some(format!(
+            "the games allowed do not tell whether the share is within {band}: {} (allow more with --games-max \
+             or --budget)",
+            at.join("; ")
+        )));
+    }
+    Ok(Some(format!(
+        "no value gives {band}: the share jumps between neighbouring values ({} → {})",
+        show(t, a),
+        show(t, b)
+    )))
+}
+
+/// Whether `x`'s interval says where it stands (inside the band, or wholly on one side of the
+/// goal), rather than its share alone.
+fn decided(t: &Tuner<'_>, x: f64) -> bool {
+    let (goal, within) = (t.tune.target.share, t.tune.target.within);
+    let (low, high) = t.tally(x).interval();
+    (low >= goal - within && high <= goal + within) || low > goal || high < goal
+}
+
+/// Plays `x` until its interval lies inside the band or wholly on one side of the goal; when
+/// the games allowed run out first, its share says which side.
+fn stand(t: &mut Tuner<'_>, x: f64) -> Result<Standing> {
+    let (goal, within) = (t.tune.target.share, t.tune.target.within);
+    loop {
+        let (low, high) = t.tally(x).interval();
+        if t.tally(x).games > 0 && low >= goal - within && high <= goal + within {
+            return Ok(Standing::Inside);
+        }
+        if t.tally(x).games > 0 && (low > goal || high < goal) {
+            return Ok(if low > goal { Standing::Above } else { Standing::Below });
+        }
+        if !t.more(x)? {
+            return Ok(if t.tally(x).share() >= goal { Standing::Above } else { Standing::Below });
+        }
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{}%", crate::text::decimals(x * 100.0, 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(integer: bool) -> NumericParam {
+        NumericParam { path: "t".into(), value: 60.0, integer, min: Some(0.0), max: Some(100.0) }
+    }
+
+    #[test]
+    fn ranges_read_and_step() {
+        let r: Range = "t=40..44".parse().unwrap();
+        assert_eq!(r.values(&param(true)).unwrap(), vec![40.0, 41.0, 42.0, 43.0, 44.0]);
+        let r: Range = "t=0..1".parse().unwrap();
+        assert_eq!(r.values(&param(false)).unwrap().len(), 11);
+        assert_eq!(r.values(&param(false)).unwrap()[3], 0.3);
+        let r: Range = "t=40..60:10".parse().unwrap();
+        assert_eq!(r.values(&param(true)).unwrap(), vec![40.0, 50.0, 60.0]);
+    }
+
+    #[test]
+    fn bad_ranges_say_what_is_wrong() {
+        let e = |text: &str, integer| {
+            text.parse::<Range>().and_then(|r| r.values(&param(integer))).unwrap_err().detail().to_owned()
+        };
+        assert_eq!(e("t=80..40", true), "the range of `t` runs from low to high: 40..80, not 80..40");
+        assert_eq!(e("t=40..120", true), "parameter `t` is 0 to 100 (param_bounds), not 120");
+        assert_eq!(e("t=40..50:0.5", true), "`t` is an integer: its step is too, not 0.5");
+        assert!(e("t=40", true).starts_with("a range is NAME=LO..HI[:STEP]"));
+    }
+
+    #[test]
+    fn targets_read_prefixes() {
+        let t = Target::parse("liar:won_*=0.3", 0.05).unwrap();
+        assert!(t.counts("won_score") && t.counts("won_agreement") && !t.counts("continue"));
+        assert!(Target::parse("liar:won=1.3", 0.05).unwrap_err().detail().contains("0 to 1"));
+        assert!(Target::parse("liar=0.3", 0.05).unwrap_err().detail().starts_with("a target is"));
+    }
+}

@@ -1,0 +1,107 @@
+//! `ruleweave tune PACK --vary NAME=LO..HI --target PLAYER:OUTCOME=SHARE`: the value of a
+//! parameter at which a player's games end in an outcome the share of the time a designer wants
+//! (see [`ruleweave::simulate::tune`] for how it searches and what "found" promises).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use indicatif::ProgressBar;
+
+use ruleweave::simulate::tune::{self, Evaluation, Range, Target, Tune, TuneReport};
+
+#[derive(clap::Args)]
+pub(super) struct Args {
+    /// The pack (config/<PACK>.yaml).
+    pack: String,
+    /// The parameter to vary and its range: thresholds.medium=40..80.
+    #[arg(long, value_name = "NAME=LO..HI")]
+    vary: String,
+    /// The share wanted: PLAYER:OUTCOME=SHARE (liar:won_*=0.3; OUTCOME ending in `*` adds up
+    /// every outcome it begins).
+    #[arg(long, value_name = "PLAYER:OUTCOME=SHARE")]
+    target: String,
+    /// How close to the share is close enough: the answer's 95% interval lies within it.
+    #[arg(long, default_value_t = 0.05)]
+    within: f64,
+    /// The most games one value gets (its interval narrows as they double from 100).
+    #[arg(long, default_value_t = tune::GAMES_MAX)]
+    games_max: u32,
+    /// The most games the whole search plays.
+    #[arg(long, default_value_t = 40_000)]
+    budget: u64,
+    /// Choose a session option (repeatable): --set difficulty=hard.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Set another number of the pack's params for the run (repeatable).
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    /// What seeds the games: the same seed, the same answer.
+    #[arg(long, default_value = "ruleweave")]
+    seed: String,
+    /// Games played at once (default: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Print the answer as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+    let config = crate::config::Config::load(root)?;
+    let engine = rt.block_on(super::engine(root, &config, "memory"))?;
+    super::load_pack(&engine, &args.pack)?;
+    let engine = super::params_of(&engine, &args.pack, &args.params)?;
+    let pack = super::load_pack(&engine, &args.pack)?;
+    let options = super::options(&pack, &args.set)?;
+    let vary: Range = args.vary.parse().map_err(|e: ruleweave::Error| anyhow::anyhow!("--vary: {}", e.detail()))?;
+    if vary.step.is_some() {
+        anyhow::bail!("--vary takes NAME=LO..HI: tune chooses the values itself (a step is for simulate --sweep)");
+    }
+    let target = Target::parse(&args.target, args.within).map_err(|e| anyhow::anyhow!("--target: {}", e.detail()))?;
+    let request = Tune {
+        pack: args.pack.clone(),
+        vary,
+        target,
+        seed: args.seed.clone(),
+        options,
+        games_max: args.games_max,
+        budget: args.budget,
+        jobs: args.jobs,
+    };
+    let bar = super::simulate::progress(!args.json, args.budget);
+    let shown = |b: &ProgressBar, p: &tune::TuneProgress| {
+        b.set_position(args.budget - p.games_left);
+        b.set_message(format!("{} = {}", request.vary.param, ruleweave::text::decimals(p.value, 6)));
+    };
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let report = tune::tune(rt.handle(), &engine, &request, &|p| shown(&bar, p), &never)?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The answer for a person: the value (or that there is none, and why), then every value tried.
+fn print_report(r: &TuneReport) {
+    let t = &r.target;
+    let pct = |x: f64| format!("{}%", ruleweave::text::decimals(x * 100.0, 1));
+    let aim = format!("{} {} {} ± {}", t.player, t.outcome, pct(t.share), pct(t.within));
+    let at = |e: &Evaluation| format!("{} (95%: {}–{}, {} games)", pct(e.share), pct(e.low), pct(e.high), e.games);
+    if r.found {
+        println!("{} = {} gives {aim}: {}", r.param, r.value, at(&r.share));
+    } else {
+        println!("no value of {} found for {aim}", r.param);
+        if let Some(why) = &r.why {
+            println!("  {why}");
+        }
+        println!("  nearest: {} = {}: {}", r.param, r.value, at(&r.share));
+    }
+    println!("\nvalues tried ({} games in {:.1} s, seed {})", r.games_played, r.seconds, r.seed);
+    for e in &r.evaluations {
+        println!("  {:>8}  {}", e.value.to_string(), at(e));
+    }
+}

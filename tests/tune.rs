@@ -1,0 +1,263 @@
+//! Asking for the value: `--param`, simulate's sweeps and `tune`, on a coin whose share of wins
+//! at a value is known (chance/100 + bias: `tests/packs/coin`), and on the pirate.
+
+use serde_json::{Value, json};
+
+use crate::support::{repo_root, ruleweave, stderr, stdout};
+
+fn coin() -> std::path::PathBuf {
+    repo_root().join("tests/packs/coin")
+}
+
+/// `ruleweave ARGS` in `root`: its exit code, standard output, standard error.
+fn run(root: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = ruleweave(root).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), stdout(&out), stderr(&out))
+}
+
+/// `tune coin ARGS --json`: the answer.
+fn tune(args: &[&str]) -> Value {
+    let (code, out, err) = run(&coin(), &[&["tune", "coin", "--json"], args].concat());
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Tune finds a chance whose true share of wins is within the tolerance of the target, its
+/// interval lies inside the band and holds the true share, the games go where they decide
+/// (more at the answer than at the first sweep's values), and the same seed gives the same
+/// answer.
+#[test]
+fn tune_finds_the_value_that_gives_the_share_wanted() {
+    let args = ["--vary", "chance=0..100", "--target", "caller:won=0.3", "--within", "0.05", "--seed", "t1"];
+    let found = tune(&args);
+    assert_eq!(found["found"], true, "{found:#}");
+    assert_eq!(
+        (&found["param"], &found["target"]),
+        (&json!("chance"), &json!({"player": "caller", "outcome": "won", "share": 0.3, "within": 0.05}))
+    );
+    let value = found["value"].as_i64().expect("an integer parameter's answer is an integer");
+    let truth = value as f64 / 100.0;
+    assert!((truth - 0.3).abs() <= 0.05, "chance {value} wins {truth} of the time");
+    let share = &found["share"];
+    let (low, high) = (share["low"].as_f64().unwrap(), share["high"].as_f64().unwrap());
+    assert!(low >= 0.25 && high <= 0.35, "{share}");
+    assert!(low <= truth && truth <= high, "the interval {low}..{high} holds the true share {truth}");
+    assert_eq!(share["value"], value);
+    let evaluations = found["evaluations"].as_array().unwrap();
+    let games = |v: i64| evaluations.iter().find(|e| e["value"] == v).map(|e| e["games"].as_u64().unwrap());
+    assert_eq!(games(0), Some(100), "the first sweep gives each value 100 games");
+    assert!(games(value).unwrap() > 100, "the answer got more games: {evaluations:?}");
+    let total: u64 = evaluations.iter().map(|e| e["games"].as_u64().unwrap()).sum();
+    assert_eq!(found["games_played"], total);
+
+    let again = tune(&args);
+    assert_eq!((&again["value"], &again["evaluations"]), (&found["value"], &found["evaluations"]));
+}
+
+/// A float parameter is tuned to a float, within its declared bounds.
+#[test]
+fn tune_varies_a_float_parameter() {
+    let found = tune(&["--vary", "bias=-0.4..0.4", "--target", "caller:won=0.7", "--seed", "t2"]);
+    assert_eq!(found["found"], true, "{found:#}");
+    let bias = found["value"].as_f64().unwrap();
+    assert!((0.5 + bias - 0.7).abs() <= 0.05, "bias {bias}");
+}
+
+/// A share no value in the range gives is reported as not found, with the evidence: the shares
+/// at both ends, and the nearest value tried.
+#[test]
+fn tune_says_when_no_value_can_give_the_share() {
+    let answer = tune(&["--vary", "chance=0..20", "--target", "caller:won=0.5", "--seed", "t3"]);
+    assert_eq!(answer["found"], false);
+    let why = answer["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("no value in 0..20 gives 50%: the share stays below it (the share is 0% at 0 and "),
+        "{why}"
+    );
+    assert_eq!(answer["value"], 20, "the nearest value tried");
+
+    // As a person reads it.
+    let (code, out, _) = run(&coin(), &["tune", "coin", "--vary", "chance=0..20", "--target", "caller:won=0.5"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("no value of chance found for caller won 50% ± 5%\n  no value in 0..20 gives 50%"),
+        "{out}"
+    );
+    assert!(out.contains("\n  nearest: chance = 20: "), "{out}");
+}
+
+/// Each bad request names what is wrong, and exits 2.
+#[test]
+fn tune_refuses_bad_requests_by_name() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--vary", "chanse=0..100", "--target", "caller:won=0.3"],
+            "error: pack `coin` has no numeric parameter `chanse`: did you mean `chance`?",
+        ),
+        (
+            &["--vary", "chance=0..120", "--target", "caller:won=0.3"],
+            "error: parameter `chance` is 0 to 100 (param_bounds), not 120",
+        ),
+        (
+            &["--vary", "chance=80..20", "--target", "caller:won=0.3"],
+            "error: the range of `chance` runs from low to high: 20..80, not 80..20",
+        ),
+        (
+            &["--vary", "label=0..1", "--target", "caller:won=0.3"],
+            "error: pack `coin` has no numeric parameter `label`",
+        ),
+        (
+            &["--vary", "chance=0..100", "--target", "caller:draw=0.3"],
+            "error: pack `coin` has no outcome `draw` (its outcomes: won, lost)",
+        ),
+        (
+            &["--vary", "chance=0..100", "--target", "cheater:won=0.3"],
+            "error: pack `coin` has no player `cheater` (players: caller)",
+        ),
+        (&["--vary", "chance=0..100", "--target", "caller:won"], "error: --target: a target is PLAYER:OUTCOME=SHARE"),
+        (
+            &["--vary", "chance=0..100:5", "--target", "caller:won=0.3"],
+            "error: --vary takes NAME=LO..HI: tune chooses the values itself",
+        ),
+    ];
+    for (args, message) in cases {
+        let (code, out, err) = run(&coin(), &[&["tune", "coin"], *args].concat());
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.trim_end().starts_with(message), "{args:?}:\n{err}\nwanted: {message}");
+    }
+}
+
+/// A sweep plays the same games at each value as `simulate --param` does at that value: its
+/// per-value reports are those runs' reports.
+#[test]
+fn a_sweep_is_the_same_games_as_simulate_at_each_value() {
+    let (code, out, err) =
+        run(&coin(), &["simulate", "coin", "--sweep", "chance=20..60:20", "--games", "40", "--seed", "s", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let sweep: Value = serde_json::from_str(&out).unwrap();
+    let points = sweep["sweep"].as_array().unwrap();
+    assert_eq!(points.iter().map(|p| p["value"].clone()).collect::<Vec<_>>(), [json!(20), json!(40), json!(60)]);
+    for point in points {
+        let value = format!("chance={}", point["value"]);
+        let (code, out, err) =
+            run(&coin(), &["simulate", "coin", "--param", &value, "--games", "40", "--seed", "s", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let alone: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(point["players"], alone["players"], "{value}");
+    }
+    // More chance, more wins, on the same games.
+    let wins: Vec<f64> =
+        points.iter().map(|p| p["players"][0]["outcomes"]["won"]["share"].as_f64().unwrap_or(0.0)).collect();
+    assert!(wins[0] < wins[1] && wins[1] < wins[2], "{wins:?}");
+
+    // Two ranges make a grid; the table names each value.
+    let (code, out, err) = run(
+        &coin(),
+        &["simulate", "coin", "--sweep", "chance=0..100:100", "--sweep", "bias=0..0.2:0.2", "--games", "5", "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let grid: Value = serde_json::from_str(&out).unwrap();
+    let values: Vec<Value> = grid["sweep"].as_array().unwrap().iter().map(|p| p["value"].clone()).collect();
+    assert_eq!(
+        values,
+        [
+            json!({"chance": 0, "bias": 0.0}),
+            json!({"chance": 0, "bias": 0.2}),
+            json!({"chance": 100, "bias": 0.0}),
+            json!({"chance": 100, "bias": 0.2}),
+        ]
+    );
+    let (_, table, _) = run(&coin(), &["simulate", "coin", "--sweep", "chance=0..100:100", "--games", "5"]);
+    assert!(table.contains("chance = 0\ncaller (5 games)\n  lost"), "{table}");
+    assert!(table.contains("chance = 100\ncaller (5 games)\n  won"), "{table}");
+}
+
+/// `--param` sets a number for one run and changes what the games do; nothing on disk changes;
+/// a bad one is refused by name.
+#[test]
+fn a_param_changes_one_run_of_the_pirate() {
+    let manifest = std::fs::read_to_string(repo_root().join("config/pirate.yaml")).unwrap();
+    let games = ["--games", "6", "--player", "liar", "--seed", "p"];
+    let (code, out, err) =
+        run(&repo_root(), &[&["simulate", "pirate", "--json", "--param", "thresholds.medium=0"], &games[..]].concat());
+    assert_eq!(code, 0, "{err}");
+    let easy: Value = serde_json::from_str(&out).unwrap();
+    // At a threshold of 0 the captain's first agreeing reply wins.
+    let won: f64 = ["won_exact_phrase", "won_agreement", "won_score"]
+        .iter()
+        .map(|o| easy["players"][0]["outcomes"][o]["share"].as_f64().unwrap_or(0.0))
+        .sum();
+    assert_eq!(won, 1.0, "{easy:#}");
+    assert_eq!(std::fs::read_to_string(repo_root().join("config/pirate.yaml")).unwrap(), manifest);
+
+    for (param, message) in [
+        ("thresholds.medium=101", "error: --param: parameter `thresholds.medium` is 0 to 100 (param_bounds), not 101"),
+        (
+            "thresholds.medum=50",
+            "error: --param: the pack has no numeric parameter `thresholds.medum`: did you mean `thresholds.medium`?",
+        ),
+        ("thresholds.medium=5.5", "error: --param: parameter `thresholds.medium` is an integer, not 5.5"),
+        ("thresholds.medium=high", "error: --param thresholds.medium: `high` is not a number"),
+        ("forbidden_phrase=1", "error: --param: the pack has no numeric parameter `forbidden_phrase`"),
+    ] {
+        let (code, _, err) = run(&repo_root(), &["simulate", "pirate", "--games", "1", "--param", param]);
+        assert_eq!(code, 2, "{param}");
+        assert!(err.starts_with(message), "{param}:\n{err}");
+    }
+}
+
+/// `run` and `play` take `--param` too: a turn of the coin at a chance of 0 or 100.
+#[test]
+fn a_param_changes_a_run() {
+    let (_dir, inputs) = crate::support::temp_file("toss.yaml", "- {side: heads}\n");
+    for (chance, outcome) in [("chance=0", "lost"), ("chance=100", "won")] {
+        let (code, out, err) = run(&coin(), &["run", "coin", "--input", inputs.to_str().unwrap(), "--param", chance]);
+        assert_eq!(code, 0, "{err}");
+        let line: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        assert_eq!(line["output"]["outcome"], outcome, "{chance}");
+    }
+}
+
+/// A manifest's bounds are checked as it loads: a bound on something that is no number, or one
+/// its own value breaks, is named at its place.
+#[test]
+fn param_bounds_are_checked_where_they_are_written() {
+    let copy = crate::support::copy_of(&["tests/packs/coin"]);
+    let root = copy.path().join("tests/packs/coin");
+    let bounds = "  chance: {min: 60, max: 100}\n  lable: {min: 0}";
+    crate::support::edit(&root, "config/coin.yaml", "  chance: {min: 0, max: 100}", bounds);
+    let (code, _, err) = run(&root, &["check"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("error: `chance` is 50 in params, outside its param_bounds (60 to 100)"), "{err}");
+    assert!(err.contains("error: param_bounds names `lable`, which is no number in params"), "{err}");
+    assert!(err.contains("--> config/coin.yaml:10:"), "{err}");
+}
+
+/// The API's simulate takes `params` as the command line's `--param`: the games played at those
+/// values, a bad one refused 422 by name, on either of two replicas of one PostgreSQL (nothing a
+/// batch needs lives in one replica).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apis_simulate_takes_params() {
+    let store = crate::support::postgres();
+    let replicas: Vec<_> = match &store {
+        Some(url) => (0..2).map(|_| crate::support::start(&coin(), url, &[])).collect(),
+        None => vec![crate::support::start(&coin(), "memory", &[])],
+    };
+    for server in &replicas {
+        let url = format!("{}/v1/packs/coin/simulate", server.url);
+        let (status, report) = crate::support::post(&url, json!({"games": 20, "params": {"chance": 100}})).await;
+        assert_eq!(status, 200, "{report}");
+        assert_eq!(report["players"][0]["outcomes"]["won"]["share"], 1.0, "{report}");
+        let (status, report) = crate::support::post(&url, json!({"games": 20, "params": {"chance": 0}})).await;
+        assert_eq!((status.as_u16(), &report["players"][0]["outcomes"]["lost"]["share"]), (200, &json!(1.0)));
+        let (status, body) = crate::support::post(&url, json!({"games": 5, "params": {"chance": 140}})).await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(body["error"]["message"], "parameter `chance` is 0 to 100 (param_bounds), not 140");
+        let (status, body) = crate::support::post(&url, json!({"games": 5, "params": {"chanse": 1}})).await;
+        assert_eq!(status, 422, "{body}");
+        assert_eq!(
+            body["error"]["message"],
+            "the pack has no numeric parameter `chanse`: did you mean `chance`? (its numbers: chance, bias)"
+        );
+    }
+}
