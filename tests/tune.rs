@@ -15,11 +15,12 @@ fn run(root: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     (out.status.code().unwrap_or(-1), stdout(&out), stderr(&out))
 }
 
-/// `tune coin ARGS --json`: the answer.
+/// `tune coin ARGS --json`: the answer (exit 0 when found, 1 when not).
 fn tune(args: &[&str]) -> Value {
     let (code, out, err) = run(&coin(), &[&["tune", "coin", "--json"], args].concat());
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
+    let answer: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(code, if answer["found"] == true { 0 } else { 1 }, "{err}");
+    answer
 }
 
 /// Tune finds a chance whose true share of wins is within the tolerance of the target, its
@@ -52,6 +53,18 @@ fn tune_finds_the_value_that_gives_the_share_wanted() {
 
     let again = tune(&args);
     assert_eq!((&again["value"], &again["evaluations"]), (&found["value"], &found["evaluations"]));
+
+    // The page says the answer in its heading and lists every value tried, as the table does.
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("tune.html");
+    let (code, out, err) = run(&coin(), &[&["tune", "coin", "--html", page.to_str().unwrap()], &args[..]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("chance = {value} gives caller won 30% ± 5%: ")), "{out}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!("<h1>coin: chance = {value} gives caller won 30% ± 5%</h1>")), "{html}");
+    for e in evaluations {
+        assert!(html.contains(&format!("<tr><td>{}</td>", e["value"])), "{}", e["value"]);
+    }
 }
 
 /// A float parameter is tuned to a float, within its declared bounds.
@@ -78,7 +91,7 @@ fn tune_says_when_no_value_can_give_the_share() {
 
     // As a person reads it.
     let (code, out, _) = run(&coin(), &["tune", "coin", "--vary", "chance=0..20", "--target", "caller:won=0.5"]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1, "not found fails a script that asked");
     assert!(
         out.starts_with("no value of chance found for caller won 50% ± 5%\n  no value in 0..20 gives 50%"),
         "{out}"
@@ -167,9 +180,17 @@ fn a_sweep_is_the_same_games_as_simulate_at_each_value() {
             json!({"chance": 100, "bias": 0.2}),
         ]
     );
-    let (_, table, _) = run(&coin(), &["simulate", "coin", "--sweep", "chance=0..100:100", "--games", "5"]);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("sweep.html");
+    let (_, table, _) = run(
+        &coin(),
+        &["simulate", "coin", "--sweep", "chance=0..100:100", "--games", "5", "--html", page.to_str().unwrap()],
+    );
     assert!(table.contains("chance = 0\ncaller (5 games)\n  lost"), "{table}");
     assert!(table.contains("chance = 100\ncaller (5 games)\n  won"), "{table}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h1>coin: chance at each value</h1>"), "{html}");
+    assert!(html.contains("<title>chance = 100: won 100.0% (95%: 56.6–100.0%)</title>"), "{html}");
 }
 
 /// `--param` sets a number for one run and changes what the games do; nothing on disk changes;

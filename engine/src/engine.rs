@@ -190,7 +190,8 @@ impl Engine {
         }
     }
 
-    /// Another engine on the same packs, models, search and store, with `values` set for `pack`
+    /// Another engine on the same packs, models, search and store (not the observers given to
+    /// [`Engine::on_llm_call`]), with `values` set for `pack`
     /// in place of its manifest's numbers (see [`EngineBuilder::params`]): another copy of the
     /// rules, as `--param`, simulate's sweeps and `tune` play them. The values are checked as
     /// the pack loads: an input error names the first that does not fit.

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 /// manifest's (`thresholds.easy` → 55).
 pub type ParamValues = BTreeMap<String, Json>;
 
+/// The largest integer a float holds exactly (2^53): past it an integer parameter's value would
+/// not be the one given.
+const MOST_EXACT: f64 = 9_007_199_254_740_992.0;
+
 /// One number of a pack's `params:`, as a run may vary it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -38,7 +42,7 @@ impl NumericParam {
         if !value.is_finite() {
             return Err(Error::input(format!("parameter `{path}` is a number, not {value}")));
         }
-        if self.integer && value.fract() != 0.0 {
+        if self.integer && (value.fract() != 0.0 || value.abs() > MOST_EXACT) {
             return Err(Error::input(format!("parameter `{path}` is an integer, not {value}")));
         }
         if self.min.is_some_and(|min| value < min) || self.max.is_some_and(|max| value > max) {
@@ -73,7 +77,9 @@ pub(crate) fn numbers(params: &IndexMap<String, Spanned<Json>>, bounds: &BoundsO
                 out.push(NumericParam { integer: n.is_i64() || n.is_u64(), path: prefix, value, min, max });
             }
             Json::Object(map) => {
-                for (k, v) in map {
+                // A key holding a dot cannot be told from a path through it: it is not a
+                // parameter a run may set.
+                for (k, v) in map.iter().filter(|(k, _)| !k.contains('.')) {
                     walk(format!("{prefix}.{k}"), v, bounds, out);
                 }
             }
@@ -81,7 +87,7 @@ pub(crate) fn numbers(params: &IndexMap<String, Spanned<Json>>, bounds: &BoundsO
         }
     }
     let mut out = Vec::new();
-    for (k, v) in params {
+    for (k, v) in params.iter().filter(|(k, _)| !k.contains('.')) {
         walk(k.clone(), &v.value, bounds, &mut out);
     }
     out
@@ -98,11 +104,12 @@ pub(crate) fn bounds_of(decl: &IndexMap<String, Spanned<BoundsDecl>>) -> BoundsO
 
 /// Sets `values` in the manifest's `params:` in place of its own: each must name a number there
 /// (an unknown name is answered with the nearest one), be a number, an integer where the
-/// manifest's is, and within its declared bounds. An input error otherwise, naming the first
-/// that is not.
-pub(crate) fn apply(m: &mut Manifest, values: &ParamValues) -> Result<()> {
+/// manifest's is, and within its declared bounds. The values as set (an integer parameter's
+/// as an integer), or an input error naming the first that does not fit.
+pub(crate) fn apply(m: &mut Manifest, values: &ParamValues) -> Result<ParamValues> {
+    let mut set_to = ParamValues::new();
     if values.is_empty() {
-        return Ok(());
+        return Ok(set_to);
     }
     let known = numbers(&m.params, &bounds_of(&m.param_bounds));
     for (path, value) in values {
@@ -120,9 +127,10 @@ pub(crate) fn apply(m: &mut Manifest, values: &ParamValues) -> Result<()> {
             return Err(Error::input(format!("parameter `{path}` is a number, not {value}")));
         };
         let value = param.check(x)?;
-        set(&mut m.params, path, value);
+        set(&mut m.params, path, value.clone());
+        set_to.insert(path.clone(), value);
     }
-    Ok(())
+    Ok(set_to)
 }
 
 /// Puts `value` at `path` (which names a number in `params`).
@@ -143,7 +151,7 @@ pub fn parse_param(text: &str) -> Result<(String, Json)> {
     let Some((name, value)) = text.split_once('=') else {
         return Err(Error::input(format!("--param takes NAME=VALUE (thresholds.easy=55), not `{text}`")));
     };
-    let number: f64 = value.trim().parse().map_err(|_| {
+    let number: f64 = value.trim().parse().ok().filter(|x: &f64| x.is_finite()).ok_or_else(|| {
         Error::input(format!("--param {name}: `{value}` is not a number (parameters a run sets are numbers)"))
     })?;
     let value = if number.fract() == 0.0 && !value.contains(['.', 'e', 'E']) && number.abs() < 9e15 {
@@ -181,5 +189,7 @@ mod tests {
         assert_eq!(parse_param("rate=0.5").unwrap(), ("rate".into(), Json::from(0.5)));
         assert!(parse_param("rate").unwrap_err().detail().contains("NAME=VALUE"));
         assert!(parse_param("rate=high").unwrap_err().detail().contains("is not a number"));
+        assert!(parse_param("rate=NaN").unwrap_err().detail().contains("is not a number"));
+        assert!(parse_param("rate=inf").unwrap_err().detail().contains("is not a number"));
     }
 }

@@ -3,10 +3,13 @@
 //! its 95% interval, the turns games took, and where each tracked field stood turn by turn (the
 //! median and the band from the 10th to the 90th percentile, a dashed line at its threshold when
 //! the pack names one); with `--against`, the other copy of the rules drawn beside in another
-//! colour, what differs between the copies, and the differences with their intervals.
+//! colour, what differs between the copies, and the differences with their intervals. A sweep's
+//! page draws each outcome's share against the value (a heat map for a grid of two), and a
+//! tune's every value tried over the target's band.
 
 use std::fmt::Write as _;
 
+use super::tune::{SweepPoint, TuneReport};
 use super::{Against, PlayerReport, Report, Spread, Tracked, UNFINISHED};
 
 /// This copy's colour, and the other copy's.
@@ -57,6 +60,281 @@ pub fn page(report: &Report) -> String {
     }
     format!(
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>{pack}: simulation</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
+    )
+}
+
+/// One colour per outcome of a sweep's chart, in turn.
+const PALETTE: [&str; 8] = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#4b5563"];
+
+/// `simulate --sweep ... --html FILE`: for one parameter, per player, each outcome's share
+/// against the value (a line, its 95% interval a band); for two, per player and outcome, a heat
+/// map of the share over the grid.
+pub fn sweep(pack: &str, param: &[String], games: u32, seed: &str, points: &[SweepPoint]) -> String {
+    let mut body = format!(
+        "<h1>{}: {} at each value</h1><p class=meta>{games} games per player at each value, the same games at every value · seed <code>{}</code></p>",
+        escape(pack),
+        escape(&param.join(" × ")),
+        escape(seed)
+    );
+    let players: Vec<&str> =
+        points.first().map(|p| p.players.iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
+    for (i, player) in players.iter().enumerate() {
+        let _ = write!(body, "<section><h2>{}</h2><div class=charts>", escape(player));
+        let mut outcomes: Vec<&String> = points.iter().flat_map(|p| p.players[i].outcomes.keys()).collect();
+        outcomes.sort();
+        outcomes.dedup();
+        if param.len() == 1 {
+            body.push_str(&curves(&param[0], points, i, &outcomes));
+        } else {
+            for outcome in outcomes {
+                body.push_str(&heat_map(param, points, i, outcome));
+            }
+        }
+        body.push_str("</div></section>");
+    }
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{}: sweep</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
+        escape(pack)
+    )
+}
+
+/// A value of a sweep's point as a number (one parameter) or the pair's (two).
+fn value_at(point: &SweepPoint, param: &str) -> f64 {
+    match &point.value {
+        serde_json::Value::Object(m) => m.get(param).and_then(|v| v.as_f64()).unwrap_or(0.0),
+        v => v.as_f64().unwrap_or(0.0),
+    }
+}
+
+/// Share against value: a line per outcome, its interval a band.
+fn curves(param: &str, points: &[SweepPoint], player: usize, outcomes: &[&String]) -> String {
+    let (width, height, left, right) = (640.0, 260.0, 40.0, 150.0);
+    let xs: Vec<f64> = points.iter().map(|p| value_at(p, param)).collect();
+    let (lo, hi) =
+        (xs.iter().copied().fold(f64::INFINITY, f64::min), xs.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let x = |v: f64| left + (v - lo) / span * (width - left - right);
+    let y = |share: f64| 10.0 + (1.0 - share) * (height - 40.0);
+    let mut svg = svg_open(width, height);
+    for (k, outcome) in outcomes.iter().enumerate() {
+        let colour = PALETTE[k % PALETTE.len()];
+        let at = |p: &SweepPoint| {
+            p.players[player].outcomes.get(*outcome).map_or((0.0, 0.0, 0.0), |s| (s.share, s.low, s.high))
+        };
+        let upper: Vec<String> =
+            points.iter().map(|p| format!("{:.1},{:.1}", x(value_at(p, param)), y(at(p).2))).collect();
+        let lower: Vec<String> =
+            points.iter().rev().map(|p| format!("{:.1},{:.1}", x(value_at(p, param)), y(at(p).1))).collect();
+        let line: Vec<String> =
+            points.iter().map(|p| format!("{:.1},{:.1}", x(value_at(p, param)), y(at(p).0))).collect();
+        let _ = write!(
+            svg,
+            "<polygon points=\"{} {}\" fill={colour} opacity=.15 /><polyline points=\"{}\" fill=none stroke={colour} stroke-width=2 />",
+            upper.join(" "),
+            lower.join(" "),
+            line.join(" ")
+        );
+        for p in points {
+            let (share, low, high) = at(p);
+            let _ = write!(
+                svg,
+                "<circle cx={:.1} cy={:.1} r=3 fill={colour}><title>{} = {}: {} {:.1}% (95%: {:.1}–{:.1}%)</title></circle>",
+                x(value_at(p, param)),
+                y(share),
+                escape(param),
+                round(value_at(p, param)),
+                escape(outcome),
+                share * 100.0,
+                low * 100.0,
+                high * 100.0
+            );
+        }
+        let _ = write!(
+            svg,
+            "<rect x={:.1} y={:.1} width=10 height=10 fill={colour} /><text x={:.1} y={:.1}>{}</text>",
+            width - right + 14.0,
+            12.0 + k as f64 * 16.0,
+            width - right + 28.0,
+            21.0 + k as f64 * 16.0,
+            escape(outcome)
+        );
+    }
+    for tick in [0.0, 0.5, 1.0] {
+        let _ = write!(svg, "<text x=0 y={:.1}>{}%</text>", y(tick) + 4.0, tick * 100.0);
+    }
+    let _ = write!(
+        svg,
+        "<text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text>",
+        x(lo),
+        height - 6.0,
+        round(lo),
+        x(hi),
+        height - 6.0,
+        round(hi),
+        (x(lo) + x(hi)) / 2.0,
+        height - 6.0,
+        escape(param)
+    );
+    chart("Outcomes by value (share, 95% interval)", svg)
+}
+
+/// One outcome's share over a grid of two parameters, a cell per pair, darker for more.
+fn heat_map(param: &[String], points: &[SweepPoint], player: usize, outcome: &str) -> String {
+    let mut columns: Vec<f64> = points.iter().map(|p| value_at(p, &param[0])).collect();
+    let mut rows: Vec<f64> = points.iter().map(|p| value_at(p, &param[1])).collect();
+    for v in [&mut columns, &mut rows] {
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+    }
+    let (cell, left, top) = (44.0, 60.0, 20.0);
+    let (width, height) = (left + cell * columns.len() as f64 + 10.0, top + cell * rows.len() as f64 + 30.0);
+    let mut svg = svg_open(width, height);
+    for p in points {
+        let (c, r) = (value_at(p, &param[0]), value_at(p, &param[1]));
+        let (Some(i), Some(j)) = (columns.iter().position(|v| *v == c), rows.iter().position(|v| *v == r)) else {
+            continue;
+        };
+        let share = p.players[player].outcomes.get(outcome).map_or(0.0, |s| s.share);
+        let (cx, cy) = (left + i as f64 * cell, top + j as f64 * cell);
+        let ink = if share > 0.55 { "#ffffff" } else { "#111827" };
+        let _ = write!(
+            svg,
+            "<rect x={cx:.1} y={cy:.1} width={cell} height={cell} fill=#2563eb fill-opacity={:.2} stroke=#ffffff /><text x={:.1} y={:.1} text-anchor=middle style=\"fill:{ink}\">{}%</text>",
+            0.05 + share * 0.9,
+            cx + cell / 2.0,
+            cy + cell / 2.0 + 4.0,
+            (share * 100.0).round()
+        );
+    }
+    for (i, c) in columns.iter().enumerate() {
+        let _ = write!(
+            svg,
+            "<text x={:.1} y={:.1} text-anchor=middle>{}</text>",
+            left + i as f64 * cell + cell / 2.0,
+            top - 6.0,
+            round(*c)
+        );
+    }
+    for (j, r) in rows.iter().enumerate() {
+        let _ = write!(svg, "<text x=0 y={:.1}>{}</text>", top + j as f64 * cell + cell / 2.0 + 4.0, round(*r));
+    }
+    let _ = write!(
+        svg,
+        "<text x={left} y={:.1}>across: {} · down: {}</text>",
+        height - 8.0,
+        escape(&param[0]),
+        escape(&param[1])
+    );
+    chart(&format!("{} (share)", escape(outcome)), svg)
+}
+
+/// `tune --html FILE`: every value tried, its share and 95% interval, over the target's band,
+/// the answer marked.
+pub fn tune(r: &TuneReport) -> String {
+    let t = &r.target;
+    let pct = |x: f64| format!("{}%", round(x * 100.0));
+    let verdict = if r.found {
+        format!(
+            "{} = {} gives {} {} {} ± {}",
+            escape(&r.param),
+            r.value,
+            escape(&t.player),
+            escape(&t.outcome),
+            pct(t.share),
+            pct(t.within)
+        )
+    } else {
+        format!(
+            "no value of {} found for {} {} {} ± {}",
+            escape(&r.param),
+            escape(&t.player),
+            escape(&t.outcome),
+            pct(t.share),
+            pct(t.within)
+        )
+    };
+    let mut body = format!(
+        "<h1>{}: {verdict}</h1><p class=meta>{} games in {:.1} s · seed <code>{}</code>{}</p>",
+        escape(&r.pack),
+        r.games_played,
+        r.seconds,
+        escape(&r.seed),
+        r.why.as_deref().map(|w| format!(" · {}", escape(w))).unwrap_or_default()
+    );
+    let (width, height, left) = (640.0, 280.0, 40.0);
+    let xs: Vec<f64> = r.evaluations.iter().filter_map(|e| e.value.as_f64()).collect();
+    let (lo, hi) =
+        (xs.iter().copied().fold(f64::INFINITY, f64::min), xs.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    let x = |v: f64| left + 10.0 + (v - lo) / span * (width - left - 30.0);
+    let y = |share: f64| 10.0 + (1.0 - share) * (height - 40.0);
+    let mut svg = svg_open(width, height);
+    let (band_low, band_high) = ((t.share - t.within).max(0.0), (t.share + t.within).min(1.0));
+    let _ = write!(
+        svg,
+        "<rect x={left} y={:.1} width={:.1} height={:.1} fill=#16a34a opacity=.15><title>the target: {} to {}</title></rect>",
+        y(band_high),
+        width - left,
+        y(band_low) - y(band_high),
+        pct(band_low),
+        pct(band_high)
+    );
+    let answer = r.value.as_f64();
+    for e in &r.evaluations {
+        let Some(v) = e.value.as_f64() else { continue };
+        let colour = if Some(v) == answer { if r.found { "#16a34a" } else { "#ea580c" } } else { HERE };
+        let _ = write!(
+            svg,
+            "<line x1={:.1} x2={:.1} y1={:.1} y2={:.1} stroke={colour} stroke-width=2 /><circle cx={:.1} cy={:.1} r={} fill={colour}><title>{} = {}: {:.1}% (95%: {:.1}–{:.1}%, {} games)</title></circle>",
+            x(v),
+            x(v),
+            y(e.high),
+            y(e.low),
+            x(v),
+            y(e.share),
+            if Some(v) == answer { 5 } else { 3 },
+            escape(&r.param),
+            e.value,
+            e.share * 100.0,
+            e.low * 100.0,
+            e.high * 100.0,
+            e.games
+        );
+    }
+    for tick in [0.0, 0.5, 1.0] {
+        let _ = write!(svg, "<text x=0 y={:.1}>{}%</text>", y(tick) + 4.0, tick * 100.0);
+    }
+    let _ = write!(
+        svg,
+        "<text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text>",
+        x(lo),
+        height - 6.0,
+        round(lo),
+        x(hi),
+        height - 6.0,
+        round(hi),
+        (x(lo) + x(hi)) / 2.0,
+        height - 6.0,
+        escape(&r.param)
+    );
+    body.push_str("<div class=charts>");
+    body.push_str(&chart("Share at each value tried (95% interval), the target's band in green", svg));
+    body.push_str("</div><table><tr><th>value</th><th>share</th><th>95% interval</th><th>games</th></tr>");
+    for e in &r.evaluations {
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}–{}</td><td>{}</td></tr>",
+            e.value,
+            pct(e.share),
+            pct(e.low),
+            pct(e.high),
+            e.games
+        );
+    }
+    body.push_str("</table>");
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{}: tune</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
+        escape(&r.pack)
     )
 }
 

@@ -6,13 +6,18 @@
 //! between two values is the rules', not the dice's.
 //!
 //! `tune` spends games where they decide the answer. A coarse sweep of up to nine values at
-//! [`FIRST_GAMES`] games each finds where the share crosses the target; bisection narrows the
-//! crossing to two neighbouring values (integers) or a stretch of a thousandth of the range;
-//! then the value nearest the target gets more games, doubling, until its 95% (Wilson) interval
-//! lies inside `share ± within` (found), lies wholly outside it (that value cannot, the next
-//! nearest is tried), or the budget is spent. "Found" promises that interval, on these players
-//! and options: the share's true value at the answer is within the tolerance with 95%
-//! confidence. When no value is found, the answer is the evaluation nearest the target, with why.
+//! [`FIRST_GAMES`] games each finds where the share crosses the target; its two neighbours get
+//! more games, doubling, until each one's 95% (Wilson) interval lies on one side of the target
+//! (or inside the band); bisection, each midpoint played the same way, narrows the crossing to
+//! two neighbouring values (integers) or a thousandth of the range; then the nearer of the two,
+//! and the other after it, get more games until an interval lies inside `share ± within`
+//! (found), wholly outside it, or the games allowed run out. When no value is found, the answer
+//! is the evaluation nearest the target, with why.
+//!
+//! What "found" promises: at the answer, the share's 95% interval from its own games lies inside
+//! the band. The search looks at several values and stops when one fits, so across the whole
+//! search that is a strong indication rather than a 95% guarantee; a second run with another seed
+//! (or `simulate --param NAME=VALUE --seed S`) confirms it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
@@ -71,6 +76,9 @@ impl Range {
     pub fn values(&self, p: &NumericParam) -> Result<Vec<f64>> {
         self.ends(p)?;
         let (lo, hi) = (self.lo, self.hi);
+        if hi == lo {
+            return Ok(vec![lo]);
+        }
         let step = self.step.unwrap_or(if p.integer { 1.0 } else { (hi - lo) / 10.0 });
         if step <= 0.0 || (hi > lo && step == 0.0) {
             return Err(Error::input(format!("the step of `{}` is more than 0, not {step}", self.param)));
@@ -78,21 +86,22 @@ impl Range {
         if p.integer && step.fract() != 0.0 {
             return Err(Error::input(format!("`{}` is an integer: its step is too, not {step}", self.param)));
         }
-        if hi == lo {
-            return Ok(vec![lo]);
-        }
-        let n = ((hi - lo) / step + 1e-9).floor() as usize + 1;
-        if n > MOST_VALUES {
+        let n = ((hi - lo) / step + 1e-9).floor() + 1.0;
+        if !n.is_finite() || n > MOST_VALUES as f64 {
             return Err(Error::input(format!(
                 "{n} values of `{}` is more than {MOST_VALUES}: take a longer step",
                 self.param
             )));
         }
+        let n = n as usize;
         Ok((0..n).map(|i| if p.integer { lo + step * i as f64 } else { tidy(lo + step * i as f64) }).collect())
     }
 
     /// The ends checked: in order, within the parameter's bounds, integers for an integer.
     fn ends(&self, p: &NumericParam) -> Result<()> {
+        if !(self.hi - self.lo).is_finite() {
+            return Err(Error::input(format!("the range of `{}` is too wide to step through", self.param)));
+        }
         if self.lo > self.hi {
             return Err(Error::input(format!(
                 "the range of `{}` runs from low to high: {}..{}, not {}..{}",
@@ -200,11 +209,13 @@ pub fn sweep(
     let points = grid(engine, &batch.pack, &sweep.ranges)?;
     let pack = engine.pack(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
-    let players = players(engine, &pack, &batch.players)?;
+    players(engine, &pack, &batch.players)?;
     let plan = plan_of(batch, &pack);
     let mut out = Vec::with_capacity(points.len());
     for (values, shown) in points {
         let copy = engine.with_params(&batch.pack, values)?;
+        // The players as this copy loads them: a player reading the parameter sees the value.
+        let players = players(&copy, &*copy.pack(&batch.pack)?, &batch.players)?;
         let rules = Rules { engine: &copy, options: &batch.options };
         let played = play(handle, &plan, &players, &rules, &batch.prices, tick, stop);
         if let Some(e) = played.iter().find_map(|p| p.error.clone()) {
@@ -246,7 +257,7 @@ impl Target {
     pub fn parse(text: &str, within: f64) -> Result<Target> {
         let shape = || Error::input(format!("a target is PLAYER:OUTCOME=SHARE (liar:won_*=0.3), not `{text}`"));
         let (who, share) = text.split_once('=').ok_or_else(shape)?;
-        let (player, outcome) = who.split_once(':').ok_or_else(shape)?;
+        let (player, outcome) = who.rsplit_once(':').ok_or_else(shape)?;
         let share: f64 = share.trim().parse().map_err(|_| shape())?;
         if !(0.0..=1.0).contains(&share) {
             return Err(Error::input(format!("a target's share is 0 to 1, not {share}")));
@@ -378,9 +389,10 @@ struct Tuner<'a> {
     engine: &'a Engine,
     tune: &'a Tune,
     param: &'a NumericParam,
-    player: super::Player,
     plan: Plan,
-    tallies: BTreeMap<i64, (f64, Tally)>,
+    /// Each value tried: its copy of the rules (with the player as that copy loads it, so a
+    /// player reading the parameter sees the value) and its games so far.
+    values: Vec<Tried>,
     played: u64,
     /// Outcomes any game ended in, to refuse a target none matches.
     seen: std::collections::BTreeSet<String>,
@@ -388,28 +400,41 @@ struct Tuner<'a> {
     stop: &'a AtomicBool,
 }
 
-/// The key a value is kept under (values are compared to a billionth).
-fn key(x: f64) -> i64 {
-    (x * 1e9).round() as i64
+/// One value tried.
+struct Tried {
+    value: f64,
+    copy: Engine,
+    player: super::Player,
+    tally: Tally,
 }
 
 impl Tuner<'_> {
     fn tally(&self, x: f64) -> Tally {
-        self.tallies.get(&key(x)).map(|(_, t)| *t).unwrap_or_default()
+        self.values.iter().find(|v| v.value == x).map(|v| v.tally).unwrap_or_default()
     }
 
     /// Plays `x`'s next batch of games; false when the budget or the value's most games would be
     /// passed (nothing is played then).
     fn more(&mut self, x: f64) -> Result<bool> {
         let t = self.tally(x);
-        let games = if t.batches == 0 { FIRST_GAMES } else { FIRST_GAMES << (t.batches - 1) };
-        if t.games + games > self.tune.games_max.max(FIRST_GAMES) || self.played + u64::from(games) > self.tune.budget {
+        let games = u64::from(FIRST_GAMES) << t.batches.saturating_sub(1).min(20);
+        let most = u64::from(self.tune.games_max.clamp(FIRST_GAMES, super::MOST_GAMES));
+        if u64::from(t.games) + games > most || self.played + games > self.tune.budget {
             return Ok(false);
         }
-        let values = ParamValues::from([(self.tune.vary.param.clone(), json_of(self.param, x))]);
-        let copy = self.engine.with_params(&self.tune.pack, values)?;
+        if !self.values.iter().any(|v| v.value == x) {
+            let values = ParamValues::from([(self.tune.vary.param.clone(), json_of(self.param, x))]);
+            let copy = self.engine.with_params(&self.tune.pack, values)?;
+            let pack = copy.pack(&self.tune.pack)?;
+            let player = players(&copy, &pack, std::slice::from_ref(&self.tune.target.player))?
+                .pop()
+                .ok_or_else(|| Error::internal("no player"))?;
+            self.values.push(Tried { value: x, copy, player, tally: Tally::default() });
+        }
+        let tried = self.values.iter().find(|v| v.value == x).ok_or_else(|| Error::internal("a value not kept"))?;
+        let games = games as u32;
         let plan = Plan { games, seed: format!("{}~{}", self.tune.seed, t.batches), ..self.plan.clone() };
-        let rules = Rules { engine: &copy, options: &self.tune.options };
+        let rules = Rules { engine: &tried.copy, options: &self.tune.options };
         let left = self.tune.budget - self.played;
         let done = std::sync::atomic::AtomicU64::new(0);
         let tick = || {
@@ -417,7 +442,7 @@ impl Tuner<'_> {
             (self.progress)(&TuneProgress { value: x, games_left: left.saturating_sub(d) });
         };
         let played =
-            play(self.handle, &plan, std::slice::from_ref(&self.player), &rules, &BTreeMap::new(), &tick, self.stop);
+            play(self.handle, &plan, std::slice::from_ref(&tried.player), &rules, &BTreeMap::new(), &tick, self.stop);
         let played = played.into_iter().next().ok_or_else(|| Error::internal("a batch played no player"))?;
         if let Some(e) = played.error {
             return Err(e.error);
@@ -428,8 +453,9 @@ impl Tuner<'_> {
         let hits = played.outcomes.iter().filter(|o| self.tune.target.counts(o)).count() as u32;
         self.seen.extend(played.outcomes.iter().cloned());
         self.played += u64::from(games);
-        let entry = self.tallies.entry(key(x)).or_insert((x, Tally::default()));
-        entry.1 = Tally { games: entry.1.games + games, hits: entry.1.hits + hits, batches: t.batches + 1 };
+        if let Some(v) = self.values.iter_mut().find(|v| v.value == x) {
+            v.tally = Tally { games: v.tally.games + games, hits: v.tally.hits + hits, batches: t.batches + 1 };
+        }
         Ok(true)
     }
 
@@ -477,9 +503,8 @@ pub fn tune(
             declared.join(", ")
         )));
     }
-    let player = players(engine, &pack, std::slice::from_ref(&target.player))?
-        .pop()
-        .ok_or_else(|| Error::internal("no player"))?;
+    // The player is checked here, and loaded with each value's copy of the rules.
+    players(engine, &pack, std::slice::from_ref(&target.player))?;
     let batch = Batch {
         pack: tune.pack.clone(),
         games: FIRST_GAMES,
@@ -494,9 +519,8 @@ pub fn tune(
         engine,
         tune,
         param: &param,
-        player,
         plan: plan_of(&batch, &pack),
-        tallies: BTreeMap::new(),
+        values: Vec::new(),
         played: 0,
         seen: Default::default(),
         progress,
@@ -511,7 +535,9 @@ pub fn tune(
             t.seen.iter().cloned().collect::<Vec<_>>().join(", ")
         )));
     }
-    let evaluations: Vec<Evaluation> = t.tallies.values().map(|(x, _)| t.evaluation(*x)).collect();
+    let mut tried: Vec<f64> = t.values.iter().map(|v| v.value).collect();
+    tried.sort_by(f64::total_cmp);
+    let evaluations: Vec<Evaluation> = tried.iter().map(|x| t.evaluation(*x)).collect();
     let inside = |e: &Evaluation| e.low >= target.share - target.within && e.high <= target.share + target.within;
     let found = why.is_none();
     let best = match evaluations.iter().filter(|e| inside(e)).max_by_key(|e| e.games) {
@@ -555,7 +581,7 @@ fn seek(t: &mut Tuner<'_>) -> Result<Option<String>> {
     let integer = t.param.integer;
     // 1. A coarse sweep: up to nine values, the ends included, on their first games.
     let coarse: Vec<f64> = {
-        let n = if integer { ((hi - lo) as usize + 1).min(9) } else { 9 };
+        let n = if integer { ((hi - lo) + 1.0).min(9.0) as usize } else { 9 };
         let mut v: Vec<f64> = (0..n)
             .map(|i| {
                 let x = lo + (hi - lo) * i as f64 / (n - 1).max(1) as f64;
@@ -570,30 +596,29 @@ fn seek(t: &mut Tuner<'_>) -> Result<Option<String>> {
             return Ok(Some("the budget does not cover the first sweep: allow more with --budget".into()));
         }
     }
-    // 2. Where the share crosses the goal: neighbours the games place on either side of it (more
-    // games for a value until its interval says which side it is on, or lies in the band).
-    let mut bracket = None;
+    // 2. Where the share crosses the goal: neighbours whose games place them on either side of
+    // it. A value given more games may change sides, so the first sweep is read again until two
+    // neighbours agree with their games, or none cross.
     let above = |t: &Tuner<'_>, x: f64| t.tally(x).share() >= goal;
-    for w in coarse.windows(2) {
-        if above(t, w[0]) == above(t, w[1]) {
-            continue;
+    let bracket = loop {
+        let Some((x0, x1)) = coarse.windows(2).find(|w| above(t, w[0]) != above(t, w[1])).map(|w| (w[0], w[1])) else {
+            break None;
+        };
+        let (s0, s1) = (stand(t, x0)?, stand(t, x1)?);
+        if s0 == Standing::Inside || s1 == Standing::Inside {
+            let x = if s0 == Standing::Inside { x0 } else { x1 };
+            return finish(t, &[x]);
         }
-        let (sa, sb) = (stand(t, w[0])?, stand(t, w[1])?);
-        if sa == Standing::Inside || sb == Standing::Inside {
-            return Ok(None);
+        if s0 != s1 {
+            break Some((x0, x1, s0));
         }
-        if sa != sb {
-            bracket = Some((w[0], w[1], sa));
-            break;
-        }
-    }
+    };
     let Some((mut a, mut b, a_side)) = bracket else {
         // No crossing: a value already close may still be the answer.
         let mut near = coarse.clone();
         near.sort_by(|x, y| (t.tally(*x).share() - goal).abs().total_cmp(&(t.tally(*y).share() - goal).abs()));
-        if let Some(&x) = near.first()
-            && stand(t, x)? == Standing::Inside
-        {
+        let close: Vec<f64> = near.into_iter().take(1).collect();
+        if finish(t, &close)?.is_none() {
             return Ok(None);
         }
         let (first, last) = (t.evaluation(lo), t.evaluation(hi));
@@ -622,13 +647,39 @@ fn seek(t: &mut Tuner<'_>) -> Result<Option<String>> {
             _ => b = m,
         }
     }
-    // Neighbours on either side and neither in the band: a cliff, or games too few to tell.
-    let band = format!("{}–{}", pct(goal - t.tune.target.within), pct(goal + t.tune.target.within));
+    // 4. The two neighbours each side of the goal: the nearer first, played until its interval
+    // lies inside the band or outside it.
+    finish(t, &[a, b])
+}
+
+/// The last step: each of `candidates`, nearest the goal first, played until its interval lies
+/// inside the band (`None`: found), wholly outside it, or the games allowed run out; why none
+/// is the answer, otherwise.
+fn finish(t: &mut Tuner<'_>, candidates: &[f64]) -> Result<Option<String>> {
+    let (goal, within) = (t.tune.target.share, t.tune.target.within);
+    let mut order = candidates.to_vec();
+    order.sort_by(|x, y| (t.tally(*x).share() - goal).abs().total_cmp(&(t.tally(*y).share() - goal).abs()));
+    let mut undecided = Vec::new();
+    for &x in &order {
+        loop {
+            let (low, high) = t.tally(x).interval();
+            if low >= goal - within && high <= goal + within {
+                return Ok(None);
+            }
+            if high < goal - within || low > goal + within {
+                break;
+            }
+            if !t.more(x)? {
+                undecided.push(x);
+                break;
+            }
+        }
+    }
+    let band = format!("{}–{}", pct(goal - within), pct(goal + within));
     let show = |t: &Tuner<'_>, x: f64| {
         let e = t.evaluation(x);
         format!("{} at {} ({}–{}, {} games)", pct(e.share), num(x), pct(e.low), pct(e.high), e.games)
     };
-    let undecided: Vec<f64> = [a, b].into_iter().filter(|x| !decided(t, *x)).collect();
     if !undecided.is_empty() {
         let at: Vec<String> = undecided.iter().map(|x| show(t, *x)).collect();
         return Ok(Some(format!(
@@ -637,19 +688,13 @@ fn seek(t: &mut Tuner<'_>) -> Result<Option<String>> {
             at.join("; ")
         )));
     }
-    Ok(Some(format!(
-        "no value gives {band}: the share jumps between neighbouring values ({} → {})",
-        show(t, a),
-        show(t, b)
-    )))
-}
-
-/// Whether `x`'s interval says where it stands (inside the band, or wholly on one side of the
-/// goal), rather than its share alone.
-fn decided(t: &Tuner<'_>, x: f64) -> bool {
-    let (goal, within) = (t.tune.target.share, t.tune.target.within);
-    let (low, high) = t.tally(x).interval();
-    (low >= goal - within && high <= goal + within) || low > goal || high < goal
+    let mut at = order;
+    at.sort_by(f64::total_cmp);
+    let shown: Vec<String> = at.iter().map(|x| show(t, *x)).collect();
+    Ok(Some(match shown.as_slice() {
+        [one] => format!("the nearest value gives {one}, outside {band}"),
+        _ => format!("no value gives {band}: the share jumps between neighbouring values ({})", shown.join(" → ")),
+    }))
 }
 
 /// Plays `x` until its interval lies inside the band or wholly on one side of the goal; when
@@ -710,5 +755,7 @@ mod tests {
         assert!(t.counts("won_score") && t.counts("won_agreement") && !t.counts("continue"));
         assert!(Target::parse("liar:won=1.3", 0.05).unwrap_err().detail().contains("0 to 1"));
         assert!(Target::parse("liar=0.3", 0.05).unwrap_err().detail().starts_with("a target is"));
+        let model = Target::parse("model:smuggler:won_*=0.3", 0.05).unwrap();
+        assert_eq!((model.player.as_str(), model.outcome.as_str()), ("model:smuggler", "won_*"));
     }
 }

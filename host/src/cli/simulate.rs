@@ -154,8 +154,8 @@ fn sweep(
     args: Args,
     options: serde_json::Map<String, serde_json::Value>,
 ) -> Result<ExitCode> {
-    if args.record || args.against.is_some() || args.html.is_some() {
-        bail!("--sweep plays its games on its own: it takes no --record, --against or --html");
+    if args.record || args.against.is_some() {
+        bail!("--sweep plays its games on its own: it takes no --record or --against");
     }
     if args.sweeps.len() > 2 {
         bail!("--sweep varies one parameter, or two (a grid), not {}", args.sweeps.len());
@@ -180,6 +180,11 @@ fn sweep(
     bar.finish_and_clear();
     let pack = engine.pack(&args.pack)?;
     let max_turns = pack.simulate().max_turns;
+    if let Some(file) = &args.html {
+        let names: Vec<String> = sweep.ranges.iter().map(|r| r.param.clone()).collect();
+        std::fs::write(file, ruleweave::simulate::page::sweep(&args.pack, &names, args.games, &args.seed, &points))
+            .map_err(|e| anyhow::anyhow!("cannot write the sweep to {}: {e}", file.display()))?;
+    }
     if args.json {
         let report = serde_json::json!({
             "pack": args.pack,
@@ -201,6 +206,9 @@ fn sweep(
         println!("{value}");
         print_players(&point.players, max_turns);
         println!();
+    }
+    if let Some(file) = &args.html {
+        println!("the sweep with its charts: {}", file.display());
     }
     Ok(ExitCode::SUCCESS)
 }

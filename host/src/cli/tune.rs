@@ -45,6 +45,10 @@ pub(super) struct Args {
     /// Print the answer as one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also write the answer as one self-contained HTML page: each value tried, its share and
+    /// interval over the target's band.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
 }
 
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
@@ -77,12 +81,20 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let never = std::sync::atomic::AtomicBool::new(false);
     let report = tune::tune(rt.handle(), &engine, &request, &|p| shown(&bar, p), &never)?;
     bar.finish_and_clear();
+    if let Some(file) = &args.html {
+        std::fs::write(file, ruleweave::simulate::page::tune(&report))
+            .map_err(|e| anyhow::anyhow!("cannot write the answer to {}: {e}", file.display()))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         print_report(&report);
+        if let Some(file) = &args.html {
+            println!("\nthe answer with its chart: {}", file.display());
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    // Like `test`, an answer that was not found fails a script that asked for one.
+    Ok(if report.found { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 /// The answer for a person: the value (or that there is none, and why), then every value tried.

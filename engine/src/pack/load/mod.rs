@@ -44,9 +44,9 @@ pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes, params: &supe
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
     let mut manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path, &text))?;
-    super::params::apply(&mut manifest, params)?;
+    let params = super::params::apply(&mut manifest, params)?;
     let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), warnings: Vec::new(), files };
-    let pack = l.build(manifest, natives, params);
+    let pack = l.build(manifest, natives, &params);
     match Error::collect(std::mem::take(&mut l.errors)) {
         Some(e) => Err(e),
         None => pack.ok_or_else(|| Error::internal("the pack failed to build without saying why")),
