@@ -41,7 +41,8 @@ export interface Display {
   notes: string[]
 }
 
-/** What a turn did. */
+/** What a turn did. Each part is made a JavaScript value when it is read (a turn's events are
+ * many); `JSON.stringify(turn)` writes the whole turn. */
 export interface Turn {
   /** The turn's number (1 for the first). */
   turn: number
@@ -51,6 +52,7 @@ export interface Turn {
   /** Everything the turn did, in order: nodes, routes, model calls (`type: 'llm'`), decisions. */
   events: ({ type: string } & { [key: string]: Json })[]
   finished: boolean
+  toJSON(): { turn: number; display: Display; output: Json; state: Json; events: Json[]; finished: boolean }
 }
 
 export interface SimulateOptions {

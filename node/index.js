@@ -89,7 +89,8 @@ class Session {
   }
 
   /** Plays a turn: an object of the pack's input fields, or a line a person typed. Resolves to
-   * `{turn, display, output, state, events, finished}`. */
+   * the turn: `turn`, `display`, `output`, `state`, `events`, `finished`, each made a JavaScript
+   * value when it is read (`JSON.stringify(turn)` writes it whole). */
   turn(input) {
     return call(() => this._inner.turn(input))
   }

@@ -173,20 +173,13 @@ impl NativeSession {
         self.id.clone()
     }
 
-    /// Plays a turn: `{turn, display, output, state, events, finished}`.
+    /// Plays a turn: a [`NativeTurn`], whose parts become JavaScript values when read.
     #[napi]
-    pub async fn turn(&self, input: Value) -> Result<Value> {
+    pub async fn turn(&self, input: Value) -> Result<NativeTurn> {
         let mut session = self.live.lock().await;
         let input = session.input_from(input).map_err(js_err)?;
-        let r = session.turn(input).await.map_err(js_err)?;
-        Ok(json!({
-            "turn": r.turn,
-            "display": r.display,
-            "output": r.output,
-            "state": session.state(),
-            "events": r.events,
-            "finished": r.finished,
-        }))
+        let result = session.turn(input).await.map_err(js_err)?;
+        Ok(NativeTurn { state: session.state(), result })
     }
 
     #[napi]
@@ -207,6 +200,70 @@ impl NativeSession {
     #[napi]
     pub async fn finished(&self) -> bool {
         self.live.lock().await.is_finished()
+    }
+}
+
+/// What a turn did. Each part is made a JavaScript value when it is read (a turn's events are
+/// many, and a caller often reads only what a person sees), and again at each read.
+#[napi]
+pub struct NativeTurn {
+    result: ruleweave::TurnResult,
+    state: Value,
+}
+
+fn to_json(v: &impl serde::Serialize) -> Result<Value> {
+    serde_json::to_value(v).map_err(|e| napi::Error::from_reason(e.to_string()))
+}
+
+#[napi]
+impl NativeTurn {
+    /// The turn's number (1 for the first).
+    #[napi(getter)]
+    pub fn turn(&self) -> u32 {
+        self.result.turn as u32
+    }
+
+    /// What a person sees.
+    #[napi(getter)]
+    pub fn display(&self) -> Result<Value> {
+        to_json(&self.result.display)
+    }
+
+    /// The pack's output fields after the turn.
+    #[napi(getter)]
+    pub fn output(&self) -> Result<Value> {
+        to_json(&self.result.output)
+    }
+
+    /// The state after the turn.
+    #[napi(getter)]
+    pub fn state(&self) -> Value {
+        self.state.clone()
+    }
+
+    /// Everything the turn did, in order.
+    #[napi(getter)]
+    pub fn events(&self) -> Result<Value> {
+        to_json(&self.result.events)
+    }
+
+    /// Whether the session is over now.
+    #[napi(getter)]
+    pub fn finished(&self) -> bool {
+        self.result.finished
+    }
+
+    /// The whole turn as one plain object (what `JSON.stringify` writes).
+    #[napi(js_name = "toJSON")]
+    pub fn to_json_object(&self) -> Result<Value> {
+        Ok(json!({
+            "turn": self.result.turn,
+            "display": to_json(&self.result.display)?,
+            "output": to_json(&self.result.output)?,
+            "state": self.state,
+            "events": to_json(&self.result.events)?,
+            "finished": self.result.finished,
+        }))
     }
 }
 

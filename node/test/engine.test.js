@@ -30,6 +30,10 @@ test('the pirate plays, resumes in another process and simulates', async () => {
     assert.match(turn.display.status, /^merit \d+\/100, needs 60 on medium/)
     assert.ok(turn.events.some((e) => e.type === 'llm'))
   }
+  // A turn written as JSON (an app's response) is the whole turn, not an empty object.
+  const written = JSON.parse(JSON.stringify(turn))
+  assert.deepEqual(Object.keys(written).sort(), ['display', 'events', 'finished', 'output', 'state', 'turn'])
+  assert.equal(written.display.reply, turn.display.reply)
   assert.equal(await session.turns(), 3)
 
   // A new process (the app restarted) goes on with the stored session.
