@@ -13,12 +13,13 @@
 //! game of a pack that finishes which the cap stopped is the outcome `unfinished`, whatever its
 //! outcome field said then, and is left out of the turns games took to finish.
 
+mod against;
 mod changes;
 pub mod page;
+mod stats;
 pub mod tune;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -26,6 +27,8 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::{Engine, Event, Pack, ScriptCall, Session};
+pub use against::compare;
+use stats::{histogram, spread, wilson};
 
 /// What a model's tokens cost, per million, in whatever currency the operator counts in
 /// (`ruleweave.toml`'s `[prices]`).
@@ -127,15 +130,7 @@ pub fn run(handle: &tokio::runtime::Handle, engine: &Engine, batch: &Batch) -> R
     let pack = engine.pack(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
     let players = players(engine, &pack, &batch.players)?;
-    let jobs = batch.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
-    let plan = Plan {
-        pack: batch.pack.clone(),
-        games: batch.games,
-        seed: batch.seed.clone(),
-        jobs,
-        spec: pack.simulate().clone(),
-        record: false,
-    };
+    let plan = Plan::of(batch, &pack);
     let rules = Rules { engine, options: &batch.options };
     let played = play(handle, &plan, &players, &rules, &batch.prices, &|| {}, &AtomicBool::new(false));
     if let Some(e) = played.iter().find_map(|p| p.error.clone()) {
@@ -164,6 +159,20 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The plan of `batch` on `pack`: its games, seed and jobs (one per core when it names
+    /// none), the pack's `simulate:` block, nothing recorded.
+    pub fn of(batch: &Batch, pack: &Pack) -> Plan {
+        let jobs = batch.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
+        Plan {
+            pack: batch.pack.clone(),
+            games: batch.games,
+            seed: batch.seed.clone(),
+            jobs,
+            spec: pack.simulate().clone(),
+            record: false,
+        }
+    }
+
     /// The id of `player`'s game number `game`: the same on every copy of the rules, so the
     /// games' randomness (the stand-in's, the player's) is the same on both.
     pub fn game_id(&self, player: &str, game: u32) -> String {
@@ -667,96 +676,6 @@ pub fn report(plan: &Plan, played: &[Played]) -> Report {
     }
 }
 
-/// Adds the games on another copy of the rules, at `root`, and how they and the copies differ
-/// (`ours` is this copy's root).
-pub fn compare(report: &mut Report, ours: &Path, root: &Path, here: &[Played], there: &[Played]) {
-    report.against = Some(Against {
-        root: root.display().to_string(),
-        players: there.iter().map(Played::report).collect(),
-        differences: differences(here, there),
-        tracked: tracked_differences(here, there),
-        changes: changes::between(ours, root, &report.pack),
-    });
-}
-
-/// For each player, each tracked field's and the turns' differences game by game.
-fn tracked_differences(here: &[Played], there: &[Played]) -> Vec<TrackedDifference> {
-    let mut out = Vec::new();
-    for (a, b) in here.iter().zip(there) {
-        let turns = |p: &Played| -> Vec<Option<f64>> { p.turns.iter().map(|&(t, done)| done.then_some(t)).collect() };
-        let fields = a.track.iter().zip(&b.track).map(|((f, x), (_, y))| (f.as_str(), x.clone(), y.clone()));
-        for (field, x, y) in fields.chain([("turns", turns(a), turns(b))]) {
-            let d: Vec<f64> = x.iter().zip(&y).filter_map(|(x, y)| Some((*x)? - (*y)?)).collect();
-            let (delta, interval) = (spread(&d).median, sign_test_interval(&d));
-            out.push(TrackedDifference {
-                player: a.name.clone(),
-                field: field.to_owned(),
-                games: d.len(),
-                delta,
-                low: interval.map(|i| i.0),
-                high: interval.map(|i| i.1),
-                beyond_noise: interval.is_some_and(|(low, high)| low > 0.0 || high < 0.0),
-            });
-        }
-    }
-    out
-}
-
-/// The 95% interval of the median of `d` by the sign test: the k-th smallest to the k-th largest,
-/// k the largest with P(Binomial(n, ½) < k) ≤ 2.5%. `None` for fewer than 6 values, which no
-/// interval of them covers at 95%.
-fn sign_test_interval(d: &[f64]) -> Option<(f64, f64)> {
-    let n = d.len();
-    let mut sorted = d.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    // P(B ≤ j) for j = 0, 1, …, summed in logs so a large n does not overflow.
-    let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
-    let (mut below, mut ln_choose, mut k) = (0.0, 0.0, 0);
-    for j in 0..n {
-        if j > 0 {
-            ln_choose += ((n - j + 1) as f64).ln() - (j as f64).ln();
-        }
-        below += (ln_choose + ln_half_n).exp();
-        if below > 0.025 {
-            break;
-        }
-        k = j + 1;
-    }
-    (k >= 1).then(|| (sorted[k - 1], sorted[n - k]))
-}
-
-/// For each player and outcome, this copy's share less the other's, with a 95% interval
-/// (Newcombe's hybrid score interval, from the two Wilson intervals); beyond noise when the
-/// interval leaves out 0.
-fn differences(here: &[Played], there: &[Played]) -> Vec<Difference> {
-    let mut out = Vec::new();
-    for (a, b) in here.iter().zip(there) {
-        let mut outcomes: Vec<&str> = a.outcomes.iter().chain(&b.outcomes).map(String::as_str).collect();
-        outcomes.sort_unstable();
-        outcomes.dedup();
-        for outcome in outcomes {
-            let count = |p: &Played| p.outcomes.iter().filter(|o| *o == outcome).count();
-            let (n1, n2) = (a.outcomes.len(), b.outcomes.len());
-            let (k1, k2) = (count(a), count(b));
-            let share = |k: usize, n: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
-            let (p1, p2) = (share(k1, n1), share(k2, n2));
-            let ((l1, u1), (l2, u2)) = (wilson(k1, n1), wilson(k2, n2));
-            let delta = p1 - p2;
-            let low = delta - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
-            let high = delta + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
-            out.push(Difference {
-                player: a.name.clone(),
-                outcome: outcome.to_owned(),
-                delta,
-                low,
-                high,
-                beyond_noise: low > 0.0 || high < 0.0,
-            });
-        }
-    }
-    out
-}
-
 impl Played {
     /// The player's games: outcomes with their intervals, turns, tracked fields, tokens, cost.
     fn report(&self) -> PlayerReport {
@@ -803,46 +722,10 @@ impl Played {
     }
 }
 
-/// The 95% Wilson interval of `k` successes in `n` trials.
-fn wilson(k: usize, n: usize) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let (k, n, z) = (k as f64, n as f64, 1.959_963_985);
-    let p = k / n;
-    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
-    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
-    // At the ends the interval reaches 0 or 1 exactly (its float sum falls a hair short).
-    let low = if k == 0.0 { 0.0 } else { (centre - half).max(0.0) };
-    let high = if k == n { 1.0 } else { (centre + half).min(1.0) };
-    (low, high)
-}
-
-/// How many of `turns` are 1, 2, … up to the largest.
-fn histogram(turns: &[f64]) -> Vec<usize> {
-    let most = turns.iter().copied().fold(0.0, f64::max) as usize;
-    let mut counts = vec![0; most];
-    for &t in turns {
-        if t >= 1.0 {
-            counts[t as usize - 1] += 1;
-        }
-    }
-    counts
-}
-
-/// The median, 10th and 90th percentiles of `values` (nearest rank), or nulls for none.
-fn spread(values: &[f64]) -> Spread {
-    if values.is_empty() {
-        return Spread { median: None, p10: None, p90: None };
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| Some(v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]);
-    Spread { median: at(0.5), p10: at(0.1), p90: at(0.9) }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::against::differences;
+    use super::stats::sign_test_interval;
     use super::*;
 
     #[test]

@@ -159,22 +159,7 @@ fn curves(param: &str, points: &[SweepPoint], player: usize, outcomes: &[&String
             escape(outcome)
         );
     }
-    for tick in [0.0, 0.5, 1.0] {
-        let _ = write!(svg, "<text x=0 y={:.1}>{}%</text>", y(tick) + 4.0, tick * 100.0);
-    }
-    let _ = write!(
-        svg,
-        "<text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text>",
-        x(lo),
-        height - 6.0,
-        round(lo),
-        x(hi),
-        height - 6.0,
-        round(hi),
-        (x(lo) + x(hi)) / 2.0,
-        height - 6.0,
-        escape(param)
-    );
+    axes(&mut svg, (x(lo), x(hi)), (lo, hi), &y, height, param);
     chart("Outcomes by value (share, 95% interval)", svg)
 }
 
@@ -301,22 +286,7 @@ pub fn tune(r: &TuneReport) -> String {
             e.games
         );
     }
-    for tick in [0.0, 0.5, 1.0] {
-        let _ = write!(svg, "<text x=0 y={:.1}>{}%</text>", y(tick) + 4.0, tick * 100.0);
-    }
-    let _ = write!(
-        svg,
-        "<text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text><text x={:.1} y={} text-anchor=middle>{}</text>",
-        x(lo),
-        height - 6.0,
-        round(lo),
-        x(hi),
-        height - 6.0,
-        round(hi),
-        (x(lo) + x(hi)) / 2.0,
-        height - 6.0,
-        escape(&r.param)
-    );
+    axes(&mut svg, (x(lo), x(hi)), (lo, hi), &y, height, &r.param);
     body.push_str("<div class=charts>");
     body.push_str(&chart("Share at each value tried (95% interval), the target's band in green", svg));
     body.push_str("</div><table><tr><th>value</th><th>share</th><th>95% interval</th><th>games</th></tr>");
@@ -576,6 +546,30 @@ fn changes(against: &Against) -> String {
         "<h2>What differs</h2><table><tr><th>file</th><th>where</th><th>these rules</th><th>{}</th></tr>{rows}</table>",
         escape(&against.root)
     )
+}
+
+/// A share chart's axes: 0%, 50% and 100% up the side, the values at the ends and the
+/// parameter's name along the bottom.
+fn axes(
+    svg: &mut String,
+    (left, right): (f64, f64),
+    (lo, hi): (f64, f64),
+    y: &dyn Fn(f64) -> f64,
+    height: f64,
+    param: &str,
+) {
+    for tick in [0.0, 0.5, 1.0] {
+        let _ = write!(svg, "<text x=0 y={:.1}>{}%</text>", y(tick) + 4.0, tick * 100.0);
+    }
+    let bottom = height - 6.0;
+    let _ = write!(
+        svg,
+        "<text x={left:.1} y={bottom} text-anchor=middle>{}</text><text x={right:.1} y={bottom} text-anchor=middle>{}</text><text x={:.1} y={bottom} text-anchor=middle>{}</text>",
+        round(lo),
+        round(hi),
+        (left + right) / 2.0,
+        escape(param)
+    );
 }
 
 fn chart(title: &str, svg: String) -> String {

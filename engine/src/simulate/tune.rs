@@ -210,7 +210,7 @@ pub fn sweep(
     let pack = engine.pack(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
     players(engine, &pack, &batch.players)?;
-    let plan = plan_of(batch, &pack);
+    let plan = Plan::of(batch, &pack);
     let mut out = Vec::with_capacity(points.len());
     for (values, shown) in points {
         let copy = engine.with_params(&batch.pack, values)?;
@@ -224,18 +224,6 @@ pub fn sweep(
         out.push(SweepPoint { value: shown, players: report(&plan, &played).players });
     }
     Ok(out)
-}
-
-fn plan_of(batch: &Batch, pack: &crate::Pack) -> Plan {
-    let jobs = batch.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
-    Plan {
-        pack: batch.pack.clone(),
-        games: batch.games,
-        seed: batch.seed.clone(),
-        jobs,
-        spec: pack.simulate().clone(),
-        record: false,
-    }
 }
 
 /// What `tune` aims at: a player's share of an outcome (or of the outcomes a prefix names).
@@ -519,7 +507,7 @@ pub fn tune(
         engine,
         tune,
         param: &param,
-        plan: plan_of(&batch, &pack),
+        plan: Plan::of(&batch, &pack),
         values: Vec::new(),
         played: 0,
         seen: Default::default(),
