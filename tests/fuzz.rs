@@ -138,7 +138,7 @@ fn load_and_play(root: &Path, file: &str, bytes: &[u8], rt: &tokio::runtime::Run
     let pristine = fuzz_dir().join("pack").join(file);
     std::fs::write(root.join(file), bytes).unwrap();
     let engine = Engine::builder(root).store(Arc::new(ruleweave::store::MemoryStore::new())).build();
-    let outcome = match engine.pack("game") {
+    let outcome = match engine.packs().get("game") {
         Err(e) => {
             prop_assert!(!e.detail().is_empty());
             prop_assert!(e.all().all(|e| e.kind() != ErrorKind::Internal), "a bug while loading: {e}");

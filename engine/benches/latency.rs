@@ -247,7 +247,7 @@ fn play(rt: &tokio::runtime::Runtime, engine: &Engine, scenario: &Scenario, span
     let mut m =
         Measured { turns: 0, calls: 0, sent_back: 0, wall: Duration::ZERO, critical: Duration::ZERO, worst: 0.0 };
     rt.block_on(async {
-        engine.pack(scenario.pack).unwrap();
+        engine.packs().get(scenario.pack).unwrap();
         let mut session = engine.open(scenario.pack, scenario.options.as_object().unwrap()).await.unwrap();
         for input in &scenario.inputs {
             spans.0.lock().unwrap().clear();

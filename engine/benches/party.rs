@@ -51,7 +51,7 @@ fn map(v: Value) -> Map {
 fn query_bench(c: &mut Criterion) {
     let root = thousand_questions();
     let engine = Engine::builder(root.path()).build();
-    let pack = engine.pack("party").unwrap();
+    let pack = engine.packs().get("party").unwrap();
     let table = pack.table("questions").unwrap();
     assert_eq!(table.len(), 1000);
     // Every row has been used 0-4 times, as after a few hundred lobbies.
@@ -96,8 +96,8 @@ fn answers() -> Vec<Value> {
 fn round_bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let engine = Engine::builder(repo_root()).build();
-    engine.pack("party").unwrap();
-    engine.pack("pirate").unwrap();
+    engine.packs().get("party").unwrap();
+    engine.packs().get("pirate").unwrap();
     let rounds = answers();
     // The last answers finish the lobby (no next question): the 19 before them are timed.
     let timed = rounds.len() - 1;
@@ -109,10 +109,10 @@ fn round_bench(c: &mut Criterion) {
             for _ in 0..iters {
                 let options = json!({"nsfw": true});
                 let mut session = rt.block_on(engine.open("party", options.as_object().unwrap())).unwrap();
-                rt.block_on(session.turn(json!({}))).unwrap();
+                turn_here(&rt, &mut session, json!({})).unwrap();
                 let start = Instant::now();
                 for input in &rounds[..timed] {
-                    rt.block_on(session.turn(input.clone())).unwrap();
+                    turn_here(&rt, &mut session, input.clone()).unwrap();
                 }
                 total += start.elapsed();
                 rt.block_on(engine.delete(session.id())).unwrap();
@@ -132,7 +132,7 @@ fn round_bench(c: &mut Criterion) {
                 let start = Instant::now();
                 for m in messages.iter().cycle().take(timed) {
                     turns += 1;
-                    if rt.block_on(session.turn(json!({"message": m}))).unwrap().finished {
+                    if turn_here(&rt, &mut session, json!({"message": m})).unwrap().finished {
                         break;
                     }
                 }
@@ -153,3 +153,13 @@ criterion_group! {
     targets = query_bench, round_bench
 }
 criterion_main!(benches);
+
+/// A turn on this thread (`Session::blocking_turn`), as a synchronous caller plays it.
+fn turn_here(
+    rt: &tokio::runtime::Runtime,
+    session: &mut ruleweave::Session,
+    input: serde_json::Value,
+) -> ruleweave::Result<ruleweave::TurnResult> {
+    let _runtime = rt.enter();
+    session.blocking_turn(input)
+}

@@ -35,27 +35,46 @@ const IDLE: Duration = Duration::from_micros(300);
 
 use ruleweave_testkit::repo_root;
 
+/// How a conversation's turns are played.
+#[derive(Clone, Copy)]
+enum Caller {
+    /// On the calling thread (`Session::blocking_turn`): a synchronous caller's turn, as the
+    /// baseline's `invoke` is, and as simulated games and Python's `turn` play.
+    Thread,
+    /// Handed to the engine's threads and back (`Session::turn`): an async caller's turn, as
+    /// the server's is.
+    Async,
+}
+
 /// Plays one 20-turn conversation; returns the time spent in turns and every turn's events.
 /// With `idle`, the thread sleeps that long before each turn, outside the timed region, as a
 /// server's thread waits for its next request.
-async fn conversation(
+fn conversation(
+    rt: &tokio::runtime::Runtime,
     engine: &Engine,
     model: &InstantModel,
     keep_events: bool,
     idle: Option<Duration>,
+    caller: Caller,
 ) -> (Duration, Vec<Event>) {
     model.reset();
     let options = json!({"difficulty": "medium"});
-    let mut session = engine.open("pirate", options.as_object().unwrap()).await.unwrap();
+    let mut session = rt.block_on(engine.open("pirate", options.as_object().unwrap())).unwrap();
     let mut events = Vec::new();
     let messages = user_messages();
     let mut elapsed = Duration::ZERO;
+    let _runtime = rt.enter();
     for t in 0..TURNS {
         if let Some(idle) = idle {
             std::thread::sleep(idle);
         }
+        let input = json!({"message": messages[t % messages.len()]});
         let start = Instant::now();
-        let r = session.turn(json!({"message": messages[t % messages.len()]})).await.unwrap();
+        let r = match caller {
+            Caller::Thread => session.blocking_turn(input),
+            Caller::Async => rt.block_on(session.turn(input)),
+        }
+        .unwrap();
         // The result is dropped inside the timed region, as a caller done with it would.
         if keep_events {
             events.extend(r.events);
@@ -66,7 +85,7 @@ async fn conversation(
     }
     assert!(!session.is_finished(), "the bench conversation must not end the game");
     // Outside the timed region, as the baseline deletes its threads: keep the store bounded.
-    engine.delete(session.id()).await.unwrap();
+    rt.block_on(engine.delete(session.id())).unwrap();
     (elapsed, events)
 }
 
@@ -75,7 +94,7 @@ fn report_nodes(rt: &tokio::runtime::Runtime, engine: &Engine, model: &InstantMo
     let mut per_node: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut steps = 0u64;
     for _ in 0..200 {
-        let (_, events) = rt.block_on(conversation(engine, model, true, None));
+        let (_, events) = conversation(rt, engine, model, true, None, Caller::Thread);
         for e in events {
             if let Event::NodeFinished { node, duration_us, .. } = e {
                 let entry = per_node.entry(node).or_default();
@@ -99,7 +118,7 @@ fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let model = Arc::new(InstantModel::default());
     let engine = Engine::builder(repo_root()).provider(model.clone()).build();
-    engine.pack("pirate").unwrap();
+    engine.packs().get("pirate").unwrap();
     report_nodes(&rt, &engine, &model);
 
     let mut group = c.benchmark_group("pirate");
@@ -108,7 +127,18 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                total += rt.block_on(conversation(&engine, &model, false, None)).0;
+                total += conversation(&rt, &engine, &model, false, None, Caller::Thread).0;
+            }
+            total
+        })
+    });
+    // The same turns from an async caller: each handed to the engine's threads and back, as the
+    // server's are. The difference is the hand-off.
+    group.bench_function("turn (20-turn conversation, in memory, handed off by an async caller)", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                total += conversation(&rt, &engine, &model, false, None, Caller::Async).0;
             }
             total
         })
@@ -120,7 +150,7 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                total += rt.block_on(conversation(&engine, &model, false, Some(IDLE))).0;
+                total += conversation(&rt, &engine, &model, false, Some(IDLE), Caller::Thread).0;
             }
             total
         })
@@ -137,7 +167,7 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                total += rt.block_on(conversation(&persisted, &model, false, None)).0;
+                total += conversation(&rt, &persisted, &model, false, None, Caller::Thread).0;
             }
             total
         })
@@ -155,9 +185,10 @@ fn bench(c: &mut Criterion) {
             for _ in 0..iters {
                 let options = json!({"difficulty": "hard"});
                 let mut session = rt.block_on(standin.open("pirate", options.as_object().unwrap())).unwrap();
+                let _runtime = rt.enter();
                 let start = Instant::now();
                 for message in user_messages().iter().cycle().take(TURNS) {
-                    if rt.block_on(session.turn(json!({"message": message}))).unwrap().finished {
+                    if session.blocking_turn(json!({"message": message})).unwrap().finished {
                         break;
                     }
                 }
@@ -179,9 +210,10 @@ fn bench(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let mut session = rt.block_on(floor.open("floor", &Default::default())).unwrap();
+                let _runtime = rt.enter();
                 let start = Instant::now();
                 for _ in 0..100 {
-                    rt.block_on(session.turn(json!({}))).unwrap();
+                    session.blocking_turn(json!({})).unwrap();
                 }
                 total += start.elapsed();
                 rt.block_on(floor.delete(session.id())).unwrap();

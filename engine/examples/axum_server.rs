@@ -52,10 +52,10 @@ async fn play(
     let sink: EventSink = Arc::new(move |e: &Event| {
         let _ = events.send(SseEvent::default().event("event").data(serde_json::to_string(e).unwrap_or_default()));
     });
-    // Scripts and templates run synchronously: the turn gets a thread of its own, so a slow
-    // pack never stalls the server's other requests. Turns on one session run one at a time.
-    // (Spawned, not awaited: the stream answers, and the turn finishes even if the client leaves.)
-    tokio::spawn(ruleweave::blocking::run_async(move || async move {
+    // The engine plays the turn on its own threads, so a slow pack never stalls the server's
+    // other requests. Turns on one session run one at a time. (Spawned, not awaited: the stream
+    // answers, and the turn finishes even if the client leaves.)
+    tokio::spawn(async move {
         let mut session = live.lock().await;
         let last = match session.turn_with_events(input, sink).await {
             // `display` is what a person sees: the pack's reply, status line and details.
@@ -66,7 +66,7 @@ async fn play(
             Err(e) => SseEvent::default().event("error").data(json!({"error": e.to_string()}).to_string()),
         };
         let _ = tx.send(last);
-    }));
+    });
     Ok(Sse::new(stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) })))
 }
 
@@ -99,15 +99,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("STORE").unwrap_or_else(|_| "memory".into());
     let store = ruleweave::store::open(&url).await?;
     let engine = Engine::builder(root).llm(LlmChoice::from_env()?).store(store).build();
-    for (pack, loaded) in engine.load_all()? {
+    for (pack, loaded) in engine.packs().load_all()? {
         if let Err(e) = loaded {
             eprintln!("{pack} does not load:\n{e}");
         }
     }
     // Hot reload: a save that validates is live on the next turn; one that does not is refused
     // and the last good version goes on serving.
-    let _watcher = engine.watch()?;
-    let mut reloads = engine.subscribe();
+    let _watcher = ruleweave::Watcher::start(engine.packs())?;
+    let mut reloads = engine.packs().subscribe();
     tokio::spawn(async move {
         while let Ok(e) = reloads.recv().await {
             eprintln!("{} {:?} (version {})", e.pack, e.status, e.version.as_deref().unwrap_or("none"));

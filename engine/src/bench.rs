@@ -33,7 +33,7 @@ impl Selection {
     /// Selector `name` of `pack` over `state` (a JSON map of the pack's fields; missing ones take
     /// their defaults), as in the turn after `turns_done` turns.
     pub fn new(engine: &Engine, pack: &str, name: &str, state: &Json, turns_done: u64) -> Result<Self> {
-        let pack = engine.pack(pack)?;
+        let pack = engine.packs().get(pack)?;
         let selector = pack.selectors.get(name).cloned().ok_or_else(|| {
             let known: Vec<&str> = pack.selectors.keys().map(String::as_str).collect();
             Error::new(

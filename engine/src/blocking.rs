@@ -29,7 +29,7 @@ use tokio::sync::Notify;
 
 /// Why a job handed to the pool gave back no result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PoolError {
+pub(crate) enum PoolError {
     /// The job panicked: the panic's message.
     Panicked(String),
     /// No thread could take it: none is alive and the system refused a new one.
@@ -57,10 +57,10 @@ impl From<PoolError> for crate::Error {
 }
 
 /// How long a thread waits for work before it ends.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// The most threads at once (tokio's default for its blocking pool).
-pub const MAX_THREADS: usize = 512;
+pub(crate) const MAX_THREADS: usize = 512;
 
 /// Each thread's stack: scripts recurse, and the engine's own threads get as much.
 const STACK: usize = 16 << 20;
@@ -106,7 +106,7 @@ static POOL: LazyLock<Arc<Pool>> = LazyLock::new(|| Pool::new(MAX_THREADS, KEEP_
 ///
 /// The job is handed out when the future is first polled. Dropping the future afterwards does
 /// not stop `f`: it runs to its end, and its result is dropped on its thread, in the runtime.
-pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, PoolError> {
+pub(crate) async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, PoolError> {
     let traced = Traced::here();
     POOL.run(move || traced.within(f)).await
 }
@@ -114,13 +114,106 @@ pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> R
 /// Runs the future `make` returns on a pool thread, blocked on in the caller's tokio runtime (a
 /// turn: scripts and templates are synchronous work between its awaits), and waits for it as
 /// [`run`] does. Called from within a tokio runtime; outside one it returns an error.
-pub async fn run_async<F: Future>(make: impl FnOnce() -> F + Send + 'static) -> Result<F::Output, PoolError>
+pub(crate) async fn run_async<F: Future>(make: impl FnOnce() -> F + Send + 'static) -> Result<F::Output, PoolError>
 where
     F::Output: Send + 'static,
 {
     // The pool runs the job in the caller's runtime, so the job finds it as its current one.
     let traced = Traced::here();
     POOL.run(move || traced.within(|| Handle::current().block_on(make()))).await
+}
+
+/// [`run_async`], cancelled when dropped, as an awaited future is: the job's future is dropped
+/// on its thread, and the drop waits for that, so whatever the job changed and undoes when
+/// dropped (a turn's state) is settled when the caller goes on. A job not started yet never
+/// runs. (The wait is as long as the job's synchronous step under way: a script, bounded by its
+/// limits.)
+pub(crate) async fn run_cancellable<F: Future>(
+    make: impl FnOnce() -> F + Send + 'static,
+) -> Result<F::Output, PoolError>
+where
+    F::Output: Send + 'static,
+{
+    let cancel = Arc::new(Cancel::default());
+    let job = cancel.clone();
+    let _on_drop = CancelOnDrop(cancel);
+    let out = run_async(move || async move {
+        if !job.start() {
+            return None;
+        }
+        let _finished = Finished(&job);
+        tokio::select! {
+            biased;
+            () = job.asked.notified() => None,
+            out = make() => Some(out),
+        }
+    })
+    .await?;
+    // Only a dropped caller cancels, and then nobody reads this.
+    out.ok_or(PoolError::Lost)
+}
+
+/// Where a cancellable job stands.
+#[derive(Default, PartialEq)]
+enum Phase {
+    #[default]
+    Waiting,
+    Running,
+    Done,
+    Cancelled,
+}
+
+#[derive(Default)]
+struct Cancel {
+    phase: Mutex<Phase>,
+    changed: std::sync::Condvar,
+    /// Told when the caller drops the job while it runs.
+    asked: Notify,
+}
+
+impl Cancel {
+    fn phase(&self) -> MutexGuard<'_, Phase> {
+        self.phase.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the job may start: not when its caller is gone already.
+    fn start(&self) -> bool {
+        let mut phase = self.phase();
+        if *phase == Phase::Cancelled {
+            return false;
+        }
+        *phase = Phase::Running;
+        true
+    }
+}
+
+/// Marks the job done (its future dropped), however it ended.
+struct Finished<'a>(&'a Cancel);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        *self.0.phase() = Phase::Done;
+        self.0.changed.notify_all();
+    }
+}
+
+/// Cancels the job when its caller drops it before it is done, and waits until it is.
+struct CancelOnDrop(Arc<Cancel>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let mut phase = self.0.phase();
+        match *phase {
+            Phase::Waiting => *phase = Phase::Cancelled,
+            Phase::Running => {
+                self.0.asked.notify_one();
+                while *phase == Phase::Running {
+                    phase = self.0.changed.wait(phase).unwrap_or_else(|p| p.into_inner());
+                }
+            }
+            Phase::Done | Phase::Cancelled => {}
+        }
+    }
 }
 
 /// The caller's trace span and the subscriber it reports to, carried to the pool's thread: a
@@ -143,7 +236,7 @@ impl Traced {
 
 /// Waits until no job handed to [`run`] is still running, those handed out meanwhile included:
 /// what a graceful shutdown waits for, since the runtime's own shutdown does not.
-pub async fn settled() {
+pub(crate) async fn settled() {
     POOL.settled().await
 }
 

@@ -27,7 +27,7 @@ pub struct ScriptCall {
 impl ScriptCall {
     /// `reference` (`builder.rhai::build_game_graph`) in `pack`, a function of `arity` parameters.
     pub fn new(engine: &Engine, pack: &str, reference: &str, arity: usize) -> Result<Self> {
-        let pack = engine.pack(pack)?;
+        let pack = engine.packs().get(pack)?;
         let func = match pack.scripts.resolve(reference, None, arity) {
             Ok(Some(f)) => f,
             Ok(None) => return Err(Error::new(ErrorKind::NotFound, format!("`{reference}` did not compile"))),
@@ -44,7 +44,7 @@ impl ScriptCall {
     /// system message, and what the game last said (`view.reply`) as the user's; its answer is the
     /// move, a line a person might have typed. Called like a scripted player's `play(view, state)`.
     pub fn model_player(engine: &Engine, pack: &str, name: &str) -> Result<Self> {
-        let pack = engine.pack(pack)?;
+        let pack = engine.packs().get(pack)?;
         let not_found = |why: String| Err(Error::new(ErrorKind::NotFound, why));
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return not_found(format!(

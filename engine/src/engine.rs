@@ -11,15 +11,12 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{LlmChoice, NamedProviders, Provider};
 use crate::native::{NativeNode, NativeNodes};
 use crate::pack::Pack;
-use crate::packs::{PackEvent, PackStatus, Packs};
+use crate::packs::Packs;
 use crate::runtime::Runtime;
-use crate::session::Session;
+use crate::session::{LiveSession, Session};
 use crate::store::{CheckpointInfo, MemoryStore, Retention, SessionInfo, Store};
 
 pub use crate::turn::LlmObserver;
-
-/// A session kept live in the engine, shared by whoever runs its turns (one at a time).
-pub type LiveSession = Arc<tokio::sync::Mutex<Session>>;
 
 /// How many sessions the engine keeps loaded before it lets idle ones go.
 const LIVE_SESSIONS: usize = 10_000;
@@ -212,7 +209,7 @@ impl Engine {
         let engine = Engine {
             inner: Arc::new(Inner { runtime: Arc::new(runtime), live: Mutex::default(), rounds: Default::default() }),
         };
-        engine.pack(pack)?;
+        engine.packs().get(pack)?;
         Ok(engine)
     }
 
@@ -261,52 +258,6 @@ impl Engine {
         self.rt().retention
     }
 
-    /// The names of every pack under the root (`config/*.yaml`), sorted.
-    pub fn pack_names(&self) -> Result<Vec<String>> {
-        self.packs().names()
-    }
-
-    /// The pack `name` at its current version, loading it on first use.
-    pub fn pack(&self, name: &str) -> Result<Arc<Pack>> {
-        self.packs().get(name)
-    }
-
-    /// Whether `name` is a pack of this engine (see [`Packs::contains`]).
-    pub fn has_pack(&self, name: &str) -> bool {
-        self.packs().contains(name)
-    }
-
-    /// Loads (or reloads) the pack `name` (see [`Packs::load`]).
-    pub fn load(&self, name: &str) -> Result<Arc<Pack>> {
-        self.packs().load(name)
-    }
-
-    /// Every pack's standing, sorted by name (see [`Packs::status`]).
-    pub fn pack_status(&self) -> Vec<PackStatus> {
-        self.packs().status()
-    }
-
-    /// Hears of every reload from now on: versions swapped in and edits refused.
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<PackEvent> {
-        self.packs().subscribe()
-    }
-
-    /// Reloads every pack that `files` (paths relative to the root) belong to (see
-    /// [`Packs::reload_files`]).
-    pub fn reload_files(&self, files: &[String]) -> Vec<PackEvent> {
-        self.packs().reload_files(files)
-    }
-
-    /// Starts watching the root for edits (see [`crate::reload::Watcher`]).
-    pub fn watch(&self) -> Result<crate::reload::Watcher> {
-        crate::reload::Watcher::start(self.packs().clone())
-    }
-
-    /// Loads every pack, returning each one's result (for `check`).
-    pub fn load_all(&self) -> Result<Vec<(String, Result<Arc<Pack>>)>> {
-        self.packs().load_all()
-    }
-
     /// Opens a session of `pack` with `options` (a JSON map; missing options take defaults).
     pub async fn open(&self, pack: &str, options: &serde_json::Map<String, Json>) -> Result<Session> {
         self.open_with_id(pack, options, None).await
@@ -319,7 +270,24 @@ impl Engine {
         options: &serde_json::Map<String, Json>,
         id: Option<String>,
     ) -> Result<Session> {
-        let pack = self.pack(pack)?;
+        let pack = self.packs().get(pack)?;
+        let options = pack.resolve_options(options)?;
+        let rt = self.rt().clone();
+        if pack.init.is_none() {
+            return Session::open(rt, pack, options, id, None).await;
+        }
+        // The pack's `init` script runs on the engine's threads, as a turn does.
+        crate::blocking::run_cancellable(move || Session::open(rt, pack, options, id, None)).await?
+    }
+
+    /// [`Engine::open_with_id`] on the calling thread, which may block (a simulated game's).
+    pub(crate) async fn open_here(
+        &self,
+        pack: &str,
+        options: &serde_json::Map<String, Json>,
+        id: Option<String>,
+    ) -> Result<Session> {
+        let pack = self.packs().get(pack)?;
         let options = pack.resolve_options(options)?;
         Session::open(self.rt().clone(), pack, options, id, None).await
     }
@@ -327,8 +295,14 @@ impl Engine {
     /// Loads a session from the store, on the pack's current version.
     pub async fn resume(&self, id: &str) -> Result<Session> {
         let stored = self.rt().store.load(id).await?.ok_or_else(|| no_session(id))?;
-        let pack = self.pack(&stored.info.pack)?;
-        Session::load(self.rt().clone(), pack, stored).await
+        let pack = self.packs().get(&stored.info.pack)?;
+        let rt = self.rt().clone();
+        if !stored.moves_from(&pack.version) {
+            return Session::load(rt, pack, stored).await;
+        }
+        // A session moving onto a new version of its pack runs the pack's `migrate` script: on the
+        // engine's threads, as a turn does.
+        crate::blocking::run_cancellable(move || Session::load(rt, pack, stored)).await?
     }
 
     /// The session `id`, kept live in the engine so the next turn needs no load; turns on it are
@@ -346,10 +320,10 @@ impl Engine {
         let mut live = self.live();
         if live.len() >= LIVE_SESSIONS {
             // Let idle sessions go: they reload from the store when next used.
-            live.retain(|_, s| Arc::strong_count(s) > 1 || s.try_lock().is_err());
+            live.retain(|_, s| !s.is_idle());
         }
         let id = session.id().to_owned();
-        live.entry(id).or_insert_with(|| Arc::new(tokio::sync::Mutex::new(session))).clone()
+        live.entry(id).or_insert_with(|| LiveSession::new(session)).clone()
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, HashMap<String, LiveSession>> {
@@ -358,7 +332,14 @@ impl Engine {
 
     /// A new session from checkpoint `seq` of session `id` (time travel): the state as it was
     /// after that turn, the same options, a new id and its own randomness.
+    /// Played on the engine's threads, as a turn is (a fork may run the pack's `init` and
+    /// `migrate` scripts).
     pub async fn fork(&self, id: &str, seq: u64) -> Result<Session> {
+        let (engine, id) = (self.clone(), id.to_owned());
+        crate::blocking::run_cancellable(move || async move { engine.fork_here(&id, seq).await }).await?
+    }
+
+    async fn fork_here(&self, id: &str, seq: u64) -> Result<Session> {
         let history = self.rt().store.history(id, seq).await?.ok_or_else(|| no_session(id))?;
         let reached = history.after.last().map_or(0, |c| c.seq);
         if reached != seq {
@@ -370,7 +351,7 @@ impl Engine {
             )));
         }
         let options = history.info.options.as_object().cloned().unwrap_or_default();
-        let pack = self.pack(&history.info.pack)?;
+        let pack = self.packs().get(&history.info.pack)?;
         let options = pack.resolve_options(&options)?;
         let at = Session::load(self.rt().clone(), pack.clone(), history).await?;
         let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state };
@@ -406,8 +387,8 @@ impl Engine {
         let index = || crate::store::needs(store, store.index(), "a session index");
         let mut own = Vec::new();
         let mut n = 0;
-        for name in self.pack_names()? {
-            let Ok(pack) = self.pack(&name) else { continue };
+        for name in self.packs().names()? {
+            let Ok(pack) = self.packs().get(&name) else { continue };
             let Some(rule) = pack.expire_finished_after else { continue };
             if let Some(after) = rule {
                 n += index()?.expire(before(after), crate::store::Expiry::Pack(&name)).await?;
@@ -469,20 +450,26 @@ impl Engine {
             return Ok(Vec::new());
         };
         let due = rounds.due(store.open_rounds(&lobbies).await?, now);
-        let results: Vec<_> = futures_util::stream::iter(due)
-            .map(|(open, claim)| async move {
-                let _claim = claim;
-                let result = async {
-                    let live = self.session(&open.session).await?;
-                    let mut session = live.lock().await;
-                    session.close_due(now).await
-                }
-                .await;
-                (open, result)
+        // Boxed as they are made: the sweep stays a future a multi-threaded runtime can run.
+        type Closing<'a> =
+            futures_util::future::BoxFuture<'a, (crate::store::OpenRound, Result<Option<crate::TurnResult>>)>;
+        let closing: Vec<Closing<'_>> = due
+            .into_iter()
+            .map(|(open, claim)| -> Closing<'_> {
+                Box::pin(async move {
+                    let _claim = claim;
+                    let result = async {
+                        let live = self.session(&open.session).await?;
+                        let mut session = live.lock().await;
+                        session.close_due(now).await
+                    }
+                    .await;
+                    (open, result)
+                })
             })
-            .buffer_unordered(crate::session::CLOSES_AT_ONCE)
-            .collect()
-            .await;
+            .collect();
+        let results: Vec<_> =
+            futures_util::stream::iter(closing).buffer_unordered(crate::session::CLOSES_AT_ONCE).collect().await;
         let mut closed = Vec::new();
         for (open, result) in results {
             match result {
@@ -517,6 +504,12 @@ impl Engine {
     /// sharing the store.
     pub fn session_events(&self) -> tokio::sync::broadcast::Receiver<crate::store::SessionEvent> {
         self.rt().store.subscribe()
+    }
+
+    /// Waits until nothing this process's engines handed to their threads (turns, scripts, a
+    /// lobby round a client left) is still running: for a host shutting down gracefully.
+    pub async fn settled(&self) {
+        crate::blocking::settled().await;
     }
 
     /// Finishes every long turn a crash interrupted (for a host starting up); returns how many.

@@ -27,6 +27,12 @@
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
+// A build without every feature leaves unused the helpers its missing parts share with the rest
+// (the SQL stores' common code, the HTTP providers' retry settings); the full build warns of all.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres", feature = "watch", feature = "http-models")),
+    allow(dead_code, unused_imports, unused_variables, unreachable_code)
+)]
 
 // The table of contents: what an embedding program uses, by role. The modules marked `pub` below
 // are parts of that surface with more inside (stores, model providers, replay, lobby rounds, the
@@ -34,8 +40,11 @@
 // engine's own.
 
 // Opening and playing sessions.
-pub use engine::{Engine, EngineBuilder, LiveSession, LlmObserver};
-pub use session::{Opening, OpeningKind, PausedAt, Posted, Said, Session, TurnResult, View};
+pub use engine::{Engine, EngineBuilder, LlmObserver};
+pub use session::{
+    LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said, Session, SessionGuard, TurnResult,
+    View,
+};
 pub use store::{ResumePoint, Retention, Store};
 
 // Errors: one type, with where it happened.
@@ -54,7 +63,9 @@ pub use pack::{
     ParamValues, ProfileInfo, Simulate, TableInfo, parse_param,
 };
 pub use packs::Packs;
-pub use reload::{PackEvent, PackStatus, ReloadStatus, Watcher};
+#[cfg(feature = "watch")]
+pub use reload::Watcher;
+pub use reload::{PackEvent, PackStatus, ReloadStatus};
 
 // Models: the provider trait, the choice from the environment, profiles.
 pub use exchange::{Exchange, ModelExchange, SearchExchange};
@@ -76,7 +87,7 @@ pub use call::ScriptCall;
 
 // The reference tables the docs are generated from (manifest schema, node kinds, host
 // functions, reducers, limits).
-pub use data::YAML_TABLE_NODES;
+pub use data::{Counts, Table, YAML_TABLE_NODES};
 pub use graph::kinds::{NodeKindDoc, node_kinds};
 pub use limits::{LimitDef, Limits, limit_table};
 pub use pack::manifest::manifest_schema;
@@ -84,7 +95,6 @@ pub use script::host::{HostFn, host_functions};
 pub use state::{ReducerDef, reducer_table};
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 
-pub mod blocking;
 pub mod duration;
 pub mod llm;
 pub mod lobby;
@@ -97,6 +107,7 @@ pub mod store;
 pub mod text;
 
 mod bench;
+mod blocking;
 mod call;
 mod data;
 mod engine;

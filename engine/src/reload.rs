@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+#[cfg(feature = "watch")]
 use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
+#[cfg(feature = "watch")]
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -24,22 +26,26 @@ pub const DEBOUNCE: Duration = Duration::from_millis(40);
 /// The directories under a root that hold packs.
 const WATCHED: [&str; 5] = ["config", "scripts", "prompts", "data", "schemas"];
 
+#[cfg(feature = "watch")]
 /// Watches a root for edits and reloads the packs they touch, until dropped.
 pub struct Watcher {
     _debouncer: Debouncer<RecommendedWatcher>,
 }
 
+#[cfg(feature = "watch")]
 impl std::fmt::Debug for Watcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Watcher")
     }
 }
 
+#[cfg(feature = "watch")]
 impl Watcher {
     /// Starts watching `packs`' root: every edit under `config/`, `scripts/`, `prompts/`, `data/` or `schemas/`
     /// rebuilds the packs it touches (on the watcher's own thread) and swaps them in when they
     /// validate. Subscribe with [`Packs::subscribe`] to hear of each reload. Stops when dropped.
-    pub(crate) fn start(packs: Packs) -> Result<Watcher> {
+    pub fn start(packs: &Packs) -> Result<Watcher> {
+        let packs = packs.clone();
         let root = packs.root().to_path_buf();
         let canonical = root.canonicalize().unwrap_or_else(|_| root.clone());
         let dirs: Vec<PathBuf> = WATCHED.iter().map(|d| root.join(d)).filter(|p| p.is_dir()).collect();

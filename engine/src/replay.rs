@@ -232,7 +232,7 @@ impl Recording {
             .history(id, seq)
             .await?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("there is no session {id}")))?;
-        let pack = engine.pack(&info.pack)?;
+        let pack = engine.packs().get(&info.pack)?;
         let base = info.parent.is_some().then(|| Base { state: stored.snapshot.clone(), turns: stored.snapshot_turn });
         let mut state = pack.schema.restore(&stored.snapshot);
         let mut turns = Vec::new();
@@ -402,7 +402,7 @@ impl Replayer {
     /// A replayer reading packs where `engine` does, answering what recordings cannot with
     /// `fallback`.
     pub fn new(engine: &Engine, pack: &str, fallback: Fallback) -> Result<Self> {
-        let current = engine.pack(pack)?;
+        let current = engine.packs().get(pack)?;
         let (model, search, live) = match fallback {
             Fallback::Fail => (None, None, false),
             Fallback::Standin => (current.standin.clone(), current.search_standin.clone(), false),
@@ -431,7 +431,7 @@ impl Replayer {
             None => self.engine.open_with_id(&rec.pack, &rec.options, id).await?,
             // A fork replays from the state it was handed, as it played.
             Some(base) => {
-                let pack = self.engine.pack(&rec.pack)?;
+                let pack = self.engine.packs().get(&rec.pack)?;
                 let options = pack.resolve_options(&rec.options)?;
                 let state = pack.schema.restore(&base.state);
                 let fork = crate::session::Fork { from: rec.id.clone(), seq: 0, turns: base.turns, state };
@@ -516,8 +516,14 @@ impl Engine {
 
     /// What a person saw of session `id`, turn by turn, from its start: for a fork, the turns of
     /// the session it left up to where it left, then its own. The displays are the pack's
-    /// templates, as it is now, over each turn's state; no script runs.
+    /// templates, as it is now, over each turn's state; no script runs. Rendered on the engine's
+    /// threads, as a turn is played: a long session renders many.
     pub async fn conversation(&self, id: &str) -> Result<Vec<crate::session::Said>> {
+        let (engine, id) = (self.clone(), id.to_owned());
+        crate::blocking::run_cancellable(move || async move { engine.conversation_here(&id).await }).await?
+    }
+
+    async fn conversation_here(&self, id: &str) -> Result<Vec<crate::session::Said>> {
         let mut legs = Vec::new();
         let (mut at, mut until) = (id.to_owned(), None);
         while legs.len() < MOST_FORKS_BACK {
@@ -531,7 +537,7 @@ impl Engine {
         }
         let mut said = Vec::new();
         for rec in legs.into_iter().rev() {
-            let pack = self.pack(&rec.pack)?;
+            let pack = self.packs().get(&rec.pack)?;
             let options = value::from_json(&Json::Object(rec.options.clone()));
             let options = options.try_cast::<rhai::Map>().unwrap_or_default();
             for t in rec.turns {

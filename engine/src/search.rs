@@ -92,7 +92,13 @@ impl SearchChoice {
             .unwrap_or_else(|| if var("TAVILY_API_KEY").is_some() { "tavily".into() } else { "standin".into() });
         match choice.trim() {
             "standin" => Ok(SearchChoice::Standin),
+            #[cfg(feature = "http-models")]
             "tavily" => Ok(SearchChoice::Engine(Arc::new(Tavily::from_vars(&var)?))),
+            #[cfg(not(feature = "http-models"))]
+            "tavily" => Err(Error::new(
+                ErrorKind::Input,
+                "this build has no web search (the engine's `http-models` feature): register a Search",
+            )),
             other => Err(Error::new(
                 ErrorKind::Input,
                 format!("RULEWEAVE_SEARCH={other} is not a search engine (standin or tavily)"),
@@ -106,6 +112,7 @@ impl SearchChoice {
     }
 }
 
+#[cfg(feature = "http-models")]
 /// Tavily's search API.
 pub struct Tavily {
     client: reqwest::Client,
@@ -114,6 +121,7 @@ pub struct Tavily {
     retry: RetryPolicy,
 }
 
+#[cfg(feature = "http-models")]
 impl Tavily {
     /// `TAVILY_API_KEY` (required), `TAVILY_BASE_URL` (default `https://api.tavily.com`), and the
     /// model calls' `RULEWEAVE_LLM_TIMEOUT_MS` and retry variables.
@@ -132,6 +140,7 @@ impl Tavily {
     }
 }
 
+#[cfg(feature = "http-models")]
 /// Tavily's answer, as far as it is read.
 #[derive(Deserialize)]
 struct TavilyAnswer {
@@ -139,6 +148,7 @@ struct TavilyAnswer {
     results: Vec<SearchResult>,
 }
 
+#[cfg(feature = "http-models")]
 impl Search for Tavily {
     fn name(&self) -> &str {
         "tavily"

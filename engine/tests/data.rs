@@ -87,6 +87,7 @@ async fn counters_are_shared_and_undone_in_memory() {
     shared_counters(Arc::new(store::MemoryStore::new()), "deck").await;
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn counters_are_shared_and_undone_in_sqlite() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,7 +112,7 @@ fn bad_rows_are_reported_at_their_place() {
         ),
         ("scripts/deck/pick.rhai", PICK),
     ]);
-    let e = Engine::builder(root.path()).build().pack("deck").unwrap_err();
+    let e = Engine::builder(root.path()).build().packs().get("deck").unwrap_err();
     let found: Vec<String> = e.all().map(|e| format!("{}: {}", e.origin().unwrap(), e.detail())).collect();
     assert_eq!(
         found,
@@ -133,7 +134,7 @@ fn a_table_too_large_for_yaml_says_so_and_csv_takes_it() {
     let yaml: String = (0..rows).map(|i| format!("- {{id: c{i}, word: w{i}, level: {i}}}\n")).collect();
     let root =
         write_root(&[("config/deck.yaml", PACK), ("data/deck/cards.yaml", &yaml), ("scripts/deck/pick.rhai", PICK)]);
-    let e = Engine::builder(root.path()).build().pack("deck").unwrap_err();
+    let e = Engine::builder(root.path()).build().packs().get("deck").unwrap_err();
     assert_eq!(
         e.to_string(),
         format!(
@@ -148,7 +149,7 @@ fn a_table_too_large_for_yaml_says_so_and_csv_takes_it() {
     std::fs::remove_file(root.path().join("data/deck/cards.yaml")).unwrap();
     std::fs::write(root.path().join("data/deck/cards.csv"), csv).unwrap();
     std::fs::write(root.path().join("config/deck.yaml"), PACK.replace("cards.yaml", "cards.csv")).unwrap();
-    let pack = Engine::builder(root.path()).build().pack("deck").unwrap();
+    let pack = Engine::builder(root.path()).build().packs().get("deck").unwrap();
     assert_eq!(pack.describe()["tables"]["cards"]["rows"], rows);
 }
 
@@ -158,7 +159,7 @@ fn a_table_tells_of_its_first_problems_and_counts_the_rest() {
     let yaml: String = (0..500).map(|i| format!("- {{id: c{i}, word: w{i}, level: high}}\n")).collect();
     let root =
         write_root(&[("config/deck.yaml", PACK), ("data/deck/cards.yaml", &yaml), ("scripts/deck/pick.rhai", PICK)]);
-    let e = Engine::builder(root.path()).build().pack("deck").unwrap_err();
+    let e = Engine::builder(root.path()).build().packs().get("deck").unwrap_err();
     let all: Vec<String> = e.all().map(|e| e.detail().to_owned()).collect();
     assert_eq!(all.len(), 21, "{all:?}");
     assert_eq!(all[20], "table `cards`: 480 more problems like these in its rows");
@@ -171,11 +172,11 @@ fn a_table_may_be_csv() {
         ("data/deck/cards.csv", "id,word,level,rare\na,apple,1,\nb,banana,one,false\n"),
         ("scripts/deck/pick.rhai", PICK),
     ]);
-    let e = Engine::builder(root.path()).build().pack("deck").unwrap_err();
+    let e = Engine::builder(root.path()).build().packs().get("deck").unwrap_err();
     assert_eq!(e.to_string(), "the row's `level` is an int, and `one` is not one (in data/deck/cards.csv:3)");
     std::fs::write(root.path().join("data/deck/cards.csv"), "id,word,level,rare\na,apple,1,\nb,banana,2,true\n")
         .unwrap();
-    let pack = Engine::builder(root.path()).build().pack("deck").unwrap();
+    let pack = Engine::builder(root.path()).build().packs().get("deck").unwrap();
     assert_eq!(pack.describe()["tables"]["cards"]["rows"], 2);
 }
 

@@ -302,6 +302,7 @@ async fn three_participants_speak_in_the_order_the_manifest_gives() {
     assert!(o["metadata"]["stats"]["sides"]["neither"].is_object());
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn a_paused_debate_goes_on_from_where_it_stopped_even_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();

@@ -158,7 +158,7 @@ fn the_manifest_schema_accepts_every_shipped_manifest_and_refuses_bad_shapes() {
         let doc: serde_json::Value = serde_saphyr::from_str(&bad).unwrap();
         assert!(!validator.is_valid(&doc), "the schema accepts {what}");
         let dir = support::write_root(&[("config/pirate.yaml", &bad)]);
-        let refused = ruleweave::Engine::builder(dir.path()).build().pack("pirate").is_err();
+        let refused = ruleweave::Engine::builder(dir.path()).build().packs().get("pirate").is_err();
         assert!(refused, "the loader accepts {what}");
     }
     drop(engine);

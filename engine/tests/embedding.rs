@@ -54,8 +54,8 @@ async fn the_axum_example_plays_streams_and_reloads() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     // An edit that loads is live on the next move of the same session.
-    let watcher = engine.watch().unwrap();
-    let mut reloads = engine.subscribe();
+    let watcher = ruleweave::Watcher::start(engine.packs()).unwrap();
+    let mut reloads = engine.packs().subscribe();
     support::edit(root.path(), "config/pirate.yaml", "close_margin: 5", "close_margin: 6");
     let reloaded = tokio::time::timeout(std::time::Duration::from_secs(30), reloads.recv()).await.unwrap().unwrap();
     assert_eq!(reloaded.status, ruleweave::ReloadStatus::Reloaded);

@@ -532,7 +532,7 @@ fn a_similarity_block_is_checked_at_its_lines() {
     let broken =
         yaml.replace("embed: embedder", "embed: embedding_model").replace("texts: [questions]", "texts: [turn_count]");
     std::fs::write(&config, broken).unwrap();
-    let err = Engine::builder(dir.path()).build().load("interview").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("interview").unwrap_err();
     let text: String = err.all().map(|e| format!("{e}\n")).collect();
     assert!(text.contains("embeds with `embedding_model`, which is not an llm profile"), "{text}");
     assert!(text.contains(&format!("config/interview.yaml:{}", line_of("embed: embedder"))), "{text}");
@@ -544,7 +544,7 @@ fn a_similarity_block_is_checked_at_its_lines() {
         .replace("texts: [questions]", "texts: [questions]\n      last: 0")
         .replace(r#"when: option("similarity") == "embedding""#, r#"when: option("similarity") =="#);
     std::fs::write(&config, &broken).unwrap();
-    let err = Engine::builder(dir.path()).build().load("interview").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("interview").unwrap_err();
     let text: String = err.all().map(|e| format!("{e}\n")).collect();
     assert!(text.contains("similarity `last` must be at least 1"), "{text}");
     let when = broken.lines().position(|l| l.contains("when: option")).unwrap() + 1;
@@ -584,6 +584,7 @@ const INTERVIEW_FILES: [&str; 4] = ["config/interview.yaml", "scripts/interview"
 /// migrate script) moves onto this one when a process started on the new files loads it: its
 /// turns are folded by the old version's reducers (the store recorded that schema), then the
 /// pack's `migrate` renames what changed; the next checkpoint holds the result.
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn a_session_stored_on_an_older_version_is_migrated_when_loaded() {
     let dir = support::copy_of(&INTERVIEW_FILES);
@@ -608,7 +609,7 @@ async fn stored_on_an_older_version(dir: &tempfile::TempDir, db: &str) {
     }
     let open = || async { Engine::builder(dir.path()).store(ruleweave::store::open(db).await.unwrap()).build() };
     let engine = open().await;
-    let old_version = engine.pack("interview").unwrap().version().to_owned();
+    let old_version = engine.packs().get("interview").unwrap().version().to_owned();
     let mut s = engine.open("interview", &Default::default()).await.unwrap();
     for a in ["I like the taste, it is nutty and creamy.", "The price is a bit high for me."] {
         s.turn(json!({"answer": a})).await.unwrap();
@@ -622,7 +623,7 @@ async fn stored_on_an_older_version(dir: &tempfile::TempDir, db: &str) {
         std::fs::write(path, text).unwrap();
     }
     let engine = open().await;
-    assert_ne!(engine.pack("interview").unwrap().version(), old_version);
+    assert_ne!(engine.packs().get("interview").unwrap().version(), old_version);
     let mut s = engine.resume(&id).await.unwrap();
     let state = s.state();
     assert_eq!(state["conversation_history"], before["history"], "moved by migrate, every turn's entries kept");

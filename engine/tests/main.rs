@@ -9,6 +9,7 @@ mod debate;
 mod designer;
 mod display;
 mod docs;
+#[cfg(feature = "watch")]
 mod embedding;
 mod house;
 mod interview;
@@ -16,10 +17,12 @@ mod map;
 mod packs;
 mod party;
 mod pirate;
+#[cfg(feature = "watch")]
 mod reload;
 mod replies;
 mod runtime;
 mod select;
+#[cfg(feature = "sqlite")]
 mod sessions;
 
 #[path = "../../tests/declared.rs"]

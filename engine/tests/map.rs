@@ -223,14 +223,14 @@ async fn an_empty_list_makes_no_calls() {
 fn the_drawing_shows_the_map() {
     let dir = root(2, true);
     let engine = Engine::builder(dir.path()).build();
-    let mermaid = engine.pack("mapper").unwrap().mermaid();
+    let mermaid = engine.packs().get("mapper").unwrap().mermaid();
     assert!(mermaid.contains("llm: m × each of m.rhai::items (≤2 at once)"), "{mermaid}");
 }
 
 #[test]
 fn a_bad_map_is_refused_at_load() {
     let dir = root(0, true);
-    let err = Engine::builder(dir.path()).build().pack("mapper").unwrap_err().to_string();
+    let err = Engine::builder(dir.path()).build().packs().get("mapper").unwrap_err().to_string();
     assert!(err.contains("map.concurrency is 0; it must be 1 to 64"), "{err}");
     let bad = write_root(&[
         (
@@ -240,7 +240,7 @@ fn a_bad_map_is_refused_at_load() {
         ("scripts/mapper/m.rhai", SCRIPT),
         ("prompts/mapper/each.j2", "{{ vars.item }}"),
     ]);
-    let err = Engine::builder(bad.path()).build().pack("mapper").unwrap_err().to_string();
+    let err = Engine::builder(bad.path()).build().packs().get("mapper").unwrap_err().to_string();
     assert!(err.contains("`m.rhai::items` must be a function of 2 parameter(s)"), "then gets (reply, item): {err}");
 }
 

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 fn diagnostics(root: &Path) -> String {
     let engine = Engine::builder(root).build();
     let mut out = String::new();
-    for (name, result) in engine.load_all().unwrap() {
+    for (name, result) in engine.packs().load_all().unwrap() {
         match result {
             Ok(_) => out.push_str(&format!("{name}: loaded without error\n")),
             Err(e) => {
@@ -33,7 +33,7 @@ fn diagnostics(root: &Path) -> String {
 
 async fn run(root: &Path) -> String {
     let engine = Engine::builder(root).build();
-    let names = engine.pack_names().unwrap();
+    let names = engine.packs().names().unwrap();
     assert_eq!(names.len(), 1, "{}: one pack per fixture", root.display());
     let mut session = engine.open_with_id(&names[0], &Default::default(), Some("fixture".into())).await.unwrap();
     let text = std::fs::read_to_string(root.join("inputs.yaml")).unwrap();
@@ -111,7 +111,7 @@ async fn option_ranges_are_declared_once_and_checked_by_the_engine() {
         ),
         ("scripts/bad/a.rhai", "fn step() { #{} }"),
     ]);
-    let e = ruleweave::Engine::builder(root.path()).build().pack("bad").unwrap_err();
+    let e = ruleweave::Engine::builder(root.path()).build().packs().get("bad").unwrap_err();
     let all: Vec<String> = e.all().map(|e| e.detail().to_owned()).collect();
     assert_eq!(
         all,

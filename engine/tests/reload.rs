@@ -34,9 +34,9 @@ async fn next(rx: &mut Receiver<PackEvent>) -> PackEvent {
 async fn setup() -> (tempfile::TempDir, Engine, ruleweave::Watcher, Receiver<PackEvent>) {
     let root = pack_root();
     let engine = Engine::builder(root.path()).build();
-    engine.pack("marker").unwrap();
-    let rx = engine.subscribe();
-    let watcher = engine.watch().unwrap();
+    engine.packs().get("marker").unwrap();
+    let rx = engine.packs().subscribe();
+    let watcher = ruleweave::Watcher::start(engine.packs()).unwrap();
     (root, engine, watcher, rx)
 }
 
@@ -75,7 +75,7 @@ async fn a_broken_save_keeps_the_last_good_version_until_fixed() {
     let origin = e.diagnostics[0].origin().expect("the diagnostic names a place");
     assert_eq!((origin.file.as_str(), origin.line), ("scripts/marker/marker.rhai", 5), "{:?}", e.diagnostics);
     assert!(origin.column > 0);
-    let status = engine.pack_status().into_iter().find(|p| p.name == "marker").unwrap();
+    let status = engine.packs().status().into_iter().find(|p| p.name == "marker").unwrap();
     assert_eq!(status.pack.unwrap().version(), good);
     assert!(status.error.is_some());
     let r = s.turn(json!({})).await.unwrap();
@@ -105,7 +105,7 @@ async fn a_broken_save_keeps_the_last_good_version_until_fixed() {
     edit(root.path(), "config/marker.yaml", "- c -> END", "- b -> END");
     let e = next(&mut rx).await;
     assert_eq!(e.status, ReloadStatus::Reloaded);
-    assert!(engine.pack_status().into_iter().find(|p| p.name == "marker").unwrap().error.is_none());
+    assert!(engine.packs().status().into_iter().find(|p| p.name == "marker").unwrap().error.is_none());
     let r = s.turn(json!({})).await.unwrap();
     assert_eq!(Some(&r.pack_version), e.version.as_ref());
     assert_eq!(r.output["count"], json!(4));
@@ -198,7 +198,7 @@ async fn a_hundred_reloads_while_turns_run_fail_no_turn() {
         }));
     }
     let mut marker_of: HashMap<String, i64> = HashMap::new();
-    marker_of.insert(engine.pack("marker").unwrap().version().to_owned(), 1);
+    marker_of.insert(engine.packs().get("marker").unwrap().version().to_owned(), 1);
     for i in 2..=101 {
         edit(root.path(), "config/marker.yaml", &format!("marker: {}", i - 1), &format!("marker: {i}"));
         let e = next(&mut rx).await;
@@ -244,18 +244,18 @@ fn schema_and_data_files_belong_to_their_pack() {
         "data/party",
     ]);
     let engine = Engine::builder(root.path()).build();
-    let before = engine.pack("designer").unwrap().version().to_owned();
+    let before = engine.packs().get("designer").unwrap().version().to_owned();
     edit(root.path(), "schemas/designer/zones.yaml", "maxItems: 100", "maxItems: 50");
-    let events = engine.reload_files(&["schemas/designer/zones.yaml".to_owned()]);
+    let events = engine.packs().reload_files(&["schemas/designer/zones.yaml".to_owned()]);
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!((events[0].pack.as_str(), events[0].status), ("designer", ReloadStatus::Reloaded));
-    assert_ne!(engine.pack("designer").unwrap().version(), before);
+    assert_ne!(engine.packs().get("designer").unwrap().version(), before);
 
     edit(root.path(), "schemas/designer/zones.yaml", "type: object", "type: objekt");
-    let events = engine.reload_files(&["schemas/designer/zones.yaml".to_owned()]);
+    let events = engine.packs().reload_files(&["schemas/designer/zones.yaml".to_owned()]);
     assert_eq!((events[0].pack.as_str(), events[0].status), ("designer", ReloadStatus::Rejected));
 
     edit(root.path(), "data/party/questions.yaml", "Never have I ever", "Never have I ever really");
-    let events = engine.reload_files(&["data/party/questions.yaml".to_owned()]);
+    let events = engine.packs().reload_files(&["data/party/questions.yaml".to_owned()]);
     assert_eq!((events[0].pack.as_str(), events[0].status), ("party", ReloadStatus::Reloaded));
 }

@@ -96,6 +96,56 @@ async fn events_stream_live_in_order_with_the_stand_in_labelled() {
     assert_eq!(r.events.len(), kinds.len());
 }
 
+const WAITER: &str = "state:\n  heard: {type: bool}\noutput: [heard]\ngraph:\n  nodes:\n    wait: {native: wait}\n  edges:\n    - START -> wait\n    - wait -> END\n";
+
+/// A node that blocks its thread until another task of the caller's runtime signals it.
+fn waiter(signal: std::sync::mpsc::Receiver<()>) -> impl ruleweave::NativeNode {
+    let signal = Mutex::new(signal);
+    move |_: &NodeContext<'_>| -> ruleweave::Result<Map> {
+        let heard = signal.lock().unwrap().recv_timeout(std::time::Duration::from_secs(20)).is_ok();
+        Ok(Map::from_iter([("heard".into(), Dynamic::from_bool(heard))]))
+    }
+}
+
+/// `Session::turn` plays on the engine's threads: on a runtime of one thread, a task the turn
+/// waits for still runs while the turn's node blocks (played on the caller's thread, the node
+/// would wait for it in vain).
+#[tokio::test(flavor = "current_thread")]
+async fn a_turn_leaves_the_callers_runtime_free() {
+    let root = write_root(&[("config/waiter.yaml", WAITER)]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let engine = Engine::builder(root.path()).native_node("wait", waiter(rx)).build();
+    let mut s = engine.open("waiter", &Default::default()).await.unwrap();
+    let signal = tokio::spawn(async move { tx.send(()).unwrap() });
+    let out = s.turn(json!({})).await.unwrap().output;
+    assert_eq!(out, json!({"heard": true}), "the other task ran while the turn played");
+    signal.await.unwrap();
+}
+
+/// `Session::blocking_turn` plays on the caller's own thread, with no hand-off: the node runs
+/// on the thread that called it.
+#[test]
+fn a_blocking_turn_plays_on_the_callers_thread() {
+    let root = write_root(&[(
+        "config/here.yaml",
+        "state:\n  thread: {type: string}\noutput: [thread]\ngraph:\n  nodes:\n    here: {native: here}\n  edges:\n    - START -> here\n    - here -> END\n",
+    )]);
+    let here = |_: &NodeContext<'_>| -> ruleweave::Result<Map> {
+        let name = std::thread::current().name().unwrap_or("").to_owned();
+        Ok(Map::from_iter([("thread".into(), Dynamic::from(name))]))
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let engine = Engine::builder(root.path()).native_node("here", here).build();
+    let mut s = rt.block_on(engine.open("here", &Default::default())).unwrap();
+    let caller = std::thread::current().name().unwrap_or("").to_owned();
+    let _entered = rt.enter();
+    let out = s.blocking_turn(json!({})).unwrap().output;
+    assert_eq!(out, json!({"thread": caller}));
+    // Handed off, it runs on one of the engine's threads instead.
+    let out = rt.block_on(s.turn(json!({}))).unwrap().output;
+    assert_eq!(out, json!({"thread": "ruleweave-blocking"}));
+}
+
 #[tokio::test]
 async fn native_nodes_are_registered_by_the_embedding_program() {
     let root = write_root(&[(
@@ -117,7 +167,7 @@ async fn native_nodes_are_registered_by_the_embedding_program() {
     assert_eq!(out, json!({"n": 6, "label": "counted to 6"}));
 
     // Without the registration the pack does not load, and says why.
-    let e = Engine::builder(root.path()).build().pack("counter").unwrap_err();
+    let e = Engine::builder(root.path()).build().packs().get("counter").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Pack);
     assert!(e.detail().contains("native node `bump` is not registered by this host"), "{e}");
 }

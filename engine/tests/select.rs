@@ -224,7 +224,7 @@ fn batch_scorers_take_every_candidate_in_one_call_and_decide_the_same() {
         ),
     )
     .unwrap();
-    let err = engine(dir.path()).load("worked").unwrap_err();
+    let err = engine(dir.path()).packs().load("worked").unwrap_err();
     assert!(err.to_string().contains("scorer `listed` says `batch: true` but has no script to call once"), "{err}");
     assert_eq!(err.origin().unwrap().line, 36, "{err}");
 }
@@ -256,7 +256,7 @@ fn a_native_focus_generator_makes_the_same_candidates_as_its_script() {
     // for native.
     let open = twinned.replace("focus: open}", "focus: open, focus_native: uncovered}");
     std::fs::write(&config, &open).unwrap();
-    let err = engine(dir.path()).load("worked").unwrap_err();
+    let err = engine(dir.path()).packs().load("worked").unwrap_err();
     assert!(
         err.to_string().contains("strategy `broaden`: `focus: open` has no generator for `focus_native` to twin"),
         "{err}"
@@ -267,7 +267,7 @@ fn a_native_focus_generator_makes_the_same_candidates_as_its_script() {
         .replace("focus_native: uncovered}", "focus_native: nowhere}")
         .replace("    vetoes:", "    impl: native\n    vetoes:");
     std::fs::write(&config, &lacking).unwrap();
-    let err = engine(dir.path()).load("worked").unwrap_err();
+    let err = engine(dir.path()).packs().load("worked").unwrap_err();
     assert!(err.to_string().contains("native focus generator `nowhere` is not registered by this host"), "{err}");
 }
 
@@ -302,11 +302,11 @@ fn the_fallback_answers_when_everything_is_vetoed_and_a_zero_multiplier_turns_a_
 
     // A fallback that names no strategy is refused; a profile naming a disabled one is a warning.
     std::fs::write(&config, yaml.replace("fallback: broaden", "fallback: ease")).unwrap();
-    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("worked").unwrap_err();
     assert!(err.detail().contains("falls back to `ease`, which is no strategy"), "{err}");
     // Nor may the fallback be one a phase turns off: it would answer where it is unavailable.
     std::fs::write(&config, yaml.replace("fallback: broaden", "fallback: synthesis")).unwrap();
-    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("worked").unwrap_err();
     assert!(
         err.detail().contains(
             "falls back to `synthesis`, which phase `exploratory` turns off (multiplier 0); the fallback must be \
@@ -317,7 +317,7 @@ fn the_fallback_answers_when_everything_is_vetoed_and_a_zero_multiplier_turns_a_
     let disabled =
         yaml.replace("      - {id: synthesis, prompt_hint", "      - {id: synthesis, enabled: false, prompt_hint");
     std::fs::write(&config, disabled).unwrap();
-    let pack = Engine::builder(dir.path()).build().load("worked").unwrap();
+    let pack = Engine::builder(dir.path()).build().packs().load("worked").unwrap();
     let warning = &pack.warnings()[0];
     assert!(warning.detail().contains("phase profile `exploratory` sets `synthesis`, which is disabled"), "{warning}");
     assert_eq!(warning.origin().unwrap().file, "config/worked.yaml");
@@ -366,7 +366,7 @@ fn a_strategy_is_a_yaml_entry_and_a_focus_script() {
             .replace("focused: {deepen: 1.3}", "focused: {deepen: 1.3, bridge: 2}"),
     )
     .unwrap();
-    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("worked").unwrap_err();
     assert!(err.detail().contains("sets `bridge`, which is not a strategy"), "{err}");
     let origin = err.origin().unwrap();
     assert_eq!((origin.file.as_str(), origin.line), ("config/worked.yaml", 35), "{err}");
@@ -444,7 +444,7 @@ fn scorers_and_focuses_that_break_the_contract_are_errors_not_silent_scores() {
     let broken =
         yaml.replace("{id: ambiguity, weight", "{id: coverage_gap, weight").replace("focus: open}", "focus: opne}");
     std::fs::write(&config, broken).unwrap();
-    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("worked").unwrap_err();
     let text: String = err.all().map(|e| format!("{e}\n")).collect();
     assert!(text.contains("has two scorers with id `coverage_gap`"), "{text}");
     assert!(text.contains("focus `opne` is neither `open` nor a generator"), "{text}");
@@ -452,6 +452,6 @@ fn scorers_and_focuses_that_break_the_contract_are_errors_not_silent_scores() {
     let end = yaml.find("    phase_profiles:").unwrap();
     let none = format!("{}    strategies: []\n{}", &yaml[..start], &yaml[end..]).replace("    phase_profiles:\n      exploratory: {deepen: 0.8, broaden: 1.2, cover_element: 1.1, synthesis: 0.3}\n      focused: {deepen: 1.3}\n      closing: {synthesis: 1.2, broaden: 0.2}\n", "");
     std::fs::write(&config, none).unwrap();
-    let err = Engine::builder(dir.path()).build().load("worked").unwrap_err();
+    let err = Engine::builder(dir.path()).build().packs().load("worked").unwrap_err();
     assert!(err.detail().contains("selector `next` needs at least one strategy"), "{err}");
 }

@@ -140,7 +140,7 @@ fn init() { #{ game_id: session_id() } }"#;
     let without_init =
         COUNTER.replace("  done: {type: bool}", "  done: {type: bool}\n  game_id: {type: string, fork: init}");
     let root = write_root(&[("config/counter.yaml", &without_init), ("scripts/counter/count.rhai", script)]);
-    let err = engine(&root, store, Retention::default()).load("counter").unwrap_err();
+    let err = engine(&root, store, Retention::default()).packs().load("counter").unwrap_err();
     assert!(err.to_string().contains("field `game_id` takes its value from `init` on a fork"), "{err}");
 }
 

@@ -20,7 +20,7 @@ const TURNS: usize = 20;
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let engine = rt.block_on(ruleweave_host::standin_engine(&repo_root())).unwrap();
-    engine.pack("pirate").unwrap();
+    engine.packs().get("pirate").unwrap();
     let messages: Vec<String> =
         include_str!("../../tests/data/pirate_messages.txt").lines().map(str::to_owned).collect();
     let options = json!({"difficulty": "hard"});
@@ -38,12 +38,14 @@ fn bench(c: &mut Criterion) {
                         break;
                     }
                     let start = Instant::now();
-                    let turn = rt.block_on(async {
+                    // On this thread, as Python's synchronous `turn` plays it.
+                    let turn = {
+                        let _runtime = rt.enter();
                         let input = session.input_from(Value::String(message.clone())).unwrap();
-                        let turn = session.turn(input).await.unwrap();
+                        let turn = session.blocking_turn(input).unwrap();
                         let state = session.state();
                         (turn, state)
-                    });
+                    };
                     let finished = turn.0.finished;
                     drop(turn);
                     total += start.elapsed();

@@ -27,7 +27,7 @@ fn batch(
     games: u32,
     set: &[(&str, &str)],
 ) -> (u64, f64) {
-    let pack = engine.pack(pack).unwrap();
+    let pack = engine.packs().get(pack).unwrap();
     let mut options = serde_json::Map::new();
     for (k, v) in set {
         options.insert((*k).to_owned(), pack.option_from_str(k, v).unwrap());

@@ -96,12 +96,12 @@ impl NativeEngine {
 
     #[napi]
     pub fn packs(&self) -> Result<Vec<String>> {
-        self.inner.pack_names().map_err(js_err)
+        self.inner.packs().names().map_err(js_err)
     }
 
     #[napi]
     pub fn describe(&self, pack: String) -> Result<Value> {
-        Ok(self.inner.pack(&pack).map_err(js_err)?.describe())
+        Ok(self.inner.packs().get(&pack).map_err(js_err)?.describe())
     }
 
     #[napi]

@@ -127,12 +127,12 @@ impl Engine {
 
     /// The names of the packs under the root.
     fn packs(&self) -> PyResult<Vec<String>> {
-        self.inner.pack_names().map_err(py_err)
+        self.inner.packs().names().map_err(py_err)
     }
 
     /// What a pack declares (options, input, output, state fields, what to type), as a dict.
     fn describe<'py>(&self, py: Python<'py>, pack: &str) -> PyResult<Bound<'py, PyAny>> {
-        let pack = py.detach(|| self.inner.pack(pack)).map_err(py_err)?;
+        let pack = py.detach(|| self.inner.packs().get(pack)).map_err(py_err)?;
         py_of(py, &pack.describe())
     }
 
@@ -250,7 +250,15 @@ impl Session {
     /// Plays a turn: `input` is a dict of the pack's input fields, or a line a person typed.
     fn turn(&self, py: Python<'_>, input: Bound<'_, PyAny>) -> PyResult<Turn> {
         let input = json_of("input", &input)?;
-        block_on(py, play(self.live.clone(), input)).map_err(py_err)
+        // Played on this thread, with the interpreter detached: no hand-off to another thread.
+        py.detach(|| {
+            let _runtime = runtime().enter();
+            let mut session = self.live.blocking_lock();
+            let input = session.input_from(input)?;
+            let result = session.blocking_turn(input)?;
+            Ok(Turn { result, state: session.state() })
+        })
+        .map_err(py_err)
     }
 
     /// [`Session::turn`] as an awaitable: the caller's event loop runs other coroutines while the

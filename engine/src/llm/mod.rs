@@ -6,9 +6,12 @@
 //! [`LlmChoice::from_env`] reads the environment variables; [`ModelMap`] renames models for endpoints
 //! that serve other ones (a local Ollama, Claude).
 
+#[cfg(feature = "http-models")]
 mod anthropic;
+#[cfg(feature = "http-models")]
 pub(crate) mod http;
 mod named;
+#[cfg(feature = "http-models")]
 mod openai;
 mod profile;
 
@@ -17,8 +20,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "http-models")]
 pub use anthropic::{Anthropic, AnthropicConfig};
 pub use named::{NamedProviders, key_alias};
+#[cfg(feature = "http-models")]
 pub use openai::{OpenAi, OpenAiConfig, StructuredOutput};
 pub(crate) use profile::ModelSpec;
 pub use profile::Profile;
@@ -234,8 +239,12 @@ impl LlmChoice {
         let map = ModelMap::from_vars(&var)?;
         let provider: Arc<dyn Provider> = match which.as_str() {
             "standin" => return Ok(LlmChoice::Standin),
+            #[cfg(feature = "http-models")]
             "openai" => Arc::new(OpenAi::new(OpenAiConfig::from_vars(&var)?)?),
+            #[cfg(feature = "http-models")]
             "anthropic" => Arc::new(Anthropic::new(AnthropicConfig::from_vars(&var)?)?),
+            #[cfg(not(feature = "http-models"))]
+            "openai" | "anthropic" => return Err(no_http_models()),
             other => {
                 return Err(Error::new(
                     ErrorKind::Input,
@@ -253,6 +262,15 @@ impl LlmChoice {
             LlmChoice::Provider(p) => p.name().to_owned(),
         }
     }
+}
+
+/// What a build without HTTP providers says when one is asked for.
+#[cfg(not(feature = "http-models"))]
+pub(crate) fn no_http_models() -> Error {
+    Error::new(
+        ErrorKind::Input,
+        "this build has no HTTP model providers (the engine's `http-models` feature): register a Provider",
+    )
 }
 
 /// How often and how long a provider retries a failed request.
@@ -419,6 +437,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "http-models")]
     fn provider_choice_follows_the_environment() {
         assert!(matches!(LlmChoice::from_vars(vars(&[])).unwrap(), LlmChoice::Standin));
         let c = LlmChoice::from_vars(vars(&[("OPENAI_API_KEY", "sk-x")])).unwrap();
@@ -432,6 +451,18 @@ mod tests {
     }
 
     #[test]
+    #[cfg(not(feature = "http-models"))]
+    fn a_build_without_http_providers_says_so_when_one_is_asked_for() {
+        assert!(matches!(
+            LlmChoice::from_vars(vars(&[("OPENAI_API_KEY", "sk-x"), ("RULEWEAVE_LLM", "standin")])).unwrap(),
+            LlmChoice::Standin
+        ));
+        let e = LlmChoice::from_vars(vars(&[("OPENAI_API_KEY", "sk-x")])).unwrap_err();
+        assert!(e.detail().contains("`http-models` feature"), "{e}");
+    }
+
+    #[test]
+    #[cfg(feature = "http-models")]
     fn missing_keys_are_reported() {
         let e = LlmChoice::from_vars(vars(&[("RULEWEAVE_LLM", "anthropic")])).unwrap_err();
         assert!(e.detail().contains("ANTHROPIC_API_KEY"), "{e}");

@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{Anthropic, AnthropicConfig, ModelMap, OpenAi, OpenAiConfig, Provider, StructuredOutput};
+use super::Provider;
+#[cfg(feature = "http-models")]
+use super::{Anthropic, AnthropicConfig, ModelMap, OpenAi, OpenAiConfig, StructuredOutput};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Base URLs of OpenAI-compatible vendors a profile may name without setting `<NAME>_BASE_URL`.
@@ -76,6 +78,12 @@ impl NamedProviders {
         made.entry(name.to_owned()).or_insert_with(|| self.make(name).map_err(|e| e.detail().to_owned())).clone()
     }
 
+    #[cfg(not(feature = "http-models"))]
+    fn make(&self, _name: &str) -> Result<Arc<dyn Provider>> {
+        Err(super::no_http_models())
+    }
+
+    #[cfg(feature = "http-models")]
     fn make(&self, name: &str) -> Result<Arc<dyn Provider>> {
         let var = |k: &str| (self.vars)(k).filter(|v| !v.is_empty());
         if name == "anthropic" {
@@ -113,6 +121,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "http-models")]
     fn a_name_is_a_key_and_a_base_url() {
         let vars: HashMap<&str, &str> =
             [("GROQ_API_KEY", "gsk"), ("LOCAL_LLM_API_KEY", "x"), ("LOCAL_LLM_BASE_URL", "http://localhost:1/v1")]
@@ -126,6 +135,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "http-models")]
     fn gemini_takes_googles_key_and_anthropic_its_own_api() {
         let vars: HashMap<&str, &str> = [("GOOGLE_API_KEY", "g"), ("ANTHROPIC_API_KEY", "a")].into();
         let named = NamedProviders::from_vars(move |k| vars.get(k).map(|v| v.to_string()));

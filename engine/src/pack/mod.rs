@@ -494,6 +494,12 @@ impl Pack {
         Ok(out)
     }
 
+    /// Whether a script of the pack's (`typed:`) reads a line a person typed into the turn's
+    /// input: the turn runs it ([`crate::Session::turn`] given a string).
+    pub fn reads_typed_lines(&self) -> bool {
+        self.typed.is_some()
+    }
+
     /// The turn input for a bare string, when the pack takes exactly one string field.
     pub fn input_from_text(&self, text: &str) -> Option<Json> {
         let strings: Vec<&String> =

@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
 use crate::store::ResumePoint;
 
+mod live;
 mod play;
 mod rounds;
 mod view;
@@ -29,6 +30,7 @@ use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
 use crate::turn::{TurnCtx, TurnStart};
 use crate::value;
 use crate::vocab::now_ms;
+pub use live::{LiveSession, OwnedSessionGuard, SessionGuard};
 pub(crate) use play::caught;
 pub use rounds::Posted;
 pub(crate) use rounds::{CLOSES_AT_ONCE, RoundCloser};
@@ -516,22 +518,92 @@ impl Session {
 
     /// Runs one turn with `input` (a map of the pack's input fields, or a line a person typed:
     /// see [`Session::input_from_text`]).
+    ///
+    /// The turn is played on one of the engine's own threads, not the caller's: scripts and
+    /// templates are synchronous work, so the caller's async runtime keeps serving its other
+    /// tasks meanwhile. Call it from within a tokio runtime (multi-threaded: the turn's model
+    /// calls and store writes are awaited in it). A caller that owns a thread and may block it
+    /// plays the turn there with [`Session::blocking_turn`].
+    ///
+    /// Dropping the future cancels the turn, as with any future: the session is left as it was
+    /// before it (the drop waits for the turn's thread to undo its changes, as long as the
+    /// synchronous step under way takes), and reads the store again before its next turn.
     pub async fn turn(&mut self, input: Json) -> Result<TurnResult> {
-        self.run_turn(input, None).await
+        self.handed_off(move |s| Box::pin(s.run_turn(input, None))).await
     }
 
-    /// Runs one turn, passing every event to `sink` as it happens (model tokens included).
+    /// [`Session::turn`], passing every event to `sink` as it happens (model tokens included).
     pub async fn turn_with_events(&mut self, input: Json, sink: EventSink) -> Result<TurnResult> {
-        self.run_turn(input, Some(sink)).await
+        self.handed_off(move |s| Box::pin(s.run_turn(input, Some(sink)))).await
+    }
+
+    /// Runs one turn on the calling thread, blocking it until the turn ends: for a caller that
+    /// owns its thread (a simulated game, a synchronous binding), which pays no hand-off to
+    /// another thread. A tokio runtime must be entered ([`tokio::runtime::Handle::enter`]); the
+    /// turn's model calls and store writes are awaited in it.
+    ///
+    /// # Panics
+    ///
+    /// When called from within an asynchronous task, as [`tokio::runtime::Handle::block_on`]
+    /// does: an async caller uses [`Session::turn`].
+    pub fn blocking_turn(&mut self, input: Json) -> Result<TurnResult> {
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::internal("Session::blocking_turn needs a tokio runtime entered"))?;
+        handle.block_on(self.run_turn(input, None))
     }
 
     /// Finishes a long turn a crash interrupted, from its last step checkpoint, without repeating
-    /// the model calls of the steps already recorded. `None` when no turn was interrupted.
+    /// the model calls of the steps already recorded. `None` when no turn was interrupted. Played
+    /// on the engine's threads, as [`Session::turn`] is.
     pub async fn finish_interrupted(&mut self) -> Result<Option<TurnResult>> {
-        let store = self.rt.store.clone();
-        let _lock = store.lock(&self.id).await?;
-        self.refresh().await?;
-        caught(std::pin::pin!(self.finish_pending(None))).await
+        self.handed_off(|s| {
+            Box::pin(async move {
+                let store = s.rt.store.clone();
+                let _lock = store.lock(&s.id).await?;
+                s.refresh().await?;
+                caught(std::pin::pin!(s.finish_pending(None))).await
+            })
+        })
+        .await
+    }
+
+    /// Does `work` on this session on one of the engine's threads, which may block (scripts,
+    /// templates), within the caller's tokio runtime. The session moves to that thread and back;
+    /// meanwhile `self` is a stand-in that reloads from the store when next used, which it only
+    /// ever is when this future was dropped (the work then is too, undoing what it changed).
+    pub(crate) async fn handed_off<T: Send + 'static>(
+        &mut self,
+        work: impl for<'a> FnOnce(&'a mut Session) -> futures_util::future::BoxFuture<'a, Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        let stand_in = self.stand_in();
+        let mut session = std::mem::replace(self, stand_in);
+        let (session, done) = crate::blocking::run_cancellable(move || async move {
+            let done = work(&mut session).await;
+            (session, done)
+        })
+        .await?;
+        *self = session;
+        done
+    }
+
+    /// What `self` is while its turn plays elsewhere: the same session as of now, marked to
+    /// reload from the store before anything else.
+    fn stand_in(&self) -> Session {
+        Session {
+            rt: self.rt.clone(),
+            id: self.id.clone(),
+            pack: self.pack.clone(),
+            options: self.options.clone(),
+            seed: self.seed,
+            state: self.state.clone(),
+            turns: self.turns,
+            seq: self.seq,
+            pending: None,
+            paused: self.paused.clone(),
+            dirty: true,
+            snapshot_due: false,
+            at: self.at,
+        }
     }
 
     /// Reloads the session when another writer (a replica sharing the store) recorded checkpoints

@@ -160,7 +160,13 @@ impl Session {
     /// (conflict). When the post leaves the round waiting for nobody, the round's turn runs
     /// before this returns; if that turn fails, the post stays recorded and the round closes
     /// again at its timeout.
+    ///
+    /// Played on the engine's threads, as [`Session::turn`] is.
     pub async fn post(&mut self, post: Post) -> Result<Posted> {
+        self.handed_off(move |s| Box::pin(s.post_here(post))).await
+    }
+
+    async fn post_here(&mut self, post: Post) -> Result<Posted> {
         let lobby = self.lobby_spec()?;
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
@@ -301,7 +307,12 @@ impl Session {
     /// Closes the round if it is due at `now` (its timeout passed since its question was asked,
     /// or nobody is left to wait for): runs its turn with the inputs it has, none when nobody
     /// answered. `None` when the round is not due, or was closed already (by another process).
+    /// Played on the engine's threads, as [`Session::turn`] is.
     pub async fn close_due(&mut self, now: i64) -> Result<Option<TurnResult>> {
+        self.handed_off(move |s| Box::pin(s.close_due_here(now))).await
+    }
+
+    async fn close_due_here(&mut self, now: i64) -> Result<Option<TurnResult>> {
         let Some(lobby) = self.pack.lobby.clone() else { return Ok(None) };
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;

@@ -127,7 +127,7 @@ pub fn run(handle: &tokio::runtime::Handle, engine: &Engine, batch: &Batch) -> R
     if !(1..=MOST_GAMES).contains(&batch.games) {
         return Err(Error::input(format!("games is 1 to {MOST_GAMES} per player, not {}", batch.games)));
     }
-    let pack = engine.pack(&batch.pack)?;
+    let pack = engine.packs().get(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
     let players = players(engine, &pack, &batch.players)?;
     let plan = Plan::of(batch, &pack);
@@ -413,9 +413,9 @@ fn game(
         let _ = handle.block_on(rules.engine.delete(&id));
     }
     let mut session = handle
-        .block_on(rules.engine.open_with_id(&plan.pack, rules.options, Some(id.clone())))
+        .block_on(rules.engine.open_here(&plan.pack, rules.options, Some(id.clone())))
         .map_err(|e| GameError::new(player, number, Stopped::Opening, e))?;
-    let result = turns(handle, plan, player, number, &id, &mut session, prices);
+    let result = turns(plan, player, number, &id, &mut session, prices);
     if !plan.record {
         let _ = handle.block_on(rules.engine.delete(&id));
     }
@@ -423,7 +423,6 @@ fn game(
 }
 
 fn turns(
-    handle: &tokio::runtime::Handle,
     plan: &Plan,
     player: &Player,
     number: u32,
@@ -461,7 +460,7 @@ fn turns(
             spend(call, &mut tokens, &mut cost, &mut unpriced);
         }
         let input = session.input_from(next).map_err(|e| stopped(Stopped::Input, e))?;
-        let result = handle.block_on(session.turn(input)).map_err(|e| stopped(Stopped::Turn, e))?;
+        let result = session.blocking_turn(input).map_err(|e| stopped(Stopped::Turn, e))?;
         for event in &result.events {
             if let Event::Llm(call) = event {
                 spend(call, &mut tokens, &mut cost, &mut unpriced);

@@ -162,7 +162,7 @@ impl Sweep {
 
 /// The values of `ranges` (one, or every pair of two) as parameter values and their JSON.
 fn grid(engine: &Engine, pack: &str, ranges: &[Range]) -> Result<Vec<(ParamValues, Value)>> {
-    let pack = engine.pack(pack)?;
+    let pack = engine.packs().get(pack)?;
     let axes = ranges
         .iter()
         .map(|r| {
@@ -207,7 +207,7 @@ pub fn sweep(
 ) -> Result<Vec<SweepPoint>> {
     let batch = &sweep.batch;
     let points = grid(engine, &batch.pack, &sweep.ranges)?;
-    let pack = engine.pack(&batch.pack)?;
+    let pack = engine.packs().get(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
     players(engine, &pack, &batch.players)?;
     let plan = Plan::of(batch, &pack);
@@ -215,7 +215,7 @@ pub fn sweep(
     for (values, shown) in points {
         let copy = engine.with_params(&batch.pack, values)?;
         // The players as this copy loads them: a player reading the parameter sees the value.
-        let players = players(&copy, &*copy.pack(&batch.pack)?, &batch.players)?;
+        let players = players(&copy, &*copy.packs().get(&batch.pack)?, &batch.players)?;
         let rules = Rules { engine: &copy, options: &batch.options };
         let played = play(handle, &plan, &players, &rules, &batch.prices, tick, stop);
         if let Some(e) = played.iter().find_map(|p| p.error.clone()) {
@@ -413,7 +413,7 @@ impl Tuner<'_> {
         if !self.values.iter().any(|v| v.value == x) {
             let values = ParamValues::from([(self.tune.vary.param.clone(), json_of(self.param, x))]);
             let copy = self.engine.with_params(&self.tune.pack, values)?;
-            let pack = copy.pack(&self.tune.pack)?;
+            let pack = copy.packs().get(&self.tune.pack)?;
             let player = players(&copy, &pack, std::slice::from_ref(&self.tune.target.player))?
                 .pop()
                 .ok_or_else(|| Error::internal("no player"))?;
@@ -473,7 +473,7 @@ pub fn tune(
     stop: &AtomicBool,
 ) -> Result<TuneReport> {
     let started = Instant::now();
-    let pack = engine.pack(&tune.pack)?;
+    let pack = engine.packs().get(&tune.pack)?;
     pack.resolve_options(&tune.options)?;
     let param = pack.numeric_param(&tune.vary.param)?.clone();
     tune.vary.ends(&param)?;

@@ -5,8 +5,11 @@
 //! [`Checkpoint::bumps`]: super::Checkpoint::bumps
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{Sql, on_pool};
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteStore;
 use super::store_error;
 use crate::error::Result;
@@ -43,18 +46,21 @@ impl Counters for MemoryStore {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl Counters for SqliteStore {
     fn counts<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
         Box::pin(counters(self.sql(), pack, table))
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Counters for PostgresStore {
     fn counts<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
         Box::pin(counters(self.sql(), pack, table))
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn counters(sql: Sql<'_>, pack: &str, table: &str) -> Result<Vec<(String, String, i64)>> {
     on_pool!(sql, pool => sqlx::query_as("SELECT key, counter, n FROM counters WHERE pack = $1 AND tab = $2")
         .bind(pack)

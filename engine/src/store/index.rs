@@ -2,8 +2,11 @@
 //! retention (finished ones some time after they finished, abandoned ones after some idle time).
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{self as sql, Sql, on_pool};
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteStore;
 use super::{SessionInfo, store_error};
 use crate::error::Result;
@@ -84,6 +87,7 @@ impl SessionIndex for MemoryStore {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl SessionIndex for SqliteStore {
     fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
         Box::pin(list(self.sql(), query))
@@ -98,6 +102,7 @@ impl SessionIndex for SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl SessionIndex for PostgresStore {
     fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
         Box::pin(list(self.sql(), query))
@@ -112,6 +117,7 @@ impl SessionIndex for PostgresStore {
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn list(sql: Sql<'_>, q: SessionQuery<'_>) -> Result<Vec<SessionInfo>> {
     on_pool!(sql, pool => {
         let rows = sqlx::query(
@@ -132,6 +138,7 @@ async fn list(sql: Sql<'_>, q: SessionQuery<'_>) -> Result<Vec<SessionInfo>> {
     })
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn expire(sql: Sql<'_>, finished_before: i64, which: Expiry<'_>) -> Result<u64> {
     let base = "DELETE FROM sessions WHERE finished AND finished_at < $1".to_owned();
     let (text, packs) = match which {
@@ -153,6 +160,7 @@ async fn expire(sql: Sql<'_>, finished_before: i64, which: Expiry<'_>) -> Result
     .map_err(|e| store_error("cannot expire sessions", e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn expire_idle(sql: Sql<'_>, idle_before: i64) -> Result<u64> {
     on_pool!(sql, pool => sqlx::query("DELETE FROM sessions WHERE NOT finished AND updated_at < $1")
         .bind(idle_before)

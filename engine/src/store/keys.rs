@@ -7,8 +7,11 @@
 use sha2::{Digest, Sha256};
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{Sql, on_pool};
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteStore;
 use super::store_error;
 use crate::error::{Error, ErrorKind, Result};
@@ -171,6 +174,7 @@ impl Keys for MemoryStore {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl Keys for SqliteStore {
     fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
         Box::pin(add(self.sql(), hash, grant))
@@ -205,6 +209,7 @@ impl Keys for SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Keys for PostgresStore {
     fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
         Box::pin(add(self.sql(), hash, grant))
@@ -240,11 +245,13 @@ impl Keys for PostgresStore {
 }
 
 /// A key for a session that is gone fails its foreign key: say so as the memory store does.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn gone_or(what: &str, session: &str, e: sqlx::Error) -> Error {
     let foreign = matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation());
     if foreign { no_session(session) } else { store_error(what, e) }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
     match grant {
         Grant::Issued(k) => {
@@ -292,6 +299,7 @@ async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn find(sql: Sql<'_>, hash: &str) -> Result<Option<Grant>> {
     let session: Option<(String, Option<String>)> = on_pool!(sql, pool => sqlx::query_as(
             "SELECT session_id, player FROM session_keys WHERE hash = $1",
@@ -316,6 +324,7 @@ async fn find(sql: Sql<'_>, hash: &str) -> Result<Option<Grant>> {
     issued.map(|row| issued_key(row).map(Grant::Issued)).transpose()
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn issued_key((id, label, packs, created_at): (String, String, Option<String>, i64)) -> Result<IssuedKey> {
     let packs = packs
         .map(|p| serde_json::from_str(&p).map_err(|e| store_error("a key's packs are not a JSON list", e)))
@@ -323,6 +332,7 @@ fn issued_key((id, label, packs, created_at): (String, String, Option<String>, i
     Ok(IssuedKey { id, label, packs, created_at })
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
     let rows: Vec<(String, String, Option<String>, i64)> = on_pool!(sql, pool => sqlx::query_as(
             "SELECT id, label, packs, created_at FROM issued_keys ORDER BY created_at, id",
@@ -333,6 +343,7 @@ async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
     rows.into_iter().map(issued_key).collect()
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
     // The key, and in one transaction every key of the sessions it made and of theirs (a fork
     // made with a session's key is owned by `session:<id>`), found by a recursive query.
@@ -355,14 +366,17 @@ async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
     .map_err(|e| store_error("cannot revoke a key", e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn keep_players(sql: Sql<'_>, session: &str, players: &[String]) -> Result<()> {
     let kept = serde_json::to_string(players).unwrap_or_else(|_| "[]".into());
     // The players as a JSON list the database reads itself: one statement, whatever their number.
     let text = match sql {
+        #[cfg(feature = "sqlite")]
         Sql::Sqlite(_) => {
             "DELETE FROM session_keys WHERE session_id = $1 AND player IS NOT NULL \
              AND player NOT IN (SELECT value FROM json_each($2))"
         }
+        #[cfg(feature = "postgres")]
         Sql::Postgres(_) => {
             "DELETE FROM session_keys WHERE session_id = $1 AND player IS NOT NULL \
              AND player NOT IN (SELECT jsonb_array_elements_text($2::jsonb))"
@@ -372,6 +386,7 @@ async fn keep_players(sql: Sql<'_>, session: &str, players: &[String]) -> Result
         .map_err(|e| store_error("cannot drop the keys of players who left", e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {
     on_pool!(sql, pool => sqlx::query("DELETE FROM session_keys WHERE session_id = $1 AND player = $2")
         .bind(session)
@@ -382,6 +397,7 @@ async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {
     .map_err(|e| store_error("cannot drop a player's key", e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
     on_pool!(sql, pool => sqlx::query(
             "INSERT INTO session_owners (session_id, owner) VALUES ($1, $2) \
@@ -395,6 +411,7 @@ async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
     .map_err(|e| gone_or("cannot record who made a session", session, e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn owner(sql: Sql<'_>, session: &str) -> Result<Option<String>> {
     on_pool!(sql, pool => sqlx::query_scalar("SELECT owner FROM session_owners WHERE session_id = $1")
         .bind(session)

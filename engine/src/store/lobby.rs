@@ -5,8 +5,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use super::postgres::{PostgresStore, notify};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{self as sql, Sql, on_pool};
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteStore;
 use super::{Happened, SessionEvent, store_error};
 use crate::error::{Error, ErrorKind, Result};
@@ -130,9 +133,11 @@ impl LobbyInputs for MemoryStore {
 }
 
 /// Records a lobby input unless that player sent that kind to that round already.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 const ADD_INPUT: &str = "INSERT INTO lobby_inputs (session_id, round, player, kind, input, created_at) \
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING";
 
+#[cfg(feature = "sqlite")]
 impl LobbyInputs for SqliteStore {
     fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
@@ -164,6 +169,7 @@ impl LobbyInputs for SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl LobbyInputs for PostgresStore {
     fn add_input<'a>(&'a self, id: &'a str, input: &'a LobbyInput) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
@@ -197,6 +203,7 @@ impl LobbyInputs for PostgresStore {
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn inputs(sql: Sql<'_>, id: &str) -> Result<Vec<LobbyInput>> {
     let rows: Vec<(i64, String, String, String, i64)> = on_pool!(sql, pool => sqlx::query_as(
             "SELECT round, player, kind, input, created_at FROM lobby_inputs \
@@ -219,6 +226,7 @@ async fn inputs(sql: Sql<'_>, id: &str) -> Result<Vec<LobbyInput>> {
         .collect()
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn open_rounds(sql: Sql<'_>, due: &[(String, i64)]) -> Result<Vec<OpenRound>> {
     let mut out = Vec::new();
     for (pack, before) in due {

@@ -15,11 +15,15 @@ mod index;
 mod keys;
 mod lobby;
 mod memory;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod shared;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod transcripts;
 mod versions;
+#[cfg(feature = "sqlite")]
 mod wal;
 
 use std::sync::Arc;
@@ -33,7 +37,9 @@ pub use index::{Expiry, SessionIndex, SessionQuery};
 pub use keys::{Grant, IssuedKey, Keys, key_hash};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use transcripts::{TranscriptLink, Transcripts};
 pub use versions::PackVersions;
@@ -266,6 +272,14 @@ pub struct Stored {
     pub after: Vec<Checkpoint>,
 }
 
+impl Stored {
+    /// Whether its newest checkpoint was written on another version of the pack than `version`
+    /// (loading it then moves the state onto `version`, running the pack's `migrate` script).
+    pub(crate) fn moves_from(&self, version: &str) -> bool {
+        self.after.last().map_or(&self.snapshot_version, |c| &c.pack_version) != version
+    }
+}
+
 /// How much of a session's past the engine keeps in its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {
@@ -470,10 +484,19 @@ pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
         return Ok(Arc::new(MemoryStore::new()));
     }
     if url.starts_with("sqlite:") {
+        #[cfg(feature = "sqlite")]
         return Ok(Arc::new(SqliteStore::open(url).await?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(Error::new(ErrorKind::Input, "this build has no SQLite store (the engine's `sqlite` feature)"));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
         return Ok(Arc::new(PostgresStore::open(url).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(Error::new(
+            ErrorKind::Input,
+            "this build has no PostgreSQL store (the engine's `postgres` feature)",
+        ));
     }
     Err(Error::new(
         ErrorKind::Input,

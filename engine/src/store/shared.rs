@@ -160,15 +160,29 @@ where
 /// The pool of a SQL store.
 #[derive(Clone, Copy)]
 pub(super) enum Sql<'a> {
+    #[cfg(feature = "sqlite")]
     Sqlite(&'a sqlx::SqlitePool),
+    #[cfg(feature = "postgres")]
     Postgres(&'a sqlx::PgPool),
+}
+
+impl Sql<'_> {
+    /// Whether it is PostgreSQL's.
+    pub(super) fn is_postgres(self) -> bool {
+        #[cfg(feature = "postgres")]
+        return matches!(self, Sql::Postgres(_));
+        #[cfg(not(feature = "postgres"))]
+        return false;
+    }
 }
 
 /// Runs `$body` with `$pool` bound to the pool `$sql` names, whichever database it is.
 macro_rules! on_pool {
     ($sql:expr, $pool:ident => $body:expr) => {
         match $sql {
+            #[cfg(feature = "sqlite")]
             $crate::store::shared::Sql::Sqlite($pool) => $body,
+            #[cfg(feature = "postgres")]
             $crate::store::shared::Sql::Postgres($pool) => $body,
         }
     };
@@ -195,7 +209,7 @@ pub(super) async fn stored(sql: Sql<'_>, id: &str, from_snapshot: Option<u64>, u
     let upto = i64::try_from(upto).unwrap_or(i64::MAX);
     on_pool!(sql, pool => {
         let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-        if matches!(sql, Sql::Postgres(_)) {
+        if sql.is_postgres() {
             sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 .execute(&mut *tx)
                 .await

@@ -441,6 +441,7 @@ async fn memory_store() {
     }
 }
 
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -456,8 +457,10 @@ async fn sqlite_store() {
     assert!(open(&url).await.unwrap().info(&s).await.unwrap().is_some());
 }
 
+#[cfg(feature = "postgres")]
 use ruleweave_testkit::postgres;
 
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn postgres_store() {
     let Some(url) = postgres() else { return };
@@ -476,6 +479,7 @@ async fn store_urls_are_checked() {
 /// Turns that find the SQLite connection busy queue for the writer thread, which commits them in
 /// one transaction once it is free: each learns its own outcome (the second of two writes of the
 /// same checkpoint is a conflict), and what went in is there.
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn sqlite_commits_what_waited_for_a_busy_connection_together() {
     use std::future::Future;

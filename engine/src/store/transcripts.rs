@@ -3,8 +3,11 @@
 //! it. Deleting a session drops its links (in the store's own delete).
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{Sql, on_pool};
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteStore;
 use super::store_error;
 use crate::error::{Error, ErrorKind, Result};
@@ -65,6 +68,7 @@ impl Transcripts for MemoryStore {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl Transcripts for SqliteStore {
     fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
         Box::pin(link(self.sql(), key, id, seq))
@@ -75,6 +79,7 @@ impl Transcripts for SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl Transcripts for PostgresStore {
     fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
         Box::pin(link(self.sql(), key, id, seq))
@@ -85,6 +90,7 @@ impl Transcripts for PostgresStore {
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn link(sql: Sql<'_>, key: &str, id: &str, seq: u64) -> Result<()> {
     on_pool!(sql, pool => sqlx::query(
             "INSERT INTO transcript_links (key, session_id, seq, created_at) VALUES ($1, $2, $3, $4) \
@@ -101,6 +107,7 @@ async fn link(sql: Sql<'_>, key: &str, id: &str, seq: u64) -> Result<()> {
     .map_err(|e| store_error("cannot link a transcript", e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn find(sql: Sql<'_>, keys: &[String]) -> Result<Vec<TranscriptLink>> {
     let mut found = Vec::new();
     // A bounded number of placeholders per statement, whatever the conversation's length.

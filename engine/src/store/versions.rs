@@ -4,8 +4,11 @@
 use serde_json::Value as Json;
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{self as sql, Sql, on_pool};
+#[cfg(feature = "sqlite")]
 use super::sqlite::SqliteStore;
 use super::store_error;
 use crate::error::Result;
@@ -34,6 +37,7 @@ impl PackVersions for MemoryStore {
     }
 }
 
+#[cfg(feature = "sqlite")]
 impl PackVersions for SqliteStore {
     fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>> {
         Box::pin(save(self.sql(), pack, version, schema))
@@ -44,6 +48,7 @@ impl PackVersions for SqliteStore {
     }
 }
 
+#[cfg(feature = "postgres")]
 impl PackVersions for PostgresStore {
     fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>> {
         Box::pin(save(self.sql(), pack, version, schema))
@@ -54,6 +59,7 @@ impl PackVersions for PostgresStore {
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn save(sql: Sql<'_>, pack: &str, version: &str, schema: &Json) -> Result<()> {
     on_pool!(sql, pool => sqlx::query(
             "INSERT INTO pack_schemas (pack, version, schema, created_at) VALUES ($1, $2, $3, $4) \
@@ -69,6 +75,7 @@ async fn save(sql: Sql<'_>, pack: &str, version: &str, schema: &Json) -> Result<
     .map_err(|e| store_error("cannot record a pack schema", e))
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn schema(sql: Sql<'_>, pack: &str, version: &str) -> Result<Option<Json>> {
     let found: Option<String> = on_pool!(sql, pool =>
         sqlx::query_scalar("SELECT schema FROM pack_schemas WHERE pack = $1 AND version = $2")

@@ -9,7 +9,7 @@ use ruleweave::Engine;
 pub(super) fn run(root: &Path) -> Result<ExitCode> {
     // Checking needs no model: the stand-in choice keeps it offline whatever the environment says.
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
-    let packs = engine.load_all()?;
+    let packs = engine.packs().load_all()?;
     if packs.is_empty() {
         println!("no packs under {} (config/*.yaml)", root.display());
         return Ok(ExitCode::SUCCESS);

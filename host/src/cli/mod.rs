@@ -177,7 +177,7 @@ fn under_root(root: &Path, store: &str) -> String {
 
 /// Loads `name`, printing its diagnostics when it does not load.
 fn load_pack(engine: &Engine, name: &str) -> Result<std::sync::Arc<Pack>> {
-    match engine.pack(name) {
+    match engine.packs().get(name) {
         Ok(p) => Ok(p),
         Err(e) => {
             eprint!("{}", crate::diagnostics::render(&e, engine.root()));

@@ -106,9 +106,9 @@ fn watch_edits(
     name: &str,
     mut print: Printer,
 ) -> Option<ruleweave::reload::Watcher> {
-    match engine.watch() {
+    match ruleweave::Watcher::start(engine.packs()) {
         Ok(w) => {
-            let (mut rx, name, root) = (engine.subscribe(), name.to_owned(), engine.root().to_path_buf());
+            let (mut rx, name, root) = (engine.packs().subscribe(), name.to_owned(), engine.root().to_path_buf());
             rt.spawn(async move {
                 while let Ok(e) = rx.recv().await {
                     if e.pack == name {

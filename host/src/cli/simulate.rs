@@ -172,13 +172,13 @@ fn sweep(
     };
     let sweep = Sweep { batch, ranges };
     let values = sweep.values(engine)?;
-    let players = ruleweave::simulate::players(engine, &*engine.pack(&args.pack)?, &args.players)?.len() as u64;
+    let players = ruleweave::simulate::players(engine, &*engine.packs().get(&args.pack)?, &args.players)?.len() as u64;
     let bar = progress(!args.json, u64::from(args.games) * players * values as u64);
     bar.set_message(format!("{} sweep", args.pack));
     let never = std::sync::atomic::AtomicBool::new(false);
     let points = ruleweave::simulate::tune::sweep(rt.handle(), engine, &sweep, &|| bar.inc(1), &never)?;
     bar.finish_and_clear();
-    let pack = engine.pack(&args.pack)?;
+    let pack = engine.packs().get(&args.pack)?;
     let max_turns = pack.simulate().max_turns;
     if let Some(file) = &args.html {
         let names: Vec<String> = sweep.ranges.iter().map(|r| r.param.clone()).collect();

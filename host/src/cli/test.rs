@@ -197,7 +197,7 @@ struct Outcome {
 async fn run_case(engine: &Engine, pack: &str, case: &Case, bless: bool) -> Result<(Vec<String>, Vec<String>, Case)> {
     let replayer = Replayer::new(engine, pack, Fallback::Standin)?;
     let diffs = replayer.replay(&case.recording(pack)).await?;
-    let outputs: Vec<String> = engine.pack(pack)?.outputs().to_vec();
+    let outputs: Vec<String> = engine.packs().get(pack)?.outputs().to_vec();
     let mut failures = Vec::new();
     let mut notes = Vec::new();
     let mut blessed = case.clone();
@@ -280,11 +280,11 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let engine = ruleweave_natives::register(Engine::builder(root)).build();
     let packs = match &args.pack {
         Some(p) => vec![p.clone()],
-        None => engine.pack_names()?.into_iter().filter(|p| root.join("tests").join(p).is_dir()).collect(),
+        None => engine.packs().names()?.into_iter().filter(|p| root.join("tests").join(p).is_dir()).collect(),
     };
     let mut jobs = Vec::new();
     for pack in &packs {
-        if let Err(e) = engine.pack(pack) {
+        if let Err(e) = engine.packs().get(pack) {
             eprint!("{}", crate::diagnostics::render(&e, root));
             bail!("pack `{pack}` did not load");
         }

@@ -77,7 +77,8 @@ pub(super) async fn packs(State(s): State<Shared>, Extension(access): Extension<
     let shown = access.packs_shown(&s).await?;
     let packs = s
         .engine
-        .pack_status()
+        .packs()
+        .status()
         .into_iter()
         .filter(|status| shown.as_ref().is_none_or(|packs| packs.contains(&status.name)))
         .map(|status| PackEntry {
@@ -122,7 +123,7 @@ pub(super) async fn graph(
     {
         return Err(ApiError::new(Code::Forbidden, format!("this key sees {}, not `{pack}`", shown.join(", "))));
     }
-    let drawing = s.engine.pack(&pack)?.drawing();
+    let drawing = s.engine.packs().get(&pack)?.drawing();
     Ok(Json(PackGraph { svg: crate::drawing::svg(&drawing), drawing }))
 }
 
@@ -140,7 +141,7 @@ pub(super) async fn events(
     peer: Option<Extension<Peer>>,
 ) -> ApiResult<Response> {
     let slot = s.stream_slot(peer.map(|p| p.0))?;
-    let rx = s.engine.subscribe();
+    let rx = s.engine.packs().subscribe();
     let shown = access.packs_shown(&s).await?;
     let still = tokio::time::interval_at(tokio::time::Instant::now() + STILL_THERE, STILL_THERE);
     let state = (rx, slot, s.clone(), presented, shown, still);
@@ -198,7 +199,7 @@ pub(super) async fn create(
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
     access.may_play(&req.pack)?;
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
-    let label = if s.engine.has_pack(&req.pack) { req.pack.as_str() } else { "unknown" };
+    let label = if s.engine.packs().contains(&req.pack) { req.pack.as_str() } else { "unknown" };
     // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
     let engine = s.engine.clone();
     let (pack, options) = (req.pack.clone(), req.options.clone());
@@ -348,11 +349,11 @@ pub(super) async fn session(State(s): State<Shared>, SessionId(id): SessionId) -
     // A running turn holds the live session (a model call may take a minute): read what the
     // store last committed instead of waiting for it.
     let mut body = match live.try_lock() {
-        Ok(mut session) => {
+        Some(mut session) => {
             session.refresh().await?;
             session_json(&mut session).await?
         }
-        Err(_) => session_json(&mut s.engine.resume(&id).await?).await?,
+        None => session_json(&mut s.engine.resume(&id).await?).await?,
     };
     body.lobby_problem = s.engine.close_problem(&id);
     Ok(Json(body))
@@ -402,8 +403,8 @@ pub(super) async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionI
 
 /// `GET /v1/sessions/{id}/conversation`: what a person saw, turn by turn from the start (a fork's
 /// from the start of the session it left): each turn's input and its display, rendered by the
-/// pack's templates over the state the turn left. Templates only (no script runs), on a blocking
-/// thread: a long session renders many.
+/// pack's templates over the state the turn left. Templates only (no script runs), on the
+/// engine's threads: a long session renders many.
 #[utoipa::path(get, path = "/v1/sessions/{id}/conversation", operation_id = "getConversation", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
     (status = 200, description = "What a person saw, turn by turn", body = ConversationBody),
     (status = 400, description = "An id that is no id", body = ErrorBody),
@@ -415,11 +416,7 @@ pub(super) async fn conversation(
     State(s): State<Shared>,
     SessionId(id): SessionId,
 ) -> ApiResult<Json<ConversationBody>> {
-    let engine = s.engine.clone();
-    let key = id.clone();
-    let turns = ruleweave::blocking::run_async(move || async move { engine.conversation(&key).await })
-        .await
-        .map_err(ApiError::internal)??;
+    let turns = s.engine.conversation(&id).await?;
     Ok(Json(ConversationBody { id, turns }))
 }
 

@@ -93,7 +93,7 @@ pub(crate) async fn issue(
     if label.is_empty() || label.chars().count() > 200 {
         return Err(ApiError::new(Code::InvalidRequest, "a key's label is 1 to 200 characters"));
     }
-    if let Some(unknown) = req.packs.iter().flatten().find(|p| !s.engine.has_pack(p)) {
+    if let Some(unknown) = req.packs.iter().flatten().find(|p| !s.engine.packs().contains(p)) {
         return Err(ApiError::new(Code::InvalidRequest, format!("there is no pack `{unknown}` to give a key")));
     }
     let secret = access::secret("key")?;

@@ -142,7 +142,7 @@ impl AppState {
 
     /// Loads every pack (the engine keeps how each fared, for `GET /v1/packs`).
     pub fn load_packs(&self) {
-        match self.engine.load_all() {
+        match self.engine.packs().load_all() {
             Ok(all) => {
                 for (name, result) in all {
                     if let Err(e) = result {
@@ -324,7 +324,7 @@ pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<(
     state.tasks.close();
     state.tasks.wait().await;
     // And the work no task waits for any more: a lobby post whose client left, the last sweep.
-    ruleweave::blocking::settled().await;
+    state.engine.settled().await;
     eprintln!("ruleweave: stopped");
     Ok(())
 }
@@ -340,7 +340,7 @@ pub async fn listen(state: Shared, listener: tokio::net::TcpListener, shutdown: 
 
 /// Closes lobby rounds whose timeout passed, four times a second, whichever replica their
 /// answers reached: the store says which rounds are open, and a session's lock makes one replica
-/// close each. The closing turns run on a blocking thread, as every turn does. A sweep does not
+/// close each. The closing turns run on the engine's threads, as every turn does. A sweep does not
 /// wait for the one before (a round whose model is slow is left to the sweep closing it, so it
 /// holds up no round that falls due meanwhile); at most [`SWEEPS_AT_ONCE`] run at once.
 async fn close_rounds(state: Shared) {
@@ -353,10 +353,8 @@ async fn close_rounds(state: Shared) {
         let state = state.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let engine = state.engine.clone();
-            let swept = ruleweave::blocking::run_async(move || async move { engine.close_due_rounds().await }).await;
-            match swept {
-                Ok(Ok(closed)) => {
+            match state.engine.close_due_rounds().await {
+                Ok(closed) => {
                     for (id, result) in closed {
                         let pack = state.engine.info(&id).await.map(|i| i.pack).unwrap_or_default();
                         match result {
@@ -368,8 +366,7 @@ async fn close_rounds(state: Shared) {
                         }
                     }
                 }
-                Ok(Err(e)) => tracing::error!("cannot look for lobby rounds to close: {e}"),
-                Err(e) => tracing::error!("the lobby sweep failed: {e}"),
+                Err(e) => tracing::error!("cannot look for lobby rounds to close: {e}"),
             }
         });
     }

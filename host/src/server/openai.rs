@@ -59,7 +59,7 @@ enum Role {
 ))]
 pub(super) async fn models(State(s): State<Shared>, Extension(access): Extension<Access>) -> Json<ModelList> {
     let mut data = Vec::new();
-    for status in s.engine.pack_status() {
+    for status in s.engine.packs().status() {
         let Some(pack) = status.pack else { continue };
         if access.may_play(pack.name()).is_err() {
             continue;
@@ -124,7 +124,7 @@ struct Chosen {
 fn parse_model(s: &Shared, model: &str, metadata: Option<&serde_json::Map<String, Value>>) -> ApiResult<Chosen> {
     let mut parts = model.split(':');
     let name = parts.next().unwrap_or_default().trim();
-    let pack = s.engine.pack(name).map_err(|e| {
+    let pack = s.engine.packs().get(name).map_err(|e| {
         if e.kind() == ErrorKind::NotFound {
             ApiError::new(Code::ModelNotFound, format!("{}; a model is a pack", e.detail()))
         } else {

@@ -277,7 +277,7 @@ pub fn served(packs: Vec<String>) -> serde_json::Value {
     (status = 200, description = "This document, with the packs this server serves as the values of a new session's `pack` and a chat request's `model`", body = Object),
 ))]
 pub async fn openapi(State(s): State<Shared>) -> Json<serde_json::Value> {
-    let packs = s.engine.pack_status().into_iter().filter(|p| p.pack.is_some()).map(|p| p.name).collect();
+    let packs = s.engine.packs().status().into_iter().filter(|p| p.pack.is_some()).map(|p| p.name).collect();
     Json(served(packs))
 }
 

@@ -101,8 +101,10 @@ pub(super) async fn simulate(
     tracing::info!("a batch of simulated games started");
     let hung_up = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let stop = hung_up.0.clone();
-    let report = ruleweave::blocking::run_async(move || async move {
-        let report = play(&root, &pack, req, most_turns, &stop).await;
+    let handle = tokio::runtime::Handle::current();
+    // The batch's games block their threads: on one of tokio's blocking threads, not a worker.
+    let report = tokio::task::spawn_blocking(move || {
+        let report = handle.block_on(play(&root, &pack, req, most_turns, &stop));
         // The server's place for a batch is free (and the gauge down) before the log says so.
         drop((running, counted));
         if stop.load(Ordering::Relaxed) {
@@ -134,11 +136,11 @@ async fn play(
     stop: &AtomicBool,
 ) -> ApiResult<Report> {
     let mut engine = crate::standin_engine(root).await?;
-    engine.pack(pack)?;
+    engine.packs().get(pack)?;
     if !req.params.is_empty() {
         engine = engine.with_params(pack, req.params.clone())?;
     }
-    let pack = engine.pack(pack)?;
+    let pack = engine.packs().get(pack)?;
     pack.resolve_options(&req.options)?;
     let players =
         ruleweave::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;

@@ -1,5 +1,5 @@
 //! One way to run a turn over HTTP, for the JSON API and the chat face alike: a pack's work runs
-//! on a blocking thread in one of its pack's slots, every turn and failure is counted, and
+//! in one of its pack's slots (the engine plays it on its own threads), every turn and failure is counted, and
 //! internal and store failures are logged, whichever face asked. Each face then answers the
 //! outcome in its own shape (see `error.rs` for the statuses).
 
@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 use ruleweave::store::Store;
 use ruleweave::{ErrorKind, EventSink, LiveSession, Session, TurnResult};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::Shared;
 
@@ -87,8 +88,11 @@ fn chat_input(session: &Session, text: &str) -> ruleweave::Result<Value> {
     {
         return Ok(Value::Object(fields));
     }
-    // A line the pack does not read says what to send instead; a reader that fails otherwise (a
-    // script that throws, a limit) fails as it would on the JSON API.
+    // A pack's `typed:` script reads the line in the turn, on the engine's threads, and fails as
+    // it would on the JSON API; a line the pack does not read says what to send instead.
+    if session.pack().reads_typed_lines() {
+        return Ok(Value::String(text.to_owned()));
+    }
     session.input_from_text(text).map_err(|e| match e.kind() {
         ErrorKind::Input if !e.is_refusal() => ruleweave::Error::new(
             ErrorKind::Input,
@@ -116,9 +120,10 @@ pub(crate) fn failed(s: &Shared, pack: &str, e: ruleweave::Error) -> ruleweave::
 }
 
 /// Pack work that is no turn of a live session (a new session's `init`, a fork's, a replay, a
-/// conversation's opening): on a blocking thread in one of the pack's slots, as a turn is, so a
-/// pack whose scripts spin stalls neither the server's workers nor the other packs. A name that
-/// is no pack gets no slot (the work fails at once, and names grow no table).
+/// conversation's opening), in one of the pack's slots, as a turn is: a pack whose scripts spin
+/// takes no more than its slots from the other packs. The engine plays the scripts on its own
+/// threads, so the server's workers stay free. A name that is no pack gets no slot (the work
+/// fails at once, and names grow no table).
 pub(crate) async fn on_pack_thread<T, F>(
     s: &Shared,
     pack: &str,
@@ -126,21 +131,23 @@ pub(crate) async fn on_pack_thread<T, F>(
 ) -> ruleweave::Result<T>
 where
     T: Send + 'static,
-    F: Future<Output = ruleweave::Result<T>>,
+    F: Future<Output = ruleweave::Result<T>> + Send + 'static,
 {
-    let slot = if s.engine.has_pack(pack) { Some(s.turn_slot(pack).await) } else { None };
-    ruleweave::blocking::run_async(move || async move {
-        let _slot = slot;
-        work().await
-    })
-    .await
-    .unwrap_or_else(|e| Err(e.into()))
+    let slot = if s.engine.packs().contains(pack) { Some(s.turn_slot(pack).await) } else { None };
+    // A task of its own, holding the slot: a request dropped while it runs does not free the
+    // slot early, nor leave the work half-done.
+    let done = tokio::spawn(
+        async move {
+            let _slot = slot;
+            work().await
+        }
+        .in_current_span(),
+    );
+    done.await.unwrap_or_else(|e| Err(ruleweave::Error::new(ErrorKind::Internal, format!("pack work failed: {e}"))))
 }
 
-/// Work on a session that may run a turn: done on a blocking thread, in one of its pack's
-/// slots. Scripts and templates are synchronous work, and a pack whose scripts spin into their
-/// wall limit must not stall the server's other requests, nor take every thread from the other
-/// packs. Returns the pack's name with the outcome.
+/// Work on a session that may run a turn, in one of its pack's slots (see [`on_pack_thread`]),
+/// with the session locked. Returns the pack's name with the outcome.
 pub(crate) async fn on_turn_thread<T: Send + 'static>(
     s: &Shared,
     live: LiveSession,
@@ -149,14 +156,15 @@ pub(crate) async fn on_turn_thread<T: Send + 'static>(
     let mut session = live.lock_owned().await;
     let pack = session.pack().name().to_owned();
     let slot = s.turn_slot(&pack).await;
-    // The slot goes with the work: a request dropped while it waits does not free it early.
-    let done = ruleweave::blocking::run_async(move || async move {
-        let _slot = slot;
-        work(&mut session).await
-    })
-    .await
-    .unwrap_or_else(|e| Err(e.into()));
-    match done {
+    let done = tokio::spawn(
+        async move {
+            let _slot = slot;
+            work(&mut session).await
+        }
+        .in_current_span(),
+    );
+    match done.await.unwrap_or_else(|e| Err(ruleweave::Error::new(ErrorKind::Internal, format!("a turn failed: {e}"))))
+    {
         Ok(v) => Ok((pack, v)),
         Err(e) => Err((pack, e)),
     }
