@@ -70,6 +70,9 @@ export declare class Session {
   readonly id: string
   /** Plays a turn: an object of the pack's input fields, or a line a person typed. */
   turn(input: string | { [field: string]: Json }): Promise<Turn>
+  /** Plays a turn on this thread, blocking it until the turn ends: for scripts and tools, not
+   * servers. Throws an `InputError` with a model function (it must run on this thread). */
+  turnSync(input: string | { [field: string]: Json }): Turn
   view(): Promise<Display>
   state(): Promise<{ [field: string]: Json }>
   turns(): Promise<number>

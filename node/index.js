@@ -95,6 +95,13 @@ class Session {
     return call(() => this._inner.turn(input))
   }
 
+  /** Plays a turn on this thread, blocking it until the turn ends (no thread is woken: for
+   * scripts and tools that play turn after turn, not for a server, whose other requests would
+   * wait). Refused with a model function, which this thread must be free to run. */
+  turnSync(input) {
+    return sync(() => this._inner.turnSync(input))
+  }
+
   /** What a person sees now (before the first turn: the opening). */
   view() {
     return call(() => this._inner.view())

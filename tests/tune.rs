@@ -239,6 +239,34 @@ fn a_param_changes_a_run() {
     }
 }
 
+/// `test` takes `--param` too: a case expecting a win passes at a chance of 100 and fails at 0,
+/// naming the field; the case file and the manifest are as they were; `--param` without a pack,
+/// or with `--bless`, is refused.
+#[test]
+fn a_param_plays_a_packs_cases_with_a_number_changed() {
+    let copy = crate::support::copy_of(&["tests/packs/coin"]);
+    let root = copy.path().join("tests/packs/coin");
+    std::fs::create_dir_all(root.join("tests/coin")).unwrap();
+    let case = "name: heads wins\nturns:\n  - input: {side: heads}\n    expect: {outcome: won}\n";
+    std::fs::write(root.join("tests/coin/heads.yaml"), case).unwrap();
+    let (code, out, err) = run(&root, &["test", "coin", "--param", "chance=100"]);
+    assert_eq!((code, out.lines().next()), (0, Some("ok    coin/heads wins (1 turn)")), "{out}{err}");
+    let (code, out, err) = run(&root, &["test", "coin", "--param", "chance=0"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.starts_with("FAIL  coin/heads wins"), "{out}");
+    assert!(out.contains("outcome"), "{out}");
+    assert_eq!(std::fs::read_to_string(root.join("tests/coin/heads.yaml")).unwrap(), case);
+    for (args, message) in [
+        (&["test", "--param", "chance=0"][..], "error: --param sets one pack's params: name the PACK"),
+        (&["test", "coin", "--bless", "--param", "chance=0"][..], "error: --bless with --param would write"),
+        (&["test", "coin", "--param", "chance=101"][..], "error: --param: parameter `chance` is 0 to 100"),
+    ] {
+        let (code, _, err) = run(&root, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.starts_with(message), "{args:?}:\n{err}");
+    }
+}
+
 /// A manifest's bounds are checked as it loads: a bound on something that is no number, or one
 /// its own value breaks, is named at its place.
 #[test]

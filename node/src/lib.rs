@@ -2,8 +2,9 @@
 //! and a model provider written in JavaScript. The package around it (`node/index.js`) gives
 //! the API its JavaScript shape: option objects, `Error` subclasses with `kind` and `place`.
 //!
-//! Every call that plays, loads or simulates is `async` here: it runs on the addon's own
-//! runtime, off Node's event loop, and resolves a promise when it is done.
+//! Every call that plays, loads or simulates returns a promise: it runs on the addon's own
+//! runtime, off Node's event loop, and resolves when it is done (`turnSync` is the exception, for
+//! callers that want the turn on Node's thread).
 
 #![allow(missing_docs)] // what JavaScript sees is documented in index.d.ts
 
@@ -68,6 +69,10 @@ impl Provider for JsProvider {
 #[napi]
 pub struct NativeEngine {
     inner: ruleweave::Engine,
+    /// The addon's runtime, whose blocking threads play the turns.
+    runtime: tokio::runtime::Handle,
+    /// Whether the model is a JavaScript function (which only Node's own thread can call).
+    js_model: bool,
 }
 
 #[napi]
@@ -76,6 +81,7 @@ impl NativeEngine {
     /// environment's provider, or the stand-ins), `"standin"`, or `"function"` with `func`.
     #[napi(factory)]
     pub async fn create(root: String, store: String, model: String, func: Option<ModelFn>) -> Result<NativeEngine> {
+        let js_model = model == "function";
         let choice = match (model.as_str(), func) {
             ("env", _) => LlmChoice::from_env().map_err(js_err)?,
             ("standin", _) => LlmChoice::Standin,
@@ -91,7 +97,11 @@ impl NativeEngine {
         }
         let store = ruleweave::store::open(&store).await.map_err(js_err)?;
         let builder = ruleweave::Engine::builder(root).store(store).llm(choice);
-        Ok(NativeEngine { inner: ruleweave_natives::register(builder).build() })
+        Ok(NativeEngine {
+            inner: ruleweave_natives::register(builder).build(),
+            runtime: tokio::runtime::Handle::current(),
+            js_model,
+        })
     }
 
     #[napi]
@@ -108,12 +118,12 @@ impl NativeEngine {
     pub async fn open(&self, pack: String, options: Value, id: Option<String>) -> Result<NativeSession> {
         let options = options_of(options)?;
         let session = self.inner.open_with_id(&pack, &options, id).await.map_err(js_err)?;
-        Ok(NativeSession::of(session))
+        Ok(self.session(session))
     }
 
     #[napi]
     pub async fn reopen(&self, id: String) -> Result<NativeSession> {
-        self.inner.resume(&id).await.map(NativeSession::of).map_err(js_err)
+        self.inner.resume(&id).await.map(|s| self.session(s)).map_err(js_err)
     }
 
     #[napi]
@@ -146,6 +156,17 @@ impl NativeEngine {
     }
 }
 
+impl NativeEngine {
+    fn session(&self, session: ruleweave::Session) -> NativeSession {
+        NativeSession {
+            id: session.id().to_owned(),
+            live: Arc::new(Mutex::new(session)),
+            runtime: self.runtime.clone(),
+            js_model: self.js_model,
+        }
+    }
+}
+
 fn options_of(options: Value) -> Result<serde_json::Map<String, Value>> {
     match options {
         Value::Null => Ok(serde_json::Map::new()),
@@ -158,12 +179,21 @@ fn options_of(options: Value) -> Result<serde_json::Map<String, Value>> {
 pub struct NativeSession {
     id: String,
     live: Arc<Mutex<ruleweave::Session>>,
+    runtime: tokio::runtime::Handle,
+    js_model: bool,
 }
 
-impl NativeSession {
-    fn of(session: ruleweave::Session) -> Self {
-        NativeSession { id: session.id().to_owned(), live: Arc::new(Mutex::new(session)) }
-    }
+/// Plays one turn of `live` on the calling thread (which may block), with `runtime` entered.
+fn play(
+    runtime: &tokio::runtime::Handle,
+    live: &Mutex<ruleweave::Session>,
+    input: Value,
+) -> ruleweave::Result<NativeTurn> {
+    let _runtime = runtime.enter();
+    let mut session = live.blocking_lock();
+    let input = session.input_from(input)?;
+    let result = session.blocking_turn(input)?;
+    Ok(NativeTurn { state: session.state(), result })
 }
 
 #[napi]
@@ -173,13 +203,33 @@ impl NativeSession {
         self.id.clone()
     }
 
-    /// Plays a turn: a [`NativeTurn`], whose parts become JavaScript values when read.
+    /// Plays a turn: a promise of a [`NativeTurn`], whose parts become JavaScript values when
+    /// read. The turn plays on one of the runtime's blocking threads, straight from Node's
+    /// thread and back: one thread woken each way, where an `async fn` here would wake a worker
+    /// of the runtime that then hands the turn to the engine's threads.
+    #[napi(ts_return_type = "Promise<NativeTurn>")]
+    pub fn turn<'env>(&self, env: &'env Env, input: Value) -> Result<Object<'env>> {
+        let (deferred, promise) = env.create_deferred::<NativeTurn, _>()?;
+        let (runtime, live) = (self.runtime.clone(), self.live.clone());
+        self.runtime.spawn_blocking(move || match play(&runtime, &live, input) {
+            Ok(turn) => deferred.resolve(move |_| Ok(turn)),
+            Err(e) => deferred.reject(js_err(e)),
+        });
+        Ok(promise)
+    }
+
+    /// Plays a turn on Node's own thread, blocking it until the turn ends: no thread is woken,
+    /// for scripts and tools that play turn after turn. Not with a model function (it is called
+    /// on this thread, which the turn holds).
     #[napi]
-    pub async fn turn(&self, input: Value) -> Result<NativeTurn> {
-        let mut session = self.live.lock().await;
-        let input = session.input_from(input).map_err(js_err)?;
-        let result = session.turn(input).await.map_err(js_err)?;
-        Ok(NativeTurn { state: session.state(), result })
+    pub fn turn_sync(&self, input: Value) -> Result<NativeTurn> {
+        if self.js_model {
+            return Err(input_err(
+                "turnSync cannot wait for a model function, which runs on this thread: use await session.turn(...)"
+                    .into(),
+            ));
+        }
+        play(&self.runtime, &self.live, input).map_err(js_err)
     }
 
     #[napi]

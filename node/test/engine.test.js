@@ -109,6 +109,24 @@ test('the event loop keeps serving timers during a turn', async () => {
   }
 })
 
+test('turnSync plays the same turn on this thread, and is refused with a model function', async () => {
+  // One session id in two engines (each its own memory store) seeds the same randomness: the
+  // same moves give the same turns, played async in one and on this thread in the other.
+  const moves = ['Ahoy, captain!', 'I sailed with your brother off Tortuga.']
+  const a = await (await rw.Engine.create(ROOT, { model: 'standin' })).open('pirate', { difficulty: 'medium' }, { id: 'node-sync' })
+  const played = []
+  for (const m of moves) played.push(await a.turn(m))
+  const b = await (await rw.Engine.create(ROOT, { model: 'standin' })).open('pirate', { difficulty: 'medium' }, { id: 'node-sync' })
+  const synced = moves.map((m) => b.turnSync(m))
+  assert.deepEqual(synced.map((t) => [t.turn, t.display.reply, t.display.status]), played.map((t) => [t.turn, t.display.reply, t.display.status]))
+  assert.match(synced[1].display.status, /^merit \d+\/100, needs 60 on medium/)
+  assert.equal(await b.turns(), 2)
+  assert.throws(() => b.turnSync(12), (e) => e instanceof rw.InputError && e.message.includes('an input is a map of fields'))
+  const s = await (await rw.Engine.create(ROOT, { model: () => 'Arr.' })).open('pirate')
+  assert.throws(() => s.turnSync('Ahoy!'), (e) => e instanceof rw.InputError && e.detail.startsWith('turnSync cannot wait for a model function'))
+  assert.equal((await s.turn('Ahoy!')).display.reply, 'Arr.')
+})
+
 test('bad input rejects with the typed error and its place', async () => {
   const engine = await rw.Engine.create(ROOT, { model: 'standin' })
   await assert.rejects(engine.open('no_such_pack'), (e) => e instanceof rw.NotFoundError && e.kind === 'not_found' && e.place === null)

@@ -1,4 +1,4 @@
-//! `ruleweave test [PACK] [--filter NAME] [--bless]`: a pack's test cases, `tests/<pack>/*.yaml`,
+//! `ruleweave test [PACK] [--filter NAME] [--bless] [--param NAME=VALUE]...`: a pack's test cases, `tests/<pack>/*.yaml`,
 //! run offline and in parallel.
 //!
 //! A case is the options, the inputs turn by turn, the model replies to use (by profile, in the
@@ -29,6 +29,11 @@ pub(super) struct Args {
     /// Rewrite each case's expectations from what the pack does now.
     #[arg(long)]
     bless: bool,
+    /// Set a number of the pack's params for this run, without editing the file (repeatable;
+    /// needs PACK): --param thresholds.medium=55. What the cases expect is then checked
+    /// against the pack with those values.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    params: Vec<String>,
     /// Also print the engine's log warnings as the cases run (a node's fallback, a script's
     /// `warn()`); without it only the results are printed, and errors.
     #[arg(long, short)]
@@ -277,7 +282,14 @@ pub(super) fn write_case(path: &Path, case: &Case) -> Result<()> {
 
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     // The binary's native twins, so a case plays a pack as `play` does.
-    let engine = ruleweave_natives::register(Engine::builder(root)).build();
+    let mut engine = ruleweave_natives::register(Engine::builder(root)).build();
+    if !args.params.is_empty() {
+        let Some(pack) = &args.pack else { bail!("--param sets one pack's params: name the PACK") };
+        if args.bless {
+            bail!("--bless with --param would write what the pack does with other values than its files say");
+        }
+        engine = super::params_of(&engine, pack, &args.params)?;
+    }
     let packs = match &args.pack {
         Some(p) => vec![p.clone()],
         None => engine.packs().names()?.into_iter().filter(|p| root.join("tests").join(p).is_dir()).collect(),
