@@ -95,6 +95,7 @@ async fn counters_are_shared_and_undone_in_sqlite() {
     shared_counters(store, "deck").await;
 }
 
+#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_are_shared_and_undone_in_postgres() {
     let Some(url) = support::postgres() else { return };

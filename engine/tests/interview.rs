@@ -593,6 +593,7 @@ async fn a_session_stored_on_an_older_version_is_migrated_when_loaded() {
 
 /// The same with two replicas on PostgreSQL: one on the old files writes, one started on the new
 /// files loads.
+#[cfg(feature = "postgres")]
 #[tokio::test]
 async fn a_replica_on_the_new_version_migrates_what_a_replica_on_the_old_one_stored() {
     let Some(url) = support::postgres() else { return };
