@@ -4,6 +4,10 @@
 //!
 //! `cargo bench -p ruleweave-engine --bench party`.
 
+#[path = "support/turn_here.rs"]
+mod turn_here;
+use turn_here::turn_here;
+
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -153,13 +157,3 @@ criterion_group! {
     targets = query_bench, round_bench
 }
 criterion_main!(benches);
-
-/// A turn on this thread (`Session::blocking_turn`), as a synchronous caller plays it.
-fn turn_here(
-    rt: &tokio::runtime::Runtime,
-    session: &mut ruleweave::Session,
-    input: serde_json::Value,
-) -> ruleweave::Result<ruleweave::TurnResult> {
-    let _runtime = rt.enter();
-    session.blocking_turn(input)
-}

@@ -6,6 +6,10 @@
 //! swap. The target is 200 ms. Criterion reports the mean; the median and p99 of every
 //! save are printed at the end.
 
+#[path = "support/turn_here.rs"]
+mod turn_here;
+use turn_here::turn_here;
+
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -73,13 +77,3 @@ fn bench(c: &mut Criterion) {
 
 criterion_group!(benches, bench);
 criterion_main!(benches);
-
-/// A turn on this thread (`Session::blocking_turn`), as a synchronous caller plays it.
-fn turn_here(
-    rt: &tokio::runtime::Runtime,
-    session: &mut ruleweave::Session,
-    input: serde_json::Value,
-) -> ruleweave::Result<ruleweave::TurnResult> {
-    let _runtime = rt.enter();
-    session.blocking_turn(input)
-}

@@ -270,14 +270,12 @@ impl Engine {
         options: &serde_json::Map<String, Json>,
         id: Option<String>,
     ) -> Result<Session> {
-        let pack = self.packs().get(pack)?;
-        let options = pack.resolve_options(options)?;
-        let rt = self.rt().clone();
-        if pack.init.is_none() {
-            return Session::open(rt, pack, options, id, None).await;
+        if self.packs().get(pack)?.init.is_none() {
+            return self.open_here(pack, options, id).await;
         }
         // The pack's `init` script runs on the engine's threads, as a turn does.
-        crate::blocking::run_cancellable(move || Session::open(rt, pack, options, id, None)).await?
+        let (engine, pack, options) = (self.clone(), pack.to_owned(), options.clone());
+        crate::blocking::run_cancellable(move || async move { engine.open_here(&pack, &options, id).await }).await?
     }
 
     /// [`Engine::open_with_id`] on the calling thread, which may block (a simulated game's).
