@@ -42,13 +42,15 @@ fn run(command: &str, url: &str, args: &[&str]) -> String {
 }
 
 /// Batches of simulated games no bigger than an unoptimised build plays well within
-/// Schemathesis's 10 s wait for an answer (the default, 4,000 turns, is a release build's second).
+/// Schemathesis's 10 s wait for an answer (the default, 4,000 turns, is a release build's second),
+/// and tune jobs that end soon after the fuzzer starts one.
 const BATCH: (&str, &str) = ("RULEWEAVE_SIMULATE_TURNS", "100");
+const JOBS: (&str, &str) = ("RULEWEAVE_TUNE_TURNS", "2000");
 
 #[test]
 fn schemathesis_finds_the_api_as_documented() {
     let Some(command) = schemathesis() else { return };
-    let server = start(&support::repo_root(), "memory", &[BATCH]);
+    let server = start(&support::repo_root(), "memory", &[BATCH, JOBS]);
     let report = run(&command, &server.url, &["--max-examples", "12"]);
     assert!(report.contains(&every_operation()), "every operation is tested:\n{report}");
     assert!(report.contains("Stateful"), "the stateful phase ran:\n{report}");
@@ -57,7 +59,7 @@ fn schemathesis_finds_the_api_as_documented() {
 #[test]
 fn schemathesis_finds_the_api_as_documented_behind_a_token() {
     let Some(command) = schemathesis() else { return };
-    let server = start(&support::repo_root(), "memory", &[("RULEWEAVE_TOKEN", "a-token-for-the-fuzzer"), BATCH]);
+    let server = start(&support::repo_root(), "memory", &[("RULEWEAVE_TOKEN", "a-token-for-the-fuzzer"), BATCH, JOBS]);
     // With the token, as a client would call it.
     let report =
         run(&command, &server.url, &["--max-examples", "4", "-H", "Authorization: Bearer a-token-for-the-fuzzer"]);

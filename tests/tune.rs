@@ -310,3 +310,190 @@ async fn the_apis_simulate_takes_params() {
         );
     }
 }
+
+/// A job's event stream, as a client reads it.
+struct JobEvents {
+    response: reqwest::Response,
+    parser: ruleweave_testkit::sse::Parser,
+    job: String,
+}
+
+impl JobEvents {
+    async fn open(server: &str, job: &str) -> JobEvents {
+        let response = crate::support::http().get(format!("{server}/v1/jobs/{job}/events")).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        JobEvents { response, parser: Default::default(), job: job.to_owned() }
+    }
+
+    /// The next event: its name and the job it carries.
+    async fn next(&mut self) -> (String, Value) {
+        loop {
+            if let Some(e) = self.parser.next() {
+                let body: Value = serde_json::from_str(&e.data).unwrap();
+                assert_eq!(body["job"], self.job.as_str());
+                return (e.name, body);
+            }
+            let piece = tokio::time::timeout(std::time::Duration::from_secs(120), self.response.chunk())
+                .await
+                .expect("the job's stream went quiet")
+                .unwrap()
+                .expect("the stream ended before the job did");
+            self.parser.feed(&piece);
+        }
+    }
+
+    /// Reads on until the job ends: the progress events seen, and the last event (`done`,
+    /// `failed`, `cancelled`) with the job.
+    async fn end(&mut self) -> (usize, String, Value) {
+        let mut progress = 0;
+        loop {
+            match self.next().await {
+                (name, body) if name == "progress" => {
+                    assert_eq!(body["state"], "running");
+                    progress += 1;
+                }
+                (name, body) => return (progress, name, body),
+            }
+        }
+    }
+}
+
+/// A tune served as a job, on two replicas of one PostgreSQL when there is one: started on one,
+/// followed and stopped from the other; one job at a time on a replica (429 for a second); the
+/// answer the command line gives for the same seed; a job whose last follower left is stopped;
+/// bad requests refused 422 by name before any job starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tune_runs_as_a_job_any_replica_follows() {
+    let store = crate::support::postgres();
+    // The jobs' log lines say when each ended.
+    let log = [("RUST_LOG", "warn,ruleweave_host::server=info")];
+    let replicas: Vec<_> = match &store {
+        Some(url) => (0..2).map(|_| crate::support::start(&coin(), url, &log)).collect(),
+        None => vec![crate::support::start(&coin(), "memory", &log)],
+    };
+    let (a, b) = (&replicas[0], replicas.last().unwrap());
+    let start = |body: Value| {
+        let url = format!("{}/v1/packs/coin/tune", a.url);
+        async move { crate::support::post(&url, body).await }
+    };
+    // A long search (a narrow band, many games allowed), stopped from the other replica.
+    let long = json!({"vary": "chance=0..100", "target": "caller:won=0.3", "within": 0.004, "games_max": 100000});
+    let (status, started) = start(long.clone()).await;
+    assert_eq!(status, 202, "{started}");
+    let job = started["job"].as_str().unwrap().to_owned();
+    let mut events = JobEvents::open(&b.url, &job).await;
+    let (name, seen) = events.next().await;
+    assert_eq!((name.as_str(), &seen["kind"], &seen["pack"]), ("progress", &json!("tune"), &json!("coin")));
+    let (status, refused) = start(long.clone()).await;
+    assert_eq!((status.as_u16(), &refused["error"]["code"]), (429, &json!("job_running")), "{refused}");
+    let stopped = crate::support::http().delete(format!("{}/v1/jobs/{job}", b.url)).send().await.unwrap();
+    assert_eq!(stopped.status(), 202);
+    let (_, how, body) = events.end().await;
+    assert_eq!(how, "cancelled", "{body}");
+    assert_eq!(body["error"]["code"], "cancelled");
+    assert!(body.get("result").is_none());
+
+    // The answer is the command line's for the same seed, whichever replica is asked.
+    let args = json!({"vary": "chance=0..100", "target": "caller:won=0.3", "within": 0.05, "seed": "t1"});
+    let (status, started) = start(args).await;
+    assert_eq!(status, 202, "{started}");
+    let job = started["job"].as_str().unwrap().to_owned();
+    let (progress, how, body) = JobEvents::open(&b.url, &job).await.end().await;
+    assert_eq!(how, "done", "{body}");
+    assert!(progress >= 1, "the job said where it was before it ended");
+    let cli = tune(&["--vary", "chance=0..100", "--target", "caller:won=0.3", "--within", "0.05", "--seed", "t1"]);
+    let result = &body["result"];
+    assert_eq!(result["found"], true, "{result:#}");
+    for field in ["value", "share", "evaluations", "games_played", "target", "param"] {
+        assert_eq!(result[field], cli[field], "{field}");
+    }
+    assert_eq!(body["progress"]["games_played"], cli["games_played"]);
+    let again = crate::support::get(&format!("{}/v1/jobs/{job}", a.url)).await;
+    assert_eq!((&again["state"], &again["result"]["value"]), (&json!("done"), &cli["value"]));
+
+    // Nobody following: the job stops.
+    let (status, started) = start(long).await;
+    assert_eq!(status, 202, "{started}");
+    let job = started["job"].as_str().unwrap().to_owned();
+    let (name, _) = JobEvents::open(&a.url, &job).await.next().await;
+    assert_eq!(name, "progress");
+    let line = tokio::task::block_in_place(|| {
+        loop {
+            let line = a.wait_for_line("a tune ended");
+            if line.contains(&job) {
+                break line;
+            }
+        }
+    });
+    assert!(line.contains("Cancelled"), "{line}");
+    let left = crate::support::get(&format!("{}/v1/jobs/{job}", b.url)).await;
+    assert_eq!(left["state"], "cancelled", "{left}");
+
+    // Refused at once, by name.
+    let cases = [
+        (
+            json!({"vary": "chanse=0..100", "target": "caller:won=0.3"}),
+            "no numeric parameter `chanse`: did you mean `chance`?",
+        ),
+        (json!({"vary": "chance=0..140", "target": "caller:won=0.3"}), "parameter `chance` is 0 to 100"),
+        (json!({"vary": "chance=80..20", "target": "caller:won=0.3"}), "runs from low to high"),
+        (json!({"vary": "label=0..1", "target": "caller:won=0.3"}), "no numeric parameter `label`"),
+        (json!({"vary": "chance=0..100", "target": "caller:drew=0.3"}), "has no outcome `drew`"),
+        (json!({"vary": "chance=0..100", "target": "caller:won=3"}), "share is 0 to 1"),
+        (json!({"vary": "chance=0..100"}), "`target` is missing"),
+    ];
+    for (body, words) in cases {
+        let (status, refused) = start(body.clone()).await;
+        assert_eq!(status, 422, "{body}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(words), "{body}: {message}");
+    }
+    let missing = crate::support::get(&format!("{}/v1/jobs/no-such-job", b.url)).await;
+    assert_eq!(missing["error"]["code"], "not_found");
+}
+
+/// "Use this value" over HTTP: a number written into the manifest in place (its comments and
+/// layout kept), the pack reloaded with it before the answer; a value the pack refuses changes
+/// nothing (422 by name); a manifest the server cannot write is a 409 that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_is_written_into_the_manifest() {
+    let root = tempfile::tempdir().unwrap();
+    ruleweave_testkit::copy_tree(&coin(), root.path());
+    let manifest = root.path().join("config/coin.yaml");
+    let before = std::fs::read_to_string(&manifest).unwrap();
+    let server = crate::support::start(root.path(), "memory", &[]);
+    let url = format!("{}/v1/packs/coin/params", server.url);
+    let put = |body: Value| {
+        let url = url.clone();
+        async move {
+            let r = crate::support::http().put(&url).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, written) = put(json!({"params": {"chance": 35}})).await;
+    assert_eq!(status, 200, "{written}");
+    assert_eq!((&written["file"], &written["params"]), (&json!("config/coin.yaml"), &json!({"chance": 35})));
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before.replace("  chance: 50\n", "  chance: 35\n"));
+    let packs = crate::support::get(&format!("{}/v1/packs", server.url)).await;
+    let coin = packs["packs"].as_array().unwrap().iter().find(|p| p["name"] == "coin").unwrap().clone();
+    assert_eq!(coin["version"], written["version"], "the answer came after the reload");
+    assert_eq!(coin["params"][0], json!({"path": "chance", "value": 35.0, "integer": true, "min": 0.0, "max": 100.0}));
+
+    for (body, words) in [
+        (json!({"params": {"chance": 140}}), "parameter `chance` is 0 to 100 (param_bounds), not 140"),
+        (json!({"params": {"chanse": 1}}), "did you mean `chance`?"),
+        (json!({"params": {}}), "`params` names no number to write"),
+    ] {
+        let (status, refused) = put(body.clone()).await;
+        assert_eq!(status, 422, "{body}: {refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains(words), "{refused}");
+    }
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before.replace("  chance: 50\n", "  chance: 35\n"));
+
+    // Where the new file would be written aside stands a folder: the write fails, said as such.
+    std::fs::create_dir(root.path().join("config/.coin.yaml.writing")).unwrap();
+    let (status, refused) = put(json!({"params": {"chance": 36}})).await;
+    assert_eq!((status, &refused["error"]["code"]), (409, &json!("pack_not_writable")), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().starts_with("cannot write config/coin.yaml: "), "{refused}");
+    assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before.replace("  chance: 50\n", "  chance: 35\n"));
+}

@@ -60,7 +60,7 @@ pub use event::{
 pub use graph::{Drawing, DrawnEdge, DrawnNode, EdgeKind};
 pub use pack::{
     DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Pack, PackInfo,
-    ParamValues, ProfileInfo, Simulate, TableInfo, parse_param,
+    ParamValues, ProfileInfo, Simulate, TableInfo, parse_param, write_param,
 };
 pub use packs::Packs;
 #[cfg(feature = "watch")]

@@ -13,6 +13,7 @@
 //! streams_per_client = 16        # event streams one client address keeps open (behind a
 //!                                # proxy every client shares its address: raise it there)
 //! simulate_turns = 4000          # the most turns one POST /v1/packs/{pack}/simulate plays
+//! tune_turns = 400000            # the most turns one tune job (POST /v1/packs/{pack}/tune) plays
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -86,6 +87,8 @@ pub struct Settings {
     /// The most turns one batch of simulated games plays (games × players × the pack's turn cap):
     /// how much CPU one click of the console's Simulate may take.
     pub simulate_turns: usize,
+    /// The most turns one tune job plays (its games × the pack's turn cap): a job's budget.
+    pub tune_turns: usize,
 }
 
 impl Default for Settings {
@@ -100,6 +103,7 @@ impl Default for Settings {
             turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             streams_per_client: 16,
             simulate_turns: 4_000,
+            tune_turns: 400_000,
         }
     }
 }
@@ -144,6 +148,7 @@ struct ServerSection {
     turns_per_pack: Option<usize>,
     streams_per_client: Option<usize>,
     simulate_turns: Option<usize>,
+    tune_turns: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -295,6 +300,7 @@ impl Config {
             .max(1),
             simulate_turns: number("RULEWEAVE_SIMULATE_TURNS", file.server.simulate_turns, defaults.simulate_turns)?
                 .max(1),
+            tune_turns: number("RULEWEAVE_TUNE_TURNS", file.server.tune_turns, defaults.tune_turns)?.max(1),
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());

@@ -36,6 +36,11 @@ pub struct PackInfo {
     pub standin: bool,
     /// The scripted players it ships (`scripts/<pack>/players/NAME.rhai`), for simulations.
     pub players: Vec<String>,
+    /// The numbers of its `params:` a run may set (`--param`, a sweep, a tune's `vary`), with
+    /// their values and declared bounds.
+    pub params: Vec<crate::NumericParam>,
+    /// The outcomes its simulated games end in (`simulate.outcomes`), for a tune's target.
+    pub outcomes: Vec<String>,
     /// What a player types, in one line (`display.input_help`), for a face to show.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_help: Option<String>,
@@ -221,6 +226,8 @@ impl Pack {
             tables: self.tables.iter().map(|(k, t)| (k.clone(), t.info())).collect(),
             standin: self.standin.is_some(),
             players: self.players(),
+            params: self.numeric_params().to_vec(),
+            outcomes: self.simulate().outcomes.clone(),
             input_help: self.display.input_help.clone(),
             display: DisplayInfo {
                 opening: self.display.opening,

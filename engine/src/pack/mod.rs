@@ -11,7 +11,7 @@ pub(crate) mod manifest;
 mod params;
 
 pub use info::{DisplayInfo, FieldInfo, InputInfo, NodeInfo, OptionInfo, PackInfo, ProfileInfo, TableInfo};
-pub use params::{NumericParam, ParamValues, parse_param};
+pub use params::{NumericParam, ParamValues, parse_param, write_param};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -162,9 +162,80 @@ pub fn parse_param(text: &str) -> Result<(String, Json)> {
     Ok((name.trim().to_owned(), value))
 }
 
+/// `yaml` (a manifest's text) with the number at `path` of its `params:` (`thresholds.medium`)
+/// written as `value`, and nothing else changed: comments, layout, quoting and the other values
+/// stay as they were (the scalar's own characters are replaced, found by its place in the
+/// source). An error when the manifest does not write that number as a plain scalar (an alias,
+/// a number set by an anchor elsewhere).
+pub fn write_param(yaml: &str, path: &str, value: &Json) -> Result<String> {
+    use granit_parser::{Event, Parser};
+    /// A collection open around the parser's place: a mapping with its current key, or a list.
+    enum Open {
+        Map { key: Option<String>, want_key: bool },
+        List,
+    }
+    let wanted: Vec<&str> = std::iter::once("params").chain(path.split('.')).collect();
+    let not_found = || Error::input(format!("`params.{path}` is not written as a plain number in the manifest"));
+    let mut open: Vec<Open> = Vec::new();
+    // A value has been read: the mapping around it wants its next key.
+    let done = |open: &mut Vec<Open>| {
+        if let Some(Open::Map { want_key, .. }) = open.last_mut() {
+            *want_key = true;
+        }
+    };
+    let at = |open: &[Open]| -> bool {
+        open.len() == wanted.len()
+            && open.iter().zip(&wanted).all(|(o, w)| matches!(o, Open::Map { key: Some(k), .. } if k == w))
+    };
+    for next in Parser::new_from_str(yaml) {
+        let (event, span) = next.map_err(|e| Error::input(format!("the manifest is not YAML: {e}")))?;
+        let key_place = matches!(open.last(), Some(Open::Map { want_key: true, .. }));
+        match event {
+            Event::Scalar(text, ..) if key_place => {
+                if let Some(Open::Map { key, want_key }) = open.last_mut() {
+                    (*key, *want_key) = (Some(text.into_owned()), false);
+                }
+            }
+            Event::Scalar(..) if at(&open) => {
+                let range = span.byte_range().ok_or_else(not_found)?;
+                let mut out = String::with_capacity(yaml.len() + 8);
+                out.push_str(&yaml[..range.start]);
+                out.push_str(&value.to_string());
+                out.push_str(&yaml[range.end..]);
+                return Ok(out);
+            }
+            Event::Scalar(..) | Event::Alias(_) => done(&mut open),
+            Event::MappingStart(..) | Event::SequenceStart(..) if key_place => return Err(not_found()),
+            Event::MappingStart(..) => open.push(Open::Map { key: None, want_key: true }),
+            Event::SequenceStart(..) => open.push(Open::List),
+            Event::MappingEnd | Event::SequenceEnd => {
+                open.pop();
+                done(&mut open);
+            }
+            _ => {}
+        }
+    }
+    Err(not_found())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_param_is_written_in_place_and_nothing_else_moves() {
+        let yaml = "# the game\nparams:\n  # easy 40, medium 60\n  thresholds: {easy: 40, medium: 60, hard: 80}\n  \
+                    margin: 5   # close enough\n  nested:\n    deep:\n      x: 1.5\nother: {medium: 60}\n";
+        let out = write_param(yaml, "thresholds.medium", &Json::from(59)).unwrap();
+        assert_eq!(out, yaml.replace("medium: 60, hard", "medium: 59, hard"));
+        let out = write_param(yaml, "margin", &Json::from(7)).unwrap();
+        assert_eq!(out, yaml.replace("margin: 5   #", "margin: 7   #"));
+        let out = write_param(yaml, "nested.deep.x", &Json::from(0.25)).unwrap();
+        assert_eq!(out, yaml.replace("x: 1.5", "x: 0.25"));
+        let missing = write_param(yaml, "thresholds.insane", &Json::from(1)).unwrap_err();
+        assert_eq!(missing.detail(), "`params.thresholds.insane` is not written as a plain number in the manifest");
+        assert!(write_param("params: {a: [1, 2]}\n", "a", &Json::from(1)).is_err(), "a list is no number");
+    }
 
     #[test]
     fn a_value_is_checked_against_its_type_and_bounds() {

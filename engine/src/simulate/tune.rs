@@ -227,7 +227,7 @@ pub fn sweep(
 }
 
 /// What `tune` aims at: a player's share of an outcome (or of the outcomes a prefix names).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Target {
     /// The player whose games count.
@@ -295,7 +295,7 @@ pub struct Tune {
 pub const GAMES_MAX: u32 = 3_200;
 
 /// One value tried, with the share its games gave.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Evaluation {
     /// The value.
@@ -312,7 +312,7 @@ pub struct Evaluation {
 }
 
 /// What `tune` found.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TuneReport {
     /// The pack.
@@ -330,7 +330,7 @@ pub struct TuneReport {
     pub share: Evaluation,
     /// Why nothing was found (the shares at the range's ends, a cliff between two values, the
     /// budget); none when found.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
     /// Every value tried, in the range's order.
     pub evaluations: Vec<Evaluation>,
@@ -462,17 +462,11 @@ impl Tuner<'_> {
     }
 }
 
-/// Finds a value of `tune.vary.param` (within its range) at which `tune.target`'s share is the
-/// one wanted, or says why there is none (see the module's doc for how). `progress` is called
-/// after each game.
-pub fn tune(
-    handle: &tokio::runtime::Handle,
-    engine: &Engine,
-    tune: &Tune,
-    progress: &(dyn Fn(&TuneProgress) + Sync),
-    stop: &AtomicBool,
-) -> Result<TuneReport> {
-    let started = Instant::now();
+/// What [`tune`] checks before it plays a game: the pack loads and takes the options, the
+/// parameter is one of its numbers and the range lies within its bounds (and is more than one
+/// value), the target's outcome is one the pack declares and its player one it has. A server
+/// answers these at once, before it starts the job. The pack and the parameter, checked.
+pub fn check(engine: &Engine, tune: &Tune) -> Result<(std::sync::Arc<crate::Pack>, NumericParam)> {
     let pack = engine.packs().get(&tune.pack)?;
     pack.resolve_options(&tune.options)?;
     let param = pack.numeric_param(&tune.vary.param)?.clone();
@@ -493,6 +487,23 @@ pub fn tune(
     }
     // The player is checked here, and loaded with each value's copy of the rules.
     players(engine, &pack, std::slice::from_ref(&target.player))?;
+    Ok((pack, param))
+}
+
+/// Finds a value of `tune.vary.param` (within its range) at which `tune.target`'s share is the
+/// one wanted, or says why there is none (see the module's doc for how). `progress` is called
+/// after each game.
+pub fn tune(
+    handle: &tokio::runtime::Handle,
+    engine: &Engine,
+    tune: &Tune,
+    progress: &(dyn Fn(&TuneProgress) + Sync),
+    stop: &AtomicBool,
+) -> Result<TuneReport> {
+    let started = Instant::now();
+    let (pack, param) = check(engine, tune)?;
+    let target = &tune.target;
+    let declared = &pack.simulate().outcomes;
     let batch = Batch {
         pack: tune.pack.clone(),
         games: FIRST_GAMES,

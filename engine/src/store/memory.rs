@@ -23,6 +23,8 @@ pub struct MemoryStore {
     pub(super) schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
     /// Session, player and issued keys, and who made each session. Locked before `sessions`.
     pub(super) keys: Mutex<MemoryKeys>,
+    /// Jobs by id.
+    pub(super) jobs: Mutex<HashMap<String, super::Job>>,
     pub(super) events: broadcast::Sender<SessionEvent>,
 }
 
@@ -42,6 +44,7 @@ impl Default for MemoryStore {
             links: Mutex::default(),
             schemas: Mutex::default(),
             keys: Mutex::default(),
+            jobs: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -59,6 +62,10 @@ impl MemoryStore {
 
     pub(super) fn keys(&self) -> std::sync::MutexGuard<'_, MemoryKeys> {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, super::Job>> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Drops the transcript links and keys of sessions that are gone.
@@ -261,6 +268,10 @@ impl Store for MemoryStore {
     }
 
     fn keys(&self) -> Option<&dyn super::Keys> {
+        Some(self)
+    }
+
+    fn jobs(&self) -> Option<&dyn super::Jobs> {
         Some(self)
     }
 }

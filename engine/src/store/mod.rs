@@ -12,6 +12,7 @@
 
 mod counters;
 mod index;
+mod jobs;
 mod keys;
 mod lobby;
 mod memory;
@@ -34,6 +35,7 @@ use tokio::sync::broadcast;
 
 pub use counters::{Bump, Counters};
 pub use index::{Expiry, SessionIndex, SessionQuery};
+pub use jobs::{JOB_KEPT_MS, Job, JobState, Jobs};
 pub use keys::{Grant, IssuedKey, Keys, key_hash};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
@@ -319,8 +321,9 @@ impl SessionLock {
 /// counter bumps and the closing of a lobby round go in the same write), lock, truncate, delete,
 /// and the events of those. What only some features need is a capability trait a store may
 /// offer: [`LobbyInputs`] (rounds several players answer), [`Counters`] (data tables that count
-/// their rows' use), [`Transcripts`] (the chat face), [`SessionIndex`] (listing and expiry) and
-/// [`PackVersions`] (migrating stored sessions after a pack changed). A store that does not offer
+/// their rows' use), [`Transcripts`] (the chat face), [`SessionIndex`] (listing and expiry),
+/// [`PackVersions`] (migrating stored sessions after a pack changed) and [`Jobs`] (a server's
+/// long work for its clients). A store that does not offer
 /// one returns `None` from its accessor, and the engine says so when a feature needs it.
 ///
 /// [`MemoryStore`] is the reference implementation; [`SqliteStore`] and [`PostgresStore`] pass
@@ -404,6 +407,11 @@ pub trait Store: Send + Sync {
 
     /// The store's record of pack versions' schemas, if it keeps one.
     fn versions(&self) -> Option<&dyn PackVersions> {
+        None
+    }
+
+    /// The jobs a server runs for its clients, if this store keeps them (see [`Jobs`]).
+    fn jobs(&self) -> Option<&dyn Jobs> {
         None
     }
 }

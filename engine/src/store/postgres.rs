@@ -382,6 +382,10 @@ impl Store for PostgresStore {
     fn keys(&self) -> Option<&dyn super::Keys> {
         Some(self)
     }
+
+    fn jobs(&self) -> Option<&dyn super::Jobs> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

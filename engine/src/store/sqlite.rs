@@ -415,6 +415,10 @@ impl Store for SqliteStore {
     fn keys(&self) -> Option<&dyn super::Keys> {
         Some(self)
     }
+
+    fn jobs(&self) -> Option<&dyn super::Jobs> {
+        Some(self)
+    }
 }
 
 /// The writer thread, for writes that find the connection busy: it takes every waiting write

@@ -419,10 +419,60 @@ async fn versions(store: Arc<dyn Store>) {
     assert_eq!(stored.snapshot_version, start().pack_version);
 }
 
+/// Jobs: recorded running, their progress written while nobody asked them to stop; a stop asked
+/// by a client, or by the last watcher leaving, read back by the runner's next write; ended
+/// once; forgotten a day after they last wrote.
+async fn jobs(store: Arc<dyn Store>) {
+    let jobs = store.jobs().expect("jobs");
+    let now = crate::vocab::now_ms();
+    let job = |id: &str, at: i64| Job {
+        id: id.to_owned(),
+        kind: "tune".into(),
+        pack: "coin".into(),
+        owner: Some("key:k1".into()),
+        state: JobState::Running,
+        request: json!({"vary": "chance=0..100"}),
+        progress: json!({}),
+        result: None,
+        stop: false,
+        watchers: 0,
+        created_at: at,
+        updated_at: at,
+    };
+    let (a, b, old) = (id("job"), id("job"), id("job"));
+    jobs.create_job(&job(&old, now - JOB_KEPT_MS - 1)).await.unwrap();
+    assert!(jobs.job(&old).await.unwrap().is_some());
+    jobs.create_job(&job(&a, now)).await.unwrap();
+    assert_eq!(jobs.job(&old).await.unwrap(), None, "a job a day old is forgotten");
+    assert_eq!(jobs.job(&a).await.unwrap().unwrap().request, json!({"vary": "chance=0..100"}));
+
+    assert!(!jobs.job_progress(&a, &json!({"value": 40})).await.unwrap(), "nobody asked it to stop");
+    assert_eq!(jobs.job(&a).await.unwrap().unwrap().progress, json!({"value": 40}));
+    assert!(jobs.stop_job(&a).await.unwrap());
+    assert!(!jobs.stop_job("no-such-job").await.unwrap());
+    assert!(jobs.job_progress(&a, &json!({"value": 41})).await.unwrap(), "its runner learns it was asked to stop");
+    jobs.finish_job(&a, JobState::Cancelled, &json!({"error": "stopped"})).await.unwrap();
+    jobs.finish_job(&a, JobState::Done, &json!({"value": 41})).await.unwrap();
+    let ended = jobs.job(&a).await.unwrap().unwrap();
+    assert_eq!((ended.state, ended.result), (JobState::Cancelled, Some(json!({"error": "stopped"}))), "ended once");
+    jobs.job_progress(&a, &json!({"value": 99})).await.unwrap();
+    assert_eq!(jobs.job(&a).await.unwrap().unwrap().progress, json!({"value": 41}), "an ended job's progress stays");
+
+    jobs.create_job(&job(&b, now)).await.unwrap();
+    jobs.watch_job(&b, 1).await.unwrap();
+    jobs.watch_job(&b, 1).await.unwrap();
+    jobs.watch_job(&b, -1).await.unwrap();
+    assert!(!jobs.job_progress(&b, &json!({})).await.unwrap(), "one watcher is still there");
+    jobs.watch_job(&b, -1).await.unwrap();
+    let left = jobs.job(&b).await.unwrap().unwrap();
+    assert_eq!((left.watchers, left.stop), (0, true), "the last watcher left: nobody waits for it");
+    assert!(jobs.job_progress("no-such-job", &json!({})).await.unwrap(), "a job that is gone stops");
+}
+
 type Check = fn(Arc<dyn Store>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// The suite, capability by capability: every store passes each.
-const CAPABILITIES: [(&str, Check); 8] = [
+const CAPABILITIES: [(&str, Check); 9] = [
     ("core", |s| Box::pin(core(s))),
     ("lobby inputs", |s| Box::pin(lobby(s))),
     ("counters", |s| Box::pin(counters(s))),
@@ -431,6 +481,7 @@ const CAPABILITIES: [(&str, Check); 8] = [
     ("session index: expiry", |s| Box::pin(expiry(s))),
     ("pack versions", |s| Box::pin(versions(s))),
     ("keys", |s| Box::pin(keys(s))),
+    ("jobs", |s| Box::pin(jobs(s))),
 ];
 
 #[tokio::test]

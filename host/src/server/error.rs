@@ -41,6 +41,10 @@ pub(crate) enum Code {
     MethodNotAllowed,
     TooManyStreams,
     SimulationRunning,
+    /// A job is already running on this replica.
+    JobRunning,
+    /// A pack's manifest this server cannot write.
+    PackNotWritable,
     /// The chat face: a model that names no pack.
     ModelNotFound,
     /// The chat face: a model whose options the pack does not take.
@@ -124,6 +128,18 @@ pub(crate) const ANSWERS: &[Answer] = &[
         "a batch of simulated games is already running",
     ),
     row(
+        Code::PackNotWritable,
+        S::CONFLICT,
+        S::CONFLICT,
+        "a pack's manifest this server cannot write (a read-only root)",
+    ),
+    row(
+        Code::JobRunning,
+        S::TOO_MANY_REQUESTS,
+        S::TOO_MANY_REQUESTS,
+        "a job (a tune) is already running on this server",
+    ),
+    row(
         Code::Engine(ErrorKind::Script),
         S::INTERNAL_SERVER_ERROR,
         S::INTERNAL_SERVER_ERROR,
@@ -169,6 +185,8 @@ impl Code {
             Code::MethodNotAllowed => "method_not_allowed",
             Code::TooManyStreams => "too_many_streams",
             Code::SimulationRunning => "simulation_running",
+            Code::JobRunning => "job_running",
+            Code::PackNotWritable => "pack_not_writable",
             Code::ModelNotFound => "model_not_found",
             Code::InvalidModel => "invalid_model",
             Code::UnknownConversation => "unknown_conversation",
@@ -389,6 +407,8 @@ mod tests {
             Code::MethodNotAllowed,
             Code::TooManyStreams,
             Code::SimulationRunning,
+            Code::JobRunning,
+            Code::PackNotWritable,
             Code::ModelNotFound,
             Code::InvalidModel,
             Code::UnknownConversation,

@@ -10,11 +10,14 @@ mod api;
 mod body;
 mod error;
 mod extract;
+mod follow;
+mod jobs;
 mod keys;
 mod listen;
 mod metrics;
 mod openai;
 pub mod openapi;
+mod params;
 mod simulate;
 mod sse;
 mod turns;
@@ -58,6 +61,8 @@ pub struct AppState {
     streams: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
     /// Held by the batch of simulated games running (one at a time).
     simulating: Arc<Semaphore>,
+    /// The job running on this replica (one at a time).
+    job: jobs::JobSlot,
 }
 
 /// One open event stream of a client: dropped when the stream ends or its client goes.
@@ -97,6 +102,7 @@ impl AppState {
             slots: Mutex::default(),
             streams: Arc::default(),
             simulating: Arc::new(Semaphore::new(1)),
+            job: jobs::JobSlot::default(),
         };
         state.load_packs();
         state
@@ -171,17 +177,21 @@ pub fn routes() -> Routes {
         .routes(routes!(keys::whoami))
         .routes(routes!(api::packs))
         .routes(routes!(api::graph))
-        .routes(routes!(api::events))
+        .routes(routes!(follow::events))
         .routes(routes!(api::create, api::list))
         .routes(routes!(api::session, api::delete))
         .routes(routes!(api::turn))
         .routes(routes!(api::input))
-        .routes(routes!(api::session_events))
+        .routes(routes!(follow::session_events))
         .routes(routes!(api::checkpoints))
         .routes(routes!(api::conversation))
         .routes(routes!(api::fork))
         .routes(routes!(api::replay))
         .routes(routes!(simulate::simulate))
+        .routes(routes!(jobs::start))
+        .routes(routes!(params::write))
+        .routes(routes!(jobs::job, jobs::stop))
+        .routes(routes!(jobs::events))
         .routes(routes!(api::metrics))
         .routes(routes!(openai::models))
         .routes(routes!(openai::model))
@@ -321,6 +331,8 @@ pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<(
     listen(state.clone(), listener, shutdown()).await;
     expiry.abort();
     rounds.abort();
+    // A job stops at its next game and records that it was cancelled, before the tasks are waited for.
+    state.job.stop_all();
     state.tasks.close();
     state.tasks.wait().await;
     // And the work no task waits for any more: a lobby post whose client left, the last sweep.

@@ -38,6 +38,11 @@ use super::{Shared, api, body};
         api::NewFork,
         api::NewInput,
         super::simulate::NewSimulation,
+        super::jobs::NewTune,
+        super::jobs::Started,
+        super::jobs::JobBody,
+        super::params::NewParams,
+        super::params::WrittenParams,
         Posted,
         ReloadEvent,
         Standing,
@@ -77,6 +82,7 @@ use super::{Shared, api, body};
     tags(
         (name = "sessions", description = "Opening, playing, listing, forking and replaying sessions"),
         (name = "packs", description = "The packs served, and their reloads"),
+        (name = "jobs", description = "Work longer than a request (a tune), followed from any replica"),
         (name = "chat", description = "The chat face: the packs as models of OpenAI's Chat Completions API"),
         (name = "server", description = "The server itself"),
     )
@@ -152,6 +158,20 @@ pub fn document() -> serde_json::Value {
                 "parameters": {"id": "$response.body#/id"},
                 "description": "The new key's id revokes it.",
             }
+        });
+    }
+    // A job started is followed, and stopped.
+    if let Some(started) = doc.pointer_mut("/paths/~1v1~1packs~1{pack}~1tune/post/responses/202") {
+        let by_job = |op: &str, what: &str| {
+            serde_json::json!({
+                "operationId": op,
+                "parameters": {"id": "$response.body#/job"},
+                "description": format!("The new job's id {what}."),
+            })
+        };
+        started["links"] = serde_json::json!({
+            "GetJob": by_job("getJob", "reads it"),
+            "StopJob": by_job("stopJob", "stops it"),
         });
     }
     for path in ["/v1/sessions", "/v1/sessions/{id}/fork"] {

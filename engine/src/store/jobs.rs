@@ -1,0 +1,342 @@
+//! Jobs: long work a server runs for a client (a tune's thousands of games), kept in the store so
+//! that every process sharing it answers for the job: where it is, its answer, a request to stop
+//! it. One process runs a job; it records its progress every so often and learns from that write
+//! whether it was asked to stop (by a client of any process, or by its last watcher leaving).
+//! A finished job is kept for a day.
+
+use serde_json::Value as Json;
+
+use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+use super::postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use super::shared::{Sql, json, on_pool};
+#[cfg(feature = "sqlite")]
+use super::sqlite::SqliteStore;
+use super::store_error;
+use crate::error::Result;
+use crate::llm::BoxFuture;
+
+/// How long a finished job is kept, in milliseconds: a day.
+pub const JOB_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Still working.
+    Running,
+    /// Finished, with its answer.
+    Done,
+    /// Stopped by an error, which its result says.
+    Failed,
+    /// Stopped because it was asked to (or its last watcher left).
+    Cancelled,
+}
+
+impl JobState {
+    fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    fn parse(text: &str) -> Result<JobState> {
+        Ok(match text {
+            "running" => JobState::Running,
+            "done" => JobState::Done,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            other => return Err(store_error("a stored job's state", format!("`{other}` is none"))),
+        })
+    }
+}
+
+/// A job as the store keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Its id.
+    pub id: String,
+    /// What it does (`tune`, `sweep`).
+    pub kind: String,
+    /// The pack it works on.
+    pub pack: String,
+    /// The key that started it (`key:<id>`), `None` for the operator.
+    pub owner: Option<String>,
+    /// Where it stands.
+    pub state: JobState,
+    /// What it was asked to do.
+    pub request: Json,
+    /// Where it is, as its runner last said.
+    pub progress: Json,
+    /// Its answer once done, or its error once failed.
+    pub result: Option<Json>,
+    /// Whether it was asked to stop.
+    pub stop: bool,
+    /// The clients following its events now, on every process.
+    pub watchers: i64,
+    /// When it started, unix milliseconds.
+    pub created_at: i64,
+    /// When its runner last wrote, unix milliseconds.
+    pub updated_at: i64,
+}
+
+/// A store that keeps jobs (see [`Store::jobs`](super::Store::jobs)).
+pub trait Jobs: Send + Sync {
+    /// Records a job (as `job` says: normally running, no result), and forgets the jobs that
+    /// ended, or last wrote, more than [`JOB_KEPT_MS`] ago.
+    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>>;
+
+    /// The job `id`, if there is one.
+    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>>;
+
+    /// Records where a running job is; whether it was asked to stop.
+    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>>;
+
+    /// Ends a running job in `state` with its `result` (its answer, or its error); a job that
+    /// already ended is left as it is.
+    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>>;
+
+    /// Asks a running job to stop; whether there is such a job (running or not).
+    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// A client started (`+1`) or stopped (`-1`) following the job's events. When the last one
+    /// leaves a running job, the job is asked to stop: nobody is waiting for its answer.
+    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>>;
+}
+
+fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(v))
+}
+
+impl Jobs for MemoryStore {
+    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
+        let mut jobs = self.jobs();
+        let now = crate::vocab::now_ms();
+        jobs.retain(|_, j| j.updated_at >= now - JOB_KEPT_MS);
+        jobs.insert(job.id.clone(), job.clone());
+        ready(Ok(()))
+    }
+
+    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> {
+        ready(Ok(self.jobs().get(id).cloned()))
+    }
+
+    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> {
+        let mut jobs = self.jobs();
+        let stop = match jobs.get_mut(id) {
+            Some(j) if j.state == JobState::Running => {
+                j.progress = progress.clone();
+                j.updated_at = crate::vocab::now_ms();
+                j.stop
+            }
+            Some(j) => j.stop,
+            None => true,
+        };
+        ready(Ok(stop))
+    }
+
+    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> {
+        if let Some(j) = self.jobs().get_mut(id).filter(|j| j.state == JobState::Running) {
+            j.state = state;
+            j.result = Some(result.clone());
+            j.updated_at = crate::vocab::now_ms();
+        }
+        ready(Ok(()))
+    }
+
+    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        let mut jobs = self.jobs();
+        let found = jobs.get_mut(id).map(|j| j.stop |= j.state == JobState::Running).is_some();
+        ready(Ok(found))
+    }
+
+    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
+        if let Some(j) = self.jobs().get_mut(id) {
+            j.watchers += delta;
+            j.stop |= j.watchers <= 0 && j.state == JobState::Running;
+        }
+        ready(Ok(()))
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl Jobs for SqliteStore {
+    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
+        Box::pin(create(self.sql(), job))
+    }
+
+    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> {
+        Box::pin(find(self.sql(), id))
+    }
+
+    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(record_progress(self.sql(), id, progress))
+    }
+
+    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> {
+        Box::pin(finish(self.sql(), id, state, result))
+    }
+
+    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(stop(self.sql(), id))
+    }
+
+    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(watch(self.sql(), id, delta))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Jobs for PostgresStore {
+    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
+        Box::pin(create(self.sql(), job))
+    }
+
+    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> {
+        Box::pin(find(self.sql(), id))
+    }
+
+    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(record_progress(self.sql(), id, progress))
+    }
+
+    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> {
+        Box::pin(finish(self.sql(), id, state, result))
+    }
+
+    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(stop(self.sql(), id))
+    }
+
+    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(watch(self.sql(), id, delta))
+    }
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn create(sql: Sql<'_>, job: &Job) -> Result<()> {
+    let gone_before = crate::vocab::now_ms() - JOB_KEPT_MS;
+    let result = job.result.as_ref().map(Json::to_string);
+    on_pool!(sql, pool => async {
+        let mut tx = pool.begin().await?;
+        sqlx::query("DELETE FROM jobs WHERE updated_at < $1").bind(gone_before).execute(&mut *tx).await?;
+        sqlx::query(
+            "INSERT INTO jobs (id, kind, pack, owner, state, request, progress, result, stop, watchers, \
+             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(&job.id)
+        .bind(&job.kind)
+        .bind(&job.pack)
+        .bind(&job.owner)
+        .bind(job.state.as_str())
+        .bind(job.request.to_string())
+        .bind(job.progress.to_string())
+        .bind(result.clone())
+        .bind(job.stop)
+        .bind(job.watchers)
+        .bind(job.created_at)
+        .bind(job.updated_at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await
+    }
+    .await)
+    .map_err(|e| store_error("cannot record a job", e))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+type JobRow = (String, String, String, Option<String>, String, String, String, Option<String>, bool, i64, i64, i64);
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn find(sql: Sql<'_>, id: &str) -> Result<Option<Job>> {
+    let row: Option<JobRow> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT id, kind, pack, owner, state, request, progress, result, stop, watchers, created_at, \
+             updated_at FROM jobs WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(pool)
+        .await)
+    .map_err(|e| store_error("cannot read a job", e))?;
+    let Some((id, kind, pack, owner, state, request, progress, result, stop, watchers, created_at, updated_at)) = row
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Job {
+        id,
+        kind,
+        pack,
+        owner,
+        state: JobState::parse(&state)?,
+        request: json("job's request", &request)?,
+        progress: json("job's progress", &progress)?,
+        result: result.map(|r| json("job's result", &r)).transpose()?,
+        stop,
+        watchers,
+        created_at,
+        updated_at,
+    }))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn record_progress(sql: Sql<'_>, id: &str, progress: &Json) -> Result<bool> {
+    let stop: Option<bool> = on_pool!(sql, pool => sqlx::query_scalar(
+            "UPDATE jobs SET progress = CASE WHEN state = 'running' THEN $2 ELSE progress END, \
+             updated_at = CASE WHEN state = 'running' THEN $3 ELSE updated_at END WHERE id = $1 RETURNING stop",
+        )
+        .bind(id)
+        .bind(progress.to_string())
+        .bind(crate::vocab::now_ms())
+        .fetch_optional(pool)
+        .await)
+    .map_err(|e| store_error("cannot record a job's progress", e))?;
+    // A job that is gone (forgotten, or its store emptied) has nobody to answer: it stops.
+    Ok(stop.unwrap_or(true))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn finish(sql: Sql<'_>, id: &str, state: JobState, result: &Json) -> Result<()> {
+    on_pool!(sql, pool => sqlx::query(
+            "UPDATE jobs SET state = $2, result = $3, updated_at = $4 WHERE id = $1 AND state = 'running'",
+        )
+        .bind(id)
+        .bind(state.as_str())
+        .bind(result.to_string())
+        .bind(crate::vocab::now_ms())
+        .execute(pool)
+        .await
+        .map(|_| ()))
+    .map_err(|e| store_error("cannot record how a job ended", e))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn stop(sql: Sql<'_>, id: &str) -> Result<bool> {
+    let found = on_pool!(sql, pool => sqlx::query(
+            "UPDATE jobs SET stop = (stop OR state = 'running') WHERE id = $1",
+        )
+        .bind(id)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))
+    .map_err(|e| store_error("cannot ask a job to stop", e))?;
+    Ok(found > 0)
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn watch(sql: Sql<'_>, id: &str, delta: i64) -> Result<()> {
+    on_pool!(sql, pool => sqlx::query(
+            "UPDATE jobs SET watchers = watchers + $2, \
+             stop = (stop OR (watchers + $2 <= 0 AND state = 'running')) WHERE id = $1",
+        )
+        .bind(id)
+        .bind(delta)
+        .execute(pool)
+        .await
+        .map(|_| ()))
+    .map_err(|e| store_error("cannot count a job's watchers", e))
+}

@@ -1,0 +1,496 @@
+//! Jobs: work longer than one request, started by one and followed by others. Today one kind:
+//! `POST /v1/packs/{pack}/tune` finds the value of a pack's number that gives the outcome share
+//! asked for, which takes thousands of games (far more than a simulate request's budget).
+//!
+//! A job is kept in the store, so every replica on it answers `GET /v1/jobs/{id}` and its event
+//! stream, and a `DELETE` on any replica stops it. The replica that started it plays its games
+//! (on the stand-in models, in a store of its own, like the simulate route), records where it
+//! is every [`PROGRESS_EVERY`], and reads back from that write whether it was asked to stop.
+//! One job runs at a time on a replica (429 for a second); each has [`Settings::tune_turns`]
+//! turns to spend. A job whose last event stream closed is stopped: nobody waits for it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use ruleweave::simulate::tune::{self, Range, Target, Tune, TuneProgress, TuneReport};
+use ruleweave::store::{Job, JobState, Jobs};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::access::Access;
+use super::body::ErrorBody;
+use super::error::{ApiResult, Code};
+use super::extract::{Body, PackName};
+use super::listen::Peer;
+use super::{ApiError, Settings, Shared, sse};
+
+/// How often a running job records where it is (and learns whether it was asked to stop), and
+/// how often its followers look.
+pub(super) const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// A running job that has written nothing for this long lost its replica (stopped, crashed): it
+/// answers `lost`.
+const LOST_AFTER: i64 = 60_000;
+
+/// The replica's one place for a job, and the job in it.
+#[derive(Default)]
+pub(super) struct JobSlot {
+    running: Mutex<Option<(String, Arc<AtomicBool>)>>,
+}
+
+impl JobSlot {
+    /// Takes the place for job `id`: its stop flag; `None` when a job holds it.
+    fn take(&self, id: &str) -> Option<Arc<AtomicBool>> {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if running.is_some() {
+            return None;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        *running = Some((id.to_owned(), stop.clone()));
+        Some(stop)
+    }
+
+    fn free(&self) {
+        *self.running.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Stops job `id` at its next game, when it runs here.
+    fn stop(&self, id: &str) {
+        if let Some((running, stop)) = &*self.running.lock().unwrap_or_else(|p| p.into_inner())
+            && running == id
+        {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Stops the job running here, if any (the server is stopping).
+    pub(super) fn stop_all(&self) {
+        if let Some((_, stop)) = &*self.running.lock().unwrap_or_else(|p| p.into_inner()) {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A tune to run: the same as `ruleweave tune`'s flags.
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NewTune {
+    /// The parameter and its range, `NAME=LO..HI` (`thresholds.medium=40..80`): a number of the
+    /// pack's `params:` by dotted path, the range within its `param_bounds:`.
+    #[schema(example = "thresholds.medium=40..80")]
+    vary: String,
+    /// The share wanted, `PLAYER:OUTCOME=SHARE` (`liar:won_*=0.3`; an outcome ending in `*` adds
+    /// up every outcome it begins).
+    #[schema(example = "liar:won_*=0.3")]
+    target: String,
+    /// How close to the share is close enough (default 0.05): the answer's 95% interval lies
+    /// within it.
+    #[serde(default)]
+    within: Option<f64>,
+    /// What seeds the games (default `ruleweave`): the same seed, the same answer.
+    #[serde(default)]
+    seed: Option<String>,
+    /// Other numbers of the pack's `params:` set for the games, by dotted path.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    params: BTreeMap<String, Value>,
+    /// Session options every game opens with.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    options: serde_json::Map<String, Value>,
+    /// The most games one value gets (default 3,200).
+    #[serde(default)]
+    #[schema(minimum = 100)]
+    games_max: Option<u32>,
+}
+
+/// A job started.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Started {
+    /// Its id: `GET /v1/jobs/{job}` follows it.
+    job: String,
+}
+
+/// Where a job stands, as a client sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Status {
+    /// Still playing games.
+    Running,
+    /// Finished: `result` holds its answer.
+    Done,
+    /// Stopped by an error: `error` says which.
+    Failed,
+    /// Stopped because it was asked to, its last follower left, or its server stopped.
+    Cancelled,
+    /// Its replica stopped answering for it (it wrote nothing for a minute).
+    Lost,
+}
+
+/// Where a running job is.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct Progress {
+    /// The value it is playing games at.
+    #[serde(default)]
+    value: Option<f64>,
+    /// Games played so far.
+    #[serde(default)]
+    games_played: u64,
+    /// The most games it may play.
+    #[serde(default)]
+    budget: u64,
+}
+
+/// Why a job failed (the error a request would have answered: `invalid_input`, `script_error`,
+/// ...), or `cancelled` for one that was stopped.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub(super) struct JobError {
+    /// A stable name for the error.
+    code: String,
+    /// What happened, in words.
+    message: String,
+}
+
+/// A job.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct JobBody {
+    /// Its id.
+    job: String,
+    /// What it does: `tune`.
+    kind: String,
+    /// The pack it works on.
+    pack: String,
+    /// Where it stands.
+    state: Status,
+    /// Where it is (its last word, once it ended).
+    progress: Progress,
+    /// Its answer, once done: `ruleweave tune --json`'s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<TuneReport>,
+    /// Why it failed, or that it was stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<JobError>,
+    /// When it started, unix milliseconds.
+    created_at: i64,
+    /// When it last recorded where it is, unix milliseconds.
+    updated_at: i64,
+}
+
+fn jobs(s: &Shared) -> ApiResult<&dyn Jobs> {
+    let store = &**s.engine.store();
+    Ok(ruleweave::store::needs(store, store.jobs(), "jobs")?)
+}
+
+/// `POST /v1/packs/{pack}/tune`: starts a tune as a job, on the stand-in models.
+#[utoipa::path(post, path = "/v1/packs/{pack}/tune", operation_id = "tunePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewTune, responses(
+    (status = 202, description = "The job started: follow it at `/v1/jobs/{job}`", body = Started),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that may not play the pack", body = ErrorBody),
+    (status = 404, description = "No such pack", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; an unknown parameter, a range outside its bounds or reversed, a target outcome the pack never produces, a player it lacks", body = ErrorBody),
+    (status = 429, description = "A job is already running on this server", body = ErrorBody),
+    (status = 503, description = "The pack does not load", body = ErrorBody),
+))]
+pub(super) async fn start(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    PackName(pack): PackName,
+    Body(req): Body<NewTune>,
+) -> ApiResult<Response> {
+    let jobs = jobs(&s)?;
+    let engine = crate::standin_engine(s.engine.root()).await?;
+    engine.packs().get(&pack)?;
+    let engine = if req.params.is_empty() { engine } else { engine.with_params(&pack, req.params.clone())? };
+    let tune = request(&s.settings, &engine, &pack, &req)?;
+    let id = super::access::secret("job")?["rw_job_".len()..][..20].to_owned();
+    let Some(stop) = s.job.take(&id) else {
+        return Err(ApiError::new(
+            Code::JobRunning,
+            "a job is already running on this server: ask again when it ends, or stop it",
+        ));
+    };
+    let now = sse::unix_ms();
+    let progress = Progress { value: None, games_played: 0, budget: tune.budget };
+    let job = Job {
+        id: id.clone(),
+        kind: "tune".into(),
+        pack: pack.clone(),
+        owner: access.owner(),
+        state: JobState::Running,
+        request: serde_json::to_value(&req).map_err(ApiError::internal)?,
+        progress: serde_json::to_value(&progress).map_err(ApiError::internal)?,
+        result: None,
+        stop: false,
+        watchers: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    if let Err(e) = jobs.create_job(&job).await {
+        s.job.free();
+        return Err(e.into());
+    }
+    tracing::info!(job = %id, pack = %pack, "a tune started");
+    let task = s.clone();
+    s.spawn(async move { run(task, id.clone(), engine, tune, stop).await });
+    Ok((StatusCode::ACCEPTED, Json(Started { job: job.id })).into_response())
+}
+
+/// The tune a request asks for, checked as `tune` checks it before its first game.
+fn request(settings: &Settings, engine: &ruleweave::Engine, pack: &str, req: &NewTune) -> ApiResult<Tune> {
+    let input = |field: &str, e: ruleweave::Error| {
+        ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), format!("`{field}`: {}", e.detail()))
+    };
+    let vary: Range = req.vary.parse().map_err(|e| input("vary", e))?;
+    if vary.step.is_some() {
+        return Err(input("vary", ruleweave::Error::input("a tune takes NAME=LO..HI: it chooses the values itself")));
+    }
+    let target = Target::parse(&req.target, req.within.unwrap_or(0.05)).map_err(|e| input("target", e))?;
+    if req.seed.as_ref().is_some_and(|seed| seed.chars().count() > 200) {
+        return Err(ApiError::new(Code::InvalidRequest, "`seed` is at most 200 characters"));
+    }
+    let games_max = req.games_max.unwrap_or(tune::GAMES_MAX);
+    if games_max < tune::FIRST_GAMES {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("`games_max` is at least {}, not {games_max}", tune::FIRST_GAMES),
+        ));
+    }
+    let loaded = engine.packs().get(pack)?;
+    let turns = u64::from(loaded.simulate().max_turns.max(1));
+    let tune = Tune {
+        pack: pack.to_owned(),
+        vary,
+        target,
+        seed: req.seed.clone().unwrap_or_else(|| "ruleweave".into()),
+        options: req.options.clone(),
+        games_max,
+        budget: (settings.tune_turns as u64 / turns).max(1),
+        jobs: None,
+    };
+    tune::check(engine, &tune)?;
+    Ok(tune)
+}
+
+/// Plays the tune on the blocking pool, recording its progress until it ends; then how it ended.
+async fn run(s: Shared, id: String, engine: ruleweave::Engine, tune: Tune, stop: Arc<AtomicBool>) {
+    let store = s.engine.store().clone();
+    let Some(jobs) = store.jobs() else { return };
+    let budget = tune.budget;
+    let latest = Arc::new(Mutex::new(Progress { value: None, games_played: 0, budget }));
+    let work = {
+        let (latest, stop) = (latest.clone(), stop.clone());
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let seen = |p: &TuneProgress| {
+                let mut latest = latest.lock().unwrap_or_else(|p| p.into_inner());
+                latest.value = Some(p.value);
+                latest.games_played = budget - p.games_left;
+            };
+            tune::tune(&handle, &engine, &tune, &seen, &stop)
+        })
+    };
+    tokio::pin!(work);
+    let mut tick = tokio::time::interval(PROGRESS_EVERY);
+    let ended = loop {
+        tokio::select! {
+            ended = &mut work => break ended,
+            _ = tick.tick() => {
+                let now = latest.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let now = serde_json::to_value(now).unwrap_or_default();
+                match jobs.job_progress(&id, &now).await {
+                    Ok(true) => stop.store(true, Ordering::Relaxed),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(job = %id, "cannot record a job's progress: {e}"),
+                }
+            }
+        }
+    };
+    let last = serde_json::to_value(latest.lock().unwrap_or_else(|p| p.into_inner()).clone()).unwrap_or_default();
+    let _ = jobs.job_progress(&id, &last).await;
+    let (state, result) = match ended {
+        Ok(Ok(report)) => (JobState::Done, serde_json::to_value(report).unwrap_or_default()),
+        _ if stop.load(Ordering::Relaxed) => {
+            (JobState::Cancelled, serde_json::json!({"code": "cancelled", "message": "the job was stopped"}))
+        }
+        Ok(Err(e)) => {
+            let e = ApiError::from(e);
+            (JobState::Failed, serde_json::json!({"code": e.code(), "message": e.message()}))
+        }
+        Err(e) => (JobState::Failed, serde_json::json!({"code": "internal", "message": e.to_string()})),
+    };
+    // The place is free before the job says it ended: a client that saw it end may start another.
+    s.job.free();
+    if let Err(e) = jobs.finish_job(&id, state, &result).await {
+        tracing::error!(job = %id, "cannot record how a job ended: {e}");
+    }
+    tracing::info!(job = %id, state = ?state, "a tune ended");
+}
+
+/// Job `id` as the requester may see it: one an issued key did not start is no job to it.
+async fn find(s: &Shared, access: &Access, id: &str) -> ApiResult<Job> {
+    match jobs(s)?.job(id).await? {
+        Some(job) if access.is_all() || job.owner == access.owner() => Ok(job),
+        _ => Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::NotFound), format!("there is no job {id}"))),
+    }
+}
+
+fn body(job: Job) -> JobBody {
+    let state = match job.state {
+        JobState::Running if sse::unix_ms() - job.updated_at > LOST_AFTER => Status::Lost,
+        JobState::Running => Status::Running,
+        JobState::Done => Status::Done,
+        JobState::Failed => Status::Failed,
+        JobState::Cancelled => Status::Cancelled,
+    };
+    let result = if job.state == JobState::Done { job.result.clone() } else { None };
+    let error = match job.state {
+        JobState::Failed | JobState::Cancelled => job.result.clone().and_then(|e| serde_json::from_value(e).ok()),
+        _ => None,
+    };
+    JobBody {
+        job: job.id,
+        kind: job.kind,
+        pack: job.pack,
+        state,
+        progress: serde_json::from_value(job.progress).unwrap_or_default(),
+        result: result.and_then(|r| serde_json::from_value(r).ok()),
+        error,
+        created_at: job.created_at,
+        updated_at: job.updated_at,
+    }
+}
+
+/// `GET /v1/jobs/{id}`: where a job stands, and its answer once done; with `Accept: text/html`,
+/// a done tune's answer as the page `ruleweave tune --html` writes (each value tried, its share and
+/// interval over the target's band).
+#[utoipa::path(get, path = "/v1/jobs/{id}", operation_id = "getJob", tag = "jobs", params(("id" = String, Path, description = "The job")), responses(
+    (status = 200, description = "The job (as a page: its answer's chart, once done)", content(
+        (JobBody = "application/json"),
+        (String = "text/html"),
+    )),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such job (or one another key started)", body = ErrorBody),
+))]
+pub(super) async fn job(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let job = body(find(&s, &access, &id).await?);
+    if sse::accepts(&headers, "text/html")
+        && let Some(report) = &job.result
+    {
+        // The page has no script and loads nothing: its policy allows its own styles alone.
+        let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
+                      form-action 'none'; frame-ancestors 'none'";
+        return Ok(super::api::html_page(ruleweave::simulate::page::tune(report), policy));
+    }
+    Ok(Json(job).into_response())
+}
+
+/// `DELETE /v1/jobs/{id}`: stops a running job at its next game, whichever replica runs it; the
+/// job as it stands (it says `cancelled` once its runner stopped). A job that ended is left as
+/// it was.
+#[utoipa::path(delete, path = "/v1/jobs/{id}", operation_id = "stopJob", tag = "jobs", params(("id" = String, Path, description = "The job")), responses(
+    (status = 202, description = "Asked to stop: the job as it stands", body = JobBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such job (or one another key started)", body = ErrorBody),
+))]
+pub(super) async fn stop(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    find(&s, &access, &id).await?;
+    jobs(&s)?.stop_job(&id).await?;
+    s.job.stop(&id);
+    let job = find(&s, &access, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(body(job))).into_response())
+}
+
+/// `GET /v1/jobs/{id}/events`: the job as SSE, whichever replica runs it: `progress` (the job)
+/// as it moves, then `done`, `failed`, `cancelled` or `lost` (the job, with its answer or error),
+/// and the stream ends. When the last stream of a running job closes, the job is stopped.
+#[utoipa::path(get, path = "/v1/jobs/{id}/events", operation_id = "jobEvents", tag = "jobs", params(("id" = String, Path, description = "The job")), responses(
+    (status = 200, description = "`progress` events, then one naming how it ended; each data the job as JSON", content_type = "text/event-stream", body = String),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such job (or one another key started)", body = ErrorBody),
+    (status = 429, description = "Too many streams open from this client", body = ErrorBody),
+))]
+pub(super) async fn events(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    Path(id): Path<String>,
+    peer: Option<Extension<Peer>>,
+) -> ApiResult<Response> {
+    let slot = s.stream_slot(peer.map(|p| p.0))?;
+    find(&s, &access, &id).await?;
+    jobs(&s)?.watch_job(&id, 1).await?;
+    let watching = Watching { s: s.clone(), id: id.clone() };
+    let tick = tokio::time::interval(PROGRESS_EVERY);
+    let state = (Some(watching), slot, tick, None::<String>);
+    let stream = stream::unfold(state, move |(watching, slot, mut tick, mut seen)| {
+        let id = id.clone();
+        let s = s.clone();
+        async move {
+            let watching = watching?;
+            loop {
+                tick.tick().await;
+                let job = match jobs(&s).ok()?.job(&id).await {
+                    Ok(Some(job)) => job,
+                    _ => return None,
+                };
+                let shown = body(job);
+                // A change of state or of progress is news; the runner's writes that change neither are not.
+                let now = format!("{:?} {}", shown.state, serde_json::to_string(&shown.progress).unwrap_or_default());
+                if seen.as_ref() == Some(&now) {
+                    continue;
+                }
+                seen = Some(now);
+                let (name, last) = match shown.state {
+                    Status::Running => ("progress", false),
+                    Status::Done => ("done", true),
+                    Status::Failed => ("failed", true),
+                    Status::Cancelled => ("cancelled", true),
+                    Status::Lost => ("lost", true),
+                };
+                let event = Ok::<_, std::convert::Infallible>(sse::event(Some(name), &shown));
+                // After the last event, the next poll ends the stream (and its watch).
+                let watching = if last { None } else { Some(watching) };
+                return Some((event, (watching, slot, tick, seen)));
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// A client following a job: counted in the store while it does.
+struct Watching {
+    s: Shared,
+    id: String,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let (s, id) = (self.s.clone(), std::mem::take(&mut self.id));
+        tokio::spawn(async move {
+            if let Ok(jobs) = jobs(&s)
+                && let Err(e) = jobs.watch_job(&id, -1).await
+            {
+                tracing::warn!(job = %id, "cannot count a job's watchers: {e}");
+            }
+        });
+    }
+}

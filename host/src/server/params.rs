@@ -1,0 +1,95 @@
+//! `PUT /v1/packs/{pack}/params`: "use this value". Writes numbers of a pack's `params:` into its
+//! manifest (`config/<pack>.yaml` under this server's root), changing only each number's own
+//! characters (comments and layout stay), and reloads the pack, so the next turn plays with them.
+//! Each value is checked as a run's `--param` is (a number the pack has, its type, its declared
+//! bounds) before anything is written; the file is replaced whole (written aside, then renamed),
+//! so a reader never sees half of it. Replicas on one store each have their own root: the file of
+//! the replica that answered changes (a root they share is reloaded by every replica's watcher).
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::body::ErrorBody;
+use super::error::{ApiResult, Code};
+use super::extract::{Body, PackName};
+use super::{ApiError, Shared};
+
+/// Numbers to write into a pack's manifest.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NewParams {
+    /// Numbers of the pack's `params:` by dotted path (`{"thresholds.medium": 59}`).
+    #[schema(value_type = Object)]
+    params: BTreeMap<String, Value>,
+}
+
+/// What was written.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct WrittenParams {
+    /// The pack.
+    pack: String,
+    /// The file changed, relative to the server's root.
+    file: String,
+    /// The numbers written.
+    #[schema(value_type = Object)]
+    params: BTreeMap<String, Value>,
+    /// The pack's version now (the reload's).
+    version: String,
+}
+
+/// `PUT /v1/packs/{pack}/params`: writes numbers into the pack's manifest and reloads it.
+#[utoipa::path(put, path = "/v1/packs/{pack}/params", operation_id = "writePackParams", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewParams, responses(
+    (status = 200, description = "Written, and the pack reloaded with them", body = WrittenParams),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such pack", body = ErrorBody),
+    (status = 409, description = "The pack's manifest cannot be written (a read-only root)", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A number the pack does not have, of the wrong type or outside its bounds; none at all", body = ErrorBody),
+    (status = 503, description = "The pack does not load", body = ErrorBody),
+))]
+pub(super) async fn write(
+    State(s): State<Shared>,
+    PackName(pack): PackName,
+    Body(req): Body<NewParams>,
+) -> ApiResult<Json<WrittenParams>> {
+    if req.params.is_empty() {
+        return Err(ApiError::new(Code::InvalidRequest, "`params` names no number to write"));
+    }
+    // Checked as a run's values are: every one, before anything is written.
+    s.engine.with_params(&pack, req.params.clone())?;
+    let file = format!("config/{pack}.yaml");
+    let path = s.engine.root().join(&file);
+    let not_written = |e: std::io::Error| {
+        ApiError::new(
+            Code::PackNotWritable,
+            format!("cannot write {file}: {e} (the pack's files are not writable here)"),
+        )
+    };
+    let mut text = std::fs::read_to_string(&path).map_err(not_written)?;
+    for (name, value) in &req.params {
+        text = ruleweave::write_param(&text, name, value)
+            .map_err(|e| ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), format!("{file}: {}", e.detail())))?;
+    }
+    let aside = path.with_file_name(format!(".{pack}.yaml.writing"));
+    std::fs::write(&aside, &text).map_err(not_written)?;
+    if let Err(e) = std::fs::rename(&aside, &path) {
+        let _ = std::fs::remove_file(&aside);
+        return Err(not_written(e));
+    }
+    tracing::info!(pack = %pack, file = %file, "params written: {}", shown(&req.params));
+    // Reloaded now, so the answer comes after the pack that plays the next turn (the watcher,
+    // when there is one, sees the same file and finds nothing new).
+    s.engine.packs().reload_files(std::slice::from_ref(&file));
+    let loaded = s.engine.packs().get(&pack)?;
+    Ok(Json(WrittenParams { pack, file, params: req.params, version: loaded.version().to_owned() }))
+}
+
+fn shown(params: &BTreeMap<String, Value>) -> String {
+    params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
