@@ -47,10 +47,17 @@ fn run(command: &str, url: &str, args: &[&str]) -> String {
 const BATCH: (&str, &str) = ("RULEWEAVE_SIMULATE_TURNS", "100");
 const JOBS: (&str, &str) = ("RULEWEAVE_TUNE_TURNS", "2000");
 
+/// A copy of the packs for a fuzzer's server: what it writes (`PUT /v1/packs/{pack}/params`)
+/// lands in the copy, never in the repository.
+fn packs() -> tempfile::TempDir {
+    support::copy_of(&["config", "scripts", "prompts", "data", "schemas"])
+}
+
 #[test]
 fn schemathesis_finds_the_api_as_documented() {
     let Some(command) = schemathesis() else { return };
-    let server = start(&support::repo_root(), "memory", &[BATCH, JOBS]);
+    let root = packs();
+    let server = start(root.path(), "memory", &[BATCH, JOBS]);
     let report = run(&command, &server.url, &["--max-examples", "12"]);
     assert!(report.contains(&every_operation()), "every operation is tested:\n{report}");
     assert!(report.contains("Stateful"), "the stateful phase ran:\n{report}");
@@ -59,7 +66,8 @@ fn schemathesis_finds_the_api_as_documented() {
 #[test]
 fn schemathesis_finds_the_api_as_documented_behind_a_token() {
     let Some(command) = schemathesis() else { return };
-    let server = start(&support::repo_root(), "memory", &[("RULEWEAVE_TOKEN", "a-token-for-the-fuzzer"), BATCH, JOBS]);
+    let root = packs();
+    let server = start(root.path(), "memory", &[("RULEWEAVE_TOKEN", "a-token-for-the-fuzzer"), BATCH, JOBS]);
     // With the token, as a client would call it.
     let report =
         run(&command, &server.url, &["--max-examples", "4", "-H", "Authorization: Bearer a-token-for-the-fuzzer"]);
