@@ -483,6 +483,35 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     let won: f64 = liar.split(" won_agreement ").nth(1).unwrap().split('%').next().unwrap().parse().unwrap();
     assert!(won < 100.0, "the liar wins less against a harder captain: {raised}");
 
+    // At each value of the easy threshold: eleven values are more than a request plays, so the
+    // sweep runs as a job (its progress on the bar), and its chart opens as a request's would.
+    b.eval(
+        "const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('change')); };
+         set('sim-sweep', 'thresholds.easy'); set('sim-sweep-lo', '40'); set('sim-sweep-hi', '50');",
+    )
+    .await;
+    b.click("#simulate").await;
+    let status = b
+        .wait_for_within(
+            "document.getElementById('sim-status').textContent.includes(' on the rules as they are now, in ') && \
+             document.getElementById('sim-status').textContent",
+            240,
+        )
+        .await;
+    assert!(
+        status.as_str().unwrap().starts_with(
+            "10 games per player at each value of thresholds.easy (flatterer, liar, rambler) on the rules as they are now, in "
+        ),
+        "{status}"
+    );
+    let heading = b.eval("document.getElementById('sim-report').contentDocument.querySelector('h1').textContent").await;
+    assert_eq!(heading, json!("pirate: thresholds.easy at each value"));
+    let players = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('h2')].map((h) => h.textContent)").await;
+    assert_eq!(players, json!(["flatterer", "liar", "rambler"]));
+    assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
+    b.screenshot("7-sweep").await;
+    b.eval("document.getElementById('sim-sweep').value = ''").await;
+
     // Too many games for a server batch: said in the problem line, nothing played.
     b.eval("document.getElementById('sim-games').value = '150'").await;
     b.click("#simulate").await;
@@ -743,7 +772,7 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
          document.getElementById('options').value = JSON.stringify(o);",
     )
     .await;
-    b.screenshot("8-tune-form").await;
+    b.screenshot("tune-1-form").await;
     // Every status line the search shows, as it shows it.
     b.eval(
         "window.tuneSaid = []; new MutationObserver(() => window.tuneSaid.push(document.getElementById('tune-status').textContent))
@@ -773,14 +802,14 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     let rows = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('tr td:first-child')].map((t) => t.textContent)").await;
     assert!(rows.as_array().unwrap().contains(&json!(value.to_string())), "{rows}");
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
-    b.screenshot("9-tune-answer").await;
+    b.screenshot("tune-2-answer").await;
 
     // Use this value: the manifest says it, nothing else in it moved, and the next turn plays it.
     assert_eq!(b.text("#sim-use").await, format!("Use this value (thresholds.medium = {value})"));
     b.click("#sim-use").await;
     let used = b.wait_for("document.getElementById('tune-used').textContent").await;
     assert_eq!(b.text("#sim-pane-status").await, used.as_str().unwrap(), "said over the chart too");
-    b.screenshot("10-tune-used").await;
+    b.screenshot("tune-3-used").await;
     assert!(
         used.as_str()
             .unwrap()
@@ -795,5 +824,5 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     b.type_move("Ahoy, captain! I have a map to a bigger treasure.").await;
     let (_, status) = last_game_message(&mut b, 1).await;
     assert!(squash(&status).contains(&format!("needs {value} on medium")), "{status}");
-    b.screenshot("11-tune-next-turn").await;
+    b.screenshot("tune-4-next-turn").await;
 }

@@ -497,3 +497,70 @@ async fn a_value_is_written_into_the_manifest() {
     assert!(refused["error"]["message"].as_str().unwrap().starts_with("cannot write config/coin.yaml: "), "{refused}");
     assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before.replace("  chance: 50\n", "  chance: 35\n"));
 }
+
+/// Sweeps over HTTP: a small one in a simulate request, a larger one as a job any replica
+/// follows; each the command line's `simulate --sweep --json` for the same seed (the same games
+/// at each value, whatever the threads), and one too large for either refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweeps_ride_the_simulate_route_or_a_job() {
+    let store = crate::support::postgres();
+    let replicas: Vec<_> = match &store {
+        Some(url) => (0..2).map(|_| crate::support::start(&coin(), url, &[])).collect(),
+        None => vec![crate::support::start(&coin(), "memory", &[])],
+    };
+    let (a, b) = (&replicas[0], replicas.last().unwrap());
+    let cli = |games: &str| {
+        let args = ["simulate", "coin", "--sweep", "chance=20..40:10", "--games", games, "--seed", "sw", "--json"];
+        let (code, out, err) = run(&coin(), &args);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+
+    let small = json!({"games": 30, "sweep": ["chance=20..40:10"], "seed": "sw"});
+    let (status, answer) = crate::support::post(&format!("{}/v1/packs/coin/simulate", b.url), small).await;
+    assert_eq!(status, 200, "{answer}");
+    let expected = cli("30");
+    assert_eq!(answer, expected);
+    assert_eq!(answer["params"], json!(["chance"]));
+    assert_eq!(answer["sweep"].as_array().unwrap().len(), 3);
+
+    // Too many turns for a request: it says where such a sweep runs.
+    let big = json!({"games": 200, "sweep": ["chance=0..100"], "seed": "sw"});
+    let (status, refused) = crate::support::post(&format!("{}/v1/packs/coin/simulate", a.url), big).await;
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("runs as a job (POST /v1/packs/coin/sweep)"), "{message}");
+
+    let (status, started) = crate::support::post(
+        &format!("{}/v1/packs/coin/sweep", a.url),
+        json!({"games": 150, "sweep": ["chance=20..40:10"], "seed": "sw"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let job = started["job"].as_str().unwrap().to_owned();
+    let (_, how, body) = JobEvents::open(&b.url, &job).await.end().await;
+    assert_eq!((how.as_str(), &body["kind"]), ("done", &json!("sweep")), "{body}");
+    assert_eq!(body["result"], cli("150"));
+    assert_eq!((&body["progress"]["games_played"], &body["progress"]["budget"]), (&json!(450), &json!(450)));
+    // The chart a person opens: the sweep's page.
+    let page = crate::support::http()
+        .get(format!("{}/v1/jobs/{job}", b.url))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("<h1>coin: chance at each value</h1>"), "{page}");
+
+    let (status, refused) = crate::support::post(
+        &format!("{}/v1/packs/coin/sweep", a.url),
+        json!({"games": 100000, "sweep": ["chance=0..100"]}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("is more than a job plays (400000 turns, tune_turns)")
+    );
+}

@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use super::tune::{SweepPoint, TuneReport};
+use super::tune::{SweepPoint, SweepReport, TuneReport};
 use super::{Against, PlayerReport, Report, Spread, Tracked, UNFINISHED};
 
 /// This copy's colour, and the other copy's.
@@ -69,7 +69,8 @@ const PALETTE: [&str; 8] = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626
 /// `simulate --sweep ... --html FILE`: for one parameter, per player, each outcome's share
 /// against the value (a line, its 95% interval a band); for two, per player and outcome, a heat
 /// map of the share over the grid.
-pub fn sweep(pack: &str, param: &[String], games: u32, seed: &str, points: &[SweepPoint]) -> String {
+pub fn sweep(report: &SweepReport) -> String {
+    let SweepReport { pack, params: param, games, seed, sweep: points, .. } = report;
     let mut body = format!(
         "<h1>{}: {} at each value</h1><p class=meta>{games} games per player at each value, the same games at every value · seed <code>{}</code></p>",
         escape(pack),

@@ -143,7 +143,7 @@ pub struct Sweep {
 }
 
 /// One value of a sweep and its games.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SweepPoint {
     /// The value: a number for one parameter, `{"A": a, "B": b}` for two.
@@ -153,10 +153,44 @@ pub struct SweepPoint {
     pub players: Vec<PlayerReport>,
 }
 
+/// A sweep's answer: a report's shape (`simulate --sweep --json`, the API's sweeps), its games
+/// under each value rather than under `players`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SweepReport {
+    /// The pack played.
+    pub pack: String,
+    /// Games per player at each value.
+    pub games: u32,
+    /// What seeded the games: the same seed, the same games at every value.
+    pub seed: String,
+    /// The most turns a game was played for.
+    pub max_turns: u32,
+    /// Always empty: a sweep's games are under each value.
+    pub players: Vec<PlayerReport>,
+    /// The parameters varied, by dotted path.
+    pub params: Vec<String>,
+    /// Each value, in order, with each player's games there.
+    pub sweep: Vec<SweepPoint>,
+}
+
 impl Sweep {
     /// How many values the sweep plays (checked as [`sweep`] checks them).
     pub fn values(&self, engine: &Engine) -> Result<usize> {
         Ok(grid(engine, &self.batch.pack, &self.ranges)?.len())
+    }
+
+    /// The answer of this sweep's `points`, for a pack whose games stop at `max_turns`.
+    pub fn report(&self, max_turns: u32, points: Vec<SweepPoint>) -> SweepReport {
+        SweepReport {
+            pack: self.batch.pack.clone(),
+            games: self.batch.games,
+            seed: self.batch.seed.clone(),
+            max_turns,
+            players: Vec::new(),
+            params: self.ranges.iter().map(|r| r.param.clone()).collect(),
+            sweep: points,
+        }
     }
 }
 

@@ -178,27 +178,18 @@ fn sweep(
     let never = std::sync::atomic::AtomicBool::new(false);
     let points = ruleweave::simulate::tune::sweep(rt.handle(), engine, &sweep, &|| bar.inc(1), &never)?;
     bar.finish_and_clear();
-    let pack = engine.packs().get(&args.pack)?;
-    let max_turns = pack.simulate().max_turns;
+    let max_turns = engine.packs().get(&args.pack)?.simulate().max_turns;
+    let report = sweep.report(max_turns, points);
     if let Some(file) = &args.html {
-        let names: Vec<String> = sweep.ranges.iter().map(|r| r.param.clone()).collect();
-        std::fs::write(file, ruleweave::simulate::page::sweep(&args.pack, &names, args.games, &args.seed, &points))
+        std::fs::write(file, ruleweave::simulate::page::sweep(&report))
             .map_err(|e| anyhow::anyhow!("cannot write the sweep to {}: {e}", file.display()))?;
     }
     if args.json {
-        let report = serde_json::json!({
-            "pack": args.pack,
-            "games": args.games,
-            "seed": args.seed,
-            "max_turns": max_turns,
-            "players": [],
-            "sweep": points,
-        });
-        println!("{report}");
+        println!("{}", serde_json::to_string(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("{} games per player at each value, each played to its end or {max_turns} turns\n", args.games);
-    for point in &points {
+    for point in &report.sweep {
         let value = match &point.value {
             serde_json::Value::Object(m) => m.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", "),
             v => format!("{} = {v}", sweep.ranges[0].param),

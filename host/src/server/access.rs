@@ -112,6 +112,7 @@ pub(crate) const RULES: &[Rule] = &[
     rule(Method::POST, "/v1/sessions/{id}/replay", &[O, I, S], ""),
     rule(Method::POST, "/v1/packs/{pack}/simulate", &[O, I], "an issued key: of its packs"),
     rule(Method::POST, "/v1/packs/{pack}/tune", &[O, I], "an issued key: of its packs"),
+    rule(Method::POST, "/v1/packs/{pack}/sweep", &[O, I], "an issued key: of its packs"),
     rule(Method::PUT, "/v1/packs/{pack}/params", &[O], "writes the pack's manifest"),
     rule(Method::GET, "/v1/jobs/{id}", &[O, I], "an issued key: the jobs it started"),
     rule(Method::DELETE, "/v1/jobs/{id}", &[O, I], "an issued key: the jobs it started"),

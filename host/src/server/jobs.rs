@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use ruleweave::simulate::tune::{self, Range, Target, Tune, TuneProgress, TuneReport};
+use ruleweave::simulate::tune::{self, Range, SweepReport, Target, Tune, TuneProgress, TuneReport};
 use ruleweave::store::{Job, JobState, Jobs};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -149,6 +149,17 @@ pub(super) struct Progress {
     budget: u64,
 }
 
+/// A job's answer, by its kind.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // The document's shape of `JobBody::result`, which is kept as the store holds it.
+pub(super) enum JobAnswer {
+    /// A tune's.
+    Tune(TuneReport),
+    /// A sweep's.
+    Sweep(SweepReport),
+}
+
 /// Why a job failed (the error a request would have answered: `invalid_input`, `script_error`,
 /// ...), or `cancelled` for one that was stopped.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -172,9 +183,11 @@ pub(super) struct JobBody {
     state: Status,
     /// Where it is (its last word, once it ended).
     progress: Progress,
-    /// Its answer, once done: `ruleweave tune --json`'s.
+    /// Its answer, once done: `ruleweave tune --json`'s for a tune, `simulate --sweep --json`'s
+    /// for a sweep.
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<TuneReport>,
+    #[schema(value_type = Option<JobAnswer>)]
+    result: Option<Value>,
     /// Why it failed, or that it was stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<JobError>,
@@ -208,11 +221,125 @@ pub(super) async fn start(
     PackName(pack): PackName,
     Body(req): Body<NewTune>,
 ) -> ApiResult<Response> {
-    let jobs = jobs(&s)?;
     let engine = crate::standin_engine(s.engine.root()).await?;
     engine.packs().get(&pack)?;
     let engine = if req.params.is_empty() { engine } else { engine.with_params(&pack, req.params.clone())? };
     let tune = request(&s.settings, &engine, &pack, &req)?;
+    let (budget, handle) = (tune.budget, tokio::runtime::Handle::current());
+    let work: Work = Box::new(move |said, stop| {
+        let seen = |p: &TuneProgress| said(Some(p.value), budget - p.games_left);
+        let report = tune::tune(&handle, &engine, &tune, &seen, stop)?;
+        serde_json::to_value(report).map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
+    });
+    begin(&s, &access, "tune", &pack, &req, budget, work).await
+}
+
+/// A sweep too large for a simulate request: the same games at each value of one or two of the
+/// pack's numbers, as `simulate --sweep` plays them.
+#[derive(Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NewSweep {
+    /// One range, or two (a grid): `NAME=LO..HI[:STEP]` (`thresholds.medium=40..80`).
+    #[schema(min_items = 1, max_items = 2)]
+    sweep: Vec<String>,
+    /// Games per player at each value (default 100).
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 100000)]
+    games: Option<u32>,
+    /// The players (default: every player the pack ships).
+    #[serde(default)]
+    players: Vec<String>,
+    /// Session options every game opens with.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    options: serde_json::Map<String, Value>,
+    /// What seeds the games (default `ruleweave`).
+    #[serde(default)]
+    seed: Option<String>,
+    /// Other numbers of the pack's `params:` set for the games, by dotted path.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    params: BTreeMap<String, Value>,
+}
+
+/// `POST /v1/packs/{pack}/sweep`: starts a sweep as a job, on the stand-in models.
+#[utoipa::path(post, path = "/v1/packs/{pack}/sweep", operation_id = "sweepPack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewSweep, responses(
+    (status = 202, description = "The job started: follow it at `/v1/jobs/{job}`", body = Started),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that may not play the pack", body = ErrorBody),
+    (status = 404, description = "No such pack", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; an unknown parameter, a range outside its bounds or reversed, a player the pack lacks; more turns than `tune_turns`", body = ErrorBody),
+    (status = 429, description = "A job is already running on this server", body = ErrorBody),
+    (status = 503, description = "The pack does not load", body = ErrorBody),
+))]
+pub(super) async fn start_sweep(
+    State(s): State<Shared>,
+    Extension(access): Extension<Access>,
+    PackName(pack): PackName,
+    Body(req): Body<NewSweep>,
+) -> ApiResult<Response> {
+    let games = req.games.unwrap_or(100);
+    if !(1..=100_000).contains(&games) {
+        return Err(ApiError::new(Code::InvalidRequest, format!("`games` is 1 to 100000 per player, not {games}")));
+    }
+    if req.seed.as_ref().is_some_and(|seed| seed.chars().count() > 200) {
+        return Err(ApiError::new(Code::InvalidRequest, "`seed` is at most 200 characters"));
+    }
+    if req.sweep.is_empty() {
+        return Err(ApiError::new(Code::InvalidRequest, "`sweep` names no range to play"));
+    }
+    let engine = crate::standin_engine(s.engine.root()).await?;
+    engine.packs().get(&pack)?;
+    let engine = if req.params.is_empty() { engine } else { engine.with_params(&pack, req.params.clone())? };
+    let loaded = engine.packs().get(&pack)?;
+    loaded.resolve_options(&req.options)?;
+    let players = ruleweave::simulate::players(&engine, &loaded, &req.players)
+        .map_err(|e| super::simulate::unprocessable(e.to_string()))?;
+    let seed = req.seed.clone().unwrap_or_else(|| "ruleweave".into());
+    let mut sweep = super::simulate::sweep_of(&pack, &req.sweep, games, &req.players, &seed, &req.options)?;
+    // A job's games spread over every core (one job runs at a time on a server).
+    sweep.batch.jobs = None;
+    let values = sweep.values(&engine)? as u64;
+    let max_turns = loaded.simulate().max_turns;
+    let budget = u64::from(games) * players.len() as u64 * values;
+    let turns = budget * u64::from(max_turns.max(1));
+    let most = s.settings.tune_turns as u64;
+    if turns > most {
+        return Err(super::simulate::unprocessable(format!(
+            "a sweep of {values} values × {} player(s) × {games} games of up to {max_turns} turns is more than \
+             a job plays ({most} turns, tune_turns): take fewer games or longer steps",
+            players.len()
+        )));
+    }
+    let handle = tokio::runtime::Handle::current();
+    let work: Work = Box::new(move |said, stop| {
+        let played = std::sync::atomic::AtomicU64::new(0);
+        let tick = || said(None, played.fetch_add(1, Ordering::Relaxed) + 1);
+        let points = tune::sweep(&handle, &engine, &sweep, &tick, stop)?;
+        serde_json::to_value(sweep.report(max_turns, points))
+            .map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
+    });
+    begin(&s, &access, "sweep", &pack, &req, budget, work).await
+}
+
+/// A job's work: plays its games on the blocking pool, saying after each game where it is (the
+/// value it plays, when it plays one at a time, and the games played), until done or `stop`.
+type Work = Box<dyn FnOnce(&(dyn Fn(Option<f64>, u64) + Sync), &AtomicBool) -> ruleweave::Result<Value> + Send>;
+
+/// Takes the server's place for a job, records the job, and starts `work` in it: `202 {"job"}`.
+async fn begin(
+    s: &Shared,
+    access: &Access,
+    kind: &str,
+    pack: &str,
+    req: &impl Serialize,
+    budget: u64,
+    work: Work,
+) -> ApiResult<Response> {
+    let jobs = jobs(s)?;
     let id = super::access::secret("job")?["rw_job_".len()..][..20].to_owned();
     let Some(stop) = s.job.take(&id) else {
         return Err(ApiError::new(
@@ -221,14 +348,14 @@ pub(super) async fn start(
         ));
     };
     let now = sse::unix_ms();
-    let progress = Progress { value: None, games_played: 0, budget: tune.budget };
+    let progress = Progress { value: None, games_played: 0, budget };
     let job = Job {
         id: id.clone(),
-        kind: "tune".into(),
-        pack: pack.clone(),
+        kind: kind.to_owned(),
+        pack: pack.to_owned(),
         owner: access.owner(),
         state: JobState::Running,
-        request: serde_json::to_value(&req).map_err(ApiError::internal)?,
+        request: serde_json::to_value(req).map_err(ApiError::internal)?,
         progress: serde_json::to_value(&progress).map_err(ApiError::internal)?,
         result: None,
         stop: false,
@@ -240,9 +367,10 @@ pub(super) async fn start(
         s.job.free();
         return Err(e.into());
     }
-    tracing::info!(job = %id, pack = %pack, "a tune started");
+    tracing::info!(job = %id, pack = %pack, "a {kind} started");
     let task = s.clone();
-    s.spawn(async move { run(task, id.clone(), engine, tune, stop).await });
+    let kind = kind.to_owned();
+    s.spawn(async move { run(task, id, kind, budget, work, stop).await });
     Ok((StatusCode::ACCEPTED, Json(Started { job: job.id })).into_response())
 }
 
@@ -282,22 +410,21 @@ fn request(settings: &Settings, engine: &ruleweave::Engine, pack: &str, req: &Ne
     Ok(tune)
 }
 
-/// Plays the tune on the blocking pool, recording its progress until it ends; then how it ended.
-async fn run(s: Shared, id: String, engine: ruleweave::Engine, tune: Tune, stop: Arc<AtomicBool>) {
+/// Plays a job's work on the blocking pool, recording its progress until it ends; then how it
+/// ended.
+async fn run(s: Shared, id: String, kind: String, budget: u64, work: Work, stop: Arc<AtomicBool>) {
     let store = s.engine.store().clone();
     let Some(jobs) = store.jobs() else { return };
-    let budget = tune.budget;
     let latest = Arc::new(Mutex::new(Progress { value: None, games_played: 0, budget }));
     let work = {
         let (latest, stop) = (latest.clone(), stop.clone());
-        let handle = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
-            let seen = |p: &TuneProgress| {
+            let said = |value: Option<f64>, played: u64| {
                 let mut latest = latest.lock().unwrap_or_else(|p| p.into_inner());
-                latest.value = Some(p.value);
-                latest.games_played = budget - p.games_left;
+                latest.value = value;
+                latest.games_played = played;
             };
-            tune::tune(&handle, &engine, &tune, &seen, &stop)
+            work(&said, &stop)
         })
     };
     tokio::pin!(work);
@@ -319,7 +446,7 @@ async fn run(s: Shared, id: String, engine: ruleweave::Engine, tune: Tune, stop:
     let last = serde_json::to_value(latest.lock().unwrap_or_else(|p| p.into_inner()).clone()).unwrap_or_default();
     let _ = jobs.job_progress(&id, &last).await;
     let (state, result) = match ended {
-        Ok(Ok(report)) => (JobState::Done, serde_json::to_value(report).unwrap_or_default()),
+        Ok(Ok(answer)) => (JobState::Done, answer),
         _ if stop.load(Ordering::Relaxed) => {
             (JobState::Cancelled, serde_json::json!({"code": "cancelled", "message": "the job was stopped"}))
         }
@@ -334,7 +461,7 @@ async fn run(s: Shared, id: String, engine: ruleweave::Engine, tune: Tune, stop:
     if let Err(e) = jobs.finish_job(&id, state, &result).await {
         tracing::error!(job = %id, "cannot record how a job ended: {e}");
     }
-    tracing::info!(job = %id, state = ?state, "a tune ended");
+    tracing::info!(job = %id, state = ?state, "a {kind} ended");
 }
 
 /// Job `id` as the requester may see it: one an issued key did not start is no job to it.
@@ -364,7 +491,7 @@ fn body(job: Job) -> JobBody {
         pack: job.pack,
         state,
         progress: serde_json::from_value(job.progress).unwrap_or_default(),
-        result: result.and_then(|r| serde_json::from_value(r).ok()),
+        result,
         error,
         created_at: job.created_at,
         updated_at: job.updated_at,
@@ -389,13 +516,22 @@ pub(super) async fn job(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let job = body(find(&s, &access, &id).await?);
+    let page = match (&job.result, job.kind.as_str()) {
+        (Some(answer), "tune") => {
+            serde_json::from_value(answer.clone()).ok().map(|r| ruleweave::simulate::page::tune(&r))
+        }
+        (Some(answer), "sweep") => {
+            serde_json::from_value(answer.clone()).ok().map(|r| ruleweave::simulate::page::sweep(&r))
+        }
+        _ => None,
+    };
     if sse::accepts(&headers, "text/html")
-        && let Some(report) = &job.result
+        && let Some(page) = page
     {
         // The page has no script and loads nothing: its policy allows its own styles alone.
         let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
                       form-action 'none'; frame-ancestors 'none'";
-        return Ok(super::api::html_page(ruleweave::simulate::page::tune(report), policy));
+        return Ok(super::api::html_page(page, policy));
     }
     Ok(Json(job).into_response())
 }
@@ -485,7 +621,9 @@ struct Watching {
 impl Drop for Watching {
     fn drop(&mut self) {
         let (s, id) = (self.s.clone(), std::mem::take(&mut self.id));
-        tokio::spawn(async move {
+        // A stream dropped as the process ends has no runtime to count with: nothing waits then.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
             if let Ok(jobs) = jobs(&s)
                 && let Err(e) = jobs.watch_job(&id, -1).await
             {

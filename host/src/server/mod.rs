@@ -189,6 +189,7 @@ pub fn routes() -> Routes {
         .routes(routes!(api::replay))
         .routes(routes!(simulate::simulate))
         .routes(routes!(jobs::start))
+        .routes(routes!(jobs::start_sweep))
         .routes(routes!(params::write))
         .routes(routes!(jobs::job, jobs::stop))
         .routes(routes!(jobs::events))

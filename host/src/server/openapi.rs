@@ -39,6 +39,9 @@ use super::{Shared, api, body};
         api::NewInput,
         super::simulate::NewSimulation,
         super::jobs::NewTune,
+        super::jobs::NewSweep,
+        super::jobs::JobAnswer,
+        super::simulate::Answer,
         super::jobs::Started,
         super::jobs::JobBody,
         super::params::NewParams,
@@ -161,7 +164,10 @@ pub fn document() -> serde_json::Value {
         });
     }
     // A job started is followed, and stopped.
-    if let Some(started) = doc.pointer_mut("/paths/~1v1~1packs~1{pack}~1tune/post/responses/202") {
+    for path in
+        ["/paths/~1v1~1packs~1{pack}~1tune/post/responses/202", "/paths/~1v1~1packs~1{pack}~1sweep/post/responses/202"]
+    {
+        let Some(started) = doc.pointer_mut(path) else { continue };
         let by_job = |op: &str, what: &str| {
             serde_json::json!({
                 "operationId": op,

@@ -19,7 +19,8 @@ use super::body::ErrorBody;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
 use super::{ApiError, Shared, sse};
-use ruleweave::simulate::{Plan, Report, Rules};
+use ruleweave::simulate::tune::{Range, Sweep, SweepReport};
+use ruleweave::simulate::{Batch, Plan, Report, Rules};
 
 /// The most games per player one request may ask for.
 pub(super) const MOST_GAMES: u32 = 200;
@@ -49,13 +50,29 @@ pub(super) struct NewSimulation {
     #[serde(default)]
     #[schema(value_type = Object)]
     params: BTreeMap<String, Value>,
+    /// The same games at each value of one of the pack's numbers (`["thresholds.medium=55..65"]`,
+    /// `NAME=LO..HI[:STEP]`), or of two (a grid): the answer is then a sweep. A sweep larger than
+    /// a batch (`simulate_turns`) runs as a job: `POST /v1/packs/{pack}/sweep`.
+    #[serde(default)]
+    #[schema(max_items = 2)]
+    sweep: Vec<String>,
+}
+
+/// What a batch answers: a report, or a sweep's.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub(super) enum Answer {
+    /// The games' report.
+    Report(Report),
+    /// The same games at each value.
+    Sweep(SweepReport),
 }
 
 /// `POST /v1/packs/{pack}/simulate`: the report as JSON, or with `Accept: text/html` as the
 /// page with charts `simulate --html` writes.
 #[utoipa::path(post, path = "/v1/packs/{pack}/simulate", operation_id = "simulatePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewSimulation, responses(
-    (status = 200, description = "How the games ended", content(
-        (Report = "application/json"),
+    (status = 200, description = "How the games ended (at each value, for a sweep)", content(
+        (Answer = "application/json"),
         (String = "text/html"),
     )),
     (status = 400, description = "The body is not JSON", body = ErrorBody),
@@ -121,7 +138,11 @@ pub(super) async fn simulate(
         // The page has no script and loads nothing: its policy allows its own styles alone.
         let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
                       form-action 'none'; frame-ancestors 'none'";
-        return Ok(super::api::html_page(ruleweave::simulate::page::page(&report), policy));
+        let page = match &report {
+            Answer::Report(r) => ruleweave::simulate::page::page(r),
+            Answer::Sweep(r) => ruleweave::simulate::page::sweep(r),
+        };
+        return Ok(super::api::html_page(page, policy));
     }
     Ok(Json(report).into_response())
 }
@@ -134,7 +155,7 @@ async fn play(
     req: NewSimulation,
     most_turns: u64,
     stop: &AtomicBool,
-) -> ApiResult<Report> {
+) -> ApiResult<Answer> {
     let mut engine = crate::standin_engine(root).await?;
     engine.packs().get(pack)?;
     if !req.params.is_empty() {
@@ -147,6 +168,21 @@ async fn play(
     let spec = pack.simulate().clone();
     let games = req.games.unwrap_or(20);
     let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
+    let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
+    let handle = tokio::runtime::Handle::current();
+    if !req.sweep.is_empty() {
+        let sweep = sweep_of(pack.name(), &req.sweep, games, &req.players, &seed, &req.options)?;
+        let values = sweep.values(&engine)? as u64;
+        if turns * values > most_turns {
+            return Err(unprocessable(format!(
+                "a sweep of {values} values, {turns} turns each, is more than a server batch plays ({most_turns} turns): \
+                 a sweep this size runs as a job (POST /v1/packs/{}/sweep)",
+                pack.name()
+            )));
+        }
+        let points = ruleweave::simulate::tune::sweep(&handle, &engine, &sweep, &|| {}, stop)?;
+        return Ok(Answer::Sweep(sweep.report(spec.max_turns, points)));
+    }
     if turns > most_turns {
         let most = most_turns / (players.len() as u64 * u64::from(spec.max_turns.max(1)));
         return Err(unprocessable(format!(
@@ -159,12 +195,40 @@ async fn play(
             spec.max_turns
         )));
     }
-    let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
     let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
-    let handle = tokio::runtime::Handle::current();
     let rules = Rules { engine: &engine, options: &req.options };
     let played = ruleweave::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
-    Ok(ruleweave::simulate::report(&plan, &played))
+    Ok(Answer::Report(ruleweave::simulate::report(&plan, &played)))
+}
+
+/// The sweep a request asks for: `ranges` (one or two `NAME=LO..HI[:STEP]`) of `pack`'s numbers,
+/// the same games at each value, on one thread (a server's batch leaves the other cores to
+/// requests).
+pub(super) fn sweep_of(
+    pack: &str,
+    ranges: &[String],
+    games: u32,
+    players: &[String],
+    seed: &str,
+    options: &serde_json::Map<String, Value>,
+) -> ApiResult<Sweep> {
+    if ranges.len() > 2 {
+        return Err(unprocessable(format!("`sweep` varies one parameter, or two (a grid), not {}", ranges.len())));
+    }
+    let ranges = ranges
+        .iter()
+        .map(|r| r.parse::<Range>().map_err(|e| unprocessable(format!("`sweep`: {}", e.detail()))))
+        .collect::<ApiResult<Vec<Range>>>()?;
+    let batch = Batch {
+        pack: pack.to_owned(),
+        games,
+        players: players.to_vec(),
+        seed: seed.to_owned(),
+        options: options.clone(),
+        jobs: Some(1),
+        prices: BTreeMap::new(),
+    };
+    Ok(Sweep { batch, ranges })
 }
 
 /// The longest seed a request may give (a seed names a run; it is no place for a payload).
@@ -179,6 +243,6 @@ impl Drop for StopOnDrop {
     }
 }
 
-fn unprocessable(message: String) -> ApiError {
+pub(super) fn unprocessable(message: String) -> ApiError {
     ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), message)
 }
