@@ -26,39 +26,47 @@ fn bench(c: &mut Criterion) {
     let options = json!({"difficulty": "hard"});
 
     let mut group = c.benchmark_group("bindings");
-    group.bench_function("pirate turn (stand-in model, in memory), from Rust", |b| {
-        b.iter_custom(|iters| {
-            // `iters` turns, in games of up to 20 turns (a game the captain ends starts again).
-            let mut total = Duration::ZERO;
-            let mut played = 0;
-            while played < iters {
-                let mut session = rt.block_on(engine.open("pirate", options.as_object().unwrap())).unwrap();
-                for message in messages.iter().cycle().take(TURNS) {
-                    if played == iters {
-                        break;
-                    }
-                    let start = Instant::now();
-                    // On this thread, as Python's synchronous `turn` plays it.
-                    let turn = {
-                        let _runtime = rt.enter();
+    // On this thread, as Python's synchronous `turn` and Node's `turnSync` play it; awaited, as
+    // an async caller's `Session::turn` plays it (handed to the engine's threads and back, as
+    // Node's awaited `turn` is).
+    for (name, awaited) in [
+        ("pirate turn (stand-in model, in memory), from Rust", false),
+        ("pirate turn (stand-in model, in memory), from Rust, awaited", true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                // `iters` turns, in games of up to 20 turns (a game the captain ends starts again).
+                let mut total = Duration::ZERO;
+                let mut played = 0;
+                while played < iters {
+                    let mut session = rt.block_on(engine.open("pirate", options.as_object().unwrap())).unwrap();
+                    for message in messages.iter().cycle().take(TURNS) {
+                        if played == iters {
+                            break;
+                        }
+                        let start = Instant::now();
                         let input = session.input_from(Value::String(message.clone())).unwrap();
-                        let turn = session.blocking_turn(input).unwrap();
-                        let state = session.state();
-                        (turn, state)
-                    };
-                    let finished = turn.0.finished;
-                    drop(turn);
-                    total += start.elapsed();
-                    played += 1;
-                    if finished {
-                        break;
+                        let turn = if awaited {
+                            rt.block_on(session.turn(input)).unwrap()
+                        } else {
+                            let _runtime = rt.enter();
+                            session.blocking_turn(input).unwrap()
+                        };
+                        let turn = (turn, session.state());
+                        let finished = turn.0.finished;
+                        drop(turn);
+                        total += start.elapsed();
+                        played += 1;
+                        if finished {
+                            break;
+                        }
                     }
+                    rt.block_on(engine.delete(session.id())).unwrap();
                 }
-                rt.block_on(engine.delete(session.id())).unwrap();
-            }
-            total
-        })
-    });
+                total
+            })
+        });
+    }
     group.finish();
 }
 
