@@ -221,15 +221,12 @@ pub(super) async fn start(
     PackName(pack): PackName,
     Body(req): Body<NewTune>,
 ) -> ApiResult<Response> {
-    let engine = crate::standin_engine(s.engine.root()).await?;
-    engine.packs().get(&pack)?;
-    let engine = if req.params.is_empty() { engine } else { engine.with_params(&pack, req.params.clone())? };
+    let engine = super::simulate::standin(s.engine.root(), &pack, &req.params).await?;
     let tune = request(&s.settings, &engine, &pack, &req)?;
     let (budget, handle) = (tune.budget, tokio::runtime::Handle::current());
     let work: Work = Box::new(move |said, stop| {
         let seen = |p: &TuneProgress| said(Some(p.value), budget - p.games_left);
-        let report = tune::tune(&handle, &engine, &tune, &seen, stop)?;
-        serde_json::to_value(report).map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
+        answer(&tune::tune(&handle, &engine, &tune, &seen, stop)?)
     });
     begin(&s, &access, "tune", &pack, &req, budget, work).await
 }
@@ -285,15 +282,11 @@ pub(super) async fn start_sweep(
     if !(1..=100_000).contains(&games) {
         return Err(ApiError::new(Code::InvalidRequest, format!("`games` is 1 to 100000 per player, not {games}")));
     }
-    if req.seed.as_ref().is_some_and(|seed| seed.chars().count() > 200) {
-        return Err(ApiError::new(Code::InvalidRequest, "`seed` is at most 200 characters"));
-    }
+    super::simulate::check_seed(req.seed.as_deref())?;
     if req.sweep.is_empty() {
         return Err(ApiError::new(Code::InvalidRequest, "`sweep` names no range to play"));
     }
-    let engine = crate::standin_engine(s.engine.root()).await?;
-    engine.packs().get(&pack)?;
-    let engine = if req.params.is_empty() { engine } else { engine.with_params(&pack, req.params.clone())? };
+    let engine = super::simulate::standin(s.engine.root(), &pack, &req.params).await?;
     let loaded = engine.packs().get(&pack)?;
     loaded.resolve_options(&req.options)?;
     let players = ruleweave::simulate::players(&engine, &loaded, &req.players)
@@ -319,10 +312,14 @@ pub(super) async fn start_sweep(
         let played = std::sync::atomic::AtomicU64::new(0);
         let tick = || said(None, played.fetch_add(1, Ordering::Relaxed) + 1);
         let points = tune::sweep(&handle, &engine, &sweep, &tick, stop)?;
-        serde_json::to_value(sweep.report(max_turns, points))
-            .map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
+        answer(&sweep.report(max_turns, points))
     });
     begin(&s, &access, "sweep", &pack, &req, budget, work).await
+}
+
+/// A job's answer as the store keeps it.
+fn answer(report: &impl Serialize) -> ruleweave::Result<Value> {
+    serde_json::to_value(report).map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
 }
 
 /// A job's work: plays its games on the blocking pool, saying after each game where it is (the
@@ -384,9 +381,7 @@ fn request(settings: &Settings, engine: &ruleweave::Engine, pack: &str, req: &Ne
         return Err(input("vary", ruleweave::Error::input("a tune takes NAME=LO..HI: it chooses the values itself")));
     }
     let target = Target::parse(&req.target, req.within.unwrap_or(0.05)).map_err(|e| input("target", e))?;
-    if req.seed.as_ref().is_some_and(|seed| seed.chars().count() > 200) {
-        return Err(ApiError::new(Code::InvalidRequest, "`seed` is at most 200 characters"));
-    }
+    super::simulate::check_seed(req.seed.as_deref())?;
     let games_max = req.games_max.unwrap_or(tune::GAMES_MAX);
     if games_max < tune::FIRST_GAMES {
         return Err(ApiError::new(
@@ -516,24 +511,23 @@ pub(super) async fn job(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let job = body(find(&s, &access, &id).await?);
-    let page = match (&job.result, job.kind.as_str()) {
-        (Some(answer), "tune") => {
-            serde_json::from_value(answer.clone()).ok().map(|r| ruleweave::simulate::page::tune(&r))
-        }
-        (Some(answer), "sweep") => {
-            serde_json::from_value(answer.clone()).ok().map(|r| ruleweave::simulate::page::sweep(&r))
-        }
-        _ => None,
-    };
+    // The page is drawn only for a client that asks for it.
     if sse::accepts(&headers, "text/html")
-        && let Some(page) = page
+        && let Some(page) = page_of(&job)
     {
-        // The page has no script and loads nothing: its policy allows its own styles alone.
-        let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
-                      form-action 'none'; frame-ancestors 'none'";
-        return Ok(super::api::html_page(page, policy));
+        return Ok(super::api::html_page(page, super::simulate::PAGE_POLICY));
     }
     Ok(Json(job).into_response())
+}
+
+/// A done job's answer as the page `--html` writes: a tune's values tried, a sweep's charts.
+fn page_of(job: &JobBody) -> Option<String> {
+    let answer = job.result.clone()?;
+    match job.kind.as_str() {
+        "tune" => serde_json::from_value(answer).ok().map(|r| ruleweave::simulate::page::tune(&r)),
+        "sweep" => serde_json::from_value(answer).ok().map(|r| ruleweave::simulate::page::sweep(&r)),
+        _ => None,
+    }
 }
 
 /// `DELETE /v1/jobs/{id}`: stops a running job at its next game, whichever replica runs it; the

@@ -97,9 +97,7 @@ pub(super) async fn simulate(
             format!("`games` is 1 to {MOST_GAMES} per player, not {games}"),
         ));
     }
-    if req.seed.as_ref().is_some_and(|seed| seed.chars().count() > MOST_SEED) {
-        return Err(ApiError::new(Code::InvalidRequest, format!("`seed` is at most {MOST_SEED} characters")));
-    }
+    check_seed(req.seed.as_deref())?;
     // The batch holds the server's one place for a batch until it ends, whether or not its client
     // waits for it; a client that hangs up stops it at its next game.
     let Ok(running) = s.simulating.clone().try_acquire_owned() else {
@@ -135,14 +133,11 @@ pub(super) async fn simulate(
     .map_err(ApiError::internal)??;
     drop(hung_up);
     if sse::accepts(&headers, "text/html") {
-        // The page has no script and loads nothing: its policy allows its own styles alone.
-        let policy = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; \
-                      form-action 'none'; frame-ancestors 'none'";
         let page = match &report {
             Answer::Report(r) => ruleweave::simulate::page::page(r),
             Answer::Sweep(r) => ruleweave::simulate::page::sweep(r),
         };
-        return Ok(super::api::html_page(page, policy));
+        return Ok(super::api::html_page(page, PAGE_POLICY));
     }
     Ok(Json(report).into_response())
 }
@@ -156,11 +151,7 @@ async fn play(
     most_turns: u64,
     stop: &AtomicBool,
 ) -> ApiResult<Answer> {
-    let mut engine = crate::standin_engine(root).await?;
-    engine.packs().get(pack)?;
-    if !req.params.is_empty() {
-        engine = engine.with_params(pack, req.params.clone())?;
-    }
+    let engine = standin(root, pack, &req.params).await?;
     let pack = engine.packs().get(pack)?;
     pack.resolve_options(&req.options)?;
     let players =
@@ -233,6 +224,33 @@ pub(super) fn sweep_of(
 
 /// The longest seed a request may give (a seed names a run; it is no place for a payload).
 const MOST_SEED: usize = 200;
+
+/// A request's seed, refused when longer than [`MOST_SEED`].
+pub(super) fn check_seed(seed: Option<&str>) -> ApiResult<()> {
+    match seed {
+        Some(seed) if seed.chars().count() > MOST_SEED => {
+            Err(ApiError::new(Code::InvalidRequest, format!("`seed` is at most {MOST_SEED} characters")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The policy of a page of charts (a report, a sweep, a tune): it has no script and loads
+/// nothing, so it allows its own styles alone.
+pub(super) const PAGE_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+                                      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The packs under `root` on their stand-in models, in a store of their own, with `params` set
+/// for `pack` (checked as a run's `--param`): where a server's batches and jobs play.
+pub(super) async fn standin(
+    root: &std::path::Path,
+    pack: &str,
+    params: &BTreeMap<String, Value>,
+) -> ApiResult<ruleweave::Engine> {
+    let engine = crate::standin_engine(root).await?;
+    engine.packs().get(pack)?;
+    Ok(if params.is_empty() { engine } else { engine.with_params(pack, params.clone())? })
+}
 
 /// Set when the request that started a batch is dropped (its client hung up, or it answered).
 struct StopOnDrop(Arc<AtomicBool>);
