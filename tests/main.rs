@@ -23,6 +23,7 @@ mod party;
 mod providers;
 mod serve;
 mod server;
+mod stepping;
 mod telemetry;
 mod tune;
 mod tutorial;

@@ -333,25 +333,42 @@ impl Engine {
     /// Played on the engine's threads, as a turn is (a fork may run the pack's `init` and
     /// `migrate` scripts).
     pub async fn fork(&self, id: &str, seq: u64) -> Result<Session> {
-        let (engine, id) = (self.clone(), id.to_owned());
-        crate::blocking::run_cancellable(move || async move { engine.fork_here(&id, seq).await }).await?
+        self.fork_with(id, seq, serde_json::Map::new()).await
     }
 
-    async fn fork_here(&self, id: &str, seq: u64) -> Result<Session> {
+    /// [`Engine::fork`] with state fields changed (`set`, each value replacing the field's, checked
+    /// as [`Session::edit`] checks them): the fork starts from that state; the session it leaves
+    /// is untouched.
+    pub async fn fork_with(
+        &self,
+        id: &str,
+        seq: u64,
+        set: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Session> {
+        let (engine, id) = (self.clone(), id.to_owned());
+        crate::blocking::run_cancellable(move || async move { engine.fork_here(&id, seq, set).await }).await?
+    }
+
+    async fn fork_here(&self, id: &str, seq: u64, set: serde_json::Map<String, serde_json::Value>) -> Result<Session> {
         let history = self.rt().store.history(id, seq).await?.ok_or_else(|| no_session(id))?;
         let reached = history.after.last().map_or(0, |c| c.seq);
         if reached != seq {
             return Err(Error::new(ErrorKind::NotFound, format!("session {id} has no checkpoint {seq}")));
         }
-        if history.after.last().is_some_and(|c| c.kind == crate::store::CheckpointKind::Step) {
+        let options = history.info.options.as_object().cloned().unwrap_or_default();
+        let pack = self.packs().get(&history.info.pack)?;
+        let options = pack.resolve_options(&options)?;
+        let set = if set.is_empty() { rhai::Map::new() } else { pack.schema.checked_edit(&set)? };
+        let mut at = Session::load(self.rt().clone(), pack.clone(), history).await?;
+        if at.in_turn() {
             return Err(Error::input(format!(
                 "checkpoint {seq} is in the middle of a turn; fork from a turn's checkpoint"
             )));
         }
-        let options = history.info.options.as_object().cloned().unwrap_or_default();
-        let pack = self.packs().get(&history.info.pack)?;
-        let options = pack.resolve_options(&options)?;
-        let at = Session::load(self.rt().clone(), pack.clone(), history).await?;
+        if !set.is_empty() {
+            at.state = crate::state::copy(&at.state)?;
+            pack.schema.overwrite(&mut at.state, &set)?;
+        }
         let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state };
         Session::open(self.rt().clone(), pack, options, None, Some(fork)).await
     }

@@ -89,12 +89,20 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// The turn stopped at a pause point the pack declares; the next turn goes on from there.
+    /// The turn stopped: at a pause point the pack declares (the next turn goes on from there),
+    /// or at a breakpoint (the same turn goes on when it is resumed).
     Paused {
+        /// The node before which a breakpoint holds the turn.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
         /// The node after which it paused.
-        after: String,
-        /// The nodes the next turn starts with.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        after: Option<String>,
+        /// The nodes that run next.
         next: Vec<String>,
+        /// A breakpoint holds the turn (resume it); otherwise the pack paused between turns.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        breakpoint: bool,
     },
     /// A message a script logged with `log`, `warn` or `print`.
     Log {
@@ -332,7 +340,7 @@ impl Event {
             | Event::Custom { node, .. }
             | Event::Search { node, .. }
             | Event::Log { node, .. } => Some(node),
-            Event::Paused { after, .. } => Some(after),
+            Event::Paused { before, after, .. } => before.as_deref().or(after.as_deref()),
             Event::Route { from, .. } => Some(from),
             Event::Llm(e) => Some(&e.node),
         }

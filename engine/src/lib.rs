@@ -42,10 +42,10 @@
 // Opening and playing sessions.
 pub use engine::{Engine, EngineBuilder, LlmObserver};
 pub use session::{
-    LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said, Session, SessionGuard, TurnResult,
-    View,
+    Breakpoints, LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said, Session, SessionGuard,
+    TurnResult, View,
 };
-pub use store::{ResumePoint, Retention, Store};
+pub use store::{ResumePoint, Retention, Stop, Store};
 
 // Errors: one type, with where it happened.
 pub use error::{Error, ErrorKind, Origin, Result};

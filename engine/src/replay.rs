@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::exchange::Exchange;
 use crate::llm::{EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Message, Provider, TokenSink, Usage};
 use crate::search::{Search, SearchChoice, SearchResult};
-use crate::store::CheckpointKind;
+use crate::store::{CheckpointKind, Stop};
 use crate::value;
 use crate::vocab::BoxFuture;
 
@@ -44,6 +44,20 @@ pub struct Recording {
     /// it left from. A replay starts there, not from a new session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<Base>,
+    /// Edits of the state made after the last turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<RecordedEdit>,
+}
+
+/// A hand edit of the state, as a recording holds it: the fields set outright, and where a
+/// breakpoint held the turn when it was made (none: before the turn began).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedEdit {
+    /// The fields set, with their values.
+    pub set: JsonMap<String, Json>,
+    /// Where the turn was held when the edit was made; absent between turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Stop>,
 }
 
 /// The start of a forked session: the state it was handed and the turns done by then.
@@ -63,6 +77,9 @@ pub struct RecordedTurn {
     pub turn: u64,
     /// The turn's input.
     pub input: Json,
+    /// Edits of the state made before the turn began or while a breakpoint held it, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<RecordedEdit>,
     /// The answers the turn's model calls and searches got, in the order they were made.
     #[serde(default)]
     pub answers: Vec<Answer>,
@@ -237,28 +254,46 @@ impl Recording {
         let mut state = pack.schema.restore(&stored.snapshot);
         let mut turns = Vec::new();
         let mut current = RecordedTurn::default();
+        // Where a breakpoint holds the turn being read, if one does.
+        let mut held: Option<Stop> = None;
         for c in &stored.after {
+            if c.kind == CheckpointKind::Edit {
+                for (_, u) in &c.updates {
+                    pack.schema.overwrite(&mut state, &u.0)?;
+                    let set = value::to_json(&rhai::Dynamic::from_map((*u.0).clone()));
+                    let set = set.as_object().cloned().unwrap_or_default();
+                    current.edits.push(RecordedEdit { set, at: held.clone() });
+                }
+                continue;
+            }
             for (_, u) in &c.updates {
                 pack.schema.replay(&mut state, &u.0);
             }
-            if c.kind != CheckpointKind::Turn && c.kind != CheckpointKind::Step {
+            if c.kind == CheckpointKind::Break {
+                held = c.resume.as_ref().and_then(|r| r.held.clone());
+            }
+            if !matches!(c.kind, CheckpointKind::Turn | CheckpointKind::Step | CheckpointKind::Break) {
                 continue;
             }
             current.nodes.extend(c.updates.iter().map(|(n, _)| n.clone()));
             current.answers.extend(c.exchanges.iter().map(Answer::of));
             if c.kind == CheckpointKind::Turn {
+                held = None;
                 current.turn = c.turn;
                 current.input = c.input.clone().unwrap_or(Json::Null);
                 current.state = Some(value::to_json(&state));
                 turns.push(std::mem::take(&mut current));
             }
         }
+        // Edits after the last turn (those of a turn still held are that turn's, not yet recorded).
+        let edits = current.edits.into_iter().filter(|e| e.at.is_none()).collect();
         Ok(Recording {
             pack: info.pack.clone(),
             id: info.id.clone(),
             options: info.options.as_object().cloned().unwrap_or_default(),
             turns,
             base,
+            edits,
         })
     }
 }
@@ -442,15 +477,16 @@ impl Replayer {
         let mut out = Vec::with_capacity(rec.turns.len());
         for (i, t) in rec.turns.iter().enumerate() {
             *self.recorded.script() = Script { answers: t.answers.iter().cloned().collect(), notes: Vec::new() };
-            let result = session.turn(t.input.clone()).await;
+            let (result, missed) = play_with_edits(&mut session, t).await;
             let mut script = std::mem::take(&mut *self.recorded.script());
+            script.notes.extend(missed);
             let unused: Vec<String> = script.answers.iter().map(|a| a.profile.clone()).collect();
             for profile in &unused {
                 script.notes.push(format!("{profile}: a recorded call the rules no longer make"));
             }
             let state = session.state();
             let (nodes, error) = match &result {
-                Ok(r) => (r.events.iter().filter_map(finished_node).collect::<Vec<String>>(), None),
+                Ok(nodes) => (nodes.clone(), None),
                 Err(e) => (Vec::new(), Some(e.to_string())),
             };
             let changes = match &t.state {
@@ -470,10 +506,64 @@ impl Replayer {
                 unused,
             });
         }
+        for e in &rec.edits {
+            session.edit(e.set.clone()).await?;
+        }
         // The replay's session was the replayer's own; the next replay of this recording opens it again.
         self.engine.delete(session.id()).await?;
         Ok(out)
     }
+}
+
+/// Plays recorded turn `t` with its edits: those made before it first, then the turn, held at
+/// each place an edit was made there to make it again. Returns the nodes that ran, and notes
+/// of edits the turn never stopped for (its route changed).
+async fn play_with_edits(
+    session: &mut crate::session::Session,
+    t: &RecordedTurn,
+) -> (Result<Vec<String>>, Vec<String>) {
+    let mut missed = Vec::new();
+    for e in t.edits.iter().filter(|e| e.at.is_none()) {
+        if let Err(err) = session.edit(e.set.clone()).await {
+            missed.push(format!("an edit before the turn no longer applies: {err}"));
+        }
+    }
+    let mut held: VecDeque<&RecordedEdit> = t.edits.iter().filter(|e| e.at.is_some()).collect();
+    let breaks_at = |next: Option<&&RecordedEdit>| match next.and_then(|e| e.at.as_ref()) {
+        Some(Stop::Before(n)) => crate::Breakpoints { before: vec![n.clone()], after: Vec::new() },
+        Some(Stop::After(n)) => crate::Breakpoints { before: Vec::new(), after: vec![n.clone()] },
+        None => crate::Breakpoints::none(),
+    };
+    let mut nodes = Vec::new();
+    let mut result = session.turn_breaking(t.input.clone(), breaks_at(held.front()), None).await;
+    loop {
+        let r = match result {
+            Ok(r) => r,
+            Err(e) => return (Err(e), missed),
+        };
+        nodes.extend(r.events.iter().filter_map(finished_node));
+        if !r.paused.as_ref().is_some_and(|p| p.breakpoint) {
+            break;
+        }
+        // Held where the first edit still to make was made: make the edits made there.
+        let at = held.front().and_then(|e| e.at.clone());
+        while held.front().is_some_and(|e| e.at == at) {
+            let Some(e) = held.pop_front() else { break };
+            if let Err(err) = session.edit(e.set.clone()).await {
+                missed.push(format!("an edit while the turn was held no longer applies: {err}"));
+            }
+        }
+        result = session.resume(None, breaks_at(held.front()), None).await;
+    }
+    for e in held {
+        let at = match &e.at {
+            Some(Stop::Before(n)) => format!("before {n}"),
+            Some(Stop::After(n)) => format!("after {n}"),
+            None => String::new(),
+        };
+        missed.push(format!("the turn no longer stops {at}: an edit made there was not made"));
+    }
+    (Ok(nodes), missed)
 }
 
 fn finished_node(e: &crate::event::Event) -> Option<String> {

@@ -24,6 +24,7 @@ mod runtime;
 mod select;
 #[cfg(feature = "sqlite")]
 mod sessions;
+mod stepping;
 
 #[path = "../../tests/declared.rs"]
 mod declared;

@@ -19,7 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, Updates};
 use crate::script::FnRef;
 use crate::state::Undo;
-use crate::store::ResumePoint;
+use crate::store::{ResumePoint, Stop};
 use crate::value;
 use crate::vocab::Reducer;
 
@@ -45,6 +45,51 @@ pub(crate) struct Run<'a> {
     /// Which nodes of earlier steps led to each active one (target, source): what its trace
     /// span says it ran after.
     led: Vec<(usize, usize)>,
+    /// Where this turn's breakpoints hold it.
+    breaks: Breaks,
+    /// The turn was held before its next step and goes on now: that step runs.
+    going_on: bool,
+}
+
+/// A turn's breakpoints, by node: before its step runs, after it ran.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Breaks {
+    before: Vec<usize>,
+    after: Vec<usize>,
+}
+
+impl Breaks {
+    /// The breakpoints named by node (each name checked against the graph: an unknown one is
+    /// an input error naming it, with the nearest node's name).
+    pub(crate) fn of(g: &super::Graph, before: &[String], after: &[String]) -> Result<Breaks> {
+        let ids = |names: &[String]| -> Result<Vec<usize>> {
+            names
+                .iter()
+                .map(|name| {
+                    g.index.get(name.as_str()).copied().ok_or_else(|| {
+                        let known = g.nodes.iter().map(|n| &*n.name);
+                        let near = crate::script::lint::nearest(name, known.clone());
+                        let all: Vec<&str> = known.collect();
+                        Error::input(format!(
+                            "a breakpoint names node `{name}`, which the graph does not have{} (nodes: {})",
+                            crate::script::lint::did_you_mean(near),
+                            all.join(", ")
+                        ))
+                    })
+                })
+                .collect()
+        };
+        Ok(Breaks { before: ids(before)?, after: ids(after)? })
+    }
+}
+
+/// Where a step stopped the turn.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Halt {
+    /// At a pause point of the pack, after this node: the next turn goes on from here.
+    Paused(Arc<str>),
+    /// At a breakpoint: the same turn goes on from here when resumed.
+    Held(Stop),
 }
 
 /// What one step did.
@@ -52,13 +97,15 @@ pub(crate) struct StepDone {
     pub step: u32,
     /// Each node's updates, in the order they were folded in.
     pub updates: Vec<(Arc<str>, Updates)>,
-    /// The node after which the turn pauses here (its `pause_after` condition held), if any.
-    pub paused: Option<Arc<str>>,
+    /// Where the turn stops here, if it does: a pause point of the pack (its `pause_after`
+    /// condition held), or a breakpoint.
+    pub halt: Option<Halt>,
 }
 
 impl<'a> Run<'a> {
-    /// A turn from the graph's entry, or from `resume` (where an interrupted turn stopped).
-    pub(crate) fn new(env: Env<'a>, resume: Option<&ResumePoint>) -> Result<Self> {
+    /// A turn from the graph's entry, or from `resume` (where an interrupted or held turn
+    /// stopped, or a pause point), held at `breaks`.
+    pub(crate) fn new(env: Env<'a>, resume: Option<&ResumePoint>, breaks: Breaks) -> Result<Self> {
         let g = env.graph;
         let mut run = Run {
             env,
@@ -66,6 +113,8 @@ impl<'a> Run<'a> {
             join_seen: vec![HashSet::new(); g.joins.len()],
             step: 0,
             led: Vec::new(),
+            breaks,
+            going_on: false,
         };
         if let Some(point) = resume {
             run.restore(point)?;
@@ -79,6 +128,14 @@ impl<'a> Run<'a> {
         let g = env.graph;
         if self.active.is_empty() {
             return Ok(None);
+        }
+        if !std::mem::take(&mut self.going_on)
+            && let Some(&i) = self.active.iter().find(|i| self.breaks.before.contains(i))
+        {
+            // Held before the step: nothing of it has run.
+            let stop = Stop::Before(g.nodes[i].name.to_string());
+            self.emit_pause(&stop);
+            return Ok(Some(StepDone { step: self.step, updates: Vec::new(), halt: Some(Halt::Held(stop)) }));
         }
         self.step += 1;
         if self.step > g.recursion_limit {
@@ -140,18 +197,44 @@ impl<'a> Run<'a> {
                 }
             }
         }
+        let held = self.active.iter().find(|i| self.breaks.after.contains(i)).map(|&i| g.nodes[i].name.clone());
         self.active = dedup(next.into_iter());
         if self.active.is_empty() {
             // Nothing is left to run: the turn ends here anyway.
             paused = None;
         }
-        if let Some(after) = &paused {
-            env.turn.emit(Event::Paused {
-                after: after.to_string(),
-                next: self.active.iter().map(|i| g.nodes[*i].name.to_string()).collect(),
-            });
+        // The pack's own pause point ends the turn; a breakpoint after the same step holds it
+        // otherwise (even at its end: the state before the turn is recorded).
+        let halt = match (paused, held) {
+            (Some(after), _) => Some(Halt::Paused(after)),
+            (None, Some(after)) => Some(Halt::Held(Stop::After(after.to_string()))),
+            (None, None) => None,
+        };
+        match &halt {
+            Some(Halt::Paused(after)) => env.turn.emit(Event::Paused {
+                before: None,
+                after: Some(after.to_string()),
+                next: self.next_names(),
+                breakpoint: false,
+            }),
+            Some(Halt::Held(stop)) => self.emit_pause(stop),
+            None => {}
         }
-        Ok(Some(StepDone { step: self.step, updates, paused }))
+        Ok(Some(StepDone { step: self.step, updates, halt }))
+    }
+
+    /// The names of the nodes that run next.
+    fn next_names(&self) -> Vec<String> {
+        self.active.iter().map(|i| self.env.graph.nodes[*i].name.to_string()).collect()
+    }
+
+    /// Tells whoever watches that a breakpoint holds the turn at `stop`.
+    fn emit_pause(&self, stop: &Stop) {
+        let (before, after) = match stop {
+            Stop::Before(n) => (Some(n.clone()), None),
+            Stop::After(n) => (None, Some(n.clone())),
+        };
+        self.env.turn.emit(Event::Paused { before, after, next: self.next_names(), breakpoint: true });
     }
 
     /// Whether the turn has reached END.
@@ -172,6 +255,7 @@ impl<'a> Run<'a> {
             joins: self.join_seen.iter().map(|s| names(&mut s.iter().copied())).collect(),
             random: self.env.turn.random_position().to_string(),
             paused_after: None,
+            held: None,
         }
     }
 
@@ -197,6 +281,9 @@ impl<'a> Run<'a> {
             // A new turn going on from a pause: its own steps and randomness.
             return Ok(());
         }
+        // A held turn goes on as if it had never stopped: the same steps and randomness, and
+        // the step it was held before runs now.
+        self.going_on = matches!(point.held, Some(Stop::Before(_)));
         self.step = point.step;
         let random = point.random.parse::<u128>().map_err(|_| bad("no random position"))?;
         self.env.turn.set_random_position(random);

@@ -14,7 +14,7 @@ use serde_json::Value as Json;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
-use crate::store::ResumePoint;
+use crate::store::{ResumePoint, Stop};
 
 mod live;
 mod play;
@@ -47,7 +47,8 @@ pub struct Session {
     pub(crate) turns: u64,
     /// The newest checkpoint this object has seen.
     pub(crate) seq: u64,
-    /// A long turn a crash interrupted, to finish before anything else.
+    /// A long turn a crash interrupted, to finish before anything else; or a turn a breakpoint
+    /// holds (its resume point says where), to go on with when resumed.
     pending: Option<Interrupted>,
     /// Where the last turn paused (a pause point of the pack): the next turn goes on from there.
     pub(crate) paused: Option<ResumePoint>,
@@ -70,24 +71,75 @@ pub(crate) struct Fork {
     pub state: Dynamic,
 }
 
-/// Where a turn paused: the next turn goes on from there.
+/// Where a turn stopped: at a pause point of the pack (the next turn goes on from there), or at a
+/// breakpoint (the same turn goes on when it is resumed: [`Session::resume`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PausedAt {
-    /// The node after which it paused.
-    pub after: String,
-    /// The nodes the next turn starts with.
+    /// The node before which a breakpoint holds the turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
+    /// The node after which it stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// The nodes that run next.
     pub next: Vec<String>,
+    /// A breakpoint holds the turn: resume it (a new turn is refused until then).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub breakpoint: bool,
 }
 
 impl PausedAt {
-    /// What a pause point's resume point says of it.
+    /// What a resume point says of where the turn stopped.
     pub(crate) fn of(point: &ResumePoint) -> Self {
-        PausedAt { after: point.paused_after.clone().unwrap_or_default(), next: point.next.clone() }
+        let (before, after) = match &point.held {
+            Some(Stop::Before(n)) => (Some(n.clone()), None),
+            Some(Stop::After(n)) => (None, Some(n.clone())),
+            None => (None, point.paused_after.clone()),
+        };
+        PausedAt { before, after, next: point.next.clone(), breakpoint: point.held.is_some() }
     }
 }
 
-/// Where an interrupted turn stood.
+impl std::fmt::Display for PausedAt {
+    /// `before generate_response`, `after merit_check`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.before, &self.after) {
+            (Some(n), _) => write!(f, "before {n}"),
+            (None, Some(n)) => write!(f, "after {n}"),
+            (None, None) => f.write_str("at its start"),
+        }
+    }
+}
+
+/// Where a turn is to stop, by node name, without editing the pack: before a node's step runs,
+/// after it ran. A stop holds the turn as it is (recorded, so any replica and a restarted server
+/// go on from it); [`Session::resume`] goes on as if it had never stopped.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Breakpoints {
+    /// Stop before these nodes run.
+    #[serde(default)]
+    pub before: Vec<String>,
+    /// Stop after these nodes ran.
+    #[serde(default)]
+    pub after: Vec<String>,
+}
+
+impl Breakpoints {
+    /// No breakpoints.
+    pub fn none() -> Self {
+        Breakpoints::default()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.before.is_empty() && self.after.is_empty()
+    }
+}
+
+/// Where an interrupted (or held) turn stood.
 struct Interrupted {
     turn: u64,
     input: Json,
@@ -364,11 +416,25 @@ impl Session {
                 state = schema_of(&c.pack_version).restore(&value::to_json(&state));
                 version = c.pack_version.clone();
             }
+            if c.kind == CheckpointKind::Edit {
+                // Set by hand: each field's value outright, not through its reducer.
+                for (_, u) in &c.updates {
+                    let fitting: Map =
+                        u.0.iter()
+                            .filter(|(k, _)| schema_of(&version).fields.contains_key(k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                    if let Err(e) = schema_of(&version).overwrite(&mut state, &fitting) {
+                        tracing::warn!(session = %info.id, "an edit no longer fits the state: {e}");
+                    }
+                }
+                continue;
+            }
             for (_, u) in &c.updates {
                 schema_of(&version).replay(&mut state, &u.0);
             }
             match c.kind {
-                CheckpointKind::Step => {
+                CheckpointKind::Step | CheckpointKind::Break => {
                     let p = pending.get_or_insert_with(|| Interrupted {
                         turn: c.turn,
                         input: c.input.clone().unwrap_or(Json::Null),
@@ -472,7 +538,7 @@ impl Session {
 
     /// Whether a long turn was interrupted (by a crash) and is still to be finished.
     pub fn is_interrupted(&self) -> bool {
-        self.pending.is_some()
+        self.pending.is_some() && self.held().is_none()
     }
 
     /// Renders one of the pack's `display:` templates (`reply`, `status`, `details`,
@@ -529,12 +595,95 @@ impl Session {
     /// before it (the drop waits for the turn's thread to undo its changes, as long as the
     /// synchronous step under way takes), and reads the store again before its next turn.
     pub async fn turn(&mut self, input: Json) -> Result<TurnResult> {
-        self.handed_off(move |s| Box::pin(s.run_turn(input, None))).await
+        self.handed_off(move |s| Box::pin(s.run_turn(input, None, Breakpoints::none()))).await
     }
 
     /// [`Session::turn`], passing every event to `sink` as it happens (model tokens included).
     pub async fn turn_with_events(&mut self, input: Json, sink: EventSink) -> Result<TurnResult> {
-        self.handed_off(move |s| Box::pin(s.run_turn(input, Some(sink)))).await
+        self.handed_off(move |s| Box::pin(s.run_turn(input, Some(sink), Breakpoints::none()))).await
+    }
+
+    /// [`Session::turn`] held at `breaks`: when the turn reaches one, it stops there, recorded,
+    /// and the result says where (`paused`, with `breakpoint` set) with the state so far; the
+    /// turn goes on with [`Session::resume`]. A break changes nothing the turn does. A node
+    /// the graph does not have is an input error naming it; a turn while another is held is a
+    /// conflict. Events go to `sink` when given.
+    pub async fn turn_breaking(
+        &mut self,
+        input: Json,
+        breaks: Breakpoints,
+        sink: Option<EventSink>,
+    ) -> Result<TurnResult> {
+        self.handed_off(move |s| Box::pin(s.run_turn(input, sink, breaks))).await
+    }
+
+    /// Goes on with the turn a breakpoint holds, from where it stopped, held again at `breaks`
+    /// (a step is a resume with a break before the next node). At a pause point of the pack it
+    /// plays the next turn with `input` (an empty line when `None`), as a new turn would. A
+    /// session with nothing paused is a conflict; a failure after resuming leaves the turn held
+    /// where it was.
+    pub async fn resume(
+        &mut self,
+        input: Option<Json>,
+        breaks: Breakpoints,
+        sink: Option<EventSink>,
+    ) -> Result<TurnResult> {
+        self.handed_off(move |s| Box::pin(s.run_resume(input, sink, breaks))).await
+    }
+
+    /// Sets state fields by hand, between turns or while a breakpoint holds a turn: each value
+    /// replaces the field's (not through its reducer), checked against the pack's state schema
+    /// first (an unknown field, or a value of the wrong type, is an input error naming it, and
+    /// nothing is set). Recorded as a checkpoint of kind `edit`, whose number is returned. A
+    /// session another process is playing a turn of is a conflict.
+    pub async fn edit(&mut self, set: serde_json::Map<String, Json>) -> Result<u64> {
+        self.handed_off(move |s| Box::pin(s.run_edit(set))).await
+    }
+
+    async fn run_edit(&mut self, set: serde_json::Map<String, Json>) -> Result<u64> {
+        let store = self.rt.store.clone();
+        let Some(_lock) = store.try_lock(&self.id).await? else {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("a turn of session {} is playing; edit its state when it is done", self.id),
+            ));
+        };
+        self.refresh().await?;
+        let set = self.pack.schema.checked_edit(&set)?;
+        let mut state = self.state.clone();
+        state = crate::state::copy(&state)?;
+        self.pack.schema.overwrite(&mut state, &set)?;
+        let now = now_ms();
+        let edit = Checkpoint {
+            seq: self.seq + 1,
+            turn: self.turns,
+            kind: CheckpointKind::Edit,
+            step: None,
+            pack_version: self.pack.version.clone(),
+            input: None,
+            updates: vec![("edit".to_owned(), Updates(Arc::new(set)))],
+            snapshot: None,
+            exchanges: Arc::new(Vec::new()),
+            resume: None,
+            finished: self.held().is_none() && self.pack.is_finished(&state),
+            created_at: now,
+            bumps: Vec::new(),
+        };
+        self.rt.store.append(&self.id, &edit).await?;
+        self.state = state;
+        self.seq = edit.seq;
+        self.at = now;
+        Ok(edit.seq)
+    }
+
+    /// Whether a turn is under way: held at a breakpoint, or interrupted.
+    pub(crate) fn in_turn(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// The turn a breakpoint holds, if one does.
+    fn held(&self) -> Option<&Interrupted> {
+        self.pending.as_ref().filter(|p| p.resume.as_ref().is_some_and(|r| r.held.is_some()))
     }
 
     /// Runs one turn on the calling thread, blocking it until the turn ends: for a caller that
@@ -549,7 +698,7 @@ impl Session {
     pub fn blocking_turn(&mut self, input: Json) -> Result<TurnResult> {
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("Session::blocking_turn needs a tokio runtime entered"))?;
-        handle.block_on(self.run_turn(input, None))
+        handle.block_on(self.run_turn(input, None, Breakpoints::none()))
     }
 
     /// Finishes a long turn a crash interrupted, from its last step checkpoint, without repeating
@@ -623,9 +772,17 @@ impl Session {
     }
 
     /// Where the last turn paused, if it did: the node after which it stopped and the nodes the
-    /// next turn starts with.
+    /// next turn starts with; or where a breakpoint holds the turn under way.
     pub fn paused(&self) -> Option<PausedAt> {
-        self.paused.as_ref().map(PausedAt::of)
+        match self.held() {
+            Some(held) => held.resume.as_ref().map(PausedAt::of),
+            None => self.paused.as_ref().map(PausedAt::of),
+        }
+    }
+
+    /// The number of the turn a breakpoint holds, if one does.
+    pub fn held_turn(&self) -> Option<u64> {
+        self.held().map(|h| h.turn)
     }
 }
 

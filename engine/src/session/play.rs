@@ -18,12 +18,11 @@ use super::{Rollback, Session, TurnResult};
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EventSink, Updates};
 use crate::exchange::Exchange;
-use crate::graph::run::Run;
+use crate::graph::run::{Breaks, Halt, Run};
 use crate::pack::Pack;
 use crate::runtime::Runtime;
 use crate::state::Undo;
-use crate::store::ResumePoint;
-use crate::store::{Checkpoint, CheckpointKind};
+use crate::store::{Checkpoint, CheckpointKind, ResumePoint};
 use crate::turn::{TurnCtx, TurnStart};
 use crate::value;
 use crate::vocab::now_ms;
@@ -43,14 +42,105 @@ struct Playing {
     exchanges: Vec<Exchange>,
 }
 
+/// How a turn's steps ended.
+enum Ended {
+    /// At END, or at a pause point of the pack (where the next turn goes on).
+    Done(Option<ResumePoint>),
+    /// Held at a breakpoint: the same turn goes on from here when resumed.
+    Held(ResumePoint),
+}
+
+/// A turn recorded: its checkpoint, whether the session finished, its events, and where it
+/// paused or is held.
+struct Recorded {
+    checkpoint: u64,
+    finished: bool,
+    events: Vec<crate::event::Event>,
+    ended: Ended,
+}
+
 impl Session {
     /// A turn from the top: the session locked against other writers, caught up with the store,
     /// then played (see [`Session::run_locked`]).
-    pub(super) async fn run_turn(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
+    pub(super) async fn run_turn(
+        &mut self,
+        input: Json,
+        live: Option<EventSink>,
+        breaks: super::Breakpoints,
+    ) -> Result<TurnResult> {
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        self.run_locked(input, live).await
+        self.run_breaking(input, live, breaks).await
+    }
+
+    /// Goes on with the turn a breakpoint holds, from where it is held, as if it had never
+    /// stopped (the same turn, steps and randomness), held again at `breaks`; at a pause point
+    /// of the pack, plays the next turn with `input` (a person's empty line when none is given),
+    /// as a new turn would. A failure leaves the turn held where it was.
+    pub(super) async fn run_resume(
+        &mut self,
+        input: Option<Json>,
+        live: Option<EventSink>,
+        breaks: super::Breakpoints,
+    ) -> Result<TurnResult> {
+        let store = self.rt.store.clone();
+        let _lock = store.lock(&self.id).await?;
+        self.refresh().await?;
+        if self.held().is_none() {
+            if self.paused.is_none() {
+                return Err(Error::new(
+                    ErrorKind::Conflict,
+                    format!("session {} is not paused: there is no turn to resume", self.id),
+                ));
+            }
+            let input = input.unwrap_or_else(|| self.continue_input());
+            return self.run_breaking(input, live, breaks).await;
+        }
+        if input.is_some() {
+            return Err(Error::input(
+                "a turn held at a breakpoint goes on with the input it was given; resume it without one",
+            ));
+        }
+        let breaks = Breaks::of(&self.pack.graph, &breaks.before, &breaks.after)?;
+        let held = self.pending.take().expect("held above");
+        let result = caught(std::pin::pin!(async {
+            let checked = self.pack.check_input(&held.input)?;
+            let (input, resume, exchanges) = (held.input.clone(), held.resume.clone(), held.exchanges.clone());
+            self.play(held.turn, input, checked, resume, exchanges, live, breaks).await
+        }))
+        .await;
+        if result.is_err() && self.pending.is_none() {
+            self.pending = Some(held);
+        }
+        if result.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal) {
+            self.dirty = true;
+        }
+        result
+    }
+
+    /// What a pause point of the pack goes on with when nothing is typed: an empty line for a
+    /// pack that reads lines, no fields otherwise.
+    fn continue_input(&self) -> Json {
+        if self.pack.reads_typed_lines() || self.pack.input_from_text("").is_some() {
+            Json::String(String::new())
+        } else {
+            Json::Object(Default::default())
+        }
+    }
+
+    /// [`Session::run_locked`] held at `breaks` (checked against the graph before anything runs).
+    async fn run_breaking(
+        &mut self,
+        input: Json,
+        live: Option<EventSink>,
+        breaks: super::Breakpoints,
+    ) -> Result<TurnResult> {
+        if let Some(held) = self.held() {
+            return Err(held_error(&self.id, held));
+        }
+        let breaks = Breaks::of(&self.pack.graph, &breaks.before, &breaks.after)?;
+        self.run_locked_with(input, live, breaks).await
     }
 
     /// Runs a turn on a fresh session whose lock the caller holds: first the rest of a turn a
@@ -58,6 +148,13 @@ impl Session {
     /// is read and checked and the turn played (from the entry, or from where the last turn
     /// paused). A panic in any of it is caught; a failed turn leaves the session where it was.
     pub(super) async fn run_locked(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
+        self.run_locked_with(input, live, Breaks::default()).await
+    }
+
+    async fn run_locked_with(&mut self, input: Json, live: Option<EventSink>, breaks: Breaks) -> Result<TurnResult> {
+        if let Some(held) = self.held() {
+            return Err(held_error(&self.id, held));
+        }
         caught(std::pin::pin!(self.finish_pending(live.clone()))).await?;
         let before = self.upgrade();
         if let Err(e) = self.rt.record_schema(&self.pack).await {
@@ -74,7 +171,7 @@ impl Session {
             };
             let checked = self.pack.check_input(&input)?;
             let resume = self.paused.take();
-            let result = self.play(self.turns + 1, input, checked, resume.clone(), Vec::new(), live).await;
+            let result = self.play(self.turns + 1, input, checked, resume.clone(), Vec::new(), live, breaks).await;
             if result.is_err() && self.paused.is_none() {
                 // A failed turn leaves the session where it was: still paused.
                 self.paused = resume;
@@ -104,12 +201,16 @@ impl Session {
     /// Plays the rest of a turn a crash interrupted, from its last step checkpoint, without
     /// repeating the model calls of the steps already recorded.
     pub(super) async fn finish_pending(&mut self, live: Option<EventSink>) -> Result<Option<TurnResult>> {
+        if self.held().is_some() {
+            return Ok(None);
+        }
         let Some(p) = self.pending.take() else { return Ok(None) };
         let input = self.pack.check_input(&p.input)?;
         let resume = p.resume.clone().ok_or_else(|| {
             Error::new(ErrorKind::Store, "cannot resume the interrupted turn: its step checkpoint has no resume point")
         })?;
-        let result = self.play(p.turn, p.input.clone(), input, Some(resume), p.exchanges.clone(), live).await;
+        let result =
+            self.play(p.turn, p.input.clone(), input, Some(resume), p.exchanges.clone(), live, Breaks::default()).await;
         if result.is_err() {
             self.pending = Some(p);
         }
@@ -146,7 +247,8 @@ impl Session {
         Some((std::mem::replace(&mut self.pack, current), std::mem::replace(&mut self.state, state)))
     }
 
-    /// Runs turn `number` (from the entry, or from `resume`) and records it.
+    /// Runs turn `number` (from the entry, or from `resume`) and records it, held at `breaks`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn play(
         &mut self,
         number: u64,
@@ -155,6 +257,7 @@ impl Session {
         resume: Option<ResumePoint>,
         exchanges: Vec<Exchange>,
         live: Option<EventSink>,
+        breaks: Breaks,
     ) -> Result<TurnResult> {
         let start = Instant::now();
         let (rt, pack) = (self.rt.clone(), self.pack.clone());
@@ -200,8 +303,9 @@ impl Session {
             span.record("otel.name", format!("turn {}", p.pack.name));
         }
         let played = async {
-            match p.steps(guard.state, undo, resume.as_ref()).await {
-                Ok((updates, pause)) => p.commit(guard.state, updates, pause, snapshot_due).await,
+            match p.steps(guard.state, undo, resume.as_ref(), breaks).await {
+                Ok((updates, Ended::Held(point))) => p.hold(updates, point).await,
+                Ok((updates, Ended::Done(pause))) => p.commit(guard.state, updates, pause, snapshot_due).await,
                 Err(e) => Err(e),
             }
         }
@@ -211,8 +315,9 @@ impl Session {
             span.record(
                 "outcome",
                 match &played {
-                    Ok((_, true, _, _)) => "finished",
-                    Ok((_, _, _, Some(_))) => "paused",
+                    Ok(Recorded { finished: true, .. }) => "finished",
+                    Ok(Recorded { ended: Ended::Held(_), .. }) => "held",
+                    Ok(Recorded { ended: Ended::Done(Some(_)), .. }) => "paused",
                     Ok(_) => "played",
                     Err(_) => "failed",
                 },
@@ -222,16 +327,33 @@ impl Session {
             }
         }
         match played {
-            Ok((checkpoint, finished, events, pause)) => {
+            Ok(Recorded { checkpoint, finished, events, ended }) => {
                 guard.undo = None;
                 drop(guard);
                 self.dirty = false;
-                self.snapshot_due = false;
                 self.seq = checkpoint;
-                self.turns = number;
                 self.at = now_ms();
-                let paused = pause.as_ref().map(super::PausedAt::of);
-                self.paused = pause;
+                let paused = match ended {
+                    Ended::Done(pause) => {
+                        self.snapshot_due = false;
+                        self.turns = number;
+                        let paused = pause.as_ref().map(super::PausedAt::of);
+                        self.paused = pause;
+                        paused
+                    }
+                    Ended::Held(point) => {
+                        // The turn is not over: the session waits at the breakpoint, with what the
+                        // turn asked so far, and its newest version move still to snapshot.
+                        let paused = Some(super::PausedAt::of(&point));
+                        self.pending = Some(super::Interrupted {
+                            turn: number,
+                            input: p.input.clone(),
+                            resume: Some(point),
+                            exchanges: p.exchanges.clone(),
+                        });
+                        paused
+                    }
+                };
                 let display = self.view().after(&events);
                 Ok(TurnResult {
                     paused,
@@ -277,17 +399,22 @@ impl Playing {
         state: &mut Dynamic,
         undo: &mut Undo,
         resume: Option<&ResumePoint>,
-    ) -> Result<(Vec<(String, Updates)>, Option<ResumePoint>)> {
+        breaks: Breaks,
+    ) -> Result<(Vec<(String, Updates)>, Ended)> {
         let (pack, turn) = (self.pack.clone(), self.turn.clone());
-        let mut run = Run::new(pack.env(self.rt.packs.natives(), &turn), resume)?;
+        let mut run = Run::new(pack.env(self.rt.packs.natives(), &turn), resume, breaks)?;
         let mut updates: Vec<(String, Updates)> = Vec::new();
         while let Some(done) = run.step(state, undo).await? {
             updates.extend(done.updates.into_iter().map(|(n, u)| (n.to_string(), u)));
-            if let Some(after) = done.paused {
-                return Ok((
-                    updates,
-                    Some(ResumePoint { paused_after: Some(after.to_string()), ..run.resume_point() }),
-                ));
+            match done.halt {
+                Some(Halt::Paused(after)) => {
+                    let point = ResumePoint { paused_after: Some(after.to_string()), ..run.resume_point() };
+                    return Ok((updates, Ended::Done(Some(point))));
+                }
+                Some(Halt::Held(stop)) => {
+                    return Ok((updates, Ended::Held(ResumePoint { held: Some(stop), ..run.resume_point() })));
+                }
+                None => {}
             }
             if pack.graph.checkpoint_steps && !run.done() {
                 let made = turn.take_exchanges();
@@ -302,7 +429,7 @@ impl Playing {
                 self.seq += 1;
             }
         }
-        Ok((updates, None))
+        Ok((updates, Ended::Done(None)))
     }
 
     /// Records the turn's checkpoint (with a snapshot every `snapshot_every` turns, or when the
@@ -314,7 +441,7 @@ impl Playing {
         updates: Vec<(String, Updates)>,
         pause: Option<ResumePoint>,
         snapshot_due: bool,
-    ) -> Result<(u64, bool, Vec<crate::event::Event>, Option<ResumePoint>)> {
+    ) -> Result<Recorded> {
         let recorded = self.turn.take();
         let finished = self.pack.is_finished(state);
         let every = self.rt.retention.snapshot_every.max(1);
@@ -328,7 +455,23 @@ impl Playing {
             ..self.checkpoint(CheckpointKind::Turn, updates, recorded.exchanges)
         };
         self.rt.store.append(&self.id, &last).await?;
-        Ok((last.seq, finished, recorded.events, pause))
+        Ok(Recorded { checkpoint: last.seq, finished, events: recorded.events, ended: Ended::Done(pause) })
+    }
+
+    /// Records the turn held at a breakpoint: what it did so far, and where it goes on. It
+    /// carries no snapshot (a session loads from its newest snapshot on, and must see this).
+    async fn hold(&mut self, updates: Vec<(String, Updates)>, point: ResumePoint) -> Result<Recorded> {
+        let recorded = self.turn.take();
+        self.exchanges.extend(recorded.exchanges.iter().cloned());
+        let held = Checkpoint {
+            input: Some(self.input.clone()),
+            finished: false,
+            bumps: recorded.bumps,
+            resume: Some(point.clone()),
+            ..self.checkpoint(CheckpointKind::Break, updates, recorded.exchanges)
+        };
+        self.rt.store.append(&self.id, &held).await?;
+        Ok(Recorded { checkpoint: held.seq, finished: false, events: recorded.events, ended: Ended::Held(point) })
     }
 
     /// The next checkpoint of the turn, of `kind`, with these updates and model exchanges.
@@ -369,6 +512,15 @@ impl Playing {
             }
         }
     }
+}
+
+/// The answer to a turn asked for while a breakpoint holds another.
+fn held_error(id: &str, held: &super::Interrupted) -> Error {
+    let at = held.resume.as_ref().map(super::PausedAt::of).map(|p| p.to_string()).unwrap_or_default();
+    Error::new(
+        ErrorKind::Conflict,
+        format!("turn {} of session {id} is held at a breakpoint {at}: resume it before playing another", held.turn),
+    )
 }
 
 /// `old`, a state of version `from`, moved onto `to`: each field keeps its value if `to` still

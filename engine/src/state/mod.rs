@@ -184,6 +184,33 @@ impl Schema {
         Ok(())
     }
 
+    /// A hand edit of the state (`{"field": value}`) as values to set outright: each name a
+    /// declared field and each value of its type, or an input error naming the first that is
+    /// not (an unknown field with the nearest name).
+    pub(crate) fn checked_edit(&self, set: &serde_json::Map<String, serde_json::Value>) -> Result<Map> {
+        if set.is_empty() {
+            return Err(Error::input("the edit sets no fields: send `set` with at least one"));
+        }
+        let mut out = Map::new();
+        for (name, v) in set {
+            let Some(field) = self.fields.get(name) else {
+                let near = crate::script::lint::nearest(name, self.fields.keys().map(String::as_str));
+                let known: Vec<&str> = self.fields.keys().map(String::as_str).collect();
+                return Err(Error::input(format!(
+                    "`{name}` is not a state field{} (fields: {})",
+                    crate::script::lint::did_you_mean(near),
+                    known.join(", ")
+                )));
+            };
+            let value = value::from_json(v);
+            if !field.ty.admits(&value) {
+                return Err(Error::input(format!("`{name}` is {}, not {}", field.ty.a(), value::type_of(&value))));
+            }
+            out.insert(name.as_str().into(), value);
+        }
+        Ok(out)
+    }
+
     /// Checks that `updates` name declared fields with values their reducers accept.
     pub(crate) fn check(&self, updates: &Map) -> Result<()> {
         for (name, value) in updates {

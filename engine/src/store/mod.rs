@@ -62,6 +62,10 @@ pub enum CheckpointKind {
     Step,
     /// A finished turn.
     Turn,
+    /// A turn held at a breakpoint (the turn is not over: resuming it goes on from here).
+    Break,
+    /// The state edited by hand (between turns, or at a breakpoint): each field set outright.
+    Edit,
 }
 
 impl CheckpointKind {
@@ -70,6 +74,8 @@ impl CheckpointKind {
             CheckpointKind::Start => "start",
             CheckpointKind::Step => "step",
             CheckpointKind::Turn => "turn",
+            CheckpointKind::Break => "break",
+            CheckpointKind::Edit => "edit",
         }
     }
 
@@ -78,6 +84,8 @@ impl CheckpointKind {
             "start" => Ok(CheckpointKind::Start),
             "step" => Ok(CheckpointKind::Step),
             "turn" => Ok(CheckpointKind::Turn),
+            "break" => Ok(CheckpointKind::Break),
+            "edit" => Ok(CheckpointKind::Edit),
             other => Err(Error::new(ErrorKind::Store, format!("unknown checkpoint kind `{other}`"))),
         }
     }
@@ -255,6 +263,20 @@ pub struct ResumePoint {
     /// from here, with its own input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_after: Option<String>,
+    /// When a breakpoint made it, where the turn is held: the same turn goes on from here when
+    /// it is resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Stop>,
+}
+
+/// Where a breakpoint holds a turn: before a node runs, or after it ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// Before this node's step runs.
+    Before(String),
+    /// After this node's step ran.
+    After(String),
 }
 
 /// What loading a session returns: its info, a snapshot, and the checkpoints after it.
@@ -369,6 +391,12 @@ pub trait Store: Send + Sync {
 
     /// Locks the session against writers in other processes, until the lock is dropped.
     fn lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SessionLock>>;
+
+    /// [`Store::lock`] when no other process holds the session now; `None` when one does (it
+    /// plays a turn). A store whose locks never wait takes the lock.
+    fn try_lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionLock>>> {
+        Box::pin(async move { self.lock(id).await.map(Some) })
+    }
 
     /// Events of every session: turns recorded (by any process sharing the store), lobby inputs,
     /// deletions.

@@ -359,6 +359,18 @@ impl Store for PostgresStore {
         })
     }
 
+    fn try_lock<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionLock>>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
+            let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_xact_lock($1)")
+                .bind(lock_key(id))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| store_error("cannot lock the session", e))?;
+            Ok(got.then(|| SessionLock::holding(PgLock(Some(tx)))))
+        })
+    }
+
     fn lobby(&self) -> Option<&dyn LobbyInputs> {
         Some(self)
     }

@@ -126,15 +126,33 @@ async fn core(store: Arc<dyn Store>) {
         joins: vec![vec!["a".into()]],
         random: u128::MAX.to_string(),
         paused_after: None,
+        held: None,
     };
     step.resume = Some(point.clone());
     store.append(&s, &step).await.unwrap();
     assert!(store.pending().await.unwrap().contains(&s));
     assert_eq!(store.info(&s).await.unwrap().unwrap().turns, 4, "a step does not finish a turn");
     let resumed = store.load(&s).await.unwrap().unwrap();
-    assert_eq!(resumed.after.last().unwrap().resume, Some(point));
+    assert_eq!(resumed.after.last().unwrap().resume, Some(point.clone()));
     store.append(&s, &turn(6, 5)).await.unwrap();
     assert!(!store.pending().await.unwrap().contains(&s));
+
+    // A turn held at a breakpoint is no interrupted turn, and neither it nor an edit finishes one.
+    let mut held = turn(7, 6);
+    held.kind = CheckpointKind::Break;
+    let stop = crate::store::ResumePoint { held: Some(crate::store::Stop::Before("c".into())), ..point.clone() };
+    held.resume = Some(stop.clone());
+    store.append(&s, &held).await.unwrap();
+    let mut edit = turn(8, 6);
+    edit.kind = CheckpointKind::Edit;
+    store.append(&s, &edit).await.unwrap();
+    assert!(!store.pending().await.unwrap().contains(&s), "a held turn waits to be resumed");
+    let info = store.info(&s).await.unwrap().unwrap();
+    assert_eq!((info.turns, info.head, info.head_kind), (5, 8, CheckpointKind::Edit));
+    let kinds: Vec<CheckpointKind> = store.load(&s).await.unwrap().unwrap().after.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds[kinds.len() - 2..], [CheckpointKind::Break, CheckpointKind::Edit]);
+    assert_eq!(store.history(&s, 7).await.unwrap().unwrap().after.last().unwrap().resume, Some(stop));
+    store.truncate(&s, 6).await.unwrap();
 
     let other = id("other");
     store.create(&session(&other), &start()).await.unwrap();

@@ -385,8 +385,10 @@ fn show_turn(out: &Out, speaker: &str, r: &TurnResult, streamed: &Streaming) {
     }
     match (&d.status, &r.paused) {
         (Some(status), _) => println!("{}", out.quiet(&out.wrap("  ", 2, status, 4))),
-        (None, Some(p)) => println!("  (paused after {}; your next move goes on with {})", p.after, p.next.join(", ")),
-        (None, None) => {}
+        (None, Some(p)) if !p.breakpoint => {
+            println!("  (paused {p}; your next move goes on with {})", p.next.join(", "))
+        }
+        (None, _) => {}
     }
     if r.finished {
         println!("{}", d.finished.as_deref().unwrap_or("The session is finished."));

@@ -187,8 +187,16 @@ pub(super) fn event_line(e: &ruleweave::Event) -> Option<String> {
                 format!("  search {node} on {engine}: {query:?} → {results} results ({} ms)", decimals(*latency_ms, 1))
             }
         },
-        Event::Paused { after, next } => {
-            format!("  paused after {after}; the next move goes on with {}", next.join(", "))
+        Event::Paused { before, after, next, breakpoint } => {
+            let at = match (before, after) {
+                (Some(n), _) => format!("before {n}"),
+                (None, Some(n)) => format!("after {n}"),
+                (None, None) => "at its start".to_owned(),
+            };
+            match breakpoint {
+                true => format!("  held {at} by a breakpoint; /step or /continue goes on (next: {})", next.join(", ")),
+                false => format!("  paused {at}; the next move goes on with {}", next.join(", ")),
+            }
         }
         Event::Log { node, level, message } => format!("  {level} {node}: {message}"),
     })

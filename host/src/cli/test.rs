@@ -83,6 +83,7 @@ impl Case {
             .map(|t| RecordedTurn {
                 turn: 0,
                 input: t.input.clone(),
+                edits: Vec::new(),
                 answers: t
                     .replies
                     .iter()
@@ -99,6 +100,7 @@ impl Case {
             options: self.options.clone(),
             turns,
             base: None,
+            edits: Vec::new(),
         }
     }
 

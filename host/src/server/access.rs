@@ -101,6 +101,8 @@ pub(crate) const RULES: &[Rule] = &[
     rule(Method::POST, "/v1/sessions/{id}/turns", &[O, I, S], ""),
     rule(Method::POST, "/v1/sessions/{id}/inputs", &[O, I, S, P], "a player key: its own answers and leaving"),
     rule(Method::GET, "/v1/sessions/{id}/events", &[O, I, S, P], "a player follows the game they are in"),
+    rule(Method::POST, "/v1/sessions/{id}/resume", &[O, I, S], "a session key steps its own session"),
+    rule(Method::PATCH, "/v1/sessions/{id}/state", &[O, I, S], "a session key edits its own session"),
     rule(Method::GET, "/v1/sessions/{id}/checkpoints", &[O, I, S], ""),
     rule(Method::GET, "/v1/sessions/{id}/conversation", &[O, I, S], ""),
     rule(

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use ruleweave::{ErrorKind, Event, EventSink};
+use ruleweave::{Breakpoints, ErrorKind, Event, EventSink};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -39,6 +39,11 @@ pub(super) struct NewTurn {
     /// The input.
     #[schema(schema_with = turn_input)]
     input: Value,
+    /// Where to hold the turn: before or after these nodes (the turn stops there, recorded,
+    /// and `POST /v1/sessions/{id}/resume` goes on with it).
+    #[serde(default, rename = "break")]
+    #[schema(rename = "break")]
+    breaks: Breakpoints,
 }
 
 /// A turn's input as a schema: the pack's input fields, or a line of text the pack reads.
@@ -57,6 +62,11 @@ fn turn_input() -> utoipa::openapi::schema::Schema {
 pub(super) struct NewFork {
     /// The checkpoint.
     checkpoint: u64,
+    /// State fields to change in the fork (each value replaces the field's); the session it
+    /// leaves is untouched.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    set: serde_json::Map<String, Value>,
 }
 
 /// `GET /v1/packs`: every pack with the version serving, its status (`ok`; `rejected` when the
@@ -394,7 +404,7 @@ pub(super) async fn replay(State(s): State<Shared>, SessionId(id): SessionId) ->
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; no such checkpoint", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; no such checkpoint; a checkpoint in the middle of a turn; a `set` naming no state field, or of the wrong type", body = ErrorBody),
     (status = 500, description = "The fork failed", body = ErrorBody),
 ))]
 pub(super) async fn fork(
@@ -405,9 +415,9 @@ pub(super) async fn fork(
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
-    let seq = req.checkpoint;
+    let (seq, set) = (req.checkpoint, req.set);
     let mut body = on_pack_thread(&s, &pack, move || async move {
-        let session = engine.fork(&id, seq).await?;
+        let session = engine.fork_with(&id, seq, set).await?;
         let body = Opened {
             id: session.id().to_owned(),
             key: None,
@@ -435,10 +445,10 @@ pub(super) async fn fork(
     (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
-    (status = 409, description = "Another turn was recorded first, or the session is finished", body = ErrorBody),
+    (status = 409, description = "Another turn was recorded first, the session is finished, or a breakpoint holds a turn (resume it)", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; an input the pack does not take", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; an input the pack does not take; a breakpoint on a node the graph does not have", body = ErrorBody),
     (status = 500, description = "A script or a template failed, or hit a limit; the turn was undone", body = ErrorBody),
     (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
     (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
@@ -450,10 +460,22 @@ pub(super) async fn turn(
     Body(req): Body<NewTurn>,
 ) -> ApiResult<Response> {
     let live = s.engine.session(&id).await?;
-    // The turn is a task of its own: it finishes (and is recorded) when its client has gone.
+    answer_turn(&s, &headers, live, Move::Input(req.input), req.breaks).await
+}
+
+/// Plays `what` on `live` and answers it: the turn's JSON body, or (with `Accept:
+/// text/event-stream`) its events as they happen and the result last. The turn is a task of its
+/// own: it finishes (and is recorded) when its client has gone.
+pub(super) async fn answer_turn(
+    s: &Shared,
+    headers: &HeaderMap,
+    live: ruleweave::LiveSession,
+    what: Move,
+    breaks: Breakpoints,
+) -> ApiResult<Response> {
     let state = s.clone();
-    if !sse::accepts(&headers, "text/event-stream") {
-        let task = s.spawn(async move { turns::play(&state, live, Move::Input(req.input), None).await });
+    if !sse::accepts(headers, "text/event-stream") {
+        let task = s.spawn(async move { turns::play(&state, live, what, breaks, None).await });
         let played = task.await.map_err(ApiError::internal)??;
         return Ok(Json(turn_body(played)).into_response());
     }
@@ -463,7 +485,7 @@ pub(super) async fn turn(
         let _ = events.send(sse::event(Some(kind(e)), e));
     });
     s.spawn(async move {
-        let last = match turns::play(&state, live, Move::Input(req.input), Some(sink)).await {
+        let last = match turns::play(&state, live, what, breaks, Some(sink)).await {
             Ok(played) => sse::event(Some("result"), &turn_body(played)),
             Err(e) => {
                 let e = ApiError::from(e);
@@ -480,7 +502,7 @@ pub(super) async fn turn(
 /// (`{after, next}`) when the turn stopped at a pause point of the pack.
 fn turn_body(played: Played) -> TurnBody {
     let Played { result: r, state } = played;
-    TurnBody { turn: r.turn, output: r.output, state, display: r.display, paused: r.paused }
+    TurnBody { turn: r.turn, output: r.output, state, display: r.display, paused: r.paused, checkpoint: r.checkpoint }
 }
 
 /// A player's post to a lobby round: an answer, joining or leaving.

@@ -149,9 +149,22 @@ pub(super) struct TurnBody {
     pub state: Value,
     /// What a person sees after it.
     pub display: View,
-    /// Where it paused, when it stopped at a pause point of the pack.
+    /// Where it stopped: at a pause point of the pack, or (`breakpoint`) held at a breakpoint
+    /// until `POST /v1/sessions/{id}/resume`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<PausedAt>,
+    /// The checkpoint that recorded it (held at a breakpoint: the one that holds it).
+    pub checkpoint: u64,
+}
+
+/// A state edited by hand: `PATCH /v1/sessions/{id}/state`.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Edited {
+    /// The whole state after the edit.
+    #[schema(value_type = Object)]
+    pub state: Value,
+    /// The checkpoint (of kind `edit`) that records it.
+    pub checkpoint: u64,
 }
 
 /// A session's checkpoints, oldest first: `GET /v1/sessions/{id}/checkpoints`.

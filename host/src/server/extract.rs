@@ -23,6 +23,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
+/// A JSON body that may be left out: a request with no body (no content type, no length) is
+/// `T::default()`; one with a body is read as [`Body`] reads it.
+pub(super) struct MaybeBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for MaybeBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+        let h = req.headers();
+        if h.get(CONTENT_TYPE).is_none() && h.get(CONTENT_LENGTH).is_none_or(|v| v == "0") {
+            return Ok(MaybeBody(T::default()));
+        }
+        Body::<T>::from_request(req, state).await.map(|Body(v)| MaybeBody(v))
+    }
+}
+
 /// A session id from the path (`%ff` is no id: 400).
 pub(super) struct SessionId(pub String);
 

@@ -20,6 +20,7 @@ pub mod openapi;
 mod params;
 mod simulate;
 mod sse;
+mod stepping;
 mod turns;
 
 use std::collections::HashMap;
@@ -181,6 +182,8 @@ pub fn routes() -> Routes {
         .routes(routes!(api::create, api::list))
         .routes(routes!(api::session, api::delete))
         .routes(routes!(api::turn))
+        .routes(routes!(stepping::resume))
+        .routes(routes!(stepping::edit))
         .routes(routes!(api::input))
         .routes(routes!(follow::session_events))
         .routes(routes!(api::checkpoints))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use ruleweave::store::Store;
-use ruleweave::{ErrorKind, EventSink, LiveSession, Session, TurnResult};
+use ruleweave::{Breakpoints, ErrorKind, EventSink, LiveSession, Session, TurnResult};
 use serde_json::Value;
 use tracing::Instrument as _;
 
@@ -20,6 +20,9 @@ pub(crate) enum Move {
     /// A chat message: a JSON object is the input's fields as they are; other text goes to the
     /// pack's one text field (or its `typed:` reader).
     Chat(String),
+    /// The turn a breakpoint holds, resumed; at a pause point of the pack, the next turn with
+    /// this input (an empty line when none).
+    Resume(Option<Value>),
 }
 
 /// A turn played: its result, and the state it left.
@@ -35,18 +38,19 @@ pub(crate) async fn play(
     s: &Shared,
     live: LiveSession,
     what: Move,
+    breaks: Breakpoints,
     sink: Option<EventSink>,
 ) -> ruleweave::Result<Played> {
     let store = s.engine.store().clone();
     let turn = on_turn_thread(s, live, move |session| {
         Box::pin(async move {
-            let input = match what {
-                Move::Input(input) => input,
-                Move::Chat(text) => chat_input(session, &text)?,
-            };
-            let result = match sink {
-                Some(sink) => session.turn_with_events(input, sink).await?,
-                None => session.turn(input).await?,
+            let result = match what {
+                Move::Input(input) => session.turn_breaking(input, breaks, sink).await?,
+                Move::Chat(text) => {
+                    let input = chat_input(session, &text)?;
+                    session.turn_breaking(input, breaks, sink).await?
+                }
+                Move::Resume(input) => session.resume(input, breaks, sink).await?,
             };
             tend_player_keys(&store, session).await;
             Ok(Played { result, state: session.state() })

@@ -1,0 +1,97 @@
+//! Stepping through a turn over HTTP: a turn a breakpoint holds goes on (`POST .../resume`, held
+//! again where the body says), and the state is edited by hand between turns or at a pause
+//! (`PATCH .../state`). A turn sent with `"break"` (see `api::turn`) is where it starts.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use ruleweave::{Breakpoints, ErrorKind};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::api::answer_turn;
+use super::body::{Edited, ErrorBody, TurnBody};
+use super::error::ApiResult;
+use super::extract::{Body, MaybeBody, SessionId};
+use super::turns::{Move, failed};
+use super::{ApiError, Shared};
+
+/// Going on with a held turn: where to hold it next.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Resume {
+    /// Where to hold the turn next (a step: before the node that runs next); none, to the end.
+    #[serde(default, rename = "break")]
+    #[schema(rename = "break")]
+    breaks: Breakpoints,
+    /// At a pause point of the pack only: the next turn's input (an empty line when absent).
+    #[schema(value_type = Option<Object>)]
+    input: Option<Value>,
+}
+
+/// An edit of the state: the fields to set.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Patch {
+    /// Each field's new value, replacing its value outright (not through its reducer).
+    #[schema(value_type = Object)]
+    set: serde_json::Map<String, Value>,
+}
+
+/// `POST /v1/sessions/{id}/resume`: goes on with the turn a breakpoint holds, as if it had never
+/// stopped (the same turn, steps and randomness), held again at the body's breakpoints; at a
+/// pause point of the pack, plays the next turn as a new turn would.
+#[utoipa::path(post, path = "/v1/sessions/{id}/resume", operation_id = "resumeTurn", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body(content = Option<Resume>, description = "Where to hold the turn next; an empty body runs it to its end"), responses(
+    (status = 200, description = "The turn's result (`paused` again when a breakpoint holds it); with `Accept: text/event-stream`, its events and `result` last", content(
+        (TurnBody = "application/json"),
+        (String = "text/event-stream"),
+    )),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 409, description = "Nothing is paused; another turn was recorded first; the session is finished", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; a breakpoint on a node the graph does not have; an input for a held turn", body = ErrorBody),
+    (status = 500, description = "A script or a template failed, or hit a limit; the turn is held where it was", body = ErrorBody),
+    (status = 502, description = "A model kept failing and the node had no fallback; the turn is held where it was", body = ErrorBody),
+    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
+))]
+pub(super) async fn resume(
+    State(s): State<Shared>,
+    SessionId(id): SessionId,
+    headers: HeaderMap,
+    MaybeBody(req): MaybeBody<Resume>,
+) -> ApiResult<Response> {
+    let live = s.engine.session(&id).await?;
+    answer_turn(&s, &headers, live, Move::Resume(req.input), req.breaks).await
+}
+
+/// `PATCH /v1/sessions/{id}/state`: sets state fields by hand, between turns or while a
+/// breakpoint holds a turn; recorded as a checkpoint of kind `edit`.
+#[utoipa::path(patch, path = "/v1/sessions/{id}/state", operation_id = "editState", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = Patch, responses(
+    (status = 200, description = "The state after the edit, and the checkpoint that records it", body = Edited),
+    (status = 400, description = "The body is not JSON", body = ErrorBody),
+    (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 404, description = "No such session", body = ErrorBody),
+    (status = 409, description = "A turn is playing", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape; a field the state does not have; a value of the wrong type (nothing is set)", body = ErrorBody),
+    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
+))]
+pub(super) async fn edit(
+    State(s): State<Shared>,
+    SessionId(id): SessionId,
+    Body(req): Body<Patch>,
+) -> ApiResult<Json<Edited>> {
+    let live = s.engine.session(&id).await?;
+    let Some(mut session) = live.try_lock() else {
+        let why = format!("a turn of session {id} is playing; edit its state when it is done");
+        return Err(ruleweave::Error::new(ErrorKind::Conflict, why).into());
+    };
+    let pack = session.pack().name().to_owned();
+    let checkpoint = session.edit(req.set).await.map_err(|e| ApiError::from(failed(&s, &pack, e)))?;
+    Ok(Json(Edited { state: session.state(), checkpoint }))
+}
