@@ -1256,3 +1256,29 @@ fn a_pasted_line_runs_like_a_typed_one_in_a_terminal() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// Stepping in the terminal: a breakpoint set by name (a wrong name refused with the graph's
+/// nodes), a turn held there, a move refused while it is held, a step at a time, a field set by
+/// hand that the rest of the turn sees, then the reply.
+#[test]
+fn play_steps_through_a_turn() {
+    let screen = played(
+        "pirate",
+        &[],
+        "/break generate_respons\n/break after merit_check\nAhoy, captain!\nAnother move\n/set merit_score=95\n/set merit_score=\"high\"\n/step\n/continue\n/break\n",
+    );
+    let lines: Vec<&str> = screen.lines().collect();
+    assert_eq!(
+        lines[1],
+        "> ! no node `generate_respons` (nodes: intake, merit_check, generate_response, validate_response, handle_blocked)"
+    );
+    assert_eq!(lines[2], "> breakpoint after merit_check: a turn stops there (/step, /continue go on)");
+    assert_eq!(lines[3], ">   ‖ turn 1 held after merit_check; next: generate_response");
+    assert_eq!(lines[5], "> turn 1 is held after merit_check: /step, /continue, /set FIELD=VALUE, /state");
+    assert_eq!(lines[6], "> merit_score = 95 (checkpoint 2, an edit)");
+    assert_eq!(lines[7], "> ! `merit_score` is an int, not a string");
+    assert_eq!(lines[8], ">   ‖ turn 1 held before validate_response", "one step: the reply node ran");
+    assert!(lines[10].starts_with("> pirate (stand-in) › "), "{screen}");
+    assert_eq!(lines[11], "  merit 95/100, needs 60 on medium", "the rest of the turn saw the edit: {screen}");
+    assert_eq!(lines[13], "> breakpoints: after merit_check", "{screen}");
+}

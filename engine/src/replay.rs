@@ -530,8 +530,8 @@ async fn play_with_edits(
     }
     let mut held: VecDeque<&RecordedEdit> = t.edits.iter().filter(|e| e.at.is_some()).collect();
     let breaks_at = |next: Option<&&RecordedEdit>| match next.and_then(|e| e.at.as_ref()) {
-        Some(Stop::Before(n)) => crate::Breakpoints { before: vec![n.clone()], after: Vec::new() },
-        Some(Stop::After(n)) => crate::Breakpoints { before: Vec::new(), after: vec![n.clone()] },
+        Some(Stop::Before(n)) => crate::Breakpoints { before: vec![n.clone()], ..Default::default() },
+        Some(Stop::After(n)) => crate::Breakpoints { after: vec![n.clone()], ..Default::default() },
         None => crate::Breakpoints::none(),
     };
     let mut nodes = Vec::new();

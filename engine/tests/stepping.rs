@@ -15,7 +15,7 @@ use support::{Canned, judged, repo_root};
 const MOVES: [&str; 3] = ["Ahoy, captain! I bring rum.", "Oto mój skarb, weź go", "Please, the chest?"];
 
 fn before(node: &str) -> Breakpoints {
-    Breakpoints { before: vec![node.into()], after: Vec::new() }
+    Breakpoints { before: vec![node.into()], ..Default::default() }
 }
 
 /// An engine over the shipped packs on the pack's stand-in model, in memory.
@@ -28,15 +28,15 @@ async fn pirate(engine: &Engine, id: &str) -> Session {
     engine.open_with_id("pirate", options.as_object().unwrap(), Some(id.into())).await.unwrap()
 }
 
-/// Plays a turn stopping before every node, one step at a time: the nodes it stopped before.
+/// Plays a turn one step at a time, held before its first node, then stepped: the nodes it
+/// stopped before.
 async fn stepped(s: &mut Session, input: Value) -> (Vec<String>, ruleweave::TurnResult) {
-    let nodes: Vec<String> = s.pack().nodes().map(|n| n.to_owned()).collect();
-    let every = Breakpoints { before: nodes, after: Vec::new() };
+    let first = s.pack().nodes().next().unwrap().to_owned();
     let mut stops = Vec::new();
-    let mut r = s.turn_breaking(input, every.clone(), None).await.unwrap();
+    let mut r = s.turn_breaking(input, before(&first), None).await.unwrap();
     while let Some(p) = r.paused.clone().filter(|p| p.breakpoint) {
         stops.push(p.before.clone().unwrap());
-        r = s.resume(None, every.clone(), None).await.unwrap();
+        r = s.resume(None, Breakpoints::step(), None).await.unwrap();
     }
     (stops, r)
 }
@@ -155,7 +155,7 @@ fn b() { if this.n > 5 { throw "n is too big"; } #{ log: "b" } }"#,
     ]);
     let e = Engine::builder(root.path()).build();
     let mut s = e.open("two", &Default::default()).await.unwrap();
-    let after_a = Breakpoints { before: vec![], after: vec!["a".into()] };
+    let after_a = Breakpoints { after: vec!["a".into()], ..Default::default() };
     let r = s.turn_breaking(json!({"text": "go"}), after_a, None).await.unwrap();
     assert_eq!(r.paused.unwrap().after.as_deref(), Some("a"));
     let at = s.edit(json!({"n": 10}).as_object().unwrap().clone()).await.unwrap();

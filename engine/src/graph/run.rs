@@ -49,6 +49,8 @@ pub(crate) struct Run<'a> {
     breaks: Breaks,
     /// The turn was held before its next step and goes on now: that step runs.
     going_on: bool,
+    /// A step has run since the turn started or went on (a *step* holds before the next one).
+    ran: bool,
 }
 
 /// A turn's breakpoints, by node: before its step runs, after it ran.
@@ -56,12 +58,14 @@ pub(crate) struct Run<'a> {
 pub(crate) struct Breaks {
     before: Vec<usize>,
     after: Vec<usize>,
+    /// Hold before the next step once one has run.
+    step: bool,
 }
 
 impl Breaks {
     /// The breakpoints named by node (each name checked against the graph: an unknown one is
     /// an input error naming it, with the nearest node's name).
-    pub(crate) fn of(g: &super::Graph, before: &[String], after: &[String]) -> Result<Breaks> {
+    pub(crate) fn of(g: &super::Graph, breaks: &crate::session::Breakpoints) -> Result<Breaks> {
         let ids = |names: &[String]| -> Result<Vec<usize>> {
             names
                 .iter()
@@ -79,7 +83,7 @@ impl Breaks {
                 })
                 .collect()
         };
-        Ok(Breaks { before: ids(before)?, after: ids(after)? })
+        Ok(Breaks { before: ids(&breaks.before)?, after: ids(&breaks.after)?, step: breaks.step })
     }
 }
 
@@ -115,6 +119,7 @@ impl<'a> Run<'a> {
             led: Vec::new(),
             breaks,
             going_on: false,
+            ran: false,
         };
         if let Some(point) = resume {
             run.restore(point)?;
@@ -129,8 +134,9 @@ impl<'a> Run<'a> {
         if self.active.is_empty() {
             return Ok(None);
         }
+        let stepped = self.breaks.step && self.ran;
         if !std::mem::take(&mut self.going_on)
-            && let Some(&i) = self.active.iter().find(|i| self.breaks.before.contains(i))
+            && let Some(&i) = self.active.iter().find(|i| stepped || self.breaks.before.contains(i))
         {
             // Held before the step: nothing of it has run.
             let stop = Stop::Before(g.nodes[i].name.to_string());
@@ -138,6 +144,7 @@ impl<'a> Run<'a> {
             return Ok(Some(StepDone { step: self.step, updates: Vec::new(), halt: Some(Halt::Held(stop)) }));
         }
         self.step += 1;
+        self.ran = true;
         if self.step > g.recursion_limit {
             let names: Vec<&str> = self.active.iter().map(|i| &*g.nodes[*i].name).collect();
             return Err(Error::new(

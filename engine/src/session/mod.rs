@@ -125,6 +125,10 @@ pub struct Breakpoints {
     /// Stop after these nodes ran.
     #[serde(default)]
     pub after: Vec<String>,
+    /// Stop before the next step, once one step has run (a debugger's *step*: resumed with
+    /// this, the turn runs one step and stops again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step: bool,
 }
 
 impl Breakpoints {
@@ -133,9 +137,14 @@ impl Breakpoints {
         Breakpoints::default()
     }
 
+    /// One step: stop before the step after the next.
+    pub fn step() -> Self {
+        Breakpoints { step: true, ..Breakpoints::default() }
+    }
+
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.before.is_empty() && self.after.is_empty()
+        self.before.is_empty() && self.after.is_empty() && !self.step
     }
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
-use ruleweave::{Candidate, ErrorKind, Session, SimilarityKind, SimilarityNote, TurnResult};
+use ruleweave::{Breakpoints, Candidate, ErrorKind, Session, SimilarityKind, SimilarityNote, TurnResult};
 use serde_json::Value;
 
 use super::terminal::{Input, Out, Printer, event_line};
@@ -36,7 +36,7 @@ pub(super) struct Args {
     no_watch: bool,
 }
 
-const HELP: &str = "commands: /why (details of the last turn), /events, /state, /save NAME [--force] (as a test case), /new (start over), /quit";
+const HELP: &str = "commands: /why (details of the last turn), /events, /state, /save NAME [--force] (as a test case), /new (start over), /break [after] NODE, /step, /continue, /set FIELD=VALUE (stepping through a turn), /quit";
 
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
@@ -65,8 +65,18 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let out = Out::detect();
     let mut input = Input::detect();
     let _watcher = if args.no_watch { None } else { watch_edits(rt, &engine, pack.name(), input.printer()) };
-    let mut console =
-        Console { rt, engine: &engine, pack: &pack, options, session, speaker, last: None, explain: args.explain, out };
+    let mut console = Console {
+        rt,
+        engine: &engine,
+        pack: &pack,
+        options,
+        session,
+        speaker,
+        last: None,
+        explain: args.explain,
+        out,
+        breaks: Breakpoints::none(),
+    };
     console.open();
     loop {
         let Some(line) = input.line("> ")? else {
@@ -143,6 +153,14 @@ struct Console<'a> {
     last: Option<TurnResult>,
     explain: bool,
     out: Out,
+    /// The breakpoints the designer set: every turn and resume is sent with them.
+    breaks: Breakpoints,
+}
+
+/// What a turn played in the terminal does: a new move, or going on with a held turn.
+enum Go {
+    Move(Value),
+    Resume(Breakpoints),
 }
 
 impl Console<'_> {
@@ -150,6 +168,7 @@ impl Console<'_> {
     fn line(&mut self, line: &str) -> Result<Flow> {
         match line {
             // An empty line goes on from a pause (the debate's next round); elsewhere it is nothing.
+            "" if self.session.held_turn().is_some() => self.held_hint(),
             "" if self.session.paused().is_some() => self.play(""),
             "" => {}
             "/quit" | "/exit" => return Ok(Flow::Quit),
@@ -172,6 +191,15 @@ impl Console<'_> {
                 None => println!("no turn yet"),
             },
             save if save.starts_with("/save") => self.save(save.trim_start_matches("/save").trim())?,
+            "/break" => self.show_breaks(),
+            set if set.starts_with("/break ") => self.toggle_break(set["/break ".len()..].trim()),
+            "/step" => self.step(),
+            "/continue" => match self.session.held_turn() {
+                Some(_) => self.go(Go::Resume(self.breaks.clone())),
+                None if self.session.paused().is_some() => self.play(""),
+                None => println!("nothing is paused: /break NODE, then a move, stops a turn there"),
+            },
+            set if set.starts_with("/set ") => self.set(set["/set ".len()..].trim()),
             "/new" => {
                 self.session = self.rt.block_on(self.engine.open(self.pack.name(), &self.options))?;
                 self.last = None;
@@ -223,9 +251,81 @@ impl Console<'_> {
         Ok(())
     }
 
+    /// `/break`: the breakpoints set.
+    fn show_breaks(&self) {
+        let mut set: Vec<String> = self.breaks.before.iter().map(|n| format!("before {n}")).collect();
+        set.extend(self.breaks.after.iter().map(|n| format!("after {n}")));
+        match set.is_empty() {
+            true => println!("no breakpoints (nodes: {})", self.pack.nodes().collect::<Vec<_>>().join(", ")),
+            false => println!("breakpoints: {}", set.join(", ")),
+        }
+    }
+
+    /// `/break [after] NODE`: sets a breakpoint before (or after) a node, or clears it when set.
+    fn toggle_break(&mut self, args: &str) {
+        let (after, node) = match args.strip_prefix("after ") {
+            Some(node) => (true, node.trim()),
+            None => (false, args.strip_prefix("before ").unwrap_or(args).trim()),
+        };
+        if !self.pack.nodes().any(|n| n == node) {
+            let nodes: Vec<&str> = self.pack.nodes().collect();
+            println!("{}", self.out.problem(&format!("! no node `{node}` (nodes: {})", nodes.join(", "))));
+            return;
+        }
+        let list = if after { &mut self.breaks.after } else { &mut self.breaks.before };
+        let place = if after { "after" } else { "before" };
+        match list.iter().position(|n| n == node) {
+            Some(i) => {
+                list.remove(i);
+                println!("breakpoint {place} {node} cleared");
+            }
+            None => {
+                list.push(node.to_owned());
+                println!("breakpoint {place} {node}: a turn stops there (/step, /continue go on)");
+            }
+        }
+    }
+
+    /// `/step`: the held turn goes on to its next node, and stops before it.
+    fn step(&mut self) {
+        if self.session.held_turn().is_none() {
+            println!("no turn is held: /break NODE, then a move, stops a turn there");
+            return;
+        }
+        self.go(Go::Resume(Breakpoints { step: true, ..self.breaks.clone() }));
+    }
+
+    /// `/set FIELD=VALUE`: sets a state field by hand (VALUE as JSON, else as text), between turns
+    /// or while a turn is held.
+    fn set(&mut self, args: &str) {
+        let Some((field, value)) = args.split_once('=') else {
+            println!("{}", self.out.problem("! /set FIELD=VALUE (VALUE as JSON: 95, true, \"text\"; else text)"));
+            return;
+        };
+        let (field, value) = (field.trim(), value.trim());
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+        let mut set = serde_json::Map::new();
+        set.insert(field.to_owned(), value.clone());
+        match self.rt.block_on(self.session.edit(set)) {
+            Ok(n) => println!("{field} = {value} (checkpoint {n}, an edit)"),
+            Err(e) => println!("{}", self.out.problem(&format!("! {}", e.detail()))),
+        }
+    }
+
+    /// What to type while a turn is held.
+    fn held_hint(&self) {
+        if let (Some(turn), Some(p)) = (self.session.held_turn(), self.session.paused()) {
+            println!("turn {turn} is held {p}: /step, /continue, /set FIELD=VALUE, /state");
+        }
+    }
+
     /// A move: a JSON map of input fields, or a line the pack reads (its `typed` script, or its
     /// one text field).
     fn play(&mut self, text: &str) {
+        if self.session.held_turn().is_some() {
+            self.held_hint();
+            return;
+        }
         let input = if text.starts_with('{') {
             super::parse_value(text)
         } else {
@@ -256,19 +356,26 @@ impl Console<'_> {
 
     /// Plays `input` as a turn and shows it.
     fn play_input(&mut self, input: Value) {
+        self.go(Go::Move(input))
+    }
+
+    /// Plays a move, or goes on with a held turn, held at the breakpoints set; shows the turn.
+    fn go(&mut self, what: Go) {
         let streams = !self.session.pack().streamed_nodes().is_empty();
         let stream = Arc::new(Mutex::new(Streaming { out: self.out, ..Streaming::default() }));
-        let result = if streams {
+        let sink = streams.then(|| {
             let sink_stream = stream.clone();
-            let sink: ruleweave::EventSink = Arc::new(move |e: &ruleweave::Event| {
+            Arc::new(move |e: &ruleweave::Event| {
                 sink_stream.lock().unwrap_or_else(|p| p.into_inner()).show(e);
-            });
-            let r = self.rt.block_on(self.session.turn_with_events(input, sink));
-            stream.lock().unwrap_or_else(|p| p.into_inner()).end();
-            r
-        } else {
-            self.rt.block_on(self.session.turn(input))
+            }) as ruleweave::EventSink
+        });
+        let result = match what {
+            Go::Move(input) => self.rt.block_on(self.session.turn_breaking(input, self.breaks.clone(), sink)),
+            Go::Resume(breaks) => self.rt.block_on(self.session.resume(None, breaks, sink)),
         };
+        if streams {
+            stream.lock().unwrap_or_else(|p| p.into_inner()).end();
+        }
         let streamed = std::mem::take(&mut *stream.lock().unwrap_or_else(|p| p.into_inner()));
         match result {
             Ok(r) => {
@@ -375,6 +482,17 @@ fn say(out: &Out, speaker: &str, text: &str) {
 /// A turn as a person sees it: the reply (unless it streamed just so), the warnings that did not
 /// stream, the status line, and the closing words of a finished session.
 fn show_turn(out: &Out, speaker: &str, r: &TurnResult, streamed: &Streaming) {
+    if let Some(p) = r.paused.as_ref().filter(|p| p.breakpoint) {
+        // The turn is under way: no reply yet, only where it stands.
+        let next = match (&p.before, p.next.is_empty()) {
+            (Some(_), _) => String::new(),
+            (None, true) => "; next: its end".to_owned(),
+            (None, false) => format!("; next: {}", p.next.join(", ")),
+        };
+        println!("{}", out.quiet(&format!("  ‖ turn {} held {p}{next}", r.turn)));
+        println!("{}", out.quiet("    /step, /continue, /set FIELD=VALUE, /state"));
+        return;
+    }
     let d = &r.display;
     let reply = d.reply.clone().unwrap_or_else(|| r.output.to_string());
     if streamed.speeches.is_empty() || squash(&streamed.text()) != squash(&reply) {
