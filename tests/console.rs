@@ -826,3 +826,93 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     assert!(squash(&status).contains(&format!("needs {value} on medium")), "{status}");
     b.screenshot("tune-4-next-turn").await;
 }
+
+/// Stepping in the console: a click on a node of the pack's graph sets a breakpoint there; the
+/// next move stops before it, the node marked and the turn said to be held, with the judge's score
+/// in the state and no reply yet; a field edited by hand at the pause is what the rest of the turn
+/// sees, and the checkpoints list the edit; Step runs one node, Continue the rest, and the
+/// captain's reply comes with the edited score in its status line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_designer_steps_through_a_turn_in_the_browser() {
+    let Some(exe) = chromium() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
+        return;
+    };
+    let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let server = start_with(root.path(), "memory", &[], &["--watch"]);
+    let mut b = Browser::launch(&exe).await;
+    b.size(1400, 1000).await;
+    b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
+    open_pack(&mut b, "pirate", json!({})).await;
+
+    // A click on the reply node, where a person clicks: a breakpoint, drawn on the node.
+    b.wait_for("document.querySelector(\"#graph [data-node='generate_response']\")").await;
+    b.eval("document.getElementById('graph-box').open = true").await;
+    mouse_click(&mut b, "#graph [data-node='generate_response']").await;
+    b.wait_for("document.getElementById('breaks').textContent == 'a turn stops before: generate_response'").await;
+    let marked = "document.querySelector(\"#graph [data-node='generate_response']\").classList";
+    assert_eq!(b.eval(&format!("{marked}.contains('break')")).await, json!(true));
+
+    b.type_move("Ahoy, captain! I bring rum from the harbour master.").await;
+    b.wait_for("!document.getElementById('held').hidden").await;
+    assert_eq!(b.text("#held-at").await, "Turn 1 held before generate_response");
+    assert_eq!(b.text("#conversation .msg.held-note").await, "‖ turn 1 held before generate_response");
+    assert_eq!(b.eval(&format!("{marked}.contains('held')")).await, json!(true));
+    let score = b.text("#state tr:has([data-field='merit_score']) td:nth-child(2)").await;
+    assert!(score.starts_with(|c: char| c.is_ascii_digit()), "the judge's score is in: {score}");
+    assert_eq!(b.text("#state tr:has([data-field='pirate_response']) td:nth-child(2)").await, "edit", "no reply yet");
+    assert_eq!(b.eval("document.querySelectorAll('#conversation .msg.game').length").await, json!(0));
+    assert_eq!(
+        b.text("#breakdown .route").await,
+        "route: START › intake › merit_check ‖ held before generate_response"
+    );
+    looked_at(&mut b, "7-stepping-held").await;
+
+    // The score set by hand at the pause: the state shows it, the checkpoints list the edit.
+    b.click("#state button.edit[data-field='merit_score']").await;
+    b.eval(
+        "{ const i = document.querySelector('#state input.value'); i.value = '95';
+           i.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true})) }",
+    )
+    .await;
+    b.wait_for(
+        "document.querySelector(\"#state tr:has([data-field='merit_score']) td:nth-child(2)\").textContent == '95edit'",
+    )
+    .await;
+    b.wait_for("document.querySelector('#checkpoints .checkpoint.edit')").await;
+    assert_eq!(b.text("#checkpoints .checkpoint.edit").await, "#2 edit · set by hand ");
+    assert!(b.text("#checkpoints .checkpoint.break").await.starts_with("#1 turn 1 (held) · intake › merit_check"));
+
+    // Step: the reply node runs, the turn is held before the next one.
+    b.click("#step").await;
+    b.wait_for("document.getElementById('held-at').textContent == 'Turn 1 held before validate_response'").await;
+    let reply = b.text("#state tr:has([data-field='pirate_response']) td:nth-child(2)").await;
+    assert!(reply.len() > "edit".len(), "the captain's words are in the state: {reply}");
+    // Continue: the rest of the turn, and the reply as a player reads it.
+    b.click("#continue").await;
+    let (said, status) = last_game_message(&mut b, 1).await;
+    assert!(!said.is_empty());
+    assert!(status.starts_with("merit 95/100, needs 60 on medium"), "the rest of the turn saw the edit: {status}");
+    assert_eq!(b.eval("document.getElementById('held').hidden").await, json!(true));
+    assert_eq!(b.eval(&format!("{marked}.contains('held')")).await, json!(false));
+    let route = "route: START › intake › merit_check › generate_response › validate_response › END";
+    assert_eq!(b.text("#breakdown .route").await, route, "the turn's route whole, its held parts too");
+    looked_at(&mut b, "8-stepping-continued").await;
+}
+
+/// Clicks the middle of the element `selector` with the mouse (DevTools' input events), as a
+/// person does: an SVG node has no `click()` of its own.
+async fn mouse_click(b: &mut Browser, selector: &str) {
+    let at = b
+        .eval(&format!(
+            "(() => {{ const e = document.querySelector({selector:?}); e.scrollIntoView({{block: 'center'}});
+               const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()"
+        ))
+        .await;
+    let (x, y) = (at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
+    for kind in ["mousePressed", "mouseReleased"] {
+        b.call("Input.dispatchMouseEvent", json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}))
+            .await;
+    }
+}
