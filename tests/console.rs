@@ -899,6 +899,34 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     let route = "route: START › intake › merit_check › generate_response › validate_response › END";
     assert_eq!(b.text("#breakdown .route").await, route, "the turn's route whole, its held parts too");
     looked_at(&mut b, "8-stepping-continued").await;
+
+    // A rule changes on disk (medium now needs 99): the console plays the session's moves again
+    // on it (the edit at the pause too), shows the first turn that comes out differently, and
+    // goes on from what the new rules make of it.
+    b.wait_for("document.getElementById('reloads').textContent.includes('watching')").await;
+    let manifest = root.path().join("config/pirate.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replacen("medium: 60", "medium: 99", 1)).unwrap();
+    b.wait_for_within("document.querySelector('#replay .ff-first')", 60).await;
+    assert_eq!(b.text("#replay h2").await.split(" on version").next().unwrap(), "Fast-forward");
+    assert_eq!(b.text("#replay .ff-first").await, "turn 1 is the first that comes out differently (1 of 1 changed):");
+    let changes = b.text("#replay .ff-changes").await;
+    assert!(changes.contains("is_wontruefalse"), "the captain keeps his treasure now: {changes}");
+    assert!(changes.contains("outcomewon_score"), "{changes}");
+    b.click("#ff-go").await;
+    b.wait_for("document.querySelector('#replay .ff-went')").await;
+    assert!(b.text("#replay .ff-went").await.ends_with("(checkpoint #5, an edit)"));
+    assert_eq!(b.text("#state tr:has([data-field='is_won']) td:nth-child(2)").await, "false");
+    looked_at(&mut b, "9-fast-forward").await;
+    // The session goes on live, on the rules just saved, without retyping (the breakpoint
+    // cleared with a second click).
+    mouse_click(&mut b, "#graph [data-node='generate_response']").await;
+    b.wait_for("document.getElementById('breaks').textContent == ''").await;
+    b.type_move("The harbour master sends his regards, captain.").await;
+    b.wait_for("document.querySelector(\"#conversation .msg.game[data-turn='2'] .status\") || !document.getElementById('problem').hidden").await;
+    assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
+    let (_, status) = last_game_message(&mut b, 2).await;
+    assert!(status.contains("needs 99 on medium"), "{status}");
 }
 
 /// Clicks the middle of the element `selector` with the mouse (DevTools' input events), as a

@@ -231,6 +231,10 @@ pub enum Fallback {
     Standin,
     /// These (a real provider and search engine, for `--live`).
     Live(Arc<dyn Provider>, SearchChoice),
+    /// The models and search the pack plays on in the engine replaying it (the stand-in on a
+    /// stand-in server), asked as `Live` asks: for what the recording lacks, and where a prompt
+    /// changed.
+    Serving,
 }
 
 impl Recording {
@@ -448,6 +452,7 @@ impl Replayer {
                 };
                 (Some(p), search, true)
             }
+            Fallback::Serving => (Some(engine.provider_for(&current)), engine.rt().search_for(&current), true),
         };
         let recorded = Arc::new(Recorded { script: Mutex::default(), model, search, live });
         // The serving engine's packs: the version serving now, not a reload from disk.

@@ -658,6 +658,19 @@ impl Session {
             ));
         };
         self.refresh().await?;
+        // Between turns, an edit moves the session onto the pack's newest version first, as a
+        // turn would (the edit is checked against the fields it has now); a held turn stays on
+        // the version it started on.
+        let moved = if self.held().is_none() { self.upgrade() } else { None };
+        let edited = self.record_edit(set).await;
+        if edited.is_err() {
+            self.restore_version(moved);
+        }
+        edited
+    }
+
+    async fn record_edit(&mut self, set: serde_json::Map<String, Json>) -> Result<u64> {
+        self.rt.record_schema(&self.pack).await?;
         let set = self.pack.schema.checked_edit(&set)?;
         let mut state = self.state.clone();
         state = crate::state::copy(&state)?;
@@ -671,7 +684,10 @@ impl Session {
             pack_version: self.pack.version.clone(),
             input: None,
             updates: vec![("edit".to_owned(), Updates(Arc::new(set)))],
-            snapshot: None,
+            // The state that moved onto a new version is kept whole here (a load starts from it),
+            // unless a pause the next turn goes on from must be read from the checkpoint before.
+            snapshot: (self.snapshot_due && self.pending.is_none() && self.paused.is_none())
+                .then(|| value::to_json(&state)),
             exchanges: Arc::new(Vec::new()),
             resume: None,
             finished: self.held().is_none() && self.pack.is_finished(&state),
@@ -679,6 +695,7 @@ impl Session {
             bumps: Vec::new(),
         };
         self.rt.store.append(&self.id, &edit).await?;
+        self.snapshot_due &= edit.snapshot.is_none();
         self.state = state;
         self.seq = edit.seq;
         self.at = now;

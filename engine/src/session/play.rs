@@ -190,7 +190,7 @@ impl Session {
     }
 
     /// After a failed turn, the session stays where it was, on the version it was on.
-    fn restore_version(&mut self, before: Option<(Arc<Pack>, Dynamic)>) {
+    pub(super) fn restore_version(&mut self, before: Option<(Arc<Pack>, Dynamic)>) {
         if let Some((pack, state)) = before {
             self.pack = pack;
             self.state = state;
@@ -223,7 +223,7 @@ impl Session {
     /// if it has one, sees the old state and sets what it returns. Returns the version and state
     /// the session leaves, to put back if the turn fails. A `migrate` that fails keeps the session
     /// on its version (logged), so a broken migration never breaks a game.
-    fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
+    pub(super) fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
         let current = self.rt.packs.current(&self.pack.name)?;
         if Arc::ptr_eq(&current, &self.pack) || current.version == self.pack.version {
             return None;

@@ -206,6 +206,11 @@ impl Schema {
             if !field.ty.admits(&value) {
                 return Err(Error::input(format!("`{name}` is {}, not {}", field.ty.a(), value::type_of(&value))));
             }
+            // `95` typed for a float field is 95.0: the field keeps its type.
+            let value = match value.as_int() {
+                Ok(n) if field.ty == TypeName::Float => Dynamic::from_float(n as rhai::FLOAT),
+                _ => value,
+            };
             out.insert(name.as_str().into(), value);
         }
         Ok(out)

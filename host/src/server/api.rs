@@ -16,7 +16,7 @@ use super::body::{
     PackGraph, PackList, PostedBody, ReplayBody, SessionBody, SessionPage, StreamError, StreamErrorDetail, TurnBody,
 };
 use super::error::{ApiResult, Code};
-use super::extract::{Body, PackName, SessionId};
+use super::extract::{Body, MaybeBody, PackName, SessionId};
 use super::turns::{self, Move, Played, on_pack_thread, on_turn_thread};
 use super::{ApiError, Shared, sse};
 
@@ -370,27 +370,47 @@ pub(super) async fn conversation(
     Ok(Json(ConversationBody { id, turns }))
 }
 
+/// How a replay answers the calls its recording cannot.
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ReplayHow {
+    /// Ask the models the pack plays on (the stand-in on a stand-in server) for a call whose
+    /// prompt changed or that the recording lacks; otherwise such a call fails, as it would for
+    /// real, and is noted.
+    #[serde(default)]
+    live: bool,
+}
+
 /// `POST /v1/sessions/{id}/replay`: the session played again on its pack as it is now, with the
-/// recorded model and search answers; what changed, turn by turn (a call the recording cannot
-/// answer fails, as it would for real, and is noted).
-#[utoipa::path(post, path = "/v1/sessions/{id}/replay", operation_id = "replaySession", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
+/// recorded model and search answers; what changed, turn by turn, and the state it came to.
+#[utoipa::path(post, path = "/v1/sessions/{id}/replay", operation_id = "replaySession", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body(content = Option<ReplayHow>, description = "How calls the recording cannot answer are answered; no body: they fail"), responses(
     (status = 200, description = "What changed, turn by turn", body = ReplayBody),
-    (status = 400, description = "An id that is no id", body = ErrorBody),
+    (status = 400, description = "An id that is no id; a body that is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
+    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
+    (status = 422, description = "A body of the wrong shape", body = ErrorBody),
     (status = 500, description = "The replay failed", body = ErrorBody),
 ))]
-pub(super) async fn replay(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<ReplayBody>> {
+pub(super) async fn replay(
+    State(s): State<Shared>,
+    SessionId(id): SessionId,
+    MaybeBody(how): MaybeBody<ReplayHow>,
+) -> ApiResult<Json<ReplayBody>> {
+    use ruleweave::replay::{Fallback, Recording, Replayer};
     // Every turn of the session played again: pack work, on the pack's slots, off the workers.
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
     let body = on_pack_thread(&s, &pack, move || async move {
-        let rec = ruleweave::replay::Recording::from_store(&engine, &id).await?;
-        let replayer = ruleweave::replay::Replayer::new(&engine, &rec.pack, ruleweave::replay::Fallback::Fail)?;
-        let diffs = replayer.replay(&rec).await?;
+        let rec = Recording::from_store(&engine, &id).await?;
+        let fallback = if how.live { Fallback::Serving } else { Fallback::Fail };
+        let diffs = Replayer::new(&engine, &rec.pack, fallback)?.replay(&rec).await?;
         let changed = diffs.iter().filter(|d| !d.is_same()).count();
-        let summaries: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
-        Ok(ReplayBody { id, pack: rec.pack, changed, turns: diffs, summary: summaries })
+        let summary: Vec<String> = diffs.iter().map(|d| d.summary()).collect();
+        let state = diffs.last().filter(|d| d.error.is_none()).map(|d| d.state.clone());
+        let first_changed = diffs.iter().find(|d| !d.is_same()).map(|d| d.turn);
+        Ok(ReplayBody { id, pack: rec.pack, changed, turns: diffs, summary, first_changed, state })
     })
     .await?;
     Ok(Json(body))

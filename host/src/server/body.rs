@@ -198,6 +198,14 @@ pub(super) struct ReplayBody {
     pub turns: Vec<TurnDiff>,
     /// Each turn's differences in a line.
     pub summary: Vec<String>,
+    /// The first turn that came out differently, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_changed: Option<u64>,
+    /// The state after the last turn replayed (absent when there is none): what the rules as
+    /// they are now make of the session's moves, to go on from (`PATCH .../state`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub state: Option<Value>,
 }
 
 /// A lobby post's outcome: `POST /v1/sessions/{id}/inputs`.
