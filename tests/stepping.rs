@@ -3,6 +3,10 @@
 //! checkpoint of kind `edit` the rest of the turn sees; the pause survives a restart (SQLite) and
 //! the other replica goes on with it (PostgreSQL); a fork with a patch leaves the original's
 //! history as it was; bad requests are refused by name and change nothing.
+//!
+//! The model server's replies are queued once the servers listen: a server finishes other
+//! sessions' interrupted turns as it starts (a shared test database has some), and those calls
+//! would take them. Only the calls that mention this test's move are counted.
 
 use std::sync::Arc;
 
@@ -39,12 +43,13 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     let turns = format!("{a}/v1/sessions/{id}/turns");
 
     // Bad breakpoints are refused by name before anything runs.
-    let (status, body) = post(&turns, json!({"input": "Ahoy!", "break": {"before": ["generate_respons"]}})).await;
+    let (status, body) = post(&turns, json!({"input": MOVE, "break": {"before": ["generate_respons"]}})).await;
     assert_eq!(status, 422, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("(did you mean `generate_response`?)"), "{body}");
-    assert!(mock.seen().is_empty(), "nothing ran");
+    assert_eq!(kinds(a, &id).await, ["start"], "nothing ran");
+    assert!(ours(mock).is_empty());
 
-    let (status, held) = post(&turns, json!({"input": "Ahoy!", "break": {"before": ["generate_response"]}})).await;
+    let (status, held) = post(&turns, json!({"input": MOVE, "break": {"before": ["generate_response"]}})).await;
     assert_eq!(status, 200, "{held}");
     assert_eq!(
         held["paused"],
@@ -52,7 +57,7 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     );
     assert_eq!((&held["turn"], &held["state"]["merit_score"]), (&json!(1), &json!(30)), "the judge's score is in");
     assert_eq!(held["state"]["pirate_response"], "", "no reply yet");
-    assert_eq!(mock.seen().len(), 1, "only the judge was asked");
+    assert_eq!(ours(mock), ["judge"], "only the judge was asked");
 
     // A new turn waits for this one; nothing else is paused to resume once it is done.
     let (status, busy) = post(&turns, json!({"input": "again"})).await;
@@ -104,18 +109,26 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     assert_eq!(get(&format!("{b}/v1/sessions/{id}/checkpoints")).await, before, "the original is untouched");
 }
 
-fn mock() -> MockLlm {
-    let mock = MockLlm::start();
+/// This test's move (its requests to the model server are told apart by it).
+const MOVE: &str = "Ahoy! A stepping test's move.";
+
+/// The kinds of the model calls that mention this test's move, in order.
+fn ours(mock: &MockLlm) -> Vec<&'static str> {
+    mock.seen().into_iter().filter(|s| s.body.to_string().contains("stepping test")).map(|s| s.kind).collect()
+}
+
+/// The replies of one stepped turn: the judge's 30, the captain's refusal.
+fn queue(mock: &MockLlm) {
     mock.judge(judged(30)).chat(Reply::Content("Arrr, never.".into()));
-    mock
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_turn_survives_a_restart_on_sqlite() {
-    let mock = mock();
+    let mock = MockLlm::start();
     let db = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", db.path().join("s.db").display());
     let first = serve(&store, &mock);
+    queue(&mock);
     let url = first.url.clone();
     let mut slot = Some(first);
     let restarted = std::cell::RefCell::new(None);
@@ -138,8 +151,9 @@ async fn a_held_turn_survives_a_restart_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_other_replica_goes_on_with_a_held_turn() {
     let Some(pg) = crate::support::postgres() else { return };
-    let mock = mock();
+    let mock = MockLlm::start();
     let (a, b) = (serve(&pg, &mock), serve(&pg, &mock));
+    queue(&mock);
     held_edited_resumed(&a.url, async || b.url.clone(), &mock).await;
 }
 
@@ -149,18 +163,18 @@ async fn the_other_replica_goes_on_with_a_held_turn() {
 async fn an_edit_while_a_turn_plays_is_refused() {
     let gate = Arc::new(tokio::sync::Notify::new());
     let mock = MockLlm::start();
-    mock.judge(Reply::Gated(gate.clone(), Box::new(judged(30)))).chat(Reply::Content("Arr.".into()));
     let db = tempfile::tempdir().unwrap();
     let sqlite = format!("sqlite://{}", db.path().join("s.db").display());
     let store = crate::support::postgres().unwrap_or(sqlite);
     let a = serve(&store, &mock);
     let b = store.starts_with("postgres").then(|| serve(&store, &mock));
+    mock.judge(Reply::Gated(gate.clone(), Box::new(judged(30)))).chat(Reply::Content("Arr.".into()));
     let replicas: Vec<&str> = std::iter::once(&a).chain(&b).map(|p| p.url.as_str()).collect();
     let (_, created) = post(&format!("{}/v1/sessions", a.url), json!({"pack": "pirate"})).await;
     let id = created["id"].as_str().unwrap().to_owned();
     let turns = format!("{}/v1/sessions/{id}/turns", a.url);
-    let turn = tokio::spawn(async move { post(&turns, json!({"input": "Ahoy!"})).await });
-    mock.wait_seen(1).await;
+    let turn = tokio::spawn(async move { post(&turns, json!({"input": MOVE})).await });
+    mock.wait_seen_with("stepping test").await;
     for url in replicas {
         let (status, body) = patch(&format!("{url}/v1/sessions/{id}/state"), json!({"set": {"merit_score": 1}})).await;
         assert_eq!(status, 409, "{url}: {body}");

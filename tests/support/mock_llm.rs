@@ -172,6 +172,16 @@ impl MockLlm {
         assert!(reached.is_ok_and(|r| r.is_ok()), "the model server never saw {n} requests");
     }
 
+    /// Waits (at most 30 s) until a request whose body mentions `text` has arrived: a test's own
+    /// call among others a server makes (finishing another session's turn as it starts).
+    pub async fn wait_seen_with(&self, text: &str) {
+        let mut count = self.inner.lock().unwrap().count.subscribe();
+        let inner = self.inner.clone();
+        let seen = |_: &usize| inner.lock().unwrap().seen.iter().any(|s| s.body.to_string().contains(text));
+        let reached = tokio::time::timeout(Duration::from_secs(30), count.wait_for(seen)).await;
+        assert!(reached.is_ok_and(|r| r.is_ok()), "the model server never saw a request with {text:?}");
+    }
+
     /// The requests of one kind (`judge` or `chat`).
     pub fn seen_kind(&self, kind: &str) -> Vec<Value> {
         self.seen().into_iter().filter(|s| s.kind == kind).map(|s| s.body).collect()
