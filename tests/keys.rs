@@ -58,6 +58,8 @@ fn session_routes() -> Vec<(Method, &'static str, Option<Value>)> {
         (Method::GET, "/conversation", None),
         (Method::POST, "/fork", Some(json!({"checkpoint": 0}))),
         (Method::POST, "/replay", None),
+        (Method::POST, "/resume", Some(json!({}))),
+        (Method::PATCH, "/state", Some(json!({"set": {"merit_score": 1}}))),
         (Method::GET, "/events", None),
         (Method::POST, "/inputs", Some(json!({"player": "ana", "input": {"answer": "have"}}))),
         (Method::DELETE, "", None),
@@ -115,6 +117,15 @@ async fn two_clients_cannot_reach_each_others_sessions() {
     let (status, turn) =
         call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, Some(json!({"input": "Ahoy!"}))).await;
     assert_eq!(status, StatusCode::OK, "{turn}");
+    // It steps and edits its own session too.
+    let stepped = Some(json!({"input": "Again!", "break": {"after": ["merit_check"]}}));
+    let (status, held) = call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, stepped).await;
+    assert_eq!((status, &held["paused"]["after"]), (StatusCode::OK, &json!("merit_check")), "{held}");
+    let set = Some(json!({"set": {"merit_score": 1}}));
+    let (status, edited) = call(Method::PATCH, &format!("{base}/v1/sessions/{a}/state"), &a_key, set).await;
+    assert_eq!((status, &edited["state"]["merit_score"]), (StatusCode::OK, &json!(1)), "{edited}");
+    let (status, done) = call(Method::POST, &format!("{base}/v1/sessions/{a}/resume"), &a_key, None).await;
+    assert_eq!((status, &done["turn"]), (StatusCode::OK, &json!(2)), "{done}");
     assert_eq!(call(Method::GET, &format!("{base}/v1/packs"), &a_key, None).await.0, StatusCode::OK);
     for (method, path) in [(Method::GET, "/metrics"), (Method::GET, "/v1/keys"), (Method::POST, "/v1/sessions")] {
         let (status, body) =

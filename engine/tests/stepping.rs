@@ -209,3 +209,27 @@ async fn a_session_with_edits_replays_to_the_same_state_every_time() {
         assert_eq!(diffs.last().unwrap().state, recorded);
     }
 }
+
+#[tokio::test]
+async fn resume_at_a_pause_point_of_the_pack_plays_the_next_turn() {
+    let root = support::write_root(&[
+        (
+            "config/two.yaml",
+            &TWO_STEPS
+                .replace("text: {type: string, required: true}", "text: {type: string}")
+                .replace("    - b -> END\n", "    - b -> END\n  pause_after:\n    a: 'true'\n"),
+        ),
+        ("scripts/two/two.rhai", "fn a() { #{ n: 1, log: \"a\" } }\nfn b() { #{ log: \"b:\" + input().text } }"),
+    ]);
+    let e = Engine::builder(root.path()).build();
+    let mut s = e.open("two", &Default::default()).await.unwrap();
+    let r = s.turn(json!({"text": "go"})).await.unwrap();
+    let p = r.paused.unwrap();
+    assert_eq!((p.after.as_deref(), p.breakpoint), (Some("a"), false));
+    // The pack's own pause: resume plays the next turn, from where it paused, as an empty line.
+    let next = s.resume(None, Breakpoints::none(), None).await.unwrap();
+    assert_eq!((next.turn, next.paused.clone()), (2, None));
+    assert_eq!(s.state(), json!({"n": 1, "log": ["a", "b:"]}));
+    let nothing = s.resume(None, Breakpoints::none(), None).await.unwrap_err();
+    assert_eq!(nothing.kind(), ErrorKind::Conflict);
+}
