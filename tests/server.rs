@@ -66,7 +66,7 @@ async fn the_whole_api(store: Arc<dyn Store>) {
             .await;
     assert_eq!(status, StatusCode::OK, "{turn}");
     let keys: Vec<&str> = turn.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["display", "output", "state", "turn"]);
+    assert_eq!(keys, ["checkpoint", "display", "output", "state", "turn"]);
     assert_eq!(turn["display"]["reply"], turn["output"]["pirate_response"]);
     assert_eq!(turn["turn"], 1);
     assert!(turn["output"]["pirate_response"].as_str().unwrap().len() > 10);

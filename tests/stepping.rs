@@ -53,8 +53,10 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     assert_eq!(status, 200, "{held}");
     assert_eq!(
         held["paused"],
-        json!({"before": "generate_response", "next": ["generate_response"], "breakpoint": true})
+        json!({"before": "generate_response", "next": ["generate_response"]}),
+        "exactly where, as a pause point says it"
     );
+    assert_eq!(held["held"], true);
     assert_eq!((&held["turn"], &held["state"]["merit_score"]), (&json!(1), &json!(30)), "the judge's score is in");
     assert_eq!(held["state"]["pirate_response"], "", "no reply yet");
     assert_eq!(ours(mock), ["judge"], "only the judge was asked");
@@ -67,7 +69,7 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     let b = b().await;
     let state = format!("{b}/v1/sessions/{id}/state");
     let shown = get(&format!("{b}/v1/sessions/{id}")).await;
-    assert_eq!(shown["paused"]["before"], "generate_response", "{shown}");
+    assert_eq!((&shown["paused"]["before"], &shown["held"]), (&json!("generate_response"), &json!(true)), "{shown}");
     for (bad, says) in [
         (json!({"set": {"merit_scor": 95}}), "`merit_scor` is not a state field (did you mean `merit_score`?)"),
         (json!({"set": {"merit_score": 95, "is_won": "yes"}}), "`is_won` is a bool, not a string"),

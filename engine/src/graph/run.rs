@@ -63,9 +63,10 @@ pub(crate) struct Breaks {
 }
 
 impl Breaks {
-    /// The breakpoints named by node (each name checked against the graph: an unknown one is
-    /// an input error naming it, with the nearest node's name).
-    pub(crate) fn of(g: &super::Graph, breaks: &crate::session::Breakpoints) -> Result<Breaks> {
+    /// The breakpoints named by node, before and after, and whether to hold after one step (each
+    /// name checked against the graph: an unknown one is an input error naming it, with the
+    /// nearest node's name).
+    pub(crate) fn of(g: &super::Graph, before: &[String], after: &[String], step: bool) -> Result<Breaks> {
         let ids = |names: &[String]| -> Result<Vec<usize>> {
             names
                 .iter()
@@ -83,7 +84,7 @@ impl Breaks {
                 })
                 .collect()
         };
-        Ok(Breaks { before: ids(&breaks.before)?, after: ids(&breaks.after)?, step: breaks.step })
+        Ok(Breaks { before: ids(before)?, after: ids(after)?, step })
     }
 }
 

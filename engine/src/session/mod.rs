@@ -84,8 +84,11 @@ pub struct PausedAt {
     pub after: Option<String>,
     /// The nodes that run next.
     pub next: Vec<String>,
-    /// A breakpoint holds the turn: resume it (a new turn is refused until then).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// A breakpoint holds the turn: resume it (a new turn is refused until then). Not part of
+    /// the JSON `paused` (`{"before"|"after", "next"}`): the HTTP API says it as `"held": true`
+    /// beside it.
+    #[serde(skip)]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
     pub breakpoint: bool,
 }
 

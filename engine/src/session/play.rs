@@ -102,7 +102,7 @@ impl Session {
                 "a turn held at a breakpoint goes on with the input it was given; resume it without one",
             ));
         }
-        let breaks = Breaks::of(&self.pack.graph, &breaks)?;
+        let breaks = Breaks::of(&self.pack.graph, &breaks.before, &breaks.after, breaks.step)?;
         let held = self.pending.take().expect("held above");
         let result = caught(std::pin::pin!(async {
             let checked = self.pack.check_input(&held.input)?;
@@ -139,7 +139,7 @@ impl Session {
         if let Some(held) = self.held() {
             return Err(held_error(&self.id, held));
         }
-        let breaks = Breaks::of(&self.pack.graph, &breaks)?;
+        let breaks = Breaks::of(&self.pack.graph, &breaks.before, &breaks.after, breaks.step)?;
         self.run_locked_with(input, live, breaks).await
     }
 

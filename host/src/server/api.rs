@@ -322,6 +322,7 @@ async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody
         finished: session.is_finished(),
         lobby: session.lobby().await?,
         paused: session.paused(),
+        held: session.held_turn().is_some(),
         display: session.view(),
         lobby_problem: None,
     })
@@ -522,7 +523,16 @@ pub(super) async fn answer_turn(
 /// (`{after, next}`) when the turn stopped at a pause point of the pack.
 fn turn_body(played: Played) -> TurnBody {
     let Played { result: r, state } = played;
-    TurnBody { turn: r.turn, output: r.output, state, display: r.display, paused: r.paused, checkpoint: r.checkpoint }
+    let held = r.paused.as_ref().is_some_and(|p| p.breakpoint);
+    TurnBody {
+        turn: r.turn,
+        output: r.output,
+        state,
+        display: r.display,
+        paused: r.paused,
+        held,
+        checkpoint: r.checkpoint,
+    }
 }
 
 /// A player's post to a lobby round: an answer, joining or leaving.

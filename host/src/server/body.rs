@@ -127,8 +127,12 @@ pub(super) struct SessionBody {
     pub finished: bool,
     /// Where its lobby round stands (`null` for a pack without a lobby).
     pub lobby: Option<LobbyStatus>,
-    /// Where its last turn paused (`null` when it did not).
+    /// Where its last turn paused, or where a breakpoint holds its turn under way (`null` when
+    /// neither).
     pub paused: Option<PausedAt>,
+    /// A breakpoint holds its turn under way (`paused` says where): `POST .../resume` goes on.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
     /// What a person sees.
     pub display: View,
     /// Why the server could not close its lobby round at its timeout, while that lasts.
@@ -149,10 +153,12 @@ pub(super) struct TurnBody {
     pub state: Value,
     /// What a person sees after it.
     pub display: View,
-    /// Where it stopped: at a pause point of the pack, or (`breakpoint`) held at a breakpoint
-    /// until `POST /v1/sessions/{id}/resume`.
+    /// Where it stopped: at a pause point of the pack, or (with `held`) at a breakpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paused: Option<PausedAt>,
+    /// A breakpoint holds the turn where `paused` says, until `POST /v1/sessions/{id}/resume`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
     /// The checkpoint that recorded it (held at a breakpoint: the one that holds it).
     pub checkpoint: u64,
 }
