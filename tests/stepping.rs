@@ -86,12 +86,32 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     assert_eq!((&edited["checkpoint"], &edited["state"]["merit_score"]), (&json!(2), &json!(95)));
     assert_eq!(kinds(&b, &id).await, ["start", "break", "edit"]);
 
+    // One step, streamed: the reply node's events, then the pause, then the result.
+    let streamed = http()
+        .post(format!("{b}/v1/sessions/{id}/resume"))
+        .header("Accept", "text/event-stream")
+        .json(&json!({"break": {"step": true}}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<&str> = streamed.lines().filter_map(|l| l.strip_prefix("event: ")).collect();
+    assert_eq!(events.first(), Some(&"node_started"), "{streamed}");
+    assert_eq!(events[events.len() - 2..], ["paused", "result"], "{streamed}");
+    let paused = streamed.lines().skip_while(|l| *l != "event: paused").nth(1).unwrap();
+    let paused: Value = serde_json::from_str(paused.trim_start_matches("data: ")).unwrap();
+    let want =
+        json!({"type": "paused", "before": "validate_response", "next": ["validate_response"], "breakpoint": true});
+    assert_eq!(paused, want);
+
     let (status, done) = post(&format!("{b}/v1/sessions/{id}/resume"), json!({})).await;
     assert_eq!(status, 200, "{done}");
     assert!(done.get("paused").is_none(), "{done}");
     assert_eq!((&done["turn"], &done["output"]["merit_score"]), (&json!(1), &json!(95)), "the rest saw the edit");
     assert_eq!(done["output"]["pirate_response"], "Arrr, never.");
-    assert_eq!(kinds(&b, &id).await, ["start", "break", "edit", "turn"]);
+    assert_eq!(kinds(&b, &id).await, ["start", "break", "edit", "break", "turn"]);
     let (status, nothing) = post(&format!("{b}/v1/sessions/{id}/resume"), json!({})).await;
     assert_eq!(status, 409, "{nothing}");
     assert!(nothing["error"]["message"].as_str().unwrap().contains("is not paused"), "{nothing}");
@@ -99,14 +119,14 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     // A fork from turn 1 with a patch; the original's checkpoints stay as they were.
     let before = get(&format!("{b}/v1/sessions/{id}/checkpoints")).await;
     let fork = format!("{b}/v1/sessions/{id}/fork");
-    let (status, forked) = post(&fork, json!({"checkpoint": 3, "set": {"merit_score": 7}})).await;
+    let (status, forked) = post(&fork, json!({"checkpoint": 4, "set": {"merit_score": 7}})).await;
     assert_eq!(status, 201, "{forked}");
     assert_eq!(forked["state"]["merit_score"], 7);
     assert_ne!(forked["id"], json!(id));
     let (status, refused) = post(&fork, json!({"checkpoint": 1, "set": {"merit_score": 7}})).await;
     assert_eq!(status, 422, "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("in the middle of a turn"), "{refused}");
-    let (status, refused) = post(&fork, json!({"checkpoint": 3, "set": {"nope": 1}})).await;
+    let (status, refused) = post(&fork, json!({"checkpoint": 4, "set": {"nope": 1}})).await;
     assert_eq!(status, 422, "{refused}");
     assert_eq!(get(&format!("{b}/v1/sessions/{id}/checkpoints")).await, before, "the original is untouched");
 }

@@ -208,6 +208,21 @@ async fn a_session_with_edits_replays_to_the_same_state_every_time() {
         assert!(diffs.iter().all(|d| d.is_same()), "{diffs:?}");
         assert_eq!(diffs.last().unwrap().state, recorded);
     }
+
+    // A fork with a patch, played on and edited: its replay starts from the patched state.
+    let set = json!({"merit_score": 44}).as_object().unwrap().clone();
+    let mut fork = e.fork_with(s.id(), 1, set).await.unwrap();
+    fork.turn(json!({"message": MOVES[1]})).await.unwrap();
+    fork.edit(json!({"outcome": "by hand"}).as_object().unwrap().clone()).await.unwrap();
+    fork.turn(json!({"message": MOVES[2]})).await.unwrap();
+    let forked = fork.state();
+    let rec = Recording::from_store(&e, fork.id()).await.unwrap();
+    assert_eq!(rec.base.as_ref().unwrap().state["merit_score"], 44);
+    for _ in 0..2 {
+        let diffs = replayer.replay(&rec).await.unwrap();
+        assert!(diffs.iter().all(|d| d.is_same()), "{diffs:?}");
+        assert_eq!(diffs.last().unwrap().state, forked);
+    }
 }
 
 #[tokio::test]
