@@ -688,6 +688,7 @@ async fn a_stored_decision_moves_to_the_design_names() {
         finished_at: None,
         created_at: 1_000,
         updated_at: 1_000,
+        lobby: false,
         parent: None,
     };
     let start = Checkpoint {

@@ -393,3 +393,48 @@ async fn checkpoints_record_the_pack_version_and_model_exchanges() {
     assert_eq!(x[0].request.profile, "judge");
     assert!(x[1].response.as_ref().unwrap().content.len() > 10);
 }
+
+/// The pages of SQLite's log the turns of one pirate session write, by what owns each
+/// (`dbstat`'s name: a table or an index), with the number of turns: what a durable turn costs
+/// the store, page by page.
+async fn wal_pages_of_pirate_turns(turns: usize) -> Vec<String> {
+    let db = tempfile::tempdir().unwrap();
+    let path = db.path().join("wal.db");
+    let store = store::open(&format!("sqlite://{}", path.display())).await.unwrap();
+    let canned = support::Canned::new();
+    let e = Engine::builder(support::repo_root()).provider(canned.clone()).store(store).build();
+    let mut s = e.open("pirate", &Default::default()).await.unwrap();
+    for _ in 0..3 {
+        canned.reply("judge", support::judged(20)).reply("pirate", "Arrr, no.");
+        s.turn(json!({"message": "Ahoy, a warm-up move."})).await.unwrap();
+    }
+    // A checkpoint of everything: the next commit starts the log over, from its first frame.
+    let reader = rusqlite::Connection::open(&path).unwrap();
+    reader.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").unwrap();
+    for i in 0..turns {
+        canned.reply("judge", support::judged(20)).reply("pirate", "Arrr, no, not for such a tale.");
+        s.turn(json!({"message": format!("Ahoy, captain, move {i}: I bring rum and a map.")})).await.unwrap();
+    }
+    let frames: i64 = reader.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1)).unwrap();
+    // Each frame: a 24-byte header whose first four bytes are the page's number, then the page.
+    let wal = std::fs::read(path.with_extension("db-wal")).unwrap();
+    let page_size = u32::from_be_bytes(wal[8..12].try_into().unwrap()) as usize;
+    (0..frames as usize)
+        .map(|k| {
+            let at = 32 + k * (24 + page_size);
+            let page = u32::from_be_bytes(wal[at..at + 4].try_into().unwrap());
+            reader.query_row("SELECT name FROM dbstat WHERE pageno = ?1", [page], |r| r.get(0)).unwrap()
+        })
+        .collect()
+}
+
+/// An ordinary turn (a pack without lobby rounds) leaves the lobby sweep's index alone: its log
+/// holds the header, its session's row and its checkpoint's pages, and no page of that index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ordinary_turn_writes_no_page_of_the_lobby_index() {
+    let pages = wal_pages_of_pirate_turns(20).await;
+    assert!(!pages.iter().any(|p| p == "sessions_open_rounds"), "{pages:?}");
+    let per_turn = pages.len() as f64 / 20.0;
+    assert!(per_turn < 5.0, "{per_turn} pages a turn: {pages:?}");
+    eprintln!("WAL pages per pirate turn: {per_turn} ({})", pages[..5].join(", "));
+}

@@ -344,6 +344,7 @@ impl Session {
             created_at: now,
             updated_at: now,
             parent,
+            lobby: pack.lobby.is_some(),
         };
         let start = Checkpoint {
             seq: 0,

@@ -120,12 +120,10 @@ impl LobbyInputs for MemoryStore {
         let open = self.with(|m| {
             m.values()
                 .filter(|e| !e.info.finished && e.info.turns > 0)
-                .filter(|e| due.iter().any(|(pack, before)| *pack == e.info.pack && e.info.updated_at <= *before))
-                .map(|e| OpenRound {
-                    session: e.info.id.clone(),
-                    pack: e.info.pack.clone(),
-                    asked_at: e.info.updated_at,
+                .filter(|e| {
+                    e.info.lobby && due.iter().any(|(pack, before)| *pack == e.info.pack && e.round_at <= *before)
                 })
+                .map(|e| OpenRound { session: e.info.id.clone(), pack: e.info.pack.clone(), asked_at: e.round_at })
                 .collect()
         });
         Box::pin(std::future::ready(Ok(open)))
@@ -231,8 +229,8 @@ async fn open_rounds(sql: Sql<'_>, due: &[(String, i64)]) -> Result<Vec<OpenRoun
     let mut out = Vec::new();
     for (pack, before) in due {
         let rows: Vec<(String, i64)> = on_pool!(sql, pool => sqlx::query_as(
-                "SELECT id, updated_at FROM sessions \
-                 WHERE pack = $1 AND NOT finished AND turns > 0 AND updated_at <= $2",
+                "SELECT id, round_at FROM sessions \
+                 WHERE pack = $1 AND NOT finished AND turns > 0 AND round_at IS NOT NULL AND round_at <= $2",
             )
             .bind(pack)
             .bind(before)

@@ -34,6 +34,8 @@ pub(super) struct Entry {
     pub(super) rows: Vec<Checkpoint>,
     /// Lobby inputs waiting for the round to close.
     pub(super) inputs: Vec<LobbyInput>,
+    /// When the round under way was asked (its newest turn), for a lobby's session.
+    pub(super) round_at: i64,
 }
 
 impl Default for MemoryStore {
@@ -148,7 +150,10 @@ impl Store for MemoryStore {
             if m.contains_key(&info.id) {
                 return Err(Error::new(ErrorKind::Conflict, format!("session {} already exists", info.id)));
             }
-            m.insert(info.id.clone(), Entry { info: info.clone(), rows: vec![start.clone()], inputs: Vec::new() });
+            m.insert(
+                info.id.clone(),
+                Entry { info: info.clone(), rows: vec![start.clone()], inputs: Vec::new(), round_at: info.updated_at },
+            );
             Ok(())
         }))
     }
@@ -187,6 +192,7 @@ impl Store for MemoryStore {
             if c.kind == CheckpointKind::Turn {
                 e.info.turns = c.turn;
                 e.inputs.clear();
+                e.round_at = c.created_at;
             }
             if c.finished && !e.info.finished {
                 e.info.finished_at = Some(c.created_at);

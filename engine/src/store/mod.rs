@@ -122,6 +122,10 @@ pub struct SessionInfo {
     pub updated_at: i64,
     /// The session and checkpoint it was forked from.
     pub parent: Option<(String, u64)>,
+    /// Its pack plays in lobby rounds: the store keeps when its round was asked (its newest turn),
+    /// for the sweep that closes rounds at their timeout. Other sessions' turns leave that clock
+    /// (and its index) alone.
+    pub lobby: bool,
 }
 
 /// One checkpoint.

@@ -169,8 +169,8 @@ impl Store for PostgresStore {
                 let e = encode(start);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 sqlx::query(
-                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 )
                 .bind(&info.id)
                 .bind(&info.pack)
@@ -182,6 +182,7 @@ impl Store for PostgresStore {
                 .bind(info.parent.as_ref().map(|p| p.0.clone()))
                 .bind(info.parent.as_ref().map(|p| p.1 as i64))
                 .bind(info.turns as i64)
+                .bind(info.lobby.then_some(info.updated_at))
                 .execute(&mut *tx)
                 .await
                 .map_err(|err| match &err {
@@ -240,6 +241,7 @@ impl Store for PostgresStore {
                      snapshot_seq = CASE WHEN $5 THEN $2 ELSE snapshot_seq END, \
                      finished = $6, \
                      finished_at = CASE WHEN $6 AND finished_at IS NULL THEN $7 ELSE finished_at END, \
+                     round_at = CASE WHEN $3 = 'turn' AND round_at IS NOT NULL THEN $7 ELSE round_at END, \
                      updated_at = $7 \
                      WHERE id = $1 AND head = $2 - 1",
                 )

@@ -127,6 +127,8 @@ struct SessionRow {
     parent: Option<String>,
     parent_checkpoint: Option<i64>,
     turns: i64,
+    /// When its lobby round was asked (its opening), for a lobby pack's session; none otherwise.
+    round_at: Option<i64>,
 }
 
 impl Op {
@@ -325,6 +327,7 @@ impl Store for SqliteStore {
                 parent: info.parent.as_ref().map(|p| p.0.clone()),
                 parent_checkpoint: info.parent.as_ref().map(|p| p.1 as i64),
                 turns: info.turns as i64,
+                round_at: info.lobby.then_some(info.updated_at),
             };
             let p = Pending { id: info.id.clone(), op: Op::Create(new, CheckpointRow::of(start)) };
             if self.write(p).await? {
@@ -533,8 +536,8 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
     match &w.op {
         Op::Create(s, c) => {
             conn.prepare_cached(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
             .execute(rusqlite::params![
                 w.id,
@@ -547,6 +550,7 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 s.parent,
                 s.parent_checkpoint,
                 s.turns,
+                s.round_at,
             ])?;
             conn.prepare_cached(
                 "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \

@@ -28,6 +28,7 @@ pub(super) fn session(id: &str) -> SessionInfo {
         finished_at: None,
         created_at: 1_000,
         updated_at: 1_000,
+        lobby: false,
         parent: None,
     }
 }
@@ -232,7 +233,7 @@ async fn lobby(store: Arc<dyn Store>) {
     let lobby = store.lobby().expect("lobby inputs");
     let s = id("lobby");
     let mut events = store.subscribe();
-    store.create(&session(&s), &start()).await.unwrap();
+    store.create(&SessionInfo { lobby: true, ..session(&s) }, &start()).await.unwrap();
     let answer = |player: &str, at: i64| LobbyInput {
         round: 1,
         player: player.to_owned(),
@@ -487,12 +488,47 @@ async fn jobs(store: Arc<dyn Store>) {
     assert!(jobs.job_progress("no-such-job", &json!({})).await.unwrap(), "a job that is gone stops");
 }
 
+/// Lobby sweeps at scale: among a thousand open lobby sessions and the sessions of packs without
+/// rounds (whose turns leave the round clock alone), a sweep finds exactly the rounds that are
+/// due, each with the time its round was asked; an edit moves no round's clock.
+async fn lobby_at_scale(store: Arc<dyn Store>) {
+    let lobby = store.lobby().expect("lobby inputs");
+    let pack = id("party");
+    let (mut due, mut later) = (Vec::new(), Vec::new());
+    for k in 0..1_500i64 {
+        let s = id("round");
+        let info = SessionInfo { pack: pack.clone(), lobby: k % 3 != 2, ..session(&s) };
+        store.create(&info, &start()).await.unwrap();
+        // A round asked at 10_000 + k.
+        store.append(&s, &Checkpoint { created_at: 10_000 + k, ..turn(1, 1) }).await.unwrap();
+        match (info.lobby, k < 600) {
+            (true, true) => due.push(s),
+            (true, false) => later.push(s),
+            (false, _) => {}
+        }
+    }
+    // An edit of a due round's session: its round stays due, asked when it was.
+    let edit = Checkpoint { kind: CheckpointKind::Edit, created_at: 90_000, ..turn(2, 1) };
+    store.append(&due[0], &edit).await.unwrap();
+    let open = lobby.open_rounds(&[(pack.clone(), 10_599)]).await.unwrap();
+    let mut found: Vec<&str> = open.iter().map(|o| o.session.as_str()).collect();
+    found.sort_unstable();
+    let mut want: Vec<&str> = due.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(found.len(), 400, "every due round, and only those");
+    assert_eq!(found, want);
+    let first = open.iter().find(|o| o.session == due[0]).unwrap();
+    assert_eq!(first.asked_at, 10_000, "asked by its turn; an edit asks nothing");
+    assert!(later.iter().all(|s| !found.contains(&s.as_str())));
+}
+
 type Check = fn(Arc<dyn Store>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// The suite, capability by capability: every store passes each.
-const CAPABILITIES: [(&str, Check); 9] = [
+const CAPABILITIES: [(&str, Check); 10] = [
     ("core", |s| Box::pin(core(s))),
     ("lobby inputs", |s| Box::pin(lobby(s))),
+    ("lobby rounds at scale", |s| Box::pin(lobby_at_scale(s))),
     ("counters", |s| Box::pin(counters(s))),
     ("transcript links", |s| Box::pin(transcripts(s))),
     ("session index: listing", |s| Box::pin(listing(s))),
