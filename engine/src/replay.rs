@@ -263,7 +263,13 @@ impl Recording {
         for c in &stored.after {
             if c.kind == CheckpointKind::Edit {
                 for (_, u) in &c.updates {
-                    pack.schema.overwrite(&mut state, &u.0)?;
+                    // An edit of fields the pack has since dropped or retyped sets what still fits.
+                    let fitting: rhai::Map =
+                        u.0.iter()
+                            .filter(|(k, v)| pack.schema.fields.get(k.as_str()).is_some_and(|f| f.ty.admits(v)))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                    pack.schema.overwrite(&mut state, &fitting)?;
                     let set = value::to_json(&rhai::Dynamic::from_map((*u.0).clone()));
                     let set = set.as_object().cloned().unwrap_or_default();
                     current.edits.push(RecordedEdit { set, at: held.clone() });
@@ -512,7 +518,12 @@ impl Replayer {
             });
         }
         for e in &rec.edits {
-            session.edit(e.set.clone()).await?;
+            if let Err(err) = session.edit(e.set.clone()).await {
+                // Said with the last turn's notes: the replay itself stands.
+                if let Some(last) = out.last_mut() {
+                    last.notes.push(format!("an edit after the last turn no longer applies: {err}"));
+                }
+            }
         }
         // The replay's session was the replayer's own; the next replay of this recording opens it again.
         self.engine.delete(session.id()).await?;

@@ -248,3 +248,30 @@ async fn resume_at_a_pause_point_of_the_pack_plays_the_next_turn() {
     let nothing = s.resume(None, Breakpoints::none(), None).await.unwrap_err();
     assert_eq!(nothing.kind(), ErrorKind::Conflict);
 }
+
+/// A breakpoint names a node of the version the turn plays: after an edit adds a node before
+/// `b`, a break on the new node holds the turn there (it is not looked up on the old graph).
+#[tokio::test]
+async fn a_breakpoint_names_a_node_of_the_rules_just_saved() {
+    let root = support::write_root(&[
+        ("config/two.yaml", TWO_STEPS),
+        (
+            "scripts/two/two.rhai",
+            "fn a() { #{ n: 1, log: \"a\" } }\nfn b() { #{ log: \"b\" } }\nfn c() { #{ log: \"c\" } }",
+        ),
+    ]);
+    let e = Engine::builder(root.path()).build();
+    let mut s = e.open("two", &Default::default()).await.unwrap();
+    s.turn(json!({"text": "go"})).await.unwrap();
+    let three = TWO_STEPS
+        .replace("    b: {script: two.rhai::b}", "    c: {script: two.rhai::c}\n    b: {script: two.rhai::b}")
+        .replace("    - a -> b\n", "    - a -> c\n    - c -> b\n");
+    std::fs::write(root.path().join("config/two.yaml"), three).unwrap();
+    let reloaded = e.packs().reload_files(&["config/two.yaml".to_owned()]);
+    assert_eq!(reloaded.len(), 1, "{reloaded:?}");
+    let r = s.turn_breaking(json!({"text": "go"}), before("c"), None).await.unwrap();
+    assert_eq!(r.paused.unwrap().before.as_deref(), Some("c"));
+    assert_eq!(s.state()["log"], json!(["a", "b", "a"]));
+    let done = s.resume(None, Breakpoints::none(), None).await.unwrap();
+    assert_eq!((done.turn, s.state()["log"].clone()), (2, json!(["a", "b", "a", "c", "b"])));
+}

@@ -654,6 +654,12 @@ impl Session {
     }
 
     async fn run_edit(&mut self, set: serde_json::Map<String, Json>) -> Result<u64> {
+        if self.pending.is_some() && self.held().is_none() {
+            return Err(Error::new(
+                ErrorKind::Conflict,
+                format!("session {} has a turn a crash interrupted; it is finished first (play a turn)", self.id),
+            ));
+        }
         let store = self.rt.store.clone();
         let Some(_lock) = store.try_lock(&self.id).await? else {
             return Err(Error::new(

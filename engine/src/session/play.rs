@@ -139,7 +139,6 @@ impl Session {
         if let Some(held) = self.held() {
             return Err(held_error(&self.id, held));
         }
-        let breaks = Breaks::of(&self.pack.graph, &breaks.before, &breaks.after, breaks.step)?;
         self.run_locked_with(input, live, breaks).await
     }
 
@@ -148,10 +147,17 @@ impl Session {
     /// is read and checked and the turn played (from the entry, or from where the last turn
     /// paused). A panic in any of it is caught; a failed turn leaves the session where it was.
     pub(super) async fn run_locked(&mut self, input: Json, live: Option<EventSink>) -> Result<TurnResult> {
-        self.run_locked_with(input, live, Breaks::default()).await
+        self.run_locked_with(input, live, super::Breakpoints::none()).await
     }
 
-    async fn run_locked_with(&mut self, input: Json, live: Option<EventSink>, breaks: Breaks) -> Result<TurnResult> {
+    /// [`Session::run_locked`] held at `breaks`, named on the graph of the version the turn plays
+    /// (the newest, once the session has moved onto it).
+    async fn run_locked_with(
+        &mut self,
+        input: Json,
+        live: Option<EventSink>,
+        breaks: super::Breakpoints,
+    ) -> Result<TurnResult> {
         if let Some(held) = self.held() {
             return Err(held_error(&self.id, held));
         }
@@ -162,6 +168,7 @@ impl Session {
             return Err(e);
         }
         let result = caught(std::pin::pin!(async {
+            let breaks = Breaks::of(&self.pack.graph, &breaks.before, &breaks.after, breaks.step)?;
             if self.pack.is_finished(&self.state) {
                 return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
             }

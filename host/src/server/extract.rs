@@ -33,7 +33,8 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for MaybeBody
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
         let h = req.headers();
-        if h.get(CONTENT_TYPE).is_none() && h.get(CONTENT_LENGTH).is_none_or(|v| v == "0") {
+        let empty = h.get(CONTENT_LENGTH).is_some_and(|v| v == "0");
+        if empty || (h.get(CONTENT_TYPE).is_none() && h.get(CONTENT_LENGTH).is_none()) {
             return Ok(MaybeBody(T::default()));
         }
         Body::<T>::from_request(req, state).await.map(|Body(v)| MaybeBody(v))
