@@ -571,12 +571,7 @@ async fn play_with_edits(
         }
         result = session.resume(None, breaks_at(held.front()), None).await;
     }
-    for e in held {
-        let at = match &e.at {
-            Some(Stop::Before(n)) => format!("before {n}"),
-            Some(Stop::After(n)) => format!("after {n}"),
-            None => String::new(),
-        };
+    for at in held.iter().filter_map(|e| e.at.as_ref()) {
         missed.push(format!("the turn no longer stops {at}: an edit made there was not made"));
     }
     (Ok(nodes), missed)

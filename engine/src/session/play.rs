@@ -71,7 +71,7 @@ impl Session {
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        self.run_breaking(input, live, breaks).await
+        self.run_locked_with(input, live, breaks).await
     }
 
     /// Goes on with the turn a breakpoint holds, from where it is held, as if it had never
@@ -95,7 +95,7 @@ impl Session {
                 ));
             }
             let input = input.unwrap_or_else(|| self.continue_input());
-            return self.run_breaking(input, live, breaks).await;
+            return self.run_locked_with(input, live, breaks).await;
         }
         if input.is_some() {
             return Err(Error::input(
@@ -129,19 +129,6 @@ impl Session {
         }
     }
 
-    /// [`Session::run_locked`] held at `breaks` (checked against the graph before anything runs).
-    async fn run_breaking(
-        &mut self,
-        input: Json,
-        live: Option<EventSink>,
-        breaks: super::Breakpoints,
-    ) -> Result<TurnResult> {
-        if let Some(held) = self.held() {
-            return Err(held_error(&self.id, held));
-        }
-        self.run_locked_with(input, live, breaks).await
-    }
-
     /// Runs a turn on a fresh session whose lock the caller holds: first the rest of a turn a
     /// crash interrupted, then the session moves onto the pack's newest version, then the input
     /// is read and checked and the turn played (from the entry, or from where the last turn
@@ -152,7 +139,7 @@ impl Session {
 
     /// [`Session::run_locked`] held at `breaks`, named on the graph of the version the turn plays
     /// (the newest, once the session has moved onto it).
-    async fn run_locked_with(
+    pub(super) async fn run_locked_with(
         &mut self,
         input: Json,
         live: Option<EventSink>,

@@ -283,6 +283,16 @@ pub enum Stop {
     After(String),
 }
 
+impl std::fmt::Display for Stop {
+    /// `before generate_response`, `after merit_check`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Before(n) => write!(f, "before {n}"),
+            Stop::After(n) => write!(f, "after {n}"),
+        }
+    }
+}
+
 /// What loading a session returns: its info, a snapshot, and the checkpoints after it.
 #[derive(Debug, Clone)]
 pub struct Stored {
