@@ -18,6 +18,7 @@ mod hostile;
 mod house;
 mod keys;
 mod lobby;
+mod lsp;
 mod openapi;
 mod party;
 mod providers;

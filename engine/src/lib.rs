@@ -59,8 +59,8 @@ pub use event::{
 // Packs: loaded, served, reloaded.
 pub use graph::{Drawing, DrawnEdge, DrawnNode, EdgeKind};
 pub use pack::{
-    DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Pack, PackInfo,
-    ParamValues, ProfileInfo, Simulate, TableInfo, parse_param, write_param,
+    DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Overlay, Pack,
+    PackInfo, ParamValues, ProfileInfo, Simulate, TableInfo, parse_param, write_param,
 };
 pub use packs::Packs;
 #[cfg(feature = "watch")]

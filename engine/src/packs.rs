@@ -177,6 +177,16 @@ impl Packs {
         self.rebuild(name, Vec::new()).0
     }
 
+    /// Checks the pack `name` as [`Packs::load`] would load it, reading `overlay`'s texts in
+    /// place of the files at their paths (an editor's unsaved buffers), and serves nothing: the
+    /// pack is returned, not swapped in, and no error is kept. Every problem found is in the
+    /// error ([`Error::all`]).
+    pub fn check(&self, name: &str, overlay: pack::Overlay) -> Result<Pack> {
+        let none = pack::ParamValues::new();
+        let params = self.inner.params.get(name).unwrap_or(&none);
+        pack::load_with(&self.inner.root, name, &self.inner.natives, params, overlay)
+    }
+
     /// Rebuilds `name` off to the side and swaps it in when it validates; reports what happened
     /// when a version was already serving or a watcher noticed the change (`files`).
     fn reload(&self, name: &str, files: Vec<String>) -> Option<PackEvent> {

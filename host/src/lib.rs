@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod diagnostics;
 pub mod drawing;
+pub mod lsp;
 pub mod server;
 pub mod telemetry;
 

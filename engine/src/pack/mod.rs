@@ -13,6 +13,11 @@ mod params;
 pub use info::{DisplayInfo, FieldInfo, InputInfo, NodeInfo, OptionInfo, PackInfo, ProfileInfo, TableInfo};
 pub use params::{NumericParam, ParamValues, parse_param, write_param};
 
+/// Texts to read in place of a pack's files, by path relative to the root
+/// (`scripts/pirate/merit.rhai`): an editor's unsaved buffers, checked as if saved
+/// ([`crate::Packs::check`]).
+pub type Overlay = Arc<std::collections::HashMap<String, String>>;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -29,7 +34,7 @@ use crate::state::Schema;
 use crate::value;
 
 use crate::vocab::TypeName;
-pub(crate) use load::load;
+pub(crate) use load::{load, load_with};
 
 /// What the text before the first turn is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]

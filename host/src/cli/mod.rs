@@ -62,6 +62,9 @@ enum Command {
     Tune(tune::Args),
     /// List the sessions a store keeps (newest first): the ids `replay --session` takes.
     Sessions(sessions::Args),
+    /// Serve an editor over stdio (Language Server Protocol): diagnostics as you type, completion,
+    /// hover and go-to-definition in a pack's manifest, scripts and templates.
+    Lsp,
 }
 
 /// Parses the command line and runs it.
@@ -100,6 +103,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check => check::run(&cli.root),
+        Command::Lsp => crate::lsp::run(Some(cli.root)).map(|()| ExitCode::SUCCESS),
         Command::Play(args) => play::run(&cli.root, &runtime, args),
         Command::Run(args) => run::run(&cli.root, &runtime, args),
         Command::Graph(args) => graph::run(&cli.root, args),

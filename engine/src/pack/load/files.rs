@@ -1,12 +1,14 @@
 //! Reading a pack's files: only from inside the root (links resolved), each file once, and what
 //! was read is what the version hashes — an edit saved while a pack loads cannot stamp the files
-//! it did not see with its version.
+//! it did not see with its version. An editor's unsaved buffers (an [`Overlay`]) are read in place
+//! of the files they stand for.
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, ErrorKind, Origin};
+use crate::pack::Overlay;
 
 /// The files one load read, relative to the root.
 pub(super) struct Files {
@@ -14,18 +16,31 @@ pub(super) struct Files {
     /// The root with its links resolved: every file read must resolve to a path under it.
     real_root: PathBuf,
     read: Vec<(String, Vec<u8>)>,
+    /// Texts read in place of the files at their paths (an editor's unsaved buffers).
+    overlay: Overlay,
 }
 
 impl Files {
-    pub(super) fn new(root: &Path) -> Self {
+    #[cfg(test)]
+    fn new(root: &Path) -> Self {
+        Files::with_overlay(root, Overlay::default())
+    }
+
+    /// Files read from `overlay` where it has a text for the path, else from disk.
+    pub(super) fn with_overlay(root: &Path, overlay: Overlay) -> Self {
         let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        Files { root: root.to_path_buf(), real_root, read: Vec::new() }
+        Files { root: root.to_path_buf(), real_root, read: Vec::new(), overlay }
     }
 
     /// Reads the file at `rel` (relative to the root; `what` names it in errors) and records it
     /// for the version. A file whose real path (links resolved) lies outside the root is
     /// refused, unread.
     pub(super) fn read(&mut self, rel: &str, what: &str) -> Result<Vec<u8>, Error> {
+        if let Some(text) = self.overlay.get(rel) {
+            let bytes = text.clone().into_bytes();
+            self.read.push((rel.to_owned(), bytes.clone()));
+            return Ok(bytes);
+        }
         let real = self.inside(&self.root.join(rel), rel, what)?;
         let bytes = std::fs::read(&real).map_err(|e| io_error(rel, what, &e))?;
         self.read.push((rel.to_owned(), bytes.clone()));
@@ -38,6 +53,11 @@ impl Files {
         let mut paths = Vec::new();
         let mut errors = Vec::new();
         self.walk(&self.root.join(top).join(dir), ext, &mut paths, &mut errors);
+        // A buffer not yet saved is a file too.
+        let under = format!("{top}/{dir}/");
+        let unsaved = self.overlay.keys().filter(|p| p.starts_with(&under) && p.ends_with(&format!(".{ext}")));
+        let unsaved: Vec<String> = unsaved.filter(|p| !paths.contains(p)).cloned().collect();
+        paths.extend(unsaved);
         paths.sort();
         let mut out = Vec::new();
         for rel in paths {

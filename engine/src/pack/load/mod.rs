@@ -38,8 +38,19 @@ use files::Files;
 /// Loads and validates the pack `name` under `root`, with `params` set in place of the
 /// manifest's own (an input error when one is not a number the manifest has, within its bounds).
 pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes, params: &super::ParamValues) -> Result<Pack> {
+    load_with(root, name, natives, params, super::Overlay::default())
+}
+
+/// [`load`], reading the texts of `overlay` in place of the files at their paths.
+pub(crate) fn load_with(
+    root: &Path,
+    name: &str,
+    natives: &NativeNodes,
+    params: &super::ParamValues,
+    overlay: super::Overlay,
+) -> Result<Pack> {
     let manifest_path = format!("config/{name}.yaml");
-    let mut files = Files::new(root);
+    let mut files = Files::with_overlay(root, overlay);
     let bytes = files.read(&manifest_path, &format!("the manifest of pack `{name}`"))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;

@@ -1,0 +1,210 @@
+//! Reading a buffer as an editor points into it: LSP positions (a line and a UTF-16 column),
+//! the word under the cursor, and the keys of a block-style YAML document by their path. Each
+//! works on text that is half typed: nothing here parses a whole file.
+
+use lsp_types::{Position, Range};
+
+/// The `n`th line (0-based) of `text`, without its line break; empty past the end.
+pub(super) fn line(text: &str, n: u32) -> &str {
+    text.lines().nth(n as usize).unwrap_or("")
+}
+
+/// The UTF-16 column of the `chars`th character of `line`.
+pub(super) fn utf16_col(line: &str, chars: usize) -> u32 {
+    line.chars().take(chars).map(char::len_utf16).sum::<usize>() as u32
+}
+
+/// The byte offset in `line` of UTF-16 column `col` (the end when past it).
+pub(super) fn byte_at(line: &str, col: u32) -> usize {
+    let mut units = 0;
+    for (i, c) in line.char_indices() {
+        if units >= col as usize {
+            return i;
+        }
+        units += c.len_utf16();
+    }
+    line.len()
+}
+
+/// The range from character `from` to character `to` of line `n`.
+pub(super) fn range_chars(text: &str, n: u32, from: usize, to: usize) -> Range {
+    let l = line(text, n);
+    Range::new(Position::new(n, utf16_col(l, from)), Position::new(n, utf16_col(l, to)))
+}
+
+pub(super) fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The range a problem reported at `line:column` (1-based, characters; 0 when unknown) covers:
+/// the word there, a quoted text there, else the one character; the whole line when the column
+/// is unknown, the first line when the line is.
+pub(super) fn problem_range(text: &str, line_1: u32, column_1: u32) -> Range {
+    let n = line_1.saturating_sub(1);
+    let l = line(text, n);
+    let chars: Vec<char> = l.chars().collect();
+    if line_1 == 0 || column_1 == 0 {
+        let start = chars.iter().take_while(|c| c.is_whitespace()).count();
+        return range_chars(text, n, start, chars.len().max(start));
+    }
+    let start = (column_1 as usize - 1).min(chars.len());
+    let Some(&first) = chars.get(start) else {
+        return range_chars(text, n, start, start);
+    };
+    let end = if is_word(first) {
+        start + chars[start..].iter().take_while(|c| is_word(**c)).count()
+    } else if first == '"' || first == '\'' {
+        chars[start + 1..].iter().position(|c| *c == first).map_or(chars.len(), |p| start + p + 2)
+    } else {
+        start + 1
+    };
+    range_chars(text, n, start, end)
+}
+
+/// The word under `pos` (letters, digits, `_`, and `extra`), with its range.
+pub(super) fn word_at(text: &str, pos: Position, extra: &[char]) -> Option<(String, Range)> {
+    let l = line(text, pos.line);
+    let at = byte_at(l, pos.character);
+    let part = |c: char| is_word(c) || extra.contains(&c);
+    let start = l[..at].char_indices().rev().take_while(|(_, c)| part(*c)).last().map_or(at, |(i, _)| i);
+    let end = at + l[at..].chars().take_while(|c| part(*c)).map(char::len_utf8).sum::<usize>();
+    if start == end {
+        return None;
+    }
+    let from = l[..start].chars().count();
+    let to = from + l[start..end].chars().count();
+    Some((l[start..end].to_owned(), range_chars(text, pos.line, from, to)))
+}
+
+/// The text of the line before `pos`.
+pub(super) fn before(text: &str, pos: Position) -> &str {
+    let l = line(text, pos.line);
+    &l[..byte_at(l, pos.character)]
+}
+
+/// One key of a YAML document: its path of keys from the top and where it is.
+#[derive(Debug, Clone)]
+pub(super) struct Key {
+    pub(super) path: Vec<String>,
+    pub(super) line: u32,
+    /// Its first and one-past-last character.
+    pub(super) from: usize,
+    pub(super) to: usize,
+}
+
+/// The keys of a block-style YAML document (`key:` at the start of a line, nested by
+/// indentation; list items open no level of their own), in order. Flow maps (`{a: 1}`) and
+/// block scalars' contents are not looked into.
+pub(super) fn yaml_keys(text: &str) -> Vec<Key> {
+    let mut keys = Vec::new();
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut scalar_above: Option<usize> = None;
+    for (n, l) in text.lines().enumerate() {
+        let trimmed = l.trim_start();
+        let indent = l.len() - trimmed.len();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if let Some(at) = scalar_above {
+            if indent > at {
+                continue;
+            }
+            scalar_above = None;
+        }
+        let Some(name) = key_of(trimmed) else { continue };
+        while stack.last().is_some_and(|(i, _)| *i >= indent) {
+            stack.pop();
+        }
+        let mut path: Vec<String> = stack.iter().map(|(_, k)| k.clone()).collect();
+        path.push(name.clone());
+        let from = l[..indent].chars().count();
+        keys.push(Key { path, line: n as u32, from, to: from + name.chars().count() });
+        let value = trimmed[name.len()..].trim_start_matches(['"', '\'']).trim_start_matches(':').trim();
+        if value.starts_with('|') || value.starts_with('>') {
+            scalar_above = Some(indent);
+        }
+        stack.push((indent, name));
+    }
+    keys
+}
+
+/// The key a line (without its indentation) starts with, when it is `key:` or `key: value`.
+fn key_of(trimmed: &str) -> Option<String> {
+    let (name, rest) = match trimmed.chars().next()? {
+        q @ ('"' | '\'') => {
+            let end = trimmed[1..].find(q)? + 1;
+            (&trimmed[1..end], &trimmed[end + 1..])
+        }
+        _ => {
+            let end = trimmed.find(':')?;
+            (&trimmed[..end], &trimmed[end..])
+        }
+    };
+    let rest = rest.strip_prefix(':')?;
+    let ok = !name.is_empty() && !name.starts_with(['-', '[', '{', '#']) && (rest.is_empty() || rest.starts_with(' '));
+    ok.then(|| name.to_owned())
+}
+
+/// The path of keys line `n` sits under: its parents by indentation (a list item's `- ` opens
+/// no key), then its own key if it has one. On a blank line the cursor's column `col` is its
+/// indentation.
+pub(super) fn yaml_path_at(text: &str, n: u32, col: usize) -> Vec<String> {
+    let indent_of = |l: &str| l.len() - l.trim_start().len();
+    let lines: Vec<&str> = text.lines().collect();
+    let here = lines.get(n as usize).copied().unwrap_or("");
+    let mut indent = if here.trim().is_empty() { col } else { indent_of(here) };
+    let mut path: Vec<String> = key_of(here.trim_start()).into_iter().collect();
+    for l in lines[..(n as usize).min(lines.len())].iter().rev() {
+        let trimmed = l.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || indent_of(l) >= indent {
+            continue;
+        }
+        indent = indent_of(l);
+        if let Some(k) = key_of(trimmed) {
+            path.insert(0, k);
+        }
+        if indent == 0 {
+            break;
+        }
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = "name: p\nstate:\n  score: {type: int}\n  doc: |\n    not: a key\ngraph:\n  nodes:\n    judge:\n      llm: j\n  edges:\n    - START -> judge\n";
+
+    #[test]
+    fn keys_nest_by_indentation_and_skip_block_scalars() {
+        let paths: Vec<String> = yaml_keys(DOC).iter().map(|k| k.path.join(".")).collect();
+        assert_eq!(
+            paths,
+            [
+                "name",
+                "state",
+                "state.score",
+                "state.doc",
+                "graph",
+                "graph.nodes",
+                "graph.nodes.judge",
+                "graph.nodes.judge.llm",
+                "graph.edges"
+            ]
+        );
+        assert_eq!(yaml_path_at(DOC, 10, 0), ["graph", "edges"]);
+        assert_eq!(yaml_path_at(DOC, 8, 0), ["graph", "nodes", "judge", "llm"]);
+        assert_eq!(yaml_path_at("graph:\n  nodes:\n    judge:\n\n", 3, 6), ["graph", "nodes", "judge"]);
+    }
+
+    #[test]
+    fn a_problem_covers_its_word_or_its_quoted_text() {
+        let text = "let x = scroe(1);\nname: \"a b\" # c\n";
+        assert_eq!(problem_range(text, 1, 9), Range::new(Position::new(0, 8), Position::new(0, 13)));
+        assert_eq!(problem_range(text, 2, 7), Range::new(Position::new(1, 6), Position::new(1, 11)));
+        assert_eq!(problem_range(text, 2, 0), Range::new(Position::new(1, 0), Position::new(1, 15)));
+        let (w, _) = word_at(text, Position::new(0, 10), &[]).unwrap();
+        assert_eq!(w, "scroe");
+    }
+}

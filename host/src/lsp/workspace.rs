@@ -1,0 +1,213 @@
+//! The pack root as the editor sees it: the files it has open (their unsaved text wins over
+//! disk), which pack each file belongs to, and each pack's last check, run by the engine's own
+//! checker ([`ruleweave::Packs::check`], what `ruleweave check` runs) and turned into
+//! diagnostics for every file a problem names.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lsp_types::{Diagnostic, DiagnosticSeverity, Uri};
+use ruleweave::{Engine, Error, Pack};
+
+use super::text;
+
+/// An open document.
+pub(super) struct Doc {
+    pub(super) text: String,
+    pub(super) version: i32,
+}
+
+/// What the last check of a pack found.
+#[derive(Default)]
+struct Checked {
+    /// The files it read (relative to the root).
+    files: Vec<String>,
+    /// Its problems, by file.
+    diagnostics: BTreeMap<String, Vec<Diagnostic>>,
+}
+
+pub(super) struct Workspace {
+    pub(super) root: PathBuf,
+    engine: Engine,
+    /// Open documents by path relative to the root.
+    pub(super) docs: HashMap<String, Doc>,
+    checked: HashMap<String, Checked>,
+    /// Each pack's last version that loaded, for completion and hover while it has errors.
+    pub(super) good: HashMap<String, Arc<Pack>>,
+    /// Files whose diagnostics the editor was last sent non-empty.
+    shown: BTreeSet<String>,
+}
+
+impl Workspace {
+    pub(super) fn new(root: PathBuf) -> Self {
+        // Checking needs no model: the stand-in keeps it offline whatever the environment says.
+        let engine = ruleweave_natives::register(Engine::builder(&root)).build();
+        Workspace {
+            root,
+            engine,
+            docs: HashMap::new(),
+            checked: HashMap::new(),
+            good: HashMap::new(),
+            shown: BTreeSet::new(),
+        }
+    }
+
+    /// The path of `uri` relative to the root, when it is a file under it.
+    pub(super) fn rel(&self, uri: &Uri) -> Option<String> {
+        let path = url::Url::parse(uri.as_str()).ok()?.to_file_path().ok()?;
+        let root = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
+        let path = path.canonicalize().unwrap_or(path);
+        let rel = path.strip_prefix(&root).ok()?;
+        Some(rel.to_string_lossy().replace('\\', "/"))
+    }
+
+    /// The URI of the file at `rel`.
+    pub(super) fn uri(&self, rel: &str) -> Option<Uri> {
+        let url = url::Url::from_file_path(self.root.join(rel)).ok()?;
+        url.as_str().parse().ok()
+    }
+
+    /// The text of `rel`: the editor's when it has the file open, else the disk's.
+    pub(super) fn text(&self, rel: &str) -> Option<String> {
+        match self.docs.get(rel) {
+            Some(d) => Some(d.text.clone()),
+            None => std::fs::read_to_string(self.root.join(rel)).ok(),
+        }
+    }
+
+    /// The packs there are: `config/*.yaml` on disk or open.
+    pub(super) fn pack_names(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self.engine.packs().names().unwrap_or_default().into_iter().collect();
+        names.extend(self.docs.keys().filter_map(|rel| manifest_pack(rel)));
+        names
+    }
+
+    /// The packs `rel` belongs to: the one its path names (`config/NAME.yaml`,
+    /// `scripts/NAME/…`, `prompts/NAME/…`), and every pack whose last check read it.
+    pub(super) fn packs_of(&self, rel: &str) -> Vec<String> {
+        let names = self.pack_names();
+        let mut out: Vec<String> = Vec::new();
+        let named = manifest_pack(rel).or_else(|| {
+            let mut parts = rel.split('/');
+            let top = parts.next()?;
+            let name = parts.next()?;
+            (matches!(top, "scripts" | "prompts" | "data" | "schemas") && parts.next().is_some())
+                .then(|| name.to_owned())
+        });
+        if let Some(n) = named.filter(|n| names.contains(n)) {
+            out.push(n);
+        }
+        for (pack, c) in &self.checked {
+            if c.files.iter().any(|f| f == rel) && !out.contains(pack) {
+                out.push(pack.clone());
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The pack a feature should answer from for `rel` (its first), with its last good version.
+    pub(super) fn pack_for(&self, rel: &str) -> Option<(String, Option<Arc<Pack>>)> {
+        let name = self.packs_of(rel).into_iter().next()?;
+        let good = self.good.get(&name).cloned();
+        Some((name, good))
+    }
+
+    /// Checks `pack` on the open buffers; the files whose diagnostics changed, with what each
+    /// now shows (an empty list clears a file).
+    pub(super) fn check(&mut self, pack: &str) -> Vec<(String, Vec<Diagnostic>)> {
+        let overlay: ruleweave::Overlay =
+            Arc::new(self.docs.iter().map(|(k, d)| (k.clone(), d.text.clone())).collect());
+        let manifest = format!("config/{pack}.yaml");
+        let mut found: BTreeMap<String, Vec<Diagnostic>> = BTreeMap::new();
+        let files = match self.engine.packs().check(pack, overlay) {
+            Ok(p) => {
+                for w in p.warnings() {
+                    self.add(&mut found, w, &manifest, DiagnosticSeverity::WARNING);
+                }
+                let files = p.files().to_vec();
+                self.good.insert(pack.to_owned(), Arc::new(p));
+                files
+            }
+            Err(e) => {
+                // Mid-edit, the buffers may never have loaded: what is on disk answers completion
+                // and hover meanwhile.
+                if !self.good.contains_key(pack)
+                    && let Ok(p) = self.engine.packs().check(pack, ruleweave::Overlay::default())
+                {
+                    self.good.insert(pack.to_owned(), Arc::new(p));
+                }
+                for one in e.all() {
+                    self.add(&mut found, one, &manifest, DiagnosticSeverity::ERROR);
+                }
+                // A failed load says which files it reached only through its problems: keep what
+                // the last good one read, so a fixed file is still cleared.
+                let mut files = self.good.get(pack).map(|p| p.files().to_vec()).unwrap_or_default();
+                files.extend(found.keys().cloned());
+                files
+            }
+        };
+        let before = self.checked.insert(pack.to_owned(), Checked { files, diagnostics: found }).unwrap_or_default();
+        let mut touched: BTreeSet<String> = before.diagnostics.keys().cloned().collect();
+        touched.extend(self.checked[pack].diagnostics.keys().cloned());
+        // An open file hears from every check of its pack, clean or not.
+        touched.extend(self.checked[pack].files.iter().filter(|f| self.docs.contains_key(*f)).cloned());
+        touched.into_iter().map(|rel| (rel.clone(), self.shown_for(&rel))).collect()
+    }
+
+    /// Every pack's problems in `rel`, once each.
+    fn shown_for(&mut self, rel: &str) -> Vec<Diagnostic> {
+        let mut all: Vec<Diagnostic> = Vec::new();
+        for c in self.checked.values() {
+            for d in c.diagnostics.get(rel).into_iter().flatten() {
+                if !all.iter().any(|a| a.range == d.range && a.message == d.message) {
+                    all.push(d.clone());
+                }
+            }
+        }
+        if all.is_empty() {
+            self.shown.remove(rel);
+        } else {
+            self.shown.insert(rel.to_owned());
+        }
+        all
+    }
+
+    fn add(
+        &self,
+        found: &mut BTreeMap<String, Vec<Diagnostic>>,
+        e: &Error,
+        manifest: &str,
+        severity: DiagnosticSeverity,
+    ) {
+        let (file, line, column) = match e.origin() {
+            Some(o) => (relative(&self.root, &o.file), o.line, o.column),
+            None => (manifest.to_owned(), 0, 0),
+        };
+        let text = self.text(&file).unwrap_or_default();
+        let mut message = e.detail().to_owned();
+        if let Some(node) = e.node() {
+            message.push_str(&format!(" (node {node})"));
+        }
+        let d = Diagnostic {
+            range: text::problem_range(&text, line, column),
+            severity: Some(severity),
+            source: Some("ruleweave".into()),
+            message,
+            ..Default::default()
+        };
+        found.entry(file).or_default().push(d);
+    }
+}
+
+/// `pack` for `config/pack.yaml`.
+fn manifest_pack(rel: &str) -> Option<String> {
+    let name = rel.strip_prefix("config/")?.strip_suffix(".yaml")?;
+    (!name.contains('/')).then(|| name.to_owned())
+}
+
+/// An origin's file relative to the root (origins are; an absolute one is made so).
+fn relative(root: &Path, file: &str) -> String {
+    Path::new(file).strip_prefix(root).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| file.to_owned())
+}

@@ -1,0 +1,212 @@
+//! `ruleweave lsp`, the editor's face: the end-to-end tests in `tests/lsp/` through pytest-lsp (a
+//! client nobody here wrote), and what no client library sends: garbage framing, requests out
+//! of order, and buffers an editor holds mid-edit, none of which may take the server down.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support;
+
+#[test]
+fn pytest_lsp_drives_the_server_through_a_designers_edits() {
+    let Some(pytest) = support::needed(
+        "RULEWEAVE_TEST_PYTEST",
+        "CI must test the language server with pytest-lsp (pip install -r tests/lsp/requirements.txt)",
+        "the language server's pytest-lsp tests did not run",
+    ) else {
+        return;
+    };
+    let out = Command::new(pytest)
+        .args(["-q", "-p", "no:cacheprovider", "tests/lsp"])
+        .env("RULEWEAVE_BIN", env!("CARGO_BIN_EXE_ruleweave"))
+        .env("RULEWEAVE_ROOT", support::repo_root())
+        .current_dir(support::repo_root())
+        .output()
+        .expect("pytest runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "pytest tests/lsp failed:\n{stdout}\n{stderr}");
+}
+
+/// A client that writes whatever it is told to, and reads the server's frames on a thread.
+struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    frames: mpsc::Receiver<Value>,
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+impl Raw {
+    fn start(root: &std::path::Path) -> Raw {
+        let mut child = support::ruleweave(root)
+            .arg("lsp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ruleweave lsp starts");
+        let stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, frames) = mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some(n) = line.strip_prefix("Content-Length: ") {
+                        length = n.parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; length];
+                if stdout.read_exact(&mut body).is_err() {
+                    return;
+                }
+                if tx.send(serde_json::from_slice(&body).expect("the server writes JSON")).is_err() {
+                    return;
+                }
+            }
+        });
+        Raw { child, stdin, frames }
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.stdin.write_all(b).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, v: Value) {
+        let body = v.to_string();
+        self.bytes(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    /// The next frame that `pred` accepts (others are passed over), bounded.
+    fn until(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.frames.recv_timeout(left) {
+                Ok(v) if pred(&v) => return v,
+                Ok(_) => {}
+                Err(_) => panic!("no {what} from the server within {WAIT:?}"),
+            }
+        }
+    }
+
+    fn response(&self, id: i64) -> Value {
+        self.until(&format!("response {id}"), |v| v["id"] == id)
+    }
+
+    /// The next diagnostics of `uri`.
+    fn diagnostics(&self, uri: &str) -> Vec<Value> {
+        let v = self.until(&format!("diagnostics of {uri}"), |v| {
+            v["method"] == "textDocument/publishDiagnostics" && v["params"]["uri"] == uri
+        });
+        v["params"]["diagnostics"].as_array().unwrap().clone()
+    }
+
+    fn open(&mut self, uri: &str, text: &str) {
+        let doc = json!({"uri": uri, "languageId": "x", "version": 1, "text": text});
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": doc}}));
+    }
+
+    fn change(&mut self, uri: &str, version: i64, text: &str) {
+        let doc = json!({"uri": uri, "version": version});
+        let params = json!({"textDocument": doc, "contentChanges": [{"text": text}]});
+        self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": params}));
+    }
+
+    /// A hover the server must answer (whatever it says): it is still there.
+    fn answers(&mut self, id: i64, uri: &str) {
+        let params = json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 3}});
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": params}));
+        let r = self.response(id);
+        assert!(r.get("error").is_none(), "hover failed: {r}");
+    }
+}
+
+fn uri_of(path: &std::path::Path) -> String {
+    format!("file://{}", path.display())
+}
+
+#[test]
+fn garbage_out_of_order_requests_and_broken_buffers_never_take_the_server_down() {
+    let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Raw::start(&root);
+    let manifest = uri_of(&root.join("config/pirate.yaml"));
+
+    // Before `initialize`: refused, as the protocol says.
+    let params = json!({"textDocument": {"uri": manifest}, "position": {"line": 0, "character": 0}});
+    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "textDocument/hover", "params": params}));
+    assert_eq!(s.response(1)["error"]["code"], -32002);
+    // A frame that is not JSON, and a header that is not one: parse errors, to no request.
+    s.bytes(b"Content-Length: 5\r\n\r\nhello");
+    let e = s.until("a parse error", |v| v["error"]["code"] == -32700);
+    assert_eq!(e["id"], Value::Null);
+    s.bytes(b"this is not a header\r\n\r\n");
+    s.until("a second parse error", |v| v["error"]["code"] == -32700);
+
+    let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
+    s.send(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": init}));
+    let caps = s.response(2);
+    assert_eq!(caps["result"]["capabilities"]["hoverProvider"], true, "{caps}");
+    s.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    s.send(json!({"jsonrpc": "2.0", "id": 3, "method": "no/such/method", "params": {}}));
+    assert_eq!(s.response(3)["error"]["code"], -32601);
+    s.send(json!({"jsonrpc": "2.0", "id": 4, "method": "textDocument/hover", "params": {"bogus": true}}));
+    assert_eq!(s.response(4)["error"]["code"], -32602);
+
+    // A manifest typed halfway: a diagnostic on it, and answers go on.
+    let full = std::fs::read_to_string(root.join("config/pirate.yaml")).unwrap();
+    let cut = full.find("graph:").unwrap() + "graph:\n  nodes:\n    intake:\n      scr".len();
+    s.open(&manifest, &full[..cut]);
+    assert!(!s.diagnostics(&manifest).is_empty(), "a half-typed manifest has a problem");
+    s.answers(5, &manifest);
+
+    // Whole again; a template with an unclosed tag and a script mid-edit: each named in its file.
+    s.change(&manifest, 2, &full);
+    let template = uri_of(&root.join("prompts/pirate/judge.j2"));
+    let judge = std::fs::read_to_string(root.join("prompts/pirate/judge.j2")).unwrap();
+    s.open(&template, &format!("{judge}\n{{% if merit_score "));
+    let found = s.diagnostics(&template);
+    assert!(!found.is_empty(), "an unclosed tag is a problem");
+    s.change(&template, 2, &judge);
+    let script = uri_of(&root.join("scripts/pirate/merit.rhai"));
+    let merit = std::fs::read_to_string(root.join("scripts/pirate/merit.rhai")).unwrap();
+    s.open(&script, &format!("{merit}\nfn half(x) {{ let y = x + "));
+    let found = s.diagnostics(&script);
+    assert!(!found.is_empty(), "a script mid-edit is a problem");
+    s.answers(6, &script);
+
+    // 5 MB in one buffer, and a file outside the root: no harm.
+    let big = "// a long comment line of a very large file, repeated\n".repeat(100_000);
+    s.change(&script, 2, &format!("{merit}\n{big}"));
+    s.answers(7, &script);
+    let outside = tempfile::tempdir().unwrap();
+    let elsewhere = uri_of(&outside.path().join("elsewhere.rhai"));
+    s.open(&elsewhere, "fn f() { nonsense( }");
+    s.answers(8, &elsewhere);
+    s.change(&script, 3, &merit);
+    s.until("the script cleared", |v| {
+        v["method"] == "textDocument/publishDiagnostics"
+            && v["params"]["uri"] == script
+            && v["params"]["diagnostics"].as_array().is_some_and(Vec::is_empty)
+    });
+
+    s.send(json!({"jsonrpc": "2.0", "id": 9, "method": "shutdown"}));
+    assert_eq!(s.response(9)["result"], Value::Null);
+    s.send(json!({"jsonrpc": "2.0", "method": "exit"}));
+    let status = s.child.wait().unwrap();
+    assert!(status.success(), "exit after shutdown ends the server cleanly: {status}");
+}

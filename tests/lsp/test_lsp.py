@@ -1,0 +1,122 @@
+"""What a designer sees in an editor driving `ruleweave lsp`: problems as they type, completion,
+hover and go-to-definition, on the shipped packs."""
+
+import pytest
+from lsprotocol import types
+
+from conftest import change_doc, diagnostics, open_doc, text, uri
+
+MERIT = "scripts/pirate/merit.rhai"
+
+
+def at(body: str, needle: str, offset: int = 0) -> types.Position:
+    """The position of `needle` (plus `offset` characters) in `body`."""
+    index = body.index(needle) + offset
+    line = body.count("\n", 0, index)
+    column = index - (body.rfind("\n", 0, index) + 1)
+    return types.Position(line=line, character=column)
+
+
+def span(d: types.Diagnostic):
+    return (d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character)
+
+
+@pytest.mark.asyncio
+async def test_typed_mistakes_show_at_their_words_and_clear_when_fixed(client):
+    body = text(MERIT)
+    typo = body.replace("let w = param(\"fallback_weights\");", "let w = parm(\"fallback_weights\");\n    let s = this.merit_scroe;")
+    assert typo != body
+    open_doc(client, MERIT, typo)
+    found = await diagnostics(client, MERIT, lambda ds: len(ds) >= 2)
+    by_message = {d.message: d for d in found}
+    parm = next(d for m, d in by_message.items() if "`parm`" in m)
+    assert "did you mean `param`?" in parm.message
+    start = at(typo, "parm(")
+    assert span(parm) == (start.line, start.character, start.line, start.character + 4)
+    scroe = next(d for m, d in by_message.items() if "merit_scroe" in m)
+    assert "did you mean `merit_score`?" in scroe.message
+    start = at(typo, "merit_scroe")
+    assert span(scroe) == (start.line, start.character, start.line, start.character + len("merit_scroe"))
+    assert all(d.severity == types.DiagnosticSeverity.Error for d in found)
+
+    # The first fixed, in the buffer: only the second is left.
+    fixed = typo.replace("parm(", "param(")
+    change_doc(client, MERIT, fixed, 2)
+    left = await diagnostics(client, MERIT, lambda ds: len(ds) == 1)
+    assert "merit_scroe" in left[0].message
+    change_doc(client, MERIT, body, 3)
+    assert await diagnostics(client, MERIT, lambda ds: ds == []) == []
+
+
+@pytest.mark.asyncio
+async def test_a_route_to_a_node_renamed_in_the_manifest_is_named_at_the_route(client):
+    rel = "config/pirate.yaml"
+    body = text(rel)
+    renamed = body.replace("    handle_blocked:\n", "    handle_block:\n", 1)
+    open_doc(client, rel, renamed, "yaml")
+    found = await diagnostics(client, rel, lambda ds: any("handle_blocked" in d.message for d in ds))
+    # Both places that still name it, each at the name.
+    route = at(renamed, "to: handle_blocked", len("to: "))
+    edge = at(renamed, "- handle_blocked -> END", 2)
+    spans = {span(d) for d in found if "`handle_blocked`" in d.message}
+    assert (route.line, route.character, route.line, route.character + 14) in spans
+    assert (edge.line, edge.character, edge.line, edge.character + 14) in spans
+    # Named back, both clear.
+    change_doc(client, rel, body, 2)
+    assert await diagnostics(client, rel, lambda ds: ds == []) == []
+
+
+@pytest.mark.asyncio
+async def test_completion_after_this_lists_the_packs_state_fields(client):
+    body = text(MERIT)
+    typing = body.replace("let w = param(\"fallback_weights\");", "let w = param(\"fallback_weights\");\n    let s = this.;")
+    open_doc(client, MERIT, typing)
+    pos = at(typing, "this.;", len("this."))
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri(MERIT)), position=pos)
+    )
+    labels = {i.label for i in (result.items if hasattr(result, "items") else result)}
+    assert {"merit_score", "conversation_history", "strategies_attempted", "is_won"} <= labels
+    assert "param" not in labels
+
+
+@pytest.mark.asyncio
+async def test_completion_of_a_host_function_and_its_signature_on_hover(client):
+    body = text(MERIT)
+    open_doc(client, MERIT, body)
+    pos = at(body, "param(\"fallback_weights\")", 2)
+    hover = await client.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri(MERIT)), position=pos)
+    )
+    assert hover is not None
+    assert "param(name: string) -> value" in hover.contents.value
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri(MERIT)), position=types.Position(line=pos.line, character=pos.character))
+    )
+    items = result.items if hasattr(result, "items") else result
+    llm = next(i for i in items if i.label == "llm_json")
+    assert llm.detail == "llm_json(profile: string, prompt: string) -> value"
+
+
+@pytest.mark.asyncio
+async def test_definition_of_a_route_target_lands_on_the_node(client):
+    rel = "config/pirate.yaml"
+    body = text(rel)
+    open_doc(client, rel, body, "yaml")
+    pos = at(body, "to: handle_blocked", len("to: ") + 3)
+    result = await client.text_document_definition_async(
+        types.DefinitionParams(text_document=types.TextDocumentIdentifier(uri=uri(rel)), position=pos)
+    )
+    location = result[0] if isinstance(result, list) else result
+    node = at(body, "    handle_blocked:\n", 4)
+    assert location.uri == uri(rel)
+    assert (location.range.start.line, location.range.start.character) == (node.line, node.character)
+    assert location.range.end.character == node.character + len("handle_blocked")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("pack", ["pirate", "interview", "party", "designer", "debate"])
+async def test_every_shipped_pack_opens_clean(client, pack):
+    rel = f"config/{pack}.yaml"
+    open_doc(client, rel, text(rel), "yaml")
+    assert await diagnostics(client, rel, lambda ds: True) == []
