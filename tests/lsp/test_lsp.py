@@ -120,3 +120,40 @@ async def test_every_shipped_pack_opens_clean(client, pack):
     rel = f"config/{pack}.yaml"
     open_doc(client, rel, text(rel), "yaml")
     assert await diagnostics(client, rel, lambda ds: True) == []
+
+
+def apply(body: str, edits) -> str:
+    """`edits` applied to `body` (last first, so earlier positions hold)."""
+    lines = body.split("\n")
+    for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        assert e.range.start.line == e.range.end.line
+        l = lines[e.range.start.line]
+        lines[e.range.start.line] = l[: e.range.start.character] + e.new_text + l[e.range.end.character :]
+    return "\n".join(lines)
+
+
+@pytest.mark.asyncio
+async def test_renaming_a_node_changes_its_key_edges_and_routes_and_refuses_a_taken_name(client):
+    rel = "config/pirate.yaml"
+    body = text(rel)
+    open_doc(client, rel, body, "yaml")
+    key = at(body, "    handle_blocked:\n", 6)
+    doc = types.TextDocumentIdentifier(uri=uri(rel))
+    refs = await client.text_document_references_async(
+        types.ReferenceParams(text_document=doc, position=key, context=types.ReferenceContext(include_declaration=True))
+    )
+    lines = sorted(r.range.start.line for r in refs)
+    assert lines == sorted([key.line, at(body, "- handle_blocked -> END").line, at(body, "to: handle_blocked").line])
+
+    edit = await client.text_document_rename_async(types.RenameParams(text_document=doc, position=key, new_name="handle_caught"))
+    renamed = apply(body, edit.changes[uri(rel)])
+    assert "    handle_caught:\n" in renamed
+    assert "- handle_caught -> END" in renamed
+    assert "to: handle_caught" in renamed
+    # The script function of the same name is another thing: it stays.
+    assert "script: validate.rhai::handle_blocked" in renamed
+    change_doc(client, rel, renamed, 2)
+    assert await diagnostics(client, rel, lambda ds: ds == []) == []
+
+    with pytest.raises(Exception, match="already has a node `intake`"):
+        await client.text_document_rename_async(types.RenameParams(text_document=doc, position=key, new_name="intake"))

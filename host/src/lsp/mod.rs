@@ -1,7 +1,8 @@
 //! `ruleweave lsp`: a Language Server Protocol server over stdio for a pack root, so an editor
 //! knows a pack as `check` does. Diagnostics as you type (the engine's own checker run on the
 //! editor's unsaved buffers, a moment after the last keystroke), completion, hover and
-//! go-to-definition across the manifest, Rhai scripts and prompt templates.
+//! go-to-definition across the manifest, Rhai scripts and prompt templates; references to a
+//! node and its rename.
 //!
 //! Built on lsp-server and lsp-types, rust-analyzer's own: a synchronous loop fits a server
 //! whose every answer is a check or a lookup, and needs no async runtime. Its stdio reader is
@@ -99,6 +100,11 @@ fn initialize_result() -> Json {
         }),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         definition_provider: Some(OneOf::Left(true)),
+        references_provider: Some(OneOf::Left(true)),
+        rename_provider: Some(OneOf::Right(lsp_types::RenameOptions {
+            prepare_provider: Some(true),
+            work_done_progress_options: Default::default(),
+        })),
         ..Default::default()
     };
     let info = ServerInfo { name: "ruleweave".into(), version: Some(env!("CARGO_PKG_VERSION").into()) };
@@ -180,6 +186,25 @@ impl Server {
             "textDocument/definition" => {
                 let (rel, pos) = at()?;
                 json(features::definition(&self.ws, &rel, pos).and_then(|l| serde_json::to_value(l).ok()))
+            }
+            "textDocument/references" => {
+                let (rel, pos) = at()?;
+                json(features::references(&self.ws, &rel, pos).and_then(|l| serde_json::to_value(l).ok()))
+            }
+            "textDocument/prepareRename" => {
+                let (rel, pos) = at()?;
+                let text = self.ws.text(&rel).unwrap_or_default();
+                let node = features::references(&self.ws, &rel, pos).is_some();
+                let range = text::word_at(&text, pos, &[]).filter(|_| node).map(|(_, r)| r);
+                json(range.and_then(|r| serde_json::to_value(r).ok()))
+            }
+            "textDocument/rename" => {
+                let (rel, pos) = at()?;
+                let new_name = r.params.get("newName").and_then(Json::as_str).unwrap_or_default();
+                match features::rename(&self.ws, &rel, pos, new_name) {
+                    Ok(edit) => json(edit.and_then(|e| serde_json::to_value(e).ok())),
+                    Err(why) => Err((ErrorCode::InvalidParams, why)),
+                }
             }
             other => Err((ErrorCode::MethodNotFound, format!("`{other}` is not a method this server has"))),
         }
