@@ -210,3 +210,43 @@ fn garbage_out_of_order_requests_and_broken_buffers_never_take_the_server_down()
     let status = s.child.wait().unwrap();
     assert!(status.success(), "exit after shutdown ends the server cleanly: {status}");
 }
+
+#[test]
+fn neovim_reads_back_a_mistake_in_a_pack_file() {
+    let Some(nvim) = support::needed(
+        "RULEWEAVE_TEST_NVIM",
+        "CI must test the language server in a real editor (Debian's neovim)",
+        "the Neovim test of the language server did not run",
+    ) else {
+        return;
+    };
+    let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
+    let root = dir.path().canonicalize().unwrap();
+    support::edit(
+        &root,
+        "scripts/pirate/merit.rhai",
+        "let w = param(\"fallback_weights\");",
+        "let w = parm(\"fallback_weights\");",
+    );
+    let out = root.join("diagnostics.txt");
+    let script = support::repo_root().join("tests/lsp/nvim_diagnostics.lua");
+    let status = Command::new("timeout")
+        .args(["120", &nvim, "--headless", "--clean", "-c", &format!("luafile {}", script.display())])
+        .env("RULEWEAVE_BIN", env!("CARGO_BIN_EXE_ruleweave"))
+        .env("PACK_ROOT", &root)
+        .env("OPEN_FILE", root.join("scripts/pirate/merit.rhai"))
+        .env("OUT", &out)
+        .stdin(Stdio::null())
+        .status()
+        .expect("nvim runs");
+    assert!(status.success(), "nvim ended with {status}");
+    let seen = std::fs::read_to_string(&out).unwrap_or_default();
+    let text = std::fs::read_to_string(root.join("scripts/pirate/merit.rhai")).unwrap();
+    let line = text.lines().position(|l| l.contains("parm(")).unwrap();
+    let col = text.lines().nth(line).unwrap().find("parm(").unwrap();
+    let expected = format!("{line}:{col}-{line}:{} ", col + 4);
+    assert!(
+        seen.lines().any(|l| l.starts_with(&expected) && l.contains("`parm`") && l.contains("did you mean `param`?")),
+        "Neovim shows the misspelled call at {expected}: {seen}"
+    );
+}
