@@ -238,12 +238,17 @@ pub(super) fn complete(ws: &Workspace, rel: &str, pos: Position) -> Vec<Completi
     match lang {
         Lang::Rhai => complete_rhai(ws, &pack, good, &text, prefix),
         Lang::Yaml => complete_yaml(ws, &pack, good, &text, pos, prefix),
-        Lang::Jinja => complete_jinja(good, prefix),
+        Lang::Jinja => complete_jinja(ws, &pack, good, prefix),
     }
 }
 
-fn fields(good: Option<&Pack>) -> Vec<CompletionItem> {
-    let Some(p) = good else { return Vec::new() };
+/// The state fields: with their types and docs from the pack's last good version, else their
+/// names from the manifest as it stands (a pack that has never loaded still completes).
+fn fields(ws: &Workspace, pack: &str, good: Option<&Pack>) -> Vec<CompletionItem> {
+    let Some(p) = good else {
+        let names = manifest_keys(ws, pack, &["state"]);
+        return names.iter().map(|n| item(n, CompletionItemKind::FIELD, None, None)).collect();
+    };
     p.info()
         .state
         .iter()
@@ -256,7 +261,7 @@ fn fields(good: Option<&Pack>) -> Vec<CompletionItem> {
 fn complete_rhai(ws: &Workspace, pack: &str, good: Option<&Pack>, text: &str, prefix: &str) -> Vec<CompletionItem> {
     let word_start = prefix.trim_end_matches(text::is_word);
     if word_start.ends_with("this.") || word_start.ends_with("state.") {
-        return fields(good);
+        return fields(ws, pack, good);
     }
     if word_start.ends_with("param(\"") {
         let Some(p) = good else { return Vec::new() };
@@ -273,7 +278,6 @@ fn complete_rhai(ws: &Workspace, pack: &str, good: Option<&Pack>, text: &str, pr
             .map(|(k, o)| item(k, CompletionItemKind::ENUM_MEMBER, Some(o.ty.to_owned()), Some(o.description.clone())))
             .collect();
     }
-    let _ = (ws, pack);
     let mut items: Vec<CompletionItem> = host_functions()
         .iter()
         .map(|f| item(f.name, CompletionItemKind::FUNCTION, Some(f.signature.to_owned()), host_doc(f.name)))
@@ -349,7 +353,7 @@ fn key_typed(trimmed: &str) -> Option<&str> {
     (!k.is_empty() && k.chars().all(|c| text::is_word(c) || c == '.')).then_some(k)
 }
 
-fn complete_jinja(good: Option<&Pack>, prefix: &str) -> Vec<CompletionItem> {
+fn complete_jinja(ws: &Workspace, pack: &str, good: Option<&Pack>, prefix: &str) -> Vec<CompletionItem> {
     let word_start = prefix.trim_end_matches(text::is_word).trim_end();
     if word_start.ends_with('|') {
         return FILTERS.iter().map(|f| item(f, CompletionItemKind::FUNCTION, Some("filter".into()), None)).collect();
@@ -357,7 +361,7 @@ fn complete_jinja(good: Option<&Pack>, prefix: &str) -> Vec<CompletionItem> {
     if word_start.ends_with(" is") || word_start.ends_with(" is not") {
         return TESTS.iter().map(|t| item(t, CompletionItemKind::FUNCTION, Some("test".into()), None)).collect();
     }
-    let mut items = fields(good);
+    let mut items = fields(ws, pack, good);
     items.push(item("params", CompletionItemKind::VARIABLE, Some("the pack's params".into()), None));
     items
 }
