@@ -250,3 +250,93 @@ fn neovim_reads_back_a_mistake_in_a_pack_file() {
         "Neovim shows the misspelled call at {expected}: {seen}"
     );
 }
+
+/// Every problem `ruleweave check` prints for `root`, as `file:line:col` (`file:line` when the
+/// column is unknown, `file` when the line is).
+fn check_spots(root: &std::path::Path) -> std::collections::BTreeSet<String> {
+    let out = support::ruleweave(root).arg("check").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    err.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("--> "))
+        .map(|s| s.trim_end_matches(":0").to_owned())
+        .collect()
+}
+
+#[test]
+fn the_server_and_check_find_the_same_problems_in_every_fixture() {
+    let fixtures = support::repo_root().join("tests/packs");
+    let mut dirs: Vec<_> = std::fs::read_dir(&fixtures).unwrap().map(|e| e.unwrap().path()).collect();
+    dirs.sort();
+    let mut compared = 0;
+    for dir in dirs.into_iter().filter(|d| d.join("config").is_dir()) {
+        let root = dir.canonicalize().unwrap();
+        let expected = check_spots(&root);
+        let mut s = Raw::start(&root);
+        let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
+        s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
+        s.response(1);
+        let mut seen = std::collections::BTreeSet::new();
+        let mut manifests: Vec<_> =
+            std::fs::read_dir(root.join("config")).unwrap().map(|e| e.unwrap().path()).collect();
+        manifests.sort();
+        for (i, manifest) in manifests.iter().filter(|m| m.extension().is_some_and(|x| x == "yaml")).enumerate() {
+            let file = uri_of(manifest);
+            s.open(&file, &std::fs::read_to_string(manifest).unwrap());
+            let first = s.until("the manifest's diagnostics", |v| {
+                v["method"] == "textDocument/publishDiagnostics" && v["params"]["uri"] == file
+            });
+            // The check publishes every file it names before reading the next message: a
+            // request's answer comes after the last of them.
+            let id = 100 + i as i64;
+            let params = json!({"textDocument": {"uri": file}, "position": {"line": 0, "character": 0}});
+            s.send(json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": params}));
+            let mut published = vec![first];
+            loop {
+                let v = s.until("diagnostics or the hover", |v| {
+                    v["id"] == id || v["method"] == "textDocument/publishDiagnostics"
+                });
+                if v["id"] == id {
+                    break;
+                }
+                published.push(v);
+            }
+            for p in published {
+                let path = p["params"]["uri"]
+                    .as_str()
+                    .unwrap()
+                    .strip_prefix(&format!("{}/", uri_of(&root)))
+                    .unwrap()
+                    .to_owned();
+                for d in p["params"]["diagnostics"].as_array().unwrap() {
+                    if d["severity"] != 1 {
+                        continue;
+                    }
+                    let (line, col) = (
+                        d["range"]["start"]["line"].as_u64().unwrap(),
+                        d["range"]["start"]["character"].as_u64().unwrap(),
+                    );
+                    seen.insert((path.clone(), line + 1, col + 1));
+                }
+            }
+        }
+        // check's column-less spots (`file:line`) match the server's line whatever its column.
+        let matches = |spot: &str| {
+            let parts: Vec<&str> = spot.split(':').collect();
+            seen.iter().any(|(f, l, c)| match parts.as_slice() {
+                [file, line, col] => f == file && l.to_string() == *line && c.to_string() == *col,
+                [file, line] => f == file && l.to_string() == *line,
+                [file] => f == file,
+                _ => false,
+            })
+        };
+        let missing: Vec<&String> = expected.iter().filter(|e| !matches(e)).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: check finds {missing:?} that the server does not (server: {seen:?})",
+            dir.display()
+        );
+        assert_eq!(seen.len(), expected.len(), "{}: server {seen:?}, check {expected:?}", dir.display());
+        compared += 1;
+    }
+    assert!(compared >= 15, "every fixture compared: {compared}");
+}

@@ -152,7 +152,8 @@ impl Workspace {
         let mut touched: BTreeSet<String> = before.diagnostics.keys().cloned().collect();
         touched.extend(self.checked[pack].diagnostics.keys().cloned());
         // An open file hears from every check of its pack, clean or not.
-        touched.extend(self.checked[pack].files.iter().filter(|f| self.docs.contains_key(*f)).cloned());
+        let open: Vec<String> = self.docs.keys().filter(|f| self.packs_of(f).iter().any(|p| p == pack)).cloned().collect();
+        touched.extend(open);
         touched.into_iter().map(|rel| (rel.clone(), self.shown_for(&rel))).collect()
     }
 
