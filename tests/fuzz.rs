@@ -272,3 +272,55 @@ fn the_api_takes_any_body() {
         panic!("{e}");
     }
 }
+
+/// `ruleweave lsp` on mutated buffers of the three languages: each change is checked (its
+/// diagnostics come back, for that version), and completion, hover, definition and references
+/// anywhere in it answer with a result or a protocol error, never the server's own failure.
+#[test]
+fn the_language_server_takes_any_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(&fuzz_dir().join("pack"), dir.path());
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = crate::lsp::Raw::start(&root);
+    let init = serde_json::json!({"processId": null, "rootUri": crate::lsp::uri_of(&root), "capabilities": {}});
+    s.send(serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}));
+    s.response(0);
+    let id = std::cell::Cell::new(1);
+    let version = std::cell::Cell::new(1);
+    // Fewer cases than the loader's: each is a round trip through a process and a whole check.
+    let config = ProptestConfig { cases: cases().min(200), failure_persistence: None, ..ProptestConfig::default() };
+    for (kind, file) in
+        [("manifest", "config/game.yaml"), ("script", "scripts/game/game.rhai"), ("template", "prompts/game/judge.j2")]
+    {
+        let uri = crate::lsp::uri_of(&root.join(file));
+        s.open(&uri, &std::fs::read_to_string(root.join(file)).unwrap());
+        let mut runner = proptest::test_runner::TestRunner::new(config.clone());
+        let s = std::cell::RefCell::new(&mut s);
+        let result = runner.run(&(loader_case(kind), any::<usize>()), |(bytes, at)| {
+            let mut s = s.borrow_mut();
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            version.set(version.get() + 1);
+            let v = version.get();
+            s.change(&uri, v, &text);
+            s.until("the change's diagnostics", |m| {
+                m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["version"] == v
+            });
+            let lines: Vec<&str> = text.lines().collect();
+            let line = if lines.is_empty() { 0 } else { at % lines.len() };
+            let character = lines.get(line).map_or(0, |l| at % (l.encode_utf16().count() + 1));
+            for method in ["textDocument/completion", "textDocument/hover", "textDocument/definition", "textDocument/references"] {
+                id.set(id.get() + 1);
+                let id = id.get();
+                let position = serde_json::json!({"line": line, "character": character});
+                let params = serde_json::json!({"textDocument": {"uri": uri}, "position": position, "context": {"includeDeclaration": true}});
+                s.send(serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+                let r = s.response(id);
+                prop_assert!(r["error"]["code"] != -32603, "{method} failed inside the server at {line}:{character}: {r}");
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{kind} ({file}): {e}");
+        }
+    }
+}

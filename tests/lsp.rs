@@ -32,7 +32,7 @@ fn pytest_lsp_drives_the_server_through_a_designers_edits() {
 }
 
 /// A client that writes whatever it is told to, and reads the server's frames on a thread.
-struct Raw {
+pub(crate) struct Raw {
     child: Child,
     stdin: ChildStdin,
     frames: mpsc::Receiver<Value>,
@@ -41,7 +41,7 @@ struct Raw {
 const WAIT: Duration = Duration::from_secs(30);
 
 impl Raw {
-    fn start(root: &std::path::Path) -> Raw {
+    pub(crate) fn start(root: &std::path::Path) -> Raw {
         let mut child = support::ruleweave(root)
             .arg("lsp")
             .stdin(Stdio::piped())
@@ -80,18 +80,18 @@ impl Raw {
         Raw { child, stdin, frames }
     }
 
-    fn bytes(&mut self, b: &[u8]) {
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.stdin.write_all(b).unwrap();
         self.stdin.flush().unwrap();
     }
 
-    fn send(&mut self, v: Value) {
+    pub(crate) fn send(&mut self, v: Value) {
         let body = v.to_string();
         self.bytes(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
     }
 
     /// The next frame that `pred` accepts (others are passed over), bounded.
-    fn until(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn until(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = std::time::Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -103,31 +103,31 @@ impl Raw {
         }
     }
 
-    fn response(&self, id: i64) -> Value {
+    pub(crate) fn response(&self, id: i64) -> Value {
         self.until(&format!("response {id}"), |v| v["id"] == id)
     }
 
     /// The next diagnostics of `uri`.
-    fn diagnostics(&self, uri: &str) -> Vec<Value> {
+    pub(crate) fn diagnostics(&self, uri: &str) -> Vec<Value> {
         let v = self.until(&format!("diagnostics of {uri}"), |v| {
             v["method"] == "textDocument/publishDiagnostics" && v["params"]["uri"] == uri
         });
         v["params"]["diagnostics"].as_array().unwrap().clone()
     }
 
-    fn open(&mut self, uri: &str, text: &str) {
+    pub(crate) fn open(&mut self, uri: &str, text: &str) {
         let doc = json!({"uri": uri, "languageId": "x", "version": 1, "text": text});
         self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": doc}}));
     }
 
-    fn change(&mut self, uri: &str, version: i64, text: &str) {
+    pub(crate) fn change(&mut self, uri: &str, version: i64, text: &str) {
         let doc = json!({"uri": uri, "version": version});
         let params = json!({"textDocument": doc, "contentChanges": [{"text": text}]});
         self.send(json!({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": params}));
     }
 
     /// A hover the server must answer (whatever it says): it is still there.
-    fn answers(&mut self, id: i64, uri: &str) {
+    pub(crate) fn answers(&mut self, id: i64, uri: &str) {
         let params = json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 3}});
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": "textDocument/hover", "params": params}));
         let r = self.response(id);
@@ -135,7 +135,7 @@ impl Raw {
     }
 }
 
-fn uri_of(path: &std::path::Path) -> String {
+pub(crate) fn uri_of(path: &std::path::Path) -> String {
     format!("file://{}", path.display())
 }
 
