@@ -164,6 +164,10 @@ pub struct TurnDiff {
     #[serde(skip)]
     #[cfg_attr(feature = "openapi", schema(ignore))]
     pub unused: Vec<String>,
+    /// The nodes that ran now, in order (none when the turn failed).
+    #[serde(skip)]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub ran: Vec<String>,
 }
 
 /// One field that changed.
@@ -504,7 +508,8 @@ impl Replayer {
                 Some(before) => diff(before, &state),
                 None => Vec::new(),
             };
-            let route = (!t.nodes.is_empty() && result.is_ok() && t.nodes != nodes).then(|| (t.nodes.clone(), nodes));
+            let route =
+                (!t.nodes.is_empty() && result.is_ok() && t.nodes != nodes).then(|| (t.nodes.clone(), nodes.clone()));
             let recorded_error = t.error.clone();
             out.push(TurnDiff {
                 turn: rec.base.as_ref().map_or(0, |b| b.turns) + i as u64 + 1,
@@ -515,6 +520,7 @@ impl Replayer {
                 recorded_error,
                 state,
                 unused,
+                ran: nodes,
             });
         }
         for e in &rec.edits {

@@ -157,3 +157,17 @@ async def test_renaming_a_node_changes_its_key_edges_and_routes_and_refuses_a_ta
 
     with pytest.raises(Exception, match="already has a node `intake`"):
         await client.text_document_rename_async(types.RenameParams(text_document=doc, position=key, new_name="intake"))
+
+
+@pytest.mark.asyncio
+async def test_a_lens_over_each_node_counts_the_test_cases_that_run_it(client):
+    rel = "config/pirate.yaml"
+    body = text(rel)
+    open_doc(client, rel, body, "yaml")
+    lenses = await client.text_document_code_lens_async(types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri(rel))))
+    by_line = {l.range.start.line: l.command.title for l in lenses}
+    # Both pirate cases play a whole turn; neither has the captain caught saying the phrase early.
+    assert by_line[at(body, "    intake:\n").line] == "2 test cases run this node"
+    assert by_line[at(body, "    validate_response:\n").line] == "2 test cases run this node"
+    assert by_line[at(body, "    handle_blocked:\n").line] == "no test case runs this node"
+    assert len(lenses) == 5

@@ -43,7 +43,7 @@ pub(super) struct Args {
 /// A test case as its file writes it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct Case {
+pub(crate) struct Case {
     /// What the case checks (default: the file's name).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
@@ -59,7 +59,7 @@ pub(super) struct Case {
 /// One turn of a case.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct CaseTurn {
+pub(crate) struct CaseTurn {
     /// The input: a map of input fields, or a line of text.
     pub input: Value,
     /// Model replies by profile, in order: a reply's text, or `{error: "..."}` for a failed call.
@@ -76,7 +76,7 @@ pub(super) struct CaseTurn {
 
 impl Case {
     /// The case as a recording to replay: its inputs and replies.
-    pub(super) fn recording(&self, pack: &str) -> Recording {
+    pub(crate) fn recording(&self, pack: &str) -> Recording {
         let turns = self
             .turns
             .iter()
@@ -250,7 +250,7 @@ async fn run_case(engine: &Engine, pack: &str, case: &Case, bless: bool) -> Resu
 }
 
 /// The case files of `pack` (`tests/<pack>/*.yaml`), sorted.
-fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
+pub(crate) fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
     let dir = root.join("tests").join(pack);
     let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(entries) => entries
@@ -264,7 +264,7 @@ fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
 }
 
 /// Reads a case file (its name defaults to the file's stem).
-pub(super) fn read_case(path: &Path) -> Result<Case> {
+pub(crate) fn read_case(path: &Path) -> Result<Case> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut case: Case = serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     if case.name.is_empty() {

@@ -619,3 +619,25 @@ pub(super) fn rename(
     }
     Ok(Some(lsp_types::WorkspaceEdit { changes: Some(changes), ..Default::default() }))
 }
+
+/// Over each node of a manifest: how many of the pack's test cases run it.
+pub(super) fn code_lenses(ws: &mut Workspace, rel: &str) -> Vec<lsp_types::CodeLens> {
+    let Some(pack) = rel.strip_prefix("config/").and_then(|r| r.strip_suffix(".yaml")) else { return Vec::new() };
+    let Some(text) = ws.text(rel) else { return Vec::new() };
+    let counts = ws.cases_per_node(pack);
+    text::yaml_keys(&text)
+        .into_iter()
+        .filter(|k| k.path.len() == 3 && k.path[0] == "graph" && k.path[1] == "nodes")
+        .filter_map(|k| {
+            let n = *counts.get(&k.path[2])?;
+            let title = match n {
+                0 => "no test case runs this node".to_owned(),
+                1 => "1 test case runs this node".to_owned(),
+                n => format!("{n} test cases run this node"),
+            };
+            let command = lsp_types::Command { title, command: String::new(), arguments: None };
+            let range = text::range_chars(&text, k.line, k.from, k.to);
+            Some(lsp_types::CodeLens { range, command: Some(command), data: None })
+        })
+        .collect()
+}

@@ -101,6 +101,7 @@ fn initialize_result() -> Json {
         hover_provider: Some(HoverProviderCapability::Simple(true)),
         definition_provider: Some(OneOf::Left(true)),
         references_provider: Some(OneOf::Left(true)),
+        code_lens_provider: Some(lsp_types::CodeLensOptions { resolve_provider: Some(false) }),
         rename_provider: Some(OneOf::Right(lsp_types::RenameOptions {
             prepare_provider: Some(true),
             work_done_progress_options: Default::default(),
@@ -205,6 +206,13 @@ impl Server {
                     Ok(edit) => json(edit.and_then(|e| serde_json::to_value(e).ok())),
                     Err(why) => Err((ErrorCode::InvalidParams, why)),
                 }
+            }
+            "textDocument/codeLens" => {
+                let uri = r.params.pointer("/textDocument/uri").cloned().and_then(|u| serde_json::from_value(u).ok());
+                let rel = uri
+                    .and_then(|u| self.ws.rel(&u))
+                    .ok_or((ErrorCode::InvalidParams, "codeLens: no document".into()))?;
+                json(serde_json::to_value(features::code_lenses(&mut self.ws, &rel)).ok())
             }
             other => Err((ErrorCode::MethodNotFound, format!("`{other}` is not a method this server has"))),
         }

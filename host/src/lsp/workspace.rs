@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lsp_types::{Diagnostic, DiagnosticSeverity, Uri};
+use ruleweave::replay::{Fallback, Replayer};
 use ruleweave::{Engine, Error, Pack};
 
 use super::text;
@@ -37,6 +38,10 @@ pub(super) struct Workspace {
     pub(super) good: HashMap<String, Arc<Pack>>,
     /// Files whose diagnostics the editor was last sent non-empty.
     shown: BTreeSet<String>,
+    /// How many test cases run each node, by pack, for the pack version they were counted on.
+    cases: HashMap<String, (String, BTreeMap<String, usize>)>,
+    /// Plays the test cases (the replayer is async).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Workspace {
@@ -50,6 +55,8 @@ impl Workspace {
             checked: HashMap::new(),
             good: HashMap::new(),
             shown: BTreeSet::new(),
+            cases: HashMap::new(),
+            runtime: tokio::runtime::Builder::new_current_thread().enable_all().build().ok(),
         }
     }
 
@@ -152,9 +159,35 @@ impl Workspace {
         let mut touched: BTreeSet<String> = before.diagnostics.keys().cloned().collect();
         touched.extend(self.checked[pack].diagnostics.keys().cloned());
         // An open file hears from every check of its pack, clean or not.
-        let open: Vec<String> = self.docs.keys().filter(|f| self.packs_of(f).iter().any(|p| p == pack)).cloned().collect();
+        let open: Vec<String> =
+            self.docs.keys().filter(|f| self.packs_of(f).iter().any(|p| p == pack)).cloned().collect();
         touched.extend(open);
         touched.into_iter().map(|rel| (rel.clone(), self.shown_for(&rel))).collect()
+    }
+
+    /// How many of `pack`'s test cases (`tests/<pack>/*.yaml`) run each node: every case played
+    /// offline, as `ruleweave test` plays it, on the pack as saved. Counted again when the saved
+    /// pack changes; none when it does not load.
+    pub(super) fn cases_per_node(&mut self, pack: &str) -> BTreeMap<String, usize> {
+        let Ok(saved) = self.engine.packs().load(pack) else { return BTreeMap::new() };
+        if let Some((version, counts)) = self.cases.get(pack)
+            && version == saved.version()
+        {
+            return counts.clone();
+        }
+        let Some(rt) = self.runtime.as_ref() else { return BTreeMap::new() };
+        let mut counts: BTreeMap<String, usize> = saved.nodes().map(|n| (n.to_owned(), 0)).collect();
+        for file in crate::cli::test::case_files(&self.root, pack) {
+            let Ok(case) = crate::cli::test::read_case(&file) else { continue };
+            let Ok(replayer) = Replayer::new(&self.engine, pack, Fallback::Standin) else { continue };
+            let Ok(turns) = rt.block_on(replayer.replay(&case.recording(pack))) else { continue };
+            let ran: BTreeSet<&String> = turns.iter().flat_map(|t| &t.ran).collect();
+            for node in ran {
+                *counts.entry(node.clone()).or_default() += 1;
+            }
+        }
+        self.cases.insert(pack.to_owned(), (saved.version().to_owned(), counts.clone()));
+        counts
     }
 
     /// Every pack's problems in `rel`, once each.
