@@ -171,3 +171,57 @@ async def test_a_lens_over_each_node_counts_the_test_cases_that_run_it(client):
     assert by_line[at(body, "    validate_response:\n").line] == "2 test cases run this node"
     assert by_line[at(body, "    handle_blocked:\n").line] == "no test case runs this node"
     assert len(lenses) == 5
+
+
+async def rename_everywhere(client, rel: str, needle: str, offset: int, new_name: str) -> dict:
+    """Renames what is at `needle` (+offset) in `rel`; opens every file the edit changes with its
+    new text; the new texts by file."""
+    body = text(rel)
+    open_doc(client, rel, body, "yaml" if rel.endswith(".yaml") else "rhai")
+    edit = await client.text_document_rename_async(
+        types.RenameParams(text_document=types.TextDocumentIdentifier(uri=uri(rel)), position=at(body, needle, offset), new_name=new_name)
+    )
+    changed = {}
+    root = uri("")
+    for file_uri, edits in edit.changes.items():
+        file = file_uri[len(root):].lstrip("/")
+        changed[file] = apply(text(file), edits)
+    for file, new in changed.items():
+        if file == rel:
+            change_doc(client, file, new, 2)
+        else:
+            open_doc(client, file, new, "x")
+    return changed
+
+
+@pytest.mark.asyncio
+async def test_renaming_a_state_field_changes_every_use_and_the_pack_still_checks(client):
+    changed = await rename_everywhere(client, "config/pirate.yaml", "  merit_score: {type: int", 2, "merit_points")
+    manifest = changed["config/pirate.yaml"]
+    assert "  merit_points: {type: int" in manifest
+    assert "track: [merit_points]" in manifest
+    assert "{{ merit_points }}" in manifest
+    assert "doc: merit_score >= the difficulty's threshold." in manifest  # prose is left alone
+    assert any("this.merit_points" in t or "merit_points:" in t for f, t in changed.items() if f.endswith(".rhai"))
+    for file in changed:
+        assert await diagnostics(client, file, lambda ds: ds == []) == [], file
+
+
+@pytest.mark.asyncio
+async def test_renaming_a_param_changes_its_reads_and_bounds_and_the_pack_still_checks(client):
+    changed = await rename_everywhere(client, "config/pirate.yaml", "  thresholds: {easy", 2, "bars")
+    manifest = changed["config/pirate.yaml"]
+    assert "  bars: {easy: 40" in manifest
+    assert "  bars.medium: {min: 0, max: 100}" in manifest
+    assert "params.bars[difficulty]" in manifest
+    for file in changed:
+        assert await diagnostics(client, file, lambda ds: ds == []) == [], file
+
+
+@pytest.mark.asyncio
+async def test_renaming_a_script_function_changes_the_manifest_that_names_it(client):
+    changed = await rename_everywhere(client, MERIT, "fn from_judge(", 3, "from_the_judge")
+    assert "fn from_the_judge(reply)" in changed[MERIT]
+    assert "then: merit.rhai::from_the_judge" in changed["config/pirate.yaml"]
+    for file in changed:
+        assert await diagnostics(client, file, lambda ds: ds == []) == [], file

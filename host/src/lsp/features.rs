@@ -130,7 +130,7 @@ fn item(label: &str, kind: CompletionItemKind, detail: Option<String>, doc: Opti
 }
 
 /// The names after `START`/node: the pack's node names.
-fn node_names(ws: &Workspace, pack: &str, good: Option<&Pack>) -> Vec<String> {
+pub(super) fn node_names(ws: &Workspace, pack: &str, good: Option<&Pack>) -> Vec<String> {
     match good {
         Some(p) => p.nodes().map(str::to_owned).collect(),
         None => manifest_keys(ws, pack, &["graph", "nodes"]),
@@ -138,7 +138,7 @@ fn node_names(ws: &Workspace, pack: &str, good: Option<&Pack>) -> Vec<String> {
 }
 
 /// The keys directly under `path` in the pack's manifest.
-fn manifest_keys(ws: &Workspace, pack: &str, path: &[&str]) -> Vec<String> {
+pub(super) fn manifest_keys(ws: &Workspace, pack: &str, path: &[&str]) -> Vec<String> {
     let text = ws.text(&format!("config/{pack}.yaml")).unwrap_or_default();
     text::yaml_keys(&text)
         .into_iter()
@@ -165,7 +165,7 @@ pub(super) fn script_functions(text: &str) -> Vec<(String, u32, usize)> {
 }
 
 /// The pack's script files (`scripts/PACK/…`, relative to `scripts/PACK/`).
-fn script_files(ws: &Workspace, pack: &str, good: Option<&Pack>) -> Vec<String> {
+pub(super) fn script_files(ws: &Workspace, pack: &str, good: Option<&Pack>) -> Vec<String> {
     let prefix = format!("scripts/{pack}/");
     let mut files: Vec<String> = good
         .map(|p| {
@@ -527,97 +527,6 @@ pub(super) fn definition(ws: &Workspace, rel: &str, pos: Position) -> Option<Loc
             at_key(&["state", &word]).or_else(|| at_key(&["params", &word]))
         }
     }
-}
-
-/// A node's name where `pos` is on one (its key under `graph.nodes`, an edge, a route, a
-/// string in a script), with the pack it is a node of.
-fn node_at(ws: &Workspace, rel: &str, pos: Position) -> Option<(String, String)> {
-    let text = ws.text(rel)?;
-    let (pack, good) = ws.pack_for(rel)?;
-    let (word, range) = word_at(&text, pos, &[])?;
-    let token = whole_token(&text, range)?;
-    let nodes = node_names(ws, &pack, good.as_deref());
-    (token == word && nodes.contains(&word)).then_some((pack, word))
-}
-
-/// The token a word's range sits in, with `.`, `/` and `::` joined to it (so the `intake` of
-/// `intake.rhai::intake` is not a node's name) and a key's trailing `:` left off.
-fn whole_token(text: &str, range: Range) -> Option<String> {
-    let (t, _) = word_at(text, range.start, &['.', '/', ':'])?;
-    let t = t.strip_suffix(':').filter(|t| !t.ends_with(':')).unwrap_or(&t);
-    Some(t.to_owned())
-}
-
-/// Every place the node `name` of `pack` is named: in its manifest (its key, edges, routes,
-/// lists that name nodes), and as a whole string in its scripts (a route script returns one).
-pub(super) fn node_references(ws: &Workspace, pack: &str, name: &str) -> Vec<Location> {
-    let mut out = Vec::new();
-    let manifest = format!("config/{pack}.yaml");
-    let mut files = vec![manifest.clone()];
-    let (_, good) = ws.pack_for(&manifest).unwrap_or_default();
-    for f in script_files(ws, pack, good.as_deref()) {
-        files.push(format!("scripts/{pack}/{f}"));
-    }
-    for file in files {
-        let (Some(body), Some(uri)) = (ws.text(&file), ws.uri(&file)) else { continue };
-        let yaml = file == manifest;
-        for (n, l) in body.lines().enumerate() {
-            let trimmed = l.trim_start();
-            if trimmed.starts_with('#') || trimmed.starts_with("//") {
-                continue;
-            }
-            for (i, _) in l.match_indices(name) {
-                let from = l[..i].chars().count();
-                let to = from + name.chars().count();
-                let range = text::range_chars(&body, n as u32, from, to);
-                let before = l[..i].chars().next_back();
-                let after = l[i + name.len()..].chars().next();
-                let counts = if yaml {
-                    !before.is_some_and(text::is_word)
-                        && !after.is_some_and(text::is_word)
-                        && whole_token(&body, range).as_deref() == Some(name)
-                } else {
-                    before == Some('"') && after == Some('"')
-                };
-                if counts {
-                    out.push(Location::new(uri.clone(), range));
-                }
-            }
-        }
-    }
-    out
-}
-
-/// The places the node at `pos` is named.
-pub(super) fn references(ws: &Workspace, rel: &str, pos: Position) -> Option<Vec<Location>> {
-    let (pack, name) = node_at(ws, rel, pos)?;
-    Some(node_references(ws, &pack, &name))
-}
-
-/// The edits that rename the node at `pos` to `new_name` everywhere it is named; an error when
-/// the name is not one a node may have or another node has it.
-// lsp-types keys a workspace edit's changes by `Uri`, whose parsed form clippy cannot prove
-// immutable; nothing here mutates one.
-#[allow(clippy::mutable_key_type)]
-pub(super) fn rename(
-    ws: &Workspace,
-    rel: &str,
-    pos: Position,
-    new_name: &str,
-) -> Result<Option<lsp_types::WorkspaceEdit>, String> {
-    let Some((pack, name)) = node_at(ws, rel, pos) else { return Ok(None) };
-    if new_name.is_empty() || !new_name.chars().all(text::is_word) || new_name == "START" || new_name == "END" {
-        return Err(format!("`{new_name}` cannot name a node: letters, digits and `_`, and not START or END"));
-    }
-    let (_, good) = ws.pack_for(rel).unwrap_or_default();
-    if new_name != name && node_names(ws, &pack, good.as_deref()).iter().any(|n| n == new_name) {
-        return Err(format!("pack `{pack}` already has a node `{new_name}`"));
-    }
-    let mut changes: std::collections::HashMap<lsp_types::Uri, Vec<lsp_types::TextEdit>> = Default::default();
-    for l in node_references(ws, &pack, &name) {
-        changes.entry(l.uri).or_default().push(lsp_types::TextEdit::new(l.range, new_name.to_owned()));
-    }
-    Ok(Some(lsp_types::WorkspaceEdit { changes: Some(changes), ..Default::default() }))
 }
 
 /// Over each node of a manifest: how many of the pack's test cases run it.

@@ -9,6 +9,7 @@
 //! replaced by one that survives malformed input (`transport`).
 
 mod features;
+mod symbols;
 mod text;
 mod transport;
 mod workspace;
@@ -190,19 +191,21 @@ impl Server {
             }
             "textDocument/references" => {
                 let (rel, pos) = at()?;
-                json(features::references(&self.ws, &rel, pos).and_then(|l| serde_json::to_value(l).ok()))
+                let found =
+                    symbols::symbol_at(&self.ws, &rel, pos).map(|(pack, s)| symbols::references(&self.ws, &pack, &s));
+                json(found.and_then(|l| serde_json::to_value(l).ok()))
             }
             "textDocument/prepareRename" => {
                 let (rel, pos) = at()?;
                 let text = self.ws.text(&rel).unwrap_or_default();
-                let node = features::references(&self.ws, &rel, pos).is_some();
-                let range = text::word_at(&text, pos, &[]).filter(|_| node).map(|(_, r)| r);
+                let named = symbols::symbol_at(&self.ws, &rel, pos).is_some();
+                let range = text::word_at(&text, pos, &[]).filter(|_| named).map(|(_, r)| r);
                 json(range.and_then(|r| serde_json::to_value(r).ok()))
             }
             "textDocument/rename" => {
                 let (rel, pos) = at()?;
                 let new_name = r.params.get("newName").and_then(Json::as_str).unwrap_or_default();
-                match features::rename(&self.ws, &rel, pos, new_name) {
+                match symbols::rename(&self.ws, &rel, pos, new_name) {
                     Ok(edit) => json(edit.and_then(|e| serde_json::to_value(e).ok())),
                     Err(why) => Err((ErrorCode::InvalidParams, why)),
                 }
