@@ -225,3 +225,42 @@ async def test_renaming_a_script_function_changes_the_manifest_that_names_it(cli
     assert "then: merit.rhai::from_the_judge" in changed["config/pirate.yaml"]
     for file in changed:
         assert await diagnostics(client, file, lambda ds: ds == []) == [], file
+
+
+async def labels_at(client, rel: str, body: str, pos) -> set:
+    result = await client.text_document_completion_async(
+        types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri(rel)), position=pos)
+    )
+    return {i.label for i in (result.items if hasattr(result, "items") else result)}
+
+
+@pytest.mark.asyncio
+async def test_the_manifest_completes_its_keys_node_names_scripts_and_reducers(client):
+    rel = "config/pirate.yaml"
+    body = text(rel)
+    typing = body.replace("    handle_blocked:\n", "    handle_blocked:\n      \n", 1)
+    typing = typing.replace("    - handle_blocked -> END\n", "    - handle_blocked -> END\n    - intake -> \n", 1)
+    typing = typing.replace("      script: validate.rhai::handle_blocked\n", "      script: validate.rhai::handle_blocked\n      then: \n", 1)
+    open_doc(client, rel, typing, "yaml")
+    # A node's own keys, from the manifest's JSON Schema.
+    keys = await labels_at(client, rel, typing, at(typing, "    handle_blocked:\n      \n", len("    handle_blocked:\n      ")))
+    assert {"script", "llm", "prompt", "fallback", "doc"} <= keys, keys
+    # Node names after an edge's arrow.
+    nodes = await labels_at(client, rel, typing, at(typing, "    - intake -> \n", len("    - intake -> ")))
+    assert {"merit_check", "generate_response", "validate_response", "handle_blocked", "END"} <= nodes
+    # Script functions where a node names one.
+    functions = await labels_at(client, rel, typing, at(typing, "      then: \n", len("      then: ")))
+    assert {"merit.rhai::from_judge", "validate.rhai::spoken", "intake.rhai::intake"} <= functions
+
+
+@pytest.mark.asyncio
+async def test_a_template_completes_fields_and_filters(client):
+    rel = "prompts/pirate/judge.j2"
+    body = text(rel) + "\n{{ strategies_attempted | jo"
+    open_doc(client, rel, body, "jinja")
+    lines = body.split("\n")
+    end = types.Position(line=len(lines) - 1, character=len(lines[-1]))
+    filters = await labels_at(client, rel, body, end)
+    assert {"join", "length", "transcript"} <= filters
+    fields = await labels_at(client, rel, body, types.Position(line=len(lines) - 1, character=len("{{ strat")))
+    assert {"strategies_attempted", "merit_score", "params"} <= fields

@@ -51,6 +51,17 @@ pub(super) fn problem_range(text: &str, line_1: u32, column_1: u32) -> Range {
     let Some(&first) = chars.get(start) else {
         return range_chars(text, n, start, start);
     };
+    // A problem placed at a flow map or list (`lonely: {script: …}`) is about what its key names.
+    let before: String = chars[..start].iter().collect();
+    if matches!(first, '{' | '[') && before.trim_end().ends_with(':') {
+        let key_end = before.trim_end().len() - 1;
+        let key_start =
+            before[..key_end].trim_end().rfind(|c: char| c.is_whitespace() || c == '-').map_or(0, |i| i + 1);
+        let (from, to) = (before[..key_start].chars().count(), before[..key_end].trim_end().chars().count());
+        if from < to {
+            return range_chars(text, n, from, to);
+        }
+    }
     let end = if is_word(first) {
         start + chars[start..].iter().take_while(|c| is_word(**c)).count()
     } else if first == '"' || first == '\'' {
@@ -204,6 +215,8 @@ mod tests {
         assert_eq!(problem_range(text, 1, 9), Range::new(Position::new(0, 8), Position::new(0, 13)));
         assert_eq!(problem_range(text, 2, 7), Range::new(Position::new(1, 6), Position::new(1, 11)));
         assert_eq!(problem_range(text, 2, 0), Range::new(Position::new(1, 0), Position::new(1, 15)));
+        let map = "  lonely: {script: x}\n";
+        assert_eq!(problem_range(map, 1, 11), Range::new(Position::new(0, 2), Position::new(0, 8)));
         let (w, _) = word_at(text, Position::new(0, 10), &[]).unwrap();
         assert_eq!(w, "scroe");
     }
