@@ -3,6 +3,7 @@
 
 #![warn(unreachable_pub)]
 
+pub mod cases;
 pub mod cli;
 pub mod config;
 pub mod diagnostics;

@@ -11,7 +11,7 @@ mod serve;
 mod sessions;
 mod simulate;
 mod terminal;
-pub(crate) mod test;
+mod test;
 mod tune;
 
 use std::path::{Path, PathBuf};

@@ -240,8 +240,8 @@ impl Console<'_> {
             _ => {}
         }
         let rec = self.rt.block_on(ruleweave::replay::Recording::from_store(self.engine, self.session.id()))?;
-        let case = super::test::Case::from_recording(name, &rec, self.pack.outputs());
-        super::test::write_case(&path, &case)?;
+        let case = crate::cases::Case::from_recording(name, &rec, self.pack.outputs());
+        crate::cases::write_case(&path, &case)?;
         println!(
             "saved {} turn(s) as {} (`ruleweave test {} --filter {name}` runs it)",
             case.turns.len(),

@@ -177,8 +177,8 @@ impl Workspace {
         }
         let Some(rt) = self.runtime.as_ref() else { return BTreeMap::new() };
         let mut counts: BTreeMap<String, usize> = saved.nodes().map(|n| (n.to_owned(), 0)).collect();
-        for file in crate::cli::test::case_files(&self.root, pack) {
-            let Ok(case) = crate::cli::test::read_case(&file) else { continue };
+        for file in crate::cases::case_files(&self.root, pack) {
+            let Ok(case) = crate::cases::read_case(&file) else { continue };
             let Ok(replayer) = Replayer::new(&self.engine, pack, Fallback::Standin) else { continue };
             let Ok(turns) = rt.block_on(replayer.replay(&case.recording(pack))) else { continue };
             let ran: BTreeSet<&String> = turns.iter().flat_map(|t| &t.ran).collect();
