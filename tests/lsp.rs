@@ -156,6 +156,11 @@ fn garbage_out_of_order_requests_and_broken_buffers_never_take_the_server_down()
     assert_eq!(e["id"], Value::Null);
     s.bytes(b"this is not a header\r\n\r\n");
     s.until("a second parse error", |v| v["error"]["code"] == -32700);
+    // Bytes that are not UTF-8 where a header should be; then JSON naming a request that is not one.
+    s.bytes(b"\xff\xfe\r\n\r\n");
+    s.until("a third parse error", |v| v["error"]["code"] == -32700);
+    s.send(json!({"jsonrpc": "2.0", "id": 77, "method": 5}));
+    assert_eq!(s.response(77)["error"]["code"], -32600);
 
     let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
     s.send(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": init}));

@@ -182,6 +182,10 @@ impl Packs {
     /// pack is returned, not swapped in, and no error is kept. Every problem found is in the
     /// error ([`Error::all`]).
     pub fn check(&self, name: &str, overlay: pack::Overlay) -> Result<Pack> {
+        if !is_pack_name(name) {
+            let shown: String = name.chars().take(PACK_NAME_MAX).collect();
+            return Err(Error::new(ErrorKind::NotFound, format!("`{shown}` is not a pack name")));
+        }
         let none = pack::ParamValues::new();
         let params = self.inner.params.get(name).unwrap_or(&none);
         pack::load_with(&self.inner.root, name, &self.inner.natives, params, overlay)

@@ -264,3 +264,36 @@ async def test_a_template_completes_fields_and_filters(client):
     assert {"join", "length", "transcript"} <= filters
     fields = await labels_at(client, rel, body, types.Position(line=len(lines) - 1, character=len("{{ strat")))
     assert {"strategies_attempted", "merit_score", "params"} <= fields
+
+
+@pytest.mark.asyncio
+async def test_renaming_a_node_leaves_the_profile_and_strings_of_the_same_name(client):
+    # The debate's `judge` is a node, a model profile (`llm: judge`) and the stand-in's profile
+    # name: only the node is renamed.
+    rel = "config/debate.yaml"
+    changed = await rename_everywhere(client, rel, "\n    judge:\n      script: factcheck", 5, "referee")
+    manifest = changed[rel]
+    assert "\n    referee:\n      script: factcheck.rhai::judge" in manifest, "the function keeps its name"
+    assert "      llm: judge\n" in manifest and "\n  judge:\n" in manifest, "the profile keeps its name"
+    assert "scripts/debate/standin.rhai" not in changed
+    for file in changed:
+        assert await diagnostics(client, file, lambda ds: ds == []) == [], file
+    # From the profile's place, there is nothing to rename: it is not the node.
+    body = manifest
+    edit = await client.text_document_rename_async(
+        types.RenameParams(text_document=types.TextDocumentIdentifier(uri=uri(rel)), position=at(body, "llm: judge", 6), new_name="x")
+    )
+    assert edit is None
+
+
+@pytest.mark.asyncio
+async def test_renaming_a_field_that_shares_a_nodes_name_leaves_the_graph(client):
+    # The designer's `design` is a state field, a node, an input field and a schema.
+    rel = "config/designer.yaml"
+    changed = await rename_everywhere(client, rel, "  design: {type: any, doc", 2, "gdd")
+    manifest = changed[rel]
+    assert "  gdd: {type: any, doc" in manifest
+    assert "- analyze, retrieve -> design" in manifest and "- design -> build" in manifest
+    assert "  design: {type: any, default: null" in manifest, "the input field keeps its name"
+    for file in changed:
+        assert await diagnostics(client, file, lambda ds: ds == []) == [], file

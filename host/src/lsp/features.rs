@@ -154,10 +154,12 @@ pub(super) fn script_functions(text: &str) -> Vec<(String, u32, usize)> {
         let t = l.trim_start();
         let t = t.strip_prefix("private ").unwrap_or(t);
         if let Some(rest) = t.strip_prefix("fn ") {
-            let name: String = rest.trim_start().chars().take_while(|c| text::is_word(*c)).collect();
+            let rest = rest.trim_start();
+            let name: String = rest.chars().take_while(|c| text::is_word(*c)).collect();
             if !name.is_empty() {
-                let col = l.find(&name).map_or(0, |b| l[..b].chars().count());
-                out.push((name, n as u32, col));
+                // Where the name starts: after `fn ` (and `private `), not the first match.
+                let at = l.len() - rest.len();
+                out.push((name, n as u32, l[..at].chars().count()));
             }
         }
     }
@@ -238,7 +240,7 @@ pub(super) fn complete(ws: &Workspace, rel: &str, pos: Position) -> Vec<Completi
     match lang {
         Lang::Rhai => complete_rhai(ws, &pack, good, &text, prefix),
         Lang::Yaml => complete_yaml(ws, &pack, good, &text, pos, prefix),
-        Lang::Jinja => complete_jinja(ws, &pack, good, prefix),
+        Lang::Jinja => complete_jinja(ws, &pack, good, &text, pos, prefix),
     }
 }
 
@@ -337,7 +339,7 @@ fn complete_yaml(
             }
         };
     }
-    if under(&["graph", "edges"]) || under(&["graph", "routes"]) && trimmed.starts_with('-') {
+    if under(&["graph", "edges"]) {
         let mut list = nodes();
         list.extend(["START".to_owned(), "END".to_owned()]);
         return names(list, CompletionItemKind::REFERENCE);
@@ -353,7 +355,20 @@ fn key_typed(trimmed: &str) -> Option<&str> {
     (!k.is_empty() && k.chars().all(|c| text::is_word(c) || c == '.')).then_some(k)
 }
 
-fn complete_jinja(ws: &Workspace, pack: &str, good: Option<&Pack>, prefix: &str) -> Vec<CompletionItem> {
+fn complete_jinja(
+    ws: &Workspace,
+    pack: &str,
+    good: Option<&Pack>,
+    text: &str,
+    pos: Position,
+    prefix: &str,
+) -> Vec<CompletionItem> {
+    // The prose of a prompt completes nothing: only what is inside `{{ }}` and `{% %}`.
+    let line_start =
+        text.lines().nth(pos.line as usize).map_or(text.len(), |l| l.as_ptr() as usize - text.as_ptr() as usize);
+    if !text::in_expression(text, line_start + prefix.len()) {
+        return Vec::new();
+    }
     let word_start = prefix.trim_end_matches(text::is_word).trim_end();
     if word_start.ends_with('|') {
         return FILTERS.iter().map(|f| item(f, CompletionItemKind::FUNCTION, Some("filter".into()), None)).collect();

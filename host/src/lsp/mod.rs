@@ -1,8 +1,9 @@
 //! `ruleweave lsp`: a Language Server Protocol server over stdio for a pack root, so an editor
 //! knows a pack as `check` does. Diagnostics as you type (the engine's own checker run on the
 //! editor's unsaved buffers, a moment after the last keystroke), completion, hover and
-//! go-to-definition across the manifest, Rhai scripts and prompt templates; references to a
-//! node and its rename.
+//! go-to-definition across the manifest, Rhai scripts and prompt templates; references and
+//! rename of nodes, state fields, params and script functions; a code lens over each node with
+//! the test cases that run it.
 //!
 //! Built on lsp-server and lsp-types, rust-analyzer's own: a synchronous loop fits a server
 //! whose every answer is a check or a lookup, and needs no async runtime. Its stdio reader is
@@ -46,6 +47,7 @@ pub fn run(root: Option<PathBuf>) -> Result<()> {
         match incoming.recv() {
             Err(_) => return Ok(()),
             Ok(Incoming::Garbage(why)) => parse_error(&out, &why),
+            Ok(Incoming::Invalid(id, why)) => invalid_request(&out, id, &why),
             Ok(Incoming::Message(Message::Request(r))) if r.method == "initialize" => {
                 match serde_json::from_value(r.params.clone()) {
                     Ok(p) => {
@@ -80,6 +82,7 @@ pub fn run(root: Option<PathBuf>) -> Result<()> {
         match message {
             None => server.check_dirty(),
             Some(Incoming::Garbage(why)) => parse_error(&out, &why),
+            Some(Incoming::Invalid(id, why)) => invalid_request(&out, id, &why),
             Some(Incoming::Message(Message::Request(r))) => server.request(r),
             Some(Incoming::Message(Message::Notification(n))) => {
                 if n.method == "exit" {
@@ -96,7 +99,8 @@ fn initialize_result() -> Json {
     let capabilities = ServerCapabilities {
         text_document_sync: Some(TextDocumentSyncCapability::Kind(TextDocumentSyncKind::FULL)),
         completion_provider: Some(CompletionOptions {
-            trigger_characters: Some([".", "\"", "|", ":", " ", ">"].map(String::from).to_vec()),
+            // Where a name is expected next: `this.`, `param("`, a filter's `|`, `file.rhai::`, `-> `.
+            trigger_characters: Some([".", "\"", "|", ":", ">"].map(String::from).to_vec()),
             ..Default::default()
         }),
         hover_provider: Some(HoverProviderCapability::Simple(true)),
@@ -128,6 +132,12 @@ fn error(id: RequestId, code: ErrorCode, message: String) -> Message {
 /// The answer to a frame that is not a message: a parse error, to no request (its id is null).
 fn parse_error(out: &Sender<Outgoing>, why: &str) {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": ErrorCode::ParseError as i32, "message": why}});
+    let _ = out.send(Outgoing::Raw(body));
+}
+
+/// The answer to JSON that names a request but is not one: an invalid request, to its id.
+fn invalid_request(out: &Sender<Outgoing>, id: Json, why: &str) {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": ErrorCode::InvalidRequest as i32, "message": why}});
     let _ = out.send(Outgoing::Raw(body));
 }
 

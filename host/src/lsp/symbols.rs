@@ -1,9 +1,11 @@
-//! What a name in a pack is, and every place that names it: a node (its key, edges, routes, the
-//! strings route scripts return), a state field (its declaration, `this.`/`state.` reads, the
-//! keys of update maps, template expressions, the manifest's lists and conditions), a param
-//! (its declaration, `param("…")`, `params.…` in templates and conditions, its bounds), and a
-//! script function (its definition, its calls in the file, `file.rhai::function` in the
-//! manifest). References and rename are built on it.
+//! What a name in a pack is, and every place that names it: a node (its key, edges, route
+//! targets, `display.stream`, the strings of the route functions `graph.routes` names), a state
+//! field (its declaration, `this.`/`state.` reads, the keys of update maps, template expressions,
+//! the manifest's conditions, lists and thresholds), a param (its declaration, `param("…")`,
+//! `params.…`, its bounds), and a script function (its definition, its calls in the file,
+//! `file.rhai::function` in the manifest). Only those places: a profile, schema or phase that
+//! happens to share a node's name is another thing, and prose (docs, descriptions, comments) is
+//! left as written. References and rename are built on it.
 
 use std::collections::HashMap;
 
@@ -108,12 +110,18 @@ pub(super) fn symbol_at(ws: &Workspace, rel: &str, pos: Position) -> Option<(Str
             }
         }
     }?;
-    Some((pack, symbol))
+    // Only a place that names it: `llm: judge` names a profile, whatever the nodes are called.
+    let named =
+        references(ws, &pack, &symbol).iter().any(|l| l.range == range && ws.rel(&l.uri).as_deref() == Some(rel));
+    named.then_some((pack, symbol))
 }
 
-/// Each whole-word occurrence of `name` in `text`: its line, byte offset in the line, and range.
-fn occurrences<'t>(text: &'t str, name: &'t str) -> impl Iterator<Item = (u32, &'t str, usize, Range)> + 't {
+/// Each whole-word occurrence of `name` in `text`: its line, the line, its byte offset in the
+/// text and in the line, and its range.
+fn occurrences<'t>(text: &'t str, name: &'t str) -> impl Iterator<Item = (u32, &'t str, usize, usize, Range)> + 't {
     text.lines().enumerate().flat_map(move |(n, l)| {
+        // The line's place in the text, whatever its line breaks.
+        let line_at = l.as_ptr() as usize - text.as_ptr() as usize;
         l.match_indices(name).filter_map(move |(i, _)| {
             let before = l[..i].chars().next_back();
             let after = l[i + name.len()..].chars().next();
@@ -122,29 +130,52 @@ fn occurrences<'t>(text: &'t str, name: &'t str) -> impl Iterator<Item = (u32, &
             }
             let from = l[..i].chars().count();
             let range = text::range_chars(text, n as u32, from, from + name.chars().count());
-            Some((n as u32, l, i, range))
+            Some((n as u32, l, line_at + i, i, range))
         })
     })
 }
 
-/// Whether the byte `at` of a template's text lies inside an expression or a statement
-/// (`{{ … }}`, `{% … %}`) rather than in its prose.
-fn in_expression(text: &str, line: u32, at: usize) -> bool {
-    let offset: usize = text.lines().take(line as usize).map(|l| l.len() + 1).sum::<usize>() + at;
-    let head = &text[..offset.min(text.len())];
-    let open = head.rfind("{{").max(head.rfind("{%"));
-    let close = head.rfind("}}").max(head.rfind("%}"));
-    match (open, close) {
-        (Some(o), Some(c)) => o > c,
-        (Some(_), None) => true,
-        _ => false,
-    }
+/// Keys whose text is prose: what they say is left as written.
+const PROSE: &[&str] = &["doc", "description", "input_help", "message", "finished_message"];
+
+/// Keys whose value names state fields (a condition, a list of fields, one field).
+const NAMING_FIELDS: &[&str] = &["when", "output", "track", "outcome", "from", "speaker"];
+
+/// Whether what follows `before` on a manifest's line is prose (after a `doc:`, a description, a
+/// comment).
+fn prose(before: &str) -> bool {
+    PROSE.iter().any(|k| before.contains(&format!("{k}:"))) || before.contains(" #") || before.starts_with('#')
 }
 
-/// Whether what follows `before` on a manifest's line is prose (a `doc:`, a description, a
-/// comment), not a reference.
-fn prose(before: &str) -> bool {
-    ["doc:", "description:", "input_help:", "message:", "#"].iter().any(|k| before.contains(k))
+/// Whether what follows `before` on a script's line is in a comment.
+fn commented(line: &str, before: &str) -> bool {
+    before.contains("//") || line.trim_start().starts_with('*') || line.trim_start().starts_with("/*")
+}
+
+/// The lines of each function of `text` that `names` names: from its `fn` line to the line
+/// before the next function.
+fn function_lines(text: &str, names: &[String]) -> Vec<std::ops::Range<u32>> {
+    let all = script_functions(text);
+    let total = text.lines().count() as u32;
+    all.iter()
+        .enumerate()
+        .filter(|(_, (n, _, _))| names.contains(n))
+        .map(|(i, (_, line, _))| *line..all.get(i + 1).map_or(total, |next| next.1))
+        .collect()
+}
+
+/// The functions `graph.routes` names (`fn: file.rhai::function`), by script file.
+fn route_functions(manifest: &str, pack: &str) -> HashMap<String, Vec<String>> {
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    for k in text::yaml_keys(manifest) {
+        if k.path.len() == 4 && k.path[..2] == ["graph", "routes"] && k.path[3] == "fn" {
+            let value = text::line(manifest, k.line).split_once("fn:").map(|(_, v)| v.trim()).unwrap_or("");
+            if let Some((file, function)) = value.split_once("::") {
+                out.entry(format!("scripts/{pack}/{file}")).or_default().push(function.to_owned());
+            }
+        }
+    }
+    out
 }
 
 /// Every place `symbol` of `pack` is named.
@@ -158,36 +189,56 @@ pub(super) fn references(ws: &Workspace, pack: &str, symbol: &Symbol) -> Vec<Loc
         files.extend(p.files().iter().filter(|f| f.starts_with(&prefix)).cloned());
     }
     files.extend(ws.docs.keys().filter(|k| k.starts_with(&prefix) && !files.contains(k)).cloned().collect::<Vec<_>>());
+    let routes = route_functions(&ws.text(&manifest).unwrap_or_default(), pack);
     let name = symbol.name();
     let mut out = Vec::new();
     for file in files {
         let (Some(body), Some(uri)) = (ws.text(&file), ws.uri(&file)) else { continue };
         let Some(language) = lang(&file) else { continue };
         let keys = if language == Lang::Yaml { text::yaml_keys(&body) } else { Vec::new() };
-        for (n, l, at, range) in occurrences(&body, name) {
+        let prose_lines: Vec<std::ops::RangeInclusive<u32>> = keys
+            .iter()
+            .filter(|k| k.last > k.line && k.path.last().is_some_and(|n| PROSE.contains(&n.as_str())))
+            .map(|k| k.line + 1..=k.last)
+            .collect();
+        let route_lines = routes.get(&file).map(|f| function_lines(&body, f)).unwrap_or_default();
+        for (n, l, offset, at, range) in occurrences(&body, name) {
             let (before, after) = around(l, at, name.len());
-            let is_key = keys.iter().find(|k| {
-                k.line == n && k.path.last().is_some_and(|k| k == name) && range.start.character as usize == k.from
-            });
+            let col = range.start.character as usize;
+            let key_here = keys.iter().find(|k| k.line == n && k.from == col);
+            let line_key = keys.iter().find(|k| k.line == n);
+            let line_path = || text::yaml_path_at(&body, n, 0);
+            let token = || whole_token(&body, range).unwrap_or_default();
+            let valued = |allowed: &[&str]| {
+                line_key.is_some_and(|k| k.path.last().is_some_and(|n| allowed.contains(&n.as_str())) && col > k.to)
+            };
             let counts = match (symbol, language) {
-                (_, Lang::Yaml) if prose(before) => false,
-                (Symbol::Node(_), Lang::Yaml) => match is_key {
+                (_, Lang::Yaml) if prose(before) || prose_lines.iter().any(|r| r.contains(&n)) => false,
+                (_, Lang::Rhai) if commented(l, before) => false,
+                (Symbol::Node(_), Lang::Yaml) => match key_here {
                     Some(k) => {
-                        k.path.len() == 3 && k.path[..2] == ["graph".to_owned(), "nodes".to_owned()]
-                            || k.path.len() == 3 && k.path[..2] == ["graph".to_owned(), "routes".to_owned()]
-                    }
-                    None => whole_token(&body, range).as_deref() == Some(name),
-                },
-                (Symbol::Node(_), Lang::Rhai) => before.ends_with('"') && after.starts_with('"'),
-                (Symbol::Field(_), Lang::Yaml) => match is_key {
-                    Some(k) => {
-                        k.path == ["state", name]
-                            || k.path.len() == 3 && k.path[..2] == ["simulate".to_owned(), "thresholds".to_owned()]
+                        k.path.len() == 3 && k.path[0] == "graph" && (k.path[1] == "nodes" || k.path[1] == "routes")
                     }
                     None => {
-                        let token = whole_token(&body, range).unwrap_or_default();
-                        (token == name || token == format!("this.{name}") || token == format!("state.{name}"))
-                            && !before.ends_with("params.")
+                        let path = line_path();
+                        let in_graph = path.starts_with(&["graph".to_owned(), "edges".to_owned()])
+                            || (path.starts_with(&["graph".to_owned(), "routes".to_owned()]) && valued(&["to"]))
+                            || (path.starts_with(&["display".to_owned()]) && valued(&["stream"]));
+                        in_graph && token() == name
+                    }
+                },
+                (Symbol::Node(_), Lang::Rhai) => {
+                    before.ends_with('"') && after.starts_with('"') && route_lines.iter().any(|r| r.contains(&n))
+                }
+                (Symbol::Field(_), Lang::Yaml) => match key_here {
+                    Some(k) => {
+                        k.path == ["state", name] || (k.path.len() == 3 && k.path[..2] == ["simulate", "thresholds"])
+                    }
+                    None => {
+                        let t = token();
+                        t == format!("this.{name}")
+                            || t == format!("state.{name}")
+                            || (!before.ends_with('.') && (text::in_expression(&body, offset) || valued(NAMING_FIELDS)))
                     }
                 },
                 (Symbol::Field(_), Lang::Rhai) => {
@@ -195,30 +246,27 @@ pub(super) fn references(ws: &Workspace, pack: &str, symbol: &Symbol) -> Vec<Loc
                         || before.ends_with("state.")
                         || (after.starts_with(':') && !after.starts_with("::") && !before.ends_with('.'))
                 }
-                (Symbol::Field(_), Lang::Jinja) => !before.ends_with('.') && in_expression(&body, n, at),
-                (Symbol::Param(_), Lang::Yaml) => match is_key {
-                    Some(k) => k.path == ["params", name],
+                (Symbol::Field(_), Lang::Jinja) => !before.ends_with('.') && text::in_expression(&body, offset),
+                (Symbol::Param(_), Lang::Yaml) => match key_here {
+                    Some(k) => k.path == ["params", name] || (k.path.len() == 2 && k.path[0] == "param_bounds"),
                     // A bound names the param by its dotted path: `thresholds.easy:`.
                     None => {
-                        let bound = keys.iter().any(|k| {
-                            k.line == n
-                                && k.path.len() == 2
-                                && k.path[0] == "param_bounds"
-                                && k.from == range.start.character as usize
-                        });
-                        before.ends_with("params.") || (bound && after.starts_with('.'))
+                        let bound =
+                            line_key.is_some_and(|k| k.path.len() == 2 && k.path[0] == "param_bounds" && k.from == col);
+                        before.ends_with("params.")
+                            || (before.ends_with("param(\"") && (after.starts_with('"') || after.starts_with('.')))
+                            || (bound && after.starts_with('.'))
                     }
                 },
                 (Symbol::Param(_), Lang::Rhai) => {
                     before.ends_with("param(\"") && (after.starts_with('"') || after.starts_with('.'))
                 }
-                (Symbol::Param(_), Lang::Jinja) => before.ends_with("params.") && in_expression(&body, n, at),
+                (Symbol::Param(_), Lang::Jinja) => before.ends_with("params.") && text::in_expression(&body, offset),
                 (Symbol::Function { file: of, .. }, Lang::Rhai) => {
-                    file == *of && !before.ends_with('.') && (after.trim_start().starts_with('('))
+                    file == *of && !before.ends_with('.') && after.trim_start().starts_with('(')
                 }
                 (Symbol::Function { file: of, .. }, Lang::Yaml) => {
-                    let stem = of.rsplit('/').next().unwrap_or(of);
-                    before.ends_with(&format!("{stem}::"))
+                    token().split_once("::").is_some_and(|(f, _)| format!("scripts/{pack}/{f}") == *of)
                 }
                 _ => false,
             };
@@ -242,12 +290,18 @@ pub(super) fn rename(
     new_name: &str,
 ) -> Result<Option<WorkspaceEdit>, String> {
     let Some((pack, symbol)) = symbol_at(ws, rel, pos) else { return Ok(None) };
-    let valid = !new_name.is_empty()
-        && new_name.chars().all(is_word)
-        && !new_name.starts_with(|c: char| c.is_ascii_digit())
-        && !["START", "END", "this", "state"].contains(&new_name);
+    const KEYWORDS: &[&str] = &[
+        "START", "END", "this", "state", "params", "let", "const", "fn", "private", "if", "else", "switch", "while",
+        "loop", "do", "until", "for", "in", "break", "continue", "return", "throw", "try", "catch", "import", "export",
+        "as", "global", "true", "false", "is", "not", "and", "or", "none", "set", "endif", "endfor",
+    ];
+    let valid = new_name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && new_name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !KEYWORDS.contains(&new_name);
     if !valid {
-        return Err(format!("`{new_name}` cannot be a name here: letters, digits and `_`, not starting with a digit"));
+        return Err(format!(
+            "`{new_name}` cannot be a name here: ASCII letters, digits and `_`, not starting with a digit, and not a keyword"
+        ));
     }
     let (_, good) = ws.pack_for(rel).unwrap_or_default();
     let taken = match &symbol {

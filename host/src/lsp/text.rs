@@ -52,12 +52,13 @@ pub(super) fn problem_range(text: &str, line_1: u32, column_1: u32) -> Range {
         return range_chars(text, n, start, start);
     };
     // A problem placed at a flow map or list (`lonely: {script: …}`) is about what its key names.
-    let before: String = chars[..start].iter().collect();
-    if matches!(first, '{' | '[') && before.trim_end().ends_with(':') {
-        let key_end = before.trim_end().len() - 1;
-        let key_start =
-            before[..key_end].trim_end().rfind(|c: char| c.is_whitespace() || c == '-').map_or(0, |i| i + 1);
-        let (from, to) = (before[..key_start].chars().count(), before[..key_end].trim_end().chars().count());
+    let mut key_end = start;
+    while key_end > 0 && chars[key_end - 1].is_whitespace() {
+        key_end -= 1;
+    }
+    if matches!(first, '{' | '[') && key_end > 0 && chars[key_end - 1] == ':' {
+        let to = key_end - 1;
+        let from = chars[..to].iter().rposition(|c| c.is_whitespace() || *c == '-').map_or(0, |i| i + 1);
         if from < to {
             return range_chars(text, n, from, to);
         }
@@ -93,67 +94,106 @@ pub(super) fn before(text: &str, pos: Position) -> &str {
     &l[..byte_at(l, pos.character)]
 }
 
+/// Whether byte `at` of a template's text lies inside an expression or a statement (`{{ … }}`,
+/// `{% … %}`) rather than in its prose.
+pub(super) fn in_expression(text: &str, at: usize) -> bool {
+    let head = &text[..at.min(text.len())];
+    let open = head.rfind("{{").max(head.rfind("{%"));
+    let close = head.rfind("}}").max(head.rfind("%}"));
+    match (open, close) {
+        (Some(o), Some(c)) => o > c,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
 /// One key of a YAML document: its path of keys from the top and where it is.
 #[derive(Debug, Clone)]
 pub(super) struct Key {
     pub(super) path: Vec<String>,
     pub(super) line: u32,
-    /// Its first and one-past-last character.
+    /// Its first and one-past-last character (inside the quotes of a quoted key).
     pub(super) from: usize,
     pub(super) to: usize,
+    /// The last line of its value when that is a block scalar (`doc: |`), else its own line.
+    pub(super) last: u32,
+}
+
+/// A key at the start of a line (after its indentation and a list item's `- `): its name, what
+/// follows its `:`, and the characters before the name on the line.
+struct LineKey<'l> {
+    name: &'l str,
+    rest: &'l str,
+    offset: usize,
 }
 
 /// The keys of a block-style YAML document (`key:` at the start of a line, nested by
-/// indentation; list items open no level of their own), in order. Flow maps (`{a: 1}`) and
-/// block scalars' contents are not looked into.
+/// indentation; a list item's first key sits under the list's key), in order. Flow maps
+/// (`{a: 1}`) and block scalars' contents are not looked into.
 pub(super) fn yaml_keys(text: &str) -> Vec<Key> {
-    let mut keys = Vec::new();
+    let mut keys: Vec<Key> = Vec::new();
     let mut stack: Vec<(usize, String)> = Vec::new();
-    let mut scalar_above: Option<usize> = None;
+    let mut scalar: Option<(usize, usize)> = None;
     for (n, l) in text.lines().enumerate() {
         let trimmed = l.trim_start();
         let indent = l.len() - trimmed.len();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        if let Some(at) = scalar_above {
+        if let Some((at, key)) = scalar {
             if indent > at {
+                keys[key].last = n as u32;
                 continue;
             }
-            scalar_above = None;
+            scalar = None;
         }
-        let Some(name) = key_of(trimmed) else { continue };
-        while stack.last().is_some_and(|(i, _)| *i >= indent) {
+        let Some(k) = line_key(l) else { continue };
+        let depth = l[..k.offset].len();
+        while stack.last().is_some_and(|(i, _)| *i >= depth) {
             stack.pop();
         }
         let mut path: Vec<String> = stack.iter().map(|(_, k)| k.clone()).collect();
-        path.push(name.clone());
-        let from = l[..indent].chars().count();
-        keys.push(Key { path, line: n as u32, from, to: from + name.chars().count() });
-        let value = trimmed[name.len()..].trim_start_matches(['"', '\'']).trim_start_matches(':').trim();
+        path.push(k.name.to_owned());
+        let from = l[..k.offset].chars().count();
+        let to = from + k.name.chars().count();
+        keys.push(Key { path, line: n as u32, from, to, last: n as u32 });
+        let value = k.rest.trim();
         if value.starts_with('|') || value.starts_with('>') {
-            scalar_above = Some(indent);
+            scalar = Some((indent, keys.len() - 1));
         }
-        stack.push((indent, name));
+        stack.push((depth, k.name.to_owned()));
     }
     keys
 }
 
-/// The key a line (without its indentation) starts with, when it is `key:` or `key: value`.
-fn key_of(trimmed: &str) -> Option<String> {
-    let (name, rest) = match trimmed.chars().next()? {
+/// The key line `l` starts with, when it is `key:`, `key: value`, `"key": value` or
+/// `- key: value`.
+fn line_key(l: &str) -> Option<LineKey<'_>> {
+    let trimmed = l.trim_start();
+    let mut offset = l.len() - trimmed.len();
+    let mut body = trimmed;
+    if let Some(item) = body.strip_prefix("- ") {
+        offset += 2 + (item.len() - item.trim_start().len());
+        body = item.trim_start();
+    }
+    let (name, rest, quoted) = match body.chars().next()? {
         q @ ('"' | '\'') => {
-            let end = trimmed[1..].find(q)? + 1;
-            (&trimmed[1..end], &trimmed[end + 1..])
+            let end = body[1..].find(q)? + 1;
+            (&body[1..end], &body[end + 1..], true)
         }
         _ => {
-            let end = trimmed.find(':')?;
-            (&trimmed[..end], &trimmed[end..])
+            let end = body.find(':')?;
+            (&body[..end], &body[end..], false)
         }
     };
     let rest = rest.strip_prefix(':')?;
     let ok = !name.is_empty() && !name.starts_with(['-', '[', '{', '#']) && (rest.is_empty() || rest.starts_with(' '));
-    ok.then(|| name.to_owned())
+    ok.then_some(LineKey { name, rest, offset: offset + usize::from(quoted) })
+}
+
+/// The key a line (without its indentation) starts with, when it is `key:` or `key: value`.
+fn key_of(trimmed: &str) -> Option<String> {
+    line_key(trimmed).filter(|k| k.offset == usize::from(trimmed.starts_with(['"', '\'']))).map(|k| k.name.to_owned())
 }
 
 /// The path of keys line `n` sits under: its parents by indentation (a list item's `- ` opens
@@ -207,6 +247,13 @@ mod tests {
         assert_eq!(yaml_path_at(DOC, 10, 0), ["graph", "edges"]);
         assert_eq!(yaml_path_at(DOC, 8, 0), ["graph", "nodes", "judge", "llm"]);
         assert_eq!(yaml_path_at("graph:\n  nodes:\n    judge:\n\n", 3, 6), ["graph", "nodes", "judge"]);
+        assert_eq!(yaml_keys(DOC)[3].last, 4, "a block scalar's lines are its key's");
+        // Quoted keys, with letters past ASCII, and a list item's keys.
+        let quoted = yaml_keys("\"é\": 1\nroutes:\n  - when: x\n    to: y\n");
+        let paths: Vec<String> = quoted.iter().map(|k| k.path.join(".")).collect();
+        assert_eq!(paths, ["é", "routes", "routes.when", "routes.to"]);
+        assert_eq!((quoted[0].from, quoted[0].to), (1, 2));
+        assert_eq!((quoted[2].from, quoted[2].to), (4, 8));
     }
 
     #[test]
@@ -215,6 +262,7 @@ mod tests {
         assert_eq!(problem_range(text, 1, 9), Range::new(Position::new(0, 8), Position::new(0, 13)));
         assert_eq!(problem_range(text, 2, 7), Range::new(Position::new(1, 6), Position::new(1, 11)));
         assert_eq!(problem_range(text, 2, 0), Range::new(Position::new(1, 0), Position::new(1, 15)));
+        assert_eq!(problem_range("\u{a0}\u{a0}é: [1]\n", 1, 6), Range::new(Position::new(0, 2), Position::new(0, 3)));
         let map = "  lonely: {script: x}\n";
         assert_eq!(problem_range(map, 1, 11), Range::new(Position::new(0, 2), Position::new(0, 8)));
         let (w, _) = word_at(text, Position::new(0, 10), &[]).unwrap();

@@ -19,6 +19,8 @@ pub(super) enum Incoming {
     Message(Message),
     /// A frame that is not one, and why.
     Garbage(String),
+    /// JSON that names a request (it has an `id`) but is not one: answered with that id.
+    Invalid(serde_json::Value, String),
 }
 
 /// What goes out: a message, or raw JSON (a parse error's response has a null id, which
@@ -38,7 +40,12 @@ pub(super) fn stdio() -> (mpsc::Sender<Outgoing>, mpsc::Receiver<Incoming>) {
             let incoming = match frame {
                 Ok(body) => match serde_json::from_slice::<Message>(&body) {
                     Ok(m) => Incoming::Message(m),
-                    Err(e) => Incoming::Garbage(format!("not a JSON-RPC message: {e}")),
+                    Err(e) => match serde_json::from_slice::<serde_json::Value>(&body) {
+                        Ok(v) if v.get("id").is_some_and(|id| id.is_number() || id.is_string()) => {
+                            Incoming::Invalid(v["id"].clone(), format!("not a JSON-RPC request: {e}"))
+                        }
+                        _ => Incoming::Garbage(format!("not a JSON-RPC message: {e}")),
+                    },
                 },
                 Err(why) => Incoming::Garbage(why),
             };
@@ -69,51 +76,65 @@ fn write_raw(w: &mut impl Write, v: &serde_json::Value) -> std::io::Result<()> {
     write!(w, "Content-Length: {}\r\n\r\n{text}", text.len())
 }
 
-/// The next frame's body; `Err` for a frame that could not be read as one; `None` at the end.
+/// The next frame's body; `Err` for what could not be read as one (reported, and reading goes on
+/// with what follows it); `None` at the end of the input.
+///
+/// A line that is not a header is reported at once, so a good frame right after it is read as
+/// one. A `Content-Length:` in the middle of a line (the rest of a body whose length was given
+/// wrong, then the next frame's header) starts a header there.
 fn read_frame(r: &mut impl BufRead) -> Option<Result<Vec<u8>, String>> {
     let mut length: Option<usize> = None;
-    let mut bad_header: Option<String> = None;
-    let mut line = String::new();
+    let mut raw = Vec::new();
     loop {
-        line.clear();
-        match r.read_line(&mut line) {
-            Ok(0) | Err(_) => return None,
+        raw.clear();
+        match r.read_until(b'\n', &mut raw) {
+            Ok(0) => return None,
             Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
         }
+        let line = String::from_utf8_lossy(&raw);
         let header = line.trim_end_matches(['\r', '\n']);
         if header.is_empty() {
-            if length.is_some() || bad_header.is_some() {
-                break;
+            match length {
+                Some(_) => break,
+                None => continue,
             }
-            continue;
         }
+        let lower = header.to_ascii_lowercase();
+        let header = match lower.find("content-length:") {
+            Some(at) if at > 0 => {
+                // The tail of a frame that ran long, then a header: the header counts.
+                &header[at..]
+            }
+            _ => header,
+        };
         match header.split_once(':') {
-            Some((name, value)) if name.eq_ignore_ascii_case("content-length") => match value.trim().parse::<usize>() {
-                Ok(n) => length = Some(n),
-                Err(_) => bad_header = Some(format!("`{header}` is not a length")),
-            },
-            Some((name, _)) if name.eq_ignore_ascii_case("content-type") => {}
-            _ => bad_header = Some(format!("`{}` is not an LSP header", header.chars().take(80).collect::<String>())),
+            Some((name, value)) if name.trim().eq_ignore_ascii_case("content-length") => {
+                match value.trim().parse::<usize>() {
+                    Ok(n) => length = Some(n),
+                    Err(_) => return Some(Err(format!("`{}` is not a length", shown(header)))),
+                }
+            }
+            Some((name, _)) if name.trim().eq_ignore_ascii_case("content-type") => {}
+            _ => return Some(Err(format!("`{}` is not an LSP header", shown(header)))),
         }
     }
-    let Some(n) = length else {
-        return Some(Err(bad_header.unwrap_or_else(|| "a frame without Content-Length".into())));
-    };
+    let n = length?;
     if n > MAX_FRAME {
-        let skipped = std::io::copy(&mut r.take(n as u64), &mut std::io::sink());
-        return match skipped {
+        return match std::io::copy(&mut r.take(n as u64), &mut std::io::sink()) {
             Ok(_) => Some(Err(format!("a message of {n} bytes is larger than {MAX_FRAME}"))),
             Err(_) => None,
         };
     }
     let mut body = vec![0; n];
-    match r.read_exact(&mut body) {
-        Ok(()) => Some(match bad_header {
-            Some(why) => Err(why),
-            None => Ok(body),
-        }),
-        Err(_) => None,
-    }
+    r.read_exact(&mut body).ok()?;
+    Some(Ok(body))
+}
+
+/// The start of a line, to quote in an error.
+fn shown(line: &str) -> String {
+    line.chars().take(80).collect()
 }
 
 #[cfg(test)]
@@ -122,14 +143,20 @@ mod tests {
 
     #[test]
     fn garbage_between_frames_is_reported_and_the_next_frame_read() {
-        let input = "Content-Length: 5\r\n\r\nhello\
-                     garbage line\r\n\r\n\
-                     Content-Length: 40\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}       ";
-        let mut r = std::io::BufReader::new(input.as_bytes());
+        let exit = "{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}";
+        let mut input =
+            format!("Content-Length: 5\r\n\r\nhello garbage line\r\nContent-Length: {}\r\n\r\n{exit}", exit.len())
+                .into_bytes();
+        // A header with a byte that is not UTF-8, then a body whose length was given short.
+        input.extend(b"\xff\xfe\r\nContent-Length: 3\r\n\r\n");
+        input.extend(format!("{exit}Content-Length: {}\r\n\r\n{exit}", exit.len()).bytes());
+        let mut r = std::io::BufReader::new(&input[..]);
         assert_eq!(read_frame(&mut r), Some(Ok(b"hello".to_vec())));
         assert!(matches!(read_frame(&mut r), Some(Err(why)) if why.contains("garbage line")));
-        let body = read_frame(&mut r).unwrap().unwrap();
-        assert!(serde_json::from_slice::<Message>(&body).is_ok());
+        assert_eq!(read_frame(&mut r), Some(Ok(exit.as_bytes().to_vec())), "the frame right after garbage");
+        assert!(matches!(read_frame(&mut r), Some(Err(_))), "the line that is not UTF-8");
+        assert_eq!(read_frame(&mut r), Some(Ok(exit.as_bytes()[..3].to_vec())));
+        assert_eq!(read_frame(&mut r), Some(Ok(exit.as_bytes().to_vec())), "back in step after a short length");
         assert_eq!(read_frame(&mut r), None);
     }
 }

@@ -36,8 +36,6 @@ pub(super) struct Workspace {
     checked: HashMap<String, Checked>,
     /// Each pack's last version that loaded, for completion and hover while it has errors.
     pub(super) good: HashMap<String, Arc<Pack>>,
-    /// Files whose diagnostics the editor was last sent non-empty.
-    shown: BTreeSet<String>,
     /// How many test cases run each node, by pack, for the pack version they were counted on.
     cases: HashMap<String, (String, BTreeMap<String, usize>)>,
     /// Plays the test cases (the replayer is async).
@@ -46,6 +44,8 @@ pub(super) struct Workspace {
 
 impl Workspace {
     pub(super) fn new(root: PathBuf) -> Self {
+        // URIs are absolute paths: so is the root, whatever the command line said.
+        let root = root.canonicalize().or_else(|_| std::path::absolute(&root)).unwrap_or(root);
         // Checking needs no model: the stand-in keeps it offline whatever the environment says.
         let engine = ruleweave_natives::register(Engine::builder(&root)).build();
         Workspace {
@@ -54,7 +54,6 @@ impl Workspace {
             docs: HashMap::new(),
             checked: HashMap::new(),
             good: HashMap::new(),
-            shown: BTreeSet::new(),
             cases: HashMap::new(),
             runtime: tokio::runtime::Builder::new_current_thread().enable_all().build().ok(),
         }
@@ -63,9 +62,8 @@ impl Workspace {
     /// The path of `uri` relative to the root, when it is a file under it.
     pub(super) fn rel(&self, uri: &Uri) -> Option<String> {
         let path = url::Url::parse(uri.as_str()).ok()?.to_file_path().ok()?;
-        let root = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
         let path = path.canonicalize().unwrap_or(path);
-        let rel = path.strip_prefix(&root).ok()?;
+        let rel = path.strip_prefix(&self.root).ok()?;
         Some(rel.to_string_lossy().replace('\\', "/"))
     }
 
@@ -105,12 +103,15 @@ impl Workspace {
         if let Some(n) = named.filter(|n| names.contains(n)) {
             out.push(n);
         }
-        for (pack, c) in &self.checked {
-            if c.files.iter().any(|f| f == rel) && !out.contains(pack) {
-                out.push(pack.clone());
-            }
-        }
-        out.sort();
+        // Then, in name order, every pack whose last check read it (a shared library).
+        let mut readers: Vec<String> = self
+            .checked
+            .iter()
+            .filter(|(p, c)| c.files.iter().any(|f| f == rel) && !out.contains(p))
+            .map(|(p, _)| p.clone())
+            .collect();
+        readers.sort();
+        out.extend(readers);
         out
     }
 
@@ -121,8 +122,8 @@ impl Workspace {
         Some((name, good))
     }
 
-    /// Checks `pack` on the open buffers; the files whose diagnostics changed, with what each
-    /// now shows (an empty list clears a file).
+    /// Checks `pack` on the open buffers; the files to tell (those whose problems changed, and
+    /// the pack's open files), with what each now shows (an empty list clears a file).
     pub(super) fn check(&mut self, pack: &str) -> Vec<(String, Vec<Diagnostic>)> {
         let overlay: ruleweave::Overlay =
             Arc::new(self.docs.iter().map(|(k, d)| (k.clone(), d.text.clone())).collect());
@@ -170,28 +171,35 @@ impl Workspace {
     /// pack changes; none when it does not load.
     pub(super) fn cases_per_node(&mut self, pack: &str) -> BTreeMap<String, usize> {
         let Ok(saved) = self.engine.packs().load(pack) else { return BTreeMap::new() };
-        if let Some((version, counts)) = self.cases.get(pack)
-            && version == saved.version()
+        // The pack's version and the cases' own text: an edited or added case counts again.
+        let files = crate::cases::case_files(&self.root, pack);
+        let mut version = saved.version().to_owned();
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            version.push_str(&format!(" {}:{:x}", f.display(), text_hash(&text)));
+        }
+        if let Some((seen, counts)) = self.cases.get(pack)
+            && *seen == version
         {
             return counts.clone();
         }
         let Some(rt) = self.runtime.as_ref() else { return BTreeMap::new() };
         let mut counts: BTreeMap<String, usize> = saved.nodes().map(|n| (n.to_owned(), 0)).collect();
-        for file in crate::cases::case_files(&self.root, pack) {
+        let Ok(replayer) = Replayer::new(&self.engine, pack, Fallback::Standin) else { return BTreeMap::new() };
+        for file in files {
             let Ok(case) = crate::cases::read_case(&file) else { continue };
-            let Ok(replayer) = Replayer::new(&self.engine, pack, Fallback::Standin) else { continue };
             let Ok(turns) = rt.block_on(replayer.replay(&case.recording(pack))) else { continue };
             let ran: BTreeSet<&String> = turns.iter().flat_map(|t| &t.ran).collect();
             for node in ran {
                 *counts.entry(node.clone()).or_default() += 1;
             }
         }
-        self.cases.insert(pack.to_owned(), (saved.version().to_owned(), counts.clone()));
+        self.cases.insert(pack.to_owned(), (version, counts.clone()));
         counts
     }
 
     /// Every pack's problems in `rel`, once each.
-    fn shown_for(&mut self, rel: &str) -> Vec<Diagnostic> {
+    fn shown_for(&self, rel: &str) -> Vec<Diagnostic> {
         let mut all: Vec<Diagnostic> = Vec::new();
         for c in self.checked.values() {
             for d in c.diagnostics.get(rel).into_iter().flatten() {
@@ -199,11 +207,6 @@ impl Workspace {
                     all.push(d.clone());
                 }
             }
-        }
-        if all.is_empty() {
-            self.shown.remove(rel);
-        } else {
-            self.shown.insert(rel.to_owned());
         }
         all
     }
@@ -233,6 +236,14 @@ impl Workspace {
         };
         found.entry(file).or_default().push(d);
     }
+}
+
+/// A hash of a text, to tell whether it changed.
+fn text_hash(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 /// `pack` for `config/pack.yaml`.

@@ -37,6 +37,12 @@ impl Files {
     /// refused, unread.
     pub(super) fn read(&mut self, rel: &str, what: &str) -> Result<Vec<u8>, Error> {
         if let Some(text) = self.overlay.get(rel) {
+            // A buffer stands for its file: one that is a link out of the root is refused as the
+            // file is (a buffer not yet saved has no file to check).
+            let path = self.root.join(rel);
+            if path.symlink_metadata().is_ok() {
+                self.inside(&path, rel, what)?;
+            }
             let bytes = text.clone().into_bytes();
             self.read.push((rel.to_owned(), bytes.clone()));
             return Ok(bytes);
