@@ -118,6 +118,22 @@ impl ScriptCall {
         Ok((played, calls))
     }
 
+    /// Whether the function's file names a variable `name` anywhere (a parameter it reads). A
+    /// file that never names it cannot read it: a caller may then leave out what it would cost
+    /// to build (a simulated player that never looks at the game's `view`).
+    pub fn names_variable(&self, name: &str) -> bool {
+        let mut found = false;
+        self.func.file.ast.walk(&mut |path: &[rhai::ASTNode<'_>]| {
+            if let Some(rhai::ASTNode::Expr(rhai::Expr::Variable(v, ..))) = path.last()
+                && v.1 == name
+            {
+                found = true;
+            }
+            !found
+        });
+        found
+    }
+
     /// Calls the function with `args` (converted to Rhai values) and returns its result as JSON.
     pub fn call(&self, args: &[Json]) -> Result<Json> {
         self.call_tagged(self.tag.clone(), args)

@@ -52,6 +52,9 @@ impl Price {
 pub struct Player {
     name: String,
     play: ScriptCall,
+    /// Whether its script reads the game's `view`: rendering the display each turn is skipped
+    /// for one that does not (it gets `()`).
+    reads_view: bool,
 }
 
 impl std::fmt::Debug for Player {
@@ -94,7 +97,8 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
                 }
                 None => ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?,
             };
-            Ok(Player { name, play })
+            let reads_view = play.names_variable("view");
+            Ok(Player { name, play, reads_view })
         })
         .collect()
 }
@@ -451,8 +455,11 @@ fn turns(
     while (by_turn.len() as u32) < spec.max_turns && !session.is_finished() {
         let turn = by_turn.len() as u64 + 1;
         let stopped = |at: fn(u64) -> Stopped, e| GameError::new(player, number, at(turn), e);
-        let view = serde_json::to_value(session.view())
-            .map_err(|e| stopped(Stopped::Move, crate::Error::new(ErrorKind::Internal, e.to_string())))?;
+        let view = match player.reads_view {
+            true => serde_json::to_value(session.view())
+                .map_err(|e| stopped(Stopped::Move, crate::Error::new(ErrorKind::Internal, e.to_string())))?,
+            false => Value::Null,
+        };
         let (next, player_calls) =
             player.play.call_as(id, turn, &[view, session.state()]).map_err(|e| stopped(Stopped::Move, e))?;
         // A model player's calls are part of what the game cost.
@@ -726,6 +733,39 @@ mod tests {
     use super::against::differences;
     use super::stats::sign_test_interval;
     use super::*;
+
+    /// A player whose script never names `view` is not sent one (the display is not rendered
+    /// for it); one that reads it gets the game's view every turn.
+    #[test]
+    fn the_view_is_rendered_for_the_players_that_read_it() {
+        let root = tempfile::tempdir().unwrap();
+        let coin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/packs/coin");
+        for dir in ["config", "scripts/coin", "scripts/coin/players"] {
+            std::fs::create_dir_all(root.path().join(dir)).unwrap();
+        }
+        for file in ["config/coin.yaml", "scripts/coin/toss.rhai", "scripts/coin/players/caller.rhai"] {
+            std::fs::copy(coin.join(file), root.path().join(file)).unwrap();
+        }
+        let looker = "fn play(view, state) {\n    if type_of(view) != \"map\" { throw \"no view\" }\n    #{ side: \"tails\" }\n}\n";
+        std::fs::write(root.path().join("scripts/coin/players/looker.rhai"), looker).unwrap();
+        let engine = Engine::builder(root.path()).build();
+        let pack = engine.packs().get("coin").unwrap();
+        let found = players(&engine, &pack, &["caller".into(), "looker".into()]).unwrap();
+        let reads: Vec<(&str, bool)> = found.iter().map(|p| (p.name(), p.reads_view)).collect();
+        assert_eq!(reads, [("caller", false), ("looker", true)]);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let batch = Batch {
+            pack: "coin".into(),
+            games: 20,
+            players: vec!["caller".into(), "looker".into()],
+            seed: "s".into(),
+            options: Map::new(),
+            jobs: Some(1),
+            prices: BTreeMap::new(),
+        };
+        let report = run(rt.handle(), &engine, &batch).unwrap();
+        assert!(report.players.iter().all(|p| p.games == 20), "{:?}", report.players);
+    }
 
     #[test]
     fn wilson_intervals_and_percentiles() {
