@@ -67,6 +67,28 @@ fn benches(c: &mut Criterion) {
             )
         });
     });
+    // The same games with players that read the game's `view` (a line added to each that names
+    // it): the display is then rendered for them every turn, which it is not for the shipped ones.
+    let looking = tempfile::tempdir().unwrap();
+    for dir in ["config/pirate.yaml", "scripts/pirate", "scripts/lib", "prompts/pirate"] {
+        ruleweave_testkit::copy_tree(&repo_root().join(dir), &looking.path().join(dir));
+    }
+    for player in ["flatterer", "liar"] {
+        let path = looking.path().join(format!("scripts/pirate/players/{player}.rhai"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.replacen("fn play(view, state) {", "fn play(view, state) {\n    let _shown = view.reply;", 1);
+        std::fs::write(&path, text).unwrap();
+    }
+    let looking_engine = rt.block_on(ruleweave_host::standin_engine(looking.path())).unwrap();
+    group.bench_function("pirate/1000 games, players that read the view", |b| {
+        b.iter(|| {
+            assert_eq!(
+                batch(&rt, &looking_engine, "pirate", ["flatterer", "liar"], 500 / scale, &[("difficulty", "medium")])
+                    .0,
+                2 * u64::from(500 / scale)
+            )
+        });
+    });
     // A party game is its opening and then a round a turn: 21 turns for 20 rounds.
     group.bench_function("party/10000 rounds", |b| {
         b.iter(|| {
