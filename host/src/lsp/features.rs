@@ -468,8 +468,7 @@ pub(super) fn hover(ws: &Workspace, rel: &str, pos: Position) -> Option<Hover> {
     let (word, range) = word_at(&text, pos, &[])?;
     let (_, good) = ws.pack_for(rel).unwrap_or_default();
     let good = good.as_deref();
-    let line_before = &text::line(&text, range.start.line)
-        [..text::byte_at(text::line(&text, range.start.line), range.start.character)];
+    let line_before = before(&text, range.start);
     let doc = match lang {
         Lang::Rhai => {
             if line_before.ends_with("this.") || line_before.ends_with("state.") {
@@ -527,8 +526,7 @@ pub(super) fn definition(ws: &Workspace, rel: &str, pos: Position) -> Option<Loc
         }
         Lang::Rhai => {
             let (word, range) = word_at(&text, pos, &[])?;
-            let l = text::line(&text, range.start.line);
-            let before = &l[..text::byte_at(l, range.start.character)];
+            let before = before(&text, range.start);
             if before.ends_with("this.") || before.ends_with("state.") {
                 return at_key(&["state", &word]);
             }
