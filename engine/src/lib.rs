@@ -91,6 +91,7 @@ pub use data::{Counts, Table, YAML_TABLE_NODES};
 pub use graph::kinds::{NodeKindDoc, node_kinds};
 pub use limits::{LimitDef, Limits, limit_table};
 pub use pack::manifest::manifest_schema;
+pub use prompt::KNOWN_FILTERS as TEMPLATE_FILTERS;
 pub use script::host::{HostFn, host_functions};
 pub use state::{ReducerDef, reducer_table};
 pub use vocab::{Reducer, ScorerImpl, TypeName};

@@ -326,9 +326,9 @@ fn map_value(m: &Map) -> Value {
 }
 
 /// 1-based line and column of the first whole-word occurrence of `word` in `text`.
-/// minijinja's own filters, for a "did you mean" (whether a filter exists is asked of the
-/// environment itself).
-pub(crate) const KNOWN_FILTERS: &[&str] = &[
+/// minijinja's own filters and the engine's (`transcript`), for a "did you mean" and an editor's
+/// completion (whether a filter exists is asked of the environment itself).
+pub const KNOWN_FILTERS: &[&str] = &[
     "abs",
     "attr",
     "batch",

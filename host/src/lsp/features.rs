@@ -13,59 +13,6 @@ use serde_json::Value as Json;
 use super::text::{self, before, word_at};
 use super::workspace::Workspace;
 
-/// minijinja's filters, and the engine's own (`transcript`).
-const FILTERS: &[&str] = &[
-    "abs",
-    "attr",
-    "batch",
-    "bool",
-    "capitalize",
-    "chain",
-    "count",
-    "d",
-    "default",
-    "dictsort",
-    "e",
-    "escape",
-    "first",
-    "float",
-    "groupby",
-    "indent",
-    "int",
-    "items",
-    "join",
-    "last",
-    "length",
-    "lines",
-    "list",
-    "lower",
-    "map",
-    "max",
-    "min",
-    "pprint",
-    "reject",
-    "rejectattr",
-    "replace",
-    "reverse",
-    "round",
-    "safe",
-    "select",
-    "selectattr",
-    "slice",
-    "sort",
-    "split",
-    "string",
-    "sum",
-    "title",
-    "tojson",
-    "trim",
-    "unique",
-    "upper",
-    "urlencode",
-    "zip",
-    "transcript",
-];
-
 /// minijinja's tests (after `is`).
 const TESTS: &[&str] = &[
     "boolean",
@@ -371,7 +318,10 @@ fn complete_jinja(
     }
     let word_start = prefix.trim_end_matches(text::is_word).trim_end();
     if word_start.ends_with('|') {
-        return FILTERS.iter().map(|f| item(f, CompletionItemKind::FUNCTION, Some("filter".into()), None)).collect();
+        return ruleweave::TEMPLATE_FILTERS
+            .iter()
+            .map(|f| item(f, CompletionItemKind::FUNCTION, Some("filter".into()), None))
+            .collect();
     }
     if word_start.ends_with(" is") || word_start.ends_with(" is not") {
         return TESTS.iter().map(|t| item(t, CompletionItemKind::FUNCTION, Some("test".into()), None)).collect();

@@ -1,0 +1,90 @@
+//! The simulator's own tests: intervals, differences, and which players are sent a view.
+use super::against::differences;
+use super::stats::sign_test_interval;
+use super::*;
+
+/// A player whose script never names `view` is not sent one (the display is not rendered
+/// for it); one that reads it gets the game's view every turn.
+#[test]
+fn the_view_is_rendered_for_the_players_that_read_it() {
+    let root = tempfile::tempdir().unwrap();
+    let coin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/packs/coin");
+    for dir in ["config", "scripts/coin", "scripts/coin/players"] {
+        std::fs::create_dir_all(root.path().join(dir)).unwrap();
+    }
+    for file in ["config/coin.yaml", "scripts/coin/toss.rhai", "scripts/coin/players/caller.rhai"] {
+        std::fs::copy(coin.join(file), root.path().join(file)).unwrap();
+    }
+    let looker =
+        "fn play(view, state) {\n    if type_of(view) != \"map\" { throw \"no view\" }\n    #{ side: \"tails\" }\n}\n";
+    std::fs::write(root.path().join("scripts/coin/players/looker.rhai"), looker).unwrap();
+    let engine = Engine::builder(root.path()).build();
+    let pack = engine.packs().get("coin").unwrap();
+    let found = players(&engine, &pack, &["caller".into(), "looker".into()]).unwrap();
+    let reads: Vec<(&str, bool)> = found.iter().map(|p| (p.name(), p.reads_view)).collect();
+    assert_eq!(reads, [("caller", false), ("looker", true)]);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let batch = Batch {
+        pack: "coin".into(),
+        games: 20,
+        players: vec!["caller".into(), "looker".into()],
+        seed: "s".into(),
+        options: Map::new(),
+        jobs: Some(1),
+        prices: BTreeMap::new(),
+    };
+    let report = run(rt.handle(), &engine, &batch).unwrap();
+    assert!(report.players.iter().all(|p| p.games == 20), "{:?}", report.players);
+}
+
+#[test]
+fn wilson_intervals_and_percentiles() {
+    let (lo, hi) = wilson(50, 100);
+    assert!((lo - 0.4038).abs() < 1e-3 && (hi - 0.5962).abs() < 1e-3, "{lo} {hi}");
+    assert_eq!(wilson(0, 10).0, 0.0);
+    let s = spread(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+    assert_eq!(s, Spread { median: Some(3.0), p10: Some(1.0), p90: Some(5.0) });
+}
+
+fn games(name: &str, won: usize, lost: usize) -> Played {
+    let mut p = Played::new(name, &[]);
+    p.outcomes = std::iter::repeat_n("won", won).chain(std::iter::repeat_n("lost", lost)).map(String::from).collect();
+    p
+}
+
+/// Newcombe's interval of a difference of two shares (his worked example 1: 56/70 against
+/// 48/80 gives 0.0524 to 0.3339), and which differences are beyond noise.
+#[test]
+fn differences_have_newcombes_interval() {
+    let d = differences(&[games("p", 56, 14)], &[games("p", 48, 32)]);
+    let won = d.iter().find(|d| d.outcome == "won").unwrap();
+    assert!((won.delta - 0.2).abs() < 1e-9, "{won:?}");
+    assert!((won.low - 0.0524).abs() < 1e-3, "{won:?}");
+    assert!((won.high - 0.3339).abs() < 1e-3, "{won:?}");
+    assert!(won.beyond_noise);
+    let same = differences(&[games("p", 5, 5)], &[games("p", 6, 4)]);
+    assert!(same.iter().all(|d| !d.beyond_noise), "{same:?}");
+}
+
+/// The sign test's interval of a median: for 20 values, the 6th smallest to the 6th largest
+/// (P(B(20, ½) ≤ 5) = 0.0207 ≤ 2.5% < P(B ≤ 6) = 0.0577); for 5 values, none at 95%.
+#[test]
+fn a_median_difference_has_the_sign_tests_interval() {
+    let d: Vec<f64> = (1..=20).map(f64::from).collect();
+    assert_eq!(sign_test_interval(&d), Some((6.0, 15.0)));
+    assert_eq!(sign_test_interval(&[1.0, 2.0, 3.0, 4.0, 5.0]), None);
+    // Six values: P(B(6, ½) = 0) = 1/64 ≤ 2.5%, so the whole range.
+    assert_eq!(sign_test_interval(&[3.0, 1.0, 2.0, 6.0, 5.0, 4.0]), Some((1.0, 6.0)));
+}
+
+#[test]
+fn turns_histogram_counts_games_per_number_of_turns() {
+    assert_eq!(histogram(&[3.0, 1.0, 3.0, 5.0]), vec![1, 0, 2, 0, 1]);
+    assert_eq!(histogram(&[]), Vec::<usize>::new());
+}
+
+#[test]
+fn a_price_is_per_million_tokens() {
+    let price = Price { input: 0.15, output: 0.60 };
+    assert!((price.of(1_000_000, 500_000) - 0.45).abs() < 1e-12);
+}
