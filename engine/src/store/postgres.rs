@@ -192,15 +192,14 @@ impl Store for PostgresStore {
                     _ => store_error("cannot create the session", err),
                 })?;
                 sqlx::query(
-                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                     VALUES ($1, 0, $2, 'start', $3, $4, $5, $6, $7)",
+                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, body, snapshot, created_at) \
+                     VALUES ($1, 0, $2, 'start', $3, $4, $5, $6)",
                 )
                 .bind(&info.id)
                 .bind(start.turn as i64)
                 .bind(&start.pack_version)
-                .bind(&e.updates)
+                .bind(&e.body)
                 .bind(&e.snapshot)
-                .bind(&e.exchanges)
                 .bind(start.created_at)
                 .execute(&mut *tx)
                 .await
@@ -263,8 +262,8 @@ impl Store for PostgresStore {
                     };
                 }
                 sqlx::query(
-                    "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                    "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, body, snapshot, resume, finished, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 )
                 .bind(id)
                 .bind(c.seq as i64)
@@ -273,9 +272,8 @@ impl Store for PostgresStore {
                 .bind(c.step.map(i64::from))
                 .bind(&c.pack_version)
                 .bind(&e.input)
-                .bind(&e.updates)
+                .bind(&e.body)
                 .bind(&e.snapshot)
-                .bind(&e.exchanges)
                 .bind(&e.resume)
                 .bind(c.finished)
                 .bind(c.created_at)

@@ -18,33 +18,113 @@ use crate::event::Updates;
 use crate::exchange::Exchange;
 use crate::value;
 
-/// A checkpoint's columns, as text for the database.
+/// A checkpoint's columns, as the database takes them.
 pub(super) struct Encoded {
     pub input: Option<String>,
-    pub updates: String,
+    /// The updates and the model exchanges, in one compressed column (see [`body`]).
+    pub body: Vec<u8>,
     pub snapshot: Option<String>,
-    pub exchanges: String,
     pub resume: Option<String>,
 }
 
 pub(super) fn encode(c: &Checkpoint) -> Encoded {
     let updates: Vec<Json> =
         c.updates.iter().map(|(node, u)| Json::Array(vec![Json::from(node.as_str()), u.to_json()])).collect();
+    let exchanges = serde_json::to_vec(&*c.exchanges).unwrap_or_else(|_| b"[]".to_vec());
+    let mut json = Vec::with_capacity(exchanges.len() + 1024);
+    json.push(b'[');
+    // Writing a JSON value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut json, &Json::Array(updates));
+    json.push(b',');
+    json.extend_from_slice(&exchanges);
+    json.push(b']');
     Encoded {
         input: c.input.as_ref().map(Json::to_string),
-        updates: Json::Array(updates).to_string(),
+        body: compress(json),
         snapshot: c.snapshot.as_ref().map(Json::to_string),
-        exchanges: serde_json::to_string(&*c.exchanges).unwrap_or_else(|_| "[]".into()),
         resume: c.resume.as_ref().and_then(|r| serde_json::to_string(r).ok()),
     }
+}
+
+/// The level of the body's zstd frames: the fastest of zstd's ordinary levels. A pirate turn's
+/// body, 4.7 kB as JSON (its recorded prompts repeat the conversation), is 1.8 kB at level 1,
+/// and levels up to 6 win only another 60 bytes.
+const BODY_LEVEL: i32 = 1;
+
+/// `json` as a zstd frame, with a compression context kept per thread (the store's writer
+/// thread, or a pool's): making one costs more than compressing a body. Where compression
+/// fails, the JSON itself is kept; [`unpack`] reads both.
+pub(super) fn compress(json: Vec<u8>) -> Vec<u8> {
+    thread_local! {
+        static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
+    }
+    ZSTD.with_borrow_mut(|z| {
+        if z.is_none() {
+            *z = zstd::bulk::Compressor::new(BODY_LEVEL).ok();
+        }
+        z.as_mut().and_then(|z| z.compress(&json).ok())
+    })
+    .unwrap_or(json)
+}
+
+/// JSON as stored: a zstd frame of it, or the JSON itself (a zstd frame starts with its magic
+/// number, 28 B5 2F FD; JSON cannot start with '(').
+fn unpack(stored: Vec<u8>) -> Result<Vec<u8>> {
+    if stored.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
+        zstd::stream::decode_all(stored.as_slice()).map_err(|e| store_error("a stored checkpoint", e))
+    } else {
+        Ok(stored)
+    }
+}
+
+/// A column of JSON, as text (PostgreSQL's snapshots, rows written before compression) or as
+/// compressed bytes (SQLite's snapshots): its value. sqlx reads SQLite's text and blobs alike as
+/// bytes; PostgreSQL's text only as text.
+fn stored_json<R>(r: &R, col: &str) -> Result<Option<Json>>
+where
+    R: Row,
+    for<'r> &'r str: ColumnIndex<R>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<Vec<u8>>: Decode<'r, R::Database> + Type<R::Database>,
+{
+    let stored = match r.try_get::<Option<Vec<u8>>, _>(col) {
+        Ok(bytes) => bytes,
+        Err(_) => r.try_get::<Option<String>, _>(col).map_err(|e| store_error(col, e))?.map(String::into_bytes),
+    };
+    stored
+        .map(|s| {
+            serde_json::from_slice(&unpack(s)?).map_err(|e| store_error(&format!("a stored {col} is not JSON"), e))
+        })
+        .transpose()
+}
+
+/// A checkpoint's updates and model exchanges, read from its row: the `body` column, a zstd
+/// frame of the JSON array `[updates, exchanges]` (or that JSON uncompressed); or, in rows
+/// written before there was a body, the `updates` and `exchanges` text columns.
+pub(super) fn body<X: serde::de::DeserializeOwned>(
+    body: Option<Vec<u8>>,
+    updates: Option<String>,
+    exchanges: Option<String>,
+) -> Result<(Vec<(String, Updates)>, X)> {
+    let (updates, exchanges): (Json, X) = match (body, updates, exchanges) {
+        (Some(body), _, _) => {
+            serde_json::from_slice(&unpack(body)?).map_err(|e| store_error("a stored checkpoint body", e))?
+        }
+        (None, Some(updates), Some(exchanges)) => (
+            json("update list", &updates)?,
+            serde_json::from_str(&exchanges).map_err(|e| store_error("stored model exchanges", e))?,
+        ),
+        _ => return Err(store_error("a stored checkpoint", "it has neither a body nor updates and exchanges")),
+    };
+    Ok((updates_of(updates)?, exchanges))
 }
 
 pub(super) fn json(what: &str, text: &str) -> Result<Json> {
     serde_json::from_str(text).map_err(|e| store_error(&format!("a stored {what} is not JSON"), e))
 }
 
-fn updates(text: &str) -> Result<Vec<(String, Updates)>> {
-    let Json::Array(items) = json("update list", text)? else {
+fn updates_of(list: Json) -> Result<Vec<(String, Updates)>> {
+    let Json::Array(items) = list else {
         return Err(store_error("stored updates", "not a list"));
     };
     items
@@ -70,13 +150,14 @@ where
     for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<Vec<u8>>: Decode<'r, R::Database> + Type<R::Database>,
 {
     let get = |col: &str| -> Result<String> { r.try_get::<String, _>(col).map_err(|e| store_error(col, e)) };
     let opt =
         |col: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(col).map_err(|e| store_error(col, e)) };
     let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
-    let exchanges: Vec<Exchange> =
-        serde_json::from_str(&get("exchanges")?).map_err(|e| store_error("stored model exchanges", e))?;
+    let stored = r.try_get::<Option<Vec<u8>>, _>("body").map_err(|e| store_error("body", e))?;
+    let (updates, exchanges) = body::<Vec<Exchange>>(stored, opt("updates")?, opt("exchanges")?)?;
     Ok(Checkpoint {
         seq: int("seq")? as u64,
         turn: int("turn")? as u64,
@@ -84,8 +165,8 @@ where
         step: r.try_get::<Option<i64>, _>("step").map_err(|e| store_error("step", e))?.map(|s| s as u32),
         pack_version: get("pack_version")?,
         input: opt("input")?.map(|t| json("input", &t)).transpose()?,
-        updates: updates(&get("updates")?)?,
-        snapshot: opt("snapshot")?.map(|t| json("snapshot", &t)).transpose()?,
+        updates,
+        snapshot: stored_json(r, "snapshot")?,
         exchanges: Arc::new(exchanges),
         resume: opt("resume")?
             .map(|t| serde_json::from_str(&t).map_err(|e| store_error("a stored resume point", e)))
@@ -96,7 +177,7 @@ where
     })
 }
 
-/// A checkpoint's summary from a row with `seq, turn, kind, step, pack_version, updates,
+/// A checkpoint's summary from a row with `seq, turn, kind, step, pack_version, body, updates,
 /// exchanges, has_snapshot, created_at`.
 pub(super) fn checkpoint_info<R>(r: &R) -> Result<CheckpointInfo>
 where
@@ -106,18 +187,23 @@ where
     for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> Option<i64>: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<String>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Option<Vec<u8>>: Decode<'r, R::Database> + Type<R::Database>,
 {
     let get = |col: &str| -> Result<String> { r.try_get::<String, _>(col).map_err(|e| store_error(col, e)) };
+    let opt =
+        |col: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(col).map_err(|e| store_error(col, e)) };
     let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
-    let exchanges = json("model exchanges", &get("exchanges")?)?;
+    let stored = r.try_get::<Option<Vec<u8>>, _>("body").map_err(|e| store_error("body", e))?;
+    let (updates, exchanges) = body::<Vec<serde::de::IgnoredAny>>(stored, opt("updates")?, opt("exchanges")?)?;
     Ok(CheckpointInfo {
         seq: int("seq")? as u64,
         turn: int("turn")? as u64,
         kind: CheckpointKind::parse(&get("kind")?)?,
         step: r.try_get::<Option<i64>, _>("step").map_err(|e| store_error("step", e))?.map(|s| s as u32),
         pack_version: get("pack_version")?,
-        nodes: updates(&get("updates")?)?.into_iter().map(|(n, _)| n).collect(),
-        llm_calls: exchanges.as_array().map_or(0, Vec::len),
+        nodes: updates.into_iter().map(|(n, _)| n).collect(),
+        llm_calls: exchanges.len(),
         snapshot: r.try_get::<bool, _>("has_snapshot").map_err(|e| store_error("has_snapshot", e))?,
         created_at: int("created_at")?,
     })
@@ -190,6 +276,57 @@ macro_rules! on_pool {
 }
 pub(super) use on_pool;
 
+/// The statements on a session's checkpoints, which the two SQL stores key differently.
+/// PostgreSQL keys a checkpoint by `(session_id, seq)`. SQLite keys it by one integer, `key`: its
+/// session's `number` times 2³² plus its `seq` (the table's own rowid), so that a session's
+/// checkpoints are one range of the table's B-tree, a turn's row is appended at its end, and no
+/// second index is written. `$1` is the session's id throughout.
+struct Keyed {
+    /// The snapshot, turn and pack version of checkpoint `$2`.
+    snapshot: &'static str,
+    /// Every column of the checkpoints after `$2` up to `$3` (which may be `i64::MAX`: SQLite's
+    /// is held to the largest seq, or the key's sum would leave the integers), oldest first.
+    after: &'static str,
+    /// Deletes the checkpoints after `$2`.
+    truncate: &'static str,
+    /// Makes `$2` the session's head again.
+    head: &'static str,
+    /// A summary of every checkpoint, oldest first (see [`checkpoint_info`]).
+    list: &'static str,
+}
+
+const POSTGRES: Keyed = Keyed {
+    snapshot: "SELECT snapshot, turn, pack_version FROM checkpoints WHERE session_id = $1 AND seq = $2",
+    after: "SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+    truncate: "DELETE FROM checkpoints WHERE session_id = $1 AND seq > $2",
+    head: "UPDATE sessions SET head = $2, \
+           head_kind = (SELECT kind FROM checkpoints WHERE session_id = $1 AND seq = $2) WHERE id = $1",
+    list: "SELECT seq, turn, kind, step, pack_version, body, updates, exchanges, \
+           snapshot IS NOT NULL AS has_snapshot, created_at \
+           FROM checkpoints WHERE session_id = $1 ORDER BY seq",
+};
+
+const SQLITE: Keyed = Keyed {
+    snapshot: "SELECT snapshot, turn, pack_version FROM checkpoints \
+               WHERE key = (SELECT number FROM sessions WHERE id = $1) * 4294967296 + $2",
+    after: "SELECT key & 4294967295 AS seq, * FROM checkpoints \
+            WHERE key > (SELECT number FROM sessions WHERE id = $1) * 4294967296 + $2 \
+            AND key <= (SELECT number FROM sessions WHERE id = $1) * 4294967296 + min($3, 4294967295) ORDER BY key",
+    truncate: "DELETE FROM checkpoints \
+               WHERE key > (SELECT number FROM sessions WHERE id = $1) * 4294967296 + $2 \
+               AND key < ((SELECT number FROM sessions WHERE id = $1) + 1) * 4294967296",
+    head: "UPDATE sessions SET head = $2, \
+           head_kind = (SELECT kind FROM checkpoints WHERE key = sessions.number * 4294967296 + $2) WHERE id = $1",
+    list: "SELECT key & 4294967295 AS seq, turn, kind, step, pack_version, body, updates, exchanges, \
+           snapshot IS NOT NULL AS has_snapshot, created_at FROM checkpoints \
+           WHERE key >= (SELECT number FROM sessions WHERE id = $1) * 4294967296 \
+           AND key < ((SELECT number FROM sessions WHERE id = $1) + 1) * 4294967296 ORDER BY key",
+};
+
+fn keyed(sql: Sql<'_>) -> &'static Keyed {
+    if sql.is_postgres() { &POSTGRES } else { &SQLITE }
+}
+
 /// The session `id`'s row.
 pub(super) async fn info(sql: Sql<'_>, id: &str) -> Result<Option<SessionInfo>> {
     on_pool!(sql, pool => {
@@ -223,18 +360,23 @@ pub(super) async fn stored(sql: Sql<'_>, id: &str, from_snapshot: Option<u64>, u
             .map_err(|e| store_error("cannot read a session", e))?;
         let Some(info) = row.as_ref().map(session).transpose()? else { return Ok(None) };
         let at = from_snapshot.unwrap_or(info.snapshot_seq) as i64;
-        let found: Option<(Option<String>, i64, String)> =
-            sqlx::query_as("SELECT snapshot, turn, pack_version FROM checkpoints WHERE session_id = $1 AND seq = $2")
-                .bind(id)
-                .bind(at)
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(|e| store_error("cannot read a snapshot", e))?;
-        let (snapshot, snapshot_turn, snapshot_version) = match found {
-            Some((Some(s), turn, version)) => (s, turn as u64, version),
-            _ => return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}"))),
+        let found = sqlx::query(keyed(sql).snapshot)
+            .bind(id)
+            .bind(at)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| store_error("cannot read a snapshot", e))?;
+        let Some((Some(snapshot), snapshot_turn, snapshot_version)) = found
+            .map(|r| -> Result<_> {
+                let turn = r.try_get::<i64, _>("turn").map_err(|e| store_error("turn", e))?;
+                let version = r.try_get::<String, _>("pack_version").map_err(|e| store_error("pack_version", e))?;
+                Ok((stored_json(&r, "snapshot")?, turn as u64, version))
+            })
+            .transpose()?
+        else {
+            return Err(store_error("a session", format!("{id} has no snapshot at checkpoint {at}")));
         };
-        let rows = sqlx::query("SELECT * FROM checkpoints WHERE session_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq")
+        let rows = sqlx::query(keyed(sql).after)
             .bind(id)
             .bind(at)
             .bind(upto)
@@ -242,7 +384,6 @@ pub(super) async fn stored(sql: Sql<'_>, id: &str, from_snapshot: Option<u64>, u
             .await
             .map_err(|e| store_error("cannot read checkpoints", e))?;
         let after = rows.iter().map(checkpoint).collect::<Result<Vec<_>>>()?;
-        let snapshot = json("snapshot", &snapshot)?;
         tx.commit().await.map_err(|e| store_error("cannot end the read", e))?;
         Ok(Some(Stored { info, snapshot_seq: at as u64, snapshot_turn, snapshot, snapshot_version, after }))
     })
@@ -252,16 +393,13 @@ pub(super) async fn stored(sql: Sql<'_>, id: &str, from_snapshot: Option<u64>, u
 pub(super) async fn truncate(sql: Sql<'_>, id: &str, keep: u64) -> Result<()> {
     on_pool!(sql, pool => {
         let mut tx = pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
-        sqlx::query("DELETE FROM checkpoints WHERE session_id = $1 AND seq > $2")
+        sqlx::query(keyed(sql).truncate)
             .bind(id)
             .bind(keep as i64)
             .execute(&mut *tx)
             .await
             .map_err(|e| store_error("cannot withdraw checkpoints", e))?;
-        sqlx::query(
-            "UPDATE sessions SET head = $2, \
-             head_kind = (SELECT kind FROM checkpoints WHERE session_id = $1 AND seq = $2) WHERE id = $1",
-        )
+        sqlx::query(keyed(sql).head)
         .bind(id)
         .bind(keep as i64)
         .execute(&mut *tx)
@@ -274,11 +412,7 @@ pub(super) async fn truncate(sql: Sql<'_>, id: &str, keep: u64) -> Result<()> {
 /// Every checkpoint of the session, summed up, oldest first.
 pub(super) async fn checkpoints(sql: Sql<'_>, id: &str) -> Result<Vec<CheckpointInfo>> {
     on_pool!(sql, pool => {
-        let rows = sqlx::query(
-            "SELECT seq, turn, kind, step, pack_version, updates, exchanges, \
-             snapshot IS NOT NULL AS has_snapshot, created_at \
-             FROM checkpoints WHERE session_id = $1 ORDER BY seq",
-        )
+        let rows = sqlx::query(keyed(sql).list)
         .bind(id)
         .fetch_all(pool)
         .await

@@ -150,9 +150,10 @@ struct CheckpointRow {
     step: Option<i64>,
     pack_version: String,
     input: Option<String>,
-    updates: String,
-    snapshot: Option<String>,
-    exchanges: String,
+    body: Vec<u8>,
+    /// Compressed as the body is: a snapshot is a turn's largest row (PostgreSQL compresses
+    /// its text itself).
+    snapshot: Option<Vec<u8>>,
     resume: Option<String>,
     finished: bool,
     created_at: i64,
@@ -168,9 +169,8 @@ impl CheckpointRow {
             step: c.step.map(i64::from),
             pack_version: c.pack_version.clone(),
             input: e.input,
-            updates: e.updates,
-            snapshot: e.snapshot,
-            exchanges: e.exchanges,
+            body: e.body,
+            snapshot: e.snapshot.map(|s| sql::compress(s.into_bytes())),
             resume: e.resume,
             finished: c.finished,
             created_at: c.created_at,
@@ -535,9 +535,11 @@ fn outcome(w: &Pending, r: rusqlite::Result<bool>) -> Result<bool> {
 fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
     match &w.op {
         Op::Create(s, c) => {
+            // A session's number keys its checkpoints (see `shared::seqs`); numbers are never
+            // reused while the session holding one exists.
             conn.prepare_cached(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, number) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, (SELECT coalesce(max(number), 0) + 1 FROM sessions))",
             )?
             .execute(rusqlite::params![
                 w.id,
@@ -553,18 +555,22 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 s.round_at,
             ])?;
             conn.prepare_cached(
-                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                 VALUES (?1, 0, ?2, 'start', ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO checkpoints (key, turn, kind, pack_version, body, snapshot, created_at) \
+                 SELECT number * 4294967296, ?2, 'start', ?3, ?4, ?5, ?6 FROM sessions WHERE id = ?1",
             )?
-            .execute(rusqlite::params![w.id, c.turn, c.pack_version, c.updates, c.snapshot, c.exchanges, c.created_at])?;
+            .execute(rusqlite::params![w.id, c.turn, c.pack_version, c.body, c.snapshot, c.created_at])?;
             Ok(true)
         }
         Op::Append(c, bumps) => {
             let mut insert = conn.prepare_cached(
-                "INSERT INTO checkpoints (session_id, seq, turn, kind, step, pack_version, input, updates, snapshot, exchanges, resume, finished, created_at) \
-                 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 \
-                 WHERE (SELECT head FROM sessions WHERE id = ?1) = ?2 - 1",
+                "INSERT INTO checkpoints (key, turn, kind, step, pack_version, input, body, snapshot, resume, finished, created_at) \
+                 SELECT number * 4294967296 + ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
+                 FROM sessions WHERE id = ?1 AND head = ?2 - 1",
             )?;
+            if !(1..=i64::from(u32::MAX)).contains(&c.seq) {
+                let full = format!("session {} holds the most checkpoints the SQLite store keys (2^32 - 1)", w.id);
+                return Err(rusqlite::Error::ToSqlConversionFailure(full.into()));
+            }
             let n = insert.execute(rusqlite::params![
                 w.id,
                 c.seq,
@@ -573,9 +579,8 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 c.step,
                 c.pack_version,
                 c.input,
-                c.updates,
+                c.body,
                 c.snapshot,
-                c.exchanges,
                 c.resume,
                 c.finished,
                 c.created_at,
@@ -650,6 +655,85 @@ mod tests {
         assert!(db > 2 << 20, "the database file holds {db} bytes");
         let stored = store.load(s).await.unwrap().unwrap();
         assert_eq!(stored.info.head, writes);
+    }
+
+    /// A database written before checkpoints had a compressed body and a key of their
+    /// session's number (migrations up to 14) opens migrated: its checkpoints read as they were,
+    /// its sessions go on (new rows with a body, beside the old text ones), a new session takes
+    /// the next number, and deleting a session deletes its checkpoints and no one else's.
+    #[tokio::test]
+    async fn checkpoints_stored_before_their_body_are_read_and_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("old.db").display());
+        {
+            let options = SqliteConnectOptions::from_str(&url).unwrap().create_if_missing(true);
+            let pool = SqlitePoolOptions::new().connect_with(options).await.unwrap();
+            let mut before = sqlx::migrate!("migrations/sqlite");
+            before.migrations =
+                before.migrations.iter().filter(|m| m.version <= 14).cloned().collect::<Vec<_>>().into();
+            before.run(&pool).await.unwrap();
+            for (id, at) in [("old-a", 1), ("old-b", 2)] {
+                sqlx::query(
+                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at) \
+                     VALUES ($1, 'p', 'v1', '{}', 7, $2, $2)",
+                )
+                .bind(id)
+                .bind(at)
+                .execute(&pool)
+                .await
+                .unwrap();
+                sqlx::query(
+                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
+                     VALUES ($1, 0, 0, 'start', 'v1', '[[\"init\",{\"n\":0}]]', '{\"n\":0,\"log\":[]}', '[]', $2)",
+                )
+                .bind(id)
+                .bind(at)
+                .execute(&pool)
+                .await
+                .unwrap();
+                sqlx::query(
+                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, input, updates, exchanges, created_at) \
+                     VALUES ($1, 1, 1, 'turn', 'v1', '{\"message\":\"m1\"}', '[[\"a\",{\"n\":1,\"log\":\"m1\"}],[\"b\",{}]]', '[]', $2)",
+                )
+                .bind(id)
+                .bind(at)
+                .execute(&pool)
+                .await
+                .unwrap();
+            }
+            pool.close().await;
+        }
+        let store = SqliteStore::open(&url).await.unwrap();
+        let info = store.info("old-a").await.unwrap().unwrap();
+        assert_eq!((info.turns, info.head), (1, 1), "the session row is as it was");
+        store.append("old-a", &turn(2, 2)).await.unwrap();
+        assert_eq!(store.append("old-a", &turn(2, 2)).await.unwrap_err().kind(), ErrorKind::Conflict);
+        let h = store.history("old-a", 2).await.unwrap().unwrap();
+        assert_eq!(h.snapshot, serde_json::json!({"n": 0, "log": []}));
+        let after: Vec<_> = h.after.iter().map(|c| (c.seq, c.input.clone(), c.updates[0].1.to_json())).collect();
+        assert_eq!(
+            after,
+            [
+                (1, Some(serde_json::json!({"message": "m1"})), serde_json::json!({"n": 1, "log": "m1"})),
+                (2, Some(serde_json::json!({"message": "m2"})), serde_json::json!({"n": 2, "log": "m2"})),
+            ],
+            "the old row read from its text, the new one from its body"
+        );
+        let listed: Vec<_> =
+            store.checkpoints("old-a").await.unwrap().iter().map(|c| (c.seq, c.nodes.clone())).collect();
+        assert_eq!(
+            listed,
+            [(0, vec!["init".to_owned()]), (1, vec!["a".into(), "b".into()]), (2, vec!["a".into(), "b".into()])]
+        );
+        store.create(&session("new"), &start()).await.unwrap();
+        let numbers: Vec<(String, i64)> =
+            sqlx::query_as("SELECT id, number FROM sessions ORDER BY number").fetch_all(&store.pool).await.unwrap();
+        assert_eq!(numbers, [("old-a".to_owned(), 1), ("old-b".to_owned(), 2), ("new".to_owned(), 3)]);
+        assert!(store.delete("old-a").await.unwrap());
+        let left: Vec<i64> =
+            sqlx::query_scalar("SELECT key >> 32 FROM checkpoints ORDER BY key").fetch_all(&store.pool).await.unwrap();
+        assert_eq!(left, [2, 2, 3], "old-b's two checkpoints and the new session's start");
+        assert_eq!(store.load("old-b").await.unwrap().unwrap().after.len(), 1);
     }
 
     /// A full disk (here SQLite's page limit, which fails a write as a full disk does) fails the
