@@ -8,7 +8,9 @@
 //! a long session stores each message once, not once per turn.
 //!
 //! Three stores: [`MemoryStore`] (tests, single process), [`SqliteStore`] (the default: one file,
-//! WAL, one host process), [`PostgresStore`] (several host replicas sharing sessions).
+//! WAL, one host process), [`PostgresStore`] (several host replicas sharing sessions). The SQL
+//! stores keep a checkpoint's updates and model exchanges as one zstd-compressed JSON body (a
+//! pirate turn's 4.9 kB is 1.8 kB), so that a turn's row fits half a page.
 
 mod counters;
 mod index;
