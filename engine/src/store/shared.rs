@@ -47,7 +47,7 @@ pub(super) fn encode(c: &Checkpoint) -> Encoded {
 }
 
 /// The level of the body's zstd frames: the fastest of zstd's ordinary levels. A pirate turn's
-/// body, 4.7 kB as JSON (its recorded prompts repeat the conversation), is 1.8 kB at level 1,
+/// body, 4.9 kB as JSON (its recorded prompts repeat the conversation), is 1.8 kB at level 1,
 /// and levels up to 6 win only another 60 bytes.
 const BODY_LEVEL: i32 = 1;
 

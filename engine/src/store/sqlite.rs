@@ -535,7 +535,7 @@ fn outcome(w: &Pending, r: rusqlite::Result<bool>) -> Result<bool> {
 fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
     match &w.op {
         Op::Create(s, c) => {
-            // A session's number keys its checkpoints (see `shared::seqs`); numbers are never
+            // A session's number keys its checkpoints (see `shared::SQLITE`); numbers are never
             // reused while the session holding one exists.
             conn.prepare_cached(
                 "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, number) \
@@ -556,7 +556,7 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
             ])?;
             conn.prepare_cached(
                 "INSERT INTO checkpoints (key, turn, kind, pack_version, body, snapshot, created_at) \
-                 SELECT number * 4294967296, ?2, 'start', ?3, ?4, ?5, ?6 FROM sessions WHERE id = ?1",
+                 SELECT number * 4294967296, ?2, 'start', ?3, ?4, ?5, ?6 FROM sessions WHERE id = ?1 AND number IS NOT NULL",
             )?
             .execute(rusqlite::params![w.id, c.turn, c.pack_version, c.body, c.snapshot, c.created_at])?;
             Ok(true)
@@ -565,7 +565,7 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
             let mut insert = conn.prepare_cached(
                 "INSERT INTO checkpoints (key, turn, kind, step, pack_version, input, body, snapshot, resume, finished, created_at) \
                  SELECT number * 4294967296 + ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12 \
-                 FROM sessions WHERE id = ?1 AND head = ?2 - 1",
+                 FROM sessions WHERE id = ?1 AND head = ?2 - 1 AND number IS NOT NULL",
             )?;
             if !(1..=i64::from(u32::MAX)).contains(&c.seq) {
                 let full = format!("session {} holds the most checkpoints the SQLite store keys (2^32 - 1)", w.id);
@@ -672,34 +672,19 @@ mod tests {
             before.migrations =
                 before.migrations.iter().filter(|m| m.version <= 14).cloned().collect::<Vec<_>>().into();
             before.run(&pool).await.unwrap();
+            // Each session's row, its start checkpoint and one turn, as the build before wrote them.
+            let rows = [
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at) \
+                 VALUES ($1, 'p', 'v1', '{}', 7, $2, $2)",
+                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
+                 VALUES ($1, 0, 0, 'start', 'v1', '[[\"init\",{\"n\":0}]]', '{\"n\":0,\"log\":[]}', '[]', $2)",
+                "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, input, updates, exchanges, created_at) \
+                 VALUES ($1, 1, 1, 'turn', 'v1', '{\"message\":\"m1\"}', '[[\"a\",{\"n\":1,\"log\":\"m1\"}],[\"b\",{}]]', '[]', $2)",
+            ];
             for (id, at) in [("old-a", 1), ("old-b", 2)] {
-                sqlx::query(
-                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at) \
-                     VALUES ($1, 'p', 'v1', '{}', 7, $2, $2)",
-                )
-                .bind(id)
-                .bind(at)
-                .execute(&pool)
-                .await
-                .unwrap();
-                sqlx::query(
-                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, updates, snapshot, exchanges, created_at) \
-                     VALUES ($1, 0, 0, 'start', 'v1', '[[\"init\",{\"n\":0}]]', '{\"n\":0,\"log\":[]}', '[]', $2)",
-                )
-                .bind(id)
-                .bind(at)
-                .execute(&pool)
-                .await
-                .unwrap();
-                sqlx::query(
-                    "INSERT INTO checkpoints (session_id, seq, turn, kind, pack_version, input, updates, exchanges, created_at) \
-                     VALUES ($1, 1, 1, 'turn', 'v1', '{\"message\":\"m1\"}', '[[\"a\",{\"n\":1,\"log\":\"m1\"}],[\"b\",{}]]', '[]', $2)",
-                )
-                .bind(id)
-                .bind(at)
-                .execute(&pool)
-                .await
-                .unwrap();
+                for row in rows {
+                    sqlx::query(row).bind(id).bind(at).execute(&pool).await.unwrap();
+                }
             }
             pool.close().await;
         }
