@@ -118,10 +118,20 @@ impl ScriptCall {
         Ok((played, calls))
     }
 
-    /// Whether the function's file names a variable `name` anywhere (a parameter it reads). A
-    /// file that never names it cannot read it: a caller may then leave out what it would cost
-    /// to build (a simulated player that never looks at the game's `view`).
-    pub fn names_variable(&self, name: &str) -> bool {
+    /// Whether the function may read its parameter `index`: its file names that parameter, by
+    /// the name the function gives it, somewhere. A function whose file never names it cannot
+    /// read it, and a caller may leave out what it would cost to build (a simulated player that
+    /// never looks at the game's view). When the function cannot be found, it may.
+    pub fn reads_param(&self, index: usize) -> bool {
+        let named: Vec<String> = (self.func.file.ast.iter_functions())
+            .filter(|f| f.name == self.func.name.as_str())
+            .filter_map(|f| f.params.get(index).map(|p| p.to_string()))
+            .collect();
+        named.is_empty() || named.iter().any(|p| self.names_variable(p))
+    }
+
+    /// Whether the function's file names a variable `name` anywhere.
+    fn names_variable(&self, name: &str) -> bool {
         let mut found = false;
         self.func.file.ast.walk(&mut |path: &[rhai::ASTNode<'_>]| {
             if let Some(rhai::ASTNode::Expr(rhai::Expr::Variable(v, ..))) = path.last()

@@ -97,7 +97,7 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
                 }
                 None => ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?,
             };
-            let reads_view = play.names_variable("view");
+            let reads_view = play.reads_param(0);
             Ok(Player { name, play, reads_view })
         })
         .collect()

@@ -18,16 +18,19 @@ fn the_view_is_rendered_for_the_players_that_read_it() {
     let looker =
         "fn play(view, state) {\n    if type_of(view) != \"map\" { throw \"no view\" }\n    #{ side: \"tails\" }\n}\n";
     std::fs::write(root.path().join("scripts/coin/players/looker.rhai"), looker).unwrap();
+    // The view is the first parameter, whatever the script calls it.
+    let glancer = looker.replace("view", "game");
+    std::fs::write(root.path().join("scripts/coin/players/glancer.rhai"), glancer).unwrap();
     let engine = Engine::builder(root.path()).build();
     let pack = engine.packs().get("coin").unwrap();
-    let found = players(&engine, &pack, &["caller".into(), "looker".into()]).unwrap();
+    let found = players(&engine, &pack, &["caller".into(), "looker".into(), "glancer".into()]).unwrap();
     let reads: Vec<(&str, bool)> = found.iter().map(|p| (p.name(), p.reads_view)).collect();
-    assert_eq!(reads, [("caller", false), ("looker", true)]);
+    assert_eq!(reads, [("caller", false), ("looker", true), ("glancer", true)]);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let batch = Batch {
         pack: "coin".into(),
         games: 20,
-        players: vec!["caller".into(), "looker".into()],
+        players: vec!["caller".into(), "looker".into(), "glancer".into()],
         seed: "s".into(),
         options: Map::new(),
         jobs: Some(1),
