@@ -193,6 +193,31 @@ fn a_sweep_is_the_same_games_as_simulate_at_each_value() {
     assert!(html.contains("<title>chance = 100: won 100.0% (95%: 56.6–100.0%)</title>"), "{html}");
 }
 
+/// A stand-in model's answers are kept and shared by a sweep's values, but by the parameters the
+/// stand-in reads: on a coin the stand-in tosses (`oracle`: a roll wins below `chance`), each
+/// value of a sweep wins exactly as often as `simulate --param` at that value, alone in its
+/// process, and the rolls below it say.
+#[test]
+fn a_sweep_keeps_a_stand_ins_answers_by_the_parameters_it_reads() {
+    let args = ["--games", "300", "--seed", "s", "--json"];
+    let oracle = repo_root().join("tests/packs/oracle");
+    let (code, out, err) = run(&oracle, &[&["simulate", "oracle", "--sweep", "chance=20..80:30"], &args[..]].concat());
+    assert_eq!(code, 0, "{err}");
+    let sweep: Value = serde_json::from_str(&out).unwrap();
+    let won = |report: &Value| report["players"][0]["outcomes"]["won"]["share"].as_f64().unwrap_or(0.0);
+    let mut shares = Vec::new();
+    for point in sweep["sweep"].as_array().unwrap() {
+        let value = format!("chance={}", point["value"]);
+        let (code, out, err) = run(&oracle, &[&["simulate", "oracle", "--param", &value], &args[..]].concat());
+        assert_eq!(code, 0, "{err}");
+        let alone: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(point["players"], alone["players"], "{value}");
+        shares.push(won(point));
+    }
+    // 300 rolls of 0-99: about a fifth, half and four fifths of them below 20, 50 and 80.
+    assert!(shares[0] < 0.3 && (0.4..0.6).contains(&shares[1]) && shares[2] > 0.7, "{shares:?}");
+}
+
 /// `--param` sets a number for one run and changes what the games do; nothing on disk changes;
 /// a bad one is refused by name.
 #[test]

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::error::{Error, ErrorKind, Result};
 use crate::native::NativeNodes;
 use crate::pack::{self, Pack};
+use crate::script::standin::Answers;
 
 /// The packs under a root.
 #[derive(Clone)]
@@ -27,6 +28,11 @@ struct Inner {
     /// Held while a pack rebuilds, so two saves in a row swap in in the order they were made.
     rebuilding: Mutex<()>,
     events: tokio::sync::broadcast::Sender<PackEvent>,
+    /// The stand-in models' answers, kept by the copies of the rules made from these packs
+    /// ([`Packs::with_params`]) and shared among them; these packs themselves keep none.
+    answers: Arc<Answers>,
+    /// Whether these packs are such a copy.
+    copy: bool,
 }
 
 /// One pack's place: the version serving and the newest refusal.
@@ -93,6 +99,16 @@ impl Packs {
     /// The packs under `root` (which holds `config/`, `scripts/`, `prompts/`), with the native
     /// nodes and scorers a host registered.
     pub(crate) fn new(root: PathBuf, natives: NativeNodes, params: HashMap<String, pack::ParamValues>) -> Self {
+        Self::sharing(root, natives, params, Arc::default(), false)
+    }
+
+    fn sharing(
+        root: PathBuf,
+        natives: NativeNodes,
+        params: HashMap<String, pack::ParamValues>,
+        answers: Arc<Answers>,
+        copy: bool,
+    ) -> Self {
         let inner = Inner {
             root,
             natives,
@@ -100,16 +116,21 @@ impl Packs {
             slots: RwLock::new(HashMap::new()),
             rebuilding: Mutex::new(()),
             events: tokio::sync::broadcast::channel(256).0,
+            answers,
+            copy,
         };
         Packs { inner: Arc::new(inner) }
     }
 
     /// The same packs with `params` set in place of the manifest's numbers for `pack` (and the
     /// other packs' values kept), loaded afresh: another copy of the rules, for simulate's sweeps.
+    /// The copies keep their stand-in models' answers and share them (a simulation plays the
+    /// same games again and again): one that reads none of the parameters set answers each
+    /// request once for all of them. A served game, on the packs themselves, asks every time.
     pub(crate) fn with_params(&self, pack: &str, params: pack::ParamValues) -> Packs {
         let mut all = self.inner.params.clone();
         all.entry(pack.to_owned()).or_default().extend(params);
-        Packs::new(self.inner.root.clone(), self.inner.natives.clone(), all)
+        Packs::sharing(self.inner.root.clone(), self.inner.natives.clone(), all, self.inner.answers.clone(), true)
     }
 
     /// The parameter values set for `pack` in place of its manifest's.
@@ -188,7 +209,7 @@ impl Packs {
         }
         let none = pack::ParamValues::new();
         let params = self.inner.params.get(name).unwrap_or(&none);
-        pack::load_with(&self.inner.root, name, &self.inner.natives, params, overlay)
+        pack::load_with(&self.inner.root, name, &self.inner.natives, params, overlay, None)
     }
 
     /// Rebuilds `name` off to the side and swaps it in when it validates; reports what happened
@@ -211,7 +232,8 @@ impl Packs {
         let natives = &self.inner.natives;
         let none = pack::ParamValues::new();
         let params = self.inner.params.get(name).unwrap_or(&none);
-        let built = pack::load(&self.inner.root, name, natives, params).and_then(|new| match &previous {
+        let answers = self.inner.copy.then_some(&self.inner.answers);
+        let built = pack::load(&self.inner.root, name, natives, params, answers).and_then(|new| match &previous {
             Some(old) => compatible(old, &new).map(|()| new),
             None => Ok(new),
         });

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
 use ruleweave::simulate::{self, Batch, Plan, Rules, tune};
 
@@ -56,16 +56,27 @@ fn benches(c: &mut Criterion) {
     // games then, the full batch under `cargo bench`.
     let scale = if std::env::args().any(|a| a == "--bench") { 1 } else { 100 };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    let engine = rt.block_on(ruleweave_host::standin_engine(&repo_root())).unwrap();
+    // Each run on a fresh engine, its packs loaded: an engine keeps its stand-in's answers, and a
+    // run that repeats the last one's games would find every answer kept.
+    let fresh = |root: &std::path::Path, pack: &str| {
+        let engine = rt.block_on(ruleweave_host::standin_engine(root)).unwrap();
+        engine.packs().get(pack).unwrap();
+        engine
+    };
+    let root = repo_root();
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10).measurement_time(Duration::from_secs(60)).warm_up_time(Duration::from_secs(1));
     group.bench_function("pirate/1000 games", |b| {
-        b.iter(|| {
-            assert_eq!(
-                batch(&rt, &engine, "pirate", ["flatterer", "liar"], 500 / scale, &[("difficulty", "medium")]).0,
-                2 * u64::from(500 / scale)
-            )
-        });
+        b.iter_batched(
+            || fresh(&root, "pirate"),
+            |engine| {
+                assert_eq!(
+                    batch(&rt, &engine, "pirate", ["flatterer", "liar"], 500 / scale, &[("difficulty", "medium")]).0,
+                    2 * u64::from(500 / scale)
+                )
+            },
+            BatchSize::PerIteration,
+        );
     });
     // The same games with players that read the game's `view` (a line added to each that names
     // it): the display is then rendered for them every turn, which it is not for the shipped ones.
@@ -79,24 +90,30 @@ fn benches(c: &mut Criterion) {
         let text = text.replacen("fn play(view, state) {", "fn play(view, state) {\n    let _shown = view.reply;", 1);
         std::fs::write(&path, text).unwrap();
     }
-    let looking_engine = rt.block_on(ruleweave_host::standin_engine(looking.path())).unwrap();
     group.bench_function("pirate/1000 games, players that read the view", |b| {
-        b.iter(|| {
-            assert_eq!(
-                batch(&rt, &looking_engine, "pirate", ["flatterer", "liar"], 500 / scale, &[("difficulty", "medium")])
-                    .0,
-                2 * u64::from(500 / scale)
-            )
-        });
+        b.iter_batched(
+            || fresh(looking.path(), "pirate"),
+            |engine| {
+                assert_eq!(
+                    batch(&rt, &engine, "pirate", ["flatterer", "liar"], 500 / scale, &[("difficulty", "medium")]).0,
+                    2 * u64::from(500 / scale)
+                )
+            },
+            BatchSize::PerIteration,
+        );
     });
     // A party game is its opening and then a round a turn: 21 turns for 20 rounds.
     group.bench_function("party/10000 rounds", |b| {
-        b.iter(|| {
-            assert_eq!(
-                batch(&rt, &engine, "party", ["brave", "shy"], 250 / scale, &[("max_rounds", "20")]),
-                (2 * u64::from(250 / scale), 42.0)
-            )
-        });
+        b.iter_batched(
+            || fresh(&root, "party"),
+            |engine| {
+                assert_eq!(
+                    batch(&rt, &engine, "party", ["brave", "shy"], 250 / scale, &[("max_rounds", "20")]),
+                    (2 * u64::from(250 / scale), 42.0)
+                )
+            },
+            BatchSize::PerIteration,
+        );
     });
     group.finish();
 
@@ -119,7 +136,11 @@ fn benches(c: &mut Criterion) {
     group.bench_function("pirate/sweep of 9 values, 1000 games each", |b| {
         let ranges = vec!["thresholds.medium=52..60".parse().unwrap()];
         let sweep = tune::Sweep { batch: batch.clone(), ranges };
-        b.iter(|| assert_eq!(tune::sweep(rt.handle(), &engine, &sweep, &|| {}, &never).unwrap().len(), 9));
+        b.iter_batched(
+            || fresh(&root, "pirate"),
+            |engine| assert_eq!(tune::sweep(rt.handle(), &engine, &sweep, &|| {}, &never).unwrap().len(), 9),
+            BatchSize::PerIteration,
+        );
     });
     group.bench_function("pirate/tune the medium threshold to 30% ± 5%", |b| {
         let request = tune::Tune {
@@ -132,15 +153,19 @@ fn benches(c: &mut Criterion) {
             budget: 40_000 / scale as u64,
             jobs: None,
         };
-        b.iter(|| {
-            let answer = tune::tune(rt.handle(), &engine, &request, &|_| {}, &never).unwrap();
-            if scale == 1 {
-                eprintln!(
-                    "tune: {} = {} found {} ({} games): {:?}",
-                    answer.param, answer.value, answer.found, answer.games_played, answer.why
-                );
-            }
-        });
+        b.iter_batched(
+            || fresh(&root, "pirate"),
+            |engine| {
+                let answer = tune::tune(rt.handle(), &engine, &request, &|_| {}, &never).unwrap();
+                if scale == 1 {
+                    eprintln!(
+                        "tune: {} = {} found {} ({} games): {:?}",
+                        answer.param, answer.value, answer.found, answer.games_played, answer.why
+                    );
+                }
+            },
+            BatchSize::PerIteration,
+        );
     });
     group.finish();
 }

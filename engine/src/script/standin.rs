@@ -1,12 +1,18 @@
 //! `standin`: a pack's own offline model, a Rhai function `respond(request)` in the pack's
 //! scripts. Deterministic (it sees only the request, as a real model would), so every pack is
 //! playable and testable with no network and no key. Labelled as a stand-in wherever it answers.
+//!
+//! Being deterministic, its answers are kept ([`Answers`]): a request it has answered is
+//! answered again from memory, which is most of what a simulation's games ask (the same openings
+//! in game after game, and the same games at every value of a sweep).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use rhai::{Array, Dynamic, Map};
+use rhai::{ASTNode, Array, Dynamic, Expr, Map, Stmt};
+use sha2::{Digest, Sha256};
 
-use super::{FnRef, Sandbox};
+use super::{FnRef, MODEL_FUNCTIONS, Sandbox, ScriptFile};
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::{
     BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Provider, TokenSink, Usage, estimate_tokens,
@@ -19,11 +25,132 @@ pub(crate) struct Standin {
     respond: FnRef,
     /// `fn(text) -> [float]`: the pack's own vectors (`standin_embed`).
     embed: Option<FnRef>,
+    /// Where its answers are kept, and a hash already fed with what decides them besides the
+    /// request; `None` when the stand-in might answer one request two ways.
+    memo: Option<(Arc<Answers>, Sha256)>,
+}
+
+/// The stand-in answers a pack's copies of the rules gave, by a SHA-256 of everything that
+/// decided them: the pack, the version of its files, the parameters the stand-in reads and the
+/// request as the script sees it. One is shared by an engine's packs and by the copies of the
+/// rules `--param`, sweeps and `tune` play (which differ only in parameters), so a game a sweep
+/// plays at its next value asks again only where the game went another way.
+#[derive(Default)]
+pub(crate) struct Answers {
+    kept: Mutex<HashMap<[u8; 32], LlmResponse>>,
+}
+
+impl std::fmt::Debug for Answers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Answers").field("kept", &self.lock().len()).finish()
+    }
+}
+
+/// The most answers kept (a few hundred bytes each); past it, the memory starts again.
+const MOST_ANSWERS: usize = 100_000;
+
+impl Answers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], LlmResponse>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, key: &[u8; 32]) -> Option<LlmResponse> {
+        self.lock().get(key).cloned()
+    }
+
+    fn keep(&self, key: [u8; 32], answer: LlmResponse) {
+        let mut kept = self.lock();
+        if kept.len() >= MOST_ANSWERS {
+            kept.clear();
+        }
+        kept.insert(key, answer);
+    }
+}
+
+/// What a stand-in reads besides the request, when that is all it reads: the parameters it names
+/// (every one, when it names one by a value rather than a literal). `None` when it may answer
+/// one request two ways, or reads what this cannot see: it calls a host function that depends on
+/// more than its arguments (the time, the store, a model, the log), a library's function, or a
+/// function by a pointer.
+pub(crate) fn reads(file: &ScriptFile) -> Option<Option<Vec<String>>> {
+    // Host functions a stand-in may call whose result is not decided by their arguments and the
+    // pack's files alone, or that do something besides answering (a log line).
+    const UNSEEN: &[&str] = &[
+        "now",
+        "random",
+        "random_int",
+        "pick",
+        "shuffle",
+        "session_id",
+        "turn_number",
+        "input",
+        "option",
+        "count",
+        "query",
+        "emit",
+        "log",
+        "warn",
+        "print",
+        "debug",
+        "refuse",
+        "last_call",
+        "tokens_spent",
+        "call",
+        "Fn",
+        "curry",
+        "eval",
+    ];
+    let mut pure = true;
+    let mut named = Some(Vec::new());
+    file.ast.walk(&mut |path: &[ASTNode<'_>]| {
+        let call = match path.last() {
+            Some(ASTNode::Expr(Expr::FnCall(call, _) | Expr::MethodCall(call, _)))
+            | Some(ASTNode::Stmt(Stmt::FnCall(call, _))) => call,
+            _ => return true,
+        };
+        let (name, arity) = (call.name.as_str(), call.args.len());
+        if !call.namespace.is_empty()
+            || (!file.has_fn(name, arity) && (UNSEEN.contains(&name) || MODEL_FUNCTIONS.contains(&name)))
+        {
+            pure = false;
+        } else if name == "render" && !file.has_fn(name, arity) {
+            named = None;
+        } else if name == "param" && !file.has_fn(name, arity) {
+            match (call.args.first(), &mut named) {
+                (Some(Expr::StringConstant(s, _)), Some(names)) => names.push(s.to_string()),
+                _ => named = None,
+            }
+        }
+        pure
+    });
+    pure.then_some(named)
 }
 
 impl Standin {
-    pub(crate) fn new(sandbox: Arc<Sandbox>, respond: FnRef, embed: Option<FnRef>) -> Self {
-        Standin { sandbox, respond, embed }
+    /// The stand-in `respond` of pack `pack`, its answers kept in `answers` when it reads nothing
+    /// but the request and the parameters: `version` is its files' version, `params` the pack's
+    /// parameters as this copy of the rules sets them.
+    pub(crate) fn new(
+        sandbox: Arc<Sandbox>,
+        respond: FnRef,
+        embed: Option<FnRef>,
+        answers: Option<(&Arc<Answers>, &str, &str, &Map)>,
+    ) -> Self {
+        let memo = answers.and_then(|(answers, pack, version, params)| {
+            let names = reads(&respond.file)?;
+            let mut h = Sha256::new();
+            for part in [pack, version] {
+                feed(&mut h, part);
+            }
+            for (name, value) in params.iter() {
+                if names.as_ref().is_none_or(|n| n.iter().any(|x| x == name.as_str())) {
+                    feed(&mut h, name);
+                    feed(&mut h, &value::to_json(value).to_string());
+                }
+            }
+            Some((answers.clone(), h))
+        });
+        Standin { sandbox, respond, embed, memo }
     }
 
     /// `text`'s vector: the pack's `standin_embed`, or the engine's hashed features.
@@ -72,6 +199,32 @@ impl Standin {
     }
 
     fn answer(&self, request: &LlmRequest) -> Result<LlmResponse> {
+        let Some((answers, salt)) = &self.memo else { return self.respond(request) };
+        let mut h = salt.clone();
+        let fields =
+            [Some(request.profile.as_str()), Some(&request.model), request.schema.as_ref().map(|s| s.name.as_str())];
+        for field in fields {
+            feed(&mut h, field.unwrap_or("\0none"));
+        }
+        h.update([u8::from(request.json)]);
+        h.update(request.temperature.map_or(f64::NAN, |t| t).to_le_bytes());
+        h.update(request.max_tokens.map_or(u64::MAX, u64::from).to_le_bytes());
+        h.update((request.messages.len() as u64).to_le_bytes());
+        for m in &request.messages {
+            feed(&mut h, &m.role);
+            feed(&mut h, &m.content);
+        }
+        let key: [u8; 32] = h.finalize().into();
+        if let Some(kept) = answers.get(&key) {
+            return Ok(kept);
+        }
+        let answer = self.respond(request)?;
+        answers.keep(key, answer.clone());
+        Ok(answer)
+    }
+
+    /// The script's answer to `request`.
+    fn respond(&self, request: &LlmRequest) -> Result<LlmResponse> {
         let mut this = Dynamic::UNIT;
         let reply = self
             .sandbox
@@ -99,6 +252,12 @@ impl Standin {
         };
         Ok(LlmResponse { content, model: format!("{} (stand-in)", request.model), usage, attempts: 1 })
     }
+}
+
+/// `text` into `h`, its length first, so no two sequences of texts feed the same bytes.
+fn feed(h: &mut Sha256, text: &str) {
+    h.update((text.len() as u64).to_le_bytes());
+    h.update(text.as_bytes());
 }
 
 impl Provider for Standin {
@@ -179,5 +338,101 @@ impl crate::search::Search for StandinSearch {
 
     fn search<'a>(&'a self, query: &'a str, max: usize) -> BoxFuture<'a, Result<Vec<crate::search::SearchResult>>> {
         Box::pin(std::future::ready(self.answer(query, max)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use indexmap::IndexMap;
+
+    use super::*;
+    use crate::llm::Message;
+    use crate::prompt::Prompts;
+    use crate::script::HostShared;
+
+    fn sandbox(params: &Map) -> Arc<Sandbox> {
+        let prompts = Arc::new(Prompts::empty(params));
+        let shared = HostShared::new(
+            "t".into(),
+            params.clone(),
+            prompts,
+            Arc::new(IndexMap::new()),
+            Default::default(),
+            Default::default(),
+        );
+        Arc::new(Sandbox::new(crate::limits::Limits::default(), Arc::new(shared), &[]).unwrap())
+    }
+
+    fn respond(sb: &Sandbox, src: &str) -> FnRef {
+        FnRef { file: Arc::new(sb.compile("scripts/t/standin.rhai", src).unwrap()), name: "respond".into() }
+    }
+
+    fn reads_of(src: &str) -> Option<Option<Vec<String>>> {
+        reads(&respond(&sandbox(&Map::new()), src).file)
+    }
+
+    #[test]
+    fn a_stand_in_that_reads_only_its_request_and_named_params_can_be_kept() {
+        let own = "fn count(n, one, many) { `${n} ${many}` }\nfn respond(r) { count(2, \"a\", param(\"words\")) }";
+        assert_eq!(reads_of(own), Some(Some(vec!["words".to_owned()])), "its own count() is no store read");
+        assert_eq!(reads_of("fn respond(r) { r.messages[-1].content }"), Some(Some(vec![])));
+        let by_value = "fn respond(r) { param(r.profile) }";
+        assert_eq!(reads_of(by_value), Some(None), "a parameter named by a value: every parameter counts");
+        assert_eq!(reads_of("fn respond(r) { render(\"x.j2\", #{}) }"), Some(None), "a template may read any");
+        for unseen in [
+            "fn respond(r) { `${now()}` }",
+            "fn respond(r) { log(\"asked\"); \"x\" }",
+            "fn respond(r) { count(\"t\", \"k\") }",
+            "fn respond(r) { let f = Fn(\"now\"); f.call() }",
+            "fn respond(r) { llm(\"judge\", \"x\") }",
+        ] {
+            assert_eq!(reads_of(unseen), None, "{unseen}");
+        }
+    }
+
+    fn request(content: &str) -> LlmRequest {
+        LlmRequest {
+            provider: None,
+            default_model: None,
+            profile: "judge".into(),
+            model: "m".into(),
+            messages: vec![Message::new("user", content)],
+            temperature: None,
+            max_tokens: None,
+            json: false,
+            schema: None,
+        }
+    }
+
+    #[test]
+    fn an_answer_is_kept_by_its_request_and_the_parameters_read() {
+        let answers = Arc::new(Answers::default());
+        let src = "fn respond(r) { r.messages[-1].content + param(\"tone\") }";
+        let standin = |tone: &str, other: i64| {
+            let mut params = Map::new();
+            params.insert("tone".into(), tone.into());
+            params.insert("other".into(), other.into());
+            let sb = sandbox(&params);
+            let f = respond(&sb, src);
+            Standin::new(sb, f, None, Some((&answers, "t", "v1", &params)))
+        };
+        let calm = standin("!", 1);
+        assert_eq!(calm.answer(&request("hi")).unwrap().content, "hi!");
+        assert_eq!(calm.answer(&request("hi")).unwrap().content, "hi!");
+        assert_eq!(answers.lock().len(), 1, "asked twice, answered once");
+        // Another copy of the rules, differing in a parameter the stand-in does not read, asks
+        // the same; one differing in the one it reads answers for itself.
+        assert_eq!(standin("!", 2).answer(&request("hi")).unwrap().content, "hi!");
+        assert_eq!(answers.lock().len(), 1);
+        assert_eq!(standin("?", 1).answer(&request("hi")).unwrap().content, "hi?");
+        assert_eq!(calm.answer(&request("ho")).unwrap().content, "ho!");
+        assert_eq!(answers.lock().len(), 3);
+
+        // One that prints is asked every time.
+        let sb = sandbox(&Map::new());
+        let f = respond(&sb, "fn respond(r) { print(\"asked\"); \"x\" }");
+        let logging = Standin::new(sb, f, None, Some((&answers, "t", "v1", &Map::new())));
+        assert_eq!(logging.answer(&request("hi")).unwrap().content, "x");
+        assert_eq!(answers.lock().len(), 3);
     }
 }

@@ -131,6 +131,9 @@ pub fn run(handle: &tokio::runtime::Handle, engine: &Engine, batch: &Batch) -> R
     if !(1..=MOST_GAMES).contains(&batch.games) {
         return Err(Error::input(format!("games is 1 to {MOST_GAMES} per player, not {}", batch.games)));
     }
+    engine.packs().get(&batch.pack)?;
+    // The games play on a copy of the rules, which keeps its stand-in models' answers.
+    let engine = &engine.with_params(&batch.pack, crate::pack::ParamValues::new())?;
     let pack = engine.packs().get(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
     let players = players(engine, &pack, &batch.players)?;

@@ -138,6 +138,12 @@ fn params_of(engine: &Engine, pack: &str, set: &[String]) -> Result<Engine> {
     if set.is_empty() {
         return Ok(engine.clone());
     }
+    copy_of(engine, pack, set)
+}
+
+/// A copy of `engine`'s rules with `--param` values for `pack`, even with none: what a
+/// simulation plays, since a copy keeps its stand-in models' answers.
+fn copy_of(engine: &Engine, pack: &str, set: &[String]) -> Result<Engine> {
     let mut values = ruleweave::ParamValues::new();
     for text in set {
         let (path, value) = ruleweave::parse_param(text)?;

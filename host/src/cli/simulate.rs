@@ -69,7 +69,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let store = if args.record { config.store.as_str() } else { "memory" };
     let engine = rt.block_on(super::engine(root, &config, store))?;
     super::load_pack(&engine, &args.pack)?;
-    let engine = super::params_of(&engine, &args.pack, &args.params)?;
+    let engine = super::copy_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
     if !args.sweeps.is_empty() {
@@ -91,6 +91,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
             let other = rt.block_on(super::engine(dir, &config, "memory"))?;
             let against = |e: anyhow::Error| anyhow::anyhow!("--against {}: {e:#}", dir.display());
             let other_pack = super::load_pack(&other, &args.pack).map_err(against)?;
+            let other = super::copy_of(&other, &args.pack, &[]).map_err(against)?;
             let other_options = super::options(&other_pack, &args.set).map_err(against)?;
             Some((dir, other, other_options))
         }

@@ -249,7 +249,8 @@ pub(super) async fn standin(
 ) -> ApiResult<ruleweave::Engine> {
     let engine = crate::standin_engine(root).await?;
     engine.packs().get(pack)?;
-    Ok(if params.is_empty() { engine } else { engine.with_params(pack, params.clone())? })
+    // A copy of the rules even with no params: a copy keeps its stand-in's answers.
+    Ok(engine.with_params(pack, params.clone())?)
 }
 
 /// Set when the request that started a batch is dropped (its client hung up, or it answered).

@@ -29,7 +29,7 @@ use crate::limits::Limits;
 use crate::llm::Profile;
 use crate::native::NativeNodes;
 use crate::prompt::Prompts;
-use crate::script::standin::Standin;
+use crate::script::standin::{Answers, Standin};
 use crate::script::{HostShared, Sandbox, Scripts};
 use crate::state::Schema;
 use crate::value;
@@ -37,8 +37,15 @@ use files::Files;
 
 /// Loads and validates the pack `name` under `root`, with `params` set in place of the
 /// manifest's own (an input error when one is not a number the manifest has, within its bounds).
-pub(crate) fn load(root: &Path, name: &str, natives: &NativeNodes, params: &super::ParamValues) -> Result<Pack> {
-    load_with(root, name, natives, params, super::Overlay::default())
+/// Its stand-in model keeps its answers in `answers`, when it has one and they can be kept.
+pub(crate) fn load(
+    root: &Path,
+    name: &str,
+    natives: &NativeNodes,
+    params: &super::ParamValues,
+    answers: Option<&Arc<Answers>>,
+) -> Result<Pack> {
+    load_with(root, name, natives, params, super::Overlay::default(), answers)
 }
 
 /// [`load`], reading the texts of `overlay` in place of the files at their paths.
@@ -48,6 +55,7 @@ pub(crate) fn load_with(
     natives: &NativeNodes,
     params: &super::ParamValues,
     overlay: super::Overlay,
+    answers: Option<&Arc<Answers>>,
 ) -> Result<Pack> {
     let manifest_path = format!("config/{name}.yaml");
     let mut files = Files::with_overlay(root, overlay);
@@ -56,7 +64,15 @@ pub(crate) fn load_with(
         .map_err(|_| Error::pack("the manifest is not UTF-8 text", Origin::file(&manifest_path)))?;
     let mut manifest: Manifest = serde_saphyr::from_str(&text).map_err(|e| yaml_error(&e, &manifest_path, &text))?;
     let params = super::params::apply(&mut manifest, params)?;
-    let mut l = Loader { root, pack: name.to_owned(), manifest_path, errors: Vec::new(), warnings: Vec::new(), files };
+    let mut l = Loader {
+        root,
+        pack: name.to_owned(),
+        manifest_path,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        files,
+        answers: answers.cloned(),
+    };
     let pack = l.build(manifest, natives, &params);
     match Error::collect(std::mem::take(&mut l.errors)) {
         Some(e) => Err(e),
@@ -158,6 +174,8 @@ struct Loader<'a> {
     warnings: Vec<Error>,
     /// Every file read, which the version covers.
     files: Files,
+    /// Where the stand-in model keeps its answers.
+    answers: Option<Arc<Answers>>,
 }
 
 /// What the manifest's declarations make: what the rest is checked against.
@@ -272,8 +290,11 @@ impl Loader<'_> {
         if !self.errors.is_empty() {
             return None;
         }
-        let standin = standin
-            .map(|f| Arc::new(Standin::new(c.sandbox.clone(), f, standin_embed)) as Arc<dyn crate::llm::Provider>);
+        let files = self.files.version(&super::ParamValues::new());
+        let answers = self.answers.as_ref().map(|a| (a, self.pack.as_str(), files.as_str(), &d.params));
+        let standin = standin.map(|f| {
+            Arc::new(Standin::new(c.sandbox.clone(), f, standin_embed, answers)) as Arc<dyn crate::llm::Provider>
+        });
         let search_standin = search_standin.map(|f| {
             Arc::new(crate::script::standin::StandinSearch::new(c.sandbox.clone(), f)) as Arc<dyn crate::search::Search>
         });
