@@ -133,6 +133,12 @@ impl Packs {
         Packs::sharing(self.inner.root.clone(), self.inner.natives.clone(), all, self.inner.answers.clone(), true)
     }
 
+    /// How many stand-in answers these packs and their copies keep.
+    #[cfg(test)]
+    pub(crate) fn answers_kept(&self) -> usize {
+        self.inner.answers.len()
+    }
+
     /// The parameter values set for `pack` in place of its manifest's.
     pub fn params_set(&self, pack: &str) -> Option<&pack::ParamValues> {
         self.inner.params.get(pack)

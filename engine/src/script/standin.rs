@@ -37,44 +37,66 @@ pub(crate) struct Standin {
 /// plays at its next value asks again only where the game went another way.
 #[derive(Default)]
 pub(crate) struct Answers {
-    kept: Mutex<HashMap<[u8; 32], LlmResponse>>,
+    kept: Mutex<Kept>,
+}
+
+/// The answers, and the bytes their texts hold.
+#[derive(Default)]
+struct Kept {
+    answers: HashMap<[u8; 32], LlmResponse>,
+    bytes: usize,
 }
 
 impl std::fmt::Debug for Answers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Answers").field("kept", &self.lock().len()).finish()
+        f.debug_struct("Answers").field("kept", &self.len()).finish()
     }
 }
 
-/// The most answers kept (a few hundred bytes each); past it, the memory starts again.
-const MOST_ANSWERS: usize = 100_000;
+/// The most bytes of answers kept (a pirate's answer is a few hundred); past it, the memory
+/// starts again. An answer longer than [`LONGEST_KEPT`] is not kept.
+const MOST_BYTES: usize = 64 << 20;
+const LONGEST_KEPT: usize = 64 << 10;
 
 impl Answers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], LlmResponse>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// How many answers are kept.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().answers.len()
+    }
+
     fn get(&self, key: &[u8; 32]) -> Option<LlmResponse> {
-        self.lock().get(key).cloned()
+        self.lock().answers.get(key).cloned()
     }
 
     fn keep(&self, key: [u8; 32], answer: LlmResponse) {
-        let mut kept = self.lock();
-        if kept.len() >= MOST_ANSWERS {
-            kept.clear();
+        let size = answer.content.len() + answer.model.len() + 64;
+        if answer.content.len() > LONGEST_KEPT {
+            return;
         }
-        kept.insert(key, answer);
+        let mut kept = self.lock();
+        if kept.bytes + size > MOST_BYTES {
+            *kept = Kept::default();
+        }
+        if kept.answers.insert(key, answer).is_none() {
+            kept.bytes += size;
+        }
     }
 }
 
 /// What a stand-in reads besides the request, when that is all it reads: the parameters it names
-/// (every one, when it names one by a value rather than a literal). `None` when it may answer
-/// one request two ways, or reads what this cannot see: it calls a host function that depends on
-/// more than its arguments (the time, the store, a model, the log), a library's function, or a
-/// function by a pointer.
+/// (every one, when it names one by a value rather than a literal). `None` when it may do
+/// something besides answering, or call what this cannot see: `print` or `debug` (a log line),
+/// a library's function, or a function by a pointer.
+///
+/// The stand-in runs outside any turn, so the host functions that read more than their
+/// arguments (the time, the random functions, the store, the input, models, templates) fail in
+/// it, and an error is never kept; they are refused here as well, so a kept answer never rests
+/// on that alone.
 pub(crate) fn reads(file: &ScriptFile) -> Option<Option<Vec<String>>> {
-    // Host functions a stand-in may call whose result is not decided by their arguments and the
-    // pack's files alone, or that do something besides answering (a log line).
     const UNSEEN: &[&str] = &[
         "now",
         "random",
@@ -96,7 +118,6 @@ pub(crate) fn reads(file: &ScriptFile) -> Option<Option<Vec<String>>> {
         "last_call",
         "tokens_spent",
         "call",
-        "Fn",
         "curry",
         "eval",
     ];
@@ -142,11 +163,14 @@ impl Standin {
             for part in [pack, version] {
                 feed(&mut h, part);
             }
-            for (name, value) in params.iter() {
-                if names.as_ref().is_none_or(|n| n.iter().any(|x| x == name.as_str())) {
-                    feed(&mut h, name);
-                    feed(&mut h, &value::to_json(value).to_string());
-                }
+            let read: Vec<_> = params
+                .iter()
+                .filter(|(name, _)| names.as_ref().is_none_or(|n| n.iter().any(|x| x == name.as_str())))
+                .collect();
+            h.update((read.len() as u64).to_le_bytes());
+            for (name, value) in read {
+                feed(&mut h, name);
+                feed(&mut h, &value::to_json(value).to_string());
             }
             Some((answers.clone(), h))
         });
@@ -201,14 +225,17 @@ impl Standin {
     fn answer(&self, request: &LlmRequest) -> Result<LlmResponse> {
         let Some((answers, salt)) = &self.memo else { return self.respond(request) };
         let mut h = salt.clone();
-        let fields =
-            [Some(request.profile.as_str()), Some(&request.model), request.schema.as_ref().map(|s| s.name.as_str())];
-        for field in fields {
-            feed(&mut h, field.unwrap_or("\0none"));
+        feed(&mut h, &request.profile);
+        feed(&mut h, &request.model);
+        // Each optional field: a byte for whether it is there, then its value.
+        h.update([u8::from(request.json), u8::from(request.schema.is_some())]);
+        if let Some(schema) = &request.schema {
+            feed(&mut h, &schema.name);
         }
-        h.update([u8::from(request.json)]);
-        h.update(request.temperature.map_or(f64::NAN, |t| t).to_le_bytes());
-        h.update(request.max_tokens.map_or(u64::MAX, u64::from).to_le_bytes());
+        h.update([u8::from(request.temperature.is_some())]);
+        h.update(request.temperature.unwrap_or_default().to_le_bytes());
+        h.update([u8::from(request.max_tokens.is_some())]);
+        h.update(request.max_tokens.unwrap_or_default().to_le_bytes());
         h.update((request.messages.len() as u64).to_le_bytes());
         for m in &request.messages {
             feed(&mut h, &m.role);
@@ -379,7 +406,10 @@ mod tests {
         let by_value = "fn respond(r) { param(r.profile) }";
         assert_eq!(reads_of(by_value), Some(None), "a parameter named by a value: every parameter counts");
         assert_eq!(reads_of("fn respond(r) { render(\"x.j2\", #{}) }"), Some(None), "a template may read any");
+        assert_eq!(reads_of("fn respond(r) { \"tone\".param() }"), Some(None), "a method call names by a value");
         for unseen in [
+            "fn respond(r) { let f = |x| now(); \"x\" }",
+            "fn respond(r) { switch r.profile { \"a\" => print(\"x\"), _ => \"y\" } }",
             "fn respond(r) { `${now()}` }",
             "fn respond(r) { log(\"asked\"); \"x\" }",
             "fn respond(r) { count(\"t\", \"k\") }",
@@ -419,20 +449,44 @@ mod tests {
         let calm = standin("!", 1);
         assert_eq!(calm.answer(&request("hi")).unwrap().content, "hi!");
         assert_eq!(calm.answer(&request("hi")).unwrap().content, "hi!");
-        assert_eq!(answers.lock().len(), 1, "asked twice, answered once");
+        assert_eq!(answers.len(), 1, "asked twice, answered once");
         // Another copy of the rules, differing in a parameter the stand-in does not read, asks
         // the same; one differing in the one it reads answers for itself.
         assert_eq!(standin("!", 2).answer(&request("hi")).unwrap().content, "hi!");
-        assert_eq!(answers.lock().len(), 1);
+        assert_eq!(answers.len(), 1);
         assert_eq!(standin("?", 1).answer(&request("hi")).unwrap().content, "hi?");
         assert_eq!(calm.answer(&request("ho")).unwrap().content, "ho!");
-        assert_eq!(answers.lock().len(), 3);
+        assert_eq!(answers.len(), 3);
 
         // One that prints is asked every time.
         let sb = sandbox(&Map::new());
         let f = respond(&sb, "fn respond(r) { print(\"asked\"); \"x\" }");
         let logging = Standin::new(sb, f, None, Some((&answers, "t", "v1", &Map::new())));
         assert_eq!(logging.answer(&request("hi")).unwrap().content, "x");
-        assert_eq!(answers.lock().len(), 3);
+        assert_eq!(answers.len(), 3);
+    }
+
+    /// A served game's packs ask their stand-in every time; the copies of the rules made from
+    /// them keep its answers, one memory for them all.
+    #[test]
+    fn only_copies_of_the_rules_keep_answers() {
+        use futures_util::FutureExt;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/packs/oracle");
+        let packs = crate::packs::Packs::new(root, Default::default(), Default::default());
+        let ask = |packs: &crate::packs::Packs, roll: &str| {
+            let standin = packs.get("oracle").unwrap().standin.clone().unwrap();
+            standin.complete(&request(&format!("Roll: {roll}")), None).now_or_never().unwrap().unwrap().content
+        };
+        assert_eq!(ask(&packs, "7"), "won");
+        assert_eq!(packs.answers_kept(), 0);
+        let mut values = crate::pack::ParamValues::new();
+        values.insert("chance".into(), serde_json::json!(5));
+        let copy = packs.with_params("oracle", values);
+        assert_eq!(ask(&copy, "7"), "lost");
+        assert_eq!(ask(&copy, "7"), "lost");
+        assert_eq!(packs.answers_kept(), 1, "kept once, in the memory the packs hand their copies");
+        let other = packs.with_params("oracle", crate::pack::ParamValues::new());
+        assert_eq!(ask(&other, "7"), "won", "chance 50 again: another answer");
+        assert_eq!(copy.answers_kept(), 2);
     }
 }

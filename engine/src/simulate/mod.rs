@@ -126,14 +126,13 @@ pub struct Batch {
 }
 
 /// Plays `batch` on `engine`, each game on a thread of its own with `handle`'s runtime entered,
-/// and reports how the games ended; a player's game that fails is the batch's error.
+/// and reports how the games ended; a player's game that fails is the batch's error. The games
+/// play on the pack `engine` serves; on a copy of the rules ([`Engine::with_params`]) its
+/// stand-in's answers are kept across games and batches.
 pub fn run(handle: &tokio::runtime::Handle, engine: &Engine, batch: &Batch) -> Result<Report> {
     if !(1..=MOST_GAMES).contains(&batch.games) {
         return Err(Error::input(format!("games is 1 to {MOST_GAMES} per player, not {}", batch.games)));
     }
-    engine.packs().get(&batch.pack)?;
-    // The games play on a copy of the rules, which keeps its stand-in models' answers.
-    let engine = &engine.with_params(&batch.pack, crate::pack::ParamValues::new())?;
     let pack = engine.packs().get(&batch.pack)?;
     pack.resolve_options(&batch.options)?;
     let players = players(engine, &pack, &batch.players)?;

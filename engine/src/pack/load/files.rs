@@ -78,6 +78,11 @@ impl Files {
     /// The content hash (12 hex digits) of every file read, and of the parameters a run set (a
     /// pack run with other numbers is another version of the rules).
     pub(super) fn version(&self, set: &crate::pack::ParamValues) -> String {
+        self.digest(set)[..12].to_owned()
+    }
+
+    /// The whole SHA-256 of [`Files::version`], in hex.
+    pub(super) fn digest(&self, set: &crate::pack::ParamValues) -> String {
         let mut files: Vec<&(String, Vec<u8>)> = self.read.iter().collect();
         files.sort_by(|a, b| a.0.cmp(&b.0));
         let mut h = Sha256::new();
@@ -91,7 +96,7 @@ impl Files {
             h.update(b"--param\0");
             h.update(serde_json::to_vec(set).unwrap_or_default());
         }
-        h.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The paths read, relative to the root.

@@ -290,7 +290,7 @@ impl Loader<'_> {
         if !self.errors.is_empty() {
             return None;
         }
-        let files = self.files.version(&super::ParamValues::new());
+        let files = self.files.digest(&super::ParamValues::new());
         let answers = self.answers.as_ref().map(|a| (a, self.pack.as_str(), files.as_str(), &d.params));
         let standin = standin.map(|f| {
             Arc::new(Standin::new(c.sandbox.clone(), f, standin_embed, answers)) as Arc<dyn crate::llm::Provider>
