@@ -87,8 +87,16 @@ impl Answers {
     }
 }
 
-/// What a stand-in reads besides the request, when that is all it reads: the parameters it names
-/// (every one, when it names one by a value rather than a literal). `None` when it may do
+/// The parameters a stand-in reads besides its request.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Reads {
+    /// These, each named by a literal (`param("standin_lines")`).
+    Params(Vec<String>),
+    /// Any of them: it names one by a value, or renders a template.
+    AllParams,
+}
+
+/// What a stand-in reads besides the request, when that is all it reads. `None` when it may do
 /// something besides answering, or call what this cannot see: `print` or `debug` (a log line),
 /// a library's function, or a function by a pointer.
 ///
@@ -96,7 +104,7 @@ impl Answers {
 /// arguments (the time, the random functions, the store, the input, models, templates) fail in
 /// it, and an error is never kept; they are refused here as well, so a kept answer never rests
 /// on that alone.
-pub(crate) fn reads(file: &ScriptFile) -> Option<Option<Vec<String>>> {
+pub(crate) fn reads(file: &ScriptFile) -> Option<Reads> {
     const UNSEEN: &[&str] = &[
         "now",
         "random",
@@ -122,59 +130,59 @@ pub(crate) fn reads(file: &ScriptFile) -> Option<Option<Vec<String>>> {
         "eval",
     ];
     let mut pure = true;
-    let mut named = Some(Vec::new());
+    let mut reads = Reads::Params(Vec::new());
     file.ast.walk(&mut |path: &[ASTNode<'_>]| {
         let call = match path.last() {
             Some(ASTNode::Expr(Expr::FnCall(call, _) | Expr::MethodCall(call, _)))
             | Some(ASTNode::Stmt(Stmt::FnCall(call, _))) => call,
             _ => return true,
         };
-        let (name, arity) = (call.name.as_str(), call.args.len());
-        if !call.namespace.is_empty()
-            || (!file.has_fn(name, arity) && (UNSEEN.contains(&name) || MODEL_FUNCTIONS.contains(&name)))
-        {
+        let name = call.name.as_str();
+        if !call.namespace.is_empty() {
             pure = false;
-        } else if name == "render" && !file.has_fn(name, arity) {
-            named = None;
-        } else if name == "param" && !file.has_fn(name, arity) {
-            match (call.args.first(), &mut named) {
-                (Some(Expr::StringConstant(s, _)), Some(names)) => names.push(s.to_string()),
-                _ => named = None,
+        } else if file.has_fn(name, call.args.len()) {
+            // The file's own function (the pirate's `count(n, one, many)`), walked where it is.
+        } else if UNSEEN.contains(&name) || MODEL_FUNCTIONS.contains(&name) {
+            pure = false;
+        } else if name == "render" {
+            reads = Reads::AllParams;
+        } else if name == "param" {
+            match (call.args.first(), &mut reads) {
+                (Some(Expr::StringConstant(s, _)), Reads::Params(names)) => names.push(s.to_string()),
+                _ => reads = Reads::AllParams,
             }
         }
         pure
     });
-    pure.then_some(named)
+    pure.then_some(reads)
 }
 
 impl Standin {
-    /// The stand-in `respond` of pack `pack`, its answers kept in `answers` when it reads nothing
-    /// but the request and the parameters: `version` is its files' version, `params` the pack's
+    pub(crate) fn new(sandbox: Arc<Sandbox>, respond: FnRef, embed: Option<FnRef>) -> Self {
+        Standin { sandbox, respond, embed, memo: None }
+    }
+
+    /// The stand-in keeping its answers in `answers`, when it reads nothing but the request and
+    /// the parameters: `pack` is its pack, `files` the hash of the pack's files and `params` its
     /// parameters as this copy of the rules sets them.
-    pub(crate) fn new(
-        sandbox: Arc<Sandbox>,
-        respond: FnRef,
-        embed: Option<FnRef>,
-        answers: Option<(&Arc<Answers>, &str, &str, &Map)>,
-    ) -> Self {
-        let memo = answers.and_then(|(answers, pack, version, params)| {
-            let names = reads(&respond.file)?;
-            let mut h = Sha256::new();
-            for part in [pack, version] {
-                feed(&mut h, part);
-            }
-            let read: Vec<_> = params
-                .iter()
-                .filter(|(name, _)| names.as_ref().is_none_or(|n| n.iter().any(|x| x == name.as_str())))
-                .collect();
-            h.update((read.len() as u64).to_le_bytes());
-            for (name, value) in read {
-                feed(&mut h, name);
-                feed(&mut h, &value::to_json(value).to_string());
-            }
-            Some((answers.clone(), h))
-        });
-        Standin { sandbox, respond, embed, memo }
+    pub(crate) fn keeping(self, answers: &Arc<Answers>, pack: &str, files: &str, params: &Map) -> Self {
+        let Some(reads) = reads(&self.respond.file) else { return self };
+        let mut h = Sha256::new();
+        feed(&mut h, pack);
+        feed(&mut h, files);
+        let read: Vec<_> = params
+            .iter()
+            .filter(|(name, _)| match &reads {
+                Reads::Params(names) => names.iter().any(|x| x == name.as_str()),
+                Reads::AllParams => true,
+            })
+            .collect();
+        h.update((read.len() as u64).to_le_bytes());
+        for (name, value) in read {
+            feed(&mut h, name);
+            feed(&mut h, &value::to_json(value).to_string());
+        }
+        Standin { memo: Some((answers.clone(), h)), ..self }
     }
 
     /// `text`'s vector: the pack's `standin_embed`, or the engine's hashed features.
@@ -224,24 +232,7 @@ impl Standin {
 
     fn answer(&self, request: &LlmRequest) -> Result<LlmResponse> {
         let Some((answers, salt)) = &self.memo else { return self.respond(request) };
-        let mut h = salt.clone();
-        feed(&mut h, &request.profile);
-        feed(&mut h, &request.model);
-        // Each optional field: a byte for whether it is there, then its value.
-        h.update([u8::from(request.json), u8::from(request.schema.is_some())]);
-        if let Some(schema) = &request.schema {
-            feed(&mut h, &schema.name);
-        }
-        h.update([u8::from(request.temperature.is_some())]);
-        h.update(request.temperature.unwrap_or_default().to_le_bytes());
-        h.update([u8::from(request.max_tokens.is_some())]);
-        h.update(request.max_tokens.unwrap_or_default().to_le_bytes());
-        h.update((request.messages.len() as u64).to_le_bytes());
-        for m in &request.messages {
-            feed(&mut h, &m.role);
-            feed(&mut h, &m.content);
-        }
-        let key: [u8; 32] = h.finalize().into();
+        let key = key(salt.clone(), request);
         if let Some(kept) = answers.get(&key) {
             return Ok(kept);
         }
@@ -279,6 +270,28 @@ impl Standin {
         };
         Ok(LlmResponse { content, model: format!("{} (stand-in)", request.model), usage, attempts: 1 })
     }
+}
+
+/// The key of `request`'s answer: `salt` (what decides it besides the request) fed with the
+/// request as the script sees it.
+fn key(mut h: Sha256, request: &LlmRequest) -> [u8; 32] {
+    feed(&mut h, &request.profile);
+    feed(&mut h, &request.model);
+    // Each optional field: a byte for whether it is there, then its value.
+    h.update([u8::from(request.json), u8::from(request.schema.is_some())]);
+    if let Some(schema) = &request.schema {
+        feed(&mut h, &schema.name);
+    }
+    h.update([u8::from(request.temperature.is_some())]);
+    h.update(request.temperature.unwrap_or_default().to_le_bytes());
+    h.update([u8::from(request.max_tokens.is_some())]);
+    h.update(request.max_tokens.unwrap_or_default().to_le_bytes());
+    h.update((request.messages.len() as u64).to_le_bytes());
+    for m in &request.messages {
+        feed(&mut h, &m.role);
+        feed(&mut h, &m.content);
+    }
+    h.finalize().into()
 }
 
 /// `text` into `h`, its length first, so no two sequences of texts feed the same bytes.
@@ -394,19 +407,27 @@ mod tests {
         FnRef { file: Arc::new(sb.compile("scripts/t/standin.rhai", src).unwrap()), name: "respond".into() }
     }
 
-    fn reads_of(src: &str) -> Option<Option<Vec<String>>> {
+    fn reads_of(src: &str) -> Option<Reads> {
         reads(&respond(&sandbox(&Map::new()), src).file)
     }
 
     #[test]
     fn a_stand_in_that_reads_only_its_request_and_named_params_can_be_kept() {
         let own = "fn count(n, one, many) { `${n} ${many}` }\nfn respond(r) { count(2, \"a\", param(\"words\")) }";
-        assert_eq!(reads_of(own), Some(Some(vec!["words".to_owned()])), "its own count() is no store read");
-        assert_eq!(reads_of("fn respond(r) { r.messages[-1].content }"), Some(Some(vec![])));
+        assert_eq!(reads_of(own), Some(Reads::Params(vec!["words".to_owned()])), "its own count() is no store read");
+        assert_eq!(reads_of("fn respond(r) { r.messages[-1].content }"), Some(Reads::Params(vec![])));
         let by_value = "fn respond(r) { param(r.profile) }";
-        assert_eq!(reads_of(by_value), Some(None), "a parameter named by a value: every parameter counts");
-        assert_eq!(reads_of("fn respond(r) { render(\"x.j2\", #{}) }"), Some(None), "a template may read any");
-        assert_eq!(reads_of("fn respond(r) { \"tone\".param() }"), Some(None), "a method call names by a value");
+        assert_eq!(reads_of(by_value), Some(Reads::AllParams), "a parameter named by a value: every parameter counts");
+        assert_eq!(
+            reads_of("fn respond(r) { render(\"x.j2\", #{}) }"),
+            Some(Reads::AllParams),
+            "a template may read any"
+        );
+        assert_eq!(
+            reads_of("fn respond(r) { \"tone\".param() }"),
+            Some(Reads::AllParams),
+            "a method call names by a value"
+        );
         for unseen in [
             "fn respond(r) { let f = |x| now(); \"x\" }",
             "fn respond(r) { switch r.profile { \"a\" => print(\"x\"), _ => \"y\" } }",
@@ -444,7 +465,7 @@ mod tests {
             params.insert("other".into(), other.into());
             let sb = sandbox(&params);
             let f = respond(&sb, src);
-            Standin::new(sb, f, None, Some((&answers, "t", "v1", &params)))
+            Standin::new(sb, f, None).keeping(&answers, "t", "v1", &params)
         };
         let calm = standin("!", 1);
         assert_eq!(calm.answer(&request("hi")).unwrap().content, "hi!");
@@ -461,7 +482,7 @@ mod tests {
         // One that prints is asked every time.
         let sb = sandbox(&Map::new());
         let f = respond(&sb, "fn respond(r) { print(\"asked\"); \"x\" }");
-        let logging = Standin::new(sb, f, None, Some((&answers, "t", "v1", &Map::new())));
+        let logging = Standin::new(sb, f, None).keeping(&answers, "t", "v1", &Map::new());
         assert_eq!(logging.answer(&request("hi")).unwrap().content, "x");
         assert_eq!(answers.len(), 3);
     }

@@ -247,10 +247,9 @@ pub(super) async fn standin(
     pack: &str,
     params: &BTreeMap<String, Value>,
 ) -> ApiResult<ruleweave::Engine> {
-    let engine = crate::standin_engine(root).await?;
-    engine.packs().get(pack)?;
-    // A copy of the rules even with no params: a copy keeps its stand-in's answers.
-    Ok(engine.with_params(pack, params.clone())?)
+    // A copy of the rules even with no params (it loads the pack, the engine's own need not):
+    // a copy keeps its stand-in's answers.
+    Ok(crate::standin_engine(root).await?.with_params(pack, params.clone())?)
 }
 
 /// Set when the request that started a batch is dropped (its client hung up, or it answered).

@@ -290,10 +290,15 @@ impl Loader<'_> {
         if !self.errors.is_empty() {
             return None;
         }
-        let files = self.files.digest(&super::ParamValues::new());
-        let answers = self.answers.as_ref().map(|a| (a, self.pack.as_str(), files.as_str(), &d.params));
         let standin = standin.map(|f| {
-            Arc::new(Standin::new(c.sandbox.clone(), f, standin_embed, answers)) as Arc<dyn crate::llm::Provider>
+            let standin = Standin::new(c.sandbox.clone(), f, standin_embed);
+            let standin = match &self.answers {
+                // The files' whole hash, without the parameters set: copies that differ only in
+                // those share answers where the stand-in reads none of them.
+                Some(a) => standin.keeping(a, &self.pack, &self.files.digest(&super::ParamValues::new()), &d.params),
+                None => standin,
+            };
+            Arc::new(standin) as Arc<dyn crate::llm::Provider>
         });
         let search_standin = search_standin.map(|f| {
             Arc::new(crate::script::standin::StandinSearch::new(c.sandbox.clone(), f)) as Arc<dyn crate::search::Search>
