@@ -87,6 +87,17 @@ impl ScriptCall {
     /// calls it made (a model player's: what it cost). A function that calls a model must be
     /// called outside the runtime's async context, with the runtime entered.
     pub fn call_as(&self, id: &str, turn: u64, args: &[Json]) -> Result<(Json, Vec<crate::event::LlmEvent>)> {
+        self.call_as_with(id, turn, args.iter().map(value::from_json).collect())
+    }
+
+    /// [`ScriptCall::call_as`] with the arguments as Rhai values already: a simulation hands a
+    /// player its copy of the state without the round trip through JSON.
+    pub(crate) fn call_as_with(
+        &self,
+        id: &str,
+        turn: u64,
+        args: Vec<Dynamic>,
+    ) -> Result<(Json, Vec<crate::event::LlmEvent>)> {
         let seed = crate::text::hash(id) ^ turn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let ctx = Arc::new(crate::turn::TurnCtx::new(crate::turn::TurnStart {
             session_id: id.into(),
@@ -146,11 +157,10 @@ impl ScriptCall {
 
     /// Calls the function with `args` (converted to Rhai values) and returns its result as JSON.
     pub fn call(&self, args: &[Json]) -> Result<Json> {
-        self.call_tagged(self.tag.clone(), args)
+        self.call_tagged(self.tag.clone(), args.iter().map(value::from_json).collect())
     }
 
-    fn call_tagged(&self, tag: CallTag, args: &[Json]) -> Result<Json> {
-        let args: Vec<Dynamic> = args.iter().map(value::from_json).collect();
+    fn call_tagged(&self, tag: CallTag, args: Vec<Dynamic>) -> Result<Json> {
         let mut this = Dynamic::UNIT;
         let v = self.pack.sandbox.call(&self.func, &mut this, args, Some(tag))?;
         Ok(value::to_json(&v))

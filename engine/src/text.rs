@@ -4,7 +4,10 @@
 //! more than the rest of a script, so scripts call these instead. They are public so that native
 //! twins of scripted scorers compute exactly what the host functions do.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -130,59 +133,112 @@ impl PhraseSet {
 /// Cosine similarity of two texts' word counts, in [0, 1]; 1 for identical wording.
 /// Words of one or two letters are ignored: they carry little meaning and much noise.
 pub fn similarity(a: &str, b: &str) -> f64 {
-    WordCounts::of(a).cosine(&WordCounts::of(b))
+    WordCounts::counted(a).cosine(&WordCounts::counted(b))
 }
 
 /// The highest [`similarity`] of `text` to any of `others`; 0 when there are none.
 pub fn max_similarity<'a>(text: &str, others: impl IntoIterator<Item = &'a str>) -> f64 {
-    let counts = WordCounts::of(text);
-    others.into_iter().map(|o| counts.cosine(&WordCounts::of(o))).fold(0.0, f64::max)
+    let counts = WordCounts::counted(text);
+    others.into_iter().map(|o| counts.cosine(&WordCounts::counted(o))).fold(0.0, f64::max)
 }
 
 /// For each of `texts`, its highest [`similarity`] to any text before it (0 for the first): how
 /// much each message of a conversation repeats the earlier ones. Each text's words are counted
 /// once, where calling [`max_similarity`] for each would count them again for every later text.
 pub fn max_similarity_to_earlier(texts: &[&str]) -> Vec<f64> {
-    let counts: Vec<WordCounts> = texts.iter().map(|t| WordCounts::of(t)).collect();
+    let counts: Vec<Rc<WordCounts>> = texts.iter().map(|t| WordCounts::counted(t)).collect();
     (0..counts.len()).map(|i| counts[..i].iter().map(|o| counts[i].cosine(o)).fold(0.0, f64::max)).collect()
 }
 
 /// A text's folded words of three letters or more, counted, with the vector's norm: the folded
-/// text and its distinct words' places in it, sorted by word, so counting allocates nothing per
-/// word and two texts compare in one merge. (Counts are whole numbers, so the dot product and
-/// the norm are exact whatever the order they are summed in.)
+/// text and its distinct words' places in it, ordered by each word's hash and then the word, so
+/// counting allocates nothing per word, sorting compares numbers rather than strings (but for
+/// two words of one hash), and two texts compare in one merge. (Counts are whole numbers, so the
+/// dot product and the norm are exact whatever the order they are summed in.)
 struct WordCounts {
     folded: String,
-    /// (where the word is in `folded`, how many times it occurs), sorted by the word.
-    words: Vec<(std::ops::Range<usize>, f64)>,
+    /// (the word's hash, where it is in `folded`, how many times it occurs), in [`WordCounts::order`].
+    words: Vec<Counted>,
     norm: f64,
 }
 
+/// A distinct word of a [`WordCounts`]: its hash, its place in the folded text, its count.
+type Counted = (u64, std::ops::Range<usize>, f64);
+
+/// Texts this thread counted lately, by their hash, each with the text itself (a hit is checked
+/// against it). A conversation's messages are compared again on every later turn of it (a judge
+/// that asks how much each message repeats the ones before it), so most are counted once.
+struct Recent {
+    counted: HashMap<u64, (Box<str>, Rc<WordCounts>), foldhash::fast::FixedState>,
+    bytes: usize,
+}
+
+impl Recent {
+    /// At most this many texts, and bytes of them, are kept; past either the memory starts again.
+    const TEXTS: usize = 512;
+    const BYTES: usize = 4 << 20;
+    /// A longer text is counted each time.
+    const LONGEST: usize = 16 << 10;
+}
+
+thread_local! {
+    static RECENT: RefCell<Recent> =
+        RefCell::new(Recent { counted: HashMap::with_hasher(Default::default()), bytes: 0 });
+}
+
 impl WordCounts {
+    /// `text`'s counts, from this thread's recent texts when it is one of them.
+    fn counted(text: &str) -> Rc<WordCounts> {
+        if text.len() > Recent::LONGEST {
+            return Rc::new(WordCounts::of(text));
+        }
+        let key = foldhash::fast::FixedState::with_seed(0).hash_one(text);
+        RECENT.with_borrow_mut(|recent| {
+            if let Some((kept, counts)) = recent.counted.get(&key)
+                && **kept == *text
+            {
+                return counts.clone();
+            }
+            let counts = Rc::new(WordCounts::of(text));
+            if recent.counted.len() >= Recent::TEXTS || recent.bytes + text.len() > Recent::BYTES {
+                recent.counted.clear();
+                recent.bytes = 0;
+            }
+            recent.bytes += text.len();
+            if let Some((old, _)) = recent.counted.insert(key, (text.into(), counts.clone())) {
+                recent.bytes -= old.len();
+            }
+            counts
+        })
+    }
+
     fn of(text: &str) -> Self {
+        // A fixed seed: the order is the same in every process (not that the result depends on it).
+        let hasher = foldhash::fast::FixedState::with_seed(0);
         let folded = fold(text);
         let base = folded.as_ptr() as usize;
-        let mut spans: Vec<std::ops::Range<usize>> = words(&folded)
+        let mut spans: Vec<Counted> = words(&folded)
             .filter(|w| w.chars().count() > 2)
             .map(|w| {
                 let start = w.as_ptr() as usize - base;
-                start..start + w.len()
+                (hasher.hash_one(w), start..start + w.len(), 1.0)
             })
             .collect();
-        spans.sort_unstable_by(|a, b| folded[a.clone()].cmp(&folded[b.clone()]));
-        let mut words: Vec<(std::ops::Range<usize>, f64)> = Vec::with_capacity(spans.len());
+        spans.sort_unstable_by(|a, b| Self::order(&folded, a, &folded, b));
+        let mut words: Vec<Counted> = Vec::with_capacity(spans.len());
         for span in spans {
             match words.last_mut() {
-                Some((last, n)) if folded[last.clone()] == folded[span.clone()] => *n += 1.0,
-                _ => words.push((span, 1.0)),
+                Some(last) if Self::order(&folded, last, &folded, &span).is_eq() => last.2 += 1.0,
+                _ => words.push(span),
             }
         }
-        let norm = words.iter().map(|(_, x)| x * x).sum::<f64>().sqrt();
+        let norm = words.iter().map(|w| w.2 * w.2).sum::<f64>().sqrt();
         WordCounts { folded, words, norm }
     }
 
-    fn word(&self, i: usize) -> &str {
-        &self.folded[self.words[i].0.clone()]
+    /// Words by their hash, then (for two of one hash) by the words themselves.
+    fn order(a_text: &str, a: &Counted, b_text: &str, b: &Counted) -> std::cmp::Ordering {
+        a.0.cmp(&b.0).then_with(|| a_text[a.1.clone()].cmp(&b_text[b.1.clone()]))
     }
 
     fn cosine(&self, other: &WordCounts) -> f64 {
@@ -191,11 +247,12 @@ impl WordCounts {
         }
         let (mut i, mut j, mut dot) = (0, 0, 0.0);
         while i < self.words.len() && j < other.words.len() {
-            match self.word(i).cmp(other.word(j)) {
+            let (a, b) = (&self.words[i], &other.words[j]);
+            match Self::order(&self.folded, a, &other.folded, b) {
                 std::cmp::Ordering::Less => i += 1,
                 std::cmp::Ordering::Greater => j += 1,
                 std::cmp::Ordering::Equal => {
-                    dot += self.words[i].1 * other.words[j].1;
+                    dot += a.2 * b.2;
                     i += 1;
                     j += 1;
                 }
@@ -431,6 +488,22 @@ mod tests {
     fn folding_strips_polish_diacritics() {
         assert_eq!(fold("Załoga ŻĄDA Złota, weź go!"), "zaloga zada zlota, wez go!");
         assert_eq!(fold("Oto mój skarb"), "oto moj skarb");
+    }
+
+    #[test]
+    fn texts_counted_lately_compare_as_texts_counted_anew() {
+        let said = ["Give me the treasure now", "I am a royal envoy", "give me the treasure, envoy"];
+        let fresh: Vec<f64> = (0..3).map(|i| WordCounts::of(said[2]).cosine(&WordCounts::of(said[i]))).collect();
+        let first = max_similarity_to_earlier(&said);
+        // Enough other texts to start the memory again, then the same ones: counted anew.
+        for n in 0..Recent::TEXTS + 1 {
+            similarity(&format!("filler text number {n}"), "filler");
+        }
+        assert_eq!(max_similarity_to_earlier(&said), first);
+        assert_eq!(max_similarity_to_earlier(&said), first, "from memory");
+        assert_eq!(first[2], fresh[0].max(fresh[1]));
+        assert!(similarity("the treasure", "the treasure") > 1.0 - 1e-12);
+        assert_eq!(similarity("the treasure", "a parrot"), 0.0);
     }
 
     #[test]

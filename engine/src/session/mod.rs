@@ -62,6 +62,9 @@ pub struct Session {
     /// When its newest turn was recorded (or it opened), unix milliseconds: when a lobby's round
     /// under way was asked, which its timeout counts from.
     pub(crate) at: i64,
+    /// Whether a turn renders the pack's display for its result. A simulation reads none of it
+    /// and turns it off ([`TurnResult::display`] is then empty).
+    pub(crate) display: bool,
 }
 
 /// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
@@ -378,6 +381,7 @@ impl Session {
             dirty: false,
             snapshot_due: false,
             at: now,
+            display: true,
         })
     }
 
@@ -491,6 +495,7 @@ impl Session {
             dirty: false,
             snapshot_due,
             at: info.updated_at,
+            display: true,
         })
     }
 
@@ -683,6 +688,7 @@ impl Session {
             dirty: true,
             snapshot_due: false,
             at: self.at,
+            display: self.display,
         }
     }
 
@@ -697,7 +703,9 @@ impl Session {
         let info = store.info(&self.id).await?.ok_or_else(|| gone(&self.id))?;
         if info.head != self.seq || self.dirty {
             let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
+            let display = self.display;
             *self = Session::load(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored).await?;
+            self.display = display;
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ use rhai::{Dynamic, Map};
 use serde_json::Value as Json;
 use tracing::Instrument;
 
-use super::{Rollback, Session, TurnResult};
+use super::{Rollback, Session, TurnResult, View};
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::{EventSink, Updates};
 use crate::exchange::Exchange;
@@ -348,7 +348,7 @@ impl Session {
                         paused
                     }
                 };
-                let display = self.view().after(&events);
+                let display = if self.display { self.view().after(&events) } else { View::default() };
                 Ok(TurnResult {
                     paused,
                     display,

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use rhai::Dynamic;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -421,6 +422,8 @@ fn game(
     let mut session = handle
         .block_on(rules.engine.open_here(&plan.pack, rules.options, Some(id.clone())))
         .map_err(|e| GameError::new(player, number, Stopped::Opening, e))?;
+    // A player that reads the display is shown it below; nothing reads the turn's own.
+    session.display = false;
     let result = turns(plan, player, number, &id, &mut session, prices);
     if !plan.record {
         let _ = handle.block_on(rules.engine.delete(&id));
@@ -462,8 +465,13 @@ fn turns(
                 .map_err(|e| stopped(Stopped::Move, crate::Error::new(ErrorKind::Internal, e.to_string())))?,
             false => Value::Null,
         };
-        let (next, player_calls) =
-            player.play.call_as(id, turn, &[view, session.state()]).map_err(|e| stopped(Stopped::Move, e))?;
+        // The player's own copy of the state (a clone is writable, as a value from JSON is).
+        let state = session.state.read_lock::<rhai::Map>().map(|m| Dynamic::from_map(m.clone()));
+        let state = state.ok_or_else(|| stopped(Stopped::Move, crate::Error::internal("the state is in use")))?;
+        let (next, player_calls) = player
+            .play
+            .call_as_with(id, turn, vec![crate::value::from_json(&view), state])
+            .map_err(|e| stopped(Stopped::Move, e))?;
         // A model player's calls are part of what the game cost.
         for call in &player_calls {
             spend(call, &mut tokens, &mut cost, &mut unpriced);

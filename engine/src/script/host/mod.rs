@@ -387,8 +387,8 @@ static HOST_FUNCTIONS: &[HostFn] = &[
         register: |e, _| {
             e.register_fn(|list: Array| -> Array {
                 // Strings (the usual items) are compared as they are; anything else by its JSON.
-                let mut strings = std::collections::HashSet::new();
-                let mut others = std::collections::HashSet::new();
+                let mut strings = std::collections::HashSet::<_, foldhash::fast::RandomState>::default();
+                let mut others = std::collections::HashSet::<_, foldhash::fast::RandomState>::default();
                 list.into_iter()
                     .filter(|v| match v.read_lock::<ImmutableString>() {
                         Some(s) => strings.insert(s.clone()),
