@@ -62,9 +62,10 @@ pub struct Session {
     /// When its newest turn was recorded (or it opened), unix milliseconds: when a lobby's round
     /// under way was asked, which its timeout counts from.
     pub(crate) at: i64,
-    /// Whether a turn renders the pack's display for its result. A simulation reads none of it
-    /// and turns it off ([`TurnResult::display`] is then empty).
-    pub(crate) display: bool,
+    /// Whether a turn's result shows the game: the pack's display rendered, and its output
+    /// fields. A simulation reads neither (its report reads the state) and turns this off; the
+    /// result's [`TurnResult::display`] is then empty and its [`TurnResult::output`] null.
+    pub(crate) shown: bool,
 }
 
 /// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
@@ -381,7 +382,7 @@ impl Session {
             dirty: false,
             snapshot_due: false,
             at: now,
-            display: true,
+            shown: true,
         })
     }
 
@@ -495,7 +496,7 @@ impl Session {
             dirty: false,
             snapshot_due,
             at: info.updated_at,
-            display: true,
+            shown: true,
         })
     }
 
@@ -688,7 +689,7 @@ impl Session {
             dirty: true,
             snapshot_due: false,
             at: self.at,
-            display: self.display,
+            shown: self.shown,
         }
     }
 
@@ -703,9 +704,9 @@ impl Session {
         let info = store.info(&self.id).await?.ok_or_else(|| gone(&self.id))?;
         if info.head != self.seq || self.dirty {
             let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
-            let display = self.display;
+            let shown = self.shown;
             *self = Session::load(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored).await?;
-            self.display = display;
+            self.shown = shown;
         }
         Ok(())
     }

@@ -348,12 +348,15 @@ impl Session {
                         paused
                     }
                 };
-                let display = if self.display { self.view().after(&events) } else { View::default() };
+                let (display, output) = match self.shown {
+                    true => (self.view().after(&events), self.output()),
+                    false => (View::default(), Json::Null),
+                };
                 Ok(TurnResult {
                     paused,
                     display,
                     turn: number,
-                    output: self.output(),
+                    output,
                     events,
                     exchanges: p.exchanges,
                     pack_version: p.pack.version.clone(),

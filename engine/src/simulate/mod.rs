@@ -422,8 +422,9 @@ fn game(
     let mut session = handle
         .block_on(rules.engine.open_here(&plan.pack, rules.options, Some(id.clone())))
         .map_err(|e| GameError::new(player, number, Stopped::Opening, e))?;
-    // A player that reads the display is shown it below; nothing reads the turn's own.
-    session.display = false;
+    // A player that reads the display is shown it below; nothing reads the turn's own, nor its
+    // output (the report reads the state).
+    session.shown = false;
     let result = turns(plan, player, number, &id, &mut session, prices);
     if !plan.record {
         let _ = handle.block_on(rules.engine.delete(&id));
