@@ -174,11 +174,17 @@ struct Recent {
 }
 
 impl Recent {
-    /// At most this many texts, and bytes of them, are kept; past either the memory starts again.
+    /// At most this many texts, and bytes of them and their counts, are kept by a thread; past
+    /// either the memory starts again.
     const TEXTS: usize = 512;
     const BYTES: usize = 4 << 20;
     /// A longer text is counted each time.
     const LONGEST: usize = 16 << 10;
+
+    /// What keeping `text` and its counts takes: the text, its folded copy, the counted words.
+    fn size(text: &str, counts: &WordCounts) -> usize {
+        text.len() + counts.folded.len() + counts.words.capacity() * std::mem::size_of::<Counted>()
+    }
 }
 
 thread_local! {
@@ -200,13 +206,14 @@ impl WordCounts {
                 return counts.clone();
             }
             let counts = Rc::new(WordCounts::of(text));
-            if recent.counted.len() >= Recent::TEXTS || recent.bytes + text.len() > Recent::BYTES {
+            let size = Recent::size(text, &counts);
+            if recent.counted.len() >= Recent::TEXTS || recent.bytes + size > Recent::BYTES {
                 recent.counted.clear();
                 recent.bytes = 0;
             }
-            recent.bytes += text.len();
-            if let Some((old, _)) = recent.counted.insert(key, (text.into(), counts.clone())) {
-                recent.bytes -= old.len();
+            recent.bytes += size;
+            if let Some((old, old_counts)) = recent.counted.insert(key, (text.into(), counts.clone())) {
+                recent.bytes -= Recent::size(&old, &old_counts);
             }
             counts
         })

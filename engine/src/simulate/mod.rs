@@ -466,7 +466,8 @@ fn turns(
                 .map_err(|e| stopped(Stopped::Move, crate::Error::new(ErrorKind::Internal, e.to_string())))?,
             false => Value::Null,
         };
-        // The player's own copy of the state (a clone is writable, as a value from JSON is).
+        // The player's own deep copy of the state: what it changes in it stays with it (Rhai lets
+        // a function change its arguments, read-only or not), as it did with the state's JSON.
         let state = session.state.read_lock::<rhai::Map>().map(|m| Dynamic::from_map(m.clone()));
         let state = state.ok_or_else(|| stopped(Stopped::Move, crate::Error::internal("the state is in use")))?;
         let (next, player_calls) = player

@@ -7,14 +7,7 @@ use super::*;
 /// for it); one that reads it gets the game's view every turn.
 #[test]
 fn the_view_is_rendered_for_the_players_that_read_it() {
-    let root = tempfile::tempdir().unwrap();
-    let coin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/packs/coin");
-    for dir in ["config", "scripts/coin", "scripts/coin/players"] {
-        std::fs::create_dir_all(root.path().join(dir)).unwrap();
-    }
-    for file in ["config/coin.yaml", "scripts/coin/toss.rhai", "scripts/coin/players/caller.rhai"] {
-        std::fs::copy(coin.join(file), root.path().join(file)).unwrap();
-    }
+    let root = coin();
     let looker =
         "fn play(view, state) {\n    if type_of(view) != \"map\" { throw \"no view\" }\n    #{ side: \"tails\" }\n}\n";
     std::fs::write(root.path().join("scripts/coin/players/looker.rhai"), looker).unwrap();
@@ -26,18 +19,61 @@ fn the_view_is_rendered_for_the_players_that_read_it() {
     let found = players(&engine, &pack, &["caller".into(), "looker".into(), "glancer".into()]).unwrap();
     let reads: Vec<(&str, bool)> = found.iter().map(|p| (p.name(), p.reads_view)).collect();
     assert_eq!(reads, [("caller", false), ("looker", true), ("glancer", true)]);
+    let report = twenty_games(&engine, &["caller", "looker", "glancer"]);
+    assert!(report.players.iter().all(|p| p.games == 20), "{:?}", report.players);
+}
+
+/// A copy of the coin pack (`tests/packs/coin`) in a directory of its own.
+fn coin() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let coin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/packs/coin");
+    for dir in ["config", "scripts/coin", "scripts/coin/players"] {
+        std::fs::create_dir_all(root.path().join(dir)).unwrap();
+    }
+    for file in ["config/coin.yaml", "scripts/coin/toss.rhai", "scripts/coin/players/caller.rhai"] {
+        std::fs::copy(coin.join(file), root.path().join(file)).unwrap();
+    }
+    root
+}
+
+fn twenty_games(engine: &Engine, players: &[&str]) -> Report {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let batch = Batch {
         pack: "coin".into(),
         games: 20,
-        players: vec!["caller".into(), "looker".into(), "glancer".into()],
+        players: players.iter().map(|p| p.to_string()).collect(),
         seed: "s".into(),
         options: Map::new(),
         jobs: Some(1),
         prices: BTreeMap::new(),
     };
-    let report = run(rt.handle(), &engine, &batch).unwrap();
-    assert!(report.players.iter().all(|p| p.games == 20), "{:?}", report.players);
+    run(rt.handle(), engine, &batch).unwrap()
+}
+
+/// A player gets a copy of the state it may change at every depth (a list, a map, a field), as
+/// a script's own value; the game's state does not see the change.
+#[test]
+fn a_player_may_change_its_copy_of_the_state() {
+    let root = coin();
+    let config = root.path().join("config/coin.yaml");
+    let manifest = std::fs::read_to_string(&config).unwrap();
+    let manifest = manifest
+        .replace("  done: {type: bool}\n", "  done: {type: bool}\n  tosses: {type: list}\n  notes: {type: map}\n");
+    std::fs::write(&config, manifest).unwrap();
+    let toss = root.path().join("scripts/coin/toss.rhai");
+    let script = std::fs::read_to_string(&toss).unwrap();
+    let script = script.replace(
+        "fn toss() {",
+        "fn toss() {\n    if this.tosses.len() != 0 || this.notes.len() != 0 { throw \"the player's change got in\" }",
+    );
+    std::fs::write(&toss, script).unwrap();
+    let changer = "fn play(view, state) {\n    state.tosses.push(1);\n    state.notes.seen = [true];\n    state.notes.seen.push(false);\n    state.outcome = \"mine\";\n    if state.tosses.len() != 1 || state.notes.seen.len() != 2 { throw \"unchanged\" }\n    #{ side: \"heads\" }\n}\n";
+    std::fs::write(root.path().join("scripts/coin/players/changer.rhai"), changer).unwrap();
+    let engine = Engine::builder(root.path()).build();
+    let report = twenty_games(&engine, &["changer"]);
+    let changer = &report.players[0];
+    assert_eq!((changer.games, &changer.error), (20, &None), "{changer:?}");
+    assert_eq!(changer.outcomes.keys().collect::<Vec<_>>(), ["lost", "won"]);
 }
 
 #[test]
