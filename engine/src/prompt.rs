@@ -325,7 +325,6 @@ fn map_value(m: &Map) -> Value {
     Value::from_object(m.iter().map(|(k, v)| (k.to_string(), to_template(v))).collect::<BTreeMap<_, _>>())
 }
 
-/// 1-based line and column of the first whole-word occurrence of `word` in `text`.
 /// minijinja's own filters and the engine's (`transcript`), for a "did you mean" and an editor's
 /// completion (whether a filter exists is asked of the environment itself).
 pub const KNOWN_FILTERS: &[&str] = &[
@@ -446,6 +445,7 @@ fn without_strings(tag: &str) -> String {
     out
 }
 
+/// 1-based line and column of the first whole-word occurrence of `word` in `text`.
 fn find_word(text: &str, word: &str) -> Option<(u32, u32)> {
     let mut from = 0;
     while let Some(i) = text[from..].find(word) {
