@@ -56,6 +56,9 @@ pub struct Player {
     /// Whether its script reads the game's `view`: rendering the display each turn is skipped
     /// for one that does not (it gets `()`).
     reads_view: bool,
+    /// Whether its script reads the `state`: copying the state each turn is skipped for one that
+    /// does not (it gets `()`).
+    reads_state: bool,
 }
 
 impl std::fmt::Debug for Player {
@@ -98,8 +101,8 @@ pub fn players(engine: &Engine, pack: &Pack, names: &[String]) -> Result<Vec<Pla
                 }
                 None => ScriptCall::new(engine, pack.name(), &format!("players/{name}.rhai::play"), 2)?,
             };
-            let reads_view = play.reads_param(0);
-            Ok(Player { name, play, reads_view })
+            let (reads_view, reads_state) = (play.reads_param(0), play.reads_param(1));
+            Ok(Player { name, play, reads_view, reads_state })
         })
         .collect()
 }
@@ -468,7 +471,10 @@ fn turns(
         };
         // The player's own deep copy of the state: what it changes in it stays with it (Rhai lets
         // a function change its arguments, read-only or not), as it did with the state's JSON.
-        let state = session.state.read_lock::<rhai::Map>().map(|m| Dynamic::from_map(m.clone()));
+        let state = match player.reads_state {
+            true => session.state.read_lock::<rhai::Map>().map(|m| Dynamic::from_map(m.clone())),
+            false => Some(Dynamic::UNIT),
+        };
         let state = state.ok_or_else(|| stopped(Stopped::Move, crate::Error::internal("the state is in use")))?;
         let (next, player_calls) = player
             .play

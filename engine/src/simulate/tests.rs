@@ -1,12 +1,13 @@
-//! The simulator's own tests: intervals, differences, and which players are sent a view.
+//! The simulator's own tests: intervals, differences, and which players are sent a view and
+//! the state.
 use super::against::differences;
 use super::stats::sign_test_interval;
 use super::*;
 
 /// A player whose script never names `view` is not sent one (the display is not rendered
-/// for it); one that reads it gets the game's view every turn.
+/// for it), nor the state when it never names `state`; one that reads either gets it every turn.
 #[test]
-fn the_view_is_rendered_for_the_players_that_read_it() {
+fn the_view_and_the_state_are_sent_to_the_players_that_read_them() {
     let root = coin();
     let looker =
         "fn play(view, state) {\n    if type_of(view) != \"map\" { throw \"no view\" }\n    #{ side: \"tails\" }\n}\n";
@@ -14,13 +15,19 @@ fn the_view_is_rendered_for_the_players_that_read_it() {
     // The view is the first parameter, whatever the script calls it.
     let glancer = looker.replace("view", "game");
     std::fs::write(root.path().join("scripts/coin/players/glancer.rhai"), glancer).unwrap();
+    let counter = "fn play(view, s) {\n    if type_of(s) != \"map\" || !(\"done\" in s) { throw \"no state\" }\n    #{ side: \"heads\" }\n}\n";
+    std::fs::write(root.path().join("scripts/coin/players/counter.rhai"), counter).unwrap();
     let engine = Engine::builder(root.path()).build();
     let pack = engine.packs().get("coin").unwrap();
-    let found = players(&engine, &pack, &["caller".into(), "looker".into(), "glancer".into()]).unwrap();
-    let reads: Vec<(&str, bool)> = found.iter().map(|p| (p.name(), p.reads_view)).collect();
-    assert_eq!(reads, [("caller", false), ("looker", true), ("glancer", true)]);
-    let report = twenty_games(&engine, &["caller", "looker", "glancer"]);
-    assert!(report.players.iter().all(|p| p.games == 20), "{:?}", report.players);
+    let names = ["caller", "looker", "glancer", "counter"];
+    let found = players(&engine, &pack, &names.map(String::from)).unwrap();
+    let reads: Vec<(&str, bool, bool)> = found.iter().map(|p| (p.name(), p.reads_view, p.reads_state)).collect();
+    assert_eq!(
+        reads,
+        [("caller", false, false), ("looker", true, false), ("glancer", true, false), ("counter", false, true)]
+    );
+    let report = twenty_games(&engine, &names);
+    assert!(report.players.iter().all(|p| p.games == 20 && p.error.is_none()), "{:?}", report.players);
 }
 
 /// A copy of the coin pack (`tests/packs/coin`) in a directory of its own.
