@@ -10,7 +10,8 @@
 #                                     whole-program LTO, takes about fifteen more on two cores)
 #   LOAD_SECONDS=20 CONVS=200 bash bench/run.sh
 #
-# env: VENV (default ${TMPDIR:-/var/tmp}/lgvenv; made with PyPI's langgraph when missing),
+# env: VENV (default ${TMPDIR:-/var/tmp}/lgvenv; made from PyPI when missing, with the pinned
+#      bench/langgraph/requirements.txt),
 #      CONVS (LangGraph conversations of 20 turns per mode, default 100), LOAD_SECONDS (default 15),
 #      CLIENTS (load generator clients, default 64), PORT (default 18080), CARGO_TARGET_DIR.
 # Raw outputs stay in target/bench-run/.
@@ -30,12 +31,14 @@ cargo build --release -q -p ruleweave --bin ruleweave --example loadgen --exampl
 cargo bench -q -p ruleweave-engine --bench pirate --bench latency --no-run
 cargo bench -q -p ruleweave --bench first_word --no-run
 
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import langgraph, langgraph.checkpoint.sqlite' 2>/dev/null; then
+# The baseline's pinned packages (bench/langgraph/requirements.txt): a venv made with other
+# versions is brought to these.
+if [ ! -x "$VENV/bin/python" ]; then
   echo "== the LangGraph baseline's venv ($VENV)" >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q langgraph langgraph-checkpoint-sqlite
 fi
+"$VENV/bin/pip" install -q -r bench/langgraph/requirements.txt
 unset LANGSMITH_TRACING LANGCHAIN_TRACING_V2 LANGSMITH_API_KEY LANGCHAIN_API_KEY || true
 
 engine_bench() {
