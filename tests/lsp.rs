@@ -33,7 +33,7 @@ fn pytest_lsp_drives_the_server_through_a_designers_edits() {
 
 /// A client that writes whatever it is told to, and reads the server's frames on a thread.
 pub(crate) struct Raw {
-    child: Child,
+    pub(crate) child: Child,
     stdin: ChildStdin,
     frames: mpsc::Receiver<Value>,
 }

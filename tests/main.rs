@@ -16,6 +16,7 @@ mod designer_loop;
 mod fuzz;
 mod hostile;
 mod house;
+mod idle;
 mod keys;
 mod lobby;
 mod lsp;

@@ -290,6 +290,7 @@ async fn serve_watch_reloads_reports_and_streams_each_edit() {
     edit(root.path(), "config/marker.yaml", "step: 1", "step: 10");
     let e = next_reload(&mut events, &mut buffer).await;
     assert_eq!((&e["pack"], &e["status"], &e["previous"]), (&json!("marker"), &json!("reloaded"), &json!(old)));
+    assert_eq!(e["files"], json!(["config/marker.yaml"]), "the file saved, not every file the reload read");
     let new = e["version"].as_str().unwrap().to_owned();
     let (_, second) = post(&turns, json!({"input": {}})).await;
     assert_eq!(second["output"]["count"], json!(11), "the next turn runs the edited rules");
@@ -300,6 +301,7 @@ async fn serve_watch_reloads_reports_and_streams_each_edit() {
     edit(root.path(), "config/marker.yaml", "- b -> END", "- nowhere -> END");
     let e = next_reload(&mut events, &mut buffer).await;
     assert_eq!((&e["status"], &e["version"]), (&json!("rejected"), &json!(new)));
+    assert_eq!(e["files"], json!(["config/marker.yaml"]), "a refused save names the file saved, not the pack's");
     assert_eq!(
         (&e["diagnostics"][0]["file"], &e["diagnostics"][0]["line"]),
         (&json!("config/marker.yaml"), &json!(23))

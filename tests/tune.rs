@@ -186,11 +186,40 @@ fn a_sweep_is_the_same_games_as_simulate_at_each_value() {
         &coin(),
         &["simulate", "coin", "--sweep", "chance=0..100:100", "--games", "5", "--html", page.to_str().unwrap()],
     );
+    // A line per value and player first, each outcome's share and interval; then the detail.
+    let summary = "5 games per player at each value, each played to its end or 3 turns\n\n\
+                   chance  player  lost              won\n\
+                   0       caller  100% (56.6–100%)  0% (0–43.4%)\n\
+                   100     caller  0% (0–43.4%)      100% (56.6–100%)\n\n\
+                   at each value\n\n";
+    assert!(table.starts_with(summary), "{table}");
     assert!(table.contains("chance = 0\ncaller (5 games)\n  lost"), "{table}");
     assert!(table.contains("chance = 100\ncaller (5 games)\n  won"), "{table}");
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("<h1>coin: chance at each value</h1>"), "{html}");
     assert!(html.contains("<title>chance = 100: won 100.0% (95%: 56.6–100.0%)</title>"), "{html}");
+}
+
+/// The same seed, the same games: every value a tune tried, with the games it played there, is
+/// `simulate --param` at that value with that many games and that seed, to the same share. A
+/// value given more games than the first sweep (played in batches) is checked too.
+#[test]
+fn a_tunes_evaluation_is_simulate_at_that_value_with_the_same_seed() {
+    let found = tune(&["--vary", "chance=0..100", "--target", "caller:won=0.3", "--within", "0.05", "--seed", "same"]);
+    let evaluations = found["evaluations"].as_array().unwrap();
+    let answer = evaluations.iter().find(|e| e["value"] == found["value"]).unwrap();
+    assert!(answer["games"].as_u64().unwrap() > 100, "the answer got more than one batch: {answer}");
+    let first = evaluations.iter().find(|e| e["value"] == 0).unwrap();
+    for e in [answer, first] {
+        let (param, games) = (format!("chance={}", e["value"]), e["games"].to_string());
+        let args = ["simulate", "coin", "--param", &param, "--games", &games, "--seed", "same", "--json"];
+        let (code, out, err) = run(&coin(), &args);
+        assert_eq!(code, 0, "{err}");
+        let alone: Value = serde_json::from_str(&out).unwrap();
+        let caller = alone["players"].as_array().unwrap().iter().find(|p| p["name"] == "caller").unwrap();
+        let share = caller["outcomes"]["won"]["share"].as_f64().unwrap_or(0.0);
+        assert_eq!(share, e["share"].as_f64().unwrap(), "{param} with {games} games: simulate {caller}, tune {e}");
+    }
 }
 
 /// A stand-in model's answers are kept and shared by a sweep's values, but by the parameters the

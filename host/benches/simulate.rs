@@ -36,6 +36,7 @@ fn batch(
     let plan = Plan {
         pack: pack.name().to_owned(),
         games,
+        first: 0,
         seed: "bench".into(),
         jobs: std::thread::available_parallelism().map_or(1, usize::from),
         spec: pack.simulate().clone(),

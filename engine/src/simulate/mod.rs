@@ -29,7 +29,8 @@ use serde_json::{Map, Value};
 use crate::error::{Error, ErrorKind, Result};
 use crate::{Engine, Event, Pack, ScriptCall, Session};
 pub use against::compare;
-use stats::{histogram, spread, wilson};
+pub use stats::wilson;
+use stats::{histogram, spread};
 
 /// What a model's tokens cost, per million, in whatever currency the operator counts in
 /// (`ruleweave.toml`'s `[prices]`).
@@ -156,6 +157,10 @@ pub struct Plan {
     pub pack: String,
     /// Games per player.
     pub games: u32,
+    /// The number of each player's first game: its games are numbered `first..first + games`.
+    /// A tune plays a value's games in batches, each numbered on from the one before, so its
+    /// first n games at a value are the games `simulate --param` plays there with the same seed.
+    pub first: u32,
     /// What seeds the games' randomness.
     pub seed: String,
     /// Games played at once (threads); at least 1.
@@ -176,6 +181,7 @@ impl Plan {
         Plan {
             pack: batch.pack.clone(),
             games: batch.games,
+            first: 0,
             seed: batch.seed.clone(),
             jobs,
             spec: pack.simulate().clone(),
@@ -364,7 +370,7 @@ pub fn play(
             }
             let (p, g) = (i / games, i % games);
             if g < first_failure[p].load(Ordering::Relaxed) {
-                let r = game(handle, plan, &players[p], g as u32, rules, prices);
+                let r = game(handle, plan, &players[p], plan.first + g as u32, rules, prices);
                 if r.is_err() {
                     first_failure[p].fetch_min(g, Ordering::Relaxed);
                 }

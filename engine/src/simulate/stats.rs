@@ -5,7 +5,7 @@
 use super::Spread;
 
 /// The 95% Wilson interval of `k` successes in `n` trials.
-pub(super) fn wilson(k: usize, n: usize) -> (f64, f64) {
+pub fn wilson(k: usize, n: usize) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }

@@ -391,7 +391,7 @@ struct Tally {
     games: u32,
     hits: u32,
     /// The batches played: batch 0 has [`FIRST_GAMES`] games, batch k ≥ 1 `FIRST_GAMES·2^(k-1)`
-    /// (so the games double), each with a seed of its own, the same at every value.
+    /// (so the games double), numbered on from the batch before, the same at every value.
     batches: u32,
 }
 
@@ -455,7 +455,9 @@ impl Tuner<'_> {
         }
         let tried = self.values.iter().find(|v| v.value == x).ok_or_else(|| Error::internal("a value not kept"))?;
         let games = games as u32;
-        let plan = Plan { games, seed: format!("{}~{}", self.tune.seed, t.batches), ..self.plan.clone() };
+        // Numbered on from the value's games so far, on the tune's own seed: the value's games
+        // are the ones `simulate --param` plays there.
+        let plan = Plan { games, first: t.games, ..self.plan.clone() };
         let rules = Rules { engine: &tried.copy, options: &self.tune.options };
         let left = self.tune.budget - self.played;
         let done = std::sync::atomic::AtomicU64::new(0);

@@ -373,6 +373,13 @@ pub trait Store: Send + Sync {
     /// Whether this process is the store's only writer (so a session cached in memory is current).
     fn exclusive(&self) -> bool;
 
+    /// The file on this machine the store keeps its data in (a SQLite database), if any: a
+    /// [`crate::Watcher`] over pack files leaves it and its journals alone when it lies under the
+    /// packs' root.
+    fn file(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Creates a session with its start checkpoint (seq 0, holding the first state).
     fn create<'a>(&'a self, info: &'a SessionInfo, start: &'a Checkpoint) -> BoxFuture<'a, Result<()>>;
 

@@ -291,6 +291,10 @@ impl Store for SqliteStore {
         true
     }
 
+    fn file(&self) -> Option<&Path> {
+        self.file.path.as_deref()
+    }
+
     fn info<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SessionInfo>>> {
         Box::pin(sql::info(self.sql(), id))
     }

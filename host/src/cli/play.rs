@@ -116,7 +116,8 @@ fn watch_edits(
     name: &str,
     mut print: Printer,
 ) -> Option<ruleweave::reload::Watcher> {
-    match ruleweave::Watcher::start(engine.packs()) {
+    let store = engine.store().file().into_iter().collect::<Vec<_>>();
+    match ruleweave::Watcher::start_except(engine.packs(), &store) {
         Ok(w) => {
             let (mut rx, name, root) = (engine.packs().subscribe(), name.to_owned(), engine.root().to_path_buf());
             rt.spawn(async move {

@@ -53,8 +53,9 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         let state = Arc::new(AppState::new(engine.clone(), config.server.clone()));
         let _watcher = match args.watch {
             true => {
-                let w = ruleweave::Watcher::start(engine.packs())?;
-                eprintln!("ruleweave: watching config/, scripts/ and prompts/ for edits");
+                let store = engine.store().file().into_iter().collect::<Vec<_>>();
+                let w = ruleweave::Watcher::start_except(engine.packs(), &store)?;
+                eprintln!("ruleweave: watching config/, scripts/, prompts/, data/ and schemas/ for edits");
                 tokio::spawn(log_reloads(engine.packs().subscribe(), engine.root().to_path_buf()));
                 Some(w)
             }

@@ -186,7 +186,7 @@ async fn play(
             spec.max_turns
         )));
     }
-    let plan = Plan { pack: pack.name().to_owned(), games, seed, jobs: 1, spec, record: false };
+    let plan = Plan { pack: pack.name().to_owned(), games, first: 0, seed, jobs: 1, spec, record: false };
     let rules = Rules { engine: &engine, options: &req.options };
     let played = ruleweave::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
     Ok(Answer::Report(ruleweave::simulate::report(&plan, &played)))
