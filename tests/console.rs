@@ -801,6 +801,11 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     assert_eq!(heading, json!(format!("pirate: thresholds.medium = {value} gives liar won_* 30% ± 20%")));
     let rows = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('tr td:first-child')].map((t) => t.textContent)").await;
     assert!(rows.as_array().unwrap().contains(&json!(value.to_string())), "{rows}");
+    // The axis names every value tried under it, and the parameter under them.
+    let labels = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('svg text')].map((t) => t.textContent)").await;
+    for label in ["58", "59", "60", "thresholds.medium"] {
+        assert!(labels.as_array().unwrap().contains(&json!(label)), "{label}: {labels}");
+    }
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
     b.screenshot("tune-2-answer").await;
 
@@ -809,6 +814,17 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     b.click("#sim-use").await;
     let used = b.wait_for("document.getElementById('tune-used').textContent").await;
     assert_eq!(b.text("#sim-pane-status").await, used.as_str().unwrap(), "said over the chart too");
+    assert_eq!(b.text("#sim-pane-title").await, "Tune of thresholds.medium", "the pane says it shows a tune");
+    // The comment above the line still says the old threshold: pointed at, not rewritten.
+    assert!(
+        used.as_str().unwrap().ends_with(
+            "the next turn plays with it. config/pirate.yaml:21: the comment above thresholds.medium still says 60."
+        ),
+        "{used}"
+    );
+    // The form offers the number at its new value at once.
+    let label = b.eval("document.querySelector('#tune-param option[value=\"thresholds.medium\"]').textContent").await;
+    assert_eq!(label, json!(format!("thresholds.medium (now {value}, 0 to 100)")));
     b.screenshot("tune-3-used").await;
     assert!(
         used.as_str()
@@ -825,6 +841,63 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     let (_, status) = last_game_message(&mut b, 1).await;
     assert!(squash(&status).contains(&format!("needs {value} on medium")), "{status}");
     b.screenshot("tune-4-next-turn").await;
+}
+
+/// A share that jumps past the target between two neighbouring values (a steep coin: 10% below a
+/// chance of 50, 70% from it): the console says the target lies between them, with each one's
+/// share, and offers to use either; the one chosen is written and offered as the value now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cliff_offers_either_neighbour_in_the_browser() {
+    let Some(exe) = chromium() else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
+        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
+        return;
+    };
+    let copy = copy_of(&["tests/packs/coin"]);
+    let root = copy.path().join("tests/packs/coin");
+    support::edit(&root, "config/coin.yaml", "  steep: 0", "  steep: 1");
+    let server = start_with(&root, "memory", &[], &[]);
+    let mut b = Browser::launch(&exe).await;
+    b.size(1400, 1100).await;
+    b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
+    b.click("button.pack[data-pack='coin']").await;
+    b.wait_for("!document.getElementById('tune-box').hidden").await;
+    b.eval("document.getElementById('tune-box').open = true").await;
+    b.eval(
+        "const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('change')); };
+         set('tune-param', 'chance'); set('tune-lo', '0'); set('tune-hi', '100');
+         set('tune-player', 'caller'); set('tune-outcome', 'won'); set('tune-share', '0.4'); set('tune-within', '0.05');",
+    )
+    .await;
+    b.click("#tune").await;
+    let answer = b.wait_for_within("document.getElementById('tune-answer').textContent", 120).await;
+    let answer = answer.as_str().unwrap().to_owned();
+    assert!(
+        answer.starts_with("no value of chance gives caller won 40% ± 5%: it lies between chance = 49: "),
+        "{answer}"
+    );
+    assert!(answer.contains(" and chance = 50: "), "{answer}");
+    assert!(answer.contains("a float parameter can land between them: `bias`"), "{answer}");
+    let low = b.text("#tune-use").await;
+    let high = b.text("#tune-use-2").await;
+    assert!(low.starts_with("Use chance = 49 (") && high.starts_with("Use chance = 50 ("), "{low} / {high}");
+    assert_eq!(b.text("#sim-use").await, low, "over the chart too");
+    assert_eq!(b.text("#sim-pane-title").await, "Tune of chance");
+    b.screenshot("cliff-1-either").await;
+
+    b.click("#tune-use").await;
+    let used = b.wait_for("document.getElementById('tune-used').textContent").await;
+    assert!(used.as_str().unwrap().starts_with("config/coin.yaml now says chance: 49 (version "), "{used}");
+    let manifest = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
+    assert!(manifest.contains("\n  chance: 49\n"), "{manifest}");
+    assert_eq!(
+        b.eval("[document.getElementById('tune-use').hidden, document.getElementById('tune-use-2').hidden]").await,
+        json!([true, true]),
+        "a value used, the choice is made"
+    );
+    let label = b.eval("document.querySelector('#tune-param option[value=\"chance\"]').textContent").await;
+    assert_eq!(label, json!("chance (now 49, 0 to 100)"));
+    b.screenshot("cliff-2-used").await;
 }
 
 /// Stepping in the console: a click on a node of the pack's graph sets a breakpoint there; the

@@ -99,6 +99,41 @@ fn tune_says_when_no_value_can_give_the_share() {
     assert!(out.contains("\n  nearest: chance = 20: "), "{out}");
 }
 
+/// When the share jumps past the target between two neighbouring integers (a steep coin: 10%
+/// below a chance of 50, 70% from it), the answer names both, with their intervals, and says
+/// which parameter could land between them (the coin's float `bias`).
+#[test]
+fn a_cliff_names_the_neighbours_either_side() {
+    let args = ["--vary", "chance=0..100", "--target", "caller:won=0.4", "--param", "steep=1", "--seed", "c"];
+    let answer = tune(&args);
+    assert_eq!(answer["found"], false, "{answer:#}");
+    let neighbours = answer["neighbours"].as_array().expect("neighbours in the answer");
+    let values: Vec<&Value> = neighbours.iter().map(|e| &e["value"]).collect();
+    assert_eq!(values, [&json!(49), &json!(50)], "{answer:#}");
+    let (below, above) = (&neighbours[0], &neighbours[1]);
+    assert!(below["high"].as_f64().unwrap() < 0.35 && above["low"].as_f64().unwrap() > 0.45, "{neighbours:?}");
+    let why = answer["why"].as_str().unwrap();
+    assert!(why.starts_with("no value gives 35%–45%: the share jumps between neighbouring values"), "{why}");
+    assert!(why.ends_with("; a float parameter can land between them: `bias`"), "{why}");
+
+    // As a person reads it: both values, each with its share and interval.
+    let (code, out, _) = run(&coin(), &[&["tune", "coin"], &args[..]].concat());
+    assert_eq!(code, 1);
+    let at = |e: &Value| {
+        let pct = |x: &Value| format!("{}%", ruleweave::text::decimals(x.as_f64().unwrap() * 100.0, 1));
+        format!(
+            "{}: {} (95%: {}–{}, {} games)",
+            e["value"],
+            pct(&e["share"]),
+            pct(&e["low"]),
+            pct(&e["high"]),
+            e["games"]
+        )
+    };
+    let either = format!("  either side of the target:\n    chance = {}\n    chance = {}\n", at(below), at(above));
+    assert!(out.contains(&either), "{either}\n{out}");
+}
+
 /// Each bad request names what is wrong, and exits 2.
 #[test]
 fn tune_refuses_bad_requests_by_name() {
@@ -333,7 +368,7 @@ fn param_bounds_are_checked_where_they_are_written() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("error: `chance` is 50 in params, outside its param_bounds (60 to 100)"), "{err}");
     assert!(err.contains("error: param_bounds names `lable`, which is no number in params"), "{err}");
-    assert!(err.contains("--> config/coin.yaml:10:"), "{err}");
+    assert!(err.contains("--> config/coin.yaml:12:"), "{err}");
 }
 
 /// The API's simulate takes `params` as the command line's `--param`: the games played at those
@@ -360,7 +395,7 @@ async fn the_apis_simulate_takes_params() {
         assert_eq!(status, 422, "{body}");
         assert_eq!(
             body["error"]["message"],
-            "the pack has no numeric parameter `chanse`: did you mean `chance`? (its numbers: chance, bias)"
+            "the pack has no numeric parameter `chanse`: did you mean `chance`? (its numbers: chance, bias, steep)"
         );
     }
 }
@@ -527,6 +562,7 @@ async fn a_value_is_written_into_the_manifest() {
     let (status, written) = put(json!({"params": {"chance": 35}})).await;
     assert_eq!(status, 200, "{written}");
     assert_eq!((&written["file"], &written["params"]), (&json!("config/coin.yaml"), &json!({"chance": 35})));
+    assert_eq!(written["stale_comments"], json!([]), "no comment says 50 there");
     assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before.replace("  chance: 50\n", "  chance: 35\n"));
     let packs = crate::support::get(&format!("{}/v1/packs", server.url)).await;
     let coin = packs["packs"].as_array().unwrap().iter().find(|p| p["name"] == "coin").unwrap().clone();
@@ -550,6 +586,23 @@ async fn a_value_is_written_into_the_manifest() {
     assert_eq!((status, &refused["error"]["code"]), (409, &json!("pack_not_writable")), "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().starts_with("cannot write config/coin.yaml: "), "{refused}");
     assert_eq!(std::fs::read_to_string(&manifest).unwrap(), before.replace("  chance: 50\n", "  chance: 35\n"));
+
+    // Comments that state the old number, on the line and right above it, are named, never
+    // rewritten.
+    std::fs::remove_dir(root.path().join("config/.coin.yaml.writing")).unwrap();
+    let commented = "  # 35 in a hundred\n  chance: 35 # was 50, now 35\n";
+    crate::support::edit(root.path(), "config/coin.yaml", "  chance: 35\n", commented);
+    let (status, written) = put(json!({"params": {"chance": 40}})).await;
+    assert_eq!(status, 200, "{written}");
+    assert_eq!(
+        written["stale_comments"],
+        json!([
+            "config/coin.yaml:6: the comment on the line of chance still says 35",
+            "config/coin.yaml:5: the comment above chance still says 35"
+        ])
+    );
+    let now = std::fs::read_to_string(&manifest).unwrap();
+    assert_eq!(now, before.replace("  chance: 50\n", "  # 35 in a hundred\n  chance: 40 # was 50, now 35\n"));
 }
 
 /// Sweeps over HTTP: a small one in a simulate request, a larger one as a job any replica

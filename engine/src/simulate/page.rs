@@ -160,7 +160,7 @@ fn curves(param: &str, points: &[SweepPoint], player: usize, outcomes: &[&String
             escape(outcome)
         );
     }
-    axes(&mut svg, (x(lo), x(hi)), (lo, hi), &y, height, param);
+    axes(&mut svg, (x(lo), x(hi)), (lo, hi), whole(&xs), &y, height, param);
     chart("Outcomes by value (share, 95% interval)", svg)
 }
 
@@ -287,7 +287,7 @@ pub fn tune(r: &TuneReport) -> String {
             e.games
         );
     }
-    axes(&mut svg, (x(lo), x(hi)), (lo, hi), &y, height, &r.param);
+    axes(&mut svg, (x(lo), x(hi)), (lo, hi), whole(&xs), &y, height, &r.param);
     body.push_str("<div class=charts>");
     body.push_str(&chart("Share at each value tried (95% interval), the target's band in green", svg));
     body.push_str("</div><table><tr><th>value</th><th>share</th><th>95% interval</th><th>games</th></tr>");
@@ -555,6 +555,7 @@ fn axes(
     svg: &mut String,
     (left, right): (f64, f64),
     (lo, hi): (f64, f64),
+    whole: bool,
     y: &dyn Fn(f64) -> f64,
     height: f64,
     param: &str,
@@ -562,15 +563,41 @@ fn axes(
     for tick in [0.0, 0.5, 1.0] {
         let _ = write!(svg, "<text x=0 y={:.1}>{}%</text>", y(tick) + 4.0, tick * 100.0);
     }
-    let bottom = height - 6.0;
+    // The values under the axis at a readable step (every value when there are ten or fewer
+    // whole ones), the parameter's name under them.
+    let at = |v: f64| if hi > lo { left + (v - lo) / (hi - lo) * (right - left) } else { (left + right) / 2.0 };
+    for tick in ticks(lo, hi, whole) {
+        let label = crate::text::decimals(tick, 6);
+        let _ = write!(svg, "<text x={:.1} y={:.1} text-anchor=middle>{label}</text>", at(tick), height - 17.0);
+    }
     let _ = write!(
         svg,
-        "<text x={left:.1} y={bottom} text-anchor=middle>{}</text><text x={right:.1} y={bottom} text-anchor=middle>{}</text><text x={:.1} y={bottom} text-anchor=middle>{}</text>",
-        round(lo),
-        round(hi),
+        "<text x={:.1} y={:.1} text-anchor=middle>{}</text>",
         (left + right) / 2.0,
+        height - 3.0,
         escape(param)
     );
+}
+
+/// Whether every value plotted is a whole number (an integer parameter's): its axis steps by 1
+/// at least.
+fn whole(xs: &[f64]) -> bool {
+    xs.iter().all(|x| x.fract() == 0.0)
+}
+
+/// Values from `lo` to `hi` at a step of 1, 2 or 5 times a power of ten (at least 1 for `whole`
+/// values), at most eleven of them, the ends always among them.
+pub(super) fn ticks(lo: f64, hi: f64, whole: bool) -> Vec<f64> {
+    if hi <= lo || !lo.is_finite() || !hi.is_finite() {
+        return vec![lo];
+    }
+    let rough = if whole { ((hi - lo) / 10.0).max(1.0) } else { (hi - lo) / 10.0 };
+    let power = 10f64.powf(rough.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * power).find(|s| *s >= rough).unwrap_or(10.0 * power);
+    let first = (lo / step).floor() as i64 + 1;
+    let inner =
+        (first..).map(|k| k as f64 * step).take_while(|t| *t < hi - step * 0.25).filter(|t| *t > lo + step * 0.25);
+    std::iter::once(lo).chain(inner).chain(std::iter::once(hi)).collect()
 }
 
 fn chart(title: &str, svg: String) -> String {

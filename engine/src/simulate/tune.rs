@@ -366,6 +366,11 @@ pub struct TuneReport {
     /// budget); none when found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// When nothing was found because the share crosses the target between two neighbouring
+    /// values tried (a cliff), those two, lower value first, each with its share and interval:
+    /// either may be the one to use. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<Evaluation>,
     /// Every value tried, in the range's order.
     pub evaluations: Vec<Evaluation>,
     /// The games played in all.
@@ -583,6 +588,11 @@ pub fn tune(
             .cloned()
             .ok_or_else(|| Error::input("the budget does not cover one value's first games"))?,
     };
+    let neighbours = if found { Vec::new() } else { neighbours(&evaluations, target.share) };
+    let why = match why {
+        Some(why) if !neighbours.is_empty() => Some(format!("{why}{}", elsewhere(&pack, &param))),
+        why => why,
+    };
     Ok(TuneReport {
         pack: tune.pack.clone(),
         param: tune.vary.param.clone(),
@@ -591,11 +601,41 @@ pub fn tune(
         found,
         share: best,
         why,
+        neighbours,
         evaluations,
         games_played: t.played,
         seconds: started.elapsed().as_secs_f64(),
         seed: tune.seed.clone(),
     })
+}
+
+/// The two values tried on either side of where the share crosses `goal` (one at or above it,
+/// the next value tried below it, or the other way round), the pair with the most games when
+/// the share crosses more than once; none when it never does.
+fn neighbours(evaluations: &[Evaluation], goal: f64) -> Vec<Evaluation> {
+    evaluations
+        .windows(2)
+        .filter(|w| (w[0].share >= goal) != (w[1].share >= goal))
+        .max_by_key(|w| w[0].games + w[1].games)
+        .map(|w| w.to_vec())
+        .unwrap_or_default()
+}
+
+/// What else could land between two neighbouring values, said after a cliff: the pack's other
+/// numbers that may be varied, floats first (they move by less than an integer's step), then the
+/// others the manifest bounds. Empty when it declares none.
+fn elsewhere(pack: &crate::Pack, varied: &NumericParam) -> String {
+    let others = || pack.numeric_params().iter().filter(|p| p.path != varied.path);
+    let bounded = |p: &&NumericParam| p.min.is_some() || p.max.is_some();
+    let floats: Vec<String> = others().filter(|p| !p.integer && bounded(p)).map(|p| format!("`{}`", p.path)).collect();
+    let more: Vec<String> = others().filter(|p| p.integer && bounded(p)).map(|p| format!("`{}`", p.path)).collect();
+    match (floats.is_empty(), more.is_empty()) {
+        (false, _) => format!("; a float parameter can land between them: {}", floats.join(", ")),
+        (true, false) => {
+            format!("; no float parameter is declared; the pack's other bounded numbers: {}", more.join(", "))
+        }
+        (true, true) => String::new(),
+    }
 }
 
 /// Where a value's share stands against the band, once its games say so.

@@ -111,6 +111,12 @@ fn print_report(r: &TuneReport) {
             println!("  {why}");
         }
         println!("  nearest: {} = {}: {}", r.param, r.value, at(&r.share));
+        if let [below, above] = r.neighbours.as_slice() {
+            println!("  either side of the target:");
+            for e in [below, above] {
+                println!("    {} = {}: {}", r.param, e.value, at(e));
+            }
+        }
     }
     println!("\nvalues tried ({} games in {:.1} s, seed {})", r.games_played, r.seconds, r.seed);
     for e in &r.evaluations {

@@ -39,6 +39,10 @@ pub(super) struct WrittenParams {
     params: BTreeMap<String, Value>,
     /// The pack's version now (the reload's).
     version: String,
+    /// Comments that still state a written number's old value, on its line or in the comment
+    /// lines right above it (`config/pirate.yaml:21: the comment above thresholds.medium still
+    /// says 60`). Comments are never rewritten: a person reads them and decides.
+    stale_comments: Vec<String>,
 }
 
 /// `PUT /v1/packs/{pack}/params`: writes numbers into the pack's manifest and reloads it.
@@ -72,9 +76,16 @@ pub(super) async fn write(
         )
     };
     let mut text = std::fs::read_to_string(&path).map_err(not_written)?;
+    let serving = s.engine.packs().get(&pack)?;
+    let mut stale_comments = Vec::new();
     for (name, value) in &req.params {
-        text = ruleweave::write_param(&text, name, value)
+        let written = ruleweave::write_param(&text, name, value)
             .map_err(|e| ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), format!("{file}: {}", e.detail())))?;
+        if let Ok(old) = serving.numeric_param(name) {
+            let old = if old.integer { format!("{:.0}", old.value) } else { old.value.to_string() };
+            stale_comments.extend(stale_comments_of(&text, &written, name, &old, &file));
+        }
+        text = written;
     }
     let aside = path.with_file_name(format!(".{pack}.yaml.writing"));
     std::fs::write(&aside, &text).map_err(not_written)?;
@@ -87,7 +98,31 @@ pub(super) async fn write(
     // when there is one, sees the same file and finds nothing new).
     s.engine.packs().reload_files(std::slice::from_ref(&file));
     let loaded = s.engine.packs().get(&pack)?;
-    Ok(Json(WrittenParams { pack, file, params: req.params, version: loaded.version().to_owned() }))
+    Ok(Json(WrittenParams { pack, file, params: req.params, version: loaded.version().to_owned(), stale_comments }))
+}
+
+/// The comments that still say `old` after `name` was written (`before` → `after`): the comment
+/// on the line that changed, and the comment lines right above it, each as `file:line: ...`.
+fn stale_comments_of(before: &str, after: &str, name: &str, old: &str, file: &str) -> Vec<String> {
+    let lines: Vec<&str> = after.lines().collect();
+    let Some(at) = before.lines().zip(&lines).position(|(b, a)| b != *a) else { return Vec::new() };
+    let says_old = |comment: &str| {
+        comment
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+            .any(|w| w.trim_end_matches('.') == old)
+    };
+    let mut found = Vec::new();
+    if let Some((_, comment)) = lines[at].split_once(" #")
+        && says_old(comment)
+    {
+        found.push(format!("{file}:{}: the comment on the line of {name} still says {old}", at + 1));
+    }
+    for above in (0..at).rev().take_while(|i| lines[*i].trim_start().starts_with('#')) {
+        if says_old(lines[above]) {
+            found.push(format!("{file}:{}: the comment above {name} still says {old}", above + 1));
+        }
+    }
+    found
 }
 
 fn shown(params: &BTreeMap<String, Value>) -> String {
