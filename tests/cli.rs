@@ -936,6 +936,16 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
         against["changes"],
         json!([{"file": "config/pirate.yaml", "key": "params.thresholds.easy", "ours": 60, "theirs": 40}])
     );
+    // And every changed line, as a unified diff per file.
+    let diffs = against["diff"].as_array().unwrap();
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert_eq!(diffs[0]["file"], "config/pirate.yaml");
+    let unified = diffs[0]["unified"].as_str().unwrap();
+    let header = format!("--- config/pirate.yaml (these rules)\n+++ config/pirate.yaml ({})\n@@ ", shipped.display());
+    assert!(unified.starts_with(&header), "{unified}");
+    let changed = "-  thresholds: {easy: 60, medium: 60, hard: 80}\n+  thresholds: {easy: 40, medium: 60, hard: 80}\n";
+    assert!(unified.contains(changed), "{unified}");
+    assert_eq!(unified.lines().filter(|l| l.starts_with(['-', '+'])).count(), 4, "two headers, one line each way");
     // The merit the games end on, game by game (the same moves on both): the median difference
     // with the sign test's interval; a captain who gives in later lets the liar climb higher.
     let tracked = against["tracked"].as_array().unwrap();
@@ -980,6 +990,7 @@ fn simulate_against_another_copy_says_what_a_rule_change_did() {
     let table = support::stdout(&out);
     assert!(table.contains("12 games per player, each played to its end or 20 turns"), "{table}");
     assert!(table.contains("\n  config/pirate.yaml params.thresholds.easy: 60 → 40\n"), "{table}");
+    assert!(table.contains(&format!("\n\n{unified}")), "the diff under what differs: {table}");
     let row = table.lines().find(|l| l.contains("merit_score (median)")).expect(&table);
     let num = |x: f64| ruleweave::text::decimals(x, 2);
     assert!(

@@ -16,6 +16,7 @@ pub fn compare(report: &mut Report, ours: &Path, root: &Path, here: &[Played], t
         differences: differences(here, there),
         tracked: tracked_differences(here, there),
         changes: changes::between(ours, root, &report.pack),
+        diff: changes::diffs(ours, root, &report.pack),
     });
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Change;
+use super::{Change, FileDiff};
 
 /// The differences between the pack `pack` under `ours` and under `theirs`, the manifest's first.
 pub(super) fn between(ours: &Path, theirs: &Path, pack: &str) -> Vec<Change> {
@@ -19,12 +19,7 @@ pub(super) fn between(ours: &Path, theirs: &Path, pack: &str) -> Vec<Change> {
         (Some(x), Some(y)) => values(&manifest, String::new(), &x, &y, &mut out),
         _ => lines(&manifest, a.as_deref(), b.as_deref(), &mut out),
     }
-    let files: BTreeSet<PathBuf> = [ours, theirs]
-        .iter()
-        .flat_map(|root| ["scripts", "prompts", "data"].map(|dir| (root, Path::new(dir).join(pack))))
-        .flat_map(|(root, dir)| files_under(root, &dir))
-        .collect();
-    for file in files {
+    for file in files_of(ours, theirs, pack) {
         let read = |root: &Path| std::fs::read(root.join(&file)).ok();
         let (a, b) = (read(ours), read(theirs));
         if a != b {
@@ -34,6 +29,43 @@ pub(super) fn between(ours: &Path, theirs: &Path, pack: &str) -> Vec<Change> {
         }
     }
     out
+}
+
+/// The pack's files other than its manifest under either root (its scripts, templates and
+/// data), relative to the root, in order.
+fn files_of(ours: &Path, theirs: &Path, pack: &str) -> BTreeSet<PathBuf> {
+    [ours, theirs]
+        .iter()
+        .flat_map(|root| ["scripts", "prompts", "data"].map(|dir| (root, Path::new(dir).join(pack))))
+        .flat_map(|(root, dir)| files_under(root, &dir))
+        .collect()
+}
+
+/// Every file of the pack that differs between `ours` and `theirs`, the manifest first, as a
+/// unified diff (a file only one side has is diffed against nothing).
+pub(super) fn diffs(ours: &Path, theirs: &Path, pack: &str) -> Vec<FileDiff> {
+    let manifest = PathBuf::from(format!("config/{pack}.yaml"));
+    let there = theirs.display().to_string();
+    std::iter::once(manifest)
+        .chain(files_of(ours, theirs, pack))
+        .filter_map(|file| {
+            let read = |root: &Path| std::fs::read(root.join(&file)).ok();
+            let (a, b) = (read(ours), read(theirs));
+            if a == b {
+                return None;
+            }
+            let text =
+                |bytes: Option<Vec<u8>>| bytes.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            let (a, b) = (text(a), text(b));
+            let name = file.to_string_lossy().replace('\\', "/");
+            let unified = similar::TextDiff::from_lines(&a, &b)
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("{name} (these rules)"), &format!("{name} ({there})"))
+                .to_string();
+            Some(FileDiff { file: name, unified })
+        })
+        .collect()
 }
 
 /// The manifest as values, when it parses (a manifest that does not is compared line by line).

@@ -632,6 +632,20 @@ pub struct Against {
     /// What differs between the two copies of the pack: its manifest's values, key by key, and
     /// the first differing line of each other file.
     pub changes: Vec<Change>,
+    /// Every changed line of each file that differs, as a unified diff (these rules → the other
+    /// copy), the manifest first.
+    pub diff: Vec<FileDiff>,
+}
+
+/// One file's changes between two copies of a pack, as a unified diff.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FileDiff {
+    /// The file, from the root (`config/pirate.yaml`).
+    pub file: String,
+    /// The unified diff, three lines of context: `--- FILE (these rules)`, `+++ FILE (ROOT)`,
+    /// then the hunks.
+    pub unified: String,
 }
 
 /// A tracked field (or `turns`) on these rules less the other copy's, over the same games (the

@@ -285,6 +285,11 @@ fn print_table(report: &Report) {
     if against.changes.len() > MOST_CHANGES_SHOWN {
         println!("  … and {} more (--json lists them all)", against.changes.len() - MOST_CHANGES_SHOWN);
     }
+    // Every changed line, file by file.
+    for d in &against.diff {
+        println!();
+        print!("{}", d.unified);
+    }
     println!("\nagainst {root}");
     print_players(&against.players, report.max_turns);
     println!("\ndifferences (these rules − {root}), 95% intervals");
