@@ -512,13 +512,28 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     b.screenshot("7-sweep").await;
     b.eval("document.getElementById('sim-sweep').value = ''").await;
 
-    // Too many games for a server batch: said in the problem line, nothing played.
+    // Too many games for a server batch: the box allows what the server plays (4,000 turns, 20
+    // a game, three players: 66), and a larger number is refused beside the button, nothing played.
+    assert_eq!(b.text("#sim-games-most").await, "at most 66 for 3 player(s)");
+    assert_eq!(b.eval("document.getElementById('sim-games').max").await, json!("66"));
     b.eval("document.getElementById('sim-games').value = '150'").await;
     b.click("#simulate").await;
-    let said = b
-        .wait_for("!document.getElementById('problem').hidden && document.getElementById('problem').textContent")
-        .await;
-    assert!(said.as_str().unwrap().starts_with("Error: invalid_input: 150 games for each of 3 players"), "{said}");
+    let said = b.wait_for("document.getElementById('sim-status').className == 'err' && document.getElementById('sim-status').textContent").await;
+    assert_eq!(said, json!("150 games per player: this server plays 1 to 66 for 3 player(s) at once"));
+    assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "said beside the button alone");
+
+    // The players picked play, the others do not; one player may play more games.
+    b.eval("for (const t of document.querySelectorAll('#sim-players input')) if (t.value != 'liar') t.click();").await;
+    assert_eq!(b.text("#sim-games-most").await, "at most 200 for 1 player(s)");
+    b.eval("document.getElementById('sim-games').value = '10'").await;
+    let (status, _) = simulate_batch(&mut b).await;
+    assert!(status.starts_with("10 games per player (liar) on the rules as they are now, in "), "{status}");
+    let players = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('h2')].map((h) => h.textContent)").await;
+    assert_eq!(players, json!(["liar (10 games)"]));
+    b.screenshot("8-one-player").await;
+    b.eval("for (const t of document.querySelectorAll('#sim-players input')) if (t.checked) t.click();").await;
+    b.click("#simulate").await;
+    assert_eq!(b.text("#sim-status").await, "tick at least one player");
 }
 
 /// Clicks Simulate and reads what a person sees: the status line, and each player's heading with
@@ -834,6 +849,14 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     );
     let after = std::fs::read_to_string(root.path().join("config/pirate.yaml")).unwrap();
     assert_eq!(after, before.replace("medium: 60, hard", &format!("medium: {value}, hard")));
+    // The rules changed: the last tune is one click away, and plays the same games again.
+    let again = b
+        .wait_for("!document.getElementById('tune-again').hidden && document.getElementById('tune-again').textContent")
+        .await;
+    assert_eq!(again, json!("Run the last tune again (thresholds.medium in 58..60) on the new rules"));
+    b.click("#tune-again").await;
+    let second = b.wait_for_within("document.getElementById('tune-answer').textContent", 240).await;
+    assert_eq!(second, json!(answer), "the same games, the same answer");
     b.click("#sim-close").await;
     b.click("#open").await;
     b.wait_for("!document.getElementById('play').hidden && document.getElementById('sid').textContent").await;
@@ -869,6 +892,16 @@ async fn a_cliff_offers_either_neighbour_in_the_browser() {
          set('tune-player', 'caller'); set('tune-outcome', 'won'); set('tune-share', '0.4'); set('tune-within', '0.05');",
     )
     .await;
+    // A range the server refuses: said beside the button, not elsewhere.
+    b.eval("document.getElementById('tune-lo').value = '100'; document.getElementById('tune-hi').value = '0'").await;
+    b.click("#tune").await;
+    let said = b.wait_for("document.getElementById('tune-status').className == 'err' && document.getElementById('tune-status').textContent").await;
+    assert!(
+        said.as_str().unwrap().contains("the range of `chance` runs from low to high: 0..100, not 100..0"),
+        "{said}"
+    );
+    assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "said beside the button alone");
+    b.eval("document.getElementById('tune-lo').value = '0'; document.getElementById('tune-hi').value = '100'").await;
     b.click("#tune").await;
     let answer = b.wait_for_within("document.getElementById('tune-answer').textContent", 120).await;
     let answer = answer.as_str().unwrap().to_owned();

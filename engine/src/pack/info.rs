@@ -41,6 +41,8 @@ pub struct PackInfo {
     pub params: Vec<crate::NumericParam>,
     /// The outcomes its simulated games end in (`simulate.outcomes`), for a tune's target.
     pub outcomes: Vec<String>,
+    /// The most turns a simulated game plays (`simulate.max_turns`).
+    pub max_turns: u32,
     /// What a player types, in one line (`display.input_help`), for a face to show.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input_help: Option<String>,
@@ -228,6 +230,7 @@ impl Pack {
             players: self.players(),
             params: self.numeric_params().to_vec(),
             outcomes: self.simulate().outcomes.clone(),
+            max_turns: self.simulate().max_turns,
             input_help: self.display.input_help.clone(),
             display: DisplayInfo {
                 opening: self.display.opening,

@@ -104,7 +104,7 @@ pub(super) async fn packs(State(s): State<Shared>, Extension(access): Extension<
             name: status.name,
         })
         .collect();
-    Ok(Json(PackList { packs }))
+    Ok(Json(PackList { packs, simulate_turns: s.settings.simulate_turns }))
 }
 
 /// `GET /v1/packs/{pack}/graph`: the pack's graph, as its parts and drawn as SVG (the drawing

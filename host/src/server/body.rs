@@ -257,6 +257,9 @@ pub(super) struct PackGraph {
 pub(super) struct PackList {
     /// Each pack.
     pub packs: Vec<PackEntry>,
+    /// The most turns one simulate request plays on this server (games × players × a pack's
+    /// `max_turns`; `[server] simulate_turns`): a larger batch is refused, or runs as a job.
+    pub simulate_turns: usize,
 }
 
 /// A pack as the server serves it: what it declares, and how its loading went.
