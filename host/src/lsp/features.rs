@@ -477,7 +477,10 @@ pub(super) fn definition(ws: &Workspace, rel: &str, pos: Position) -> Option<Loc
         Lang::Rhai => {
             let (word, range) = word_at(&text, pos, &[])?;
             let before = before(&text, range.start);
-            if before.ends_with("this.") || before.ends_with("state.") {
+            // `this.name(...)` calls a function with the state as `this` (method-call syntax):
+            // its definition, as a plain call's; `this.name` alone reads a field.
+            let called = text::after(&text, range.end).trim_start().starts_with('(');
+            if (before.ends_with("this.") || before.ends_with("state.")) && !called {
                 return at_key(&["state", &word]);
             }
             if before.ends_with("param(\"") {

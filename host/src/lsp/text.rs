@@ -94,6 +94,12 @@ pub(super) fn before(text: &str, pos: Position) -> &str {
     &l[..byte_at(l, pos.character)]
 }
 
+/// The text of the line from `pos` on.
+pub(super) fn after(text: &str, pos: Position) -> &str {
+    let l = line(text, pos.line);
+    &l[byte_at(l, pos.character)..]
+}
+
 /// Whether byte `at` of a template's text lies inside an expression or a statement (`{{ … }}`,
 /// `{% … %}`) rather than in its prose.
 pub(super) fn in_expression(text: &str, at: usize) -> bool {

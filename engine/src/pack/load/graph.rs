@@ -129,7 +129,7 @@ impl Loader<'_> {
                 None if *one == "END" => self.error("no edge can leave END", at),
                 None => self.error(
                     format!("edge `{}` leaves `{one}`, which is not a node ({})", edge.value.trim(), node_list(graph)),
-                    at,
+                    self.at_token(edge, one),
                 ),
             },
             many => {
@@ -143,7 +143,7 @@ impl Loader<'_> {
                                 edge.value.trim(),
                                 node_list(graph)
                             ),
-                            at.clone(),
+                            self.at_token(edge, name),
                         ),
                     }
                 }
@@ -168,7 +168,7 @@ impl Loader<'_> {
                 (_, None) => {
                     self.error(
                         format!("{what} goes to `{name}`, which is not a node ({})", node_list(graph)),
-                        self.at(s),
+                        self.at_token(s, name),
                     );
                     out.push(Target::End);
                 }

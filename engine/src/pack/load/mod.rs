@@ -68,6 +68,7 @@ pub(crate) fn load_with(
         root,
         pack: name.to_owned(),
         manifest_path,
+        source: text.clone(),
         errors: Vec::new(),
         warnings: Vec::new(),
         files,
@@ -83,6 +84,11 @@ pub(crate) fn load_with(
 /// A YAML error at its place, in plain words (with the parser's own after them), without
 /// serde-saphyr's snippet and position suffix.
 fn yaml_error(e: &serde_saphyr::Error, file: &str, text: &str) -> Error {
+    // A list or map left open is a syntax error the reader meets before any value's type: said
+    // first, with where it opened (`description: [unclosed` read as "expected string scalar").
+    if let Some(unclosed) = unclosed_flow(text, file) {
+        return unclosed;
+    }
     let msg = e.without_snippet().to_string();
     let origin = match e.location() {
         Some(loc) => {
@@ -97,6 +103,40 @@ fn yaml_error(e: &serde_saphyr::Error, file: &str, text: &str) -> Error {
         None => Origin::file(file),
     };
     Error::pack(in_plain_words(&msg), origin)
+}
+
+/// When `text` is not YAML because a `[` or `{` it opens is never closed: that, placed where
+/// the innermost one opened, with where the parser gave up. `None` for any other text.
+fn unclosed_flow(text: &str, file: &str) -> Option<Error> {
+    use granit_parser::{Event, Parser, StructureStyle};
+    // Each open collection: whether it is a flow one (`[` or `{`), a list, and where it opened.
+    let mut open: Vec<(bool, bool, usize, usize)> = Vec::new();
+    for next in Parser::new_from_str(text) {
+        match next {
+            Ok((Event::SequenceStart(style, ..), span)) => {
+                open.push((style == StructureStyle::Flow, true, span.start.line(), span.start.col()))
+            }
+            Ok((Event::MappingStart(style, ..), span)) => {
+                open.push((style == StructureStyle::Flow, false, span.start.line(), span.start.col()))
+            }
+            Ok((Event::SequenceEnd | Event::MappingEnd, _)) => {
+                open.pop();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let &(_, list, line, col) = open.iter().rev().find(|(flow, ..)| *flow)?;
+                let (what, close) =
+                    if list { ("a list opened with `[`", "`]`") } else { ("a map opened with `{`", "`}`") };
+                let (at_line, at_col) = (e.marker().line(), e.marker().col() + 1);
+                let words = format!(
+                    "{what} here is not closed: a {close} or a `,` is missing (the YAML reader gave up at line \
+                     {at_line}, column {at_col})"
+                );
+                return Some(Error::pack(words, Origin::new(file, line as u32, col as u32 + 1)));
+            }
+        }
+    }
+    None
 }
 
 /// What the YAML parser's messages mean for someone editing a manifest: the parser's words (as
@@ -169,6 +209,8 @@ struct Loader<'a> {
     root: &'a Path,
     pack: String,
     manifest_path: String,
+    /// The manifest's text, to place a problem on the token it is about.
+    source: String,
     errors: Vec<Error>,
     /// What loads but is likely a mistake (a profile naming a disabled strategy).
     warnings: Vec<Error>,
@@ -203,6 +245,12 @@ impl Loader<'_> {
         Origin::new(&self.manifest_path, s.referenced.line() as u32, s.referenced.column() as u32)
     }
 
+    /// Where `token` stands in the value `s` (a misspelled name inside an edge), or the value's
+    /// place when it cannot be found there.
+    fn at_token<T>(&self, s: &Spanned<T>, token: &str) -> Origin {
+        crate::graph::load::on_token(&self.source, self.at(s), token)
+    }
+
     fn error(&mut self, detail: impl Into<String>, origin: Origin) {
         self.errors.push(Error::pack(detail, origin));
     }
@@ -222,8 +270,10 @@ impl Loader<'_> {
         let c = self.compile(&m, &d)?;
         let none = IndexMap::new();
         let option_names: Vec<String> = d.options.keys().cloned().collect();
+        let source = self.source.clone();
         let refs = Refs {
             manifest: &self.manifest_path.clone(),
+            source: &source,
             scripts: &c.scripts,
             sandbox: &c.sandbox,
             prompts: &c.prompts,
