@@ -59,7 +59,7 @@ fn check_fails_bad_packs_with_the_spot() {
         ("err_yaml", "config/game.yaml:2:21", "  score: {type: int}}"),
         ("err_rhai", "scripts/game/score.rhai:2:25", "    let x = this.score +;"),
         ("err_template_var", "prompts/game/ask.j2:2:14", "You said: {{ last_mesage }}"),
-        ("err_unknown_edge", "config/game.yaml:8:7", "    - add -> judge"),
+        ("err_unknown_edge", "config/game.yaml:8:14", "    - add -> judge"),
         ("err_route_missing", "config/game.yaml:11:13", "        to: celebrate"),
     ] {
         let root = repo_root().join("tests/packs").join(case);
@@ -1290,6 +1290,9 @@ fn play_steps_through_a_turn() {
     assert_eq!(lines[7], "> ! `merit_score` is an int, not a string");
     assert_eq!(lines[8], ">   ‖ turn 1 held before validate_response", "one step: the reply node ran");
     assert!(lines[10].starts_with("> pirate (stand-in) › "), "{screen}");
-    assert_eq!(lines[11], "  merit 95/100, needs 60 on medium", "the rest of the turn saw the edit: {screen}");
+    assert_eq!(
+        lines[11], "  merit 95/100, needs 60 on medium · state edited at turn 1",
+        "the rest of the turn saw the edit, and the status line says it was made by hand: {screen}"
+    );
     assert_eq!(lines[13], "> breakpoints: after merit_check", "{screen}");
 }

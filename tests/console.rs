@@ -987,7 +987,15 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     )
     .await;
     b.wait_for("document.querySelector('#checkpoints .checkpoint.edit')").await;
-    assert_eq!(b.text("#checkpoints .checkpoint.edit").await, "#2 edit · set by hand ");
+    assert_eq!(b.text("#checkpoints .checkpoint.edit").await, "#2 turn 1 · edit · set by hand ", "under the held turn");
+    // Beside the state: what the judge's node computed from the old score, and what the rest of
+    // the turn writes again (nothing known yet: its nodes never ran in this session).
+    let effects = b.text("#edit-effects").await;
+    assert!(
+        effects.contains("merit_has_earned_it was computed from merit_score by merit_check, which already ran: it still holds what the old merit_score gave"),
+        "{effects}"
+    );
+    assert!(effects.contains("nothing is known that the rest of this turn writes again"), "{effects}");
     assert!(b.text("#checkpoints .checkpoint.break").await.starts_with("#1 turn 1 (held) · intake › merit_check"));
 
     // Step: the reply node runs, the turn is held before the next one.
@@ -1000,6 +1008,7 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     let (said, status) = last_game_message(&mut b, 1).await;
     assert!(!said.is_empty());
     assert!(status.starts_with("merit 95/100, needs 60 on medium"), "the rest of the turn saw the edit: {status}");
+    assert!(status.ends_with(" · state edited at turn 1"), "a win here is no real win, and it says so: {status}");
     assert_eq!(b.eval("document.getElementById('held').hidden").await, json!(true));
     assert_eq!(b.eval(&format!("{marked}.contains('held')")).await, json!(false));
     let route = "route: START › intake › merit_check › generate_response › validate_response › END";
@@ -1022,7 +1031,11 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     b.click("#ff-go").await;
     b.wait_for("document.querySelector('#replay .ff-went')").await;
     assert!(b.text("#replay .ff-went").await.ends_with("(checkpoint #5, an edit)"));
-    assert_eq!(b.text("#state tr:has([data-field='is_won']) td:nth-child(2)").await, "false");
+    assert_eq!(
+        b.text("#state tr:has([data-field='is_won']) td:nth-child(2)").await,
+        "falseedit",
+        "editable between turns"
+    );
     looked_at(&mut b, "9-fast-forward").await;
     // The session goes on live, on the rules just saved, without retyping (the breakpoint
     // cleared with a second click).
@@ -1033,6 +1046,33 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
     let (_, status) = last_game_message(&mut b, 2).await;
     assert!(status.contains("needs 99 on medium"), "{status}");
+
+    // Between turns: a field set by hand says what the next turn writes again (the score among
+    // them), and the checkpoints list it under the turn it follows.
+    b.click("#state button.edit[data-field='merit_score']").await;
+    b.eval(
+        "{ const i = document.querySelector('#state input.value'); i.value = '12';
+           i.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true})) }",
+    )
+    .await;
+    b.wait_for("document.getElementById('edit-effects').textContent.includes('the next turn writes again')").await;
+    let effects = b.text("#edit-effects").await;
+    assert!(effects.contains("(your merit_score among them)"), "{effects}");
+    b.wait_for("[...document.querySelectorAll('#checkpoints .checkpoint.edit')].some((c) => c.textContent.startsWith('#7 turn 2 · edit'))").await;
+    looked_at(&mut b, "10-edited-between-turns").await;
+
+    // A fork with a patch: the new session starts with the field set, and says so.
+    b.eval("document.getElementById('fork-patch').value = '{\"merit_score\": 77}'").await;
+    b.click("#checkpoints .checkpoint.turn button.fork").await;
+    b.wait_for("document.getElementById('forked').textContent.includes('with merit_score set')").await;
+    assert!(b.text("#forked").await.starts_with("forked from "), "{}", b.text("#forked").await);
+    assert_eq!(b.text("#state tr:has([data-field='merit_score']) td:nth-child(2)").await, "77edit");
+    // A bad patch is refused beside the box, and nothing is forked.
+    b.eval("document.getElementById('fork-patch').value = '{\"nope\": 1}'").await;
+    b.click("#checkpoints .checkpoint.start button.fork").await;
+    let refused = b.wait_for("document.getElementById('fork-said').className == 'err' && document.getElementById('fork-said').textContent").await;
+    assert!(refused.as_str().unwrap().contains("`nope` is not a state field"), "{refused}");
+    looked_at(&mut b, "11-forked-with-a-patch").await;
 }
 
 /// Clicks the middle of the element `selector` with the mouse (DevTools' input events), as a

@@ -386,7 +386,8 @@ async fn broken_packs_are_listed_with_their_diagnostics() {
     assert_eq!(game["diagnostics"][0]["file"], "config/game.yaml");
     assert_eq!(
         (game["diagnostics"][0]["line"].as_u64(), game["diagnostics"][0]["column"].as_u64()),
-        (Some(8), Some(7))
+        (Some(8), Some(14)),
+        "on the node that does not exist"
     );
     let (status, body) = post(&format!("{}/v1/sessions", s.url), json!({"pack": "game"})).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);

@@ -85,6 +85,17 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     assert_eq!(status, 200, "{edited}");
     assert_eq!((&edited["checkpoint"], &edited["state"]["merit_score"]), (&json!(2), &json!(95)));
     assert_eq!(kinds(&b, &id).await, ["start", "break", "edit"]);
+    // What the edit leaves behind: the judge's breakdown still tells of the old score; the nodes
+    // still to run have never run, so nothing is known to be written again.
+    let derived = edited["derived"].as_array().unwrap();
+    assert!(
+        derived.contains(&json!({"field": "merit_breakdown", "from": "merit_score", "by": "merit_check"})),
+        "{edited}"
+    );
+    assert_eq!(edited["recomputed_next"], json!([]), "{edited}");
+    let listed = get(&format!("{b}/v1/sessions/{id}/checkpoints")).await;
+    let edit = listed["checkpoints"].as_array().unwrap().iter().find(|c| c["kind"] == "edit").unwrap().clone();
+    assert_eq!(edit["turn"], 1, "an edit while turn 1 is held is listed under turn 1: {edit}");
 
     // One step, streamed: the reply node's events, then the pause, then the result.
     let streamed = http()

@@ -359,6 +359,12 @@ impl Engine {
         let pack = self.packs().get(&history.info.pack)?;
         let options = pack.resolve_options(&options)?;
         let set = if set.is_empty() { rhai::Map::new() } else { pack.schema.checked_edit(&set)? };
+        // Edited by then: an edit before the checkpoint, what the parent inherited when it was
+        // made (its own start), or this fork's patch.
+        let start_turn = history.after.first().map_or(0, |c| c.turn);
+        let inherited = history.info.edited_turn.filter(|t| *t <= start_turn);
+        let edited_before =
+            history.after.iter().filter(|c| c.kind == crate::store::CheckpointKind::Edit).map(|c| c.turn).min();
         let mut at = Session::load(self.rt().clone(), pack.clone(), history).await?;
         if at.in_turn() {
             return Err(Error::input(format!(
@@ -369,7 +375,9 @@ impl Engine {
             at.state = crate::state::copy(&at.state)?;
             pack.schema.overwrite(&mut at.state, &set)?;
         }
-        let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state };
+        let patched = (!set.is_empty()).then_some(at.turns);
+        let edited_turn = [inherited, edited_before, patched].into_iter().flatten().min();
+        let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state, edited_turn };
         Session::open(self.rt().clone(), pack, options, None, Some(fork)).await
     }
 

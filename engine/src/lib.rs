@@ -42,8 +42,8 @@
 // Opening and playing sessions.
 pub use engine::{Engine, EngineBuilder, LlmObserver};
 pub use session::{
-    Breakpoints, LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said, Session, SessionGuard,
-    TurnResult, View,
+    Breakpoints, Derived, EditEffects, LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said,
+    Session, SessionGuard, TurnResult, View,
 };
 pub use store::{ResumePoint, Retention, Stop, Store};
 

@@ -484,7 +484,8 @@ impl Replayer {
                 let pack = self.engine.packs().get(&rec.pack)?;
                 let options = pack.resolve_options(&rec.options)?;
                 let state = pack.schema.restore(&base.state);
-                let fork = crate::session::Fork { from: rec.id.clone(), seq: 0, turns: base.turns, state };
+                let fork =
+                    crate::session::Fork { from: rec.id.clone(), seq: 0, turns: base.turns, state, edited_turn: None };
                 let rt = self.engine.rt().clone();
                 crate::session::Session::open(rt, pack, options, id, Some(fork)).await?
             }

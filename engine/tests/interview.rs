@@ -690,6 +690,7 @@ async fn a_stored_decision_moves_to_the_design_names() {
         updated_at: 1_000,
         lobby: false,
         parent: None,
+        edited_turn: None,
     };
     let start = Checkpoint {
         seq: 0,

@@ -81,13 +81,13 @@ async fn a_broken_save_keeps_the_last_good_version_until_fixed() {
     let r = s.turn(json!({})).await.unwrap();
     assert_eq!((r.pack_version.as_str(), &r.output["count"]), (good.as_str(), &json!(2)));
 
-    // A YAML error, on top: refused too, at its line and column.
+    // A YAML error, on top: refused too, placed where the list it leaves open opened.
     edit(root.path(), "config/marker.yaml", "  step: 1", "  step: [1");
     let e = next(&mut rx).await;
     assert_eq!(e.status, ReloadStatus::Rejected);
     let origin = e.diagnostics[0].origin().unwrap();
-    assert_eq!(origin.file, "config/marker.yaml");
-    assert!(origin.line >= 7, "{origin}");
+    assert_eq!((origin.file.as_str(), origin.line, origin.column), ("config/marker.yaml", 6, 9), "{origin}");
+    assert!(e.diagnostics[0].detail().starts_with("a list opened with `[` here is not closed"), "{:?}", e.diagnostics);
     edit(root.path(), "config/marker.yaml", "  step: [1", "  step: 1");
     assert_eq!(next(&mut rx).await.status, ReloadStatus::Rejected, "the script is still broken");
 

@@ -275,3 +275,45 @@ async fn a_breakpoint_names_a_node_of_the_rules_just_saved() {
     let done = s.resume(None, Breakpoints::none(), None).await.unwrap();
     assert_eq!((done.turn, s.state()["log"].clone()), (2, json!(["a", "b", "a", "c", "b"])));
 }
+
+/// An edit says what it leaves behind: at a pause in turn 2, `merit_score` set by hand leaves
+/// the fields `merit_check` computed with it (`merit_has_earned_it`, the breakdown) as the old
+/// score made them, and the rest of the turn writes the reply again; between turns, the whole
+/// next turn writes them again. An edit while turn 2 is held is listed under turn 2.
+#[tokio::test]
+async fn an_edit_says_what_was_derived_from_the_field_and_what_the_turn_recomputes() {
+    let canned = Canned::new();
+    canned.reply("judge", judged(30)).reply("pirate", "Arrr, never.");
+    let e = Engine::builder(repo_root()).provider(canned.clone()).build();
+    let mut s = pirate(&e, "effects").await;
+    s.turn(json!({"message": "Ahoy!"})).await.unwrap();
+    s.turn_breaking(json!({"message": "Ahoy again!"}), before("generate_response"), None).await.unwrap();
+    let set = json!({"merit_score": 70}).as_object().unwrap().clone();
+    s.edit(set).await.unwrap();
+    let effects = s.edit_effects(&["merit_score".to_owned()]).await.unwrap();
+    let derived: Vec<(&str, &str, &str)> =
+        effects.derived.iter().map(|d| (d.field.as_str(), d.from.as_str(), d.by.as_str())).collect();
+    assert!(derived.contains(&("merit_has_earned_it", "merit_score", "merit_check")), "{derived:?}");
+    assert!(derived.iter().all(|(f, from, by)| *f != "merit_score" && *from == "merit_score" && *by == "merit_check"));
+    assert!(effects.recomputed_next.contains(&"pirate_response".to_owned()), "{:?}", effects.recomputed_next);
+    assert!(!effects.recomputed_next.contains(&"merit_score".to_owned()), "merit_check ran already this turn");
+    let listed = e.checkpoints(s.id()).await.unwrap();
+    let edit = listed.iter().find(|c| c.kind == CheckpointKind::Edit).unwrap();
+    assert_eq!(edit.turn, 2, "held in turn 2, edited in turn 2");
+
+    // Between turns: derived from the last turn's nodes, and the next turn writes it again.
+    s.resume(None, Breakpoints::none(), None).await.unwrap();
+    s.edit(json!({"merit_score": 10}).as_object().unwrap().clone()).await.unwrap();
+    let effects = s.edit_effects(&["merit_score".to_owned()]).await.unwrap();
+    assert!(effects.derived.iter().any(|d| d.field == "merit_has_earned_it" && d.by == "merit_check"), "{effects:?}");
+    assert!(effects.recomputed_next.contains(&"merit_score".to_owned()), "{effects:?}");
+    let edits: Vec<u64> = e
+        .checkpoints(s.id())
+        .await
+        .unwrap()
+        .iter()
+        .filter(|c| c.kind == CheckpointKind::Edit)
+        .map(|c| c.turn)
+        .collect();
+    assert_eq!(edits, [2, 2], "after turn 2, before turn 3");
+}

@@ -20,6 +20,7 @@ mod live;
 mod play;
 mod rounds;
 mod step;
+pub use step::{Derived, EditEffects};
 mod view;
 
 use crate::exchange::Exchange;
@@ -66,6 +67,8 @@ pub struct Session {
     /// fields. A simulation reads neither (its report reads the state) and turns this off; the
     /// result's [`TurnResult::display`] is then empty and its [`TurnResult::output`] null.
     pub(crate) shown: bool,
+    /// The turn in which the state was first set by hand (see [`Session::edited_turn`]).
+    pub(crate) edited_turn: Option<u64>,
 }
 
 /// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
@@ -74,6 +77,8 @@ pub(crate) struct Fork {
     pub seq: u64,
     pub turns: u64,
     pub state: Dynamic,
+    /// The turn the state was first set by hand in, by then (or by the fork's own patch).
+    pub edited_turn: Option<u64>,
 }
 
 /// Where a turn stopped: at a pause point of the pack (the next turn goes on from there), or at a
@@ -195,6 +200,10 @@ pub struct TurnResult {
     pub checkpoint: u64,
     /// Whether the session is finished now (a won game).
     pub finished: bool,
+    /// The turn in which the state was first set by hand, if it was: a win on it is no real win
+    /// ([`Session::edited_turn`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_turn: Option<u64>,
     /// What a person sees after the turn: the pack's `display:` rendered over the new state,
     /// with the turn's warnings (a node that fell back) among its notes.
     pub display: View,
@@ -301,6 +310,7 @@ impl Session {
         let mut updates = Vec::new();
         let renewed: Vec<&str> =
             pack.schema.fields.iter().filter(|(_, f)| f.renewed_on_fork).map(|(k, _)| k.as_str()).collect();
+        let edited_turn = parent.as_ref().and_then(|f| f.edited_turn);
         let (state, parent, turns) = match parent {
             Some(f) if renewed.is_empty() => (f.state, Some((f.from, f.seq)), f.turns),
             Some(f) => {
@@ -349,6 +359,7 @@ impl Session {
             created_at: now,
             updated_at: now,
             parent,
+            edited_turn,
             lobby: pack.lobby.is_some(),
         };
         let start = Checkpoint {
@@ -383,6 +394,7 @@ impl Session {
             snapshot_due: false,
             at: now,
             shown: true,
+            edited_turn,
         })
     }
 
@@ -497,6 +509,7 @@ impl Session {
             snapshot_due,
             at: info.updated_at,
             shown: true,
+            edited_turn: info.edited_turn,
         })
     }
 
@@ -508,6 +521,13 @@ impl Session {
     /// The pack version the session runs on.
     pub fn pack(&self) -> &Arc<Pack> {
         &self.pack
+    }
+
+    /// The turn in which the state was first set by hand (an edit, a fork with a patch, or
+    /// either in the session this one forked from before the fork), if ever: from then on a win
+    /// is reached on an edited state, and faces say so beside the status line.
+    pub fn edited_turn(&self) -> Option<u64> {
+        self.edited_turn
     }
 
     /// How many turns have completed.
@@ -690,6 +710,7 @@ impl Session {
             snapshot_due: false,
             at: self.at,
             shown: self.shown,
+            edited_turn: self.edited_turn,
         }
     }
 

@@ -362,6 +362,7 @@ impl Session {
                     pack_version: p.pack.version.clone(),
                     checkpoint,
                     finished,
+                    edited_turn: self.edited_turn,
                     duration: start.elapsed(),
                 })
             }

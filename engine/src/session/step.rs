@@ -13,6 +13,30 @@ use crate::store::{Checkpoint, CheckpointKind};
 use crate::value;
 use crate::vocab::now_ms;
 
+/// What an edit of the state leaves behind: see [`Session::edit_effects`].
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct EditEffects {
+    /// Fields a node that already ran (this turn, or between turns the last one) computed
+    /// together with an edited field: they still hold what the old value gave.
+    pub derived: Vec<Derived>,
+    /// The fields the rest of the turn (between turns: the next turn) writes again, as the nodes
+    /// still to run last wrote them: an edit of one of these is overwritten when its node runs.
+    pub recomputed_next: Vec<String>,
+}
+
+/// A field computed together with an edited one by a node that already ran.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Derived {
+    /// The field that still holds what the old value gave (`merit_has_earned_it`).
+    pub field: String,
+    /// The edited field it was computed with (`merit_score`).
+    pub from: String,
+    /// The node that wrote both (`merit_check`).
+    pub by: String,
+}
+
 impl Session {
     /// [`Session::turn`] held at `breaks`: when the turn reaches one, it stops there, recorded,
     /// and the result says where (`paused`, with `breakpoint` set) with the state so far; the
@@ -85,7 +109,8 @@ impl Session {
         let now = now_ms();
         let edit = Checkpoint {
             seq: self.seq + 1,
-            turn: self.turns,
+            // An edit while turn n is held belongs to turn n; between turns, to the last one.
+            turn: self.held_turn().unwrap_or(self.turns),
             kind: CheckpointKind::Edit,
             step: None,
             pack_version: self.pack.version.clone(),
@@ -102,11 +127,56 @@ impl Session {
             bumps: Vec::new(),
         };
         self.rt.store.append(&self.id, &edit).await?;
+        self.edited_turn.get_or_insert(edit.turn);
         self.snapshot_due &= edit.snapshot.is_none();
         self.state = state;
         self.seq = edit.seq;
         self.at = now;
         Ok(edit.seq)
+    }
+
+    /// What editing `fields` leaves behind, for the person who edits: the fields a node that
+    /// already ran wrote together with an edited one (computed from its old value, and not
+    /// computed again unless that node runs again), and the fields the rest of the turn will
+    /// write (between turns: the next turn), as the nodes still to run last wrote them. Read
+    /// from the session's recorded checkpoints: a node that never ran is not counted.
+    pub async fn edit_effects(&self, fields: &[String]) -> Result<EditEffects> {
+        let Some(history) = self.rt.store.history(&self.id, self.seq).await? else { return Ok(EditEffects::default()) };
+        let held = self.held_turn();
+        let this_turn = held.unwrap_or(self.turns);
+        let ran = |c: &&Checkpoint| {
+            c.turn == this_turn && matches!(c.kind, CheckpointKind::Step | CheckpointKind::Break | CheckpointKind::Turn)
+        };
+        let mut derived: Vec<Derived> = Vec::new();
+        let mut ran_now: std::collections::BTreeSet<&str> = Default::default();
+        for c in history.after.iter().filter(ran) {
+            for (node, updates) in &c.updates {
+                ran_now.insert(node);
+                let written: Vec<&str> = updates.0.keys().map(|k| k.as_str()).collect();
+                for from in fields.iter().filter(|f| written.contains(&f.as_str())) {
+                    for field in written.iter().filter(|w| !fields.iter().any(|f| f == *w)) {
+                        derived.retain(|d| !(d.field == *field && d.from == *from));
+                        derived.push(Derived { field: (*field).to_owned(), from: from.clone(), by: node.clone() });
+                    }
+                }
+            }
+        }
+        // Still to run: between turns, every node of the next turn; while a turn is held, the
+        // nodes it has not run yet. What each wrote the last time it ran.
+        let still: Vec<&str> = self.pack.nodes().filter(|n| held.is_none() || !ran_now.contains(n)).collect();
+        let mut next = std::collections::BTreeSet::new();
+        for node in still {
+            let last = history
+                .after
+                .iter()
+                .rev()
+                .filter(|c| c.kind != CheckpointKind::Edit && !(held.is_some() && c.turn == this_turn))
+                .find_map(|c| c.updates.iter().rev().find(|(n, _)| n == node));
+            if let Some((_, updates)) = last {
+                next.extend(updates.0.keys().map(|k| k.to_string()));
+            }
+        }
+        Ok(EditEffects { derived, recomputed_next: next.into_iter().collect() })
     }
 
     /// Whether a turn is under way: held at a breakpoint, or interrupted.

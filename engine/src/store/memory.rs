@@ -194,6 +194,9 @@ impl Store for MemoryStore {
                 e.inputs.clear();
                 e.round_at = c.created_at;
             }
+            if c.kind == CheckpointKind::Edit && e.info.edited_turn.is_none() {
+                e.info.edited_turn = Some(c.turn);
+            }
             if c.finished && !e.info.finished {
                 e.info.finished_at = Some(c.created_at);
             }

@@ -124,6 +124,9 @@ pub struct SessionInfo {
     pub updated_at: i64,
     /// The session and checkpoint it was forked from.
     pub parent: Option<(String, u64)>,
+    /// The turn in which its state was first set by hand (an edit, or a fork with a patch), here
+    /// or in the session it forked from before the fork: a win on such a state is no real win.
+    pub edited_turn: Option<u64>,
     /// Its pack plays in lobby rounds: the store keeps when its round was asked (its newest turn),
     /// for the sweep that closes rounds at their timeout. Other sessions' turns leave that clock
     /// (and its index) alone.

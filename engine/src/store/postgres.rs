@@ -169,8 +169,8 @@ impl Store for PostgresStore {
                 let e = encode(start);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 sqlx::query(
-                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, edited_turn) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 )
                 .bind(&info.id)
                 .bind(&info.pack)
@@ -183,6 +183,7 @@ impl Store for PostgresStore {
                 .bind(info.parent.as_ref().map(|p| p.1 as i64))
                 .bind(info.turns as i64)
                 .bind(info.lobby.then_some(info.updated_at))
+                .bind(info.edited_turn.map(|t| t as i64))
                 .execute(&mut *tx)
                 .await
                 .map_err(|err| match &err {
@@ -241,6 +242,7 @@ impl Store for PostgresStore {
                      finished = $6, \
                      finished_at = CASE WHEN $6 AND finished_at IS NULL THEN $7 ELSE finished_at END, \
                      round_at = CASE WHEN $3 = 'turn' AND round_at IS NOT NULL THEN $7 ELSE round_at END, \
+                     edited_turn = CASE WHEN $3 = 'edit' THEN COALESCE(edited_turn, $4) ELSE edited_turn END, \
                      updated_at = $7 \
                      WHERE id = $1 AND head = $2 - 1",
                 )

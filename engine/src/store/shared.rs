@@ -240,6 +240,10 @@ where
         created_at: int("created_at")?,
         updated_at: int("updated_at")?,
         parent: parent.zip(parent_cp.map(|c| c as u64)),
+        edited_turn: r
+            .try_get::<Option<i64>, _>("edited_turn")
+            .map_err(|e| store_error("edited_turn", e))?
+            .map(|t| t as u64),
         lobby: r.try_get::<Option<i64>, _>("round_at").map_err(|e| store_error("round_at", e))?.is_some(),
     })
 }

@@ -129,6 +129,8 @@ struct SessionRow {
     turns: i64,
     /// When its lobby round was asked (its opening), for a lobby pack's session; none otherwise.
     round_at: Option<i64>,
+    /// The turn its state was first set by hand in, inherited by a fork.
+    edited_turn: Option<i64>,
 }
 
 impl Op {
@@ -332,6 +334,7 @@ impl Store for SqliteStore {
                 parent_checkpoint: info.parent.as_ref().map(|p| p.1 as i64),
                 turns: info.turns as i64,
                 round_at: info.lobby.then_some(info.updated_at),
+                edited_turn: info.edited_turn.map(|t| t as i64),
             };
             let p = Pending { id: info.id.clone(), op: Op::Create(new, CheckpointRow::of(start)) };
             if self.write(p).await? {
@@ -542,8 +545,8 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
             // A session's number keys its checkpoints (see `shared::SQLITE`); numbers are never
             // reused while the session holding one exists.
             conn.prepare_cached(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, number) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, (SELECT coalesce(max(number), 0) + 1 FROM sessions))",
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, edited_turn, number) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, (SELECT coalesce(max(number), 0) + 1 FROM sessions))",
             )?
             .execute(rusqlite::params![
                 w.id,
@@ -557,6 +560,7 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 s.parent_checkpoint,
                 s.turns,
                 s.round_at,
+                s.edited_turn,
             ])?;
             conn.prepare_cached(
                 "INSERT INTO checkpoints (key, turn, kind, pack_version, body, snapshot, created_at) \

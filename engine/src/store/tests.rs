@@ -26,6 +26,7 @@ pub(super) fn session(id: &str) -> SessionInfo {
         snapshot_seq: 0,
         finished: false,
         finished_at: None,
+        edited_turn: None,
         created_at: 1_000,
         updated_at: 1_000,
         lobby: false,
@@ -525,8 +526,33 @@ async fn lobby_at_scale(store: Arc<dyn Store>) {
 type Check = fn(Arc<dyn Store>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// The suite, capability by capability: every store passes each.
-const CAPABILITIES: [(&str, Check); 10] = [
+/// The turn a state was first set by hand: the first edit's, kept through later edits and
+/// turns; a session made with one (a fork of an edited state) keeps it.
+async fn edited(store: Arc<dyn Store>) {
+    let s = id("edited");
+    store.create(&session(&s), &start()).await.unwrap();
+    store.append(&s, &turn(1, 1)).await.unwrap();
+    assert_eq!(store.info(&s).await.unwrap().unwrap().edited_turn, None, "turns alone edit nothing");
+    let edit = |seq: u64, n: u64| Checkpoint {
+        kind: CheckpointKind::Edit,
+        input: None,
+        updates: vec![updates("edit", json!({"n": 50}))],
+        ..turn(seq, n)
+    };
+    store.append(&s, &edit(2, 1)).await.unwrap();
+    store.append(&s, &turn(3, 2)).await.unwrap();
+    store.append(&s, &edit(4, 2)).await.unwrap();
+    assert_eq!(store.info(&s).await.unwrap().unwrap().edited_turn, Some(1), "the first edit's turn");
+    let fork = id("edited-fork");
+    store.create(&SessionInfo { edited_turn: Some(1), ..session(&fork) }, &start()).await.unwrap();
+    assert_eq!(store.info(&fork).await.unwrap().unwrap().edited_turn, Some(1));
+    store.delete(&s).await.unwrap();
+    store.delete(&fork).await.unwrap();
+}
+
+const CAPABILITIES: [(&str, Check); 11] = [
     ("core", |s| Box::pin(core(s))),
+    ("edited", |s| Box::pin(edited(s))),
     ("lobby inputs", |s| Box::pin(lobby(s))),
     ("lobby rounds at scale", |s| Box::pin(lobby_at_scale(s))),
     ("counters", |s| Box::pin(counters(s))),

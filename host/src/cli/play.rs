@@ -502,12 +502,23 @@ fn show_turn(out: &Out, speaker: &str, r: &TurnResult, streamed: &Streaming) {
     for note in d.notes.iter().filter(|n| !streamed.notes.contains(n)) {
         println!("{}", out.problem(&out.wrap("  ! ", 4, note, 4)));
     }
+    // From the first edit on, the state is not what the turns alone made: said beside the status.
+    let edited = r.edited_turn.map(|t| format!("state edited at turn {t}"));
     match (&d.status, &r.paused) {
-        (Some(status), _) => println!("{}", out.quiet(&out.wrap("  ", 2, status, 4))),
+        (Some(status), _) => {
+            let line = match &edited {
+                Some(e) => format!("{status} · {e}"),
+                None => status.clone(),
+            };
+            println!("{}", out.quiet(&out.wrap("  ", 2, &line, 4)))
+        }
         (None, Some(p)) if !p.breakpoint => {
             println!("  (paused {p}; your next move goes on with {})", p.next.join(", "))
         }
         (None, _) => {}
+    }
+    if let (None, Some(e)) = (&d.status, &edited) {
+        println!("{}", out.quiet(&format!("  {e}")));
     }
     if r.finished {
         println!("{}", d.finished.as_deref().unwrap_or("The session is finished."));

@@ -323,6 +323,8 @@ async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody
         lobby: session.lobby().await?,
         paused: session.paused(),
         held: session.held_turn().is_some(),
+        edited: session.edited_turn().is_some(),
+        edited_turn: session.edited_turn(),
         display: session.view(),
         lobby_problem: None,
     })
@@ -532,6 +534,8 @@ fn turn_body(played: Played) -> TurnBody {
         paused: r.paused,
         held,
         checkpoint: r.checkpoint,
+        edited: r.edited_turn.is_some(),
+        edited_turn: r.edited_turn,
     }
 }
 

@@ -133,6 +133,13 @@ pub(super) struct SessionBody {
     /// A breakpoint holds its turn under way (`paused` says where): `POST .../resume` goes on.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// Its state was set by hand (`PATCH .../state`, or a fork with `set`) at some point: a win
+    /// on it is no real win. Absent for a state only turns made.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
+    /// The turn the state was first set by hand in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_turn: Option<u64>,
     /// What a person sees.
     pub display: View,
     /// Why the server could not close its lobby round at its timeout, while that lasts.
@@ -161,6 +168,12 @@ pub(super) struct TurnBody {
     pub held: bool,
     /// The checkpoint that recorded it (held at a breakpoint: the one that holds it).
     pub checkpoint: u64,
+    /// The session's state was set by hand by then (see `SessionBody::edited`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub edited: bool,
+    /// The turn the state was first set by hand in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edited_turn: Option<u64>,
 }
 
 /// A state edited by hand: `PATCH /v1/sessions/{id}/state`.
@@ -171,6 +184,14 @@ pub(super) struct Edited {
     pub state: Value,
     /// The checkpoint (of kind `edit`) that records it.
     pub checkpoint: u64,
+    /// Fields a node that already ran computed together with an edited one (`merit_has_earned_it`
+    /// from `merit_score` by `merit_check`): they still hold what the old value gave.
+    pub derived: Vec<ruleweave::Derived>,
+    /// The fields the rest of the turn (between turns: the next turn) writes again: an edit of
+    /// one of them is overwritten when its node runs.
+    pub recomputed_next: Vec<String>,
+    /// The turn the session's state was first set by hand in (this edit's, or an earlier one's).
+    pub edited_turn: Option<u64>,
 }
 
 /// A session's checkpoints, oldest first: `GET /v1/sessions/{id}/checkpoints`.

@@ -92,6 +92,14 @@ pub(super) async fn edit(
         return Err(ruleweave::Error::new(ErrorKind::Conflict, why).into());
     };
     let pack = session.pack().name().to_owned();
+    let fields: Vec<String> = req.set.keys().cloned().collect();
     let checkpoint = session.edit(req.set).await.map_err(|e| ApiError::from(failed(&s, &pack, e)))?;
-    Ok(Json(Edited { state: session.state(), checkpoint }))
+    let effects = session.edit_effects(&fields).await?;
+    Ok(Json(Edited {
+        state: session.state(),
+        checkpoint,
+        derived: effects.derived,
+        recomputed_next: effects.recomputed_next,
+        edited_turn: session.edited_turn(),
+    }))
 }

@@ -124,7 +124,27 @@ fn unclosed_flow(text: &str, file: &str) -> Option<Error> {
             }
             Ok(_) => {}
             Err(e) => {
+                // What a `[` or `{` left open runs into on a later line: the end of the file, a
+                // `key:` of the next line, a `-` item. The same error on the collection's own
+                // line, or another kind (a bad escape, the nesting limit), is something else.
+                use granit_parser::ErrorKind as K;
+                let runs_on = matches!(
+                    e.kind(),
+                    K::UnexpectedEofFlowSequence
+                        | K::UnexpectedEofFlowMapping
+                        | K::UnexpectedEofImplicitFlowMapping
+                        | K::ExpectedFlowSequenceSeparator
+                        | K::ExpectedFlowMappingSeparator
+                        | K::UnclosedFlowCollection { .. }
+                        | K::InvalidColonPlacement
+                        | K::BlockEntryInFlowCollection
+                        | K::SimpleKeyExpected
+                        | K::InvalidSimpleKey
+                );
                 let &(_, list, line, col) = open.iter().rev().find(|(flow, ..)| *flow)?;
+                if !runs_on || e.marker().line() <= line {
+                    return None;
+                }
                 let (what, close) =
                     if list { ("a list opened with `[`", "`]`") } else { ("a map opened with `{`", "`}`") };
                 let (at_line, at_col) = (e.marker().line(), e.marker().col() + 1);
