@@ -508,6 +508,25 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     assert_eq!(heading, json!("pirate: thresholds.easy at each value"));
     let players = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('h2')].map((h) => h.textContent)").await;
     assert_eq!(players, json!(["flatterer", "liar", "rambler"]));
+    // The sweep at a glance first: a line per value and player, each outcome's share and interval.
+    let table = b
+        .eval(
+            "[...document.getElementById('sim-report').contentDocument.querySelectorAll('table.summary tr')]
+               .map((r) => [...r.children].map((c) => c.textContent))",
+        )
+        .await;
+    let table: Vec<Vec<String>> = serde_json::from_value(table).unwrap();
+    assert_eq!(table[0][..2], ["thresholds.easy", "player"], "{table:?}");
+    assert!(table[0].contains(&"unfinished (cap 20 turns)".to_owned()), "{table:?}");
+    let values: Vec<(&str, &str)> = table[1..].iter().map(|r| (r[0].as_str(), r[1].as_str())).collect();
+    assert_eq!(
+        values.len(),
+        3 * values.iter().filter(|(_, p)| *p == "liar").count(),
+        "each value, each player: {table:?}"
+    );
+    assert_eq!(values[..3], [("40", "flatterer"), ("40", "liar"), ("40", "rambler")], "{table:?}");
+    let cell = regex_lite_cell(&table[1][2]);
+    assert!(cell, "a share and its interval: {}", table[1][2]);
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
     b.screenshot("7-sweep").await;
     b.eval("document.getElementById('sim-sweep').value = ''").await;
@@ -534,6 +553,13 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     b.eval("for (const t of document.querySelectorAll('#sim-players input')) if (t.checked) t.click();").await;
     b.click("#simulate").await;
     assert_eq!(b.text("#sim-status").await, "tick at least one player");
+}
+
+/// Whether `cell` reads as a share and its 95% interval: `63.4% (60.3–66.4%)`.
+fn regex_lite_cell(cell: &str) -> bool {
+    let Some((share, interval)) = cell.split_once("% (") else { return false };
+    let Some((low, high)) = interval.strip_suffix("%)").and_then(|i| i.split_once('–')) else { return false };
+    [share, low, high].iter().all(|x| x.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v)))
 }
 
 /// Clicks Simulate and reads what a person sees: the status line, and each player's heading with
@@ -1041,7 +1067,16 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     // cleared with a second click).
     mouse_click(&mut b, "#graph [data-node='generate_response']").await;
     b.wait_for("document.getElementById('breaks').textContent == ''").await;
+    // A shift-click sets a breakpoint after a node: the next turn is held there; another
+    // shift-click clears it, and Continue plays the rest.
+    mouse_click_with(&mut b, "#graph [data-node='merit_check']", 8).await;
+    b.wait_for("document.getElementById('breaks').textContent == 'after: merit_check'").await;
     b.type_move("The harbour master sends his regards, captain.").await;
+    b.wait_for("!document.getElementById('held').hidden").await;
+    assert_eq!(b.text("#held-at").await, "Turn 2 held after merit_check (next: generate_response)");
+    mouse_click_with(&mut b, "#graph [data-node='merit_check']", 8).await;
+    b.wait_for("document.getElementById('breaks').textContent == ''").await;
+    b.click("#continue").await;
     b.wait_for("document.querySelector(\"#conversation .msg.game[data-turn='2'] .status\") || !document.getElementById('problem').hidden").await;
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
     let (_, status) = last_game_message(&mut b, 2).await;
@@ -1058,7 +1093,7 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     b.wait_for("document.getElementById('edit-effects').textContent.includes('the next turn writes again')").await;
     let effects = b.text("#edit-effects").await;
     assert!(effects.contains("(your merit_score among them)"), "{effects}");
-    b.wait_for("[...document.querySelectorAll('#checkpoints .checkpoint.edit')].some((c) => c.textContent.startsWith('#7 turn 2 · edit'))").await;
+    b.wait_for("[...document.querySelectorAll('#checkpoints .checkpoint.edit')].some((c) => /^#\\d+ turn 2 · edit/.test(c.textContent))").await;
     looked_at(&mut b, "10-edited-between-turns").await;
 
     // A fork with a patch: the new session starts with the field set, and says so.
@@ -1078,6 +1113,11 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
 /// Clicks the middle of the element `selector` with the mouse (DevTools' input events), as a
 /// person does: an SVG node has no `click()` of its own.
 async fn mouse_click(b: &mut Browser, selector: &str) {
+    mouse_click_with(b, selector, 0).await
+}
+
+/// [`mouse_click`] with modifier keys held (DevTools' bits: 8 is Shift).
+async fn mouse_click_with(b: &mut Browser, selector: &str, modifiers: u32) {
     let at = b
         .eval(&format!(
             "(() => {{ const e = document.querySelector({selector:?}); e.scrollIntoView({{block: 'center'}});
@@ -1086,7 +1126,7 @@ async fn mouse_click(b: &mut Browser, selector: &str) {
         .await;
     let (x, y) = (at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
     for kind in ["mousePressed", "mouseReleased"] {
-        b.call("Input.dispatchMouseEvent", json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1}))
-            .await;
+        let click = json!({"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1, "modifiers": modifiers});
+        b.call("Input.dispatchMouseEvent", click).await;
     }
 }

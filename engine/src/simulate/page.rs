@@ -77,6 +77,18 @@ pub fn sweep(report: &SweepReport) -> String {
         escape(&param.join(" × ")),
         escape(seed)
     );
+    // The sweep at a glance, as the command line prints it first.
+    let rows = report.table();
+    body.push_str("<table class=summary>");
+    for (i, row) in rows.iter().enumerate() {
+        let cell = if i == 0 { "th" } else { "td" };
+        body.push_str("<tr>");
+        for x in row {
+            let _ = write!(body, "<{cell}>{}</{cell}>", escape(x));
+        }
+        body.push_str("</tr>");
+    }
+    body.push_str("</table>");
     let players: Vec<&str> =
         points.first().map(|p| p.players.iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
     for (i, player) in players.iter().enumerate() {

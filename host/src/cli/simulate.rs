@@ -211,31 +211,7 @@ fn sweep(
 /// A sweep at a glance: a line per value (or grid cell) and player, a column per outcome any
 /// game ended in, each its share and 95% interval. The detail of each value follows it.
 fn sweep_summary(report: &SweepReport) -> String {
-    let pct = |x: f64| ruleweave::text::decimals(x * 100.0, 1);
-    let outcomes: std::collections::BTreeSet<&String> =
-        report.sweep.iter().flat_map(|p| &p.players).flat_map(|p| p.outcomes.keys()).collect();
-    let value_of = |v: &serde_json::Value, param: &str| match v {
-        serde_json::Value::Object(m) => m.get(param).map(ToString::to_string).unwrap_or_default(),
-        v => v.to_string(),
-    };
-    let mut head: Vec<String> = report.params.clone();
-    head.push("player".into());
-    head.extend(outcomes.iter().map(|o| outcome_label(o, report.max_turns)));
-    let mut rows = vec![head];
-    for point in &report.sweep {
-        for player in &point.players {
-            let mut row: Vec<String> = report.params.iter().map(|p| value_of(&point.value, p)).collect();
-            row.push(player.name.clone());
-            for outcome in &outcomes {
-                let (share, low, high) = match player.outcomes.get(*outcome) {
-                    Some(s) => (s.share, s.low, s.high),
-                    None => (0.0, 0.0, ruleweave::simulate::wilson(0, player.games).1),
-                };
-                row.push(format!("{}% ({}–{}%)", pct(share), pct(low), pct(high)));
-            }
-            rows.push(row);
-        }
-    }
+    let rows = report.table();
     let widths: Vec<usize> = (0..rows[0].len())
         .map(|c| rows.iter().map(|r| r.get(c).map_or(0, |x| x.chars().count())).max().unwrap_or(0))
         .collect();
