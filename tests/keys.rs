@@ -429,3 +429,58 @@ async fn a_revoked_keys_stream_ends() {
     }
     assert!(!names.iter().any(|n| n == "turn"), "no turn reached a revoked key: {names:?}");
 }
+
+/// An issued key K makes session A; A's key forks A into F, and F's key forks F into G. With A
+/// deleted, K still reaches F and G, and F's key G; revoking K then ends every key down the
+/// line (401), whichever replica (`one`, `two`) is asked.
+async fn a_deleted_parent_cuts_nothing(one: &str, two: &str) {
+    let (k, key) = issue(one, "a game server", None).await;
+    let (a, a_key) = open(two, &key).await;
+    let fork = |base: &str, id: &str, with: &str| {
+        let (base, id, with) = (base.to_owned(), id.to_owned(), with.to_owned());
+        async move {
+            let url = format!("{base}/v1/sessions/{id}/fork");
+            let (status, forked) = call(Method::POST, &url, &with, Some(json!({"checkpoint": 0}))).await;
+            assert_eq!(status, StatusCode::CREATED, "{forked}");
+            (forked["id"].as_str().unwrap().to_owned(), forked["key"].as_str().unwrap().to_owned())
+        }
+    };
+    let (f, f_key) = fork(one, &a, &a_key).await;
+    let (g, g_key) = fork(two, &f, &f_key).await;
+    let (status, _) = call(Method::DELETE, &format!("{one}/v1/sessions/{a}"), &key, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    for (base, id, with, who) in [(two, &f, &key, "K, F"), (one, &g, &key, "K, G"), (two, &g, &f_key, "F's key, G")] {
+        let (status, body) = call(Method::GET, &format!("{base}/v1/sessions/{id}"), with, None).await;
+        assert_eq!(status, StatusCode::OK, "{who}: the parent's deletion cut nothing: {body}");
+    }
+    let (status, _) = call(Method::DELETE, &format!("{two}/v1/keys/{k}"), OPERATOR, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    for (base, id, with, who) in [(one, &f, &f_key, "F's key"), (two, &g, &g_key, "G's key"), (one, &f, &key, "K")] {
+        let (status, body) = call(Method::GET, &format!("{base}/v1/sessions/{id}"), with, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{who}: revoked down the line: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_follows_every_fork_in_memory() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let s = server(root.path()).await;
+    a_deleted_parent_cuts_nothing(&s.url, &s.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_follows_every_fork_on_sqlite() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let db = format!("sqlite://{}", root.path().join("keys.db").display());
+    let server = support::start(root.path(), &db, &[("RULEWEAVE_TOKEN", OPERATOR)]);
+    a_deleted_parent_cuts_nothing(&server.url, &server.url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revocation_follows_every_fork_on_two_replicas() {
+    let Some(url) = support::postgres() else { return };
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let env = [("RULEWEAVE_TOKEN", OPERATOR)];
+    let (one, two) = (support::start(root.path(), &url, &env), support::start(root.path(), &url, &env));
+    a_deleted_parent_cuts_nothing(&one.url, &two.url).await;
+}

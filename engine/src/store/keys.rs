@@ -50,6 +50,34 @@ pub struct IssuedKey {
     pub created_at: i64,
 }
 
+/// Where a session comes from, kept with it when it is made (so a deleted parent cuts nothing):
+/// the issued key it goes back to, and the sessions whose keys made it, up its chain of forks
+/// (the nearest last). A session's own key reaches the forks whose lineage names it; an issued
+/// key, the sessions whose issuer it is; revoking an issued key ends every key of those.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lineage {
+    /// The issued key it goes back to, if one made it or the session it was forked from.
+    pub issuer: Option<String>,
+    /// The sessions whose keys made it, oldest first.
+    pub sessions: Vec<String>,
+}
+
+impl Lineage {
+    /// What a session made by `owner` (`key:<id>`, `session:<id>`) comes from, given the owning
+    /// session's own lineage.
+    pub fn made_by(owner: &str, parent: Option<&Lineage>) -> Lineage {
+        match (owner.strip_prefix("key:"), owner.strip_prefix("session:")) {
+            (Some(key), _) => Lineage { issuer: Some(key.to_owned()), sessions: Vec::new() },
+            (_, Some(session)) => {
+                let mut l = parent.cloned().unwrap_or_default();
+                l.sessions.push(session.to_owned());
+                l
+            }
+            _ => Lineage::default(),
+        }
+    }
+}
+
 /// The hash a key is kept and found by: SHA-256 of its secret, in hex. Secrets are random and
 /// long, so a plain hash keeps a stolen store from opening anything.
 pub fn key_hash(secret: &str) -> String {
@@ -80,8 +108,13 @@ pub trait Keys: Send + Sync {
     /// off the table).
     fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>>;
 
-    /// Records that `owner` made `session` (`key:<id>`, `session:<id>`).
+    /// Records that `owner` made `session` (`key:<id>`, `session:<id>`), and with it the
+    /// session's [`Lineage`], from its owner's as it stands now.
     fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Where `session` comes from, when a key made it: one lookup, whatever became of the
+    /// sessions it was forked from.
+    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>>;
 
     /// Who made `session`, when a key did.
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
@@ -137,16 +170,9 @@ impl Keys for MemoryStore {
     fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         let mut keys = self.keys();
         let revoked = keys.issued.remove(id).is_some();
-        // What the key made, and what those made in turn.
-        let mut made = vec![format!("key:{id}")];
-        let mut reached = std::collections::HashSet::new();
-        while let Some(owner) = made.pop() {
-            for (session, o) in &keys.owners {
-                if *o == owner && reached.insert(session.clone()) {
-                    made.push(format!("session:{session}"));
-                }
-            }
-        }
+        // Every session that goes back to the key, whichever of its parents are gone.
+        let reached: std::collections::HashSet<String> =
+            keys.lineage.iter().filter(|(_, l)| l.issuer.as_deref() == Some(id)).map(|(s, _)| s.clone()).collect();
         keys.sessions.retain(|_, (s, _)| !reached.contains(s));
         ready(Ok(revoked))
     }
@@ -165,8 +191,16 @@ impl Keys for MemoryStore {
         if !self.with(|m| m.contains_key(session)) {
             return ready(Err(no_session(session)));
         }
-        self.keys().owners.insert(session.to_owned(), owner.to_owned());
+        let mut keys = self.keys();
+        let parent = owner.strip_prefix("session:").and_then(|p| keys.lineage.get(p));
+        let lineage = Lineage::made_by(owner, parent);
+        keys.lineage.insert(session.to_owned(), lineage);
+        keys.owners.insert(session.to_owned(), owner.to_owned());
         ready(Ok(()))
+    }
+
+    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
+        ready(Ok(self.keys().lineage.get(session).cloned()))
     }
 
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
@@ -207,6 +241,10 @@ impl Keys for SqliteStore {
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         Box::pin(owner(self.sql(), session))
     }
+
+    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
+        Box::pin(lineage(self.sql(), session))
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -241,6 +279,10 @@ impl Keys for PostgresStore {
 
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         Box::pin(owner(self.sql(), session))
+    }
+
+    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
+        Box::pin(lineage(self.sql(), session))
     }
 }
 
@@ -345,18 +387,15 @@ async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
-    // The key, and in one transaction every key of the sessions it made and of theirs (a fork
-    // made with a session's key is owned by `session:<id>`), found by a recursive query.
+    // The key, and in one transaction every key of the sessions that go back to it (their
+    // issuer, kept with each session when it was made, whichever of its parents are gone).
     on_pool!(sql, pool => async {
         let mut tx = pool.begin().await?;
         let gone = sqlx::query("DELETE FROM issued_keys WHERE id = $1").bind(id).execute(&mut *tx).await?;
         sqlx::query(
-            "WITH RECURSIVE made(session_id) AS ( \
-                 SELECT session_id FROM session_owners WHERE owner = $1 \
-                 UNION SELECT o.session_id FROM session_owners o JOIN made m ON o.owner = 'session:' || m.session_id \
-             ) DELETE FROM session_keys WHERE session_id IN (SELECT session_id FROM made)",
+            "DELETE FROM session_keys WHERE session_id IN (SELECT session_id FROM session_owners WHERE issuer = $1)",
         )
-        .bind(format!("key:{id}"))
+        .bind(id)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -399,16 +438,40 @@ async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
+    // The lineage from the owning session's row as it stands now (see `Lineage::made_by`),
+    // written in the same statement.
+    let parent = match owner.strip_prefix("session:") {
+        Some(p) => lineage(sql, p).await?,
+        None => None,
+    };
+    let made = Lineage::made_by(owner, parent.as_ref());
     on_pool!(sql, pool => sqlx::query(
-            "INSERT INTO session_owners (session_id, owner) VALUES ($1, $2) \
-             ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner",
+            "INSERT INTO session_owners (session_id, owner, issuer, lineage) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, issuer = excluded.issuer, lineage = excluded.lineage",
         )
         .bind(session)
         .bind(owner)
+        .bind(made.issuer.as_deref())
+        .bind(made.sessions.join(" "))
         .execute(pool)
         .await
         .map(|_| ()))
     .map_err(|e| gone_or("cannot record who made a session", session, e))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn lineage(sql: Sql<'_>, session: &str) -> Result<Option<Lineage>> {
+    let row: Option<(Option<String>, String)> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT issuer, lineage FROM session_owners WHERE session_id = $1",
+        )
+        .bind(session)
+        .fetch_optional(pool)
+        .await)
+    .map_err(|e| store_error("cannot read where a session comes from", e))?;
+    Ok(row.map(|(issuer, sessions)| Lineage {
+        issuer,
+        sessions: sessions.split_whitespace().map(str::to_owned).collect(),
+    }))
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

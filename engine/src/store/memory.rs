@@ -103,6 +103,8 @@ pub(super) struct MemoryKeys {
     pub(super) issued: HashMap<String, (String, super::IssuedKey)>,
     /// session → owner.
     pub(super) owners: HashMap<String, String>,
+    /// session → where it comes from (kept with it, not with its parent).
+    pub(super) lineage: HashMap<String, super::Lineage>,
 }
 
 impl MemoryKeys {
@@ -115,6 +117,7 @@ impl MemoryKeys {
     pub(super) fn retain_sessions(&mut self, exists: impl Fn(&str) -> bool) {
         self.sessions.retain(|_, (s, _)| exists(s));
         self.owners.retain(|s, _| exists(s));
+        self.lineage.retain(|s, _| exists(s));
     }
 }
 

@@ -38,7 +38,7 @@ use tokio::sync::broadcast;
 pub use counters::{Bump, Counters};
 pub use index::{Expiry, SessionIndex, SessionQuery};
 pub use jobs::{JOB_KEPT_MS, Job, JobState, Jobs};
-pub use keys::{Grant, IssuedKey, Keys, key_hash};
+pub use keys::{Grant, IssuedKey, Keys, Lineage, key_hash};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]

@@ -410,6 +410,33 @@ async fn keys(store: Arc<dyn Store>) {
         assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: what the key handed out goes with it");
     }
     assert!(keys.find_key(&h("s")).await.unwrap().is_some(), "a session it did not make keeps its key");
+
+    // Where a session comes from is kept with it: a fork of a fork goes back to the issued key
+    // and names the sessions whose keys made it, and deleting its parent cuts neither its reach
+    // nor its revocation.
+    let lineage = keys.lineage(&c).await.unwrap().expect("a fork made with a key has a lineage");
+    assert_eq!((lineage.issuer.as_deref(), lineage.sessions.clone()), (Some(issued.id.as_str()), vec![b.clone()]));
+    let k2 = IssuedKey { id: format!("{a}-k2"), label: "another".into(), packs: None, created_at: 6 };
+    keys.add_key(&h("k2"), &Grant::Issued(k2.clone())).await.unwrap();
+    let (p, f, g) = (id("parent"), id("fork"), id("fork"));
+    for s in [&p, &f, &g] {
+        store.create(&session(s), &start()).await.unwrap();
+    }
+    keys.set_owner(&p, &format!("key:{}", k2.id)).await.unwrap();
+    keys.set_owner(&f, &format!("session:{p}")).await.unwrap();
+    keys.set_owner(&g, &format!("session:{f}")).await.unwrap();
+    keys.add_key(&h("f"), &Grant::Session { session: f.clone() }).await.unwrap();
+    keys.add_key(&h("g"), &Grant::Session { session: g.clone() }).await.unwrap();
+    store.delete(&p).await.unwrap();
+    let lineage = keys.lineage(&g).await.unwrap().unwrap();
+    assert_eq!((lineage.issuer.as_deref(), lineage.sessions), (Some(k2.id.as_str()), vec![p.clone(), f.clone()]));
+    assert!(keys.revoke_key(&k2.id).await.unwrap());
+    for handed in ["f", "g"] {
+        assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: revoked though its parent is gone");
+    }
+    assert_eq!(keys.lineage("no-such-session").await.unwrap(), None);
+    store.delete(&f).await.unwrap();
+    store.delete(&g).await.unwrap();
     store.delete(&c).await.unwrap();
     store.delete(&a).await.unwrap();
     store.delete(&b).await.unwrap();

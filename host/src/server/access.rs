@@ -184,40 +184,30 @@ impl Access {
     }
 
     /// Whether this request reaches session `id`: a session that is not its key's answers as one
-    /// that does not exist.
+    /// that does not exist. One lookup of where the session comes from (its `Lineage`, kept
+    /// with it), whether it exists or not, whatever became of its parents: an issued key reaches
+    /// the sessions it goes back to, a session's key its own and the forks made down its line.
     pub(crate) async fn reach(&self, s: &Shared, id: &str) -> ApiResult<()> {
         let reaches = match self {
             Access::Open | Access::Operator => true,
-            Access::Session(own) if own == id => true,
             Access::Player { session, .. } => session == id,
-            Access::Session(_) | Access::Issued(_) => match self.owner() {
-                Some(maker) => made_by(keys(s)?, id, &maker).await?,
-                None => false,
-            },
+            Access::Session(own) if own == id => true,
+            Access::Session(_) | Access::Issued(_) => self.reaches(keys(s)?, id).await?,
         };
         if reaches { Ok(()) } else { Err(no_session(id)) }
     }
-}
 
-/// Whether `maker` made session `id`: directly, or by making a session whose key (or whose
-/// forks' keys, and so on) made it. The chain is walked up from `id`, at most [`MOST_FORKS`] deep.
-async fn made_by(keys: &dyn Keys, id: &str, maker: &str) -> ruleweave::Result<bool> {
-    let mut at = id.to_owned();
-    for _ in 0..MOST_FORKS {
-        match keys.owner(&at).await? {
-            Some(owner) if owner == maker => return Ok(true),
-            Some(owner) => match owner.strip_prefix("session:") {
-                Some(parent) => at = parent.to_owned(),
-                None => return Ok(false),
-            },
-            None => return Ok(false),
-        }
+    /// Whether a session or issued key reaches `id` by where it comes from: one lookup, the same
+    /// for a session that is someone else's and for one that does not exist.
+    async fn reaches(&self, keys: &dyn Keys, id: &str) -> ruleweave::Result<bool> {
+        let lineage = keys.lineage(id).await?;
+        Ok(match self {
+            Access::Session(own) => lineage.is_some_and(|l| l.sessions.contains(own)),
+            Access::Issued(k) => lineage.is_some_and(|l| l.issuer.as_deref() == Some(&k.id)),
+            Access::Open | Access::Operator | Access::Player { .. } => false,
+        })
     }
-    Ok(false)
 }
-
-/// How far up a chain of forks a key's reach is followed (each fork made with its parent's key).
-const MOST_FORKS: usize = 64;
 
 /// What a session that does not exist answers: the engine's own error.
 pub(crate) fn no_session(id: &str) -> ApiError {
@@ -412,6 +402,119 @@ fn table_in_markdown() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A memory store's keys, counting the lookups of where sessions come from.
+    struct Counted(ruleweave::store::MemoryStore, std::sync::atomic::AtomicUsize);
+
+    impl Keys for Counted {
+        fn add_key<'a>(
+            &'a self,
+            hash: &'a str,
+            grant: &'a Grant,
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<()>> {
+            self.0.add_key(hash, grant)
+        }
+        fn find_key<'a>(&'a self, hash: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Option<Grant>>> {
+            self.0.find_key(hash)
+        }
+        fn issued_keys(&self) -> ruleweave::llm::BoxFuture<'_, ruleweave::Result<Vec<IssuedKey>>> {
+            self.0.issued_keys()
+        }
+        fn revoke_key<'a>(&'a self, id: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<bool>> {
+            self.0.revoke_key(id)
+        }
+        fn drop_player_key<'a>(
+            &'a self,
+            s: &'a str,
+            p: &'a str,
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<()>> {
+            self.0.drop_player_key(s, p)
+        }
+        fn keep_player_keys<'a>(
+            &'a self,
+            s: &'a str,
+            p: &'a [String],
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<()>> {
+            self.0.keep_player_keys(s, p)
+        }
+        fn set_owner<'a>(&'a self, s: &'a str, o: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<()>> {
+            self.0.set_owner(s, o)
+        }
+        fn owner<'a>(&'a self, s: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Option<String>>> {
+            self.0.owner(s)
+        }
+        fn lineage<'a>(
+            &'a self,
+            s: &'a str,
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Option<ruleweave::store::Lineage>>> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.lineage(s)
+        }
+    }
+
+    /// "Not yours" and "absent" cost the same store lookups, so neither the answer nor the work
+    /// behind it tells whether a session exists; a deep fork is one lookup too.
+    #[tokio::test]
+    async fn a_session_not_yours_costs_what_an_absent_one_does() {
+        use ruleweave::Store;
+        let store = ruleweave::store::MemoryStore::new();
+        let make = |id: &str| ruleweave::store::SessionInfo {
+            id: id.into(),
+            pack: "p".into(),
+            pack_version: "v".into(),
+            options: serde_json::json!({}),
+            seed: 1,
+            turns: 0,
+            head: 0,
+            head_kind: ruleweave::store::CheckpointKind::Start,
+            snapshot_seq: 0,
+            finished: false,
+            finished_at: None,
+            created_at: 0,
+            updated_at: 0,
+            parent: None,
+            edited_turn: None,
+            lobby: false,
+        };
+        let start = ruleweave::store::Checkpoint {
+            seq: 0,
+            turn: 0,
+            kind: ruleweave::store::CheckpointKind::Start,
+            step: None,
+            pack_version: "v".into(),
+            input: None,
+            updates: Vec::new(),
+            snapshot: Some(serde_json::json!({})),
+            exchanges: Default::default(),
+            resume: None,
+            finished: false,
+            created_at: 0,
+            bumps: Vec::new(),
+        };
+        for id in ["mine", "fork", "deep", "theirs"] {
+            store.create(&make(id), &start).await.unwrap();
+        }
+        let keys = Counted(store, Default::default());
+        keys.set_owner("mine", "key:k").await.unwrap();
+        keys.set_owner("fork", "session:mine").await.unwrap();
+        keys.set_owner("deep", "session:fork").await.unwrap();
+        keys.set_owner("theirs", "key:other").await.unwrap();
+        let lookups = |access: &Access, id: &'static str| {
+            let (access, keys) = (access.clone(), &keys);
+            async move {
+                let before = keys.1.load(std::sync::atomic::Ordering::Relaxed);
+                let reached = access.reaches(keys, id).await.unwrap();
+                (reached, keys.1.load(std::sync::atomic::Ordering::Relaxed) - before)
+            }
+        };
+        let issued = Access::Issued(IssuedKey { id: "k".into(), label: "k".into(), packs: None, created_at: 0 });
+        let session = Access::Session("mine".into());
+        for access in [&issued, &session] {
+            assert_eq!(lookups(access, "deep").await, (true, 1), "{access:?} reaches down its line in one lookup");
+            assert_eq!(lookups(access, "theirs").await, (false, 1), "{access:?}: not yours");
+            assert_eq!(lookups(access, "absent").await, (false, 1), "{access:?}: absent, the same");
+        }
+    }
 
     #[test]
     fn every_guarded_route_has_one_rule_and_every_rule_a_route() {
