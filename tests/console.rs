@@ -643,6 +643,9 @@ async fn a_session_key_opens_its_session_in_the_console() {
     let stored = b.eval("[sessionStorage.getItem('ruleweave-token'), localStorage.getItem('ruleweave-token')]").await;
     assert_eq!(stored, json!([key, null]));
     b.eval("document.getElementById('problem').hidden = true").await;
+    // A player's key plays; nothing for debugging is on screen (the server would refuse it).
+    let shown = "[...document.querySelectorAll('#state button.edit, #replay-btn, #fork-patch')].filter((e) => e.offsetParent !== null).length";
+    assert_eq!(b.eval(shown).await, json!(0), "no edit, replay or patch for a player's key");
     looked_at(&mut b, "session-key").await;
 
     // The operator's token: a session it opens shows its key, once.
@@ -651,8 +654,11 @@ async fn a_session_key_opens_its_session_in_the_console() {
     ))
     .await;
     open_pack(&mut b, "pirate", json!({})).await;
-    let shown = b.text("#skey").await;
-    assert!(shown.starts_with("key rw_session_") && shown.contains("shown once"), "{shown}");
+    let key_shown = b.text("#skey").await;
+    assert!(key_shown.starts_with("key rw_session_") && key_shown.contains("shown once"), "{key_shown}");
+    // The operator debugs: the state's edit buttons, replay and the fork's patch are there.
+    b.wait_for("document.querySelector('#state button.edit')").await;
+    assert!(b.eval(shown).await.as_u64().unwrap() > 2, "the operator's controls are on screen");
 }
 
 /// What a person reads in the console's middle column: the pack's things and no other's.

@@ -117,15 +117,13 @@ async fn two_clients_cannot_reach_each_others_sessions() {
     let (status, turn) =
         call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, Some(json!({"input": "Ahoy!"}))).await;
     assert_eq!(status, StatusCode::OK, "{turn}");
-    // It steps and edits its own session too.
+    // It plays; it does not debug (a player must not edit the game they play).
     let stepped = Some(json!({"input": "Again!", "break": {"after": ["merit_check"]}}));
-    let (status, held) = call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, stepped).await;
-    assert_eq!((status, &held["paused"]["after"]), (StatusCode::OK, &json!("merit_check")), "{held}");
-    let set = Some(json!({"set": {"merit_score": 1}}));
-    let (status, edited) = call(Method::PATCH, &format!("{base}/v1/sessions/{a}/state"), &a_key, set).await;
-    assert_eq!((status, &edited["state"]["merit_score"]), (StatusCode::OK, &json!(1)), "{edited}");
-    let (status, done) = call(Method::POST, &format!("{base}/v1/sessions/{a}/resume"), &a_key, None).await;
-    assert_eq!((status, &done["turn"]), (StatusCode::OK, &json!(2)), "{done}");
+    let (status, refused) = call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, stepped).await;
+    assert_eq!((status, &refused["error"]["code"]), (StatusCode::FORBIDDEN, &json!("forbidden")), "{refused}");
+    let (status, turn) =
+        call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, Some(json!({"input": "Again!"}))).await;
+    assert_eq!((status, &turn["turn"]), (StatusCode::OK, &json!(2)), "{turn}");
     assert_eq!(call(Method::GET, &format!("{base}/v1/packs"), &a_key, None).await.0, StatusCode::OK);
     for (method, path) in [(Method::GET, "/metrics"), (Method::GET, "/v1/keys"), (Method::POST, "/v1/sessions")] {
         let (status, body) =
@@ -483,4 +481,116 @@ async fn revocation_follows_every_fork_on_two_replicas() {
     let env = [("RULEWEAVE_TOKEN", OPERATOR)];
     let (one, two) = (support::start(root.path(), &url, &env), support::start(root.path(), &url, &env));
     a_deleted_parent_cuts_nothing(&one.url, &two.url).await;
+}
+
+/// Playing is not debugging. With a token, a session's key (and a player's) plays, reads and
+/// streams; editing the state, breakpoints, resuming a held turn, forking with `set` and
+/// replaying are 403 for it. An issued key given `"rights": ["debug"]` does all of them, and so
+/// does the key of a session it made with `"debug": true` (a designer's playtest) and the forks
+/// made with that key; a key without the right cannot ask for such a session. `GET /v1/access`
+/// says each key's rights. An issued key may expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_players_key_plays_and_only_a_debuggers_key_debugs() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let (_, player_server) = issue(base, "a game server", None).await;
+    let (_, session_key) = open(base, &player_server).await;
+    let (_, key) = call(Method::GET, &format!("{base}/v1/access"), &session_key, None).await;
+    assert_eq!(key["rights"], json!([]), "{key}");
+    // What a playing key may not do, each refused by name, and what it may.
+    let debugging = |id: &str| {
+        vec![
+            (
+                Method::POST,
+                format!("/v1/sessions/{id}/turns"),
+                json!({"input": "x", "break": {"before": ["merit_check"]}}),
+            ),
+            (Method::PATCH, format!("/v1/sessions/{id}/state"), json!({"set": {"is_won": true}})),
+            (Method::POST, format!("/v1/sessions/{id}/fork"), json!({"checkpoint": 0, "set": {"merit_score": 100}})),
+            (Method::POST, format!("/v1/sessions/{id}/replay"), json!({})),
+        ]
+    };
+    let (mine, mine_key) = open(base, &player_server).await;
+    for (method, path, body) in debugging(&mine) {
+        for key in [&mine_key, &player_server] {
+            let (status, refused) = call(method.clone(), &format!("{base}{path}"), key, Some(body.clone())).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {refused}");
+            assert!(refused["error"]["message"].as_str().unwrap().contains("is debugging: it needs"), "{refused}");
+        }
+    }
+    let (status, refused) = call(
+        Method::POST,
+        &format!("{base}/v1/sessions"),
+        &player_server,
+        Some(json!({"pack": "pirate", "debug": true})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a playing key makes no debugging session: {refused}");
+    let (status, played) =
+        call(Method::POST, &format!("{base}/v1/sessions/{mine}/turns"), &mine_key, Some(json!({"input": "Ahoy!"})))
+            .await;
+    assert_eq!(status, StatusCode::OK, "{played}");
+
+    // A designer's key: everything, and a playtest session whose key may debug too.
+    let (status, designer) = call(
+        Method::POST,
+        &format!("{base}/v1/keys"),
+        OPERATOR,
+        Some(json!({"label": "designer", "rights": ["debug"]})),
+    )
+    .await;
+    assert_eq!((status, &designer["rights"]), (StatusCode::CREATED, &json!(["debug"])), "{designer}");
+    let designer = designer["key"].as_str().unwrap().to_owned();
+    let (_, me) = call(Method::GET, &format!("{base}/v1/access"), &designer, None).await;
+    assert_eq!(me["rights"], json!(["debug"]));
+    let (status, opened) =
+        call(Method::POST, &format!("{base}/v1/sessions"), &designer, Some(json!({"pack": "pirate", "debug": true})))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let (test, test_key) = (opened["id"].as_str().unwrap().to_owned(), opened["key"].as_str().unwrap().to_owned());
+    let (_, me) = call(Method::GET, &format!("{base}/v1/access"), &test_key, None).await;
+    assert_eq!(me["rights"], json!(["debug"]), "a playtest's key may debug it: {me}");
+    for (key, who) in [(&designer, "the designer's key"), (&test_key, "the playtest's key")] {
+        let (status, held) = call(
+            Method::POST,
+            &format!("{base}/v1/sessions/{test}/turns"),
+            key,
+            Some(json!({"input": "Ahoy!", "break": {"after": ["merit_check"]}})),
+        )
+        .await;
+        assert_eq!((status, &held["held"]), (StatusCode::OK, &json!(true)), "{who}: {held}");
+        let set = Some(json!({"set": {"merit_score": 1}}));
+        let (status, edited) = call(Method::PATCH, &format!("{base}/v1/sessions/{test}/state"), key, set).await;
+        assert_eq!((status, &edited["state"]["merit_score"]), (StatusCode::OK, &json!(1)), "{who}: {edited}");
+        let (status, done) = call(Method::POST, &format!("{base}/v1/sessions/{test}/resume"), key, None).await;
+        assert_eq!((status, done.get("held")), (StatusCode::OK, None), "{who}: {done}");
+        let (status, _) = call(Method::POST, &format!("{base}/v1/sessions/{test}/replay"), key, Some(json!({}))).await;
+        assert_eq!(status, StatusCode::OK, "{who} replays");
+    }
+    let fork = Some(json!({"checkpoint": 0, "set": {"merit_score": 50}}));
+    let (status, forked) = call(Method::POST, &format!("{base}/v1/sessions/{test}/fork"), &test_key, fork).await;
+    assert_eq!((status, &forked["state"]["merit_score"]), (StatusCode::CREATED, &json!(50)), "{forked}");
+    let (_, me) = call(Method::GET, &format!("{base}/v1/access"), forked["key"].as_str().unwrap(), None).await;
+    assert_eq!(me["rights"], json!(["debug"]), "a playtest's fork may be debugged with its own key: {me}");
+
+    // An issued key may expire (the store refuses it after: `store::tests`' keys); it says
+    // when, and opens until then. A bad right or lifetime is refused by name.
+    let (status, brief) =
+        call(Method::POST, &format!("{base}/v1/keys"), OPERATOR, Some(json!({"label": "brief", "expires_in": 3600})))
+            .await;
+    assert_eq!(status, StatusCode::CREATED, "{brief}");
+    assert!(brief["expires_at"].as_str().is_some_and(|t| t > brief["created_at"].as_str().unwrap()), "{brief}");
+    assert_eq!(
+        call(Method::GET, &format!("{base}/v1/packs"), brief["key"].as_str().unwrap(), None).await.0,
+        StatusCode::OK
+    );
+    for (body, says) in [
+        (json!({"label": "x", "rights": ["root"]}), "there is no right `root`"),
+        (json!({"label": "x", "expires_in": 0}), "`expires_in` is 1 to "),
+    ] {
+        let (status, refused) = call(Method::POST, &format!("{base}/v1/keys"), OPERATOR, Some(body)).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains(says), "{refused}");
+    }
 }

@@ -27,6 +27,10 @@ pub enum Grant {
     Session {
         /// The session.
         session: String,
+        /// Whether it may debug its session (edit its state, hold and resume its turns, fork
+        /// with a patch, replay): a session made with `"debug": true` by a key that may (a
+        /// designer's playtest), or forked with such a session's key.
+        debug: bool,
     },
     /// A player's key in a session's lobby: that player's own answers.
     Player {
@@ -46,8 +50,20 @@ pub struct IssuedKey {
     pub label: String,
     /// The packs it may play; `None` for every pack.
     pub packs: Option<Vec<String>>,
+    /// What it may do beyond playing: `debug` (edit state, hold and resume turns, fork with a
+    /// patch, replay, and make sessions whose keys may).
+    pub rights: Vec<String>,
+    /// When it stops opening anything, unix milliseconds; never when `None`.
+    pub expires_at: Option<i64>,
     /// When it was issued, unix milliseconds.
     pub created_at: i64,
+}
+
+impl IssuedKey {
+    /// Whether it has expired at `now` (unix milliseconds).
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
 }
 
 /// Where a session comes from, kept with it when it is made (so a deleted parent cuts nothing):
@@ -90,7 +106,8 @@ pub trait Keys: Send + Sync {
     /// exist; a player's new key replaces their old one.
     fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>>;
 
-    /// What the key whose secret hashes to `hash` opens, if it is one (and not revoked).
+    /// What the key whose secret hashes to `hash` opens, if it is one (and not revoked, nor
+    /// expired).
     fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>>;
 
     /// The keys the operator issued, oldest first.
@@ -137,8 +154,11 @@ impl Keys for MemoryStore {
                 keys.issued.insert(key.id.clone(), (hash.to_owned(), key.clone()));
                 Ok(())
             }
-            Grant::Session { session } if exists(session) => {
+            Grant::Session { session, debug } if exists(session) => {
                 keys.sessions.insert(hash.to_owned(), (session.clone(), None));
+                if *debug {
+                    keys.debug.insert(hash.to_owned());
+                }
                 Ok(())
             }
             Grant::Player { session, player } if exists(session) => {
@@ -146,17 +166,22 @@ impl Keys for MemoryStore {
                 keys.sessions.insert(hash.to_owned(), (session.clone(), Some(player.clone())));
                 Ok(())
             }
-            Grant::Session { session } | Grant::Player { session, .. } => Err(no_session(session)),
+            Grant::Session { session, .. } | Grant::Player { session, .. } => Err(no_session(session)),
         };
         ready(done)
     }
 
     fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
         let keys = self.keys();
+        let now = crate::vocab::now_ms();
         let found = match keys.sessions.get(hash) {
-            Some((session, None)) => Some(Grant::Session { session: session.clone() }),
+            Some((session, None)) => {
+                Some(Grant::Session { session: session.clone(), debug: keys.debug.contains(hash) })
+            }
             Some((session, Some(player))) => Some(Grant::Player { session: session.clone(), player: player.clone() }),
-            None => keys.issued.values().find(|(h, _)| h == hash).map(|(_, k)| Grant::Issued(k.clone())),
+            None => {
+                keys.issued.values().find(|(h, k)| h == hash && !k.expired(now)).map(|(_, k)| Grant::Issued(k.clone()))
+            }
         };
         ready(Ok(found))
     }
@@ -298,24 +323,29 @@ async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
     match grant {
         Grant::Issued(k) => {
             let packs = k.packs.as_ref().map(|p| serde_json::to_string(p).unwrap_or_else(|_| "[]".into()));
+            let rights = serde_json::to_string(&k.rights).unwrap_or_else(|_| "[]".into());
             on_pool!(sql, pool => sqlx::query(
-                    "INSERT INTO issued_keys (id, hash, label, packs, created_at) VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO issued_keys (id, hash, label, packs, created_at, rights, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
                 .bind(&k.id)
                 .bind(hash)
                 .bind(&k.label)
                 .bind(packs)
                 .bind(k.created_at)
+                .bind(rights)
+                .bind(k.expires_at)
                 .execute(pool)
                 .await
                 .map(|_| ()))
             .map_err(|e| store_error("cannot keep a key", e))
         }
-        Grant::Session { session } => on_pool!(sql, pool => sqlx::query(
-                "INSERT INTO session_keys (hash, session_id, player) VALUES ($1, $2, NULL)",
+        Grant::Session { session, debug } => on_pool!(sql, pool => sqlx::query(
+                "INSERT INTO session_keys (hash, session_id, player, debug) VALUES ($1, $2, NULL, $3)",
             )
             .bind(hash)
             .bind(session)
+            .bind(*debug)
             .execute(pool)
             .await
             .map(|_| ()))
@@ -343,41 +373,50 @@ async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn find(sql: Sql<'_>, hash: &str) -> Result<Option<Grant>> {
-    let session: Option<(String, Option<String>)> = on_pool!(sql, pool => sqlx::query_as(
-            "SELECT session_id, player FROM session_keys WHERE hash = $1",
+    let session: Option<(String, Option<String>, bool)> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT session_id, player, debug FROM session_keys WHERE hash = $1",
         )
         .bind(hash)
         .fetch_optional(pool)
         .await)
     .map_err(|e| store_error("cannot look a key up", e))?;
-    if let Some((session, player)) = session {
+    if let Some((session, player, debug)) = session {
         return Ok(Some(match player {
-            None => Grant::Session { session },
+            None => Grant::Session { session, debug },
             Some(player) => Grant::Player { session, player },
         }));
     }
-    let issued: Option<(String, String, Option<String>, i64)> = on_pool!(sql, pool => sqlx::query_as(
-            "SELECT id, label, packs, created_at FROM issued_keys WHERE hash = $1",
+    let issued: Option<IssuedRow> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT id, label, packs, created_at, rights, expires_at FROM issued_keys WHERE hash = $1",
         )
         .bind(hash)
         .fetch_optional(pool)
         .await)
     .map_err(|e| store_error("cannot look a key up", e))?;
-    issued.map(|row| issued_key(row).map(Grant::Issued)).transpose()
+    let now = crate::vocab::now_ms();
+    Ok(issued.map(issued_key).transpose()?.filter(|k| !k.expired(now)).map(Grant::Issued))
 }
 
+/// An issued key's row: id, label, packs, created_at, rights, expires_at.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-fn issued_key((id, label, packs, created_at): (String, String, Option<String>, i64)) -> Result<IssuedKey> {
+type IssuedRow = (String, String, Option<String>, i64, Option<String>, Option<i64>);
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn issued_key((id, label, packs, created_at, rights, expires_at): IssuedRow) -> Result<IssuedKey> {
     let packs = packs
         .map(|p| serde_json::from_str(&p).map_err(|e| store_error("a key's packs are not a JSON list", e)))
         .transpose()?;
-    Ok(IssuedKey { id, label, packs, created_at })
+    let rights = rights
+        .map(|r| serde_json::from_str(&r).map_err(|e| store_error("a key's rights are not a JSON list", e)))
+        .transpose()?
+        .unwrap_or_default();
+    Ok(IssuedKey { id, label, packs, rights, expires_at, created_at })
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
-    let rows: Vec<(String, String, Option<String>, i64)> = on_pool!(sql, pool => sqlx::query_as(
-            "SELECT id, label, packs, created_at FROM issued_keys ORDER BY created_at, id",
+    let rows: Vec<IssuedRow> = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT id, label, packs, created_at, rights, expires_at FROM issued_keys ORDER BY created_at, id",
         )
         .fetch_all(pool)
         .await)

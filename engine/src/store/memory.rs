@@ -99,6 +99,8 @@ impl MemoryStore {
 pub(super) struct MemoryKeys {
     /// hash → (session, player).
     pub(super) sessions: HashMap<String, (String, Option<String>)>,
+    /// The session keys (by hash) that may debug their session.
+    pub(super) debug: std::collections::HashSet<String>,
     /// id → (hash, key).
     pub(super) issued: HashMap<String, (String, super::IssuedKey)>,
     /// session → owner.
@@ -116,6 +118,8 @@ impl MemoryKeys {
     /// Forgets what belonged to sessions that are gone.
     pub(super) fn retain_sessions(&mut self, exists: impl Fn(&str) -> bool) {
         self.sessions.retain(|_, (s, _)| exists(s));
+        let sessions = &self.sessions;
+        self.debug.retain(|h| sessions.contains_key(h));
         self.owners.retain(|s, _| exists(s));
         self.lineage.retain(|s, _| exists(s));
     }

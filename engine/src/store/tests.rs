@@ -359,20 +359,42 @@ async fn keys(store: Arc<dyn Store>) {
     store.create(&session(&a), &start()).await.unwrap();
     store.create(&session(&b), &start()).await.unwrap();
     let h = |secret: &str| key_hash(&format!("{a}-{secret}"));
-    keys.add_key(&h("s"), &Grant::Session { session: a.clone() }).await.unwrap();
+    keys.add_key(&h("s"), &Grant::Session { session: a.clone(), debug: false }).await.unwrap();
     let ana = Grant::Player { session: a.clone(), player: "ana".into() };
     keys.add_key(&h("p1"), &ana).await.unwrap();
     keys.add_key(&h("p2"), &ana).await.unwrap();
-    let issued =
-        IssuedKey { id: format!("{a}-k"), label: "a client".into(), packs: Some(vec!["p".into()]), created_at: 5 };
+    let issued = IssuedKey {
+        id: format!("{a}-k"),
+        label: "a client".into(),
+        packs: Some(vec!["p".into()]),
+        rights: vec!["debug".into()],
+        expires_at: None,
+        created_at: 5,
+    };
+    // A key past its end opens nothing; one before it does.
+    let now = crate::vocab::now_ms();
+    for (tag, end, opens) in [("old", now - 1, false), ("new", now + 3_600_000, true)] {
+        let k = IssuedKey {
+            id: format!("{a}-{tag}"),
+            label: tag.into(),
+            packs: None,
+            rights: Vec::new(),
+            expires_at: Some(end),
+            created_at: 1,
+        };
+        keys.add_key(&h(tag), &Grant::Issued(k.clone())).await.unwrap();
+        assert_eq!(keys.find_key(&h(tag)).await.unwrap(), opens.then_some(Grant::Issued(k)), "{tag}");
+        keys.revoke_key(&format!("{a}-{tag}")).await.unwrap();
+    }
     keys.add_key(&h("k"), &Grant::Issued(issued.clone())).await.unwrap();
-    assert_eq!(keys.find_key(&h("s")).await.unwrap(), Some(Grant::Session { session: a.clone() }));
+    assert_eq!(keys.find_key(&h("s")).await.unwrap(), Some(Grant::Session { session: a.clone(), debug: false }));
     assert_eq!(keys.find_key(&h("p1")).await.unwrap(), None, "a player's new key replaces the old");
     assert_eq!(keys.find_key(&h("p2")).await.unwrap(), Some(ana));
     assert_eq!(keys.find_key(&h("k")).await.unwrap(), Some(Grant::Issued(issued.clone())));
     assert_eq!(keys.find_key(&h("nothing")).await.unwrap(), None);
     assert!(keys.issued_keys().await.unwrap().contains(&issued));
-    let missing = keys.add_key(&h("x"), &Grant::Session { session: "no-such-session".into() }).await.unwrap_err();
+    let missing =
+        keys.add_key(&h("x"), &Grant::Session { session: "no-such-session".into(), debug: false }).await.unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
 
     let owner = format!("key:{}", issued.id);
@@ -400,8 +422,8 @@ async fn keys(store: Arc<dyn Store>) {
     let c = id("keyed");
     store.create(&session(&c), &start()).await.unwrap();
     keys.set_owner(&c, &format!("session:{b}")).await.unwrap();
-    keys.add_key(&h("b"), &Grant::Session { session: b.clone() }).await.unwrap();
-    keys.add_key(&h("c"), &Grant::Session { session: c.clone() }).await.unwrap();
+    keys.add_key(&h("b"), &Grant::Session { session: b.clone(), debug: false }).await.unwrap();
+    keys.add_key(&h("c"), &Grant::Session { session: c.clone(), debug: false }).await.unwrap();
     keys.add_key(&h("c-ana"), &Grant::Player { session: c.clone(), player: "ana".into() }).await.unwrap();
     assert!(keys.revoke_key(&issued.id).await.unwrap());
     assert!(!keys.revoke_key(&issued.id).await.unwrap());
@@ -416,7 +438,14 @@ async fn keys(store: Arc<dyn Store>) {
     // nor its revocation.
     let lineage = keys.lineage(&c).await.unwrap().expect("a fork made with a key has a lineage");
     assert_eq!((lineage.issuer.as_deref(), lineage.sessions.clone()), (Some(issued.id.as_str()), vec![b.clone()]));
-    let k2 = IssuedKey { id: format!("{a}-k2"), label: "another".into(), packs: None, created_at: 6 };
+    let k2 = IssuedKey {
+        id: format!("{a}-k2"),
+        label: "another".into(),
+        packs: None,
+        rights: Vec::new(),
+        expires_at: None,
+        created_at: 6,
+    };
     keys.add_key(&h("k2"), &Grant::Issued(k2.clone())).await.unwrap();
     let (p, f, g) = (id("parent"), id("fork"), id("fork"));
     for s in [&p, &f, &g] {
@@ -425,8 +454,9 @@ async fn keys(store: Arc<dyn Store>) {
     keys.set_owner(&p, &format!("key:{}", k2.id)).await.unwrap();
     keys.set_owner(&f, &format!("session:{p}")).await.unwrap();
     keys.set_owner(&g, &format!("session:{f}")).await.unwrap();
-    keys.add_key(&h("f"), &Grant::Session { session: f.clone() }).await.unwrap();
-    keys.add_key(&h("g"), &Grant::Session { session: g.clone() }).await.unwrap();
+    keys.add_key(&h("f"), &Grant::Session { session: f.clone(), debug: false }).await.unwrap();
+    keys.add_key(&h("g"), &Grant::Session { session: g.clone(), debug: true }).await.unwrap();
+    assert_eq!(keys.find_key(&h("g")).await.unwrap(), Some(Grant::Session { session: g.clone(), debug: true }));
     store.delete(&p).await.unwrap();
     let lineage = keys.lineage(&g).await.unwrap().unwrap();
     assert_eq!((lineage.issuer.as_deref(), lineage.sessions), (Some(k2.id.as_str()), vec![p.clone(), f.clone()]));

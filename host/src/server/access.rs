@@ -26,8 +26,8 @@ pub(crate) enum Access {
     Operator,
     /// A key the operator issued.
     Issued(IssuedKey),
-    /// A session's key.
-    Session(String),
+    /// A session's key; `debug` when its session was made for debugging by a key that may.
+    Session { session: String, debug: bool },
     /// A player's key in a session's lobby.
     Player { session: String, player: String },
 }
@@ -94,24 +94,24 @@ pub(crate) const RULES: &[Rule] = &[
     rule(Method::GET, "/v1/packs", &[O, I, S], "the packs the key sees: an issued key's, a session's own"),
     rule(Method::GET, "/v1/packs/{pack}/graph", &[O, I, S], "the packs the key sees"),
     rule(Method::GET, "/v1/events", &[O, I, S], "reloads of the packs the key sees"),
-    rule(Method::POST, "/v1/sessions", &[O, I], "an issued key: of its packs"),
+    rule(Method::POST, "/v1/sessions", &[O, I], "an issued key: of its packs; `\"debug\": true` needs `debug`"),
     rule(Method::GET, "/v1/sessions", &[O, I], "an issued key: the sessions it made"),
     rule(Method::GET, "/v1/sessions/{id}", &[O, I, S, P], "a player follows the game they are in"),
     rule(Method::DELETE, "/v1/sessions/{id}", &[O, I, S], ""),
-    rule(Method::POST, "/v1/sessions/{id}/turns", &[O, I, S], ""),
+    rule(Method::POST, "/v1/sessions/{id}/turns", &[O, I, S], "a breakpoint needs `debug`"),
     rule(Method::POST, "/v1/sessions/{id}/inputs", &[O, I, S, P], "a player key: its own answers and leaving"),
     rule(Method::GET, "/v1/sessions/{id}/events", &[O, I, S, P], "a player follows the game they are in"),
-    rule(Method::POST, "/v1/sessions/{id}/resume", &[O, I, S], "a session key steps its own session"),
-    rule(Method::PATCH, "/v1/sessions/{id}/state", &[O, I, S], "a session key edits its own session"),
+    rule(Method::POST, "/v1/sessions/{id}/resume", &[O, I, S], "on from a pause point; a held turn needs `debug`"),
+    rule(Method::PATCH, "/v1/sessions/{id}/state", &[O, I, S], "needs `debug`"),
     rule(Method::GET, "/v1/sessions/{id}/checkpoints", &[O, I, S], ""),
     rule(Method::GET, "/v1/sessions/{id}/conversation", &[O, I, S], ""),
     rule(
         Method::POST,
         "/v1/sessions/{id}/fork",
         &[O, I, S],
-        "the fork's key is answered; the key that made it reaches it",
+        "the fork's key is answered; the key that made it reaches it; `set` needs `debug`",
     ),
-    rule(Method::POST, "/v1/sessions/{id}/replay", &[O, I, S], ""),
+    rule(Method::POST, "/v1/sessions/{id}/replay", &[O, I, S], "needs `debug`"),
     rule(Method::POST, "/v1/packs/{pack}/simulate", &[O, I], "an issued key: of its packs"),
     rule(Method::POST, "/v1/packs/{pack}/tune", &[O, I], "an issued key: of its packs"),
     rule(Method::POST, "/v1/packs/{pack}/sweep", &[O, I], "an issued key: of its packs"),
@@ -139,9 +139,36 @@ impl Access {
             Access::Open => None,
             Access::Operator => Some(Who::Operator),
             Access::Issued(_) => Some(Who::Issued),
-            Access::Session(_) => Some(Who::Session),
+            Access::Session { .. } => Some(Who::Session),
             Access::Player { .. } => Some(Who::Player),
         }
+    }
+
+    /// What this request may do beyond playing: `debug` for the operator (and with no token),
+    /// an issued key given it, and a session's key whose session was made for debugging.
+    pub(crate) fn rights(&self) -> Vec<&'static str> {
+        let debug = match self {
+            Access::Open | Access::Operator => true,
+            Access::Issued(k) => k.rights.iter().any(|r| r == DEBUG),
+            Access::Session { debug, .. } => *debug,
+            Access::Player { .. } => false,
+        };
+        if debug { vec![DEBUG] } else { Vec::new() }
+    }
+
+    /// Refuses `what` (editing state, a breakpoint, resuming, a fork with a patch, a replay)
+    /// unless this request may debug: a player must not edit the game they play (403).
+    pub(crate) fn may_debug(&self, what: &str) -> ApiResult<()> {
+        if self.rights().contains(&DEBUG) {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            Code::Forbidden,
+            format!(
+                "{what} is debugging: it needs the operator's token, a key with the `debug` right, or a session made \
+                 with \"debug\": true by one (this key plays)"
+            ),
+        ))
     }
 
     /// Whether everything is open to this request (no token, or the operator's).
@@ -154,7 +181,7 @@ impl Access {
     pub(crate) fn owner(&self) -> Option<String> {
         match self {
             Access::Issued(k) => Some(format!("key:{}", k.id)),
-            Access::Session(s) => Some(format!("session:{s}")),
+            Access::Session { session, .. } => Some(format!("session:{session}")),
             Access::Open | Access::Operator | Access::Player { .. } => None,
         }
     }
@@ -166,7 +193,9 @@ impl Access {
         Ok(match self {
             Access::Open | Access::Operator | Access::Issued(IssuedKey { packs: None, .. }) => None,
             Access::Issued(IssuedKey { packs: Some(packs), .. }) => Some(packs.clone()),
-            Access::Session(id) | Access::Player { session: id, .. } => Some(vec![s.engine.info(id).await?.pack]),
+            Access::Session { session: id, .. } | Access::Player { session: id, .. } => {
+                Some(vec![s.engine.info(id).await?.pack])
+            }
         })
     }
 
@@ -191,8 +220,8 @@ impl Access {
         let reaches = match self {
             Access::Open | Access::Operator => true,
             Access::Player { session, .. } => session == id,
-            Access::Session(own) if own == id => true,
-            Access::Session(_) | Access::Issued(_) => self.reaches(keys(s)?, id).await?,
+            Access::Session { session: own, .. } if own == id => true,
+            Access::Session { .. } | Access::Issued(_) => self.reaches(keys(s)?, id).await?,
         };
         if reaches { Ok(()) } else { Err(no_session(id)) }
     }
@@ -202,12 +231,15 @@ impl Access {
     async fn reaches(&self, keys: &dyn Keys, id: &str) -> ruleweave::Result<bool> {
         let lineage = keys.lineage(id).await?;
         Ok(match self {
-            Access::Session(own) => lineage.is_some_and(|l| l.sessions.contains(own)),
+            Access::Session { session: own, .. } => lineage.is_some_and(|l| l.sessions.contains(own)),
             Access::Issued(k) => lineage.is_some_and(|l| l.issuer.as_deref() == Some(&k.id)),
             Access::Open | Access::Operator | Access::Player { .. } => false,
         })
     }
 }
+
+/// The right to debug: edit state, hold and resume turns, fork with a patch, replay.
+pub(crate) const DEBUG: &str = "debug";
 
 /// What a session that does not exist answers: the engine's own error.
 pub(crate) fn no_session(id: &str) -> ApiError {
@@ -281,7 +313,7 @@ async fn access_of(s: &Shared, token: &str, given: &str) -> ApiResult<Access> {
     })?;
     match found {
         Some(Grant::Issued(k)) => Ok(Access::Issued(k)),
-        Some(Grant::Session { session }) => Ok(Access::Session(session)),
+        Some(Grant::Session { session, debug }) => Ok(Access::Session { session, debug }),
         Some(Grant::Player { session, player }) => Ok(Access::Player { session, player }),
         None => Err(ApiError::unauthorized()),
     }
@@ -507,8 +539,15 @@ mod tests {
                 (reached, keys.1.load(std::sync::atomic::Ordering::Relaxed) - before)
             }
         };
-        let issued = Access::Issued(IssuedKey { id: "k".into(), label: "k".into(), packs: None, created_at: 0 });
-        let session = Access::Session("mine".into());
+        let issued = Access::Issued(IssuedKey {
+            id: "k".into(),
+            label: "k".into(),
+            packs: None,
+            rights: Vec::new(),
+            expires_at: None,
+            created_at: 0,
+        });
+        let session = Access::Session { session: "mine".into(), debug: false };
         for access in [&issued, &session] {
             assert_eq!(lookups(access, "deep").await, (true, 1), "{access:?} reaches down its line in one lookup");
             assert_eq!(lookups(access, "theirs").await, (false, 1), "{access:?}: not yours");

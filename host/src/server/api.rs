@@ -30,6 +30,10 @@ pub(super) struct NewSession {
     #[serde(default)]
     #[schema(value_type = Object)]
     options: serde_json::Map<String, Value>,
+    /// A designer's playtest: the session's key may debug it (edit its state, hold and resume
+    /// its turns, fork with a patch, replay). Only a key that may debug asks for it.
+    #[serde(default)]
+    debug: bool,
 }
 
 /// A turn's input: a map of the pack's input fields, or a line a person typed.
@@ -148,6 +152,9 @@ pub(super) async fn create(
     Body(req): Body<NewSession>,
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
     access.may_play(&req.pack)?;
+    if req.debug {
+        access.may_debug("a session made for debugging")?;
+    }
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
     let label = if s.engine.packs().contains(&req.pack) { req.pack.as_str() } else { "unknown" };
     // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
@@ -171,15 +178,22 @@ pub(super) async fn create(
     .await
     .map_err(|e| turns::failed(&s, label, e))?;
     s.metrics.session_opened(&req.pack);
-    keyed(&s, &access, &mut opened, players).await?;
+    keyed(&s, &access, &mut opened, players, req.debug).await?;
     Ok((StatusCode::CREATED, Json(opened)))
 }
 
-/// Gives a new session (or fork) its key, a key to each of its lobby's players, and its maker.
+/// Gives a new session (or fork) its key (one that may debug it when `debug`), a key to each of
+/// its lobby's players, and its maker.
 /// A task of its own, so a client that hangs up leaves no session without its keys; when they
 /// cannot be kept, the session goes too (a session nobody's key reaches would be the operator's
 /// alone). A store that keeps no keys (an embedder's own) answers none.
-async fn keyed(s: &Shared, access: &Access, opened: &mut Opened, players: Option<Vec<String>>) -> ApiResult<()> {
+async fn keyed(
+    s: &Shared,
+    access: &Access,
+    opened: &mut Opened,
+    players: Option<Vec<String>>,
+    debug: bool,
+) -> ApiResult<()> {
     if s.engine.store().keys().is_none() {
         return Ok(());
     }
@@ -188,7 +202,8 @@ async fn keyed(s: &Shared, access: &Access, opened: &mut Opened, players: Option
         .spawn(async move {
             let keys =
                 task.engine.store().keys().ok_or_else(|| ruleweave::Error::new(ErrorKind::Internal, "no keys"))?;
-            let key = access::issue(keys, "session", &ruleweave::store::Grant::Session { session: id.clone() }).await?;
+            let grant = ruleweave::store::Grant::Session { session: id.clone(), debug };
+            let key = access::issue(keys, "session", &grant).await?;
             let mut player_keys = None;
             if let Some(players) = players {
                 let mut made = std::collections::BTreeMap::new();
@@ -398,10 +413,12 @@ pub(super) struct ReplayHow {
 ))]
 pub(super) async fn replay(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     SessionId(id): SessionId,
     MaybeBody(how): MaybeBody<ReplayHow>,
 ) -> ApiResult<Json<ReplayBody>> {
     use ruleweave::replay::{Fallback, Recording, Replayer};
+    access.may_debug("a replay")?;
     // Every turn of the session played again: pack work, on the pack's slots, off the workers.
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
@@ -436,6 +453,11 @@ pub(super) async fn fork(
     SessionId(id): SessionId,
     Body(req): Body<NewFork>,
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
+    if !req.set.is_empty() {
+        access.may_debug("a fork with `set`")?;
+    }
+    // A fork made with a key that may debug its session may debug the fork too.
+    let debug = matches!(access, Access::Session { debug: true, .. });
     let pack = s.engine.info(&id).await?.pack;
     let engine = s.engine.clone();
     let (seq, set) = (req.checkpoint, req.set);
@@ -454,7 +476,7 @@ pub(super) async fn fork(
         Ok(body)
     })
     .await?;
-    keyed(&s, &access, &mut body, None).await?;
+    keyed(&s, &access, &mut body, None, debug).await?;
     Ok((StatusCode::CREATED, Json(body)))
 }
 
@@ -478,10 +500,14 @@ pub(super) async fn fork(
 ))]
 pub(super) async fn turn(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     SessionId(id): SessionId,
     headers: HeaderMap,
     Body(req): Body<NewTurn>,
 ) -> ApiResult<Response> {
+    if !req.breaks.is_empty() {
+        access.may_debug("a breakpoint")?;
+    }
     let live = s.engine.session(&id).await?;
     answer_turn(&s, &headers, live, Move::Input(req.input), req.breaks).await
 }

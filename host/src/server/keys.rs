@@ -23,6 +23,13 @@ pub(crate) struct NewKey {
     /// The packs it may play; every pack when not given.
     #[serde(default)]
     packs: Option<Vec<String>>,
+    /// What it may do beyond playing: `["debug"]` edits state, holds and resumes turns, forks
+    /// with a patch, replays, and makes sessions whose keys may (`"debug": true`). None by default.
+    #[serde(default)]
+    rights: Vec<String>,
+    /// Seconds until it stops opening anything (at most ten years); never when not given.
+    #[serde(default)]
+    expires_in: Option<u64>,
 }
 
 /// An issued key; `key`, its secret, only when it is issued (it is kept only as a hash).
@@ -37,6 +44,10 @@ pub(crate) struct IssuedBody {
     label: String,
     /// The packs it may play; `null` for every pack.
     packs: Option<Vec<String>>,
+    /// What it may do beyond playing (`debug`).
+    rights: Vec<String>,
+    /// When it stops opening anything (RFC 3339); `null` for never.
+    expires_at: Option<String>,
     /// When it was issued (RFC 3339).
     created_at: String,
 }
@@ -63,6 +74,9 @@ pub(crate) struct AccessBody {
     /// The issued key, without its secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<IssuedBody>,
+    /// What it may do beyond playing: `["debug"]` (editing state, breakpoints, resuming a held
+    /// turn, forking with a patch, replaying), or nothing.
+    rights: Vec<&'static str>,
 }
 
 fn body(k: ruleweave::store::IssuedKey, secret: Option<String>) -> IssuedBody {
@@ -71,6 +85,8 @@ fn body(k: ruleweave::store::IssuedKey, secret: Option<String>) -> IssuedBody {
         key: secret,
         label: k.label,
         packs: k.packs,
+        rights: k.rights,
+        expires_at: k.expires_at.map(ruleweave::store::rfc3339_of),
         created_at: ruleweave::store::rfc3339_of(k.created_at),
     }
 }
@@ -96,9 +112,32 @@ pub(crate) async fn issue(
     if let Some(unknown) = req.packs.iter().flatten().find(|p| !s.engine.packs().contains(p)) {
         return Err(ApiError::new(Code::InvalidRequest, format!("there is no pack `{unknown}` to give a key")));
     }
+    if let Some(unknown) = req.rights.iter().find(|r| *r != access::DEBUG) {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("there is no right `{unknown}` (a key may have: {})", access::DEBUG),
+        ));
+    }
+    const MOST_SECONDS: u64 = 10 * 366 * 24 * 3600;
+    if let Some(n) = req.expires_in.filter(|n| !(1..=MOST_SECONDS).contains(n)) {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("`expires_in` is 1 to {MOST_SECONDS} seconds, not {n}"),
+        ));
+    }
     let secret = access::secret("key")?;
     let id = access::secret("id")?["rw_id_".len()..][..16].to_owned();
-    let key = ruleweave::store::IssuedKey { id, label, packs: req.packs, created_at: super::sse::unix_ms() };
+    let now = super::sse::unix_ms();
+    let mut rights = req.rights;
+    rights.dedup();
+    let key = ruleweave::store::IssuedKey {
+        id,
+        label,
+        packs: req.packs,
+        rights,
+        expires_at: req.expires_in.map(|n| now + n as i64 * 1000),
+        created_at: now,
+    };
     let grant = ruleweave::store::Grant::Issued(key.clone());
     access::keys(&s)?.add_key(&ruleweave::store::key_hash(&secret), &grant).await?;
     Ok((StatusCode::CREATED, Json(body(key, Some(secret)))))
@@ -136,12 +175,13 @@ pub(crate) async fn revoke(State(s): State<Shared>, Path(id): Path<String>) -> A
     (status = 401, description = "A key is required", body = ErrorBody),
 ))]
 pub(crate) async fn whoami(Extension(access): Extension<Access>) -> Json<AccessBody> {
-    let plain = |acts_as| AccessBody { acts_as, session: None, player: None, key: None };
+    let rights = access.rights();
+    let plain = |acts_as| AccessBody { acts_as, session: None, player: None, key: None, rights: rights.clone() };
     Json(match access {
         Access::Open => plain("open"),
         Access::Operator => plain("operator"),
         Access::Issued(k) => AccessBody { key: Some(body(k, None)), ..plain("issued") },
-        Access::Session(session) => AccessBody { session: Some(session), ..plain("session") },
+        Access::Session { session, .. } => AccessBody { session: Some(session), ..plain("session") },
         Access::Player { session, player } => {
             AccessBody { session: Some(session), player: Some(player), ..plain("player") }
         }

@@ -3,13 +3,14 @@
 //! (`PATCH .../state`). A turn sent with `"break"` (see `api::turn`) is where it starts.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use ruleweave::{Breakpoints, ErrorKind};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::Access;
 use super::api::answer_turn;
 use super::body::{Edited, ErrorBody, TurnBody};
 use super::error::ApiResult;
@@ -60,10 +61,18 @@ pub(super) struct Patch {
 ))]
 pub(super) async fn resume(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     SessionId(id): SessionId,
     headers: HeaderMap,
     MaybeBody(req): MaybeBody<Resume>,
 ) -> ApiResult<Response> {
+    // Going on from a pause point of the pack is playing; going on with a held turn (the store's
+    // newest checkpoint holds it, or is an edit, itself a debugger's), debugging.
+    let head = s.engine.info(&id).await?.head_kind;
+    let held = matches!(head, ruleweave::store::CheckpointKind::Break | ruleweave::store::CheckpointKind::Edit);
+    if held || !req.breaks.is_empty() {
+        access.may_debug("resuming a held turn")?;
+    }
     let live = s.engine.session(&id).await?;
     answer_turn(&s, &headers, live, Move::Resume(req.input), req.breaks).await
 }
@@ -83,9 +92,11 @@ pub(super) async fn resume(
 ))]
 pub(super) async fn edit(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     SessionId(id): SessionId,
     Body(req): Body<Patch>,
 ) -> ApiResult<Json<Edited>> {
+    access.may_debug("editing the state")?;
     let live = s.engine.session(&id).await?;
     let Some(mut session) = live.try_lock() else {
         let why = format!("a turn of session {id} is playing; edit its state when it is done");
