@@ -216,6 +216,19 @@ mod client {
         assert_eq!(body["error"]["code"], "invalid_path", "{body}");
     }
 
+    /// What a server answers to `request`, written as is on a new connection (read to its end).
+    async fn raw_request(addr: &str, request: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(10), conn.read_to_end(&mut out))
+            .await
+            .expect("the server answers and closes")
+            .unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn without_a_token_only_loopback_hosts_are_answered() {
         let root = counter_root();
@@ -227,6 +240,26 @@ mod client {
         assert_eq!(r.status(), StatusCode::FORBIDDEN, "the console too");
         let r = http().get(format!("{}/v1/packs", open.url)).header("host", "localhost:8080").send().await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
+        // A loopback address with more after it is another host, read as an authority whole.
+        for host in ["[::1].evil.example", "[::1]evil.example:80"] {
+            let r = http().get(format!("{}/v1/packs", open.url)).header("host", host).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::FORBIDDEN, "{host}");
+        }
+        // A request line naming another host (absolute form) is refused though `Host` is this one.
+        let addr = open.url.trim_start_matches("http://").to_owned();
+        let said = raw_request(
+            &addr,
+            "GET http://evil.example/v1/packs HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(said.starts_with("HTTP/1.1 403"), "{said}");
+        assert!(said.contains("host_not_allowed"), "{said}");
+        let said = raw_request(
+            &addr,
+            "GET http://localhost/v1/packs HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(said.starts_with("HTTP/1.1 200"), "{said}");
 
         // With a token the name does not matter (the token guards), and its scheme is case-blind.
         let guarded = serve(memory(root.path()), Some("a-token-long-enough-1"), 1 << 20).await;

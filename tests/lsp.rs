@@ -482,3 +482,48 @@ fn the_documented_neovim_setup_works_on_old_and_current_neovim() {
         );
     }
 }
+
+/// A manifest that is a link out of the root is no file of the packs, for the language server
+/// as for the loader: nothing of what it points at reaches completion, and no edit it answers
+/// (a rename) names that file, so an editor applying it cannot change it.
+#[test]
+fn a_manifest_linked_out_of_the_root_is_neither_read_nor_edited() {
+    let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
+    let root = dir.path().canonicalize().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let manifest = root.join("config/pirate.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let planted = text.replacen("state:\n", "state:\n  planted_outside: {type: string}\n", 1);
+    let target = outside.path().join("pirate.yaml");
+    std::fs::write(&target, &planted).unwrap();
+    std::fs::remove_file(&manifest).unwrap();
+    std::os::unix::fs::symlink(&target, &manifest).unwrap();
+
+    let mut s = Raw::start(&root);
+    let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
+    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
+    s.response(1);
+    s.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    let merit = root.join("scripts/pirate/merit.rhai");
+    let script = std::fs::read_to_string(&merit).unwrap();
+    let typing = script.replacen("fn earned(total, breakdown) {\n", "fn earned(total, breakdown) {\n    this.\n", 1);
+    let line = typing.lines().position(|l| l == "    this.").unwrap();
+    s.open(&uri_of(&merit), &typing);
+    let at = json!({"textDocument": {"uri": uri_of(&merit)}, "position": {"line": line, "character": 9}});
+    s.send(json!({"jsonrpc": "2.0", "id": 2, "method": "textDocument/completion", "params": at}));
+    let offered = s.response(2)["result"].to_string();
+    assert!(!offered.contains("planted_outside"), "nothing is read through the link: {offered}");
+
+    // A rename of a state field where the script reads it: no edit for the linked manifest.
+    let (line, col) = script
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find("this.difficulty").map(|c| (i, c + "this.".len() + 2)))
+        .unwrap();
+    s.change(&uri_of(&merit), 2, &script);
+    let params = json!({"textDocument": {"uri": uri_of(&merit)}, "position": {"line": line, "character": col}, "newName": "level"});
+    s.send(json!({"jsonrpc": "2.0", "id": 3, "method": "textDocument/rename", "params": params}));
+    let edit = s.response(3).to_string();
+    assert!(!edit.contains("config/pirate.yaml") && !edit.contains(&*target.to_string_lossy()), "{edit}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), planted, "the file out of the root is as it was");
+}

@@ -13,6 +13,33 @@ use lsp_server::Message;
 /// The largest message read (a 5 MB buffer sent whole fits, with room).
 pub(super) const MAX_FRAME: usize = 64 * 1024 * 1024;
 
+/// The longest header line read (`Content-Length: N` is 30 bytes or so).
+const MAX_HEADER: usize = 8 * 1024;
+
+/// Reads and drops the rest of a line, a buffer at a time; `None` at the end of the input.
+fn skip_line(r: &mut impl BufRead) -> Option<()> {
+    loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        };
+        if buf.is_empty() {
+            return None;
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => {
+                r.consume(at + 1);
+                return Some(());
+            }
+            None => {
+                let n = buf.len();
+                r.consume(n);
+            }
+        }
+    }
+}
+
 /// What came in.
 pub(super) enum Incoming {
     /// A JSON-RPC message.
@@ -87,11 +114,16 @@ fn read_frame(r: &mut impl BufRead) -> Option<Result<Vec<u8>, String>> {
     let mut raw = Vec::new();
     loop {
         raw.clear();
-        match r.read_until(b'\n', &mut raw) {
+        // A header line is short: one past [`MAX_HEADER`] is skipped to its end, never kept.
+        match r.by_ref().take(MAX_HEADER as u64).read_until(b'\n', &mut raw) {
             Ok(0) => return None,
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return None,
+        }
+        if raw.len() >= MAX_HEADER && raw.last() != Some(&b'\n') {
+            skip_line(r)?;
+            return Some(Err(format!("a header line longer than {MAX_HEADER} bytes")));
         }
         let line = String::from_utf8_lossy(&raw);
         let header = line.trim_end_matches(['\r', '\n']);
@@ -158,5 +190,17 @@ mod tests {
         assert_eq!(read_frame(&mut r), Some(Ok(exit.as_bytes()[..3].to_vec())));
         assert_eq!(read_frame(&mut r), Some(Ok(exit.as_bytes().to_vec())), "back in step after a short length");
         assert_eq!(read_frame(&mut r), None);
+    }
+
+    /// A header line without end is read a buffer at a time and dropped, never held whole: 64 MiB
+    /// of it costs a buffer's memory, and the frame after it is read.
+    #[test]
+    fn an_endless_header_line_is_dropped_not_kept() {
+        let exit = "{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}";
+        let endless = std::io::repeat(b'x').take(64 << 20);
+        let after = format!("\r\nContent-Length: {}\r\n\r\n{exit}", exit.len()).into_bytes();
+        let mut r = std::io::BufReader::new(endless.chain(&after[..]));
+        assert!(matches!(read_frame(&mut r), Some(Err(why)) if why.contains("header line longer than")));
+        assert_eq!(read_frame(&mut r), Some(Ok(exit.as_bytes().to_vec())), "the frame after it");
     }
 }

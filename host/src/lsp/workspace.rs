@@ -73,11 +73,16 @@ impl Workspace {
         url.as_str().parse().ok()
     }
 
-    /// The text of `rel`: the editor's when it has the file open, else the disk's.
+    /// The text of `rel`: the editor's when it has the file open, else the disk's, as the loader
+    /// reads it: a file that is a link out of the root is no file of the packs (nothing is read
+    /// through it, so no completion, hover or edit reaches what it points at).
     pub(super) fn text(&self, rel: &str) -> Option<String> {
         match self.docs.get(rel) {
             Some(d) => Some(d.text.clone()),
-            None => std::fs::read_to_string(self.root.join(rel)).ok(),
+            None => {
+                let real = self.root.join(rel).canonicalize().ok()?;
+                real.starts_with(&self.root).then(|| std::fs::read_to_string(real).ok()).flatten()
+            }
         }
     }
 

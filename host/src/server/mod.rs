@@ -231,7 +231,11 @@ pub fn app(state: Shared) -> Router {
 async fn known_host(State(state): State<Shared>, req: Request, next: Next) -> Response {
     if state.settings.token.is_none() {
         let host = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-        if !allowed_host(host, &state.settings.allowed_hosts) {
+        // A request line in absolute form (`GET http://other.example/...`) names its host too.
+        let target = req.uri().authority().map(|a| a.as_str());
+        if !allowed_host(host, &state.settings.allowed_hosts)
+            || target.is_some_and(|t| !allowed_host(t, &state.settings.allowed_hosts))
+        {
             return ApiError::new(
                 Code::HostNotAllowed,
                 "this server answers requests for localhost only; set a token, or list the name in \
@@ -244,19 +248,42 @@ async fn known_host(State(state): State<Shared>, req: Request, next: Next) -> Re
 }
 
 /// Whether `host` (a `Host` header: a name or address, maybe with a port) is a loopback name or
-/// one of `allowed`.
+/// one of `allowed`. It is read as an authority (`name[:port]`, `[v6][:port]`), whole: anything
+/// after an address in brackets but its port (`[::1].evil.example`), or a user's part, is no
+/// host of this machine.
 fn allowed_host(host: &str, allowed: &[String]) -> bool {
-    let host = host.trim().to_ascii_lowercase();
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host.as_str(), |(name, port)| {
-            if port.chars().all(|c| c.is_ascii_digit()) { name } else { host.as_str() }
-        }),
+    let Some((name, v6)) = host_of(&host.trim().to_ascii_lowercase()) else { return false };
+    let loopback = match v6 {
+        true => name.parse::<std::net::Ipv6Addr>().is_ok_and(|ip| ip.is_loopback()),
+        false => {
+            name == "localhost"
+                || name.ends_with(".localhost")
+                || name.parse::<std::net::Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+        }
     };
-    let loopback = name == "localhost"
-        || name.ends_with(".localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    loopback || allowed.iter().any(|a| *a == name)
+    loopback || (!v6 && allowed.contains(&name))
+}
+
+/// The host of an authority (`name`, `name:port`, `[v6]`, `[v6]:port`), and whether it was an
+/// address in brackets; `None` for anything else (more after the brackets than a port, a port
+/// that is no number, a user's part, an empty name).
+fn host_of(authority: &str) -> Option<(String, bool)> {
+    let port_ok = |p: &str| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = authority.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']')?;
+        return match after.strip_prefix(':') {
+            _ if after.is_empty() => Some((ip.to_owned(), true)),
+            Some(port) if port_ok(port) => Some((ip.to_owned(), true)),
+            _ => None,
+        };
+    }
+    let name = match authority.rsplit_once(':') {
+        Some((name, port)) if port_ok(port) => name,
+        Some(_) => return None,
+        None => authority,
+    };
+    let bad = |c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_');
+    (!name.is_empty() && !name.contains(bad)).then(|| (name.to_owned(), false))
 }
 
 /// Reads a request's body before the handler sees it: refused at once (413) when its
@@ -420,9 +447,20 @@ mod tests {
         {
             assert!(super::allowed_host(ok, &allowed), "{ok}");
         }
-        for no in
-            ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "", "[::2]:80", "localhost.evil.example"]
-        {
+        for no in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "",
+            "[::2]:80",
+            "localhost.evil.example",
+            "[::1].evil.example",
+            "[::1]evil.example:80",
+            "[::1]:80.evil.example",
+            "localhost:80:80",
+            "evil@localhost",
+            "127.0.0.1:http",
+        ] {
             assert!(!super::allowed_host(no, &allowed), "{no}");
         }
     }
