@@ -1108,7 +1108,9 @@ async fn a_designer_steps_through_a_turn_in_the_browser() {
     b.wait_for("document.getElementById('forked').textContent.includes('with merit_score set')").await;
     assert!(b.text("#forked").await.starts_with("forked from "), "{}", b.text("#forked").await);
     assert_eq!(b.text("#state tr:has([data-field='merit_score']) td:nth-child(2)").await, "77edit");
-    // A bad patch is refused beside the box, and nothing is forked.
+    // A bad patch is refused beside the box, and nothing is forked (once the fork's own list of
+    // checkpoints, its start alone, is on screen).
+    b.wait_for("document.querySelectorAll('#checkpoints .checkpoint').length == 1").await;
     b.eval("document.getElementById('fork-patch').value = '{\"nope\": 1}'").await;
     b.click("#checkpoints .checkpoint.start button.fork").await;
     let refused = b.wait_for("document.getElementById('fork-said').className == 'err' && document.getElementById('fork-said').textContent").await;

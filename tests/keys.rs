@@ -594,3 +594,43 @@ async fn a_players_key_plays_and_only_a_debuggers_key_debugs() {
         assert!(refused["error"]["message"].as_str().unwrap().contains(says), "{refused}");
     }
 }
+
+/// Revoking a key stops the jobs it started and ends their streams (`cancelled`), as it ends
+/// its sessions' streams; the operator sees the job cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_keys_jobs_stop_and_their_streams_end() {
+    let s = server(&support::repo_root().join("tests/packs/coin")).await;
+    let base = &s.url;
+    let (k, key) = issue(base, "a tuner", None).await;
+    let long = json!({"vary": "chance=0..100", "target": "caller:won=0.3", "within": 0.004, "games_max": 100000});
+    let (status, started) = call(Method::POST, &format!("{base}/v1/packs/coin/tune"), &key, Some(long)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let job = started["job"].as_str().unwrap().to_owned();
+    let mut events =
+        support::http().get(format!("{base}/v1/jobs/{job}/events")).bearer_auth(&key).send().await.unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    let mut parser = ruleweave_testkit::sse::Parser::default();
+    let mut next = async || -> Option<ruleweave_testkit::sse::Event> {
+        loop {
+            if let Some(e) = parser.next() {
+                return Some(e);
+            }
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), events.chunk())
+                .await
+                .expect("the job's stream says something within 30 s")
+                .unwrap()?;
+            parser.feed(&chunk);
+        }
+    };
+    let first = next().await.expect("a first event");
+    assert_eq!(first.name, "progress", "{}", first.data);
+    let (status, _) = call(Method::DELETE, &format!("{base}/v1/keys/{k}"), OPERATOR, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let mut last = first;
+    while let Some(e) = next().await {
+        last = e;
+    }
+    assert_eq!(last.name, "cancelled", "the stream ends with the job: {}", last.data);
+    let (status, seen) = call(Method::GET, &format!("{base}/v1/jobs/{job}"), OPERATOR, None).await;
+    assert_eq!((status, &seen["state"]), (StatusCode::OK, &json!("cancelled")), "{seen}");
+}

@@ -105,6 +105,9 @@ pub trait Jobs: Send + Sync {
     /// Asks a running job to stop; whether there is such a job (running or not).
     fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>>;
 
+    /// Asks every running job `owner` started to stop (its key was revoked); their ids.
+    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
+
     /// A client started (`+1`) or stopped (`-1`) following the job's events. When the last one
     /// leaves a running job, the job is asked to stop: nobody is waiting for its answer.
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>>;
@@ -156,6 +159,17 @@ impl Jobs for MemoryStore {
         ready(Ok(found))
     }
 
+    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        let mut stopped = Vec::new();
+        for j in self.jobs().values_mut() {
+            if j.owner.as_deref() == Some(owner) && j.state == JobState::Running {
+                j.stop = true;
+                stopped.push(j.id.clone());
+            }
+        }
+        ready(Ok(stopped))
+    }
+
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
         if let Some(j) = self.jobs().get_mut(id) {
             j.watchers += delta;
@@ -187,6 +201,10 @@ impl Jobs for SqliteStore {
         Box::pin(stop(self.sql(), id))
     }
 
+    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(stop_owned(self.sql(), owner))
+    }
+
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
         Box::pin(watch(self.sql(), id, delta))
     }
@@ -212,6 +230,10 @@ impl Jobs for PostgresStore {
 
     fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(stop(self.sql(), id))
+    }
+
+    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(stop_owned(self.sql(), owner))
     }
 
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
@@ -325,6 +347,17 @@ async fn stop(sql: Sql<'_>, id: &str) -> Result<bool> {
         .map(|r| r.rows_affected()))
     .map_err(|e| store_error("cannot ask a job to stop", e))?;
     Ok(found > 0)
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn stop_owned(sql: Sql<'_>, owner: &str) -> Result<Vec<String>> {
+    on_pool!(sql, pool => sqlx::query_scalar(
+            "UPDATE jobs SET stop = TRUE WHERE owner = $1 AND state = 'running' RETURNING id",
+        )
+        .bind(owner)
+        .fetch_all(pool)
+        .await)
+    .map_err(|e| store_error("cannot ask a key's jobs to stop", e))
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -544,6 +544,17 @@ async fn jobs(store: Arc<dyn Store>) {
     let left = jobs.job(&b).await.unwrap().unwrap();
     assert_eq!((left.watchers, left.stop), (0, true), "the last watcher left: nobody waits for it");
     assert!(jobs.job_progress("no-such-job", &json!({})).await.unwrap(), "a job that is gone stops");
+
+    // A revoked key's running jobs are asked to stop; another key's and an ended one are not.
+    let owner = format!("key:{}", id("owner"));
+    let (mine, ended, theirs) = (id("job"), id("job"), id("job"));
+    jobs.create_job(&Job { owner: Some(owner.clone()), ..job(&mine, now) }).await.unwrap();
+    jobs.create_job(&Job { owner: Some(owner.clone()), ..job(&ended, now) }).await.unwrap();
+    jobs.finish_job(&ended, JobState::Done, &json!({})).await.unwrap();
+    jobs.create_job(&job(&theirs, now)).await.unwrap();
+    assert_eq!(jobs.stop_jobs_of(&owner).await.unwrap(), [mine.clone()]);
+    assert!(jobs.job(&mine).await.unwrap().unwrap().stop);
+    assert!(!jobs.job(&theirs).await.unwrap().unwrap().stop);
 }
 
 /// Lobby sweeps at scale: among a thousand open lobby sessions and the sessions of packs without

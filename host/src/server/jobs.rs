@@ -63,7 +63,7 @@ impl JobSlot {
     }
 
     /// Stops job `id` at its next game, when it runs here.
-    fn stop(&self, id: &str) {
+    pub(super) fn stop(&self, id: &str) {
         if let Some((running, stop)) = &*self.running.lock().unwrap_or_else(|p| p.into_inner())
             && running == id
         {

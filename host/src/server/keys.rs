@@ -163,6 +163,13 @@ pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
 ))]
 pub(crate) async fn revoke(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<StatusCode> {
     if access::keys(&s)?.revoke_key(&id).await? {
+        // Its jobs stop too (their streams end with `cancelled`), whichever replica runs them.
+        let store = &**s.engine.store();
+        if let Some(jobs) = store.jobs() {
+            for job in jobs.stop_jobs_of(&format!("key:{id}")).await? {
+                s.job.stop(&job);
+            }
+        }
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ruleweave::Error::new(ruleweave::ErrorKind::NotFound, format!("there is no key {id}")).into())
