@@ -634,3 +634,36 @@ async fn a_revoked_keys_jobs_stop_and_their_streams_end() {
     let (status, seen) = call(Method::GET, &format!("{base}/v1/jobs/{job}"), OPERATOR, None).await;
     assert_eq!((status, &seen["state"]), (StatusCode::OK, &json!("cancelled")), "{seen}");
 }
+
+/// A lobby's players edited by hand obey the lobby's rules (names only, as many as it holds, none
+/// a look-alike of another), and a player edited off the table loses their key at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lobby_edited_by_hand_keeps_its_rules_and_its_keys() {
+    let root = crate::lobby::party_root("30s");
+    let s = server(root.path()).await;
+    let base = &s.url;
+    let body = json!({"pack": "party", "options": {"players": "ana,bo,cy"}});
+    let (status, opened) = call(Method::POST, &format!("{base}/v1/sessions"), OPERATOR, Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{opened}");
+    let id = opened["id"].as_str().unwrap();
+    let (session, state) = (format!("{base}/v1/sessions/{id}"), format!("{base}/v1/sessions/{id}/state"));
+    let too_many: Vec<String> = (0..21).map(|i| format!("p{i}")).collect();
+    for (players, says) in [
+        (json!(too_many), "the lobby holds at most 20 players, not 21"),
+        (json!(["ana", 7]), "`players` is the lobby's players: a list of names"),
+        (json!(["ana", "аna"]), "look the same"),
+        (json!(["ana", " bo"]), "cannot be a player's name"),
+    ] {
+        let (status, refused) = call(Method::PATCH, &state, OPERATOR, Some(json!({"set": {"players": players}}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains(says), "{says}: {refused}");
+    }
+    let bo = opened["player_keys"]["bo"].as_str().unwrap();
+    assert_eq!(call(Method::GET, &session, bo, None).await.0, StatusCode::OK);
+    let (status, edited) =
+        call(Method::PATCH, &state, OPERATOR, Some(json!({"set": {"players": ["ana", "cy"]}}))).await;
+    assert_eq!(status, StatusCode::OK, "{edited}");
+    assert_eq!(call(Method::GET, &session, bo, None).await.0, StatusCode::UNAUTHORIZED, "bo was edited off the table");
+    let ana = opened["player_keys"]["ana"].as_str().unwrap();
+    assert_eq!(call(Method::GET, &session, ana, None).await.0, StatusCode::OK, "ana is still at the table");
+}

@@ -104,6 +104,24 @@ impl Session {
     async fn record_edit(&mut self, set: serde_json::Map<String, Json>) -> Result<u64> {
         self.rt.record_schema(&self.pack).await?;
         let set = self.pack.schema.checked_edit(&set)?;
+        // A lobby's players set by hand obey the lobby's rules as joining does: names only, as
+        // many as it holds, each one a player could join with and no two alike.
+        if let Some(lobby) = &self.pack.lobby
+            && let Some(players) = set.get(lobby.players.as_str())
+        {
+            let wrong = || Error::input(format!("`{}` is the lobby's players: a list of names", lobby.players));
+            let names = players
+                .clone()
+                .try_cast::<rhai::Array>()
+                .ok_or_else(wrong)?
+                .into_iter()
+                .map(|p| p.into_string().map_err(|_| wrong()))
+                .collect::<Result<Vec<String>>>()?;
+            if let Some(most) = lobby.max_players.filter(|most| names.len() > *most) {
+                return Err(Error::input(format!("the lobby holds at most {most} players, not {}", names.len())));
+            }
+            lobby.check_players(&names)?;
+        }
         let mut state = crate::state::copy(&self.state)?;
         self.pack.schema.overwrite(&mut state, &set)?;
         let now = now_ms();

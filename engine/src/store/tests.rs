@@ -552,7 +552,7 @@ async fn jobs(store: Arc<dyn Store>) {
     jobs.create_job(&Job { owner: Some(owner.clone()), ..job(&ended, now) }).await.unwrap();
     jobs.finish_job(&ended, JobState::Done, &json!({})).await.unwrap();
     jobs.create_job(&job(&theirs, now)).await.unwrap();
-    assert_eq!(jobs.stop_jobs_of(&owner).await.unwrap(), [mine.clone()]);
+    assert_eq!(jobs.stop_jobs_of(&owner).await.unwrap(), std::slice::from_ref(&mine));
     assert!(jobs.job(&mine).await.unwrap().unwrap().stop);
     assert!(!jobs.job(&theirs).await.unwrap().unwrap().stop);
 }

@@ -106,6 +106,13 @@ pub(super) async fn edit(
     let fields: Vec<String> = req.set.keys().cloned().collect();
     let checkpoint = session.edit(req.set).await.map_err(|e| ApiError::from(failed(&s, &pack, e)))?;
     let effects = session.edit_effects(&fields).await?;
+    // A player edited off the table loses their key with their place, as a turn that takes
+    // them off does.
+    if let Some(lobby) = session.lobby().await?
+        && let Some(keys) = s.engine.store().keys()
+    {
+        keys.keep_player_keys(&id, &lobby.players).await?;
+    }
     Ok(Json(Edited {
         state: session.state(),
         checkpoint,
