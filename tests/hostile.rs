@@ -708,18 +708,21 @@ async fn a_client_cannot_choose_what_the_operators_key_pays_for() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("the most a session may give is 1000"), "{body}");
 
+    // A model outside the allow-list is refused as the session is made (422 naming it and what is
+    // allowed), over REST and the chat face alike, never at its first turn.
     let options = json!({"rounds": 1, "fact_check": "off", "pro_model": "o1-pro"});
-    let (_, created) = post(&format!("{url}/v1/sessions"), json!({"pack": "debate", "options": options})).await;
-    let id = created["id"].as_str().unwrap();
-    let (status, body) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": "start"})).await;
-    assert!(status.is_server_error() || status.is_client_error(), "{body}");
+    let (status, body) = post(&format!("{url}/v1/sessions"), json!({"pack": "debate", "options": options})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let said = body["error"]["message"].as_str().unwrap();
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("model `o1-pro` is not one this host lets a session choose"),
-        "{body}"
+        said.starts_with("option `pro_model`: model `o1-pro` is not one this host lets a session choose"),
+        "{said}"
     );
+    assert!(said.contains("allowed by its operator: gpt-4o-mini"), "{said}");
+    let chat = json!({"model": "debate", "messages": [{"role": "user", "content": "start"}], "metadata": {"pro_model": "o1-pro"}});
+    let (status, body) = post(&format!("{url}/v1/chat/completions"), chat).await;
+    assert!(status.is_client_error(), "the chat face refuses it too: {body}");
+    assert!(body.to_string().contains("model `o1-pro` is not one this host lets a session choose"), "{body}");
     assert!(mock.seen().iter().all(|s| s.body["model"] != "o1-pro"), "never asked");
 
     // A model the operator allows, and the pack's own, play.

@@ -46,6 +46,15 @@ impl Profile {
         own || self.default_model.as_deref() == Some(model) || self.other_models.iter().any(|m| m == model)
     }
 
+    /// Every model the profile names (see [`Profile::names_model`]).
+    pub(crate) fn models(&self) -> Vec<String> {
+        let own: Vec<String> = match &self.model {
+            ModelSpec::Fixed(m) => vec![m.clone()],
+            ModelSpec::ByOption { models, .. } => models.values().cloned().collect(),
+        };
+        own.into_iter().chain(self.default_model.clone()).chain(self.other_models.iter().cloned()).collect()
+    }
+
     /// The model this profile uses for a session with `options`.
     pub(crate) fn model(&self, options: &Map) -> Result<&str> {
         match &self.model {

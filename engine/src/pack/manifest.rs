@@ -320,6 +320,11 @@ pub(crate) struct OptionDecl {
     pub min: Option<f64>,
     /// The most a number option may be.
     pub max: Option<f64>,
+    /// The option names a model a session chooses (a debater's): when the host limits the models
+    /// sessions may choose, one outside the pack's own and those it allows is refused as the
+    /// session is made, naming what is allowed.
+    #[serde(default)]
+    pub model: bool,
 }
 
 /// An LLM profile: which model, how it is asked.

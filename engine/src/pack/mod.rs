@@ -150,6 +150,8 @@ pub struct OptionSpec {
     pub min: Option<f64>,
     /// See [`OptionSpec::min`].
     pub max: Option<f64>,
+    /// Whether its value names a model a session chooses (`model: true`).
+    pub model: bool,
 }
 
 impl Pack {

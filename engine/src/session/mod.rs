@@ -71,6 +71,33 @@ pub struct Session {
     pub(crate) edited_turn: Option<u64>,
 }
 
+/// The models a session's options choose (`model: true` options), checked as it is made against
+/// the pack's own models and those the host allows: refused then, naming them, rather than at the
+/// first turn that would ask one.
+fn chosen_models_allowed(rt: &Runtime, pack: &Pack, options: &Map) -> Result<()> {
+    let Some(allowed) = &rt.allowed_models else { return Ok(()) };
+    for (name, _) in pack.options.iter().filter(|(_, spec)| spec.model) {
+        let chosen = options.get(name.as_str()).and_then(|v| v.clone().into_string().ok()).unwrap_or_default();
+        let chosen = chosen.trim();
+        if chosen.is_empty()
+            || allowed.iter().any(|a| a == chosen)
+            || pack.profiles.values().any(|p| p.names_model(chosen))
+        {
+            continue;
+        }
+        let mut own: Vec<String> = pack.profiles.values().flat_map(|p| p.models()).collect();
+        own.sort();
+        own.dedup();
+        return Err(Error::input(format!(
+            "option `{name}`: model `{chosen}` is not one this host lets a session choose (the pack's own: {}; \
+             allowed by its operator: {}; `[llm] allowed_models` in ruleweave.toml)",
+            own.join(", "),
+            if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+        )));
+    }
+    Ok(())
+}
+
 /// Where a fork starts: the session and checkpoint it leaves from, the turns done by then, the state.
 pub(crate) struct Fork {
     pub from: String,
@@ -303,6 +330,7 @@ impl Session {
         id: Option<String>,
         parent: Option<Fork>,
     ) -> Result<Self> {
+        chosen_models_allowed(&rt, &pack, &options)?;
         let id: Arc<str> = id.unwrap_or_else(new_id).into();
         let seed = crate::text::hash(&id);
         let now = now_ms();

@@ -72,6 +72,7 @@ impl Loader<'_> {
                 min_length: d.min_length,
                 min: d.min,
                 max: d.max,
+                model: d.model,
             };
             if let Some(def) = &d.default
                 && ty.holds_json(def)
