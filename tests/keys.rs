@@ -667,3 +667,56 @@ async fn a_lobby_edited_by_hand_keeps_its_rules_and_its_keys() {
     let ana = opened["player_keys"]["ana"].as_str().unwrap();
     assert_eq!(call(Method::GET, &session, ana, None).await.0, StatusCode::OK, "ana is still at the table");
 }
+
+/// With a token, a request with a body and no key the server knows is answered 401 from its
+/// headers, before its body arrives; so a flood of keyless uploads that stall leaves nothing
+/// buffered: the server's memory stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_buffered_for_who_shows_no_key() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let server = support::start(root.path(), "memory", &[("RULEWEAVE_TOKEN", OPERATOR)]);
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    let head = |key: &str| {
+        let auth = if key.is_empty() { String::new() } else { format!("Authorization: Bearer {key}\r\n") };
+        format!(
+            "POST /v1/keys HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{{"
+        )
+    };
+    // The answer comes while the body is still owed (the body timeout is 30 s).
+    for key in ["", "rw_key_nobody_issued_this"] {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(head(key).as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 12];
+        tokio::time::timeout(std::time::Duration::from_secs(10), conn.read_exact(&mut answer))
+            .await
+            .expect("answered before the body came")
+            .unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 401", "{key:?}");
+    }
+    // Many stalled uploads of most of a MiB each: the server's resident memory hardly moves.
+    let rss = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.child.id())).unwrap();
+        let kb = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap();
+        kb.trim().trim_end_matches(" kB").trim().parse::<u64>().unwrap() / 1024
+    };
+    let before = rss();
+    let chunk = vec![b'x'; 1 << 20];
+    let mut stalled = Vec::new();
+    for _ in 0..300 {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        conn.write_all(head("").as_bytes()).await.unwrap();
+        // As much of the body as the connection takes in a moment; then nothing more.
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_millis(20), conn.write_all(&chunk[..chunk.len() - 2])).await;
+        stalled.push(conn);
+    }
+    // Every one of them has its answer: the server read their headers and is done with them.
+    for conn in &mut stalled {
+        let mut answer = vec![0u8; 12];
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), conn.read_exact(&mut answer)).await;
+    }
+    let after = rss();
+    assert!(after < before + 100, "300 stalled keyless uploads took the server from {before} MB to {after} MB");
+    assert!(after < 200, "{after} MB");
+}

@@ -319,15 +319,31 @@ async fn access_of(s: &Shared, token: &str, given: &str) -> ApiResult<Access> {
     }
 }
 
+/// Who a request with a body is, from its headers alone, before its body is read: the guard
+/// takes it from the request's extensions rather than asking the store again.
+#[derive(Debug, Clone)]
+pub(crate) struct Identified(Access);
+
+/// The bearer credential `req` carries (empty when none).
+pub(crate) fn bearer(req: &Request) -> String {
+    Asked::of(req).bearer
+}
+
+/// Who the key `bearer` is (with `token` configured): 401 when it is none the server knows.
+pub(crate) async fn identify(s: &Shared, token: &str, bearer: &str) -> ApiResult<Identified> {
+    access_of(s, token, bearer).await.map(Identified)
+}
+
 /// The guard of every route of the API: who the request is (kept in its extensions for the
 /// handlers), whether its kind of key may call the route, and whether the session or pack in the
 /// path is one it reaches.
 pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
     let asked = Asked::of(&req);
+    let early = req.extensions_mut().remove::<Identified>().map(|i| i.0);
     let presented = (s.settings.token.as_deref().is_some_and(|t| !super::same(asked.bearer.as_bytes(), t.as_bytes()))
         && !asked.bearer.is_empty())
     .then(|| ruleweave::store::key_hash(&asked.bearer));
-    match admitted(&s, asked).await {
+    match admitted(&s, asked, early).await {
         Ok(access) => {
             req.extensions_mut().insert(access);
             req.extensions_mut().insert(Presented(presented));
@@ -337,9 +353,12 @@ pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next)
     }
 }
 
-async fn admitted(s: &Shared, asked: Asked) -> ApiResult<Access> {
+async fn admitted(s: &Shared, asked: Asked, early: Option<Access>) -> ApiResult<Access> {
     let Some(token) = &s.settings.token else { return Ok(Access::Open) };
-    let access = access_of(s, token, &asked.bearer).await?;
+    let access = match early {
+        Some(access) => access,
+        None => access_of(s, token, &asked.bearer).await?,
+    };
     let Some(who) = access.who().filter(|w| *w != Who::Operator) else { return Ok(access) };
     let Some(route) = asked.route else { return Ok(access) };
     if !rule_of(&asked.method, &route).is_some_and(|r| r.who.contains(&who)) {

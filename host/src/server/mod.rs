@@ -289,7 +289,10 @@ fn host_of(authority: &str) -> Option<(String, bool)> {
 /// Reads a request's body before the handler sees it: refused at once (413) when its
 /// `Content-Length` is over the limit, refused (408) when it does not arrive within the body
 /// timeout. A client that starts a body and never finishes cannot hold a connection for good.
-async fn bounded_body(State(state): State<Shared>, req: Request, next: Next) -> Response {
+/// With a token, the key is checked from the headers first: a request with a body and no key
+/// the server knows is answered 401 and its body never read (no open route takes a body), so
+/// nobody without a key has anything buffered; the key found rides along for the guard.
+async fn bounded_body(State(state): State<Shared>, mut req: Request, next: Next) -> Response {
     let limit = state.settings.body_limit;
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
@@ -298,6 +301,15 @@ async fn bounded_body(State(state): State<Shared>, req: Request, next: Next) -> 
     let has_body = declared.is_some_and(|n| n > 0) || req.headers().contains_key(header::TRANSFER_ENCODING);
     if !has_body || req.method() == Method::GET {
         return next.run(req).await;
+    }
+    if let Some(token) = &state.settings.token {
+        let bearer = access::bearer(&req);
+        match access::identify(&state, token, &bearer).await {
+            Ok(found) => {
+                req.extensions_mut().insert(found);
+            }
+            Err(e) => return e.into_response(),
+        }
     }
     let (parts, body) = req.into_parts();
     match tokio::time::timeout(state.settings.body_timeout, axum::body::to_bytes(body, limit)).await {
