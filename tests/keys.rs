@@ -720,3 +720,41 @@ async fn nothing_is_buffered_for_who_shows_no_key() {
     assert!(after < before + 100, "300 stalled keyless uploads took the server from {before} MB to {after} MB");
     assert!(after < 200, "{after} MB");
 }
+
+/// One key cannot fill the disk: the sessions that go back to an issued key (its own and their
+/// forks) are at most `sessions_per_key_per_hour` an hour (429 naming it); the operator is not
+/// limited, and `GET /v1/keys` counts each key's sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_makes_at_most_its_quota_of_sessions() {
+    let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
+    let env = [("RULEWEAVE_TOKEN", OPERATOR), ("RULEWEAVE_SESSIONS_PER_KEY_PER_HOUR", "3")];
+    let server = support::start(root.path(), "memory", &env);
+    let base = &server.url;
+    let (_, key) = issue(base, "a flooder", None).await;
+    let (a, a_key) = open(base, &key).await;
+    open(base, &key).await;
+    let fork = format!("{base}/v1/sessions/{a}/fork");
+    let (status, forked) = call(Method::POST, &fork, &a_key, Some(json!({"checkpoint": 0}))).await;
+    assert_eq!(status, StatusCode::CREATED, "{forked}");
+    for (url, with, body) in [
+        (format!("{base}/v1/sessions"), &key, json!({"pack": "pirate"})),
+        (fork.clone(), &a_key, json!({"checkpoint": 0})),
+    ] {
+        let (status, refused) = call(Method::POST, &url, with, Some(body)).await;
+        assert_eq!(
+            (status, &refused["error"]["code"]),
+            (StatusCode::TOO_MANY_REQUESTS, &json!("quota_exceeded")),
+            "{refused}"
+        );
+        assert!(
+            refused["error"]["message"].as_str().unwrap().contains("`[server] sessions_per_key_per_hour` = 3"),
+            "{refused}"
+        );
+    }
+    let (status, _) =
+        call(Method::POST, &format!("{base}/v1/sessions"), OPERATOR, Some(json!({"pack": "pirate"}))).await;
+    assert_eq!(status, StatusCode::CREATED, "the operator has no quota");
+    let (_, listed) = call(Method::GET, &format!("{base}/v1/keys"), OPERATOR, None).await;
+    let flooder = listed["keys"].as_array().unwrap().iter().find(|k| k["label"] == "a flooder").unwrap().clone();
+    assert_eq!(flooder["sessions"], json!({"kept": 3, "last_hour": 3}), "{flooder}");
+}

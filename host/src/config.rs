@@ -14,6 +14,8 @@
 //!                                # proxy every client shares its address: raise it there)
 //! simulate_turns = 4000          # the most turns one POST /v1/packs/{pack}/simulate plays
 //! tune_turns = 400000            # the most turns one tune job (POST /v1/packs/{pack}/tune) plays
+//! sessions_per_key_per_hour = 1000  # sessions (forks included) one issued key, and the sessions
+//! sessions_per_key = 100000         # it made, may make in an hour, and keep; more are 429
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -89,6 +91,11 @@ pub struct Settings {
     pub simulate_turns: usize,
     /// The most turns one tune job plays (its games × the pack's turn cap): a job's budget.
     pub tune_turns: usize,
+    /// The most sessions (forks included) an issued key, with the sessions it made, makes in an
+    /// hour: one client cannot fill the disk.
+    pub sessions_per_key_per_hour: u64,
+    /// The most sessions going back to one issued key that are kept at once.
+    pub sessions_per_key: u64,
 }
 
 impl Default for Settings {
@@ -104,6 +111,8 @@ impl Default for Settings {
             streams_per_client: 16,
             simulate_turns: 4_000,
             tune_turns: 400_000,
+            sessions_per_key_per_hour: 1_000,
+            sessions_per_key: 100_000,
         }
     }
 }
@@ -149,6 +158,8 @@ struct ServerSection {
     streams_per_client: Option<usize>,
     simulate_turns: Option<usize>,
     tune_turns: Option<usize>,
+    sessions_per_key_per_hour: Option<usize>,
+    sessions_per_key: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -301,6 +312,18 @@ impl Config {
             simulate_turns: number("RULEWEAVE_SIMULATE_TURNS", file.server.simulate_turns, defaults.simulate_turns)?
                 .max(1),
             tune_turns: number("RULEWEAVE_TUNE_TURNS", file.server.tune_turns, defaults.tune_turns)?.max(1),
+            sessions_per_key_per_hour: number(
+                "RULEWEAVE_SESSIONS_PER_KEY_PER_HOUR",
+                file.server.sessions_per_key_per_hour,
+                defaults.sessions_per_key_per_hour as usize,
+            )?
+            .max(1) as u64,
+            sessions_per_key: number(
+                "RULEWEAVE_SESSIONS_PER_KEY",
+                file.server.sessions_per_key,
+                defaults.sessions_per_key as usize,
+            )?
+            .max(1) as u64,
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());

@@ -133,6 +133,10 @@ pub trait Keys: Send + Sync {
     /// sessions it was forked from.
     fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>>;
 
+    /// The sessions that go back to the issued key `issuer`: how many were made at or after
+    /// `since` (unix milliseconds), and how many are kept.
+    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>>;
+
     /// Who made `session`, when a key did.
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
 }
@@ -228,6 +232,19 @@ impl Keys for MemoryStore {
         ready(Ok(self.keys().lineage.get(session).cloned()))
     }
 
+    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
+        let mine: Vec<String> = self
+            .keys()
+            .lineage
+            .iter()
+            .filter(|(_, l)| l.issuer.as_deref() == Some(issuer))
+            .map(|(s, _)| s.clone())
+            .collect();
+        let made = self.with(|m| mine.iter().filter_map(|s| m.get(s)).map(|e| e.info.created_at).collect::<Vec<_>>());
+        let recent = made.iter().filter(|at| **at >= since).count() as u64;
+        ready(Ok((recent, made.len() as u64)))
+    }
+
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         ready(Ok(self.keys().owners.get(session).cloned()))
     }
@@ -270,6 +287,10 @@ impl Keys for SqliteStore {
     fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
         Box::pin(lineage(self.sql(), session))
     }
+
+    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
+        Box::pin(sessions_of(self.sql(), issuer, since))
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -308,6 +329,10 @@ impl Keys for PostgresStore {
 
     fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
         Box::pin(lineage(self.sql(), session))
+    }
+
+    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
+        Box::pin(sessions_of(self.sql(), issuer, since))
     }
 }
 
@@ -496,6 +521,20 @@ async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
         .await
         .map(|_| ()))
     .map_err(|e| gone_or("cannot record who made a session", session, e))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn sessions_of(sql: Sql<'_>, issuer: &str, since: i64) -> Result<(u64, u64)> {
+    let (recent, kept): (Option<i64>, i64) = on_pool!(sql, pool => sqlx::query_as(
+            "SELECT SUM(CASE WHEN s.created_at >= $2 THEN 1 ELSE 0 END), COUNT(*) \
+             FROM session_owners o JOIN sessions s ON s.id = o.session_id WHERE o.issuer = $1",
+        )
+        .bind(issuer)
+        .bind(since)
+        .fetch_one(pool)
+        .await)
+    .map_err(|e| store_error("cannot count a key's sessions", e))?;
+    Ok((recent.unwrap_or(0).max(0) as u64, kept.max(0) as u64))
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

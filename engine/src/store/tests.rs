@@ -460,6 +460,8 @@ async fn keys(store: Arc<dyn Store>) {
     store.delete(&p).await.unwrap();
     let lineage = keys.lineage(&g).await.unwrap().unwrap();
     assert_eq!((lineage.issuer.as_deref(), lineage.sessions), (Some(k2.id.as_str()), vec![p.clone(), f.clone()]));
+    assert_eq!(keys.sessions_of(&k2.id, 0).await.unwrap(), (2, 2), "the forks still go back to it");
+    assert_eq!(keys.sessions_of(&k2.id, i64::MAX).await.unwrap(), (0, 2), "none made since");
     assert!(keys.revoke_key(&k2.id).await.unwrap());
     for handed in ["f", "g"] {
         assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: revoked though its parent is gone");

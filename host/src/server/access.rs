@@ -171,6 +171,35 @@ impl Access {
         ))
     }
 
+    /// Refuses a new session (or fork) when the issued key it would go back to made as many as
+    /// one key may: `sessions_per_key_per_hour` in the last hour, or `sessions_per_key` kept
+    /// (429, naming the limit). The operator's token, and no token, have no such limit.
+    pub(crate) async fn within_quota(&self, s: &Shared) -> ApiResult<()> {
+        let issuer = match self {
+            Access::Issued(k) => Some(k.id.clone()),
+            Access::Session { session, .. } => keys(s)?.lineage(session).await?.and_then(|l| l.issuer),
+            Access::Open | Access::Operator | Access::Player { .. } => None,
+        };
+        let Some(issuer) = issuer else { return Ok(()) };
+        let hour_ago = super::sse::unix_ms() - 3_600_000;
+        let (recent, kept) = keys(s)?.sessions_of(&issuer, hour_ago).await?;
+        let (per_hour, most) = (s.settings.sessions_per_key_per_hour, s.settings.sessions_per_key);
+        let over = if recent >= per_hour {
+            format!(
+                "this key made {recent} sessions (forks included) in the last hour, the most one key may \
+                 (`[server] sessions_per_key_per_hour` = {per_hour}): try again later"
+            )
+        } else if kept >= most {
+            format!(
+                "this key keeps {kept} sessions, the most one key may (`[server] sessions_per_key` = {most}): \
+                 delete some first"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ApiError::new(Code::QuotaExceeded, over))
+    }
+
     /// Whether everything is open to this request (no token, or the operator's).
     pub(crate) fn is_all(&self) -> bool {
         matches!(self, Access::Open | Access::Operator)
@@ -500,6 +529,13 @@ mod tests {
         ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Option<ruleweave::store::Lineage>>> {
             self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.0.lineage(s)
+        }
+        fn sessions_of<'a>(
+            &'a self,
+            issuer: &'a str,
+            since: i64,
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<(u64, u64)>> {
+            self.0.sessions_of(issuer, since)
         }
     }
 

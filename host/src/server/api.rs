@@ -152,6 +152,7 @@ pub(super) async fn create(
     Body(req): Body<NewSession>,
 ) -> ApiResult<(StatusCode, Json<Opened>)> {
     access.may_play(&req.pack)?;
+    access.within_quota(&s).await?;
     if req.debug {
         access.may_debug("a session made for debugging")?;
     }
@@ -456,6 +457,7 @@ pub(super) async fn fork(
     if !req.set.is_empty() {
         access.may_debug("a fork with `set`")?;
     }
+    access.within_quota(&s).await?;
     // A fork made with a key that may debug its session may debug the fork too.
     let debug = matches!(access, Access::Session { debug: true, .. });
     let pack = s.engine.info(&id).await?.pack;

@@ -43,6 +43,8 @@ pub(crate) enum Code {
     SimulationRunning,
     /// A job is already running on this replica.
     JobRunning,
+    /// A key made as many sessions as the operator lets one key make (an hour's, or kept).
+    QuotaExceeded,
     /// A pack's manifest this server cannot write.
     PackNotWritable,
     /// The chat face: a model that names no pack.
@@ -140,6 +142,12 @@ pub(crate) const ANSWERS: &[Answer] = &[
         "a job (a tune) is already running on this server",
     ),
     row(
+        Code::QuotaExceeded,
+        S::TOO_MANY_REQUESTS,
+        S::TOO_MANY_REQUESTS,
+        "a key made as many sessions as one key may (`sessions_per_key_per_hour`, `sessions_per_key`)",
+    ),
+    row(
         Code::Engine(ErrorKind::Script),
         S::INTERNAL_SERVER_ERROR,
         S::INTERNAL_SERVER_ERROR,
@@ -186,6 +194,7 @@ impl Code {
             Code::TooManyStreams => "too_many_streams",
             Code::SimulationRunning => "simulation_running",
             Code::JobRunning => "job_running",
+            Code::QuotaExceeded => "quota_exceeded",
             Code::PackNotWritable => "pack_not_writable",
             Code::ModelNotFound => "model_not_found",
             Code::InvalidModel => "invalid_model",
@@ -408,6 +417,7 @@ mod tests {
             Code::TooManyStreams,
             Code::SimulationRunning,
             Code::JobRunning,
+            Code::QuotaExceeded,
             Code::PackNotWritable,
             Code::ModelNotFound,
             Code::InvalidModel,

@@ -50,6 +50,19 @@ pub(crate) struct IssuedBody {
     expires_at: Option<String>,
     /// When it was issued (RFC 3339).
     created_at: String,
+    /// The sessions that go back to it (its own, their forks): kept now, and made in the last
+    /// hour (`GET /v1/keys` only), against `[server] sessions_per_key` and its hourly limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sessions: Option<KeySessions>,
+}
+
+/// A key's sessions, as `GET /v1/keys` counts them.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct KeySessions {
+    /// Kept now.
+    kept: u64,
+    /// Made in the last hour (forks included).
+    last_hour: u64,
 }
 
 /// The keys the operator issued: `GET /v1/keys`.
@@ -88,6 +101,7 @@ fn body(k: ruleweave::store::IssuedKey, secret: Option<String>) -> IssuedBody {
         rights: k.rights,
         expires_at: k.expires_at.map(ruleweave::store::rfc3339_of),
         created_at: ruleweave::store::rfc3339_of(k.created_at),
+        sessions: None,
     }
 }
 
@@ -150,8 +164,14 @@ pub(crate) async fn issue(
     (status = 403, description = "Only the operator lists keys", body = ErrorBody),
 ))]
 pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
-    let keys = access::keys(&s)?.issued_keys().await?;
-    Ok(Json(KeyList { keys: keys.into_iter().map(|k| body(k, None)).collect() }))
+    let store = access::keys(&s)?;
+    let hour_ago = super::sse::unix_ms() - 3_600_000;
+    let mut listed = Vec::new();
+    for k in store.issued_keys().await? {
+        let (last_hour, kept) = store.sessions_of(&k.id, hour_ago).await?;
+        listed.push(IssuedBody { sessions: Some(KeySessions { kept, last_hour }), ..body(k, None) });
+    }
+    Ok(Json(KeyList { keys: listed }))
 }
 
 /// `DELETE /v1/keys/{id}`: revokes a key; it opens nothing from then on, on every replica.
