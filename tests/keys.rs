@@ -758,3 +758,30 @@ async fn one_key_makes_at_most_its_quota_of_sessions() {
     let flooder = listed["keys"].as_array().unwrap().iter().find(|k| k["label"] == "a flooder").unwrap().clone();
     assert_eq!(flooder["sessions"], json!({"kept": 3, "last_hour": 3}), "{flooder}");
 }
+
+/// One key cannot keep the server's job place to itself: an issued key starts at most
+/// `jobs_per_key_per_hour` jobs an hour (429 naming it); the operator is not limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_starts_at_most_its_quota_of_jobs() {
+    let env = [("RULEWEAVE_TOKEN", OPERATOR), ("RULEWEAVE_JOBS_PER_KEY_PER_HOUR", "1")];
+    let server = support::start(&support::repo_root().join("tests/packs/coin"), "memory", &env);
+    let base = &server.url;
+    let (_, key) = issue(base, "a tuner", None).await;
+    let quick = json!({"vary": "chance=0..100", "target": "caller:won=0.3", "within": 0.2});
+    let tune = format!("{base}/v1/packs/coin/tune");
+    let (status, started) = call(Method::POST, &tune, &key, Some(quick.clone())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{started}");
+    let job = started["job"].as_str().unwrap().to_owned();
+    // Stopped, so the server's one place is free: what refuses the next is the key's quota.
+    call(Method::DELETE, &format!("{base}/v1/jobs/{job}"), &key, None).await;
+    let (status, refused) = call(Method::POST, &tune, &key, Some(quick.clone())).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (StatusCode::TOO_MANY_REQUESTS, &json!("quota_exceeded")),
+        "{refused}"
+    );
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("`[server] jobs_per_key_per_hour` = 1"),
+        "{refused}"
+    );
+}

@@ -16,6 +16,7 @@
 //! tune_turns = 400000            # the most turns one tune job (POST /v1/packs/{pack}/tune) plays
 //! sessions_per_key_per_hour = 1000  # sessions (forks included) one issued key, and the sessions
 //! sessions_per_key = 100000         # it made, may make in an hour, and keep; more are 429
+//! jobs_per_key_per_hour = 20        # tunes and sweeps one issued key may start in an hour
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -96,6 +97,8 @@ pub struct Settings {
     pub sessions_per_key_per_hour: u64,
     /// The most sessions going back to one issued key that are kept at once.
     pub sessions_per_key: u64,
+    /// The most jobs (tunes, sweeps) one issued key starts in an hour.
+    pub jobs_per_key_per_hour: u64,
 }
 
 impl Default for Settings {
@@ -113,6 +116,7 @@ impl Default for Settings {
             tune_turns: 400_000,
             sessions_per_key_per_hour: 1_000,
             sessions_per_key: 100_000,
+            jobs_per_key_per_hour: 20,
         }
     }
 }
@@ -160,6 +164,7 @@ struct ServerSection {
     tune_turns: Option<usize>,
     sessions_per_key_per_hour: Option<usize>,
     sessions_per_key: Option<usize>,
+    jobs_per_key_per_hour: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -322,6 +327,12 @@ impl Config {
                 "RULEWEAVE_SESSIONS_PER_KEY",
                 file.server.sessions_per_key,
                 defaults.sessions_per_key as usize,
+            )?
+            .max(1) as u64,
+            jobs_per_key_per_hour: number(
+                "RULEWEAVE_JOBS_PER_KEY_PER_HOUR",
+                file.server.jobs_per_key_per_hour,
+                defaults.jobs_per_key_per_hour as usize,
             )?
             .max(1) as u64,
         };

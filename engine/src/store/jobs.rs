@@ -108,6 +108,9 @@ pub trait Jobs: Send + Sync {
     /// Asks every running job `owner` started to stop (its key was revoked); their ids.
     fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
 
+    /// How many jobs `owner` started at or after `since` (unix milliseconds), of those kept.
+    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>>;
+
     /// A client started (`+1`) or stopped (`-1`) following the job's events. When the last one
     /// leaves a running job, the job is asked to stop: nobody is waiting for its answer.
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>>;
@@ -170,6 +173,11 @@ impl Jobs for MemoryStore {
         ready(Ok(stopped))
     }
 
+    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> {
+        let n = self.jobs().values().filter(|j| j.owner.as_deref() == Some(owner) && j.created_at >= since).count();
+        ready(Ok(n as u64))
+    }
+
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
         if let Some(j) = self.jobs().get_mut(id) {
             j.watchers += delta;
@@ -205,6 +213,10 @@ impl Jobs for SqliteStore {
         Box::pin(stop_owned(self.sql(), owner))
     }
 
+    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(started_since(self.sql(), owner, since))
+    }
+
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
         Box::pin(watch(self.sql(), id, delta))
     }
@@ -234,6 +246,10 @@ impl Jobs for PostgresStore {
 
     fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         Box::pin(stop_owned(self.sql(), owner))
+    }
+
+    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(started_since(self.sql(), owner, since))
     }
 
     fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
@@ -347,6 +363,19 @@ async fn stop(sql: Sql<'_>, id: &str) -> Result<bool> {
         .map(|r| r.rows_affected()))
     .map_err(|e| store_error("cannot ask a job to stop", e))?;
     Ok(found > 0)
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn started_since(sql: Sql<'_>, owner: &str, since: i64) -> Result<u64> {
+    let n: i64 = on_pool!(sql, pool => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM jobs WHERE owner = $1 AND created_at >= $2",
+        )
+        .bind(owner)
+        .bind(since)
+        .fetch_one(pool)
+        .await)
+    .map_err(|e| store_error("cannot count a key's jobs", e))?;
+    Ok(n.max(0) as u64)
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

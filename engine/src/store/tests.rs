@@ -555,6 +555,8 @@ async fn jobs(store: Arc<dyn Store>) {
     jobs.finish_job(&ended, JobState::Done, &json!({})).await.unwrap();
     jobs.create_job(&job(&theirs, now)).await.unwrap();
     assert_eq!(jobs.stop_jobs_of(&owner).await.unwrap(), std::slice::from_ref(&mine));
+    assert_eq!(jobs.jobs_since(&owner, now - 1).await.unwrap(), 2, "both of the key's jobs, ended or not");
+    assert_eq!(jobs.jobs_since(&owner, now + 1).await.unwrap(), 0);
     assert!(jobs.job(&mine).await.unwrap().unwrap().stop);
     assert!(!jobs.job(&theirs).await.unwrap().unwrap().stop);
 }

@@ -337,6 +337,21 @@ async fn begin(
     work: Work,
 ) -> ApiResult<Response> {
     let jobs = jobs(s)?;
+    // One issued key cannot keep the server's one job place to itself: at most
+    // `jobs_per_key_per_hour` an hour.
+    if let (Access::Issued(_), Some(owner)) = (access, access.owner()) {
+        let most = s.settings.jobs_per_key_per_hour;
+        let started = jobs.jobs_since(&owner, sse::unix_ms() - 3_600_000).await?;
+        if started >= most {
+            return Err(ApiError::new(
+                Code::QuotaExceeded,
+                format!(
+                    "this key started {started} jobs in the last hour, the most one key may \
+                     (`[server] jobs_per_key_per_hour` = {most}): try again later"
+                ),
+            ));
+        }
+    }
     let id = super::access::secret("job")?["rw_job_".len()..][..20].to_owned();
     let Some(stop) = s.job.take(&id) else {
         return Err(ApiError::new(
