@@ -102,11 +102,7 @@ async fn serve_play_and_lsp_cost_nothing_at_rest() {
     let plain = start_with(&root, "memory", &[], &[]);
     let play = Play::start(&root, "pirate");
     play.wait_for("model: the pack's stand-in model");
-    let mut lsp = Raw::start(&root);
-    let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
-    lsp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
-    lsp.response(1);
-    lsp.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    let mut lsp = Raw::ready(&root);
     let manifest = uri_of(&root.join("config/pirate.yaml"));
     lsp.open(&manifest, &std::fs::read_to_string(root.join("config/pirate.yaml")).unwrap());
     lsp.diagnostics(&manifest);

@@ -80,6 +80,17 @@ impl Raw {
         Raw { child, stdin, frames }
     }
 
+    /// [`Raw::start`], then the handshake an editor makes (`initialize`, `initialized`) with
+    /// `root` as its workspace.
+    pub(crate) fn ready(root: &std::path::Path) -> Raw {
+        let mut s = Raw::start(root);
+        let init = json!({"processId": null, "rootUri": uri_of(root), "capabilities": {}});
+        s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
+        s.response(1);
+        s.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+        s
+    }
+
     pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.stdin.write_all(b).unwrap();
         self.stdin.flush().unwrap();
@@ -360,11 +371,7 @@ fn the_server_and_check_find_the_same_problems_in_every_fixture() {
 fn the_editor_points_at_the_mistake_itself() {
     let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
     let root = dir.path().canonicalize().unwrap();
-    let mut s = Raw::start(&root);
-    let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
-    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
-    s.response(1);
-    s.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    let mut s = Raw::ready(&root);
 
     // `this.earned(...)`: the definition of `earned`, in the same script.
     let merit = root.join("scripts/pirate/merit.rhai");
@@ -499,11 +506,7 @@ fn a_manifest_linked_out_of_the_root_is_neither_read_nor_edited() {
     std::fs::remove_file(&manifest).unwrap();
     std::os::unix::fs::symlink(&target, &manifest).unwrap();
 
-    let mut s = Raw::start(&root);
-    let init = json!({"processId": null, "rootUri": uri_of(&root), "capabilities": {}});
-    s.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}));
-    s.response(1);
-    s.send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+    let mut s = Raw::ready(&root);
     let merit = root.join("scripts/pirate/merit.rhai");
     let script = std::fs::read_to_string(&merit).unwrap();
     let typing = script.replacen("fn earned(total, breakdown) {\n", "fn earned(total, breakdown) {\n    this.\n", 1);
