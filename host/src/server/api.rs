@@ -140,10 +140,12 @@ pub(super) async fn graph(
     (status = 201, description = "The new session", body = Opened),
     (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that may not play the pack, or ask for a session made for debugging", body = ErrorBody),
     (status = 404, description = "No such pack", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; options the pack does not take", body = ErrorBody),
+    (status = 429, description = "The key made as many sessions as one key may (`quota_exceeded`)", body = ErrorBody),
     (status = 500, description = "The pack's `init` failed", body = ErrorBody),
 ))]
 pub(super) async fn create(
@@ -406,6 +408,7 @@ pub(super) struct ReplayHow {
     (status = 200, description = "What changed, turn by turn", body = ReplayBody),
     (status = 400, description = "An id that is no id; a body that is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that may not debug (a replay needs the `debug` right)", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
@@ -442,10 +445,12 @@ pub(super) async fn replay(
     (status = 201, description = "The new session", body = Opened),
     (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that may not debug asked for a fork with `set`", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; no such checkpoint; a checkpoint in the middle of a turn; a `set` naming no state field, or of the wrong type", body = ErrorBody),
+    (status = 429, description = "The key made as many sessions as one key may (`quota_exceeded`)", body = ErrorBody),
     (status = 500, description = "The fork failed", body = ErrorBody),
 ))]
 pub(super) async fn fork(
@@ -491,6 +496,7 @@ pub(super) async fn fork(
     )),
     (status = 400, description = "The body is not JSON", body = ErrorBody),
     (status = 401, description = "A token is required", body = ErrorBody),
+    (status = 403, description = "A key that may not debug sent a breakpoint", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 409, description = "Another turn was recorded first, the session is finished, or a breakpoint holds a turn (resume it)", body = ErrorBody),
     (status = 413, description = "The body is too large", body = ErrorBody),

@@ -212,7 +212,7 @@ fn jobs(s: &Shared) -> ApiResult<&dyn Jobs> {
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; an unknown parameter, a range outside its bounds or reversed, a target outcome the pack never produces, a player it lacks", body = ErrorBody),
-    (status = 429, description = "A job is already running on this server", body = ErrorBody),
+    (status = 429, description = "A job is already running on this server, or the key started as many as it may this hour (`quota_exceeded`)", body = ErrorBody),
     (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn start(
@@ -269,7 +269,7 @@ pub(super) struct NewSweep {
     (status = 413, description = "The body is too large", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; an unknown parameter, a range outside its bounds or reversed, a player the pack lacks; more turns than `tune_turns`", body = ErrorBody),
-    (status = 429, description = "A job is already running on this server", body = ErrorBody),
+    (status = 429, description = "A job is already running on this server, or the key started as many as it may this hour (`quota_exceeded`)", body = ErrorBody),
     (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn start_sweep(
