@@ -17,6 +17,7 @@ mod against;
 mod changes;
 pub mod page;
 mod stats;
+mod sweep;
 pub mod tune;
 
 use std::collections::{BTreeMap, BTreeSet};
