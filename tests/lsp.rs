@@ -236,27 +236,17 @@ fn neovim_reads_back_a_mistake_in_a_pack_file() {
     ) else {
         return;
     };
-    let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
-    let root = dir.path().canonicalize().unwrap();
-    support::edit(
-        &root,
-        "scripts/pirate/merit.rhai",
-        "let w = param(\"fallback_weights\");",
-        "let w = parm(\"fallback_weights\");",
+    let (_dir, root) = misspelled_pirate();
+    let merit = root.join("scripts/pirate/merit.rhai");
+    let seen = headless_nvim(
+        &nvim,
+        "nvim_diagnostics.lua",
+        &[
+            ("RULEWEAVE_BIN", env!("CARGO_BIN_EXE_ruleweave").into()),
+            ("PACK_ROOT", root.clone().into()),
+            ("OPEN_FILE", merit.into()),
+        ],
     );
-    let out = root.join("diagnostics.txt");
-    let script = support::repo_root().join("tests/lsp/nvim_diagnostics.lua");
-    let status = Command::new("timeout")
-        .args(["120", &nvim, "--headless", "--clean", "-c", &format!("luafile {}", script.display())])
-        .env("RULEWEAVE_BIN", env!("CARGO_BIN_EXE_ruleweave"))
-        .env("PACK_ROOT", &root)
-        .env("OPEN_FILE", root.join("scripts/pirate/merit.rhai"))
-        .env("OUT", &out)
-        .stdin(Stdio::null())
-        .status()
-        .expect("nvim runs");
-    assert!(status.success(), "nvim ended with {status}");
-    let seen = std::fs::read_to_string(&out).unwrap_or_default();
     let text = std::fs::read_to_string(root.join("scripts/pirate/merit.rhai")).unwrap();
     let line = text.lines().position(|l| l.contains("parm(")).unwrap();
     let col = text.lines().nth(line).unwrap().find("parm(").unwrap();
@@ -456,30 +446,18 @@ fn the_documented_neovim_setup_works_on_old_and_current_neovim() {
         let Some(nvim) = support::needed(var, why, "a Neovim test of the documented setup did not run") else {
             continue;
         };
-        let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
-        let root = dir.path().canonicalize().unwrap();
-        support::edit(
-            &root,
-            "scripts/pirate/merit.rhai",
-            "let w = param(\"fallback_weights\");",
-            "let w = parm(\"fallback_weights\");",
-        );
-        let out = root.join("seen.txt");
+        let (_dir, root) = misspelled_pirate();
         let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_ruleweave")).parent().unwrap().to_owned();
         let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-        let status = Command::new("timeout")
-            .args(["120", &nvim, "--headless", "--clean", "-c"])
-            .arg(format!("luafile {}", support::repo_root().join("tests/lsp/nvim_setup.lua").display()))
-            .env("SETUP", support::repo_root().join("editors/nvim/ruleweave.lua"))
-            .env("OPEN_FILE", root.join("scripts/pirate/merit.rhai"))
-            .env("OUT", &out)
-            .env("PATH", path)
-            .current_dir(&root)
-            .stdin(Stdio::null())
-            .status()
-            .expect("nvim runs");
-        assert!(status.success(), "{var}: nvim ended with {status}");
-        let seen = std::fs::read_to_string(&out).unwrap_or_default();
+        let seen = headless_nvim(
+            &nvim,
+            "nvim_setup.lua",
+            &[
+                ("SETUP", support::repo_root().join("editors/nvim/ruleweave.lua").into()),
+                ("OPEN_FILE", root.join("scripts/pirate/merit.rhai").into()),
+                ("PATH", path.into()),
+            ],
+        );
         let version = Command::new(&nvim).arg("--version").output().unwrap();
         let version = String::from_utf8_lossy(&version.stdout).lines().next().unwrap_or_default().to_owned();
         assert!(seen.starts_with("filetype=rhai\n"), "{version}: {seen}");
@@ -529,4 +507,31 @@ fn a_manifest_linked_out_of_the_root_is_neither_read_nor_edited() {
     let edit = s.response(3).to_string();
     assert!(!edit.contains("config/pirate.yaml") && !edit.contains(&*target.to_string_lossy()), "{edit}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), planted, "the file out of the root is as it was");
+}
+
+/// A copy of the shipped packs with one mistake a person makes: `parm(` for `param(` in the
+/// pirate's merit script. The folder, and its path with links resolved.
+fn misspelled_pirate() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = support::copy_of(&["config", "scripts", "prompts", "data", "schemas"]);
+    let root = dir.path().canonicalize().unwrap();
+    let (from, to) = ("let w = param(\"fallback_weights\");", "let w = parm(\"fallback_weights\");");
+    support::edit(&root, "scripts/pirate/merit.rhai", from, to);
+    (dir, root)
+}
+
+/// Runs `nvim` headless on `tests/lsp/<script>` with `env` (and `OUT`, where the script writes
+/// what it saw), bounded at two minutes; what it wrote.
+fn headless_nvim(nvim: &str, script: &str, env: &[(&str, std::ffi::OsString)]) -> String {
+    let out = tempfile::tempdir().unwrap();
+    let seen = out.path().join("seen.txt");
+    let script = support::repo_root().join("tests/lsp").join(script);
+    let status = Command::new("timeout")
+        .args(["120", nvim, "--headless", "--clean", "-c", &format!("luafile {}", script.display())])
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .env("OUT", &seen)
+        .stdin(Stdio::null())
+        .status()
+        .expect("nvim runs");
+    assert!(status.success(), "nvim ended with {status}");
+    std::fs::read_to_string(&seen).unwrap_or_default()
 }

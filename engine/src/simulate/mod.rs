@@ -528,6 +528,12 @@ fn turns(
 /// The outcome of a game stopped by the turn cap (`simulate.max_turns`) before it finished.
 pub const UNFINISHED: &str = "unfinished";
 
+/// An outcome as a person reads it: a game the cap stopped says the cap
+/// (`unfinished (cap 20 turns)`).
+pub fn outcome_label(outcome: &str, max_turns: u32) -> String {
+    if outcome == UNFINISHED { format!("{outcome} (cap {max_turns} turns)") } else { outcome.to_owned() }
+}
+
 /// What a batch of games came to: the contract of `simulate --json` and of
 /// `POST /v1/packs/{pack}/simulate`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

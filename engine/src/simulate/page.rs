@@ -344,8 +344,7 @@ fn outcomes(p: &PlayerReport, other: Option<&PlayerReport>, max_turns: u32) -> S
     let mut svg = svg_open(width, height);
     for (i, name) in names.iter().enumerate() {
         let y = 6.0 + i as f64 * row;
-        let shown =
-            if name.as_str() == UNFINISHED { format!("{name} (cap {max_turns} turns)") } else { name.to_string() };
+        let shown = super::outcome_label(name, max_turns);
         let _ = write!(svg, "<text x=0 y={}>{}</text>", y + 11.0, escape(&shown));
         for (j, (side, colour)) in [(Some(p), HERE), (other, THERE)].into_iter().enumerate() {
             let Some(side) = side else { continue };

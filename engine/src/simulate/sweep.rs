@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use serde_json::{Map, Value};
 
 use super::tune::{MOST_VALUES, Range, json_of};
-use super::{Batch, Plan, PlayerReport, Rules, UNFINISHED, play, players, report, wilson};
+use super::{Batch, Plan, PlayerReport, Rules, outcome_label, play, players, report, wilson};
 use crate::error::{Error, Result};
 use crate::{Engine, ParamValues};
 
@@ -68,10 +68,7 @@ impl SweepReport {
         };
         let mut head: Vec<String> = self.params.clone();
         head.push("player".into());
-        head.extend(outcomes.iter().map(|o| match o.as_str() {
-            UNFINISHED => format!("{UNFINISHED} (cap {} turns)", self.max_turns),
-            o => o.to_owned(),
-        }));
+        head.extend(outcomes.iter().map(|o| outcome_label(o, self.max_turns)));
         let mut rows = vec![head];
         for point in &self.sweep {
             for player in &point.players {

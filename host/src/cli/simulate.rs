@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use ruleweave::simulate::tune::{Range, Sweep, SweepReport};
-use ruleweave::simulate::{Batch, Plan, PlayerReport, Report, Rules, Spread};
+use ruleweave::simulate::{Batch, Plan, PlayerReport, Report, Rules, Spread, outcome_label};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -302,15 +302,6 @@ fn print_table(report: &Report) {
 
 /// The most changes between two copies the table lists (the JSON has them all).
 const MOST_CHANGES_SHOWN: usize = 20;
-
-/// An outcome as a person reads it: a game the cap stopped says the cap.
-fn outcome_label(outcome: &str, max_turns: u32) -> String {
-    if outcome == ruleweave::simulate::UNFINISHED {
-        format!("{outcome} (cap {max_turns} turns)")
-    } else {
-        outcome.to_owned()
-    }
-}
 
 /// Each player's games, as a table.
 pub(super) fn print_players(players: &[PlayerReport], max_turns: u32) {
