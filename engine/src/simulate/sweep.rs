@@ -1,15 +1,114 @@
-//! Sweeps: the same games at each value of one or two of a pack's numbers (a grid for two), as
-//! `simulate --sweep` plays them and a server's sweep job does, and the table that reads them at
-//! a glance.
+//! Sweeps: the ranges of a pack's numbers (`thresholds.medium=40..80`), the same games at each
+//! value of one or two of them (a grid for two), as `simulate --sweep` plays them and a server's
+//! sweep job does, and the table that reads them at a glance. `tune` searches the same ranges.
 
 use std::sync::atomic::AtomicBool;
 
 use serde_json::{Map, Value};
 
-use super::tune::{MOST_VALUES, Range, json_of};
 use super::{Batch, Plan, PlayerReport, Rules, outcome_label, play, players, report, wilson};
 use crate::error::{Error, Result};
-use crate::{Engine, ParamValues};
+use crate::{Engine, NumericParam, ParamValues};
+
+/// A range of values for one of a pack's numbers: `thresholds.medium=40..80` (a step of 1 for
+/// an integer, a tenth of the range otherwise) or `rate=0..1:0.25`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Range {
+    /// The parameter's dotted path.
+    pub param: String,
+    /// The first value.
+    pub lo: f64,
+    /// The last value.
+    pub hi: f64,
+    /// The step between values, when given.
+    pub step: Option<f64>,
+}
+
+/// The most values one range may have.
+pub const MOST_VALUES: usize = 1_000;
+
+impl std::str::FromStr for Range {
+    type Err = Error;
+
+    /// `NAME=LO..HI` or `NAME=LO..HI:STEP`.
+    fn from_str(text: &str) -> Result<Range> {
+        let shape = || Error::input(format!("a range is NAME=LO..HI[:STEP] (thresholds.medium=40..80), not `{text}`"));
+        let (param, range) = text.split_once('=').ok_or_else(shape)?;
+        let (range, step) = match range.split_once(':') {
+            Some((r, s)) => (r, Some(s)),
+            None => (range, None),
+        };
+        let (lo, hi) = range.split_once("..").ok_or_else(shape)?;
+        let number = |s: &str| s.trim().parse::<f64>().ok().filter(|x| x.is_finite()).ok_or_else(shape);
+        Ok(Range {
+            param: param.trim().to_owned(),
+            lo: number(lo)?,
+            hi: number(hi)?,
+            step: step.map(number).transpose()?,
+        })
+    }
+}
+
+impl Range {
+    /// The range's values for `p`: checked against its bounds and type, in order.
+    pub fn values(&self, p: &NumericParam) -> Result<Vec<f64>> {
+        self.ends(p)?;
+        let (lo, hi) = (self.lo, self.hi);
+        if hi == lo {
+            return Ok(vec![lo]);
+        }
+        let step = self.step.unwrap_or(if p.integer { 1.0 } else { (hi - lo) / 10.0 });
+        if step <= 0.0 || (hi > lo && step == 0.0) {
+            return Err(Error::input(format!("the step of `{}` is more than 0, not {step}", self.param)));
+        }
+        if p.integer && step.fract() != 0.0 {
+            return Err(Error::input(format!("`{}` is an integer: its step is too, not {step}", self.param)));
+        }
+        let n = ((hi - lo) / step + 1e-9).floor() + 1.0;
+        if !n.is_finite() || n > MOST_VALUES as f64 {
+            return Err(Error::input(format!(
+                "{n} values of `{}` is more than {MOST_VALUES}: take a longer step",
+                self.param
+            )));
+        }
+        let n = n as usize;
+        Ok((0..n).map(|i| if p.integer { lo + step * i as f64 } else { tidy(lo + step * i as f64) }).collect())
+    }
+
+    /// The ends checked: in order, within the parameter's bounds, integers for an integer.
+    pub(super) fn ends(&self, p: &NumericParam) -> Result<()> {
+        if !(self.hi - self.lo).is_finite() {
+            return Err(Error::input(format!("the range of `{}` is too wide to step through", self.param)));
+        }
+        if self.lo > self.hi {
+            return Err(Error::input(format!(
+                "the range of `{}` runs from low to high: {}..{}, not {}..{}",
+                self.param,
+                num(self.hi),
+                num(self.lo),
+                num(self.lo),
+                num(self.hi)
+            )));
+        }
+        p.check(self.lo)?;
+        p.check(self.hi)?;
+        Ok(())
+    }
+}
+
+/// `x` without the float noise of adding steps (0.30000000000000004 → 0.3).
+pub(super) fn tidy(x: f64) -> f64 {
+    (x * 1e9).round() / 1e9
+}
+
+pub(super) fn num(x: f64) -> String {
+    crate::text::decimals(x, 6)
+}
+
+/// A value as JSON: an integer parameter's as an integer.
+pub(super) fn json_of(p: &NumericParam, x: f64) -> Value {
+    if p.integer { Value::from(x as i64) } else { Value::from(x) }
+}
 
 /// Games on several values of one or two parameters: a [`Batch`] (its pack, games, players, seed,
 /// options) at each value, on the same games.
