@@ -8,6 +8,7 @@ mod bindings;
 mod chat;
 mod cli;
 mod conformance;
+mod connections;
 mod console;
 mod debate;
 mod declared;

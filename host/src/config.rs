@@ -7,7 +7,8 @@
 //! body_limit = 1048576           # bytes
 //! header_timeout = "10s"         # a request's headers must arrive within this
 //! body_timeout = "30s"           # and its body within this
-//! max_connections = 1024         # open connections; more wait to be accepted
+//! max_connections = 1024         # open connections; past it, only /healthz is answered (503)
+//! max_connections_per_client = 64 # connections one client address holds; as many more wait
 //! allowed_hosts = ["game.local"] # Host names accepted besides loopback ones, when there is no token
 //! turns_per_pack = 8             # turns of one pack running at once; more wait
 //! streams_per_client = 16        # event streams one client address keeps open (behind a
@@ -77,8 +78,11 @@ pub struct Settings {
     pub header_timeout: Duration,
     /// A request's body must arrive within this.
     pub body_timeout: Duration,
-    /// Open connections; more wait to be accepted.
+    /// Open connections; past it a connection is answered `/healthz` only (503 for the rest).
     pub max_connections: usize,
+    /// Connections one client address holds (as many more wait for one; past those, `/healthz`
+    /// only, 429 for the rest), so one client's stalled sockets cannot take every slot.
+    pub max_connections_per_client: usize,
     /// Host names a request may name besides loopback ones, when there is no token.
     pub allowed_hosts: Vec<String>,
     /// Turns of one pack that run at once; more wait for a slot, so a slow pack cannot take every
@@ -109,6 +113,7 @@ impl Default for Settings {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             max_connections: 1024,
+            max_connections_per_client: 64,
             allowed_hosts: Vec::new(),
             turns_per_pack: 4 * std::thread::available_parallelism().map_or(2, |n| n.get()),
             streams_per_client: 16,
@@ -157,6 +162,7 @@ struct ServerSection {
     header_timeout: Option<String>,
     body_timeout: Option<String>,
     max_connections: Option<usize>,
+    max_connections_per_client: Option<usize>,
     allowed_hosts: Option<Vec<String>>,
     turns_per_pack: Option<usize>,
     streams_per_client: Option<usize>,
@@ -303,6 +309,12 @@ impl Config {
                 "RULEWEAVE_MAX_CONNECTIONS",
                 file.server.max_connections,
                 defaults.max_connections,
+            )?
+            .max(1),
+            max_connections_per_client: number(
+                "RULEWEAVE_MAX_CONNECTIONS_PER_CLIENT",
+                file.server.max_connections_per_client,
+                defaults.max_connections_per_client,
             )?
             .max(1),
             allowed_hosts,

@@ -40,6 +40,10 @@ pub(crate) enum Code {
     HostNotAllowed,
     MethodNotAllowed,
     TooManyStreams,
+    /// More connections open from one client address than `max_connections_per_client`.
+    TooManyConnections,
+    /// As many connections open as the server keeps (`max_connections`).
+    ServerBusy,
     SimulationRunning,
     /// A job is already running on this replica.
     JobRunning,
@@ -124,6 +128,18 @@ pub(crate) const ANSWERS: &[Answer] = &[
         "more event streams open from one client than `streams_per_client`",
     ),
     row(
+        Code::TooManyConnections,
+        S::TOO_MANY_REQUESTS,
+        S::TOO_MANY_REQUESTS,
+        "twice `max_connections_per_client` connections open from one client (`/healthz` still answers)",
+    ),
+    row(
+        Code::ServerBusy,
+        S::SERVICE_UNAVAILABLE,
+        S::SERVICE_UNAVAILABLE,
+        "as many connections open as the server keeps (`max_connections`; `/healthz` still answers)",
+    ),
+    row(
         Code::SimulationRunning,
         S::TOO_MANY_REQUESTS,
         S::TOO_MANY_REQUESTS,
@@ -192,6 +208,8 @@ impl Code {
             Code::HostNotAllowed => "host_not_allowed",
             Code::MethodNotAllowed => "method_not_allowed",
             Code::TooManyStreams => "too_many_streams",
+            Code::TooManyConnections => "too_many_connections",
+            Code::ServerBusy => "server_busy",
             Code::SimulationRunning => "simulation_running",
             Code::JobRunning => "job_running",
             Code::QuotaExceeded => "quota_exceeded",
@@ -415,6 +433,8 @@ mod tests {
             Code::HostNotAllowed,
             Code::MethodNotAllowed,
             Code::TooManyStreams,
+            Code::TooManyConnections,
+            Code::ServerBusy,
             Code::SimulationRunning,
             Code::JobRunning,
             Code::QuotaExceeded,

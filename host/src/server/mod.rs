@@ -385,12 +385,14 @@ pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<(
 }
 
 /// Answers requests on `listener` as `serve` does (the same router behind the same listener:
-/// header and body deadlines, the connection cap, each request's peer address) until `shutdown`
+/// header and body deadlines, the connection caps, each request's peer address) until `shutdown`
 /// completes, then waits for the requests in flight; without `serve`'s own work (finishing
 /// interrupted turns, expiring sessions, closing lobby rounds), which a caller may do itself.
 pub async fn listen(state: Shared, listener: tokio::net::TcpListener, shutdown: impl std::future::Future<Output = ()>) {
-    let (header_timeout, max_connections) = (state.settings.header_timeout, state.settings.max_connections);
-    listen::serve(listener, app(state), header_timeout, max_connections, shutdown).await;
+    let caps =
+        listen::Caps { total: state.settings.max_connections, per_client: state.settings.max_connections_per_client };
+    let header_timeout = state.settings.header_timeout;
+    listen::serve(listener, app(state), header_timeout, caps, shutdown).await;
 }
 
 /// Closes lobby rounds whose timeout passed, four times a second, whichever replica their
