@@ -38,6 +38,7 @@ const CLASSES = {
   script_error: ScriptError,
   template_error: ScriptError,
   limit_exceeded: ScriptError,
+  state_too_large: ScriptError,
   llm_error: ModelError,
   store_error: StoreError,
   io_error: StoreError,

@@ -541,6 +541,7 @@ async fn a_players_key_plays_and_only_a_debuggers_key_debugs() {
     )
     .await;
     assert_eq!((status, &designer["rights"]), (StatusCode::CREATED, &json!(["debug"])), "{designer}");
+    let designer_id = designer["id"].as_str().unwrap().to_owned();
     let designer = designer["key"].as_str().unwrap().to_owned();
     let (_, me) = call(Method::GET, &format!("{base}/v1/access"), &designer, None).await;
     assert_eq!(me["rights"], json!(["debug"]));
@@ -568,6 +569,22 @@ async fn a_players_key_plays_and_only_a_debuggers_key_debugs() {
         let (status, _) = call(Method::POST, &format!("{base}/v1/sessions/{test}/replay"), key, Some(json!({}))).await;
         assert_eq!(status, StatusCode::OK, "{who} replays");
     }
+    // Each hold, edit and resume is recorded with the key that made it.
+    let (_, listed) = call(Method::GET, &format!("{base}/v1/sessions/{test}/checkpoints"), OPERATOR, None).await;
+    let made: Vec<(String, String)> = listed["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|c| (c["kind"].as_str().unwrap().to_owned(), c["by"].as_str().unwrap_or("nobody").to_owned()))
+        .collect();
+    let playtest = format!("session:{test}");
+    let expected: Vec<(String, String)> = [("break", &designer_id), ("edit", &designer_id), ("turn", &designer_id)]
+        .into_iter()
+        .chain([("break", &playtest), ("edit", &playtest), ("turn", &playtest)])
+        .map(|(kind, by)| (kind.to_owned(), by.clone()))
+        .collect();
+    assert_eq!(made, expected, "{listed}");
     let fork = Some(json!({"checkpoint": 0, "set": {"merit_score": 50}}));
     let (status, forked) = call(Method::POST, &format!("{base}/v1/sessions/{test}/fork"), &test_key, fork).await;
     assert_eq!((status, &forked["state"]["merit_score"]), (StatusCode::CREATED, &json!(50)), "{forked}");
@@ -650,7 +667,7 @@ async fn a_lobby_edited_by_hand_keeps_its_rules_and_its_keys() {
     let too_many: Vec<String> = (0..21).map(|i| format!("p{i}")).collect();
     for (players, says) in [
         (json!(too_many), "the lobby holds at most 20 players, not 21"),
-        (json!(["ana", 7]), "`players` is the lobby's players: a list of names"),
+        (json!(["ana", 7]), "`players[1]` is an int, but the items of `players` are a string"),
         (json!(["ana", "аna"]), "look the same"),
         (json!(["ana", " bo"]), "cannot be a player's name"),
     ] {

@@ -24,6 +24,7 @@ mod lsp;
 mod openapi;
 mod party;
 mod providers;
+mod quotas;
 mod serve;
 mod server;
 mod stepping;

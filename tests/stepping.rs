@@ -73,6 +73,10 @@ async fn held_edited_resumed(a: &str, b: impl AsyncFnOnce() -> String, mock: &Mo
     for (bad, says) in [
         (json!({"set": {"merit_scor": 95}}), "`merit_scor` is not a state field (did you mean `merit_score`?)"),
         (json!({"set": {"merit_score": 95, "is_won": "yes"}}), "`is_won` is a bool, not a string"),
+        (
+            json!({"set": {"conversation_history": [{"role": "user", "content": "Ahoy"}, 7]}}),
+            "`conversation_history[1]` is an int, but the items of `conversation_history` are a map",
+        ),
         (json!({"set": {}}), "the edit sets no fields"),
         (json!({"sett": {}}), "`sett` is not a field here"),
     ] {

@@ -372,6 +372,7 @@ impl Engine {
             )));
         }
         if !set.is_empty() {
+            pack.schema.check_items(&at.state, &set)?;
             at.state = crate::state::copy(&at.state)?;
             pack.schema.overwrite(&mut at.state, &set)?;
         }

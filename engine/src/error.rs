@@ -23,6 +23,9 @@ pub enum ErrorKind {
     Template,
     /// A sandbox or graph limit was reached (operations, wall time, recursion limit, sizes).
     Limit,
+    /// A session's state would be larger than the store keeps for one (`max_state_bytes`): the
+    /// turn, edit or fork that made it so is undone.
+    StateTooLarge,
     /// A model call failed (after its retries) and the node had no fallback.
     Llm,
     /// A pack, session or checkpoint does not exist.
@@ -42,12 +45,13 @@ pub enum ErrorKind {
 impl ErrorKind {
     /// Every kind, in the order declared: for tables that must give each one an answer (an HTTP
     /// status, a binding's exception class).
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Pack,
         ErrorKind::Input,
         ErrorKind::Script,
         ErrorKind::Template,
         ErrorKind::Limit,
+        ErrorKind::StateTooLarge,
         ErrorKind::Llm,
         ErrorKind::NotFound,
         ErrorKind::Finished,
@@ -65,6 +69,7 @@ impl ErrorKind {
             ErrorKind::Script => "script_error",
             ErrorKind::Template => "template_error",
             ErrorKind::Limit => "limit_exceeded",
+            ErrorKind::StateTooLarge => "state_too_large",
             ErrorKind::Llm => "llm_error",
             ErrorKind::NotFound => "not_found",
             ErrorKind::Finished => "session_finished",

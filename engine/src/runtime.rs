@@ -55,6 +55,23 @@ impl Runtime {
         }
     }
 
+    /// Refuses a state larger than a session may keep ([`Retention::max_state_bytes`]), naming the
+    /// limit: checked before every checkpoint that changes the state is written (a turn, a held
+    /// turn, an edit, a new session or fork).
+    pub(crate) fn check_state_size(&self, state: &rhai::Dynamic) -> Result<()> {
+        let most = self.retention.max_state_bytes;
+        let size = crate::value::json_len(state, most);
+        if size <= most {
+            return Ok(());
+        }
+        Err(crate::Error::new(
+            crate::ErrorKind::StateTooLarge,
+            format!(
+                "the state would take more than {most} bytes, the most a session keeps (`max_state_bytes`); nothing was kept"
+            ),
+        ))
+    }
+
     /// Records `pack`'s state schema in the store, once per version and process, before a session
     /// writes a checkpoint on it (see [`PackVersions::save_schema`](crate::store::PackVersions::save_schema)).
     pub(crate) async fn record_schema(&self, pack: &Pack) -> Result<()> {

@@ -55,6 +55,32 @@ pub(crate) fn to_json(d: &Dynamic) -> Json {
     }
 }
 
+/// How many bytes `d` takes as compact JSON, counted as it would be written (nothing is kept),
+/// up to just past `most`: a state far over a limit costs no more to measure than one at it.
+pub(crate) fn json_len(d: &Dynamic, most: usize) -> usize {
+    struct Count {
+        n: usize,
+        most: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            match self.n > self.most {
+                true => Err(std::io::Error::other("past the limit")),
+                false => Ok(buf.len()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count { n: 0, most };
+    match serde_json::to_writer(&mut count, d) {
+        Err(_) if count.n <= most => serde_json::to_vec(&to_json(d)).map_or(0, |v| v.len()),
+        _ => count.n,
+    }
+}
+
 /// A JSON object → a `rhai::Map`.
 pub(crate) fn map_of_json(map: &serde_json::Map<String, Json>) -> Map {
     map.iter().map(|(k, v)| (k.as_str().into(), from_json(v))).collect()

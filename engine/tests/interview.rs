@@ -706,6 +706,7 @@ async fn a_stored_decision_moves_to_the_design_names() {
         finished: false,
         created_at: 1_000,
         bumps: Vec::new(),
+        by: None,
     };
     store.create(&info, &start).await.unwrap();
 

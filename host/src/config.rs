@@ -18,6 +18,7 @@
 //! sessions_per_key_per_hour = 1000  # sessions (forks included) one issued key, and the sessions
 //! sessions_per_key = 100000         # it made, may make in an hour, and keep; more are 429
 //! jobs_per_key_per_hour = 20        # tunes and sweeps one issued key may start in an hour
+//! max_state_bytes = 262144          # a session's state as JSON; a turn, edit or fork past it is 413
 //!
 //! [store]
 //! url = "sqlite://ruleweave.db"  # or RULEWEAVE_STORE; memory, sqlite://PATH, postgres://...
@@ -163,6 +164,7 @@ struct ServerSection {
     body_timeout: Option<String>,
     max_connections: Option<usize>,
     max_connections_per_client: Option<usize>,
+    max_state_bytes: Option<usize>,
     allowed_hosts: Option<Vec<String>>,
     turns_per_pack: Option<usize>,
     streams_per_client: Option<usize>,
@@ -359,6 +361,12 @@ impl Config {
                 &expire,
             )?,
             expire_idle_after: duration(&named("RULEWEAVE_EXPIRE_IDLE_AFTER", "[store] expire_idle_after"), &idle)?,
+            max_state_bytes: number(
+                "RULEWEAVE_MAX_STATE_BYTES",
+                file.server.max_state_bytes,
+                Retention::default().max_state_bytes,
+            )?
+            .max(1),
         };
         let mut llm = Vec::new();
         for (name, p) in file.providers {

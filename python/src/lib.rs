@@ -42,7 +42,9 @@ fn py_err(e: ruleweave::Error) -> PyErr {
         ErrorKind::Input => InputError::new_err(message.clone()),
         ErrorKind::NotFound => NotFoundError::new_err(message.clone()),
         ErrorKind::Finished => FinishedError::new_err(message.clone()),
-        ErrorKind::Script | ErrorKind::Template | ErrorKind::Limit => ScriptError::new_err(message.clone()),
+        ErrorKind::Script | ErrorKind::Template | ErrorKind::Limit | ErrorKind::StateTooLarge => {
+            ScriptError::new_err(message.clone())
+        }
         ErrorKind::Llm => ModelError::new_err(message.clone()),
         ErrorKind::Store | ErrorKind::Io | ErrorKind::Conflict => StoreError::new_err(message.clone()),
         ErrorKind::Internal => InternalError::new_err(message.clone()),

@@ -69,6 +69,8 @@ pub struct Session {
     pub(crate) shown: bool,
     /// The turn in which the state was first set by hand (see [`Session::edited_turn`]).
     pub(crate) edited_turn: Option<u64>,
+    /// Who the next write is made by (see [`Session::acting_as`]); taken by it.
+    pub(crate) by: Option<String>,
 }
 
 /// The models a session's options choose (`model: true` options), checked as it is made against
@@ -404,7 +406,9 @@ impl Session {
             finished: pack.is_finished(&state),
             created_at: now,
             bumps: Vec::new(),
+            by: None,
         };
+        rt.check_state_size(&state)?;
         rt.record_schema(&pack).await?;
         rt.store.create(&info, &start).await?;
         Ok(Session {
@@ -423,6 +427,7 @@ impl Session {
             at: now,
             shown: true,
             edited_turn,
+            by: None,
         })
     }
 
@@ -538,6 +543,7 @@ impl Session {
             at: info.updated_at,
             shown: true,
             edited_turn: info.edited_turn,
+            by: None,
         })
     }
 
@@ -549,6 +555,13 @@ impl Session {
     /// The pack version the session runs on.
     pub fn pack(&self) -> &Arc<Pack> {
         &self.pack
+    }
+
+    /// Names who makes the next write of this session (a turn, a resume, an edit): its
+    /// checkpoints record them as [`Checkpoint::by`](crate::store::Checkpoint::by). The name is
+    /// taken by that write, so a later one made without naming anyone records nobody.
+    pub fn acting_as(&mut self, by: Option<String>) {
+        self.by = by;
     }
 
     /// The turn in which the state was first set by hand (an edit, a fork with a patch, or
@@ -739,6 +752,7 @@ impl Session {
             at: self.at,
             shown: self.shown,
             edited_turn: self.edited_turn,
+            by: None,
         }
     }
 

@@ -40,6 +40,8 @@ struct Playing {
     seq: u64,
     /// The model exchanges of the steps recorded so far (an interrupted turn's included).
     exchanges: Vec<Exchange>,
+    /// Who plays it (see [`Session::acting_as`]).
+    by: Option<String>,
 }
 
 /// How a turn's steps ended.
@@ -277,6 +279,7 @@ impl Session {
             first_seq: self.seq,
             seq: self.seq,
             exchanges,
+            by: self.by.take(),
         };
         let snapshot_due = self.snapshot_due;
         self.dirty = true;
@@ -298,7 +301,7 @@ impl Session {
         }
         let played = async {
             match p.steps(guard.state, undo, resume.as_ref(), breaks).await {
-                Ok((updates, Ended::Held(point))) => p.hold(updates, point).await,
+                Ok((updates, Ended::Held(point))) => p.hold(guard.state, updates, point).await,
                 Ok((updates, Ended::Done(pause))) => p.commit(guard.state, updates, pause, snapshot_due).await,
                 Err(e) => Err(e),
             }
@@ -440,6 +443,7 @@ impl Playing {
         pause: Option<ResumePoint>,
         snapshot_due: bool,
     ) -> Result<Recorded> {
+        self.rt.check_state_size(state)?;
         let recorded = self.turn.take();
         let finished = self.pack.is_finished(state);
         let every = self.rt.retention.snapshot_every.max(1);
@@ -458,7 +462,8 @@ impl Playing {
 
     /// Records the turn held at a breakpoint: what it did so far, and where it goes on. It
     /// carries no snapshot (a session loads from its newest snapshot on, and must see this).
-    async fn hold(&mut self, updates: Vec<(String, Updates)>, point: ResumePoint) -> Result<Recorded> {
+    async fn hold(&mut self, state: &Dynamic, updates: Vec<(String, Updates)>, point: ResumePoint) -> Result<Recorded> {
+        self.rt.check_state_size(state)?;
         let recorded = self.turn.take();
         self.exchanges.extend(recorded.exchanges.iter().cloned());
         let held = Checkpoint {
@@ -493,6 +498,7 @@ impl Playing {
             finished: false,
             created_at: now_ms(),
             bumps: Vec::new(),
+            by: self.by.clone(),
         }
     }
 

@@ -104,6 +104,7 @@ impl Session {
     async fn record_edit(&mut self, set: serde_json::Map<String, Json>) -> Result<u64> {
         self.rt.record_schema(&self.pack).await?;
         let set = self.pack.schema.checked_edit(&set)?;
+        self.pack.schema.check_items(&self.state, &set)?;
         // A lobby's players set by hand obey the lobby's rules as joining does: names only, as
         // many as it holds, each one a player could join with and no two alike.
         if let Some(lobby) = &self.pack.lobby
@@ -124,6 +125,7 @@ impl Session {
         }
         let mut state = crate::state::copy(&self.state)?;
         self.pack.schema.overwrite(&mut state, &set)?;
+        self.rt.check_state_size(&state)?;
         let now = now_ms();
         let edit = Checkpoint {
             seq: self.seq + 1,
@@ -143,6 +145,7 @@ impl Session {
             finished: self.held().is_none() && self.pack.is_finished(&state),
             created_at: now,
             bumps: Vec::new(),
+            by: self.by.take(),
         };
         self.rt.store.append(&self.id, &edit).await?;
         self.edited_turn.get_or_insert(edit.turn);

@@ -216,6 +216,37 @@ impl Schema {
         Ok(out)
     }
 
+    /// An edit's list items against the items each list holds now (or, empty now, its default
+    /// holds): an item of a type none of them has is an input error naming it, so an edit cannot
+    /// put a number among a list's names. An int among floats is a number too. A list with no
+    /// items to compare with takes any.
+    pub(crate) fn check_items(&self, state: &Dynamic, set: &Map) -> Result<()> {
+        let Some(current) = state.read_lock::<Map>() else { return Ok(()) };
+        for (name, new) in set {
+            let Some(items) = new.read_lock::<rhai::Array>() else { continue };
+            let default = self.fields.get(name.as_str()).map(|f| &f.default);
+            let held = [current.get(name), default]
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.read_lock::<rhai::Array>().map(|a| a.iter().map(value::type_of).collect::<Vec<_>>()))
+                .find(|types| !types.is_empty());
+            let Some(mut held) = held else { continue };
+            held.sort_unstable();
+            held.dedup();
+            for (i, item) in items.iter().enumerate() {
+                let ty = value::type_of(item);
+                let number_among_floats = ty == "an int" && held.contains(&"a float");
+                if !(held.contains(&ty) || number_among_floats) {
+                    return Err(Error::input(format!(
+                        "`{name}[{i}]` is {ty}, but the items of `{name}` are {}",
+                        held.join(" or ")
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that `updates` name declared fields with values their reducers accept.
     pub(crate) fn check(&self, updates: &Map) -> Result<()> {
         for (name, value) in updates {

@@ -162,6 +162,12 @@ pub struct Checkpoint {
     pub created_at: i64,
     /// Counter bumps of the session's pack, applied with the checkpoint (not kept in it).
     pub bumps: Vec<Bump>,
+    /// Who made it, as the embedding program named them ([`Session::acting_as`]): a server
+    /// names the key (`operator`, an issued key's id, `session:ID`), so an operator sees who
+    /// edited, held or resumed a session. `None` when nobody was named.
+    ///
+    /// [`Session::acting_as`]: crate::Session::acting_as
+    pub by: Option<String>,
 }
 
 /// Something that happened to a session, told to every process sharing the store (through
@@ -229,6 +235,9 @@ pub struct CheckpointInfo {
     #[serde(serialize_with = "rfc3339")]
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: i64,
+    /// Who made it (the key, on a server), when they were named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 /// Unix milliseconds as an RFC 3339 time in UTC (`2026-11-24T10:44:11.123Z`).
@@ -253,6 +262,7 @@ impl Checkpoint {
             llm_calls: self.exchanges.len(),
             snapshot: self.snapshot.is_some(),
             created_at: self.created_at,
+            by: self.by.clone(),
         }
     }
 }
@@ -333,11 +343,20 @@ pub struct Retention {
     /// Unfinished sessions nobody has played for this long are deleted (`None`: kept): one-off
     /// chats and abandoned games, with their conversation links.
     pub expire_idle_after: Option<std::time::Duration>,
+    /// The most a session's state may take, in bytes of JSON; a turn, edit or fork that would
+    /// leave more is undone with [`ErrorKind::StateTooLarge`](crate::ErrorKind::StateTooLarge),
+    /// so one client cannot fill the store. 256 KiB by default.
+    pub max_state_bytes: usize,
 }
 
 impl Default for Retention {
     fn default() -> Self {
-        Retention { snapshot_every: 16, expire_finished_after: None, expire_idle_after: None }
+        Retention {
+            snapshot_every: 16,
+            expire_finished_after: None,
+            expire_idle_after: None,
+            max_state_bytes: 256 * 1024,
+        }
     }
 }
 

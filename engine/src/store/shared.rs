@@ -37,6 +37,11 @@ pub(super) fn encode(c: &Checkpoint) -> Encoded {
     let _ = serde_json::to_writer(&mut json, &Json::Array(updates));
     json.push(b',');
     json.extend_from_slice(&exchanges);
+    // Who made it, third, when the caller said: rows without it read as made by nobody named.
+    if let Some(by) = &c.by {
+        json.push(b',');
+        let _ = serde_json::to_writer(&mut json, by);
+    }
     json.push(b']');
     Encoded {
         input: c.input.as_ref().map(Json::to_string),
@@ -101,22 +106,36 @@ where
 /// A checkpoint's updates and model exchanges, read from its row: the `body` column, a zstd
 /// frame of the JSON array `[updates, exchanges]` (or that JSON uncompressed); or, in rows
 /// written before there was a body, the `updates` and `exchanges` text columns.
+/// A checkpoint's body as stored: `[updates, exchanges]`, or `[updates, exchanges, by]`.
+#[derive(serde::Deserialize)]
+struct Raw<X>(Json, X, #[serde(default)] Option<String>);
+
+/// A checkpoint's body, read.
+pub(super) struct Body<X> {
+    pub updates: Vec<(String, Updates)>,
+    pub exchanges: X,
+    pub by: Option<String>,
+}
+
+/// The updates, exchanges and who made a checkpoint, from its `body` (or, for rows written
+/// before bodies, its `updates` and `exchanges` columns).
 pub(super) fn body<X: serde::de::DeserializeOwned>(
     body: Option<Vec<u8>>,
     updates: Option<String>,
     exchanges: Option<String>,
-) -> Result<(Vec<(String, Updates)>, X)> {
-    let (updates, exchanges): (Json, X) = match (body, updates, exchanges) {
+) -> Result<Body<X>> {
+    let Raw(updates, exchanges, by) = match (body, updates, exchanges) {
         (Some(body), _, _) => {
             serde_json::from_slice(&unpack(body)?).map_err(|e| store_error("a stored checkpoint body", e))?
         }
-        (None, Some(updates), Some(exchanges)) => (
+        (None, Some(updates), Some(exchanges)) => Raw(
             json("update list", &updates)?,
             serde_json::from_str(&exchanges).map_err(|e| store_error("stored model exchanges", e))?,
+            None,
         ),
         _ => return Err(store_error("a stored checkpoint", "it has neither a body nor updates and exchanges")),
     };
-    Ok((updates_of(updates)?, exchanges))
+    Ok(Body { updates: updates_of(updates)?, exchanges, by })
 }
 
 pub(super) fn json(what: &str, text: &str) -> Result<Json> {
@@ -157,7 +176,7 @@ where
         |col: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(col).map_err(|e| store_error(col, e)) };
     let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
     let stored = r.try_get::<Option<Vec<u8>>, _>("body").map_err(|e| store_error("body", e))?;
-    let (updates, exchanges) = body::<Vec<Exchange>>(stored, opt("updates")?, opt("exchanges")?)?;
+    let Body { updates, exchanges, by } = body::<Vec<Exchange>>(stored, opt("updates")?, opt("exchanges")?)?;
     Ok(Checkpoint {
         seq: int("seq")? as u64,
         turn: int("turn")? as u64,
@@ -174,6 +193,7 @@ where
         finished: r.try_get::<bool, _>("finished").map_err(|e| store_error("finished", e))?,
         created_at: int("created_at")?,
         bumps: Vec::new(),
+        by,
     })
 }
 
@@ -195,7 +215,8 @@ where
         |col: &str| -> Result<Option<String>> { r.try_get::<Option<String>, _>(col).map_err(|e| store_error(col, e)) };
     let int = |col: &str| -> Result<i64> { r.try_get::<i64, _>(col).map_err(|e| store_error(col, e)) };
     let stored = r.try_get::<Option<Vec<u8>>, _>("body").map_err(|e| store_error("body", e))?;
-    let (updates, exchanges) = body::<Vec<serde::de::IgnoredAny>>(stored, opt("updates")?, opt("exchanges")?)?;
+    let Body { updates, exchanges, by } =
+        body::<Vec<serde::de::IgnoredAny>>(stored, opt("updates")?, opt("exchanges")?)?;
     Ok(CheckpointInfo {
         seq: int("seq")? as u64,
         turn: int("turn")? as u64,
@@ -206,6 +227,7 @@ where
         llm_calls: exchanges.len(),
         snapshot: r.try_get::<bool, _>("has_snapshot").map_err(|e| store_error("has_snapshot", e))?,
         created_at: int("created_at")?,
+        by,
     })
 }
 

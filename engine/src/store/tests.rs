@@ -49,6 +49,7 @@ pub(super) fn start() -> Checkpoint {
         finished: false,
         created_at: 1_000,
         bumps: Vec::new(),
+        by: None,
     }
 }
 
@@ -147,12 +148,17 @@ async fn core(store: Arc<dyn Store>) {
     store.append(&s, &held).await.unwrap();
     let mut edit = turn(8, 6);
     edit.kind = CheckpointKind::Edit;
+    edit.by = Some("key_designer".into());
     store.append(&s, &edit).await.unwrap();
     assert!(!store.pending().await.unwrap().contains(&s), "a held turn waits to be resumed");
     let info = store.info(&s).await.unwrap().unwrap();
     assert_eq!((info.turns, info.head, info.head_kind), (5, 8, CheckpointKind::Edit));
     let kinds: Vec<CheckpointKind> = store.load(&s).await.unwrap().unwrap().after.iter().map(|c| c.kind).collect();
     assert_eq!(kinds[kinds.len() - 2..], [CheckpointKind::Break, CheckpointKind::Edit]);
+    // Who made each is kept where they were named, and read as nobody where not.
+    let by: Vec<Option<String>> = store.checkpoints(&s).await.unwrap().into_iter().map(|c| c.by).collect();
+    assert_eq!(by[by.len() - 2..], [None, Some("key_designer".to_owned())]);
+    assert_eq!(store.history(&s, 8).await.unwrap().unwrap().after.last().unwrap().by.as_deref(), Some("key_designer"));
     assert_eq!(store.history(&s, 7).await.unwrap().unwrap().after.last().unwrap().resume, Some(stop));
     store.truncate(&s, 6).await.unwrap();
 

@@ -144,6 +144,19 @@ impl Access {
         }
     }
 
+    /// Who the request's writes are recorded as made by (a checkpoint's `by`): `operator`, an
+    /// issued key's id, `session:ID` for a session's key (the session whose key it is),
+    /// `player:NAME`; nobody without a token.
+    pub(crate) fn by(&self) -> Option<String> {
+        match self {
+            Access::Open => None,
+            Access::Operator => Some("operator".to_owned()),
+            Access::Issued(key) => Some(key.id.clone()),
+            Access::Session { session, .. } => Some(format!("session:{session}")),
+            Access::Player { player, .. } => Some(format!("player:{player}")),
+        }
+    }
+
     /// What this request may do beyond playing: `debug` for the operator (and with no token),
     /// an issued key given it, and a session's key whose session was made for debugging.
     pub(crate) fn rights(&self) -> Vec<&'static str> {
@@ -577,6 +590,7 @@ mod tests {
             finished: false,
             created_at: 0,
             bumps: Vec::new(),
+            by: None,
         };
         for id in ["mine", "fork", "deep", "theirs"] {
             store.create(&make(id), &start).await.unwrap();

@@ -142,7 +142,7 @@ pub(super) async fn graph(
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 403, description = "A key that may not play the pack, or ask for a session made for debugging", body = ErrorBody),
     (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; options the pack does not take", body = ErrorBody),
     (status = 429, description = "The key made as many sessions as one key may (`quota_exceeded`)", body = ErrorBody),
@@ -447,7 +447,7 @@ pub(super) async fn replay(
     (status = 401, description = "A token is required", body = ErrorBody),
     (status = 403, description = "A key that may not debug asked for a fork with `set`", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; no such checkpoint; a checkpoint in the middle of a turn; a `set` naming no state field, or of the wrong type", body = ErrorBody),
     (status = 429, description = "The key made as many sessions as one key may (`quota_exceeded`)", body = ErrorBody),
@@ -499,7 +499,7 @@ pub(super) async fn fork(
     (status = 403, description = "A key that may not debug sent a breakpoint", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 409, description = "Another turn was recorded first, the session is finished, or a breakpoint holds a turn (resume it)", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; an input the pack does not take; a breakpoint on a node the graph does not have", body = ErrorBody),
     (status = 500, description = "A script or a template failed, or hit a limit; the turn was undone", body = ErrorBody),
@@ -517,7 +517,7 @@ pub(super) async fn turn(
         access.may_debug("a breakpoint")?;
     }
     let live = s.engine.session(&id).await?;
-    answer_turn(&s, &headers, live, Move::Input(req.input), req.breaks).await
+    answer_turn(&s, &headers, live, Move::Input(req.input), req.breaks, access.by()).await
 }
 
 /// Plays `what` on `live` and answers it: the turn's JSON body, or (with `Accept:
@@ -529,10 +529,11 @@ pub(super) async fn answer_turn(
     live: ruleweave::LiveSession,
     what: Move,
     breaks: Breakpoints,
+    by: Option<String>,
 ) -> ApiResult<Response> {
     let state = s.clone();
     if !sse::accepts(headers, "text/event-stream") {
-        let task = s.spawn(async move { turns::play(&state, live, what, breaks, None).await });
+        let task = s.spawn(async move { turns::play(&state, live, what, breaks, None, by).await });
         let played = task.await.map_err(ApiError::internal)??;
         return Ok(Json(turn_body(played)).into_response());
     }
@@ -542,7 +543,7 @@ pub(super) async fn answer_turn(
         let _ = events.send(sse::event(Some(kind(e)), e));
     });
     s.spawn(async move {
-        let last = match turns::play(&state, live, what, breaks, Some(sink)).await {
+        let last = match turns::play(&state, live, what, breaks, Some(sink), by).await {
             Ok(played) => sse::event(Some("result"), &turn_body(played)),
             Err(e) => {
                 let e = ApiError::from(e);

@@ -116,6 +116,12 @@ pub(crate) const ANSWERS: &[Answer] = &[
     ),
     row(Code::PayloadTooLarge, S::PAYLOAD_TOO_LARGE, S::PAYLOAD_TOO_LARGE, "a body over the limit"),
     row(
+        Code::Engine(ErrorKind::StateTooLarge),
+        S::PAYLOAD_TOO_LARGE,
+        S::PAYLOAD_TOO_LARGE,
+        "a turn, edit or fork that would leave a session's state over `max_state_bytes`; nothing was kept",
+    ),
+    row(
         Code::UnsupportedMediaType,
         S::UNSUPPORTED_MEDIA_TYPE,
         S::UNSUPPORTED_MEDIA_TYPE,

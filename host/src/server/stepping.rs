@@ -53,7 +53,7 @@ pub(super) struct Patch {
     (status = 403, description = "A key that may not debug resumed a held turn, or sent a breakpoint", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 409, description = "Nothing is paused; another turn was recorded first; the session is finished", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; a breakpoint on a node the graph does not have; an input for a held turn", body = ErrorBody),
     (status = 500, description = "A script or a template failed, or hit a limit; the turn is held where it was", body = ErrorBody),
@@ -78,7 +78,7 @@ pub(super) async fn resume(
         }
     }
     let live = s.engine.session(&id).await?;
-    answer_turn(&s, &headers, live, Move::Resume(req.input), req.breaks).await
+    answer_turn(&s, &headers, live, Move::Resume(req.input), req.breaks, access.by()).await
 }
 
 /// `PATCH /v1/sessions/{id}/state`: sets state fields by hand, between turns or while a
@@ -90,7 +90,7 @@ pub(super) async fn resume(
     (status = 403, description = "A key that may not debug (editing the state needs the `debug` right)", body = ErrorBody),
     (status = 404, description = "No such session", body = ErrorBody),
     (status = 409, description = "A turn is playing", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
+    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
     (status = 415, description = "The body is not `application/json`", body = ErrorBody),
     (status = 422, description = "A body of the wrong shape; a field the state does not have; a value of the wrong type (nothing is set)", body = ErrorBody),
     (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
@@ -109,6 +109,7 @@ pub(super) async fn edit(
     };
     let pack = session.pack().name().to_owned();
     let fields: Vec<String> = req.set.keys().cloned().collect();
+    session.acting_as(access.by());
     let checkpoint = session.edit(req.set).await.map_err(|e| ApiError::from(failed(&s, &pack, e)))?;
     let effects = session.edit_effects(&fields).await?;
     // A player edited off the table loses their key with their place, as a turn that takes

@@ -40,10 +40,12 @@ pub(crate) async fn play(
     what: Move,
     breaks: Breakpoints,
     sink: Option<EventSink>,
+    by: Option<String>,
 ) -> ruleweave::Result<Played> {
     let store = s.engine.store().clone();
     let turn = on_turn_thread(s, live, move |session| {
         Box::pin(async move {
+            session.acting_as(by);
             let result = match what {
                 Move::Input(input) => session.turn_breaking(input, breaks, sink).await?,
                 Move::Chat(text) => {

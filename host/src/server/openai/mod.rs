@@ -567,7 +567,7 @@ enum Answer {
 
 /// Plays `what` as a turn on `live` (through the server's one turn runner).
 async fn play(s: &Shared, live: &LiveSession, what: Move, sink: Option<ruleweave::EventSink>) -> ApiResult<Answer> {
-    match turns::play(s, live.clone(), what, ruleweave::Breakpoints::none(), sink).await {
+    match turns::play(s, live.clone(), what, ruleweave::Breakpoints::none(), sink, None).await {
         Ok(played) => {
             let shown = shown(&played.result);
             Ok(Answer::Played(Box::new(played.result), shown))
