@@ -740,12 +740,13 @@ async fn nothing_is_buffered_for_who_shows_no_key() {
 
 /// One key cannot fill the disk: the sessions that go back to an issued key (its own and their
 /// forks) are at most `sessions_per_key_per_hour` an hour (429 naming it); the operator is not
-/// limited, and `GET /v1/keys` counts each key's sessions.
+/// limited, and `GET /v1/keys` counts each key's sessions and the bytes they take.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_key_makes_at_most_its_quota_of_sessions() {
     let root = support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let env = [("RULEWEAVE_TOKEN", OPERATOR), ("RULEWEAVE_SESSIONS_PER_KEY_PER_HOUR", "3")];
-    let server = support::start(root.path(), "memory", &env);
+    let dir = tempfile::tempdir().unwrap();
+    let server = support::start(root.path(), &format!("sqlite://{}", dir.path().join("k.db").display()), &env);
     let base = &server.url;
     let (_, key) = issue(base, "a flooder", None).await;
     let (a, a_key) = open(base, &key).await;
@@ -771,9 +772,20 @@ async fn one_key_makes_at_most_its_quota_of_sessions() {
     let (status, _) =
         call(Method::POST, &format!("{base}/v1/sessions"), OPERATOR, Some(json!({"pack": "pirate"}))).await;
     assert_eq!(status, StatusCode::CREATED, "the operator has no quota");
-    let (_, listed) = call(Method::GET, &format!("{base}/v1/keys"), OPERATOR, None).await;
-    let flooder = listed["keys"].as_array().unwrap().iter().find(|k| k["label"] == "a flooder").unwrap().clone();
-    assert_eq!(flooder["sessions"], json!({"kept": 3, "last_hour": 3}), "{flooder}");
+    let flooder = async || {
+        let (_, listed) = call(Method::GET, &format!("{base}/v1/keys"), OPERATOR, None).await;
+        listed["keys"].as_array().unwrap().iter().find(|k| k["label"] == "a flooder").unwrap()["sessions"].clone()
+    };
+    let counted = flooder().await;
+    assert_eq!((&counted["kept"], &counted["last_hour"]), (&json!(3), &json!(3)), "{counted}");
+    // And what they take on disk, which grows as they play.
+    let before = counted["bytes"].as_u64().unwrap();
+    assert!(before > 0, "{counted}");
+    let turn = Some(json!({"input": "Ahoy! I bring a chest of gold and a map to a second one."}));
+    let (status, _) = call(Method::POST, &format!("{base}/v1/sessions/{a}/turns"), &a_key, turn).await;
+    assert_eq!(status, StatusCode::OK);
+    let after = flooder().await["bytes"].as_u64().unwrap();
+    assert!(after > before, "{before} then {after} bytes");
 }
 
 /// One key cannot keep the server's job place to itself: an issued key starts at most

@@ -137,6 +137,11 @@ pub trait Keys: Send + Sync {
     /// `since` (unix milliseconds), and how many are kept.
     fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>>;
 
+    /// The bytes the checkpoints of the sessions that go back to `issuer` take, as the store
+    /// keeps them (compressed where it compresses): what one key costs the disk. A read of
+    /// every such checkpoint, for the operator's listing, not for each request.
+    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>>;
+
     /// Who made `session`, when a key did.
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
 }
@@ -245,6 +250,25 @@ impl Keys for MemoryStore {
         ready(Ok((recent, made.len() as u64)))
     }
 
+    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
+        let mine: Vec<String> = self
+            .keys()
+            .lineage
+            .iter()
+            .filter(|(_, l)| l.issuer.as_deref() == Some(issuer))
+            .map(|(s, _)| s.clone())
+            .collect();
+        // This store keeps values, not bytes: each checkpoint's parts as JSON, uncompressed.
+        let size = |c: &super::Checkpoint| {
+            let json = |v: &Option<serde_json::Value>| v.as_ref().map_or(0, |v| v.to_string().len());
+            let updates: usize = c.updates.iter().map(|(n, u)| n.len() + u.to_json().to_string().len()).sum();
+            let exchanges = serde_json::to_vec(&*c.exchanges).map_or(0, |v| v.len());
+            json(&c.snapshot) + json(&c.input) + updates + exchanges
+        };
+        let bytes: usize = self.with(|m| mine.iter().filter_map(|s| m.get(s)).flat_map(|e| &e.rows).map(size).sum());
+        ready(Ok(bytes as u64))
+    }
+
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
         ready(Ok(self.keys().owners.get(session).cloned()))
     }
@@ -291,6 +315,10 @@ impl Keys for SqliteStore {
     fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
         Box::pin(sessions_of(self.sql(), issuer, since))
     }
+
+    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(bytes_of(self.sql(), issuer))
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -333,6 +361,10 @@ impl Keys for PostgresStore {
 
     fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
         Box::pin(sessions_of(self.sql(), issuer, since))
+    }
+
+    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(bytes_of(self.sql(), issuer))
     }
 }
 
@@ -521,6 +553,14 @@ async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
         .await
         .map(|_| ()))
     .map_err(|e| gone_or("cannot record who made a session", session, e))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn bytes_of(sql: Sql<'_>, issuer: &str) -> Result<u64> {
+    let text = super::shared::keyed_bytes_of(sql);
+    let bytes: i64 = on_pool!(sql, pool => sqlx::query_scalar(text).bind(issuer).fetch_one(pool).await)
+        .map_err(|e| store_error("cannot sum a key's bytes", e))?;
+    Ok(bytes.max(0) as u64)
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

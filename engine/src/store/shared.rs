@@ -319,6 +319,8 @@ struct Keyed {
     head: &'static str,
     /// A summary of every checkpoint, oldest first (see [`checkpoint_info`]).
     list: &'static str,
+    /// The bytes kept in the checkpoints of the sessions the issued key `$1` goes back to.
+    bytes_of: &'static str,
 }
 
 const POSTGRES: Keyed = Keyed {
@@ -330,6 +332,8 @@ const POSTGRES: Keyed = Keyed {
     list: "SELECT seq, turn, kind, step, pack_version, body, updates, exchanges, \
            snapshot IS NOT NULL AS has_snapshot, created_at \
            FROM checkpoints WHERE session_id = $1 ORDER BY seq",
+    bytes_of: "SELECT COALESCE(SUM(pg_column_size(c.*)), 0)::BIGINT \
+               FROM session_owners o JOIN checkpoints c ON c.session_id = o.session_id WHERE o.issuer = $1",
 };
 
 const SQLITE: Keyed = Keyed {
@@ -347,10 +351,21 @@ const SQLITE: Keyed = Keyed {
            snapshot IS NOT NULL AS has_snapshot, created_at FROM checkpoints \
            WHERE key >= (SELECT number FROM sessions WHERE id = $1) * 4294967296 \
            AND key < ((SELECT number FROM sessions WHERE id = $1) + 1) * 4294967296 ORDER BY key",
+    bytes_of: "SELECT COALESCE(SUM(IFNULL(LENGTH(CAST(c.body AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.snapshot AS BLOB)), 0) \
+               + IFNULL(LENGTH(CAST(c.input AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.resume AS BLOB)), 0) \
+               + IFNULL(LENGTH(CAST(c.updates AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.exchanges AS BLOB)), 0)), 0) \
+               FROM session_owners o JOIN sessions s ON s.id = o.session_id \
+               JOIN checkpoints c ON c.key >= s.number * 4294967296 AND c.key < (s.number + 1) * 4294967296 \
+               WHERE o.issuer = $1",
 };
 
 fn keyed(sql: Sql<'_>) -> &'static Keyed {
     if sql.is_postgres() { &POSTGRES } else { &SQLITE }
+}
+
+/// The statement summing an issued key's bytes (see [`Keyed::bytes_of`]).
+pub(super) fn keyed_bytes_of(sql: Sql<'_>) -> &'static str {
+    keyed(sql).bytes_of
 }
 
 /// The session `id`'s row.

@@ -468,6 +468,13 @@ async fn keys(store: Arc<dyn Store>) {
     assert_eq!((lineage.issuer.as_deref(), lineage.sessions), (Some(k2.id.as_str()), vec![p.clone(), f.clone()]));
     assert_eq!(keys.sessions_of(&k2.id, 0).await.unwrap(), (2, 2), "the forks still go back to it");
     assert_eq!(keys.sessions_of(&k2.id, i64::MAX).await.unwrap(), (0, 2), "none made since");
+    // What they take grows with what they write, and a key that made nothing takes nothing.
+    let before = keys.bytes_of(&k2.id).await.unwrap();
+    assert!(before > 0, "two sessions' start checkpoints take some bytes");
+    store.append(&g, &Checkpoint { input: Some(json!({"message": "x".repeat(4000)})), ..turn(1, 1) }).await.unwrap();
+    let after = keys.bytes_of(&k2.id).await.unwrap();
+    assert!(after > before, "{before} then {after} bytes (as stored: compressed where the store compresses)");
+    assert_eq!(keys.bytes_of("no-such-key").await.unwrap(), 0);
     assert!(keys.revoke_key(&k2.id).await.unwrap());
     for handed in ["f", "g"] {
         assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: revoked though its parent is gone");

@@ -550,6 +550,9 @@ mod tests {
         ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<(u64, u64)>> {
             self.0.sessions_of(issuer, since)
         }
+        fn bytes_of<'a>(&'a self, issuer: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<u64>> {
+            self.0.bytes_of(issuer)
+        }
     }
 
     /// "Not yours" and "absent" cost the same store lookups, so neither the answer nor the work

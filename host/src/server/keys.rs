@@ -63,6 +63,8 @@ pub(crate) struct KeySessions {
     kept: u64,
     /// Made in the last hour (forks included).
     last_hour: u64,
+    /// The bytes their checkpoints take in the store, as it keeps them.
+    bytes: u64,
 }
 
 /// The keys the operator issued: `GET /v1/keys`.
@@ -169,7 +171,8 @@ pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
     let mut listed = Vec::new();
     for k in store.issued_keys().await? {
         let (last_hour, kept) = store.sessions_of(&k.id, hour_ago).await?;
-        listed.push(IssuedBody { sessions: Some(KeySessions { kept, last_hour }), ..body(k, None) });
+        let bytes = store.bytes_of(&k.id).await?;
+        listed.push(IssuedBody { sessions: Some(KeySessions { kept, last_hour, bytes }), ..body(k, None) });
     }
     Ok(Json(KeyList { keys: listed }))
 }
