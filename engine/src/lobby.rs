@@ -145,8 +145,12 @@ pub struct LobbyStatus {
     /// Who has left this round.
     pub leaving: Vec<String>,
     /// When the round closes if not everyone answers, unix milliseconds: the pack's timeout after
-    /// the question was asked (`None` before the first question).
+    /// the question was asked (`None` before the first question, and while a turn is held).
     pub closes_at: Option<i64>,
+    /// A breakpoint holds the turn that closes the round (a designer stepping through it): the
+    /// lobby takes no input and the round's timer waits until the turn is resumed; the next
+    /// round's timer starts when it ends.
+    pub held: bool,
 }
 
 impl LobbyStatus {
@@ -169,7 +173,18 @@ impl LobbyStatus {
             joining,
             leaving,
             closes_at: (round > 0).then(|| asked_at + lobby.timeout.as_millis() as i64),
+            held: false,
         }
+    }
+
+    /// The status while a breakpoint holds the turn closing `round`: waiting for nobody, with no
+    /// timer running.
+    pub(crate) fn held(mut self, round: u64) -> Self {
+        self.round = round;
+        self.waiting.clear();
+        self.closes_at = None;
+        self.held = true;
+        self
     }
 
     /// Whether the round can close now: nobody left to wait for, and something to close on.

@@ -324,3 +324,65 @@ async fn a_round_that_cannot_close_backs_off_and_gives_up_visibly() {
     engine.forget_close_failures(&id);
     assert!(engine.close_problem(&id).is_none(), "a post tries again");
 }
+
+/// A turn a breakpoint holds freezes its lobby until it is resumed: the lobby says so (held, the
+/// round it closes, no timer), takes no input meant for the round the turn is opening, and the
+/// sweep leaves it at any time; once resumed, the next round opens and takes its answers.
+#[tokio::test]
+async fn a_held_turn_holds_its_lobby_and_loses_no_answer() {
+    use ruleweave::Breakpoints;
+    use ruleweave::lobby::{InputKind, Post};
+    let root = write_root(&[
+        (
+            "config/table.yaml",
+            "state:\n  players: {type: list, default: [a, b]}\n  round: {type: int}\n  heard: {type: list, reducer: append}\n\
+             input:\n  answers: {type: map, default: {}}\n\
+             lobby: {players: players, round: round, answers: answers, timeout: 1s}\n\
+             graph:\n  nodes:\n    tick: {script: table.rhai::tick}\n    hear: {script: table.rhai::hear}\n  \
+             edges:\n    - START -> tick\n    - tick -> hear\n    - hear -> END\n",
+        ),
+        (
+            "scripts/table/table.rhai",
+            "fn tick() { #{ round: this.round + 1 } }\nfn hear() { #{ heard: input().answers.values() } }",
+        ),
+    ]);
+    let engine = Engine::builder(root.path()).build();
+    let mut session = engine.open("table", &Default::default()).await.unwrap();
+    session.turn(json!({})).await.unwrap();
+    let id = session.id().to_owned();
+    let live = engine.keep(session);
+    let answer = |player: &str, text: &str, round: Option<u64>| Post {
+        player: player.into(),
+        kind: InputKind::Answer,
+        input: json!(text),
+        round,
+    };
+    engine.post(&id, answer("a", "first", None)).await.unwrap();
+
+    // A designer plays the round's turn held between its two nodes: the state's round is 2 by
+    // then, but round 1 is the one still closing.
+    let breaks = Breakpoints { before: vec!["hear".into()], ..Breakpoints::none() };
+    let held = live.lock().await.turn_breaking(json!({"answers": {"a": "first"}}), breaks, None).await.unwrap();
+    assert!(held.paused.as_ref().is_some_and(|p| p.breakpoint), "{:?}", held.paused);
+    let status = live.lock().await.lobby().await.unwrap().unwrap();
+    assert!(status.held && status.round == 1 && status.closes_at.is_none(), "{status:?}");
+    assert!(status.waiting.is_empty(), "{status:?}");
+    for post in [answer("b", "early", Some(2)), answer("b", "early", None)] {
+        let refused = engine.post(&id, post).await.unwrap_err();
+        assert_eq!(refused.kind(), ruleweave::ErrorKind::Conflict);
+        assert!(refused.to_string().contains("is held at a breakpoint (before hear)"), "{refused}");
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let swept = engine.close_due_rounds_at(now + 3_600_000).await.unwrap();
+    assert!(swept.iter().all(|(s, _)| *s != id), "the sweep closed nothing of it, nor failed to: {swept:?}");
+    assert!(live.lock().await.held_turn().is_some(), "an hour past its timeout, the turn is still held");
+
+    // Resumed: round 2 opens, with its own timer, and takes the answer refused while held.
+    live.lock().await.resume(None, Breakpoints::none(), None).await.unwrap();
+    let status = live.lock().await.lobby().await.unwrap().unwrap();
+    assert!(!status.held && status.round == 2 && status.closes_at.is_some(), "{status:?}");
+    engine.post(&id, answer("b", "early", Some(2))).await.unwrap();
+    let status = live.lock().await.lobby().await.unwrap().unwrap();
+    assert_eq!(status.answered, ["b"]);
+    assert_eq!(live.lock().await.state()["heard"], json!(["first"]));
+}

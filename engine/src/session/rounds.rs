@@ -151,7 +151,29 @@ impl Session {
         self.refresh().await?;
         let inputs = kept(&*self.rt.store)?.inputs(&self.id).await?;
         let (round, players) = self.round_and_players(&lobby);
-        Ok(Some(LobbyStatus::of(&lobby, round, players, &inputs, self.at)))
+        let status = LobbyStatus::of(&lobby, round, players, &inputs, self.at);
+        Ok(Some(match self.held() {
+            // The held turn may have moved the state's round on already; the round it closes is
+            // the one its inputs answered.
+            Some(_) => status.held(inputs.iter().map(|i| i.round).max().unwrap_or(round)),
+            None => status,
+        }))
+    }
+
+    /// Refuses input while a breakpoint holds a turn: it would go to a round not yet open, and
+    /// be dropped with the inputs when the held turn ends.
+    fn refuse_while_held(&self) -> Result<()> {
+        let Some(held) = self.held() else { return Ok(()) };
+        let at =
+            held.resume.as_ref().and_then(|r| r.held.as_ref()).map(|stop| format!(" ({stop})")).unwrap_or_default();
+        Err(Error::new(
+            ErrorKind::Conflict,
+            format!(
+                "turn {} of this lobby is held at a breakpoint{at}: the next round opens, and takes answers, once it is \
+                 resumed",
+                held.turn
+            ),
+        ))
     }
 
     /// Posts one player's answer, joining or leaving to the round under way. Refused: a player
@@ -174,6 +196,7 @@ impl Session {
         if self.pack.is_finished(&self.state) {
             return Err(Error::new(ErrorKind::Finished, self.pack.finished_message()));
         }
+        self.refuse_while_held()?;
         let (round, players) = self.round_and_players(&lobby);
         if let Some(meant) = post.round
             && meant != round
@@ -317,7 +340,8 @@ impl Session {
         let store = self.rt.store.clone();
         let _lock = store.lock(&self.id).await?;
         self.refresh().await?;
-        if self.pack.is_finished(&self.state) {
+        // A held turn closes the round when it is resumed; until then its timer waits.
+        if self.pack.is_finished(&self.state) || self.held().is_some() {
             return Ok(None);
         }
         let (round, players) = self.round_and_players(&lobby);
