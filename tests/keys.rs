@@ -757,6 +757,12 @@ async fn one_key_makes_at_most_its_quota_of_sessions() {
     for (url, with, body) in [
         (format!("{base}/v1/sessions"), &key, json!({"pack": "pirate"})),
         (fork.clone(), &a_key, json!({"checkpoint": 0})),
+        // A new conversation on the chat face is a new session too.
+        (
+            format!("{base}/v1/chat/completions"),
+            &key,
+            json!({"model": "pirate", "messages": [{"role": "user", "content": "Ahoy!"}]}),
+        ),
     ] {
         let (status, refused) = call(Method::POST, &url, with, Some(body)).await;
         assert_eq!(

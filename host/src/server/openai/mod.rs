@@ -342,7 +342,7 @@ async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatReques
             access.reach(&s, &id).await?;
             Plan { live: s.engine.session(&id).await?, todo: vec![messages.len() - 1], opening: None }
         }
-        None => plan(&s, &chosen, owner.as_deref(), &messages, &keys).await?,
+        None => plan(&s, &chosen, &access, &messages, &keys).await?,
     };
     let last = messages.len() - 1;
     let mut usage = Usage::default();
@@ -405,10 +405,12 @@ async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatReques
 async fn plan(
     s: &Shared,
     chosen: &Chosen,
-    owner: Option<&str>,
+    access: &Access,
     messages: &[(Role, String)],
     keys: &[Key],
 ) -> ApiResult<Plan> {
+    let owner = access.owner();
+    let owner = owner.as_deref();
     // Each prefix's key once, and where it ends: a lookup per found link, not a scan.
     let ends: HashMap<String, usize> = messages
         .iter()
@@ -421,7 +423,7 @@ async fn plan(
     let found = if asked.is_empty() { Vec::new() } else { links(&s.engine)?.find_transcripts(&asked).await? };
     let best = found.iter().filter_map(|link| Some((*ends.get(&link.key)?, link))).max_by_key(|(at, _)| *at);
     if let Some((at, link)) = best
-        && let Some(live) = go_on(s, &link.session, link.seq, link.shared, owner).await?
+        && let Some(live) = go_on(s, &link.session, link.seq, link.shared, access).await?
     {
         let todo = user_messages(messages, at + 1);
         check_catch_up(&todo)?;
@@ -429,6 +431,8 @@ async fn plan(
     }
     let todo = user_messages(messages, 0);
     check_catch_up(&todo)?;
+    // A new conversation is a new session, counted against its key's quota as one made over REST.
+    access.within_quota(s).await?;
     let engine = s.engine.clone();
     let (name, options) = (chosen.pack.name().to_owned(), chosen.options.clone());
     let (live, opening) = turns::on_pack_thread(s, chosen.pack.name(), move || async move {
@@ -457,7 +461,7 @@ async fn plan(
 
 /// The session a link points at, when it still stands at the linked checkpoint and the link is
 /// no other client's too; else a fork from that checkpoint; `None` when the session is gone.
-async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool, owner: Option<&str>) -> ApiResult<Option<LiveSession>> {
+async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool, access: &Access) -> ApiResult<Option<LiveSession>> {
     if !shared {
         let live = match s.engine.session(id).await {
             Ok(live) => live,
@@ -470,10 +474,12 @@ async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool, owner: Option<&str>
             return Ok(Some(live.clone()));
         }
     }
+    // A conversation that goes on from an earlier reply forks: a new session, counted as one.
+    access.within_quota(s).await?;
     match s.engine.fork(id, seq).await {
         Ok(fork) => {
             let live = s.engine.keep(fork);
-            owned(s, &live, owner).await?;
+            owned(s, &live, access.owner().as_deref()).await?;
             Ok(Some(live))
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
