@@ -19,7 +19,8 @@ conversations=${2:-5}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 port=${PORT:-18181}
 work=$(mktemp -d)
-trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+server=
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 mkdir -p "$work/root/config" "$work/root/scripts" "$work/root/prompts"
 packs=${PACKS:-$repo}
 cp "$packs/config/pirate.yaml" "$work/root/config/"
@@ -41,6 +42,7 @@ dump=$(ls "$work"/cg.out.* | sort -V | tail -n 1)
 instructions=$(awk '/^(summary|totals):/ { print $2; exit }' "$dump")
 # KEEP=FILE keeps the profile, for callgrind_annotate (which function the instructions went to).
 if [ -n "${KEEP:-}" ]; then cp "$dump" "$KEEP"; fi
+[ "$turns" -gt 0 ] || { echo "no turn was played" >&2; exit 1; }
 echo "turns $turns"
 echo "instructions $instructions"
 echo "per_turn $((instructions / turns))"

@@ -366,7 +366,7 @@ async fn a_held_turn_holds_its_lobby_and_loses_no_answer() {
     assert!(held.paused.as_ref().is_some_and(|p| p.breakpoint), "{:?}", held.paused);
     let status = live.lock().await.lobby().await.unwrap().unwrap();
     assert!(status.held && status.round == 1 && status.closes_at.is_none(), "{status:?}");
-    assert!(status.waiting.is_empty(), "{status:?}");
+    assert!(status.waiting.is_empty() && status.answered == ["a"], "{status:?}");
     for post in [answer("b", "early", Some(2)), answer("b", "early", None)] {
         let refused = engine.post(&id, post).await.unwrap_err();
         assert_eq!(refused.kind(), ruleweave::ErrorKind::Conflict);

@@ -317,3 +317,29 @@ async fn an_edit_says_what_was_derived_from_the_field_and_what_the_turn_recomput
         .collect();
     assert_eq!(edits, [2, 2], "after turn 2, before turn 3");
 }
+
+/// Who made a write is that write's alone: named for an edit the schema refuses, the name is
+/// not left for the next write; named for a held turn, the hold and its resume each say so.
+#[tokio::test]
+async fn a_name_given_for_a_write_goes_with_that_write_alone() {
+    let engine = standin();
+    let mut s = pirate(&engine, "names").await;
+    s.acting_as(Some("key_designer".into()));
+    let refused = s.edit(json!({"no_such_field": 1}).as_object().unwrap().clone()).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Input);
+    s.turn(json!({"message": "Ahoy!"})).await.unwrap();
+    s.acting_as(Some("key_designer".into()));
+    s.turn_breaking(json!({"message": "A tale of gold."}), before("generate_response"), None).await.unwrap();
+    s.resume(None, Breakpoints::none(), None).await.unwrap();
+    let made: Vec<(CheckpointKind, Option<String>)> =
+        engine.checkpoints(s.id()).await.unwrap().into_iter().skip(1).map(|c| (c.kind, c.by)).collect();
+    assert_eq!(
+        made,
+        [
+            (CheckpointKind::Turn, None),
+            (CheckpointKind::Break, Some("key_designer".into())),
+            (CheckpointKind::Turn, None)
+        ],
+        "the refused edit's name is not the next turn's, and the resume was not named"
+    );
+}

@@ -70,7 +70,7 @@ fn instant_engine(rt: &tokio::runtime::Runtime, store: &str) -> Engine {
     Engine::builder(root()).provider(Arc::new(InstantModel::default())).store(store).build()
 }
 
-/// One pirate turn (the fourth of a conversation) on `store`, played on the calling thread.
+/// One pirate turn (the 13th of a conversation) on `store`, played on the calling thread.
 fn pirate_turn(store: &str) -> u64 {
     let rt = runtime();
     let engine = instant_engine(&rt, store);

@@ -127,6 +127,10 @@ impl Default for Settings {
     }
 }
 
+/// The most connections a cap may allow (a semaphore's permits are bounded; past this, "no cap"
+/// is what it means anyway).
+const MOST_CONNECTIONS: usize = 1 << 20;
+
 /// The file, as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -312,13 +316,13 @@ impl Config {
                 file.server.max_connections,
                 defaults.max_connections,
             )?
-            .max(1),
+            .clamp(1, MOST_CONNECTIONS),
             max_connections_per_client: number(
                 "RULEWEAVE_MAX_CONNECTIONS_PER_CLIENT",
                 file.server.max_connections_per_client,
                 defaults.max_connections_per_client,
             )?
-            .max(1),
+            .clamp(1, MOST_CONNECTIONS),
             allowed_hosts,
             turns_per_pack: number("RULEWEAVE_TURNS_PER_PACK", file.server.turns_per_pack, defaults.turns_per_pack)?
                 .max(1),

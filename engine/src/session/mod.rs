@@ -558,8 +558,10 @@ impl Session {
     }
 
     /// Names who makes the next write of this session (a turn, a resume, an edit): its
-    /// checkpoints record them as [`Checkpoint::by`](crate::store::Checkpoint::by). The name is
-    /// taken by that write, so a later one made without naming anyone records nobody.
+    /// checkpoints record them as [`Checkpoint::by`](crate::store::Checkpoint::by). The name
+    /// holds for that call alone, taken or not (a refused write leaves nothing for the next), so a
+    /// later write made without naming anyone records nobody; a turn a crash interrupted, finished
+    /// first, is nobody's.
     pub fn acting_as(&mut self, by: Option<String>) {
         self.by = by;
     }
@@ -696,7 +698,9 @@ impl Session {
     pub fn blocking_turn(&mut self, input: Json) -> Result<TurnResult> {
         let handle = tokio::runtime::Handle::try_current()
             .map_err(|_| Error::internal("Session::blocking_turn needs a tokio runtime entered"))?;
-        handle.block_on(self.run_turn(input, None, Breakpoints::none()))
+        let played = handle.block_on(self.run_turn(input, None, Breakpoints::none()));
+        self.by = None;
+        played
     }
 
     /// Finishes a long turn a crash interrupted, from its last step checkpoint, without repeating
@@ -730,6 +734,9 @@ impl Session {
         })
         .await?;
         *self = session;
+        // A name given for this write is not left for the next, whether it was taken or the
+        // write was refused before it could be.
+        self.by = None;
         done
     }
 
@@ -767,9 +774,9 @@ impl Session {
         let info = store.info(&self.id).await?.ok_or_else(|| gone(&self.id))?;
         if info.head != self.seq || self.dirty {
             let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
-            let shown = self.shown;
+            let (shown, by) = (self.shown, self.by.take());
             *self = Session::load(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored).await?;
-            self.shown = shown;
+            (self.shown, self.by) = (shown, by);
         }
         Ok(())
     }

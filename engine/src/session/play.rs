@@ -205,8 +205,12 @@ impl Session {
         let resume = p.resume.clone().ok_or_else(|| {
             Error::new(ErrorKind::Store, "cannot resume the interrupted turn: its step checkpoint has no resume point")
         })?;
+        // The turn a crash interrupted was not this caller's: it is recorded as nobody's, and the
+        // caller's own turn after it keeps their name.
+        let by = self.by.take();
         let result =
             self.play(p.turn, p.input.clone(), input, Some(resume), p.exchanges.clone(), live, Breaks::default()).await;
+        self.by = by;
         if result.is_err() {
             self.pending = Some(p);
         }
@@ -418,6 +422,7 @@ impl Playing {
                 None => {}
             }
             if pack.graph.checkpoint_steps && !run.done() {
+                self.rt.check_state_size(state)?;
                 let made = turn.take_exchanges();
                 self.exchanges.extend(made.iter().cloned());
                 let step = Checkpoint {

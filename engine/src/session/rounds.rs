@@ -151,12 +151,14 @@ impl Session {
         self.refresh().await?;
         let inputs = kept(&*self.rt.store)?.inputs(&self.id).await?;
         let (round, players) = self.round_and_players(&lobby);
-        let status = LobbyStatus::of(&lobby, round, players, &inputs, self.at);
         Ok(Some(match self.held() {
             // The held turn may have moved the state's round on already; the round it closes is
-            // the one its inputs answered.
-            Some(_) => status.held(inputs.iter().map(|i| i.round).max().unwrap_or(round)),
-            None => status,
+            // the one its inputs answered, and its lists are that round's.
+            Some(_) => {
+                let closing = inputs.iter().map(|i| i.round).max().unwrap_or(round);
+                LobbyStatus::of(&lobby, closing, players, &inputs, self.at).held(closing)
+            }
+            None => LobbyStatus::of(&lobby, round, players, &inputs, self.at),
         }))
     }
 

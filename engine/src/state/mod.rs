@@ -223,8 +223,9 @@ impl Schema {
     pub(crate) fn check_items(&self, state: &Dynamic, set: &Map) -> Result<()> {
         let Some(current) = state.read_lock::<Map>() else { return Ok(()) };
         for (name, new) in set {
+            let Some(field) = self.fields.get(name.as_str()).filter(|f| f.ty == TypeName::List) else { continue };
             let Some(items) = new.read_lock::<rhai::Array>() else { continue };
-            let default = self.fields.get(name.as_str()).map(|f| &f.default);
+            let default = Some(&field.default);
             let held = [current.get(name), default]
                 .into_iter()
                 .flatten()

@@ -63,6 +63,9 @@ enum Past {
 struct Slot {
     slots: Arc<Semaphore>,
     held: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
+    /// How long a request waits for a slot before it is refused (the header deadline: what an
+    /// idle connection of the same client may hold one for).
+    wait: Duration,
 }
 
 /// One client address's connections.
@@ -102,7 +105,7 @@ impl Place {
     ///
     /// Within `total`, a client has `per_client` slots and as many connections again waiting for
     /// one; past those (or past `total`), [`PAST_CAPS_PER_CLIENT`] more are read for `/healthz`.
-    fn take(counts: &Arc<Mutex<Counts>>, peer: IpAddr, caps: Caps) -> Option<(Place, Admitted)> {
+    fn take(counts: &Arc<Mutex<Counts>>, peer: IpAddr, caps: Caps, wait: Duration) -> Option<(Place, Admitted)> {
         let mut guard = counts.lock().unwrap_or_else(|p| p.into_inner());
         let all = &mut *guard;
         let full = all.open >= caps.total;
@@ -114,7 +117,7 @@ impl Place {
         let admitted = if !full && client.open < 2 * caps.per_client {
             let held = client.slots.clone().try_acquire_owned().ok();
             (all.open, client.open) = (all.open + 1, client.open + 1);
-            Admitted::Slot(Slot { slots: client.slots.clone(), held: Arc::new(Mutex::new(held)) })
+            Admitted::Slot(Slot { slots: client.slots.clone(), held: Arc::new(Mutex::new(held)), wait })
         } else if all.past < PAST_CAPS && client.past < PAST_CAPS_PER_CLIENT {
             (all.past, client.past) = (all.past + 1, client.past + 1);
             Admitted::Past(if full { Past::Total(caps.total) } else { Past::PerClient(peer, caps.per_client) })
@@ -174,8 +177,20 @@ async fn by_connection_caps(req: Request, next: Next) -> Response {
         && !health
         && slot.held.lock().unwrap_or_else(|p| p.into_inner()).is_none()
     {
-        let permit = slot.slots.acquire_owned().await.expect("the semaphore is never closed");
-        *slot.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+        let Ok(permit) = tokio::time::timeout(slot.wait, slot.slots.clone().acquire_owned()).await else {
+            let mut response = ApiError::new(
+                Code::TooManyConnections,
+                format!(
+                    "every connection this client may hold (max_connections_per_client) stayed busy for {} s: \
+                     close one, or raise the cap behind a proxy",
+                    slot.wait.as_secs()
+                ),
+            )
+            .into_response();
+            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return response;
+        };
+        *slot.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit.expect("the semaphore is never closed"));
     }
     next.run(req).await
 }
@@ -210,7 +225,7 @@ pub(super) async fn serve(
             () = &mut shutdown => break,
         };
         let (stream, peer) = stream;
-        let Some((place, admitted)) = Place::take(&counts, peer.ip(), caps) else {
+        let Some((place, admitted)) = Place::take(&counts, peer.ip(), caps, header_timeout) else {
             tracing::debug!(%peer, "a connection past every cap, closed unread");
             continue;
         };
