@@ -475,8 +475,9 @@ impl Engine {
         };
         let due = rounds.due(store.open_rounds(&lobbies).await?, now);
         // Boxed as they are made: the sweep stays a future a multi-threaded runtime can run.
+        // With each result, whether a breakpoint holds the session's turn (nothing to close).
         type Closing<'a> =
-            futures_util::future::BoxFuture<'a, (crate::store::OpenRound, Result<Option<crate::TurnResult>>)>;
+            futures_util::future::BoxFuture<'a, (crate::store::OpenRound, Result<Option<crate::TurnResult>>, bool)>;
         let closing: Vec<Closing<'_>> = due
             .into_iter()
             .map(|(open, claim)| -> Closing<'_> {
@@ -485,18 +486,26 @@ impl Engine {
                     let result = async {
                         let live = self.session(&open.session).await?;
                         let mut session = live.lock().await;
-                        session.close_due(now).await
+                        let closed = session.close_due(now).await?;
+                        Ok((closed, session.held_turn().is_some()))
                     }
                     .await;
-                    (open, result)
+                    match result {
+                        Ok((closed, held)) => (open, Ok(closed), held),
+                        Err(e) => (open, Err(e), false),
+                    }
                 })
             })
             .collect();
         let results: Vec<_> =
             futures_util::stream::iter(closing).buffer_unordered(crate::session::CLOSES_AT_ONCE).collect().await;
         let mut closed = Vec::new();
-        for (open, result) in results {
+        for (open, result, held) in results {
             match result {
+                // A held turn closes its round when resumed: asked again in a while, not at
+                // every sweep (each takes the session's lock, which an edit of the held turn
+                // would find taken).
+                Ok(None) if held => rounds.later(&open.session, now + crate::session::HELD_RECHECK_MS),
                 Ok(None) => {}
                 Ok(Some(turn)) => {
                     rounds.closed(&open.session);

@@ -375,6 +375,17 @@ async fn a_held_turn_holds_its_lobby_and_loses_no_answer() {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
     let swept = engine.close_due_rounds_at(now + 3_600_000).await.unwrap();
     assert!(swept.iter().all(|(s, _)| *s != id), "the sweep closed nothing of it, nor failed to: {swept:?}");
+    assert!(engine.close_problem(&id).is_none(), "holding is no failure");
+    // Nor does the next sweep take the session's lock again at once (a designer editing the held
+    // turn holds it now): it looks again in a while.
+    let editing = live.lock().await;
+    let next_sweep = engine.close_due_rounds_at(now + 3_600_500);
+    let swept = tokio::time::timeout(std::time::Duration::from_secs(10), next_sweep)
+        .await
+        .expect("the sweep left the held lobby alone")
+        .unwrap();
+    assert!(swept.is_empty(), "{swept:?}");
+    drop(editing);
     assert!(live.lock().await.held_turn().is_some(), "an hour past its timeout, the turn is still held");
 
     // Resumed: round 2 opens, with its own timer, and takes the answer refused while held.

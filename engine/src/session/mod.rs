@@ -35,7 +35,7 @@ use crate::vocab::now_ms;
 pub use live::{LiveSession, OwnedSessionGuard, SessionGuard};
 pub(crate) use play::caught;
 pub use rounds::Posted;
-pub(crate) use rounds::{CLOSES_AT_ONCE, RoundCloser};
+pub(crate) use rounds::{CLOSES_AT_ONCE, HELD_RECHECK_MS, RoundCloser};
 pub use view::{Opening, Said, View};
 
 /// One running game or flow: a pack version, the options chosen, the state so far.

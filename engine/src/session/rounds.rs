@@ -36,6 +36,8 @@ pub(crate) const CLOSES_AT_ONCE: usize = 8;
 const CLOSE_ATTEMPTS: u32 = 5;
 /// The longest wait between two tries at closing a round.
 const MOST_CLOSE_BACKOFF_MS: i64 = 10 * 60 * 1000;
+/// How long the sweep leaves a lobby whose turn a breakpoint holds before it looks again.
+pub(crate) const HELD_RECHECK_MS: i64 = 5_000;
 
 /// The sweep's bookkeeping, one per engine: when each round whose closing turn failed is tried
 /// again (after its timeout, at least 5 s, doubling up to 10 minutes; after five failures in a
@@ -106,6 +108,14 @@ impl RoundCloser {
         } else {
             now + first.saturating_mul(1 << (r.failures - 1)).min(MOST_CLOSE_BACKOFF_MS)
         };
+    }
+
+    /// The round of `session` cannot close now (a breakpoint holds its turn): not tried again
+    /// before `at`, and no failure counted.
+    pub(crate) fn later(&self, session: &str, at: i64) {
+        let mut retry = self.retry();
+        let r = retry.entry(session.to_owned()).or_insert(Retry { at: 0, failures: 0, why: String::new() });
+        r.at = r.at.max(at);
     }
 
     /// Why the sweep gave up on `session`'s round, when it did.
