@@ -177,10 +177,9 @@ impl LobbyStatus {
         }
     }
 
-    /// The status while a breakpoint holds the turn closing `round`: waiting for nobody, with no
-    /// timer running.
-    pub(crate) fn held(mut self, round: u64) -> Self {
-        self.round = round;
+    /// The status while a breakpoint holds the turn closing its round: waiting for nobody, with
+    /// no timer running.
+    pub(crate) fn held(mut self) -> Self {
         self.waiting.clear();
         self.closes_at = None;
         self.held = true;

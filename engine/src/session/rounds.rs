@@ -166,7 +166,7 @@ impl Session {
             // the one its inputs answered, and its lists are that round's.
             Some(_) => {
                 let closing = inputs.iter().map(|i| i.round).max().unwrap_or(round);
-                LobbyStatus::of(&lobby, closing, players, &inputs, self.at).held(closing)
+                LobbyStatus::of(&lobby, closing, players, &inputs, self.at).held()
             }
             None => LobbyStatus::of(&lobby, round, players, &inputs, self.at),
         }))

@@ -154,6 +154,14 @@ fn no_session(session: &str) -> Error {
     Error::new(ErrorKind::NotFound, format!("there is no session {session}"))
 }
 
+impl MemoryStore {
+    /// The sessions that go back to the issued key `issuer`.
+    fn issued_by(&self, issuer: &str) -> Vec<String> {
+        let keys = self.keys();
+        keys.lineage.iter().filter(|(_, l)| l.issuer.as_deref() == Some(issuer)).map(|(s, _)| s.clone()).collect()
+    }
+}
+
 impl Keys for MemoryStore {
     fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
         let exists = |s: &str| self.with(|m| m.contains_key(s));
@@ -238,26 +246,14 @@ impl Keys for MemoryStore {
     }
 
     fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
-        let mine: Vec<String> = self
-            .keys()
-            .lineage
-            .iter()
-            .filter(|(_, l)| l.issuer.as_deref() == Some(issuer))
-            .map(|(s, _)| s.clone())
-            .collect();
+        let mine = self.issued_by(issuer);
         let made = self.with(|m| mine.iter().filter_map(|s| m.get(s)).map(|e| e.info.created_at).collect::<Vec<_>>());
         let recent = made.iter().filter(|at| **at >= since).count() as u64;
         ready(Ok((recent, made.len() as u64)))
     }
 
     fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
-        let mine: Vec<String> = self
-            .keys()
-            .lineage
-            .iter()
-            .filter(|(_, l)| l.issuer.as_deref() == Some(issuer))
-            .map(|(s, _)| s.clone())
-            .collect();
+        let mine = self.issued_by(issuer);
         // This store keeps values, not bytes: each checkpoint's parts as JSON, uncompressed.
         let size = |c: &super::Checkpoint| {
             let json = |v: &Option<serde_json::Value>| v.as_ref().map_or(0, |v| v.to_string().len());
@@ -274,99 +270,63 @@ impl Keys for MemoryStore {
     }
 }
 
+/// The keys capability on a SQL store: the same statements on SQLite and PostgreSQL (see the
+/// functions below), written once for both.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! keys_on_sql {
+    ($store:ty) => {
+        impl Keys for $store {
+            fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
+                Box::pin(add(self.sql(), hash, grant))
+            }
+
+            fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
+                Box::pin(find(self.sql(), hash))
+            }
+
+            fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
+                Box::pin(issued(self.sql()))
+            }
+
+            fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+                Box::pin(revoke(self.sql(), id))
+            }
+
+            fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
+                Box::pin(keep_players(self.sql(), session, players))
+            }
+
+            fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
+                Box::pin(drop_player(self.sql(), session, player))
+            }
+
+            fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
+                Box::pin(set_owner(self.sql(), session, owner))
+            }
+
+            fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+                Box::pin(owner(self.sql(), session))
+            }
+
+            fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
+                Box::pin(lineage(self.sql(), session))
+            }
+
+            fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
+                Box::pin(sessions_of(self.sql(), issuer, since))
+            }
+
+            fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
+                Box::pin(bytes_of(self.sql(), issuer))
+            }
+        }
+    };
+}
+
 #[cfg(feature = "sqlite")]
-impl Keys for SqliteStore {
-    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
-        Box::pin(add(self.sql(), hash, grant))
-    }
-
-    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
-        Box::pin(find(self.sql(), hash))
-    }
-
-    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
-        Box::pin(issued(self.sql()))
-    }
-
-    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(revoke(self.sql(), id))
-    }
-
-    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
-        Box::pin(keep_players(self.sql(), session, players))
-    }
-
-    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(drop_player(self.sql(), session, player))
-    }
-
-    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(set_owner(self.sql(), session, owner))
-    }
-
-    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
-        Box::pin(owner(self.sql(), session))
-    }
-
-    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
-        Box::pin(lineage(self.sql(), session))
-    }
-
-    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
-        Box::pin(sessions_of(self.sql(), issuer, since))
-    }
-
-    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(bytes_of(self.sql(), issuer))
-    }
-}
-
+keys_on_sql!(SqliteStore);
 #[cfg(feature = "postgres")]
-impl Keys for PostgresStore {
-    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
-        Box::pin(add(self.sql(), hash, grant))
-    }
-
-    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
-        Box::pin(find(self.sql(), hash))
-    }
-
-    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
-        Box::pin(issued(self.sql()))
-    }
-
-    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(revoke(self.sql(), id))
-    }
-
-    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
-        Box::pin(keep_players(self.sql(), session, players))
-    }
-
-    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(drop_player(self.sql(), session, player))
-    }
-
-    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
-        Box::pin(set_owner(self.sql(), session, owner))
-    }
-
-    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
-        Box::pin(owner(self.sql(), session))
-    }
-
-    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
-        Box::pin(lineage(self.sql(), session))
-    }
-
-    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
-        Box::pin(sessions_of(self.sql(), issuer, since))
-    }
-
-    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(bytes_of(self.sql(), issuer))
-    }
-}
+keys_on_sql!(PostgresStore);
 
 /// A key for a session that is gone fails its foreign key: say so as the memory store does.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

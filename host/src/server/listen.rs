@@ -148,6 +148,13 @@ impl Drop for Place {
     }
 }
 
+/// `refusal`, answered on a connection that closes after it.
+fn closing(refusal: ApiError) -> Response {
+    let mut response = refusal.into_response();
+    response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    response
+}
+
 /// `/healthz` is answered on any connection read. On one past a cap, every other request is
 /// refused, saying which cap, and the connection closed after it; on one waiting for its client's
 /// slot, a request waits for it.
@@ -169,26 +176,21 @@ async fn by_connection_caps(req: Request, next: Next) -> Response {
         None => None,
     };
     if let Some(refusal) = refusal {
-        let mut response = refusal.into_response();
-        response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
-        return response;
+        return closing(refusal);
     }
     if let Some(slot) = req.extensions().get::<Slot>().cloned()
         && !health
         && slot.held.lock().unwrap_or_else(|p| p.into_inner()).is_none()
     {
         let Ok(permit) = tokio::time::timeout(slot.wait, slot.slots.clone().acquire_owned()).await else {
-            let mut response = ApiError::new(
+            return closing(ApiError::new(
                 Code::TooManyConnections,
                 format!(
                     "every connection this client may hold (max_connections_per_client) stayed busy for {} s: \
                      close one, or raise the cap behind a proxy",
                     slot.wait.as_secs()
                 ),
-            )
-            .into_response();
-            response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
-            return response;
+            ));
         };
         *slot.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit.expect("the semaphore is never closed"));
     }
