@@ -81,6 +81,8 @@ export declare class Session {
 
 /** A pack's games and sessions, on the packs under a root folder. */
 export declare class Engine {
+  /** Not called: `new Engine(...)` throws a `TypeError` naming `Engine.create`. */
+  private constructor()
   static create(root: string, options?: EngineOptions): Promise<Engine>
   packs(): string[]
   describe(pack: string): { [key: string]: Json }

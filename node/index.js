@@ -30,21 +30,9 @@ class ModelError extends RuleweaveError {}
 class StoreError extends RuleweaveError {}
 class InternalError extends RuleweaveError {}
 
-const CLASSES = {
-  invalid_pack: PackError,
-  invalid_input: InputError,
-  not_found: NotFoundError,
-  session_finished: FinishedError,
-  script_error: ScriptError,
-  template_error: ScriptError,
-  limit_exceeded: ScriptError,
-  state_too_large: ScriptError,
-  llm_error: ModelError,
-  store_error: StoreError,
-  io_error: StoreError,
-  conflict: StoreError,
-  internal_error: InternalError,
-}
+// By the class the engine puts each error in (its `class`): the engine groups its error kinds
+// once, for every package.
+const CLASSES = { PackError, InputError, NotFoundError, FinishedError, ScriptError, ModelError, StoreError, InternalError }
 
 const MARK = 'ruleweave-error:'
 
@@ -52,7 +40,7 @@ const MARK = 'ruleweave-error:'
 function typed(e) {
   if (e && typeof e.message === 'string' && e.message.startsWith(MARK)) {
     const body = JSON.parse(e.message.slice(MARK.length))
-    return new (CLASSES[body.kind] || RuleweaveError)(body)
+    return new (CLASSES[body.class] || RuleweaveError)(body)
   }
   return e
 }
@@ -71,14 +59,6 @@ function sync(f) {
   } catch (e) {
     throw typed(e)
   }
-}
-
-function checkedOptions(options) {
-  if (options === undefined || options === null) return null
-  if (typeof options !== 'object' || Array.isArray(options)) {
-    throw new InputError({ kind: 'invalid_input', message: 'options are an object', text: `options are an object, not ${JSON.stringify(options)}`, place: null, refusal: false })
-  }
-  return options
 }
 
 /** One session of a pack: `await session.turn(input)` plays a turn. */
@@ -124,10 +104,16 @@ class Session {
   }
 }
 
+// What `Engine.create` passes its constructor: an engine is made only there.
+const MADE = Symbol('ruleweave.Engine.create')
+
 /** A pack's games and sessions, on the packs under a root folder. Make one with
- * `await Engine.create(root, {store, model})`. */
+ * `await Engine.create(root, {store, model})`: opening its store is asynchronous. */
 class Engine {
-  constructor(inner) {
+  constructor(inner, made) {
+    if (made !== MADE) {
+      throw new TypeError('an Engine is made with `await Engine.create(root, options)` (opening its store is asynchronous), not `new Engine(...)`')
+    }
     this._inner = inner
   }
 
@@ -149,7 +135,7 @@ class Engine {
       }
     } else if (model !== undefined && model !== null) kind = String(model)
     const inner = await call(() => native.NativeEngine.create(String(root), store, kind, func))
-    return new Engine(inner)
+    return new Engine(inner, MADE)
   }
 
   /** The names of the packs under the root. */
@@ -165,8 +151,7 @@ class Engine {
   /** Opens a session of `pack` (its options, and an id of your choosing, which also seeds its
    * randomness). */
   async open(pack, options, { id } = {}) {
-    const opts = checkedOptions(options)
-    return new Session(await call(() => this._inner.open(pack, opts, id)))
+    return new Session(await call(() => this._inner.open(pack, options ?? null, id)))
   }
 
   /** A stored session, by its id. */
@@ -176,7 +161,7 @@ class Engine {
 
   /** Plays `games` games per player; resolves to the report `ruleweave simulate --json` prints. */
   simulate(pack, { games = 100, players = [], seed = 'ruleweave', options, jobs } = {}) {
-    return call(() => this._inner.simulate(pack, games, players, seed, checkedOptions(options), jobs))
+    return call(() => this._inner.simulate(pack, games, players, seed, options ?? null, jobs))
   }
 }
 

@@ -265,7 +265,10 @@ fn visit(
 }
 
 fn crates() -> Vec<PathBuf> {
-    ["engine/src", "host/src", "natives/src"].iter().map(|c| repo_root().join(c)).collect()
+    ["engine/src", "engine/lab/src", "host/src", "natives/src", "python/src", "node/src"]
+        .iter()
+        .map(|c| repo_root().join(c))
+        .collect()
 }
 
 #[test]
@@ -310,4 +313,140 @@ fn a_circle_is_found() {
     let found = circles(dir.path());
     assert_eq!(found.len(), 1, "the top level's circle: {found:?}");
     assert!(found[0].contains("engine names store") && found[0].contains("store names engine"), "{found:?}");
+}
+
+/// Every `.rs` file under `dir`, as paths relative to `src`.
+fn files(dir: &Path, src: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if path.is_dir() {
+            files(&path, src, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path.strip_prefix(src).unwrap().to_string_lossy().replace('\\', "/"));
+        }
+    }
+}
+
+/// The files of `src` its `README.md` table does not name: a row of a file's own, or the row of
+/// a folder it is in that names it (by its path under that folder, with or without `.rs`; a
+/// folder's `mod.rs` is the folder's row itself).
+fn unmapped(src: &Path) -> Vec<String> {
+    let readme = std::fs::read_to_string(src.join("README.md")).unwrap_or_default();
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `")).collect();
+    let first_cell = |row: &str| row.split('|').nth(1).unwrap_or("").trim().trim_matches('`').to_owned();
+    let named = |row: &str, name: &str| row.contains(&format!("`{name}`")) || row.contains(&format!("`{name}.rs`"));
+    let mut all = Vec::new();
+    files(src, src, &mut all);
+    all.into_iter()
+        .filter(|file| {
+            let own = rows.iter().any(|r| first_cell(r) == *file);
+            let in_folder = rows.iter().any(|r| {
+                let cell = first_cell(r);
+                let Some(folder) = cell.strip_suffix('/') else { return false };
+                let Some(under) = file.strip_prefix(&format!("{folder}/")) else { return false };
+                let under = under.trim_end_matches(".rs");
+                match under.strip_suffix("/mod") {
+                    _ if under == "mod" => true,
+                    Some(sub) => r.contains(&format!("`{sub}/")),
+                    None => named(r, under) || named(r, under.rsplit('/').next().unwrap_or(under)),
+                }
+            });
+            !own && !in_folder
+        })
+        .collect()
+}
+
+/// The map a newcomer reads is the tree they find: the engine's, the lab's and the host's
+/// `src/README.md` name every file of their crate.
+#[test]
+fn every_crate_maps_its_files() {
+    for src in ["engine/src", "engine/lab/src", "host/src"] {
+        let missing = unmapped(&repo_root().join(src));
+        assert!(missing.is_empty(), "{src}/README.md does not name {missing:?}");
+    }
+    // The check reads what it should: a file no row names is found.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "| `lib.rs` | the crate |\n| `store/` | `memory.rs` |\n").unwrap();
+    std::fs::create_dir(dir.path().join("store")).unwrap();
+    for f in ["lib.rs", "store/mod.rs", "store/memory.rs", "store/sqlite.rs"] {
+        std::fs::write(dir.path().join(f), "").unwrap();
+    }
+    assert_eq!(unmapped(dir.path()), ["store/sqlite.rs"]);
+}
+
+/// The workspace's crates, each with the workspace crates it depends on (normal dependencies),
+/// from `cargo metadata`.
+fn workspace_deps() -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline", "--locked"])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let packages = meta["packages"].as_array().unwrap();
+    let ours: BTreeSet<String> = packages.iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null() && ours.contains(d["name"].as_str().unwrap()))
+                .map(|d| d["name"].as_str().unwrap().to_owned())
+                .collect();
+            (p["name"].as_str().unwrap().to_owned(), deps)
+        })
+        .collect()
+}
+
+/// The crates stand in layers, and each depends only on layers below its own: the core; the
+/// natives and the lab, which drive it; the host; the bindings. (The test kit is for tests.)
+#[test]
+fn no_crate_depends_on_one_above_it() {
+    let layer = |name: &str| match name {
+        "ruleweave-engine" => 0,
+        "ruleweave-natives" | "ruleweave-lab" | "ruleweave-testkit" => 1,
+        "ruleweave" => 2,
+        "ruleweave-python" | "ruleweave-node" => 3,
+        other => panic!("a crate with no layer: {other} (give it one here)"),
+    };
+    let all = workspace_deps();
+    assert!(all["ruleweave"].contains("ruleweave-lab"), "the dependencies were read: {all:?}");
+    let mut wrong = Vec::new();
+    for (name, deps) in all {
+        wrong.extend(deps.iter().filter(|d| layer(d) >= layer(&name)).map(|d| format!("{name} depends on {d}")));
+    }
+    assert!(wrong.is_empty(), "{wrong:?}");
+}
+
+/// The packages `cargo tree` finds under `args`, by name.
+fn tree(args: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--edges", "normal", "--prefix", "none", "--offline", "--locked"])
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split(' ').next()).map(str::to_owned).collect()
+}
+
+/// The core embeds alone: with no features it has no SQL, HTTP or lab crate in its tree, and
+/// with its default ones (the SQL stores, model providers over HTTP) no server or lab crate.
+#[test]
+fn the_core_builds_without_sql_http_or_the_lab() {
+    let bare = tree(&["-p", "ruleweave-engine", "--no-default-features"]);
+    assert!(bare.contains("rhai") && bare.contains("minijinja"), "the tree was read: {bare:?}");
+    let none = ["sqlx", "rusqlite", "reqwest", "hyper", "axum", "tower", "ruleweave-lab", "ruleweave"];
+    let found: Vec<&&str> = none.iter().filter(|c| bare.contains(**c)).collect();
+    assert!(found.is_empty(), "the bare core depends on {found:?}");
+    let full = tree(&["-p", "ruleweave-engine"]);
+    assert!(full.contains("sqlx") && full.contains("reqwest"), "the default features were read");
+    let found: Vec<&&str> =
+        ["axum", "ruleweave-lab", "ruleweave", "clap", "utoipa"].iter().filter(|c| full.contains(**c)).collect();
+    assert!(found.is_empty(), "the core depends on {found:?}");
 }

@@ -165,7 +165,7 @@ fn tune_refuses_bad_requests_by_name() {
         (&["--vary", "chance=0..100", "--target", "caller:won"], "error: --target: a target is PLAYER:OUTCOME=SHARE"),
         (
             &["--vary", "chance=0..100:5", "--target", "caller:won=0.3"],
-            "error: --vary takes NAME=LO..HI: tune chooses the values itself",
+            "error: --vary: a tune takes NAME=LO..HI: it chooses the values itself",
         ),
     ];
     for (args, message) in cases {

@@ -92,12 +92,7 @@ impl ScriptCall {
 
     /// [`ScriptCall::call_as`] with the arguments as Rhai values already: a simulation hands a
     /// player its copy of the state without the round trip through JSON.
-    pub(crate) fn call_as_with(
-        &self,
-        id: &str,
-        turn: u64,
-        args: Vec<Dynamic>,
-    ) -> Result<(Json, Vec<crate::event::LlmEvent>)> {
+    pub fn call_as_with(&self, id: &str, turn: u64, args: Vec<Dynamic>) -> Result<(Json, Vec<crate::event::LlmEvent>)> {
         let seed = crate::text::hash(id) ^ turn.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let ctx = Arc::new(crate::turn::TurnCtx::new(crate::turn::TurnStart {
             session_id: id.into(),

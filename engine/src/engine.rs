@@ -157,7 +157,7 @@ impl EngineBuilder {
 
     /// The engine, on `packs` already loaded (a replay's engine shares the serving engine's
     /// packs: the version serving, not a reload from disk).
-    pub(crate) fn build_on(self, packs: Packs) -> Engine {
+    pub fn build_on(self, packs: Packs) -> Engine {
         let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let mut runtime = Runtime::new(packs, store, self.llm, self.named, self.search, self.retention);
         runtime.allowed_models = self.allowed_models;
@@ -225,8 +225,14 @@ impl Engine {
     }
 
     /// The provider that answers `pack`'s model calls.
-    pub(crate) fn provider_for(&self, pack: &Pack) -> Arc<dyn Provider> {
+    pub fn provider_for(&self, pack: &Pack) -> Arc<dyn Provider> {
         self.rt().provider_for(pack)
+    }
+
+    /// The search engine that answers `pack`'s scripts' `search()`: the engine's, or the
+    /// pack's stand-in (none when the pack has none).
+    pub fn search_for(&self, pack: &Pack) -> Option<Arc<dyn crate::search::Search>> {
+        self.rt().search_for(pack)
     }
 
     /// The packs: loading, versions, reload, status.
@@ -279,7 +285,7 @@ impl Engine {
     }
 
     /// [`Engine::open_with_id`] on the calling thread, which may block (a simulated game's).
-    pub(crate) async fn open_here(
+    pub async fn open_here(
         &self,
         pack: &str,
         options: &serde_json::Map<String, Json>,
@@ -288,6 +294,25 @@ impl Engine {
         let pack = self.packs().get(pack)?;
         let options = pack.resolve_options(options)?;
         Session::open(self.rt().clone(), pack, options, id, None).await
+    }
+
+    /// Opens a session of `pack` that starts from `state` with `turns` done, as a fork of session
+    /// `from` does (a replay of a fork starts where the fork did). The state is restored as a
+    /// stored one is: fields the pack has since dropped are left out, new ones take defaults.
+    pub async fn open_from(
+        &self,
+        pack: &str,
+        options: &serde_json::Map<String, Json>,
+        id: Option<String>,
+        from: &str,
+        state: &Json,
+        turns: u64,
+    ) -> Result<Session> {
+        let pack = self.packs().get(pack)?;
+        let options = pack.resolve_options(options)?;
+        let state = pack.schema.restore(state);
+        let fork = crate::session::Fork { from: from.to_owned(), seq: 0, turns, state, edited_turn: None };
+        Session::open(self.rt().clone(), pack, options, id, Some(fork)).await
     }
 
     /// Loads a session from the store, on the pack's current version.

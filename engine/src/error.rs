@@ -165,7 +165,7 @@ impl Error {
     }
 
     /// Shorthand for a bug in ruleweave.
-    pub(crate) fn internal(detail: impl Into<String>) -> Self {
+    pub fn internal(detail: impl Into<String>) -> Self {
         Error::new(ErrorKind::Internal, detail)
     }
 

@@ -39,7 +39,8 @@
 // file watcher, web search, the text functions native code shares with scripts); the rest are the
 // engine's own.
 
-// Opening and playing sessions.
+// Opening and playing sessions (and, for another language's package, the facade that does it
+// from `{root, store, model}` and JSON: `embed`).
 pub use engine::{Engine, EngineBuilder, LlmObserver};
 pub use session::{
     Breakpoints, Derived, EditEffects, LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said,
@@ -77,6 +78,7 @@ pub use native::{FocusContext, NativeFocus, NativeNode, NativeScorer, NodeContex
 
 /// The value types state lives in (Rhai's), for native nodes.
 pub mod values {
+    pub use crate::value::{from_json, to_json};
     pub use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
 }
 
@@ -97,13 +99,13 @@ pub use state::{ReducerDef, reducer_table};
 pub use vocab::{Reducer, ScorerImpl, TypeName};
 
 pub mod duration;
+pub mod embed;
 pub mod llm;
 pub mod lobby;
 pub mod pace;
+pub mod recording;
 pub mod reload;
-pub mod replay;
 pub mod search;
-pub mod simulate;
 pub mod store;
 pub mod text;
 

@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 use crate::vocab::TypeName;
 
 /// JSON → `Dynamic`. Integers that fit `i64` stay integers; other numbers become floats.
-pub(crate) fn from_json(v: &Json) -> Dynamic {
+pub fn from_json(v: &Json) -> Dynamic {
     match v {
         Json::Null => Dynamic::UNIT,
         Json::Bool(b) => Dynamic::from_bool(*b),
@@ -28,7 +28,7 @@ pub(crate) fn from_json(v: &Json) -> Dynamic {
 }
 
 /// `Dynamic` → JSON. Non-finite floats become null; values of host types show their type name.
-pub(crate) fn to_json(d: &Dynamic) -> Json {
+pub fn to_json(d: &Dynamic) -> Json {
     if d.is_unit() {
         Json::Null
     } else if let Ok(b) = d.as_bool() {

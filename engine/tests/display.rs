@@ -152,20 +152,3 @@ async fn a_forks_conversation_starts_with_the_turns_it_left_from() {
     assert_eq!(said[0].display, first.display);
     assert_eq!(said[1].display, fork.view());
 }
-
-#[tokio::test]
-async fn a_fork_replays_from_the_state_it_was_handed() {
-    use ruleweave::replay::{Fallback, Recording, Replayer};
-    let engine = Engine::builder(repo_root()).build();
-    let mut session = engine.open("pirate", &Default::default()).await.unwrap();
-    let first = session.turn(json!("Ahoy, captain! I am your long lost cousin.")).await.unwrap();
-    session.turn(json!("I sailed with your brother.")).await.unwrap();
-    let mut fork = engine.fork(session.id(), first.checkpoint).await.unwrap();
-    fork.turn(json!("The Navy is coming, and I know the way out!")).await.unwrap();
-    let rec = Recording::from_store(&engine, fork.id()).await.unwrap();
-    assert_eq!(rec.base.as_ref().map(|b| b.turns), Some(1));
-    let diffs = Replayer::new(&engine, "pirate", Fallback::Fail).unwrap().replay(&rec).await.unwrap();
-    assert_eq!(diffs.len(), 1);
-    assert!(diffs[0].is_same(), "nothing changed on unchanged rules: {}", diffs[0].summary());
-    assert_eq!(diffs[0].turn, 2, "the fork's turn is the second of its conversation");
-}

@@ -1,12 +1,11 @@
 //! Stepping through a turn: breakpoints that hold a turn where asked and change nothing it does,
-//! edits of the state at a pause or between turns, forks with a patch, and replays of sessions
-//! that hold edits.
+//! edits of the state at a pause or between turns, forks with a patch (their replays are the
+//! lab's tests).
 
 use crate::support;
 
 use std::sync::Arc;
 
-use ruleweave::replay::{Fallback, Recording, Replayer};
 use ruleweave::store::{self, CheckpointKind};
 use ruleweave::{Breakpoints, Engine, ErrorKind, Session};
 use serde_json::{Value, json};
@@ -184,45 +183,6 @@ async fn a_fork_with_a_patch_leaves_the_original_as_it_was() {
     assert_eq!(e.checkpoints(s.id()).await.unwrap(), before, "the original's history is untouched");
     let bad = e.fork_with(s.id(), 1, json!({"nope": 1}).as_object().unwrap().clone()).await.unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::Input);
-}
-
-#[tokio::test]
-async fn a_session_with_edits_replays_to_the_same_state_every_time() {
-    let e = standin();
-    let mut s = pirate(&e, "edited").await;
-    s.turn(json!({"message": MOVES[0]})).await.unwrap();
-    s.edit(json!({"merit_score": 12}).as_object().unwrap().clone()).await.unwrap();
-    s.turn_breaking(json!({"message": MOVES[2]}), before("validate_response"), None).await.unwrap();
-    s.edit(json!({"pirate_response": "Edited by hand."}).as_object().unwrap().clone()).await.unwrap();
-    s.resume(None, Breakpoints::none(), None).await.unwrap();
-    let recorded = s.state();
-    assert_eq!(recorded["pirate_response"], "Edited by hand.");
-
-    let rec = Recording::from_store(&e, s.id()).await.unwrap();
-    assert_eq!(rec.turns[1].edits.len(), 2, "{:?}", rec.turns[1].edits);
-    assert_eq!(rec.turns[1].edits[0].at, None);
-    assert_eq!(rec.turns[1].edits[1].at, Some(ruleweave::Stop::Before("validate_response".into())));
-    let replayer = Replayer::new(&e, "pirate", Fallback::Fail).unwrap();
-    for _ in 0..2 {
-        let diffs = replayer.replay(&rec).await.unwrap();
-        assert!(diffs.iter().all(|d| d.is_same()), "{diffs:?}");
-        assert_eq!(diffs.last().unwrap().state, recorded);
-    }
-
-    // A fork with a patch, played on and edited: its replay starts from the patched state.
-    let set = json!({"merit_score": 44}).as_object().unwrap().clone();
-    let mut fork = e.fork_with(s.id(), 1, set).await.unwrap();
-    fork.turn(json!({"message": MOVES[1]})).await.unwrap();
-    fork.edit(json!({"outcome": "by hand"}).as_object().unwrap().clone()).await.unwrap();
-    fork.turn(json!({"message": MOVES[2]})).await.unwrap();
-    let forked = fork.state();
-    let rec = Recording::from_store(&e, fork.id()).await.unwrap();
-    assert_eq!(rec.base.as_ref().unwrap().state["merit_score"], 44);
-    for _ in 0..2 {
-        let diffs = replayer.replay(&rec).await.unwrap();
-        assert!(diffs.iter().all(|d| d.is_same()), "{diffs:?}");
-        assert_eq!(diffs.last().unwrap().state, forked);
-    }
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use gungraun::client_requests::callgrind;
 use gungraun::{Callgrind, EntryPoint, LibraryBenchmarkConfig, library_benchmark, library_benchmark_group, main};
 use ruleweave::Engine;
-use ruleweave::simulate::{self, Plan, Rules};
+use ruleweave_lab::simulate::{self, Plan, Rules};
 use serde_json::json;
 
 #[path = "../../engine/benches/support/pirate_answers.rs"]

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
-use ruleweave::simulate::{self, Batch, Plan, Rules, tune};
+use ruleweave_lab::simulate::{self, Batch, Plan, Rules, tune};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use indexmap::IndexMap;
-use ruleweave::replay::{Answer, RecordedTurn, Recording};
+use ruleweave_lab::replay::{Answer, RecordedTurn, Recording};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

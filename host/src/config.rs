@@ -150,7 +150,7 @@ struct File {
 }
 
 /// What a model's tokens cost (`[prices]`): the engine's, which simulate counts with.
-pub use ruleweave::simulate::Price;
+pub use ruleweave_lab::simulate::Price;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

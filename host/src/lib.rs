@@ -9,6 +9,7 @@ pub mod config;
 pub mod diagnostics;
 pub mod drawing;
 pub mod lsp;
+pub mod pages;
 pub mod server;
 pub mod telemetry;
 
@@ -16,6 +17,7 @@ pub mod telemetry;
 /// a store of its own, with the shipped native nodes and scorers: what the server's batches of
 /// simulated games run on.
 pub async fn standin_engine(root: &std::path::Path) -> ruleweave::Result<ruleweave::Engine> {
-    let store = ruleweave::store::open("memory").await?;
-    Ok(ruleweave_natives::register(ruleweave::Engine::builder(root)).store(store).build())
+    use ruleweave::embed::{self, Model, Options};
+    let options = Options { root: root.to_owned(), store: "memory".into(), model: Model::Standin };
+    embed::open_engine(options, ruleweave_natives::register).await
 }

@@ -20,25 +20,17 @@ use std::sync::Arc;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
-use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
-use ruleweave::{ErrorKind, LlmChoice, Provider};
+use ruleweave::embed::{self, Model};
+use ruleweave::llm::BoxFuture;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 /// What prefixes an engine error's message on its way to `index.js`, which makes it the typed
-/// `Error` subclass: the rest is JSON (`kind`, `message`, `place`, `refusal`, `text`).
+/// `Error` subclass its `class` names: the rest is JSON ([`embed::error_body`]).
 const MARK: &str = "ruleweave-error:";
 
 fn js_err(e: ruleweave::Error) -> napi::Error {
-    let place = e.origin().map(|o| json!({"file": o.file, "line": o.line, "column": o.column}));
-    let body = json!({
-        "kind": e.kind().code(),
-        "message": e.detail(),
-        "place": place,
-        "refusal": e.is_refusal(),
-        "text": e.to_string(),
-    });
-    napi::Error::new(Status::GenericFailure, format!("{MARK}{body}"))
+    napi::Error::new(Status::GenericFailure, format!("{MARK}{}", embed::error_body(&e)))
 }
 
 fn input_err(detail: String) -> napi::Error {
@@ -49,25 +41,19 @@ fn input_err(detail: String) -> napi::Error {
 /// text and always returns a promise of the reply's text.
 type ModelFn = ThreadsafeFunction<String, Promise<String>, String, Status, false, true>;
 
-struct JsProvider {
+struct JsModel {
     func: ModelFn,
 }
 
-impl Provider for JsProvider {
-    fn name(&self) -> &str {
+impl embed::Callable for JsModel {
+    fn language(&self) -> &str {
         "node"
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a LlmRequest,
-        _tokens: Option<TokenSink>,
-    ) -> BoxFuture<'a, ruleweave::Result<LlmResponse>> {
+    fn answer(&self, request: Value) -> BoxFuture<'_, std::result::Result<String, String>> {
         Box::pin(async move {
-            let fail = |why: String| ruleweave::Error::new(ErrorKind::Llm, format!("node model: {why}"));
-            let promise = self.func.call_async(request.for_callable().to_string()).await.map_err(|e| fail(e.reason))?;
-            let content = promise.await.map_err(|e| fail(e.reason))?;
-            Ok(LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
+            let promise = self.func.call_async(request.to_string()).await.map_err(|e| e.reason)?;
+            promise.await.map_err(|e| e.reason)
         })
     }
 }
@@ -88,23 +74,13 @@ impl NativeEngine {
     #[napi(factory)]
     pub async fn create(root: String, store: String, model: String, func: Option<ModelFn>) -> Result<NativeEngine> {
         let js_model = model == "function";
-        let choice = match (model.as_str(), func) {
-            ("env", _) => LlmChoice::from_env().map_err(js_err)?,
-            ("standin", _) => LlmChoice::Standin,
-            ("function", Some(func)) => LlmChoice::Provider(Arc::new(JsProvider { func })),
-            (other, _) => return Err(input_err(format!("model is a function or \"standin\", not {other}"))),
+        let model = match (model.as_str(), func) {
+            ("function", Some(func)) => Model::Function(Arc::new(JsModel { func })),
+            (named, _) => Model::named(Some(named)).map_err(js_err)?,
         };
-        let root = std::path::PathBuf::from(root);
-        if !root.join("config").is_dir() {
-            return Err(js_err(ruleweave::Error::new(
-                ErrorKind::NotFound,
-                format!("{} holds no config/ folder of packs", root.display()),
-            )));
-        }
-        let store = ruleweave::store::open(&store).await.map_err(js_err)?;
-        let builder = ruleweave::Engine::builder(root).store(store).llm(choice);
+        let options = embed::Options { root: root.into(), store, model };
         Ok(NativeEngine {
-            inner: ruleweave_natives::register(builder).build(),
+            inner: embed::open_engine(options, ruleweave_natives::register).await.map_err(js_err)?,
             runtime: tokio::runtime::Handle::current(),
             js_model,
         })
@@ -142,7 +118,7 @@ impl NativeEngine {
         options: Value,
         jobs: Option<u32>,
     ) -> Result<Value> {
-        let batch = ruleweave::simulate::Batch {
+        let batch = ruleweave_lab::simulate::Batch {
             pack,
             games,
             players,
@@ -154,7 +130,7 @@ impl NativeEngine {
         let engine = self.inner.clone();
         let handle = tokio::runtime::Handle::current();
         // Games run on threads of their own: the runtime's threads wait for none of them.
-        let report = tokio::task::spawn_blocking(move || ruleweave::simulate::run(&handle, &engine, &batch))
+        let report = tokio::task::spawn_blocking(move || ruleweave_lab::simulate::run(&handle, &engine, &batch))
             .await
             .map_err(|e| napi::Error::from_reason(e.to_string()))?
             .map_err(js_err)?;
@@ -174,11 +150,7 @@ impl NativeEngine {
 }
 
 fn options_of(options: Value) -> Result<serde_json::Map<String, Value>> {
-    match options {
-        Value::Null => Ok(serde_json::Map::new()),
-        Value::Object(m) => Ok(m),
-        other => Err(input_err(format!("options are an object, not {other}"))),
-    }
+    embed::options_of(options, "an object").map_err(js_err)
 }
 
 #[napi]
@@ -196,10 +168,8 @@ fn play(
     input: Value,
 ) -> ruleweave::Result<NativeTurn> {
     let _runtime = runtime.enter();
-    let mut session = live.blocking_lock();
-    let input = session.input_from(input)?;
-    let result = session.blocking_turn(input)?;
-    Ok(NativeTurn { state: session.state(), result })
+    let played = embed::play_here(&mut live.blocking_lock(), input)?;
+    Ok(NativeTurn { result: played.result, state: played.state })
 }
 
 #[napi]

@@ -1,10 +1,27 @@
 """Type stubs of the native module (``ruleweave._ruleweave``)."""
 
 from os import PathLike
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Union, final
 
-Json = Any
-ModelFunction = Callable[[Dict[str, Any]], Union[str, Awaitable[str]]]
+__all__ = [
+    "Engine",
+    "Session",
+    "Turn",
+    "Error",
+    "PackError",
+    "InputError",
+    "NotFoundError",
+    "FinishedError",
+    "ScriptError",
+    "ModelError",
+    "StoreError",
+    "InternalError",
+    "version",
+]
+
+# Names of the stubs alone (nothing at runtime is called this).
+_Json = Any
+_ModelFunction = Callable[[Dict[str, Any]], Union[str, Awaitable[str]]]
 
 class Error(Exception):
     """An error of the ruleweave engine."""
@@ -27,6 +44,7 @@ class ModelError(Error): ...
 class StoreError(Error): ...
 class InternalError(Error): ...
 
+@final
 class Turn:
     """What a turn did."""
 
@@ -37,10 +55,10 @@ class Turn:
     def display(self) -> Dict[str, Any]:
         """What a person sees: ``reply``, ``status``, ``details``, ``finished``, ``notes``."""
     @property
-    def output(self) -> Dict[str, Json]:
+    def output(self) -> Dict[str, _Json]:
         """The pack's output fields after the turn."""
     @property
-    def state(self) -> Dict[str, Json]:
+    def state(self) -> Dict[str, _Json]:
         """The state after the turn."""
     @property
     def events(self) -> List[Dict[str, Any]]:
@@ -49,6 +67,7 @@ class Turn:
     def finished(self) -> bool:
         """Whether the session is over now."""
 
+@final
 class Session:
     """One session of a pack."""
 
@@ -61,32 +80,33 @@ class Session:
     @property
     def finished(self) -> bool:
         """Whether the session is over."""
-    def turn(self, input: Union[str, Dict[str, Json]]) -> Turn:
+    def turn(self, input: Union[str, Dict[str, _Json]]) -> Turn:
         """Plays a turn: a dict of the pack's input fields, or a line a person typed."""
-    def turn_async(self, input: Union[str, Dict[str, Json]]) -> Awaitable[Turn]:
+    def turn_async(self, input: Union[str, Dict[str, _Json]]) -> Awaitable[Turn]:
         """``turn`` as an awaitable; the event loop runs other coroutines meanwhile."""
     def view(self) -> Dict[str, Any]:
         """What a person sees now (before the first turn: the opening)."""
-    def state(self) -> Dict[str, Json]:
+    def state(self) -> Dict[str, _Json]:
         """The session's state."""
 
+@final
 class Engine:
     """A pack's games and sessions, on the packs under ``root``."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         root: Union[str, PathLike[str]],
         store: str = "memory",
-        model: Union[None, str, ModelFunction] = None,
-    ) -> None: ...
+        model: Union[None, str, _ModelFunction] = None,
+    ) -> "Engine": ...
     def packs(self) -> List[str]:
         """The names of the packs under the root."""
     def describe(self, pack: str) -> Dict[str, Any]:
         """What a pack declares: options, input, output, state fields, what to type."""
-    def open(self, pack: str, options: Optional[Dict[str, Json]] = None, id: Optional[str] = None) -> Session:
+    def open(self, pack: str, options: Optional[Dict[str, _Json]] = None, id: Optional[str] = None) -> Session:
         """Opens a session (``id`` chooses its id, which also seeds its randomness)."""
     def open_async(
-        self, pack: str, options: Optional[Dict[str, Json]] = None, id: Optional[str] = None
+        self, pack: str, options: Optional[Dict[str, _Json]] = None, id: Optional[str] = None
     ) -> Awaitable[Session]:
         """``open`` as an awaitable."""
     def reopen(self, id: str) -> Session:
@@ -97,7 +117,7 @@ class Engine:
         games: int = 100,
         players: Optional[List[str]] = None,
         seed: str = "ruleweave",
-        options: Optional[Dict[str, Json]] = None,
+        options: Optional[Dict[str, _Json]] = None,
         jobs: Optional[int] = None,
     ) -> Dict[str, Any]:
         """The report ``ruleweave simulate --json`` prints, as a dict."""

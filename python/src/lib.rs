@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyType};
 use pyo3::{create_exception, wrap_pyfunction};
-use ruleweave::llm::{BoxFuture, LlmRequest, LlmResponse, TokenSink, Usage};
-use ruleweave::{ErrorKind, LlmChoice, Provider};
+use ruleweave::embed::{self, ErrorClass, Model};
+use ruleweave::llm::BoxFuture;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -33,23 +33,11 @@ create_exception!(ruleweave, ModelError, Error, "A model call failed and its nod
 create_exception!(ruleweave, StoreError, Error, "The session store (or a file) failed, or another writer came first.");
 create_exception!(ruleweave, InternalError, Error, "A bug in ruleweave itself.");
 
-/// The engine's error as the Python exception of its group, with `.kind` (the engine's error
+/// The engine's error as the Python exception of its class, with `.kind` (the engine's error
 /// code, `invalid_input`), `.place` (`{"file", "line", "column"}` or `None`) and `.message`.
 fn py_err(e: ruleweave::Error) -> PyErr {
-    let message = e.to_string();
-    let err = match e.kind() {
-        ErrorKind::Pack => PackError::new_err(message.clone()),
-        ErrorKind::Input => InputError::new_err(message.clone()),
-        ErrorKind::NotFound => NotFoundError::new_err(message.clone()),
-        ErrorKind::Finished => FinishedError::new_err(message.clone()),
-        ErrorKind::Script | ErrorKind::Template | ErrorKind::Limit | ErrorKind::StateTooLarge => {
-            ScriptError::new_err(message.clone())
-        }
-        ErrorKind::Llm => ModelError::new_err(message.clone()),
-        ErrorKind::Store | ErrorKind::Io | ErrorKind::Conflict => StoreError::new_err(message.clone()),
-        ErrorKind::Internal => InternalError::new_err(message.clone()),
-    };
     Python::attach(|py| {
+        let err = PyErr::from_type(class_type(py, ErrorClass::of(e.kind())), e.to_string());
         let value = err.value(py);
         let place = e.origin().map(|o| {
             let d = PyDict::new(py);
@@ -62,8 +50,22 @@ fn py_err(e: ruleweave::Error) -> PyErr {
         let _ = value.setattr("place", place);
         let _ = value.setattr("message", e.detail());
         let _ = value.setattr("refusal", e.is_refusal());
-    });
-    err
+        err
+    })
+}
+
+/// The exception class of the engine's error class.
+fn class_type(py: Python<'_>, class: ErrorClass) -> Bound<'_, PyType> {
+    match class {
+        ErrorClass::Pack => py.get_type::<PackError>(),
+        ErrorClass::Input => py.get_type::<InputError>(),
+        ErrorClass::NotFound => py.get_type::<NotFoundError>(),
+        ErrorClass::Finished => py.get_type::<FinishedError>(),
+        ErrorClass::Script => py.get_type::<ScriptError>(),
+        ErrorClass::Model => py.get_type::<ModelError>(),
+        ErrorClass::Store => py.get_type::<StoreError>(),
+        ErrorClass::Internal => py.get_type::<InternalError>(),
+    }
 }
 
 /// A value from Python as JSON (a dict, list, str, number, bool or None), or an `InputError`
@@ -104,10 +106,10 @@ impl Engine {
     #[new]
     #[pyo3(signature = (root, store = "memory", model = None))]
     fn new(py: Python<'_>, root: std::path::PathBuf, store: &str, model: Option<Bound<'_, PyAny>>) -> PyResult<Self> {
-        let choice = match &model {
-            None => LlmChoice::from_env().map_err(py_err)?,
-            Some(m) if m.extract::<String>().is_ok_and(|s| s == "standin") => LlmChoice::Standin,
-            Some(m) if m.is_callable() => LlmChoice::Provider(Arc::new(PyProvider::new(py, m)?)),
+        let model = match &model {
+            None => Model::Env,
+            Some(m) if m.extract::<String>().is_ok_and(|s| s == "standin") => Model::Standin,
+            Some(m) if m.is_callable() => Model::Function(Arc::new(PyModel::new(py, m)?)),
             Some(m) => {
                 return Err(py_err(ruleweave::Error::input(format!(
                     "model is None, \"standin\" or a callable, not {}",
@@ -115,16 +117,9 @@ impl Engine {
                 ))));
             }
         };
-        if !root.join("config").is_dir() {
-            return Err(py_err(ruleweave::Error::new(
-                ErrorKind::NotFound,
-                format!("{} holds no config/ folder of packs", root.display()),
-            )));
-        }
-        let url = store.to_owned();
-        let store = block_on(py, async move { ruleweave::store::open(&url).await }).map_err(py_err)?;
-        let builder = ruleweave::Engine::builder(root).store(store).llm(choice);
-        Ok(Engine { inner: ruleweave_natives::register(builder).build() })
+        let options = embed::Options { root, store: store.to_owned(), model };
+        let inner = block_on(py, embed::open_engine(options, ruleweave_natives::register)).map_err(py_err)?;
+        Ok(Engine { inner })
     }
 
     /// The names of the packs under the root.
@@ -190,7 +185,7 @@ impl Engine {
         options: Option<Bound<'py, PyAny>>,
         jobs: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let batch = ruleweave::simulate::Batch {
+        let batch = ruleweave_lab::simulate::Batch {
             pack: pack.to_owned(),
             games,
             players: players.unwrap_or_default(),
@@ -200,7 +195,7 @@ impl Engine {
             prices: BTreeMap::new(),
         };
         let engine = &self.inner;
-        let report = py.detach(|| ruleweave::simulate::run(runtime().handle(), engine, &batch)).map_err(py_err)?;
+        let report = py.detach(|| ruleweave_lab::simulate::run(runtime().handle(), engine, &batch)).map_err(py_err)?;
         py_of(py, &report)
     }
 
@@ -210,13 +205,8 @@ impl Engine {
 }
 
 fn options_of(options: Option<Bound<'_, PyAny>>) -> PyResult<serde_json::Map<String, Value>> {
-    match options {
-        None => Ok(serde_json::Map::new()),
-        Some(o) => match json_of("options", &o)? {
-            Value::Object(m) => Ok(m),
-            other => Err(py_err(ruleweave::Error::input(format!("options are a dict, not {other}")))),
-        },
-    }
+    let options = options.map(|o| json_of("options", &o)).transpose()?.unwrap_or_default();
+    embed::options_of(options, "a dict").map_err(py_err)
 }
 
 /// One session of a pack: `session.turn(input)` plays a turn.
@@ -230,15 +220,6 @@ impl Session {
     fn of(session: ruleweave::Session) -> Self {
         Session { id: session.id().to_owned(), live: Arc::new(Mutex::new(session)) }
     }
-}
-
-/// Plays one turn of `live` with `input` (a dict of input fields, or a line a person typed).
-async fn play(live: Arc<Mutex<ruleweave::Session>>, input: Value) -> ruleweave::Result<Turn> {
-    let mut session = live.lock().await;
-    let input = session.input_from(input)?;
-    let result = session.turn(input).await?;
-    // The state as JSON now (Python objects are made only when `turn.state` is read).
-    Ok(Turn { result, state: session.state() })
 }
 
 #[pymethods]
@@ -255,11 +236,9 @@ impl Session {
         // Played on this thread, with the interpreter detached: no hand-off to another thread.
         py.detach(|| {
             let _runtime = runtime().enter();
-            let mut session = self.live.blocking_lock();
-            let input = session.input_from(input)?;
-            let result = session.blocking_turn(input)?;
-            Ok(Turn { result, state: session.state() })
+            embed::play_here(&mut self.live.blocking_lock(), input)
         })
+        .map(Turn::of)
         .map_err(py_err)
     }
 
@@ -268,7 +247,9 @@ impl Session {
     fn turn_async<'py>(&self, py: Python<'py>, input: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let input = json_of("input", &input)?;
         let live = self.live.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move { play(live, input).await.map_err(py_err) })
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            embed::play(&mut *live.lock().await, input).await.map(Turn::of).map_err(py_err)
+        })
     }
 
     /// What a person sees now (`reply`, `status`, `details`, `finished`, `opening`, `notes`).
@@ -301,10 +282,17 @@ impl Session {
 }
 
 /// What a turn did: `display` (what a person sees), `output`, `state`, `events`, `finished`.
+/// The state is kept as JSON: Python objects are made only when `turn.state` is read.
 #[pyclass(module = "ruleweave", frozen)]
 struct Turn {
     result: ruleweave::TurnResult,
     state: Value,
+}
+
+impl Turn {
+    fn of(played: embed::Played) -> Self {
+        Turn { result: played.result, state: played.state }
+    }
 }
 
 #[pymethods]
@@ -350,23 +338,23 @@ impl Turn {
     }
 }
 
-/// A model provider written in Python: a callable (or coroutine function) that gets each
+/// A model function written in Python: a callable (or coroutine function) that gets each
 /// request as a dict and returns the reply's text. An exception it raises is the call's
-/// failure, which the node's fallback answers (and a note says), as a real provider's would.
-struct PyProvider {
+/// failure.
+struct PyModel {
     func: Py<PyAny>,
     is_coroutine: bool,
 }
 
-impl PyProvider {
+impl PyModel {
     fn new(py: Python<'_>, func: &Bound<'_, PyAny>) -> PyResult<Self> {
         let is_coroutine = py.import("inspect")?.call_method1("iscoroutinefunction", (func,))?.extract::<bool>()?;
-        Ok(PyProvider { func: func.clone().unbind(), is_coroutine })
+        Ok(PyModel { func: func.clone().unbind(), is_coroutine })
     }
 
     /// Calls the function with the request (running a coroutine to its end in an event loop of
     /// this thread's own): its reply text.
-    fn answer(&self, request: &Value) -> Result<String, String> {
+    fn call(&self, request: &Value) -> Result<String, String> {
         Python::attach(|py| {
             let arg = pythonize::pythonize(py, request).map_err(|e| e.to_string())?;
             let mut got = self.func.call1(py, (arg,)).map_err(|e| e.to_string())?.into_bound(py);
@@ -382,25 +370,17 @@ impl PyProvider {
     }
 }
 
-impl Provider for PyProvider {
-    fn name(&self) -> &str {
+impl embed::Callable for PyModel {
+    fn language(&self) -> &str {
         "python"
     }
 
-    fn complete<'a>(
-        &'a self,
-        request: &'a LlmRequest,
-        _tokens: Option<TokenSink>,
-    ) -> BoxFuture<'a, ruleweave::Result<LlmResponse>> {
+    /// Called on a blocking thread, which takes the interpreter for the call.
+    fn answer(&self, request: Value) -> BoxFuture<'_, Result<String, String>> {
         Box::pin(async move {
-            let asked = request.for_callable();
             let func = Python::attach(|py| self.func.clone_ref(py));
-            let provider = PyProvider { func, is_coroutine: self.is_coroutine };
-            let reply = tokio::task::spawn_blocking(move || provider.answer(&asked))
-                .await
-                .map_err(|e| ruleweave::Error::new(ErrorKind::Internal, e.to_string()))?;
-            let content = reply.map_err(|why| ruleweave::Error::new(ErrorKind::Llm, format!("python model: {why}")))?;
-            Ok(LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
+            let model = PyModel { func, is_coroutine: self.is_coroutine };
+            tokio::task::spawn_blocking(move || model.call(&request)).await.map_err(|e| e.to_string())?
         })
     }
 }
@@ -412,18 +392,9 @@ fn _ruleweave(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Engine>()?;
     m.add_class::<Session>()?;
     m.add_class::<Turn>()?;
-    for (name, class) in [
-        ("Error", py.get_type::<Error>()),
-        ("PackError", py.get_type::<PackError>()),
-        ("InputError", py.get_type::<InputError>()),
-        ("NotFoundError", py.get_type::<NotFoundError>()),
-        ("FinishedError", py.get_type::<FinishedError>()),
-        ("ScriptError", py.get_type::<ScriptError>()),
-        ("ModelError", py.get_type::<ModelError>()),
-        ("StoreError", py.get_type::<StoreError>()),
-        ("InternalError", py.get_type::<InternalError>()),
-    ] {
-        m.add(name, class)?;
+    m.add("Error", py.get_type::<Error>())?;
+    for class in ErrorClass::ALL {
+        m.add(class.name(), class_type(py, class))?;
     }
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())

@@ -321,6 +321,16 @@ impl Pack {
     }
 
     /// Whether the pack has an offline stand-in model.
+    pub fn standin(&self) -> Option<Arc<dyn Provider>> {
+        self.standin.clone()
+    }
+
+    /// The pack's offline search engine (`search_standin:`), if it has one.
+    pub fn search_standin(&self) -> Option<Arc<dyn crate::search::Search>> {
+        self.search_standin.clone()
+    }
+
+    /// Whether the pack has a stand-in model.
     pub fn has_standin(&self) -> bool {
         self.standin.is_some()
     }

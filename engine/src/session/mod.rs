@@ -593,6 +593,18 @@ impl Session {
         value::to_json(&self.state)
     }
 
+    /// A deep copy of the state as the Rhai values it lives in (none while a script holds it):
+    /// what a simulated player is handed, without the round trip through JSON.
+    pub fn state_copy(&self) -> Option<rhai::Dynamic> {
+        self.state.read_lock::<Map>().map(|m| rhai::Dynamic::from_map(m.clone()))
+    }
+
+    /// Turns showing the game off (or on again): a turn's result then leaves the pack's display
+    /// unrendered and its output null. A simulation reads neither (its report reads the state).
+    pub fn show_results(&mut self, shown: bool) {
+        self.shown = shown;
+    }
+
     /// One state field as JSON.
     pub fn field(&self, name: &str) -> Option<Json> {
         self.state.read_lock::<Map>().and_then(|m| m.get(name).map(value::to_json))

@@ -240,7 +240,7 @@ impl Console<'_> {
             }
             _ => {}
         }
-        let rec = self.rt.block_on(ruleweave::replay::Recording::from_store(self.engine, self.session.id()))?;
+        let rec = self.rt.block_on(ruleweave_lab::replay::Recording::from_store(self.engine, self.session.id()))?;
         let case = crate::cases::Case::from_recording(name, &rec, self.pack.outputs());
         crate::cases::write_case(&path, &case)?;
         println!(

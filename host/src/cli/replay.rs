@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use ruleweave::LlmChoice;
-use ruleweave::replay::{Fallback, Recording, Replayer, TurnDiff};
+use ruleweave_lab::replay::{Fallback, Recording, Replayer, TurnDiff};
 
 use crate::config::Config;
 
@@ -73,7 +73,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
                     super::test::mismatches(k, want, &got, &mut differs);
                     now.insert(k.clone(), if differs.is_empty() { want.clone() } else { got });
                 }
-                d.changes = ruleweave::replay::diff(&before, &serde_json::Value::Object(now));
+                d.changes = ruleweave_lab::replay::diff(&before, &serde_json::Value::Object(now));
             }
         }
     }

@@ -1,5 +1,5 @@
 //! `ruleweave simulate PACK --games N`: the pack's scripted players play N games each on the
-//! rules as they are (see [`ruleweave::simulate`]), and the report is printed as a table, as JSON, or
+//! rules as they are (see [`ruleweave_lab::simulate`]), and the report is printed as a table, as JSON, or
 //! written as a page with charts.
 
 use std::path::Path;
@@ -8,8 +8,9 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use ruleweave::simulate::tune::{Range, Sweep, SweepReport};
-use ruleweave::simulate::{Batch, Plan, PlayerReport, Report, Rules, Spread, outcome_label};
+use ruleweave_lab::jobs::SweepAsked;
+use ruleweave_lab::simulate::tune::SweepReport;
+use ruleweave_lab::simulate::{Plan, PlayerReport, Report, Rules, Spread, outcome_label};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -76,7 +77,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         return sweep(rt, &engine, &config, args, options);
     }
     // The players are this copy's, on both sides of a comparison: only the rules differ.
-    let players = ruleweave::simulate::players(&engine, &pack, &args.players)?;
+    let players = ruleweave_lab::simulate::players(&engine, &pack, &args.players)?;
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
     let plan = Plan {
         pack: args.pack.clone(),
@@ -104,7 +105,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     // Every game is played: Ctrl-C ends the process.
     let never = std::sync::atomic::AtomicBool::new(false);
     bar.set_message(args.pack.clone());
-    let here = ruleweave::simulate::play(
+    let here = ruleweave_lab::simulate::play(
         rt.handle(),
         &plan,
         &players,
@@ -113,20 +114,20 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         &tick,
         &never,
     );
-    let mut report = ruleweave::simulate::report(&plan, &here);
+    let mut report = ruleweave_lab::simulate::report(&plan, &here);
     let mut failed = here.iter().any(|p| p.error.is_some());
     if let Some((dir, other, other_options)) = &other {
         bar.set_message(format!("against {}", dir.display()));
         // The other copy's games are not recorded: they have the same ids as this copy's.
         let plan = Plan { record: false, ..plan.clone() };
         let rules = Rules { engine: other, options: other_options };
-        let there = ruleweave::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick, &never);
+        let there = ruleweave_lab::simulate::play(rt.handle(), &plan, &players, &rules, &config.prices, &tick, &never);
         failed |= there.iter().any(|p| p.error.is_some());
-        ruleweave::simulate::compare(&mut report, root, dir, &here, &there);
+        ruleweave_lab::simulate::compare(&mut report, root, dir, &here, &there);
     }
     bar.finish_and_clear();
     if let Some(file) = &args.html {
-        std::fs::write(file, ruleweave::simulate::page::page(&report))
+        std::fs::write(file, crate::pages::page(&report))
             .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", file.display()))?;
     }
     if args.json {
@@ -159,31 +160,29 @@ fn sweep(
     if args.record || args.against.is_some() {
         bail!("--sweep plays its games on its own: it takes no --record or --against");
     }
-    if args.sweeps.len() > 2 {
-        bail!("--sweep varies one parameter, or two (a grid), not {}", args.sweeps.len());
-    }
-    let ranges = args.sweeps.iter().map(|s| s.parse()).collect::<ruleweave::Result<Vec<Range>>>()?;
-    let batch = Batch {
-        pack: args.pack.clone(),
+    let asked = SweepAsked {
+        pack: &args.pack,
+        ranges: &args.sweeps,
         games: args.games,
-        players: args.players.clone(),
-        seed: args.seed.clone(),
+        players: &args.players,
+        seed: &args.seed,
         options,
         jobs: args.jobs,
         prices: config.prices.clone(),
     };
-    let sweep = Sweep { batch, ranges };
+    let sweep = asked.check().map_err(|r| anyhow::anyhow!(super::refused(&r)))?;
     let values = sweep.values(engine)?;
-    let players = ruleweave::simulate::players(engine, &*engine.packs().get(&args.pack)?, &args.players)?.len() as u64;
+    let players =
+        ruleweave_lab::simulate::players(engine, &*engine.packs().get(&args.pack)?, &args.players)?.len() as u64;
     let bar = progress(!args.json, u64::from(args.games) * players * values as u64);
     bar.set_message(format!("{} sweep", args.pack));
     let never = std::sync::atomic::AtomicBool::new(false);
-    let points = ruleweave::simulate::tune::sweep(rt.handle(), engine, &sweep, &|| bar.inc(1), &never)?;
+    let points = ruleweave_lab::simulate::tune::sweep(rt.handle(), engine, &sweep, &|| bar.inc(1), &never)?;
     bar.finish_and_clear();
     let max_turns = engine.packs().get(&args.pack)?.simulate().max_turns;
     let report = sweep.report(max_turns, points);
     if let Some(file) = &args.html {
-        std::fs::write(file, ruleweave::simulate::page::sweep(&report))
+        std::fs::write(file, crate::pages::sweep(&report))
             .map_err(|e| anyhow::anyhow!("cannot write the sweep to {}: {e}", file.display()))?;
     }
     if args.json {

@@ -16,7 +16,7 @@ use anyhow::{Result, bail};
 use ruleweave::Engine;
 
 use crate::cases::{Case, case_files, pick, read_case, write_case};
-use ruleweave::replay::{Fallback, Replayer};
+use ruleweave_lab::replay::{Fallback, Replayer};
 use serde_json::Value;
 
 #[derive(clap::Args)]

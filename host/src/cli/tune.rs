@@ -1,6 +1,6 @@
 //! `ruleweave tune PACK --vary NAME=LO..HI --target PLAYER:OUTCOME=SHARE`: the value of a
 //! parameter at which a player's games end in an outcome the share of the time a designer wants
-//! (see [`ruleweave::simulate::tune`] for how it searches and what "found" promises).
+//! (see [`ruleweave_lab::simulate::tune`] for how it searches and what "found" promises).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,7 +8,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use indicatif::ProgressBar;
 
-use ruleweave::simulate::tune::{self, Evaluation, Range, Target, Tune, TuneReport};
+use ruleweave_lab::jobs::TuneAsked;
+use ruleweave_lab::simulate::tune::{self, Evaluation, TuneReport};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -58,21 +59,18 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let engine = super::params_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
-    let vary: Range = args.vary.parse().map_err(|e: ruleweave::Error| anyhow::anyhow!("--vary: {}", e.detail()))?;
-    if vary.step.is_some() {
-        anyhow::bail!("--vary takes NAME=LO..HI: tune chooses the values itself (a step is for simulate --sweep)");
-    }
-    let target = Target::parse(&args.target, args.within).map_err(|e| anyhow::anyhow!("--target: {}", e.detail()))?;
-    let request = Tune {
-        pack: args.pack.clone(),
-        vary,
-        target,
-        seed: args.seed.clone(),
+    let asked = TuneAsked {
+        pack: &args.pack,
+        vary: &args.vary,
+        target: &args.target,
+        within: args.within,
+        seed: &args.seed,
         options,
         games_max: args.games_max,
         budget: args.budget,
         jobs: args.jobs,
     };
+    let request = asked.check(&engine).map_err(|r| anyhow::anyhow!(super::refused(&r)))?;
     let bar = super::simulate::progress(!args.json, args.budget);
     let shown = |b: &ProgressBar, p: &tune::TuneProgress| {
         b.set_position(args.budget - p.games_left);
@@ -82,7 +80,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let report = tune::tune(rt.handle(), &engine, &request, &|p| shown(&bar, p), &never)?;
     bar.finish_and_clear();
     if let Some(file) = &args.html {
-        std::fs::write(file, ruleweave::simulate::page::tune(&report))
+        std::fs::write(file, crate::pages::tune(&report))
             .map_err(|e| anyhow::anyhow!("cannot write the answer to {}: {e}", file.display()))?;
     }
     if args.json {

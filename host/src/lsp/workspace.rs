@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use lsp_types::{Diagnostic, DiagnosticSeverity, Uri};
-use ruleweave::replay::{Fallback, Replayer};
 use ruleweave::{Engine, Error, Pack};
+use ruleweave_lab::replay::{Fallback, Replayer};
 
 use super::text;
 

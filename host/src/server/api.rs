@@ -421,7 +421,7 @@ pub(super) async fn replay(
     SessionId(id): SessionId,
     MaybeBody(how): MaybeBody<ReplayHow>,
 ) -> ApiResult<Json<ReplayBody>> {
-    use ruleweave::replay::{Fallback, Recording, Replayer};
+    use ruleweave_lab::replay::{Fallback, Recording, Replayer};
     access.may_debug("a replay")?;
     // Every turn of the session played again: pack work, on the pack's slots, off the workers.
     let pack = s.engine.info(&id).await?.pack;

@@ -6,9 +6,9 @@
 //! the pack's manifest, not by the API.
 
 use ruleweave::lobby::LobbyStatus;
-use ruleweave::replay::TurnDiff;
 use ruleweave::store::CheckpointInfo;
 use ruleweave::{PausedAt, Said, View};
+use ruleweave_lab::replay::TurnDiff;
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;

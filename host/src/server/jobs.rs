@@ -20,8 +20,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use ruleweave::simulate::tune::{self, Range, SweepReport, Target, Tune, TuneProgress, TuneReport};
 use ruleweave::store::{Job, JobState, Jobs};
+use ruleweave_lab::jobs::{self, JobAnswer, JobKind, JobSpec, SweepAsked, TuneAsked};
+use ruleweave_lab::simulate::tune;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,7 +31,7 @@ use super::body::ErrorBody;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
 use super::listen::Peer;
-use super::{ApiError, Settings, Shared, sse};
+use super::{ApiError, Shared, sse};
 
 /// How often a running job records where it is (and learns whether it was asked to stop), and
 /// how often its followers look.
@@ -149,17 +150,6 @@ pub(super) struct Progress {
     budget: u64,
 }
 
-/// A job's answer, by its kind.
-#[derive(Serialize, utoipa::ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // The document's shape of `JobBody::result`, which is kept as the store holds it.
-pub(super) enum JobAnswer {
-    /// A tune's.
-    Tune(TuneReport),
-    /// A sweep's.
-    Sweep(SweepReport),
-}
-
 /// Why a job failed (the error a request would have answered: `invalid_input`, `script_error`,
 /// ...), or `cancelled` for one that was stopped.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -222,13 +212,21 @@ pub(super) async fn start(
     Body(req): Body<NewTune>,
 ) -> ApiResult<Response> {
     let engine = super::simulate::standin(s.engine.root(), &pack, &req.params).await?;
-    let tune = request(&s.settings, &engine, &pack, &req)?;
-    let (budget, handle) = (tune.budget, tokio::runtime::Handle::current());
-    let work: Work = Box::new(move |said, stop| {
-        let seen = |p: &TuneProgress| said(Some(p.value), budget - p.games_left);
-        answer(&tune::tune(&handle, &engine, &tune, &seen, stop)?)
-    });
-    begin(&s, &access, "tune", &pack, &req, budget, work).await
+    let turns = u64::from(engine.packs().get(&pack)?.simulate().max_turns.max(1));
+    let asked = TuneAsked {
+        pack: &pack,
+        vary: &req.vary,
+        target: &req.target,
+        within: req.within.unwrap_or(0.05),
+        seed: req.seed.as_deref().unwrap_or(jobs::SEED),
+        options: req.options.clone(),
+        games_max: req.games_max.unwrap_or(tune::GAMES_MAX),
+        budget: (s.settings.tune_turns as u64 / turns).max(1),
+        jobs: None,
+    };
+    let tune = asked.check(&engine).map_err(super::simulate::refused)?;
+    let budget = tune.budget;
+    begin(&s, &access, JobSpec::Tune(tune), engine, &pack, &req, budget).await
 }
 
 /// A sweep too large for a simulate request: the same games at each value of one or two of the
@@ -278,25 +276,25 @@ pub(super) async fn start_sweep(
     PackName(pack): PackName,
     Body(req): Body<NewSweep>,
 ) -> ApiResult<Response> {
-    let games = req.games.unwrap_or(100);
-    if !(1..=100_000).contains(&games) {
-        return Err(ApiError::new(Code::InvalidRequest, format!("`games` is 1 to 100000 per player, not {games}")));
-    }
-    super::simulate::check_seed(req.seed.as_deref())?;
-    if req.sweep.is_empty() {
-        return Err(ApiError::new(Code::InvalidRequest, "`sweep` names no range to play"));
-    }
+    let asked = SweepAsked {
+        pack: &pack,
+        ranges: &req.sweep,
+        games: req.games.unwrap_or(100),
+        players: &req.players,
+        seed: req.seed.as_deref().unwrap_or(jobs::SEED),
+        options: req.options.clone(),
+        // A job's games spread over every core (one job runs at a time on a server).
+        jobs: None,
+        prices: BTreeMap::new(),
+    };
+    let sweep = asked.check().map_err(super::simulate::refused)?;
     let engine = super::simulate::standin(s.engine.root(), &pack, &req.params).await?;
     let loaded = engine.packs().get(&pack)?;
     loaded.resolve_options(&req.options)?;
-    let players = ruleweave::simulate::players(&engine, &loaded, &req.players)
+    let players = ruleweave_lab::simulate::players(&engine, &loaded, &req.players)
         .map_err(|e| super::simulate::unprocessable(e.to_string()))?;
-    let seed = req.seed.clone().unwrap_or_else(|| "ruleweave".into());
-    let mut sweep = super::simulate::sweep_of(&pack, &req.sweep, games, &req.players, &seed, &req.options)?;
-    // A job's games spread over every core (one job runs at a time on a server).
-    sweep.batch.jobs = None;
     let values = sweep.values(&engine)? as u64;
-    let max_turns = loaded.simulate().max_turns;
+    let (games, max_turns) = (sweep.batch.games, loaded.simulate().max_turns);
     let budget = u64::from(games) * players.len() as u64 * values;
     let turns = budget * u64::from(max_turns.max(1));
     let most = s.settings.tune_turns as u64;
@@ -307,35 +305,25 @@ pub(super) async fn start_sweep(
             players.len()
         )));
     }
-    let handle = tokio::runtime::Handle::current();
-    let work: Work = Box::new(move |said, stop| {
-        let played = std::sync::atomic::AtomicU64::new(0);
-        let tick = || said(None, played.fetch_add(1, Ordering::Relaxed) + 1);
-        let points = tune::sweep(&handle, &engine, &sweep, &tick, stop)?;
-        answer(&sweep.report(max_turns, points))
-    });
-    begin(&s, &access, "sweep", &pack, &req, budget, work).await
+    begin(&s, &access, JobSpec::Sweep(sweep), engine, &pack, &req, budget).await
 }
 
 /// A job's answer as the store keeps it.
-fn answer(report: &impl Serialize) -> ruleweave::Result<Value> {
+fn answer(report: &JobAnswer) -> ruleweave::Result<Value> {
     serde_json::to_value(report).map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
 }
-
-/// A job's work: plays its games on the blocking pool, saying after each game where it is (the
-/// value it plays, when it plays one at a time, and the games played), until done or `stop`.
-type Work = Box<dyn FnOnce(&(dyn Fn(Option<f64>, u64) + Sync), &AtomicBool) -> ruleweave::Result<Value> + Send>;
 
 /// Takes the server's place for a job, records the job, and starts `work` in it: `202 {"job"}`.
 async fn begin(
     s: &Shared,
     access: &Access,
-    kind: &str,
+    spec: JobSpec,
+    engine: ruleweave::Engine,
     pack: &str,
     req: &impl Serialize,
     budget: u64,
-    work: Work,
 ) -> ApiResult<Response> {
+    let kind = spec.kind().name();
     let jobs = jobs(s)?;
     // One issued key cannot keep the server's one job place to itself: at most
     // `jobs_per_key_per_hour` an hour.
@@ -381,60 +369,26 @@ async fn begin(
     }
     tracing::info!(job = %id, pack = %pack, "a {kind} started");
     let task = s.clone();
-    let kind = kind.to_owned();
-    s.spawn(async move { run(task, id, kind, budget, work, stop).await });
+    s.spawn(async move { run(task, id, spec, engine, budget, stop).await });
     Ok((StatusCode::ACCEPTED, Json(Started { job: job.id })).into_response())
-}
-
-/// The tune a request asks for, checked as `tune` checks it before its first game.
-fn request(settings: &Settings, engine: &ruleweave::Engine, pack: &str, req: &NewTune) -> ApiResult<Tune> {
-    let input = |field: &str, e: ruleweave::Error| {
-        ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), format!("`{field}`: {}", e.detail()))
-    };
-    let vary: Range = req.vary.parse().map_err(|e| input("vary", e))?;
-    if vary.step.is_some() {
-        return Err(input("vary", ruleweave::Error::input("a tune takes NAME=LO..HI: it chooses the values itself")));
-    }
-    let target = Target::parse(&req.target, req.within.unwrap_or(0.05)).map_err(|e| input("target", e))?;
-    super::simulate::check_seed(req.seed.as_deref())?;
-    let games_max = req.games_max.unwrap_or(tune::GAMES_MAX);
-    if games_max < tune::FIRST_GAMES {
-        return Err(ApiError::new(
-            Code::InvalidRequest,
-            format!("`games_max` is at least {}, not {games_max}", tune::FIRST_GAMES),
-        ));
-    }
-    let loaded = engine.packs().get(pack)?;
-    let turns = u64::from(loaded.simulate().max_turns.max(1));
-    let tune = Tune {
-        pack: pack.to_owned(),
-        vary,
-        target,
-        seed: req.seed.clone().unwrap_or_else(|| "ruleweave".into()),
-        options: req.options.clone(),
-        games_max,
-        budget: (settings.tune_turns as u64 / turns).max(1),
-        jobs: None,
-    };
-    tune::check(engine, &tune)?;
-    Ok(tune)
 }
 
 /// Plays a job's work on the blocking pool, recording its progress until it ends; then how it
 /// ended.
-async fn run(s: Shared, id: String, kind: String, budget: u64, work: Work, stop: Arc<AtomicBool>) {
+async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, budget: u64, stop: Arc<AtomicBool>) {
+    let kind = spec.kind().name();
     let store = s.engine.store().clone();
     let Some(jobs) = store.jobs() else { return };
     let latest = Arc::new(Mutex::new(Progress { value: None, games_played: 0, budget }));
     let work = {
-        let (latest, stop) = (latest.clone(), stop.clone());
+        let (latest, stop, handle) = (latest.clone(), stop.clone(), tokio::runtime::Handle::current());
         tokio::task::spawn_blocking(move || {
             let said = |value: Option<f64>, played: u64| {
                 let mut latest = latest.lock().unwrap_or_else(|p| p.into_inner());
                 latest.value = value;
                 latest.games_played = played;
             };
-            work(&said, &stop)
+            spec.run(&handle, &engine, &said, &stop).and_then(|a| answer(&a))
         })
     };
     tokio::pin!(work);
@@ -537,11 +491,9 @@ pub(super) async fn job(
 
 /// A done job's answer as the page `--html` writes: a tune's values tried, a sweep's charts.
 fn page_of(job: &JobBody) -> Option<String> {
-    let answer = job.result.clone()?;
-    match job.kind.as_str() {
-        "tune" => serde_json::from_value(answer).ok().map(|r| ruleweave::simulate::page::tune(&r)),
-        "sweep" => serde_json::from_value(answer).ok().map(|r| ruleweave::simulate::page::sweep(&r)),
-        _ => None,
+    match JobAnswer::read(JobKind::named(&job.kind)?, job.result.clone()?)? {
+        JobAnswer::Tune(r) => Some(crate::pages::tune(&r)),
+        JobAnswer::Sweep(r) => Some(crate::pages::sweep(&r)),
     }
 }
 

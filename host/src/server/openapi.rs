@@ -40,7 +40,7 @@ use super::{Shared, api, body};
         super::simulate::NewSimulation,
         super::jobs::NewTune,
         super::jobs::NewSweep,
-        super::jobs::JobAnswer,
+        ruleweave_lab::jobs::JobAnswer,
         super::simulate::Answer,
         super::jobs::Started,
         super::jobs::JobBody,

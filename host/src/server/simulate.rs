@@ -19,8 +19,9 @@ use super::body::ErrorBody;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
 use super::{ApiError, Shared, sse};
-use ruleweave::simulate::tune::{Range, Sweep, SweepReport};
-use ruleweave::simulate::{Batch, Plan, Report, Rules};
+use ruleweave_lab::jobs::{self, Refused, SweepAsked};
+use ruleweave_lab::simulate::tune::SweepReport;
+use ruleweave_lab::simulate::{Plan, Report, Rules};
 
 /// The most games per player one request may ask for.
 pub(super) const MOST_GAMES: u32 = 200;
@@ -97,7 +98,7 @@ pub(super) async fn simulate(
             format!("`games` is 1 to {MOST_GAMES} per player, not {games}"),
         ));
     }
-    check_seed(req.seed.as_deref())?;
+    jobs::check_seed(req.seed.as_deref().unwrap_or(jobs::SEED)).map_err(refused)?;
     // The batch holds the server's one place for a batch until it ends, whether or not its client
     // waits for it; a client that hangs up stops it at its next game.
     let Ok(running) = s.simulating.clone().try_acquire_owned() else {
@@ -134,8 +135,8 @@ pub(super) async fn simulate(
     drop(hung_up);
     if sse::accepts(&headers, "text/html") {
         let page = match &report {
-            Answer::Report(r) => ruleweave::simulate::page::page(r),
-            Answer::Sweep(r) => ruleweave::simulate::page::sweep(r),
+            Answer::Report(r) => crate::pages::page(r),
+            Answer::Sweep(r) => crate::pages::sweep(r),
         };
         return Ok(super::api::html_page(page, PAGE_POLICY));
     }
@@ -155,14 +156,25 @@ async fn play(
     let pack = engine.packs().get(pack)?;
     pack.resolve_options(&req.options)?;
     let players =
-        ruleweave::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;
+        ruleweave_lab::simulate::players(&engine, &pack, &req.players).map_err(|e| unprocessable(e.to_string()))?;
     let spec = pack.simulate().clone();
     let games = req.games.unwrap_or(20);
     let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
     let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
     let handle = tokio::runtime::Handle::current();
     if !req.sweep.is_empty() {
-        let sweep = sweep_of(pack.name(), &req.sweep, games, &req.players, &seed, &req.options)?;
+        // On one thread: a server's batch leaves the other cores to requests.
+        let asked = SweepAsked {
+            pack: pack.name(),
+            ranges: &req.sweep,
+            games,
+            players: &req.players,
+            seed: &seed,
+            options: req.options.clone(),
+            jobs: Some(1),
+            prices: BTreeMap::new(),
+        };
+        let sweep = asked.check().map_err(refused)?;
         let values = sweep.values(&engine)? as u64;
         if turns * values > most_turns {
             return Err(unprocessable(format!(
@@ -171,7 +183,7 @@ async fn play(
                 pack.name()
             )));
         }
-        let points = ruleweave::simulate::tune::sweep(&handle, &engine, &sweep, &|| {}, stop)?;
+        let points = ruleweave_lab::simulate::tune::sweep(&handle, &engine, &sweep, &|| {}, stop)?;
         return Ok(Answer::Sweep(sweep.report(spec.max_turns, points)));
     }
     if turns > most_turns {
@@ -188,50 +200,17 @@ async fn play(
     }
     let plan = Plan { pack: pack.name().to_owned(), games, first: 0, seed, jobs: 1, spec, record: false };
     let rules = Rules { engine: &engine, options: &req.options };
-    let played = ruleweave::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
-    Ok(Answer::Report(ruleweave::simulate::report(&plan, &played)))
+    let played = ruleweave_lab::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
+    Ok(Answer::Report(ruleweave_lab::simulate::report(&plan, &played)))
 }
 
-/// The sweep a request asks for: `ranges` (one or two `NAME=LO..HI[:STEP]`) of `pack`'s numbers,
-/// the same games at each value, on one thread (a server's batch leaves the other cores to
-/// requests).
-pub(super) fn sweep_of(
-    pack: &str,
-    ranges: &[String],
-    games: u32,
-    players: &[String],
-    seed: &str,
-    options: &serde_json::Map<String, Value>,
-) -> ApiResult<Sweep> {
-    if ranges.len() > 2 {
-        return Err(unprocessable(format!("`sweep` varies one parameter, or two (a grid), not {}", ranges.len())));
-    }
-    let ranges = ranges
-        .iter()
-        .map(|r| r.parse::<Range>().map_err(|e| unprocessable(format!("`sweep`: {}", e.detail()))))
-        .collect::<ApiResult<Vec<Range>>>()?;
-    let batch = Batch {
-        pack: pack.to_owned(),
-        games,
-        players: players.to_vec(),
-        seed: seed.to_owned(),
-        options: options.clone(),
-        jobs: Some(1),
-        prices: BTreeMap::new(),
-    };
-    Ok(Sweep { batch, ranges })
-}
-
-/// The longest seed a request may give (a seed names a run; it is no place for a payload).
-const MOST_SEED: usize = 200;
-
-/// A request's seed, refused when longer than [`MOST_SEED`].
-pub(super) fn check_seed(seed: Option<&str>) -> ApiResult<()> {
-    match seed {
-        Some(seed) if seed.chars().count() > MOST_SEED => {
-            Err(ApiError::new(Code::InvalidRequest, format!("`seed` is at most {MOST_SEED} characters")))
-        }
-        _ => Ok(()),
+/// A request the lab refused, answered as the error it is: `invalid_request` for a body of the
+/// wrong shape, the engine's own kind for what the pack does not have or take.
+pub(super) fn refused(r: Refused) -> ApiError {
+    match (r.shape, r.field) {
+        (true, _) => ApiError::new(Code::InvalidRequest, r.message(|f| format!("`{f}`"))),
+        (false, Some(_)) => ApiError::new(Code::Engine(r.error.kind()), r.message(|f| format!("`{f}`"))),
+        (false, None) => (*r.error).into(),
     }
 }
 

@@ -15,7 +15,6 @@
 
 mod against;
 mod changes;
-pub mod page;
 mod stats;
 mod sweep;
 pub mod tune;
@@ -27,9 +26,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use rhai::Dynamic;
 use serde_json::{Map, Value};
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::{Engine, Event, Pack, ScriptCall, Session};
 pub use against::compare;
+use ruleweave::{Engine, Event, Pack, ScriptCall, Session};
+use ruleweave::{Error, ErrorKind, Result};
 pub use stats::wilson;
 use stats::{histogram, spread};
 
@@ -167,7 +166,7 @@ pub struct Plan {
     /// Games played at once (threads); at least 1.
     pub jobs: usize,
     /// The pack's `simulate:` block: the outcome field, the tracked fields, the turn cap.
-    pub spec: crate::Simulate,
+    pub spec: ruleweave::Simulate,
     /// Keep each game in the engine's store as `sim-SEED-PLAYER-GAME` (replacing a game of that
     /// id from an earlier run), to open with `replay` or the console; otherwise a game is deleted
     /// once counted.
@@ -305,7 +304,7 @@ pub struct GameError {
     /// Where in the game it stopped.
     pub at: Stopped,
     /// The engine's error, with its kind and place.
-    pub error: crate::Error,
+    pub error: ruleweave::Error,
 }
 
 /// Where in a game it stopped.
@@ -322,7 +321,7 @@ pub enum Stopped {
 }
 
 impl GameError {
-    fn new(player: &Player, game: u32, at: Stopped, error: crate::Error) -> Box<Self> {
+    fn new(player: &Player, game: u32, at: Stopped, error: ruleweave::Error) -> Box<Self> {
         Box::new(GameError { player: player.name.clone(), game, at, error })
     }
 }
@@ -434,7 +433,7 @@ fn game(
         .map_err(|e| GameError::new(player, number, Stopped::Opening, e))?;
     // A player that reads the display is shown it below; nothing reads the turn's own, nor its
     // output (the report reads the state).
-    session.shown = false;
+    session.show_results(false);
     let result = turns(plan, player, number, &id, &mut session, prices);
     if !plan.record {
         let _ = handle.block_on(rules.engine.delete(&id));
@@ -458,7 +457,7 @@ fn turns(
     let (mut tokens, mut cost, mut unpriced) = (0u64, 0.0, BTreeSet::new());
     // What a call spent: its tokens, and its price (the stand-in's is nothing), or its model
     // noted as one without a price.
-    let spend = |call: &crate::LlmEvent, tokens: &mut u64, cost: &mut f64, unpriced: &mut BTreeSet<String>| {
+    let spend = |call: &ruleweave::LlmEvent, tokens: &mut u64, cost: &mut f64, unpriced: &mut BTreeSet<String>| {
         *tokens += u64::from(call.prompt_tokens) + u64::from(call.completion_tokens);
         match prices.get(&call.model) {
             _ if call.standin => {}
@@ -473,19 +472,19 @@ fn turns(
         let stopped = |at: fn(u64) -> Stopped, e| GameError::new(player, number, at(turn), e);
         let view = match player.reads_view {
             true => serde_json::to_value(session.view())
-                .map_err(|e| stopped(Stopped::Move, crate::Error::new(ErrorKind::Internal, e.to_string())))?,
+                .map_err(|e| stopped(Stopped::Move, ruleweave::Error::new(ErrorKind::Internal, e.to_string())))?,
             false => Value::Null,
         };
         // The player's own deep copy of the state: what it changes in it stays with it (Rhai lets
         // a function change its arguments, read-only or not), as it did with the state's JSON.
         let state = match player.reads_state {
-            true => session.state.read_lock::<rhai::Map>().map(|m| Dynamic::from_map(m.clone())),
+            true => session.state_copy(),
             false => Some(Dynamic::UNIT),
         };
-        let state = state.ok_or_else(|| stopped(Stopped::Move, crate::Error::internal("the state is in use")))?;
+        let state = state.ok_or_else(|| stopped(Stopped::Move, ruleweave::Error::internal("the state is in use")))?;
         let (next, player_calls) = player
             .play
-            .call_as_with(id, turn, vec![crate::value::from_json(&view), state])
+            .call_as_with(id, turn, vec![ruleweave::values::from_json(&view), state])
             .map_err(|e| stopped(Stopped::Move, e))?;
         // A model player's calls are part of what the game cost.
         for call in &player_calls {

@@ -9,8 +9,8 @@
 
 use std::fmt::Write as _;
 
-use super::tune::{SweepPoint, SweepReport, TuneReport};
-use super::{Against, PlayerReport, Report, Spread, Tracked, UNFINISHED};
+use ruleweave_lab::simulate::tune::{SweepPoint, SweepReport, TuneReport};
+use ruleweave_lab::simulate::{Against, PlayerReport, Report, Spread, Tracked, UNFINISHED};
 
 /// This copy's colour, and the other copy's.
 const HERE: &str = "#2563eb";
@@ -344,7 +344,7 @@ fn outcomes(p: &PlayerReport, other: Option<&PlayerReport>, max_turns: u32) -> S
     let mut svg = svg_open(width, height);
     for (i, name) in names.iter().enumerate() {
         let y = 6.0 + i as f64 * row;
-        let shown = super::outcome_label(name, max_turns);
+        let shown = ruleweave_lab::simulate::outcome_label(name, max_turns);
         let _ = write!(svg, "<text x=0 y={}>{}</text>", y + 11.0, escape(&shown));
         for (j, (side, colour)) in [(Some(p), HERE), (other, THERE)].into_iter().enumerate() {
             let Some(side) = side else { continue };
@@ -578,7 +578,7 @@ fn axes(
     // whole ones), the parameter's name under them.
     let at = |v: f64| if hi > lo { left + (v - lo) / (hi - lo) * (right - left) } else { (left + right) / 2.0 };
     for tick in ticks(lo, hi, whole) {
-        let label = crate::text::decimals(tick, 6);
+        let label = ruleweave::text::decimals(tick, 6);
         let _ = write!(svg, "<text x={:.1} y={:.1} text-anchor=middle>{label}</text>", at(tick), height - 17.0);
     }
     let _ = write!(
@@ -598,7 +598,7 @@ fn whole(xs: &[f64]) -> bool {
 
 /// Values from `lo` to `hi` at a step of 1, 2 or 5 times a power of ten (at least 1 for `whole`
 /// values), at most eleven of them, the ends always among them.
-pub(super) fn ticks(lo: f64, hi: f64, whole: bool) -> Vec<f64> {
+fn ticks(lo: f64, hi: f64, whole: bool) -> Vec<f64> {
     if hi <= lo || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
@@ -624,10 +624,29 @@ fn num(v: Option<f64>) -> f64 {
 }
 
 fn round(x: f64) -> String {
-    crate::text::decimals(x, 1)
+    ruleweave::text::decimals(x, 1)
 }
 
 /// Text as HTML shows it.
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ticks;
+
+    #[test]
+    fn chart_ticks_fall_at_readable_steps() {
+        assert_eq!(ticks(58.0, 60.0, true), [58.0, 59.0, 60.0], "every whole value of a short range");
+        assert_eq!(ticks(0.0, 100.0, true), [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]);
+        assert_eq!(ticks(40.0, 83.0, true), [40.0, 45.0, 50.0, 55.0, 60.0, 65.0, 70.0, 75.0, 80.0, 83.0]);
+        let bias = ticks(-0.4, 0.4, false);
+        assert_eq!(bias.len(), 9, "{bias:?}");
+        assert_eq!(
+            bias.iter().map(|t| ruleweave::text::decimals(*t, 6)).collect::<Vec<_>>()[3..6],
+            ["-0.1", "0", "0.1"]
+        );
+        assert_eq!(ticks(5.0, 5.0, true), [5.0], "one value, one tick");
+    }
 }

@@ -33,7 +33,7 @@ fn the_view_and_the_state_are_sent_to_the_players_that_read_them() {
 /// A copy of the coin pack (`tests/packs/coin`) in a directory of its own.
 fn coin() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
-    let coin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/packs/coin");
+    let coin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/packs/coin");
     for dir in ["config", "scripts/coin", "scripts/coin/players"] {
         std::fs::create_dir_all(root.path().join(dir)).unwrap();
     }
@@ -133,16 +133,4 @@ fn turns_histogram_counts_games_per_number_of_turns() {
 fn a_price_is_per_million_tokens() {
     let price = Price { input: 0.15, output: 0.60 };
     assert!((price.of(1_000_000, 500_000) - 0.45).abs() < 1e-12);
-}
-
-#[test]
-fn chart_ticks_fall_at_readable_steps() {
-    use super::page::ticks;
-    assert_eq!(ticks(58.0, 60.0, true), [58.0, 59.0, 60.0], "every whole value of a short range");
-    assert_eq!(ticks(0.0, 100.0, true), [0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]);
-    assert_eq!(ticks(40.0, 83.0, true), [40.0, 45.0, 50.0, 55.0, 60.0, 65.0, 70.0, 75.0, 80.0, 83.0]);
-    let bias = ticks(-0.4, 0.4, false);
-    assert_eq!(bias.len(), 9, "{bias:?}");
-    assert_eq!(bias.iter().map(|t| crate::text::decimals(*t, 6)).collect::<Vec<_>>()[3..6], ["-0.1", "0", "0.1"]);
-    assert_eq!(ticks(5.0, 5.0, true), [5.0], "one value, one tick");
 }

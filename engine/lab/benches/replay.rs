@@ -2,13 +2,13 @@
 //! read back from the store), replayed on the pack with the recorded answers, every turn's state
 //! compared with the recording.
 //!
-//! `cargo bench -p ruleweave-engine --bench replay`.
+//! `cargo bench -p ruleweave-lab --bench replay`.
 
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ruleweave::Engine;
-use ruleweave::replay::{Fallback, Recording, Replayer};
+use ruleweave_lab::replay::{Fallback, Recording, Replayer};
 use serde_json::json;
 
 #[global_allocator]

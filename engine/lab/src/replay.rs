@@ -15,125 +15,16 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map as JsonMap, Value as Json};
 
-use crate::engine::Engine;
-use crate::error::{Error, ErrorKind, Result};
-use crate::exchange::Exchange;
-use crate::llm::{EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Message, Provider, TokenSink, Usage};
-use crate::search::{Search, SearchChoice, SearchResult};
-use crate::store::{CheckpointKind, Stop};
-use crate::value;
-use crate::vocab::BoxFuture;
+use ruleweave::llm::BoxFuture;
+use ruleweave::llm::{EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Message, Provider, TokenSink, Usage};
+use ruleweave::search::{Search, SearchChoice, SearchResult};
+use ruleweave::store::Stop;
+use ruleweave::{Engine, Error, ErrorKind, Event, Result, Session};
 
-/// A recorded session, or a test case: what to play, and what each call answered.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Recording {
-    /// The pack.
-    pub pack: String,
-    /// The session's id (it seeds the session's randomness); a new one when empty.
-    #[serde(default)]
-    pub id: String,
-    /// The options the session opened with.
-    #[serde(default)]
-    pub options: JsonMap<String, Json>,
-    /// Its turns, in order.
-    pub turns: Vec<RecordedTurn>,
-    /// Where a fork started: the state and the turns of the session it left, at the checkpoint
-    /// it left from. A replay starts there, not from a new session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base: Option<Base>,
-    /// Edits of the state made after the last turn.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub edits: Vec<RecordedEdit>,
-}
-
-/// A hand edit of the state, as a recording holds it: the fields set outright, and where a
-/// breakpoint held the turn when it was made (none: before the turn began).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordedEdit {
-    /// The fields set, with their values.
-    pub set: JsonMap<String, Json>,
-    /// Where the turn was held when the edit was made; absent between turns.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at: Option<Stop>,
-}
-
-/// The start of a forked session: the state it was handed and the turns done by then.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Base {
-    /// The state at the fork.
-    pub state: Json,
-    /// The turns done by then (the fork's first turn is the next one).
-    pub turns: u64,
-}
-
-/// One recorded turn.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct RecordedTurn {
-    /// The turn's number in its session (0 in a hand-written case).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub turn: u64,
-    /// The turn's input.
-    pub input: Json,
-    /// Edits of the state made before the turn began or while a breakpoint held it, in order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub edits: Vec<RecordedEdit>,
-    /// The answers the turn's model calls and searches got, in the order they were made.
-    #[serde(default)]
-    pub answers: Vec<Answer>,
-    /// The state after the turn, as recorded (absent in a hand-written case).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<Json>,
-    /// The nodes that ran, in order, as recorded.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub nodes: Vec<String>,
-    /// The turn failed, with an error saying this (a case's `expect_error`; the store keeps no
-    /// failed turns).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// One answer of a recording: to a call of `profile` (`search` for a web search).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Answer {
-    /// The profile called (`judge`), or `search`.
-    pub profile: String,
-    /// What was asked (the messages; a search's query is its one user message), when recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub asked: Option<Vec<Message>>,
-    /// The reply's text (a search's results as JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reply: Option<String>,
-    /// Or why the call failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl Answer {
-    /// What a recorded call answered, as a recording keeps it.
-    fn of(e: &Exchange) -> Answer {
-        match e {
-            Exchange::Model(m) => Answer {
-                profile: m.request.profile.clone(),
-                asked: Some(m.request.messages.clone()),
-                reply: m.response.as_ref().map(|r| r.content.clone()),
-                error: m.error.clone(),
-            },
-            Exchange::Search(s) => Answer {
-                profile: "search".into(),
-                asked: Some(vec![Message::new("user", &s.query)]),
-                reply: s.results.as_ref().map(|r| serde_json::to_string(r).unwrap_or_default()),
-                error: s.error.clone(),
-            },
-        }
-    }
-}
+pub use ruleweave::recording::{Answer, Base, RecordedEdit, RecordedTurn, Recording};
 
 /// What a replayed turn did differently.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -240,78 +131,6 @@ pub enum Fallback {
     /// changed.
     Serving,
 }
-
-impl Recording {
-    /// Session `id` as `engine`'s store holds it: its options, and per turn the input, the model
-    /// exchanges and searches, the nodes that ran and the state it left.
-    pub async fn from_store(engine: &Engine, id: &str) -> Result<Self> {
-        let head = engine.info(id).await?.head;
-        Self::from_store_until(engine, id, head).await
-    }
-
-    /// Session `id` as [`Recording::from_store`] reads it, up to its checkpoint `seq`.
-    pub async fn from_store_until(engine: &Engine, id: &str, seq: u64) -> Result<Self> {
-        let info = engine.info(id).await?;
-        let store = engine.store();
-        let stored = store
-            .history(id, seq)
-            .await?
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("there is no session {id}")))?;
-        let pack = engine.packs().get(&info.pack)?;
-        let base = info.parent.is_some().then(|| Base { state: stored.snapshot.clone(), turns: stored.snapshot_turn });
-        let mut state = pack.schema.restore(&stored.snapshot);
-        let mut turns = Vec::new();
-        let mut current = RecordedTurn::default();
-        // Where a breakpoint holds the turn being read, if one does.
-        let mut held: Option<Stop> = None;
-        for c in &stored.after {
-            if c.kind == CheckpointKind::Edit {
-                for (_, u) in &c.updates {
-                    // An edit of fields the pack has since dropped or retyped sets what still fits.
-                    let fitting: rhai::Map =
-                        u.0.iter()
-                            .filter(|(k, v)| pack.schema.fields.get(k.as_str()).is_some_and(|f| f.ty.admits(v)))
-                            .map(|(k, v)| (k.clone(), v.clone()))
-                            .collect();
-                    pack.schema.overwrite(&mut state, &fitting)?;
-                    let set = value::to_json(&rhai::Dynamic::from_map((*u.0).clone()));
-                    let set = set.as_object().cloned().unwrap_or_default();
-                    current.edits.push(RecordedEdit { set, at: held.clone() });
-                }
-                continue;
-            }
-            for (_, u) in &c.updates {
-                pack.schema.replay(&mut state, &u.0);
-            }
-            if c.kind == CheckpointKind::Break {
-                held = c.resume.as_ref().and_then(|r| r.held.clone());
-            }
-            if !matches!(c.kind, CheckpointKind::Turn | CheckpointKind::Step | CheckpointKind::Break) {
-                continue;
-            }
-            current.nodes.extend(c.updates.iter().map(|(n, _)| n.clone()));
-            current.answers.extend(c.exchanges.iter().map(Answer::of));
-            if c.kind == CheckpointKind::Turn {
-                held = None;
-                current.turn = c.turn;
-                current.input = c.input.clone().unwrap_or(Json::Null);
-                current.state = Some(value::to_json(&state));
-                turns.push(std::mem::take(&mut current));
-            }
-        }
-        // Edits after the last turn (those of a turn still held are that turn's, not yet recorded).
-        let edits = current.edits.into_iter().filter(|e| e.at.is_none()).collect();
-        Ok(Recording {
-            pack: info.pack.clone(),
-            id: info.id.clone(),
-            options: info.options.as_object().cloned().unwrap_or_default(),
-            turns,
-            base,
-            edits,
-        })
-    }
-}
-
 /// The answers of the turn being replayed, handed out by profile in order.
 #[derive(Default)]
 struct Script {
@@ -454,15 +273,15 @@ impl Replayer {
         let current = engine.packs().get(pack)?;
         let (model, search, live) = match fallback {
             Fallback::Fail => (None, None, false),
-            Fallback::Standin => (current.standin.clone(), current.search_standin.clone(), false),
+            Fallback::Standin => (current.standin(), current.search_standin(), false),
             Fallback::Live(p, s) => {
                 let search = match s {
                     SearchChoice::Engine(s) => Some(s),
-                    SearchChoice::Standin => current.search_standin.clone(),
+                    SearchChoice::Standin => current.search_standin(),
                 };
                 (Some(p), search, true)
             }
-            Fallback::Serving => (Some(engine.provider_for(&current)), engine.rt().search_for(&current), true),
+            Fallback::Serving => (Some(engine.provider_for(&current)), engine.search_for(&current), true),
         };
         let recorded = Arc::new(Recorded { script: Mutex::default(), model, search, live });
         // The serving engine's packs: the version serving now, not a reload from disk.
@@ -480,15 +299,7 @@ impl Replayer {
         let mut session = match &rec.base {
             None => self.engine.open_with_id(&rec.pack, &rec.options, id).await?,
             // A fork replays from the state it was handed, as it played.
-            Some(base) => {
-                let pack = self.engine.packs().get(&rec.pack)?;
-                let options = pack.resolve_options(&rec.options)?;
-                let state = pack.schema.restore(&base.state);
-                let fork =
-                    crate::session::Fork { from: rec.id.clone(), seq: 0, turns: base.turns, state, edited_turn: None };
-                let rt = self.engine.rt().clone();
-                crate::session::Session::open(rt, pack, options, id, Some(fork)).await?
-            }
+            Some(base) => self.engine.open_from(&rec.pack, &rec.options, id, &rec.id, &base.state, base.turns).await?,
         };
         let mut out = Vec::with_capacity(rec.turns.len());
         for (i, t) in rec.turns.iter().enumerate() {
@@ -541,10 +352,7 @@ impl Replayer {
 /// Plays recorded turn `t` with its edits: those made before it first, then the turn, held at
 /// each place an edit was made there to make it again. Returns the nodes that ran, and notes
 /// of edits the turn never stopped for (its route changed).
-async fn play_with_edits(
-    session: &mut crate::session::Session,
-    t: &RecordedTurn,
-) -> (Result<Vec<String>>, Vec<String>) {
+async fn play_with_edits(session: &mut Session, t: &RecordedTurn) -> (Result<Vec<String>>, Vec<String>) {
     let mut missed = Vec::new();
     for e in t.edits.iter().filter(|e| e.at.is_none()) {
         if let Err(err) = session.edit(e.set.clone()).await {
@@ -553,9 +361,9 @@ async fn play_with_edits(
     }
     let mut held: VecDeque<&RecordedEdit> = t.edits.iter().filter(|e| e.at.is_some()).collect();
     let breaks_at = |next: Option<&&RecordedEdit>| match next.and_then(|e| e.at.as_ref()) {
-        Some(Stop::Before(n)) => crate::Breakpoints { before: vec![n.clone()], ..Default::default() },
-        Some(Stop::After(n)) => crate::Breakpoints { after: vec![n.clone()], ..Default::default() },
-        None => crate::Breakpoints::none(),
+        Some(Stop::Before(n)) => ruleweave::Breakpoints { before: vec![n.clone()], ..Default::default() },
+        Some(Stop::After(n)) => ruleweave::Breakpoints { after: vec![n.clone()], ..Default::default() },
+        None => ruleweave::Breakpoints::none(),
     };
     let mut nodes = Vec::new();
     let mut result = session.turn_breaking(t.input.clone(), breaks_at(held.front()), None).await;
@@ -584,9 +392,9 @@ async fn play_with_edits(
     (Ok(nodes), missed)
 }
 
-fn finished_node(e: &crate::event::Event) -> Option<String> {
+fn finished_node(e: &Event) -> Option<String> {
     match e {
-        crate::event::Event::NodeFinished { node, .. } => Some(node.clone()),
+        Event::NodeFinished { node, .. } => Some(node.clone()),
         _ => None,
     }
 }
@@ -609,55 +417,4 @@ pub fn diff(before: &Json, after: &Json) -> Vec<Change> {
         }
     }
     out
-}
-
-/// How many forks back a conversation is followed to its start.
-const MOST_FORKS_BACK: usize = 32;
-
-impl Engine {
-    /// The state after each turn of session `id`, as its checkpoints record it, oldest first,
-    /// with the turn's number: states from real sessions, for benchmarks and replays.
-    pub async fn turn_states(&self, id: &str) -> Result<Vec<(u64, Json)>> {
-        let rec = Recording::from_store(self, id).await?;
-        Ok(rec.turns.into_iter().map(|t| (t.turn, t.state.unwrap_or_default())).collect())
-    }
-
-    /// What a person saw of session `id`, turn by turn, from its start: for a fork, the turns of
-    /// the session it left up to where it left, then its own. The displays are the pack's
-    /// templates, as it is now, over each turn's state; no script runs. Rendered on the engine's
-    /// threads, as a turn is played: a long session renders many.
-    pub async fn conversation(&self, id: &str) -> Result<Vec<crate::session::Said>> {
-        let (engine, id) = (self.clone(), id.to_owned());
-        crate::blocking::run_cancellable(move || async move { engine.conversation_here(&id).await }).await?
-    }
-
-    async fn conversation_here(&self, id: &str) -> Result<Vec<crate::session::Said>> {
-        let mut legs = Vec::new();
-        let (mut at, mut until) = (id.to_owned(), None);
-        while legs.len() < MOST_FORKS_BACK {
-            let info = self.info(&at).await?;
-            let rec = Recording::from_store_until(self, &at, until.unwrap_or(info.head)).await?;
-            legs.push(rec);
-            match info.parent {
-                Some((parent, seq)) => (at, until) = (parent, Some(seq)),
-                None => break,
-            }
-        }
-        let mut said = Vec::new();
-        for rec in legs.into_iter().rev() {
-            let pack = self.packs().get(&rec.pack)?;
-            let options = value::from_json(&Json::Object(rec.options.clone()));
-            let options = options.try_cast::<rhai::Map>().unwrap_or_default();
-            for t in rec.turns {
-                let Some(state) = &t.state else { continue };
-                let state = pack.schema.restore(state);
-                said.push(crate::session::Said {
-                    turn: t.turn,
-                    input: t.input,
-                    display: pack.view(&state, &options, t.turn),
-                });
-            }
-        }
-        Ok(said)
-    }
 }

@@ -7,8 +7,8 @@ use std::sync::atomic::AtomicBool;
 use serde_json::{Map, Value};
 
 use super::{Batch, Plan, PlayerReport, Rules, outcome_label, play, players, report, wilson};
-use crate::error::{Error, Result};
-use crate::{Engine, NumericParam, ParamValues};
+use ruleweave::{Engine, NumericParam, ParamValues};
+use ruleweave::{Error, Result};
 
 /// A range of values for one of a pack's numbers: `thresholds.medium=40..80` (a step of 1 for
 /// an integer, a tenth of the range otherwise) or `rate=0..1:0.25`.
@@ -102,7 +102,7 @@ pub(super) fn tidy(x: f64) -> f64 {
 }
 
 pub(super) fn num(x: f64) -> String {
-    crate::text::decimals(x, 6)
+    ruleweave::text::decimals(x, 6)
 }
 
 /// A value as JSON: an integer parameter's as an integer.
@@ -158,7 +158,7 @@ impl SweepReport {
     /// cap stopped is `unfinished (cap N turns)`), then a row per value (or grid cell) and player,
     /// each outcome's cell its share and 95% interval (`63.4% (60.3–66.4%)`).
     pub fn table(&self) -> Vec<Vec<String>> {
-        let pct = |x: f64| crate::text::decimals(x * 100.0, 1);
+        let pct = |x: f64| ruleweave::text::decimals(x * 100.0, 1);
         let outcomes: std::collections::BTreeSet<&String> =
             self.sweep.iter().flat_map(|p| &p.players).flat_map(|p| p.outcomes.keys()).collect();
         let value_of = |v: &Value, param: &str| match v {

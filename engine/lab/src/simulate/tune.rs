@@ -28,8 +28,8 @@ use serde_json::{Map, Value};
 pub use super::sweep::{MOST_VALUES, Range, Sweep, SweepPoint, SweepReport, sweep};
 use super::sweep::{json_of, num, tidy};
 use super::{Batch, Plan, Price, Rules, UNFINISHED, play, players, wilson};
-use crate::error::{Error, Result};
-use crate::{Engine, NumericParam, ParamValues};
+use ruleweave::{Engine, NumericParam, ParamValues};
+use ruleweave::{Error, Result};
 
 /// The games each value gets first, and the step by which a value's games double.
 pub const FIRST_GAMES: u32 = 100;
@@ -281,7 +281,7 @@ impl Tuner<'_> {
 /// parameter is one of its numbers and the range lies within its bounds (and is more than one
 /// value), the target's outcome is one the pack declares and its player one it has. A server
 /// answers these at once, before it starts the job. The pack and the parameter, checked.
-pub fn check(engine: &Engine, tune: &Tune) -> Result<(std::sync::Arc<crate::Pack>, NumericParam)> {
+pub fn check(engine: &Engine, tune: &Tune) -> Result<(std::sync::Arc<ruleweave::Pack>, NumericParam)> {
     let pack = engine.packs().get(&tune.pack)?;
     pack.resolve_options(&tune.options)?;
     let param = pack.numeric_param(&tune.vary.param)?.clone();
@@ -398,7 +398,7 @@ fn neighbours(evaluations: &[Evaluation], goal: f64) -> Vec<Evaluation> {
 /// What else could land between two neighbouring values, said after a cliff: the pack's other
 /// numbers that may be varied, floats first (they move by less than an integer's step), then the
 /// others the manifest bounds. Empty when it declares none.
-fn elsewhere(pack: &crate::Pack, varied: &NumericParam) -> String {
+fn elsewhere(pack: &ruleweave::Pack, varied: &NumericParam) -> String {
     let others = || pack.numeric_params().iter().filter(|p| p.path != varied.path);
     let bounded = |p: &&NumericParam| p.min.is_some() || p.max.is_some();
     let floats: Vec<String> = others().filter(|p| !p.integer && bounded(p)).map(|p| format!("`{}`", p.path)).collect();
@@ -565,7 +565,7 @@ fn stand(t: &mut Tuner<'_>, x: f64) -> Result<Standing> {
 }
 
 fn pct(x: f64) -> String {
-    format!("{}%", crate::text::decimals(x * 100.0, 1))
+    format!("{}%", ruleweave::text::decimals(x * 100.0, 1))
 }
 
 #[cfg(test)]

@@ -1,0 +1,22 @@
+//! ruleweave's lab: what a designer runs on a pack's rules between playtests, outside any one
+//! session.
+//!
+//! - [`simulate`]: many games by a pack's scripted (or model) players, each outcome's share with
+//!   a 95% interval, turns, tracked numbers and cost ([`simulate::run`]); the same games on two
+//!   copies of the rules compared; a sweep of one or two of the pack's numbers
+//!   ([`simulate::Sweep`]); the search for the value that gives a target share ([`simulate::tune`]).
+//! - [`replay`]: a recorded session or a pack's test case played again on the rules as they are
+//!   now, turn by turn, with what changed.
+//! - [`jobs`]: a tune or a sweep as it is asked for in words, parsed once for every face, and the
+//!   typed run a server keeps as a job.
+
+//!
+//! The lab drives an [`Engine`](ruleweave::Engine) from outside its turns, as any embedding
+//! program does; the engine knows nothing of it.
+
+#![warn(missing_docs)]
+#![warn(unreachable_pub)]
+
+pub mod jobs;
+pub mod replay;
+pub mod simulate;
