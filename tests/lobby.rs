@@ -458,3 +458,29 @@ async fn a_slow_round_holds_up_no_other_lobby() {
     assert_eq!(a_now["turns"], 1, "A's round is still at its model: {a_now}");
     gate.notify_one();
 }
+
+/// A round the sweep closes is a turn like any other: when its turn fails, the server counts a
+/// failed turn and the error by its code, as it does for a turn a request plays.
+#[tokio::test]
+async fn a_round_the_sweep_fails_to_close_is_counted_as_a_failed_turn() {
+    let root = party_root("1s");
+    let script = root.path().join("scripts/party/rounds.rhai");
+    let text = std::fs::read_to_string(&script).unwrap();
+    let broken =
+        text.replacen("fn score() {\n", "fn score() {\n    if this.round >= 1 { throw \"the tally broke\"; }\n", 1);
+    assert_ne!(broken, text);
+    std::fs::write(&script, broken).unwrap();
+    let server = start(root.path(), "memory", &[]);
+    let url = &server.url;
+    let (_, created) =
+        post(&format!("{url}/v1/sessions"), json!({"pack": "party", "options": {"players": ["ana", "bo"]}})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (status, first) = post(&format!("{url}/v1/sessions/{id}/turns"), json!({"input": {}})).await;
+    assert_eq!(status, StatusCode::OK, "the opening plays: {first}");
+    // Nobody answers: the sweep closes the round at its timeout, and the round's turn throws.
+    let said = server.wait_for_line("cannot close the lobby round");
+    assert!(said.contains("the tally broke"), "{said}");
+    let metrics = http().get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"ruleweave_turns_total{pack="party",outcome="error"}"#), "{metrics}");
+    assert!(metrics.contains(r#"ruleweave_errors_total{pack="party",code="script_error"}"#), "{metrics}");
+}

@@ -329,6 +329,39 @@ impl Serialize for Updates {
 pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 
 impl Event {
+    /// Every kind of event, as [`Event::kind`] names them (and JSON's `type`, and a stream's
+    /// event names), in the order a turn may make them.
+    pub const KINDS: [&'static str; 11] = [
+        "node_started",
+        "node_finished",
+        "route",
+        "llm",
+        "token",
+        "speech",
+        "decision",
+        "custom",
+        "log",
+        "search",
+        "paused",
+    ];
+
+    /// The event's kind: its `type` in JSON, its name in an event stream (`node_started`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::NodeStarted { .. } => "node_started",
+            Event::NodeFinished { .. } => "node_finished",
+            Event::Route { .. } => "route",
+            Event::Llm(_) => "llm",
+            Event::Token { .. } => "token",
+            Event::Speech { .. } => "speech",
+            Event::Decision { .. } => "decision",
+            Event::Custom { .. } => "custom",
+            Event::Log { .. } => "log",
+            Event::Search { .. } => "search",
+            Event::Paused { .. } => "paused",
+        }
+    }
+
     /// The node the event belongs to, when it belongs to one.
     pub fn node(&self) -> Option<&str> {
         match self {

@@ -158,24 +158,24 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Sets the limit a manifest calls `key`, refusing values outside `1..=ceiling` with a
-    /// sentence saying why.
-    pub fn set(&mut self, key: &str, value: u64) -> Result<(), String> {
+    /// Sets the limit a manifest calls `key`, refusing values outside `1..=ceiling` with an
+    /// input error whose sentence says why.
+    pub fn set(&mut self, key: &str, value: u64) -> crate::Result<()> {
         let def = LIMITS.iter().find(|d| d.key == key).ok_or_else(|| {
             let keys: Vec<&str> = LIMITS.iter().map(|d| d.key).collect();
-            format!("`{key}` is not a limit (limits: {})", keys.join(", "))
+            crate::Error::input(format!("`{key}` is not a limit (limits: {})", keys.join(", ")))
         })?;
         if value == 0 {
-            return Err(format!(
+            return Err(crate::Error::input(format!(
                 "limits.{key} is 0, which would mean unlimited; give a number from 1 to {} (default {})",
                 def.max, def.default
-            ));
+            )));
         }
         if value > def.max {
-            return Err(format!(
+            return Err(crate::Error::input(format!(
                 "limits.{key} is {value}; the most this host allows is {} (default {})",
                 def.max, def.default
-            ));
+            )));
         }
         (def.set)(self, value);
         Ok(())
@@ -207,11 +207,11 @@ mod tests {
     fn zero_and_values_over_the_ceiling_are_refused() {
         let mut l = Limits::default();
         let e = l.set("max_array_size", 0).unwrap_err();
-        assert!(e.contains("0, which would mean unlimited"), "{e}");
+        assert!(e.kind() == crate::ErrorKind::Input && e.detail().contains("0, which would mean unlimited"), "{e}");
         let e = l.set("max_call_levels", 800).unwrap_err();
-        assert_eq!(e, "limits.max_call_levels is 800; the most this host allows is 64 (default 32)");
+        assert_eq!(e.detail(), "limits.max_call_levels is 800; the most this host allows is 64 (default 32)");
         assert!(l.set("max_wall_ms", u64::MAX).is_err());
-        assert!(l.set("nope", 1).unwrap_err().contains("not a limit"));
+        assert!(l.set("nope", 1).unwrap_err().detail().contains("not a limit"));
         l.set("max_wall_ms", 2000).unwrap();
         assert_eq!(l.max_wall, Duration::from_millis(2000));
     }

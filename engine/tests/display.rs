@@ -152,3 +152,19 @@ async fn a_forks_conversation_starts_with_the_turns_it_left_from() {
     assert_eq!(said[0].display, first.display);
     assert_eq!(said[1].display, fork.view());
 }
+
+/// Every event a turn makes names its kind as its JSON does (`type`), and the kind is one of
+/// [`Event::KINDS`], the list a server's stream documents.
+#[tokio::test]
+async fn every_event_names_its_kind_as_its_json_does() {
+    let engine = Engine::builder(repo_root()).build();
+    let mut session = engine.open("pirate", &Default::default()).await.unwrap();
+    let turn = session.turn(json!("Ahoy, captain! I am your long lost cousin.")).await.unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for e in &turn.events {
+        assert_eq!(serde_json::to_value(e).unwrap()["type"], e.kind());
+        assert!(Event::KINDS.contains(&e.kind()), "{}", e.kind());
+        seen.insert(e.kind());
+    }
+    assert!(seen.is_superset(&["node_started", "node_finished", "route", "llm"].into()), "{seen:?}");
+}

@@ -5,11 +5,34 @@
 
 use serde_json::{Map, Value, json};
 
+/// Why a design has no plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DesignError {
+    /// The design has no `scenes` list.
+    NoScenes,
+    /// A scene (numbered from 1) has no mechanics.
+    NoMechanics {
+        /// The scene's number.
+        scene: usize,
+    },
+}
+
+impl std::fmt::Display for DesignError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DesignError::NoScenes => f.write_str("the design has no scenes list"),
+            DesignError::NoMechanics { scene } => write!(f, "scene {scene} has no mechanics"),
+        }
+    }
+}
+
+impl std::error::Error for DesignError {}
+
 /// The GamePlan of a GameDesignDocument: ids `s<scene>_m<n>` counted depth first, connections
 /// from list order and advance triggers, the last mechanic of each scene's flattened list
 /// terminal, scores summed. A field the design leaves out reads as the schema's default.
-pub fn build_game_graph(design: &Value) -> Result<Value, String> {
-    let scene_designs = design.get("scenes").and_then(Value::as_array).ok_or("the design has no scenes list")?;
+pub fn build_game_graph(design: &Value) -> Result<Value, DesignError> {
+    let scene_designs = design.get("scenes").and_then(Value::as_array).ok_or(DesignError::NoScenes)?;
     let count = scene_designs.len();
     let mut scenes = Vec::with_capacity(count);
     let mut total_max_score = Score::Int(0);
@@ -21,7 +44,7 @@ pub fn build_game_graph(design: &Value) -> Result<Value, String> {
         let designs = list(sd, "mechanics");
         build_mechanic_graph(scene_number, designs, None, &mut counter, &mut mechanics, &mut connections);
         let Some(last) = mechanics.last_mut() else {
-            return Err(format!("scene {scene_number} has no mechanics"));
+            return Err(DesignError::NoMechanics { scene: scene_number });
         };
         last.insert("is_terminal".into(), Value::Bool(true));
         let last_id = last["mechanic_id"].clone();

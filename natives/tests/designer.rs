@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use ruleweave::{Engine, ScriptCall};
-use ruleweave_natives::designer::build_game_graph;
+use ruleweave_natives::designer::{DesignError, build_game_graph};
 use serde_json::{Value, json};
 
 fn builder() -> &'static ScriptCall {
@@ -249,7 +249,11 @@ fn a_scene_without_mechanics_is_an_error_in_both() {
     assert!(
         builder().call(std::slice::from_ref(&design)).unwrap_err().to_string().contains("scene 1 has no mechanics")
     );
-    assert_eq!(build_game_graph(&design).unwrap_err(), "scene 1 has no mechanics");
+    let refused = build_game_graph(&design).unwrap_err();
+    assert_eq!(
+        (refused.to_string(), refused),
+        ("scene 1 has no mechanics".to_owned(), DesignError::NoMechanics { scene: 1 })
+    );
 }
 
 const TYPES: &[&str] = &["drag_drop", "click_to_identify", "sequencing", "memory_match", "branching_scenario"];

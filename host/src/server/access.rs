@@ -2,12 +2,15 @@
 //! (`Authorization: Bearer ...`): the operator's token opens everything; a key the operator issued
 //! (`POST /v1/keys`) makes sessions of its packs and reaches the sessions it made; a session's key
 //! (answered when the session is made) reaches that session and the forks made with it; a
-//! player's key (answered by a lobby) answers for that player. [`RULES`] says which kinds of key
-//! each route takes, in one table that docs/security.md shows; a session that is not the key's
+//! player's key (answered by a lobby) answers for that player. Each route's facts say which kinds
+//! of key it takes (`routes.rs`), which docs/security.md shows as one table; a session that is not the key's
 //! answers exactly as one that does not exist. Keys live in the store (as hashes), so every
 //! replica honours the same ones; without a token nothing is asked, as on a developer's machine.
 
-use axum::extract::{MatchedPath, Request, State};
+use std::sync::Arc;
+
+use axum::RequestExt as _;
+use axum::extract::{MatchedPath, RawPathParams, Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -15,6 +18,7 @@ use ruleweave::store::{Grant, IssuedKey, Keys};
 use ruleweave::{Error, ErrorKind};
 
 use super::error::{ApiResult, Code};
+use super::routes::{self, Route, Who};
 use super::{ApiError, Shared};
 
 /// Who a request acts as.
@@ -47,90 +51,6 @@ impl Presented {
             Err(_) => true,
         }
     }
-}
-
-/// A kind of key, as [`RULES`] names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Who {
-    Operator,
-    Issued,
-    Session,
-    Player,
-}
-
-impl Who {
-    /// The name the OpenAPI document's security schemes and docs/security.md use.
-    pub(crate) fn scheme(self) -> &'static str {
-        match self {
-            Who::Operator => "operatorToken",
-            Who::Issued => "issuedKey",
-            Who::Session => "sessionKey",
-            Who::Player => "playerKey",
-        }
-    }
-}
-
-/// Which kinds of key one route takes.
-pub(crate) struct Rule {
-    pub method: Method,
-    pub path: &'static str,
-    pub who: &'static [Who],
-    /// What a key reaches there, beyond the route (a limit a handler checks), for the docs.
-    #[cfg_attr(not(test), allow(dead_code))]
-    pub note: &'static str,
-}
-
-const fn rule(method: Method, path: &'static str, who: &'static [Who], note: &'static str) -> Rule {
-    Rule { method, path, who, note }
-}
-
-use Who::{Issued as I, Operator as O, Player as P, Session as S};
-
-/// Every guarded route and the keys it takes (the operator's token takes them all). A route with
-/// a session in its path reaches only that session: a session key its own and its forks', an
-/// issued key those it made, a player key the session it plays in.
-pub(crate) const RULES: &[Rule] = &[
-    rule(Method::GET, "/v1/access", &[O, I, S, P], "who the key is"),
-    rule(Method::GET, "/v1/packs", &[O, I, S], "the packs the key sees: an issued key's, a session's own"),
-    rule(Method::GET, "/v1/packs/{pack}/graph", &[O, I, S], "the packs the key sees"),
-    rule(Method::GET, "/v1/events", &[O, I, S], "reloads of the packs the key sees"),
-    rule(Method::POST, "/v1/sessions", &[O, I], "an issued key: of its packs; `\"debug\": true` needs `debug`"),
-    rule(Method::GET, "/v1/sessions", &[O, I], "an issued key: the sessions it made"),
-    rule(Method::GET, "/v1/sessions/{id}", &[O, I, S, P], "a player follows the game they are in"),
-    rule(Method::DELETE, "/v1/sessions/{id}", &[O, I, S], ""),
-    rule(Method::POST, "/v1/sessions/{id}/turns", &[O, I, S], "a breakpoint needs `debug`"),
-    rule(Method::POST, "/v1/sessions/{id}/inputs", &[O, I, S, P], "a player key: its own answers and leaving"),
-    rule(Method::GET, "/v1/sessions/{id}/events", &[O, I, S, P], "a player follows the game they are in"),
-    rule(Method::POST, "/v1/sessions/{id}/resume", &[O, I, S], "on from a pause point; a held turn needs `debug`"),
-    rule(Method::PATCH, "/v1/sessions/{id}/state", &[O, I, S], "needs `debug`"),
-    rule(Method::GET, "/v1/sessions/{id}/checkpoints", &[O, I, S], ""),
-    rule(Method::GET, "/v1/sessions/{id}/conversation", &[O, I, S], ""),
-    rule(
-        Method::POST,
-        "/v1/sessions/{id}/fork",
-        &[O, I, S],
-        "the fork's key is answered; the key that made it reaches it; `set` needs `debug`",
-    ),
-    rule(Method::POST, "/v1/sessions/{id}/replay", &[O, I, S], "needs `debug`"),
-    rule(Method::POST, "/v1/packs/{pack}/simulate", &[O, I], "an issued key: of its packs"),
-    rule(Method::POST, "/v1/packs/{pack}/tune", &[O, I], "an issued key: of its packs"),
-    rule(Method::POST, "/v1/packs/{pack}/sweep", &[O, I], "an issued key: of its packs"),
-    rule(Method::PUT, "/v1/packs/{pack}/params", &[O], "writes the pack's manifest"),
-    rule(Method::GET, "/v1/jobs/{id}", &[O, I], "an issued key: the jobs it started"),
-    rule(Method::DELETE, "/v1/jobs/{id}", &[O, I], "an issued key: the jobs it started"),
-    rule(Method::GET, "/v1/jobs/{id}/events", &[O, I], "an issued key: the jobs it started"),
-    rule(Method::GET, "/v1/models", &[O, I], ""),
-    rule(Method::GET, "/v1/models/{model}", &[O, I], ""),
-    rule(Method::POST, "/v1/chat/completions", &[O, I], "an issued key: its packs; its own conversations"),
-    rule(Method::GET, "/v1/keys", &[O], ""),
-    rule(Method::POST, "/v1/keys", &[O], ""),
-    rule(Method::DELETE, "/v1/keys/{id}", &[O], ""),
-    rule(Method::GET, "/metrics", &[O], ""),
-];
-
-/// The rule of `method` on the route `path` (as the router matched it).
-pub(crate) fn rule_of(method: &Method, path: &str) -> Option<&'static Rule> {
-    RULES.iter().find(|r| r.method == *method && r.path == path)
 }
 
 impl Access {
@@ -314,28 +234,28 @@ pub(crate) async fn issue(keys: &dyn Keys, kind: &str, grant: &Grant) -> rulewea
 /// shared across threads).
 struct Asked {
     method: Method,
-    /// The route as the router matched it (`/v1/sessions/{id}`).
+    /// The route as the router matched it (`/v1/sessions/{id}`), and who may call it.
     route: Option<String>,
-    path: String,
+    table: Option<Arc<[Route]>>,
+    /// The path's parameters by name, percent-decoded (none when one is no UTF-8: the handler
+    /// refuses the path).
+    params: Vec<(String, String)>,
     /// The bearer credential, if the request carries one.
     bearer: String,
 }
 
 impl Asked {
-    fn of(req: &Request) -> Self {
-        let bearer = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map_or("", |(_, t)| t.trim())
-            .to_owned();
+    async fn of(req: &mut Request) -> Self {
+        let params = match req.extract_parts::<RawPathParams>().await {
+            Ok(params) => params.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect(),
+            Err(_) => Vec::new(),
+        };
         Asked {
             method: req.method().clone(),
             route: req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()),
-            path: req.uri().path().to_owned(),
-            bearer,
+            table: req.extensions().get::<Arc<[Route]>>().cloned(),
+            params,
+            bearer: bearer(req),
         }
     }
 }
@@ -368,7 +288,13 @@ pub(crate) struct Identified(Access);
 
 /// The bearer credential `req` carries (empty when none).
 pub(crate) fn bearer(req: &Request) -> String {
-    Asked::of(req).bearer
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, t)| t.trim())
+        .to_owned()
 }
 
 /// Who the key `bearer` is (with `token` configured): 401 when it is none the server knows.
@@ -380,7 +306,7 @@ pub(crate) async fn identify(s: &Shared, token: &str, bearer: &str) -> ApiResult
 /// handlers), whether its kind of key may call the route, and whether the session or pack in the
 /// path is one it reaches.
 pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
-    let asked = Asked::of(&req);
+    let asked = Asked::of(&mut req).await;
     let early = req.extensions_mut().remove::<Identified>().map(|i| i.0);
     let presented = (s.settings.token.as_deref().is_some_and(|t| !super::same(asked.bearer.as_bytes(), t.as_bytes()))
         && !asked.bearer.is_empty())
@@ -403,19 +329,20 @@ async fn admitted(s: &Shared, asked: Asked, early: Option<Access>) -> ApiResult<
     };
     let Some(who) = access.who().filter(|w| *w != Who::Operator) else { return Ok(access) };
     let Some(route) = asked.route else { return Ok(access) };
-    if !rule_of(&asked.method, &route).is_some_and(|r| r.who.contains(&who)) {
+    let found = asked.table.as_deref().and_then(|t| routes::find(t, &asked.method, &route));
+    if !found.is_some_and(|r| r.facts.who.contains(&who)) {
         return Err(ApiError::new(
             Code::Forbidden,
             format!("a {} may not call {} {route}", who.in_words(), asked.method),
         ));
     }
-    let params = path_params(&route, &asked.path);
-    if let Some(id) = params.iter().find(|(k, _)| *k == "id").map(|(_, v)| v.as_str())
+    let param = |name: &str| asked.params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    if let Some(id) = param("id")
         && route.starts_with("/v1/sessions/")
     {
         access.reach(s, id).await?;
     }
-    if let Some(pack) = params.iter().find(|(k, _)| *k == "pack").map(|(_, v)| v.as_str()) {
+    if let Some(pack) = param("pack") {
         access.may_play(pack)?;
     }
     Ok(access)
@@ -432,52 +359,13 @@ impl Who {
     }
 }
 
-/// The path's parameters by name (`{id}` → its value, percent-decoded), from the route's pattern
-/// and the request's path, segment by segment.
-fn path_params(pattern: &str, path: &str) -> Vec<(&'static str, String)> {
-    pattern
-        .split('/')
-        .zip(path.split('/'))
-        .filter_map(|(p, v)| {
-            let name = p.strip_prefix('{')?.strip_suffix('}')?;
-            let name: &'static str = match name {
-                "id" => "id",
-                "pack" => "pack",
-                _ => return None,
-            };
-            Some((name, percent_decoded(v)))
-        })
-        .collect()
-}
-
-/// `%xx` escapes decoded (a malformed one kept as it is: the handler refuses the path).
-fn percent_decoded(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b))) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The table of who may call what, as docs/security.md shows it.
 #[cfg(test)]
 fn table_in_markdown() -> String {
     let mut out = String::from("| route | operator | issued key | session key | player key | what it reaches |\n");
     out.push_str("| --- | --- | --- | --- | --- | --- |\n");
-    for r in RULES {
-        let mark = |w: Who| if w == Who::Operator || r.who.contains(&w) { "yes" } else { "—" };
+    for r in super::routes().table.iter().filter(|r| r.guarded) {
+        let mark = |w: Who| if w == Who::Operator || r.facts.who.contains(&w) { "yes" } else { "—" };
         out.push_str(&format!(
             "| `{} {}` | {} | {} | {} | {} | {} |\n",
             r.method,
@@ -486,7 +374,7 @@ fn table_in_markdown() -> String {
             mark(Who::Issued),
             mark(Who::Session),
             mark(Who::Player),
-            r.note
+            r.facts.note
         ));
     }
     out
@@ -628,26 +516,13 @@ mod tests {
     }
 
     #[test]
-    fn every_guarded_route_has_one_rule_and_every_rule_a_route() {
-        let guarded = super::super::routes().guarded.into_openapi();
-        let mut routes = Vec::new();
-        for (path, item) in &guarded.paths.paths {
-            for method in super::super::openapi::tests::methods(item) {
-                routes.push((method.to_ascii_uppercase(), path.clone()));
-            }
-        }
-        for (method, path) in &routes {
-            let n = RULES.iter().filter(|r| r.method.as_str() == method && r.path == path).count();
-            assert_eq!(n, 1, "{method} {path} has {n} rules");
-        }
-        for r in RULES {
-            assert!(
-                routes.iter().any(|(m, p)| m == r.method.as_str() && p == r.path),
-                "the rule {} {} names no route",
-                r.method,
-                r.path
-            );
-            assert!(r.who.contains(&Who::Operator), "the operator calls {} {}", r.method, r.path);
+    fn every_guarded_route_names_its_keys_and_the_operator_calls_each() {
+        let routes = super::super::routes();
+        for r in &routes.table {
+            assert_eq!(r.guarded, !r.facts.who.is_empty(), "{} {}: guarded with keys, open without", r.method, r.path);
+            assert!(!r.guarded || r.facts.who.contains(&Who::Operator), "the operator calls {} {}", r.method, r.path);
+            let same = routes.table.iter().filter(|o| o.method == r.method && o.path == r.path).count();
+            assert_eq!(same, 1, "{} {} is declared once", r.method, r.path);
         }
     }
 
@@ -666,13 +541,6 @@ mod tests {
             doc == wanted,
             "docs/security.md's table of keys is not the server's: `UPDATE_DOCS=1 cargo test -p ruleweave access` rewrites it"
         );
-    }
-
-    #[test]
-    fn path_parameters_are_read_from_the_pattern() {
-        assert_eq!(path_params("/v1/sessions/{id}/turns", "/v1/sessions/ab%20c/turns"), [("id", "ab c".to_owned())]);
-        assert_eq!(path_params("/v1/packs/{pack}/simulate", "/v1/packs/pirate/simulate"), [("pack", "pirate".into())]);
-        assert_eq!(percent_decoded("%ff%zz"), "\u{fffd}%zz");
     }
 
     #[test]

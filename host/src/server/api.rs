@@ -12,11 +12,12 @@ use serde_json::Value;
 
 use super::access::{self, Access};
 use super::body::{
-    CheckpointList, ClosedTurn, ConversationBody, Diagnostic, ErrorBody, ForkedFrom, Health, Listed, Opened, PackEntry,
-    PackGraph, PackList, PostedBody, ReplayBody, SessionBody, SessionPage, StreamError, StreamErrorDetail, TurnBody,
+    CheckpointList, ClosedTurn, ConversationBody, Diagnostic, ForkedFrom, Health, Listed, Opened, PackEntry, PackGraph,
+    PackList, PostedBody, ReplayBody, SessionBody, SessionPage, StreamError, StreamErrorDetail, TurnBody,
 };
 use super::error::{ApiResult, Code};
 use super::extract::{Body, MaybeBody, PackName, SessionId};
+use super::routes::{Facts, I, O, P, S, Streams};
 use super::turns::{self, Move, Played, on_pack_thread, on_turn_thread};
 use super::{ApiError, Shared, sse};
 
@@ -73,12 +74,15 @@ pub(super) struct NewFork {
     set: serde_json::Map<String, Value>,
 }
 
+/// Who may call `packs`, and the errors it answers of its own.
+pub(super) const PACKS: Facts =
+    Facts::keys(&[O, I, S]).note("the packs the key sees: an issued key's, a session's own");
+
 /// `GET /v1/packs`: every pack with the version serving, its status (`ok`; `rejected` when the
 /// newest edit was refused and an older version serves; `error` when none ever loaded), the
 /// newest error and its diagnostics.
 #[utoipa::path(get, path = "/v1/packs", operation_id = "listPacks", tag = "packs", responses(
     (status = 200, description = "Every pack", body = PackList),
-    (status = 401, description = "A token is required", body = ErrorBody),
 ))]
 pub(super) async fn packs(State(s): State<Shared>, Extension(access): Extension<Access>) -> ApiResult<Json<PackList>> {
     // A key limited to some packs (or a session's key, to its session's) sees those alone.
@@ -111,15 +115,15 @@ pub(super) async fn packs(State(s): State<Shared>, Extension(access): Extension<
     Ok(Json(PackList { packs, simulate_turns: s.settings.simulate_turns }))
 }
 
+/// Who may call `graph`, and the errors it answers of its own.
+pub(super) const GRAPH: Facts = Facts::keys(&[O, I, S])
+    .note("the packs the key sees")
+    .answers(&[Code::Engine(ErrorKind::NotFound), Code::Engine(ErrorKind::Pack)]);
+
 /// `GET /v1/packs/{pack}/graph`: the pack's graph, as its parts and drawn as SVG (the drawing
 /// `ruleweave graph --html` makes), for the console to show and mark a turn's route on.
 #[utoipa::path(get, path = "/v1/packs/{pack}/graph", operation_id = "packGraph", tag = "packs", params(("pack" = String, Path, description = "The pack")), responses(
     (status = 200, description = "The graph", body = PackGraph),
-    (status = 400, description = "A pack name that is no name", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that does not see this pack", body = ErrorBody),
-    (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn graph(
     State(s): State<Shared>,
@@ -135,18 +139,23 @@ pub(super) async fn graph(
     Ok(Json(PackGraph { svg: crate::drawing::svg(&drawing), drawing }))
 }
 
+/// Who may call `create`, and the errors it answers of its own.
+pub(super) const CREATE: Facts =
+    Facts::keys(&[O, I]).note("an issued key: of its packs; `\"debug\": true` needs `debug`").answers(&[
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::QuotaExceeded,
+        Code::Engine(ErrorKind::Script),
+        Code::Engine(ErrorKind::Template),
+        Code::Engine(ErrorKind::Limit),
+        Code::Engine(ErrorKind::Pack),
+        Code::Engine(ErrorKind::Store),
+        Code::Engine(ErrorKind::StateTooLarge),
+    ]);
+
 /// `POST /v1/sessions`: a new session of a pack.
 #[utoipa::path(post, path = "/v1/sessions", operation_id = "createSession", tag = "sessions", request_body = NewSession, responses(
     (status = 201, description = "The new session", body = Opened),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not play the pack, or ask for a session made for debugging", body = ErrorBody),
-    (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; options the pack does not take", body = ErrorBody),
-    (status = 429, description = "The key made as many sessions as one key may (`quota_exceeded`)", body = ErrorBody),
-    (status = 500, description = "The pack's `init` failed", body = ErrorBody),
 ))]
 pub(super) async fn create(
     State(s): State<Shared>,
@@ -252,12 +261,14 @@ pub(super) struct Listing {
 /// The most sessions one page lists.
 const MOST_LISTED: u32 = 500;
 
+/// Who may call `list`, and the errors it answers of its own.
+pub(super) const LIST: Facts =
+    Facts::keys(&[O, I]).note("an issued key: the sessions it made").answers(&[Code::InvalidRequest]);
+
 /// `GET /v1/sessions`: sessions newest first, `limit` a page (50; at most 500), of one `pack` or
 /// all; `next` is the `before` of the next page (`null` after the last).
 #[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions", tag = "sessions", params(Listing), responses(
     (status = 200, description = "A page of sessions, newest first", body = SessionPage),
-    (status = 422, description = "A query that does not fit (pack, limit, before)", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
 ))]
 pub(super) async fn list(
     State(s): State<Shared>,
@@ -305,12 +316,14 @@ pub(super) async fn list(
     Ok(Json(SessionPage { sessions, next }))
 }
 
+/// Who may call `session`, and the errors it answers of its own.
+pub(super) const SESSION: Facts = Facts::keys(&[O, I, S, P])
+    .note("a player follows the game they are in")
+    .answers(&[Code::Engine(ErrorKind::NotFound)]);
+
 /// `GET /v1/sessions/{id}`: a session's state and how far it got.
 #[utoipa::path(get, path = "/v1/sessions/{id}", operation_id = "getSession", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
     (status = 200, description = "The session", body = SessionBody),
-    (status = 400, description = "An id that is no id", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
 ))]
 pub(super) async fn session(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<SessionBody>> {
     let live = s.engine.session(&id).await?;
@@ -348,29 +361,33 @@ async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody
     })
 }
 
+/// Who may call `delete`, and the errors it answers of its own.
+pub(super) const DELETE: Facts = Facts::keys(&[O, I, S]).answers(&[Code::Engine(ErrorKind::NotFound)]);
+
 /// `DELETE /v1/sessions/{id}`.
 #[utoipa::path(delete, path = "/v1/sessions/{id}", operation_id = "deleteSession", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
     (status = 204, description = "Deleted"),
-    (status = 400, description = "An id that is no id", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
 ))]
 pub(super) async fn delete(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<StatusCode> {
     s.engine.delete(&id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Who may call `checkpoints`, and the errors it answers of its own.
+pub(super) const CHECKPOINTS: Facts = Facts::keys(&[O, I, S]).answers(&[Code::Engine(ErrorKind::NotFound)]);
+
 /// `GET /v1/sessions/{id}/checkpoints`.
 #[utoipa::path(get, path = "/v1/sessions/{id}/checkpoints", operation_id = "listCheckpoints", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
     (status = 200, description = "Its checkpoints, oldest first", body = CheckpointList),
-    (status = 400, description = "An id that is no id", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
 ))]
 pub(super) async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionId) -> ApiResult<Json<CheckpointList>> {
     let list = s.engine.checkpoints(&id).await?;
     Ok(Json(CheckpointList { id, checkpoints: list }))
 }
+
+/// Who may call `conversation`, and the errors it answers of its own.
+pub(super) const CONVERSATION: Facts =
+    Facts::keys(&[O, I, S]).answers(&[Code::Engine(ErrorKind::NotFound), Code::Engine(ErrorKind::Template)]);
 
 /// `GET /v1/sessions/{id}/conversation`: what a person saw, turn by turn from the start (a fork's
 /// from the start of the session it left): each turn's input and its display, rendered by the
@@ -378,10 +395,6 @@ pub(super) async fn checkpoints(State(s): State<Shared>, SessionId(id): SessionI
 /// engine's threads: a long session renders many.
 #[utoipa::path(get, path = "/v1/sessions/{id}/conversation", operation_id = "getConversation", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
     (status = 200, description = "What a person saw, turn by turn", body = ConversationBody),
-    (status = 400, description = "An id that is no id", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 500, description = "A template failed", body = ErrorBody),
 ))]
 pub(super) async fn conversation(
     State(s): State<Shared>,
@@ -402,18 +415,19 @@ pub(super) struct ReplayHow {
     live: bool,
 }
 
+/// Who may call `replay`, and the errors it answers of its own.
+pub(super) const REPLAY: Facts = Facts::keys(&[O, I, S]).note("needs `debug`").answers(&[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::Engine(ErrorKind::Script),
+    Code::Engine(ErrorKind::Template),
+    Code::Engine(ErrorKind::Limit),
+]);
+
 /// `POST /v1/sessions/{id}/replay`: the session played again on its pack as it is now, with the
 /// recorded model and search answers; what changed, turn by turn, and the state it came to.
 #[utoipa::path(post, path = "/v1/sessions/{id}/replay", operation_id = "replaySession", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body(content = Option<ReplayHow>, description = "How calls the recording cannot answer are answered; no body: they fail"), responses(
     (status = 200, description = "What changed, turn by turn", body = ReplayBody),
-    (status = 400, description = "An id that is no id; a body that is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not debug (a replay needs the `debug` right)", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape", body = ErrorBody),
-    (status = 500, description = "The replay failed", body = ErrorBody),
 ))]
 pub(super) async fn replay(
     State(s): State<Shared>,
@@ -440,18 +454,22 @@ pub(super) async fn replay(
     Ok(Json(body))
 }
 
+/// Who may call `fork`, and the errors it answers of its own.
+pub(super) const FORK: Facts = Facts::keys(&[O, I, S])
+    .note("the fork's key is answered; the key that made it reaches it; `set` needs `debug`")
+    .answers(&[
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::QuotaExceeded,
+        Code::Engine(ErrorKind::Script),
+        Code::Engine(ErrorKind::Template),
+        Code::Engine(ErrorKind::Limit),
+        Code::Engine(ErrorKind::StateTooLarge),
+    ]);
+
 /// `POST /v1/sessions/{id}/fork`: a new session from an earlier checkpoint.
 #[utoipa::path(post, path = "/v1/sessions/{id}/fork", operation_id = "forkSession", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewFork, responses(
     (status = 201, description = "The new session", body = Opened),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not debug asked for a fork with `set`", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; no such checkpoint; a checkpoint in the middle of a turn; a `set` naming no state field, or of the wrong type", body = ErrorBody),
-    (status = 429, description = "The key made as many sessions as one key may (`quota_exceeded`)", body = ErrorBody),
-    (status = 500, description = "The fork failed", body = ErrorBody),
 ))]
 pub(super) async fn fork(
     State(s): State<Shared>,
@@ -487,6 +505,24 @@ pub(super) async fn fork(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
+/// Who may call `turn`, and the errors it answers of its own.
+pub(super) const TURN: Facts = Facts::keys(&[O, I, S])
+    .note("a breakpoint needs `debug`")
+    .answers(&[
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::Engine(ErrorKind::Conflict),
+        Code::Engine(ErrorKind::Finished),
+        Code::Engine(ErrorKind::StateTooLarge),
+        Code::Engine(ErrorKind::Script),
+        Code::Engine(ErrorKind::Template),
+        Code::Engine(ErrorKind::Limit),
+        Code::Engine(ErrorKind::Llm),
+        Code::Engine(ErrorKind::Pack),
+        Code::Engine(ErrorKind::Store),
+    ])
+    .streams(Streams::Turn);
+
 /// `POST /v1/sessions/{id}/turns`: runs a turn; with `Accept: text/event-stream`, streams its
 /// events as they happen and the result last.
 #[utoipa::path(post, path = "/v1/sessions/{id}/turns", operation_id = "playTurn", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewTurn, responses(
@@ -494,17 +530,6 @@ pub(super) async fn fork(
         (TurnBody = "application/json"),
         (String = "text/event-stream"),
     )),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not debug sent a breakpoint", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 409, description = "Another turn was recorded first, the session is finished, or a breakpoint holds a turn (resume it)", body = ErrorBody),
-    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; an input the pack does not take; a breakpoint on a node the graph does not have", body = ErrorBody),
-    (status = 500, description = "A script or a template failed, or hit a limit; the turn was undone", body = ErrorBody),
-    (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
-    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
 ))]
 pub(super) async fn turn(
     State(s): State<Shared>,
@@ -540,7 +565,7 @@ pub(super) async fn answer_turn(
     let (tx, response) = sse::channel();
     let events = tx.clone();
     let sink: EventSink = Arc::new(move |e: &Event| {
-        let _ = events.send(sse::event(Some(kind(e)), e));
+        let _ = events.send(sse::event(Some(e.kind()), e));
     });
     s.spawn(async move {
         let last = match turns::play(&state, live, what, breaks, Some(sink), by).await {
@@ -594,22 +619,28 @@ pub(super) struct NewInput {
     leave: bool,
 }
 
+/// Who may call `input`, and the errors it answers of its own.
+pub(super) const INPUT: Facts =
+    Facts::keys(&[O, I, S, P]).note("a player key: its own answers and leaving").answers(&[
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::Engine(ErrorKind::Conflict),
+        Code::Engine(ErrorKind::Finished),
+        Code::Engine(ErrorKind::StateTooLarge),
+        Code::Engine(ErrorKind::Script),
+        Code::Engine(ErrorKind::Template),
+        Code::Engine(ErrorKind::Limit),
+        Code::Engine(ErrorKind::Llm),
+        Code::Engine(ErrorKind::Pack),
+        Code::Engine(ErrorKind::Store),
+    ]);
+
 /// `POST /v1/sessions/{id}/inputs`: one player's answer to the lobby round under way
 /// (`{"player", "input"}`, optionally the `round` it is meant for), or their joining
 /// (`{"player", "join": true}`) or leaving (`{"player", "leave": true}`). Answers the lobby as
 /// it stands after the post, with the turn that closed the round when this post did.
 #[utoipa::path(post, path = "/v1/sessions/{id}/inputs", operation_id = "postInput", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewInput, responses(
     (status = 200, description = "The lobby after the post, with the turn that closed the round when this post did", body = PostedBody),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 409, description = "A second answer, another round, a full lobby, a finished session", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; a post the pack or the lobby does not take (a pack without a lobby)", body = ErrorBody),
-    (status = 500, description = "The post closed the round, and its turn failed in a script or a template, or hit a limit; the turn was undone", body = ErrorBody),
-    (status = 502, description = "The post closed the round, and a model kept failing; the turn was undone", body = ErrorBody),
-    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
     ))]
 pub(super) async fn input(
     State(s): State<Shared>,
@@ -693,30 +724,19 @@ fn posted_json(p: &ruleweave::Posted) -> PostedBody {
     }
 }
 
-fn kind(e: &Event) -> &'static str {
-    match e {
-        Event::NodeStarted { .. } => "node_started",
-        Event::NodeFinished { .. } => "node_finished",
-        Event::Route { .. } => "route",
-        Event::Llm(_) => "llm",
-        Event::Token { .. } => "token",
-        Event::Speech { .. } => "speech",
-        Event::Decision { .. } => "decision",
-        Event::Custom { .. } => "custom",
-        Event::Log { .. } => "log",
-        Event::Search { .. } => "search",
-        Event::Paused { .. } => "paused",
-    }
-}
+/// Who may call `metrics`, and the errors it answers of its own.
+pub(super) const METRICS: Facts = Facts::keys(&[O]);
 
 /// `GET /metrics`: Prometheus' text format.
 #[utoipa::path(get, path = "/metrics", operation_id = "metrics", tag = "server", responses(
     (status = 200, description = "The server's metrics, in Prometheus' text format", content_type = "text/plain", body = String),
-    (status = 401, description = "A token is required", body = ErrorBody),
 ))]
 pub(super) async fn metrics(State(s): State<Shared>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render()).into_response()
 }
+
+/// Who may call `healthz`, and the errors it answers of its own.
+pub(super) const HEALTHZ: Facts = Facts::open();
 
 /// `GET /healthz`: 200 while the store takes writes, 503 saying why when it does not (its file
 /// deleted or made read-only under the server, a database gone).

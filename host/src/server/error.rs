@@ -66,8 +66,7 @@ pub(crate) struct Answer {
     pub code: Code,
     pub rest: StatusCode,
     pub chat: StatusCode,
-    /// When it is answered, in words (docs/api.md's table).
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// When it is answered, in words (docs/api.md's table, the OpenAPI document's error answers).
     pub when: &'static str,
 }
 
@@ -103,7 +102,12 @@ pub(crate) const ANSWERS: &[Answer] = &[
     row(Code::Unauthorized, S::UNAUTHORIZED, S::UNAUTHORIZED, "the token is missing or wrong"),
     row(Code::Forbidden, S::FORBIDDEN, S::FORBIDDEN, "a key that may not call the route, or play the pack"),
     row(Code::HostNotAllowed, S::FORBIDDEN, S::FORBIDDEN, "a `Host` that is not this machine's (without a token)"),
-    row(Code::Engine(ErrorKind::NotFound), S::NOT_FOUND, S::NOT_FOUND, "no such pack, session, checkpoint or route"),
+    row(
+        Code::Engine(ErrorKind::NotFound),
+        S::NOT_FOUND,
+        S::NOT_FOUND,
+        "no such pack, session, checkpoint, job, key or route",
+    ),
     row(Code::ModelNotFound, S::NOT_FOUND, S::NOT_FOUND, "a model that names no pack"),
     row(Code::MethodNotAllowed, S::METHOD_NOT_ALLOWED, S::METHOD_NOT_ALLOWED, "a route that does not take the method"),
     row(Code::RequestTimeout, S::REQUEST_TIMEOUT, S::REQUEST_TIMEOUT, "a body that did not arrive in time"),
@@ -119,7 +123,7 @@ pub(crate) const ANSWERS: &[Answer] = &[
         Code::Engine(ErrorKind::StateTooLarge),
         S::PAYLOAD_TOO_LARGE,
         S::PAYLOAD_TOO_LARGE,
-        "a turn, edit or fork that would leave a session's state over `max_state_bytes`; nothing was kept",
+        "a turn, edit or fork that would leave a session's state over `max_state_bytes` (nothing is kept)",
     ),
     row(
         Code::UnsupportedMediaType,
@@ -169,23 +173,13 @@ pub(crate) const ANSWERS: &[Answer] = &[
         S::TOO_MANY_REQUESTS,
         "a key made as many sessions as one key may (`sessions_per_key_per_hour`, `sessions_per_key`)",
     ),
-    row(
-        Code::Engine(ErrorKind::Script),
-        S::INTERNAL_SERVER_ERROR,
-        S::INTERNAL_SERVER_ERROR,
-        "a script threw; the turn was undone",
-    ),
-    row(
-        Code::Engine(ErrorKind::Template),
-        S::INTERNAL_SERVER_ERROR,
-        S::INTERNAL_SERVER_ERROR,
-        "a template failed; the turn was undone",
-    ),
+    row(Code::Engine(ErrorKind::Script), S::INTERNAL_SERVER_ERROR, S::INTERNAL_SERVER_ERROR, "a script threw"),
+    row(Code::Engine(ErrorKind::Template), S::INTERNAL_SERVER_ERROR, S::INTERNAL_SERVER_ERROR, "a template failed"),
     row(
         Code::Engine(ErrorKind::Limit),
         S::INTERNAL_SERVER_ERROR,
         S::INTERNAL_SERVER_ERROR,
-        "a script or the graph hit a limit; the turn was undone",
+        "a script or the graph hit a limit",
     ),
     row(Code::Engine(ErrorKind::Io), S::INTERNAL_SERVER_ERROR, S::INTERNAL_SERVER_ERROR, "reading a file failed"),
     row(Code::Engine(ErrorKind::Internal), S::INTERNAL_SERVER_ERROR, S::INTERNAL_SERVER_ERROR, "a bug in ruleweave"),
@@ -230,6 +224,11 @@ impl Code {
     /// Its row of [`ANSWERS`]; every code has one (a test holds it).
     fn answer(self) -> &'static Answer {
         ANSWERS.iter().find(|a| a.code == self).unwrap_or(&ANSWERS[ANSWERS.len() - 1])
+    }
+
+    /// When the code is answered, in words.
+    pub(crate) fn when(self) -> &'static str {
+        self.answer().when
     }
 
     /// The status the code is answered with on `face`.

@@ -12,18 +12,25 @@ use futures_util::stream;
 use ruleweave::LiveSession;
 
 use super::access::{Access, Presented};
-use super::body::{Diagnostic, ErrorBody, Posted, ReloadEvent, Standing};
+use super::body::{Diagnostic, Posted, ReloadEvent, Standing};
 use super::error::ApiResult;
+use super::error::Code;
 use super::extract::SessionId;
 use super::listen::Peer;
+use super::routes::{Facts, I, O, P, S, Streams};
 use super::{Shared, StreamSlot, sse};
+use ruleweave::ErrorKind;
+
+/// Who may call `events`, and the errors it answers of its own.
+pub(super) const EVENTS: Facts = Facts::keys(&[O, I, S])
+    .note("reloads of the packs the key sees")
+    .answers(&[Code::TooManyStreams])
+    .streams(Streams::These(&[("reload", Some("ReloadEvent"))]));
 
 /// `GET /v1/events`: reload events as SSE (`event: reload`), as they happen, for a console to
 /// show; a comment every 15 s keeps the stream open.
 #[utoipa::path(get, path = "/v1/events", operation_id = "packEvents", tag = "packs", responses(
     (status = 200, description = "Reload events (`event: reload`, data: the pack's event as JSON) as they happen", content_type = "text/event-stream", body = String),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 429, description = "Too many streams open from this client", body = ErrorBody),
 ))]
 pub(super) async fn events(
     State(s): State<Shared>,
@@ -72,6 +79,12 @@ pub(super) fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
     }
 }
 
+/// Who may call `session_events`, and the errors it answers of its own.
+pub(super) const SESSION_EVENTS: Facts = Facts::keys(&[O, I, S, P])
+    .note("a player follows the game they are in")
+    .answers(&[Code::Engine(ErrorKind::NotFound), Code::TooManyStreams])
+    .streams(Streams::These(&[("state", Some("Standing")), ("input", Some("Posted")), ("turn", Some("Standing"))]));
+
 /// `GET /v1/sessions/{id}/events`: the session as SSE, for the players following a lobby.
 /// First `state` (the turn, output and lobby as they stand), then `input` when a player answers,
 /// joins or leaves (with the lobby after it) and `turn` when a turn is recorded (with its output:
@@ -79,10 +92,6 @@ pub(super) fn reload_event(e: &ruleweave::PackEvent) -> ReloadEvent {
 /// session, the stream ends. A follower too slow to keep up gets `state` again.
 #[utoipa::path(get, path = "/v1/sessions/{id}/events", operation_id = "sessionEvents", tag = "sessions", params(("id" = String, Path, description = "The session")), responses(
     (status = 200, description = "The session as it moves: `state` first, then `input` and `turn` events, each data a JSON object", content_type = "text/event-stream", body = String),
-    (status = 400, description = "An id that is no id", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 429, description = "Too many streams open from this client", body = ErrorBody),
 ))]
 pub(super) async fn session_events(
     State(s): State<Shared>,

@@ -27,11 +27,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::access::Access;
-use super::body::ErrorBody;
+
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
 use super::listen::Peer;
+use super::routes::{Facts, I, O};
 use super::{ApiError, Shared, sse};
+use ruleweave::ErrorKind;
 
 /// How often a running job records where it is (and learns whether it was asked to stop), and
 /// how often its followers look.
@@ -192,18 +194,18 @@ fn jobs(s: &Shared) -> ApiResult<&dyn Jobs> {
     Ok(ruleweave::store::needs(store, store.jobs(), "jobs")?)
 }
 
+/// Who may call `start`, and the errors it answers of its own.
+pub(super) const START: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::JobRunning,
+    Code::QuotaExceeded,
+    Code::Engine(ErrorKind::Pack),
+]);
+
 /// `POST /v1/packs/{pack}/tune`: starts a tune as a job, on the stand-in models.
 #[utoipa::path(post, path = "/v1/packs/{pack}/tune", operation_id = "tunePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewTune, responses(
     (status = 202, description = "The job started: follow it at `/v1/jobs/{job}`", body = Started),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not play the pack", body = ErrorBody),
-    (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; an unknown parameter, a range outside its bounds or reversed, a target outcome the pack never produces, a player it lacks", body = ErrorBody),
-    (status = 429, description = "A job is already running on this server, or the key started as many as it may this hour (`quota_exceeded`)", body = ErrorBody),
-    (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn start(
     State(s): State<Shared>,
@@ -257,18 +259,18 @@ pub(super) struct NewSweep {
     params: BTreeMap<String, Value>,
 }
 
+/// Who may call `start_sweep`, and the errors it answers of its own.
+pub(super) const START_SWEEP: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::JobRunning,
+    Code::QuotaExceeded,
+    Code::Engine(ErrorKind::Pack),
+]);
+
 /// `POST /v1/packs/{pack}/sweep`: starts a sweep as a job, on the stand-in models.
 #[utoipa::path(post, path = "/v1/packs/{pack}/sweep", operation_id = "sweepPack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewSweep, responses(
     (status = 202, description = "The job started: follow it at `/v1/jobs/{job}`", body = Started),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not play the pack", body = ErrorBody),
-    (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; an unknown parameter, a range outside its bounds or reversed, a player the pack lacks; more turns than `tune_turns`", body = ErrorBody),
-    (status = 429, description = "A job is already running on this server, or the key started as many as it may this hour (`quota_exceeded`)", body = ErrorBody),
-    (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn start_sweep(
     State(s): State<Shared>,
@@ -462,6 +464,10 @@ fn body(job: Job) -> JobBody {
     }
 }
 
+/// Who may call `job`, and the errors it answers of its own.
+pub(super) const JOB: Facts =
+    Facts::keys(&[O, I]).note("an issued key: the jobs it started").answers(&[Code::Engine(ErrorKind::NotFound)]);
+
 /// `GET /v1/jobs/{id}`: where a job stands, and its answer once done; with `Accept: text/html`,
 /// a done tune's answer as the page `ruleweave tune --html` writes (each value tried, its share and
 /// interval over the target's band).
@@ -470,8 +476,6 @@ fn body(job: Job) -> JobBody {
         (JobBody = "application/json"),
         (String = "text/html"),
     )),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such job (or one another key started)", body = ErrorBody),
 ))]
 pub(super) async fn job(
     State(s): State<Shared>,
@@ -497,13 +501,15 @@ fn page_of(job: &JobBody) -> Option<String> {
     }
 }
 
+/// Who may call `stop`, and the errors it answers of its own.
+pub(super) const STOP: Facts =
+    Facts::keys(&[O, I]).note("an issued key: the jobs it started").answers(&[Code::Engine(ErrorKind::NotFound)]);
+
 /// `DELETE /v1/jobs/{id}`: stops a running job at its next game, whichever replica runs it; the
 /// job as it stands (it says `cancelled` once its runner stopped). A job that ended is left as
 /// it was.
 #[utoipa::path(delete, path = "/v1/jobs/{id}", operation_id = "stopJob", tag = "jobs", params(("id" = String, Path, description = "The job")), responses(
     (status = 202, description = "Asked to stop: the job as it stands", body = JobBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such job (or one another key started)", body = ErrorBody),
 ))]
 pub(super) async fn stop(
     State(s): State<Shared>,
@@ -517,14 +523,16 @@ pub(super) async fn stop(
     Ok((StatusCode::ACCEPTED, Json(body(job))).into_response())
 }
 
+/// Who may call `events`, and the errors it answers of its own.
+pub(super) const EVENTS: Facts = Facts::keys(&[O, I])
+    .note("an issued key: the jobs it started")
+    .answers(&[Code::Engine(ErrorKind::NotFound), Code::TooManyStreams]);
+
 /// `GET /v1/jobs/{id}/events`: the job as SSE, whichever replica runs it: `progress` (the job)
 /// as it moves, then `done`, `failed`, `cancelled` or `lost` (the job, with its answer or error),
 /// and the stream ends. When the last stream of a running job closes, the job is stopped.
 #[utoipa::path(get, path = "/v1/jobs/{id}/events", operation_id = "jobEvents", tag = "jobs", params(("id" = String, Path, description = "The job")), responses(
     (status = 200, description = "`progress` events, then one naming how it ended; each data the job as JSON", content_type = "text/event-stream", body = String),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such job (or one another key started)", body = ErrorBody),
-    (status = 429, description = "Too many streams open from this client", body = ErrorBody),
 ))]
 pub(super) async fn events(
     State(s): State<Shared>,

@@ -9,10 +9,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::access::{self, Access};
-use super::body::ErrorBody;
+
 use super::error::{ApiResult, Code};
 use super::extract::Body;
+use super::routes::{Facts, I, O, P, S};
 use super::{ApiError, Shared};
+use ruleweave::ErrorKind;
 
 /// A key to issue.
 #[derive(Deserialize, ToSchema)]
@@ -107,15 +109,12 @@ fn body(k: ruleweave::store::IssuedKey, secret: Option<String>) -> IssuedBody {
     }
 }
 
+/// Who may call `issue`, and the errors it answers of its own.
+pub(super) const ISSUE: Facts = Facts::keys(&[O]).answers(&[Code::Engine(ErrorKind::Input)]);
+
 /// `POST /v1/keys`: issues a key.
 #[utoipa::path(post, path = "/v1/keys", operation_id = "issueKey", tag = "keys", request_body = NewKey, responses(
     (status = 201, description = "The key, with its secret (shown once)", body = IssuedBody),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A key is required", body = ErrorBody),
-    (status = 403, description = "Only the operator issues keys", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; a label that is empty or too long, a pack that does not exist", body = ErrorBody),
 ))]
 pub(crate) async fn issue(
     State(s): State<Shared>,
@@ -159,11 +158,12 @@ pub(crate) async fn issue(
     Ok((StatusCode::CREATED, Json(body(key, Some(secret)))))
 }
 
+/// Who may call `list`, and the errors it answers of its own.
+pub(super) const LIST: Facts = Facts::keys(&[O]);
+
 /// `GET /v1/keys`: the keys issued, without their secrets.
 #[utoipa::path(get, path = "/v1/keys", operation_id = "listKeys", tag = "keys", responses(
     (status = 200, description = "The keys, oldest first", body = KeyList),
-    (status = 401, description = "A key is required", body = ErrorBody),
-    (status = 403, description = "Only the operator lists keys", body = ErrorBody),
 ))]
 pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
     let store = access::keys(&s)?;
@@ -177,12 +177,12 @@ pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
     Ok(Json(KeyList { keys: listed }))
 }
 
+/// Who may call `revoke`, and the errors it answers of its own.
+pub(super) const REVOKE: Facts = Facts::keys(&[O]).answers(&[Code::Engine(ErrorKind::NotFound)]);
+
 /// `DELETE /v1/keys/{id}`: revokes a key; it opens nothing from then on, on every replica.
 #[utoipa::path(delete, path = "/v1/keys/{id}", operation_id = "revokeKey", tag = "keys", params(("id" = String, Path, description = "The key's id")), responses(
     (status = 204, description = "Revoked"),
-    (status = 401, description = "A key is required", body = ErrorBody),
-    (status = 403, description = "Only the operator revokes keys", body = ErrorBody),
-    (status = 404, description = "No such key", body = ErrorBody),
 ))]
 pub(crate) async fn revoke(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<StatusCode> {
     if access::keys(&s)?.revoke_key(&id).await? {
@@ -199,10 +199,12 @@ pub(crate) async fn revoke(State(s): State<Shared>, Path(id): Path<String>) -> A
     }
 }
 
+/// Who may call `whoami`, and the errors it answers of its own.
+pub(super) const WHOAMI: Facts = Facts::keys(&[O, I, S, P]).note("who the key is");
+
 /// `GET /v1/access`: who the request's key is (a console finds a session key's session so).
 #[utoipa::path(get, path = "/v1/access", operation_id = "getAccess", tag = "keys", responses(
     (status = 200, description = "Who the key is", body = AccessBody),
-    (status = 401, description = "A key is required", body = ErrorBody),
 ))]
 pub(crate) async fn whoami(Extension(access): Extension<Access>) -> Json<AccessBody> {
     let rights = access.rights();

@@ -18,13 +18,14 @@ mod metrics;
 mod openai;
 pub mod openapi;
 mod params;
+mod routes;
 mod simulate;
 mod sse;
+mod state;
 mod stepping;
 mod turns;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -35,183 +36,70 @@ use axum::http::{Method, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use ruleweave::Engine;
 use tokio::sync::Semaphore;
-use tokio_util::task::TaskTracker;
-use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 pub use crate::config::Settings;
 pub use error::ApiError;
 use error::Code;
 pub use metrics::Metrics;
+use routes::Route;
+pub use routes::Routes;
+pub use state::{AppState, Shared, StreamSlot};
 
-/// What every request shares.
-pub struct AppState {
-    pub engine: Engine,
-    pub metrics: Metrics,
-    /// Turns in flight: they finish (and are recorded) even when their client has gone, and a
-    /// graceful shutdown waits for them.
-    pub tasks: TaskTracker,
-    pub settings: Settings,
-    /// When the server started, unix seconds (the models' `created`).
-    pub started: u64,
-    /// Each pack's turn slots ([`Settings::turns_per_pack`]).
-    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
-    /// The event streams each client address has open ([`Settings::streams_per_client`]).
-    streams: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
-    /// Held by the batch of simulated games running (one at a time).
-    simulating: Arc<Semaphore>,
-    /// The job running on this replica (one at a time).
-    job: jobs::JobSlot,
-}
-
-/// One open event stream of a client: dropped when the stream ends or its client goes.
-pub struct StreamSlot {
-    streams: Arc<Mutex<HashMap<std::net::IpAddr, usize>>>,
-    peer: std::net::IpAddr,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        let left = open.get_mut(&self.peer).map(|n| {
-            *n -= 1;
-            *n
-        });
-        if left == Some(0) {
-            open.remove(&self.peer);
-        }
-        tracing::debug!(peer = %self.peer, open = left.unwrap_or(0), "an event stream closed");
-    }
-}
-
-/// The state handlers see.
-pub type Shared = Arc<AppState>;
-
-impl AppState {
-    pub fn new(engine: Engine, settings: Settings) -> Self {
-        let metrics = Metrics::default();
-        engine.on_llm_call(metrics.llm_counter());
-        let started = sse::unix_now();
-        let state = AppState {
-            engine,
-            metrics,
-            tasks: TaskTracker::new(),
-            settings,
-            started,
-            slots: Mutex::default(),
-            streams: Arc::default(),
-            simulating: Arc::new(Semaphore::new(1)),
-            job: jobs::JobSlot::default(),
-        };
-        state.load_packs();
-        state
-    }
-
-    /// Runs `work` as a task the shutdown waits for, in the current trace span: a turn played
-    /// for a request stays that request's child whoever awaits it.
-    pub fn spawn<F>(&self, work: F) -> tokio::task::JoinHandle<F::Output>
-    where
-        F: std::future::Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        use tracing::Instrument as _;
-        self.tasks.spawn(work.in_current_span())
-    }
-
-    /// A slot to run a turn of `pack` in (waits while the pack's turns fill its slots).
-    pub async fn turn_slot(&self, pack: &str) -> tokio::sync::OwnedSemaphorePermit {
-        let slots = {
-            let mut all = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-            all.entry(pack.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(self.settings.turns_per_pack))).clone()
-        };
-        slots.acquire_owned().await.expect("the semaphore is never closed")
-    }
-
-    /// A slot for one more event stream of the client at `peer` (any client when the server was
-    /// not reached through [`listen::serve`]); refused when it has `streams_per_client` open.
-    pub fn stream_slot(&self, peer: Option<listen::Peer>) -> Result<Option<StreamSlot>, error::ApiError> {
-        let Some(listen::Peer(peer)) = peer else { return Ok(None) };
-        let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(peer).or_default();
-        if *n >= self.settings.streams_per_client {
-            return Err(ApiError::new(
-                Code::TooManyStreams,
-                format!(
-                    "{peer} has {n} event streams open, the most one client may (streams_per_client): close one first"
-                ),
-            ));
-        }
-        *n += 1;
-        Ok(Some(StreamSlot { streams: self.streams.clone(), peer }))
-    }
-
-    /// Loads every pack (the engine keeps how each fared, for `GET /v1/packs`).
-    pub fn load_packs(&self) {
-        match self.engine.packs().load_all() {
-            Ok(all) => {
-                for (name, result) in all {
-                    if let Err(e) = result {
-                        tracing::error!(pack = %name, "the pack did not load: {e}");
-                    }
-                }
-            }
-            Err(e) => tracing::error!("cannot list the packs: {e}"),
-        }
-    }
-}
-
-/// Every route of the server, declared once: the router serves this table and the OpenAPI
-/// document is made from it (`openapi::document`), so neither names a route the other lacks.
-pub struct Routes {
-    /// The API under `/v1` and `/metrics`: behind a key, when the server has a token (see
-    /// `access.rs` for which key may call which).
-    pub guarded: OpenApiRouter<Shared>,
-    /// `/healthz` and `/openapi.json`: never behind the token.
-    pub open: OpenApiRouter<Shared>,
-}
-
-/// The table of routes (the console's page, which is no API, aside).
+/// The table of routes (the console's page, which is no API, aside): each handler with its
+/// facts, declared beside it (see `routes.rs`).
 pub fn routes() -> Routes {
-    let guarded = OpenApiRouter::new()
-        .routes(routes!(keys::whoami))
-        .routes(routes!(api::packs))
-        .routes(routes!(api::graph))
-        .routes(routes!(follow::events))
-        .routes(routes!(api::create, api::list))
-        .routes(routes!(api::session, api::delete))
-        .routes(routes!(api::turn))
-        .routes(routes!(stepping::resume))
-        .routes(routes!(stepping::edit))
-        .routes(routes!(api::input))
-        .routes(routes!(follow::session_events))
-        .routes(routes!(api::checkpoints))
-        .routes(routes!(api::conversation))
-        .routes(routes!(api::fork))
-        .routes(routes!(api::replay))
-        .routes(routes!(simulate::simulate))
-        .routes(routes!(jobs::start))
-        .routes(routes!(jobs::start_sweep))
-        .routes(routes!(params::write))
-        .routes(routes!(jobs::job, jobs::stop))
-        .routes(routes!(jobs::events))
-        .routes(routes!(api::metrics))
-        .routes(routes!(openai::models))
-        .routes(routes!(openai::model))
-        .routes(routes!(openai::completions))
-        .routes(routes!(keys::issue, keys::list))
-        .routes(routes!(keys::revoke));
-    let open = OpenApiRouter::new().routes(routes!(api::healthz)).routes(routes!(openapi::openapi));
-    Routes { guarded, open }
+    Routes::default()
+        .guarded(routes!(keys::whoami), &keys::WHOAMI)
+        .guarded(routes!(api::packs), &api::PACKS)
+        .guarded(routes!(api::graph), &api::GRAPH)
+        .guarded(routes!(follow::events), &follow::EVENTS)
+        .guarded(routes!(api::create), &api::CREATE)
+        .guarded(routes!(api::list), &api::LIST)
+        .guarded(routes!(api::session), &api::SESSION)
+        .guarded(routes!(api::delete), &api::DELETE)
+        .guarded(routes!(api::turn), &api::TURN)
+        .guarded(routes!(stepping::resume), &stepping::RESUME)
+        .guarded(routes!(stepping::edit), &stepping::EDIT)
+        .guarded(routes!(api::input), &api::INPUT)
+        .guarded(routes!(follow::session_events), &follow::SESSION_EVENTS)
+        .guarded(routes!(api::checkpoints), &api::CHECKPOINTS)
+        .guarded(routes!(api::conversation), &api::CONVERSATION)
+        .guarded(routes!(api::fork), &api::FORK)
+        .guarded(routes!(api::replay), &api::REPLAY)
+        .guarded(routes!(simulate::simulate), &simulate::SIMULATE)
+        .guarded(routes!(jobs::start), &jobs::START)
+        .guarded(routes!(jobs::start_sweep), &jobs::START_SWEEP)
+        .guarded(routes!(params::write), &params::WRITE)
+        .guarded(routes!(jobs::job), &jobs::JOB)
+        .guarded(routes!(jobs::stop), &jobs::STOP)
+        .guarded(routes!(jobs::events), &jobs::EVENTS)
+        .guarded(routes!(api::metrics), &api::METRICS)
+        .guarded(routes!(openai::models), &openai::MODELS)
+        .guarded(routes!(openai::model), &openai::MODEL)
+        .guarded(routes!(openai::completions), &openai::COMPLETIONS)
+        .guarded(routes!(keys::issue), &keys::ISSUE)
+        .guarded(routes!(keys::list), &keys::LIST)
+        .guarded(routes!(keys::revoke), &keys::REVOKE)
+        .open(routes!(api::healthz), &api::HEALTHZ)
+        .open(routes!(openapi::openapi), &openapi::OPENAPI)
 }
 
 /// The router: the [`routes`] (the guarded ones behind the token when there is one), the console
 /// at `/`, and the limits every request meets.
 pub fn app(state: Shared) -> Router {
-    let Routes { guarded, open } = routes();
-    let (guarded, _) =
-        guarded.route_layer(middleware::from_fn_with_state(state.clone(), access::guard)).split_for_parts();
+    app_of(state, routes())
+}
+
+/// The router of `routes`: what [`app`] serves, and a test's table with a route of its own.
+fn app_of(state: Shared, routes: Routes) -> Router {
+    let Routes { guarded, open, table } = routes;
+    let table: Arc<[Route]> = table.into();
+    let (guarded, _) = guarded
+        .route_layer(middleware::from_fn_with_state(state.clone(), access::guard))
+        .route_layer(axum::Extension(table))
+        .split_for_parts();
     let (open, _) = open.split_for_parts();
     Router::new()
         .merge(guarded)
@@ -417,7 +305,7 @@ async fn close_rounds(state: Shared) {
                         match result {
                             Ok(turn) => state.metrics.turn(&pack, &turn),
                             Err(e) => {
-                                state.metrics.failed_turn(&pack);
+                                let e = turns::turn_failed(&state, &pack, e);
                                 tracing::error!(session = %id, "cannot close the lobby round: {e}");
                             }
                         }
@@ -499,7 +387,7 @@ mod tests {
                 .body(axum::body::Body::from("{}"))
                 .unwrap()
         };
-        let super::Routes { guarded, open } = super::routes();
+        let super::Routes { guarded, open, .. } = super::routes();
         let mut walked = Vec::new();
         for (path, item) in &guarded.into_openapi().paths.paths {
             for method in super::openapi::tests::methods(item) {

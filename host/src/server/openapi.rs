@@ -8,13 +8,14 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use super::access::{RULES, Who};
 use super::body::{
     AssistantMessage, ChatChoice, ChatChunk, ChatCompletion, ChatSession, CheckpointList, ChunkChoice, ClosedTurn,
     ConversationBody, Delta, ErrorBody, ErrorDetail, ForkedFrom, Health, Listed, ModelEntry, ModelList, Opened,
     PackList, Posted, PostedBody, ReloadEvent, ReplayBody, SessionBody, SessionPage, Standing, StreamError,
     StreamErrorDetail, TurnBody, Usage,
 };
+
+use super::routes::{EventKind, Facts, Route, Routes, Streams, Who};
 use super::{Shared, api, body};
 
 #[derive(OpenApi)]
@@ -116,23 +117,30 @@ impl Modify for Bearer {
 /// session to what may be done with it (which clients and fuzzers follow from one call to the
 /// next).
 pub fn document() -> serde_json::Value {
-    let super::Routes { guarded, open } = super::routes();
+    document_of(super::routes())
+}
+
+/// The document of `routes`: each operation as its handler's annotation says, with the keys it
+/// takes, the errors it answers (from its facts and the error table) and the events it streams.
+pub(super) fn document_of(routes: Routes) -> serde_json::Value {
+    let Routes { guarded, open, table } = routes;
     let made = OpenApiRouter::with_openapi(ApiDoc::openapi()).merge(guarded).merge(open).into_openapi();
     let mut doc = serde_json::to_value(made).unwrap_or_default();
-    // Each guarded operation names the keys it takes (no key at all when the server has no token).
-    for rule in RULES {
-        let at = format!("/paths/{}/{}", pointer(rule.path), rule.method.as_str().to_ascii_lowercase());
-        if let Some(op) = doc.pointer_mut(&at) {
+    for route in &table {
+        let at = format!("/paths/{}/{}", pointer(&route.path), route.method.as_str().to_ascii_lowercase());
+        let Some(op) = doc.pointer_mut(&at) else { continue };
+        // Each guarded operation names the keys it takes (no key at all when the server has no token).
+        if route.guarded {
             let mut takes = vec![serde_json::json!({}), serde_json::json!({Who::Operator.scheme(): []})];
-            takes.extend(rule.who.iter().filter(|w| **w != Who::Operator).map(|w| serde_json::json!({w.scheme(): []})));
+            let others = route.facts.who.iter().filter(|w| **w != Who::Operator);
+            takes.extend(others.map(|w| serde_json::json!({w.scheme(): []})));
             op["security"] = serde_json::Value::Array(takes);
-            // A key of a kind the route does not take (or a pack it may not play) is refused.
-            let responses = &mut op["responses"];
-            if responses.get("403").is_none() && responses.is_object() {
-                responses["403"] = serde_json::json!({
-                    "description": "A key that may not call this route, or play this pack",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
-                });
+        }
+        error_answers(op, route);
+        if let Some(events) = events(route.facts.streams) {
+            let at = "/responses/200/content/text~1event-stream/schema";
+            if let Some(schema) = op.pointer_mut(at) {
+                *schema = event_schema(&events);
             }
         }
     }
@@ -205,47 +213,44 @@ pub fn document() -> serde_json::Value {
             "required": ["data"],
         });
     }
-    for (path, method, events) in STREAMS {
-        let at = format!("/paths/{}/{method}/responses/200/content/text~1event-stream/schema", pointer(path));
-        if let Some(schema) = doc.pointer_mut(&at) {
-            *schema = event_schema(events);
-        }
-    }
     doc
 }
 
-/// An event's name, and the schema of its data (`None`: a JSON object).
-type EventKind = (&'static str, Option<&'static str>);
+/// The error answers of `route`'s operation `op`, one row per status (each code's words from
+/// the error table), beside the rows its handler's annotation writes (which stand: `/healthz`'s
+/// 503 has a body of its own).
+fn error_answers(op: &mut serde_json::Value, route: &Route) {
+    let body = op.get("requestBody").is_some();
+    let mut by_status: std::collections::BTreeMap<u16, Vec<&str>> = Default::default();
+    for code in Routes::answers(route, body) {
+        by_status.entry(code.status(route.facts.face).as_u16()).or_default().push(code.when());
+    }
+    let Some(responses) = op.get_mut("responses").and_then(|r| r.as_object_mut()) else { return };
+    for (status, whens) in by_status {
+        let said = whens.join("; ");
+        let mut chars = said.chars();
+        let said: String = chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default();
+        responses.entry(status.to_string()).or_insert_with(|| {
+            serde_json::json!({
+                "description": said,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+            })
+        });
+    }
+}
 
-/// The event streams: for each, its events and the schema of each one's data (`None`: a JSON
-/// object the engine's event says).
-const STREAMS: [(&str, &str, &[EventKind]); 3] = [
-    ("/v1/events", "get", &[("reload", Some("ReloadEvent"))]),
-    (
-        "/v1/sessions/{id}/events",
-        "get",
-        &[("state", Some("Standing")), ("input", Some("Posted")), ("turn", Some("Standing"))],
-    ),
-    (
-        "/v1/sessions/{id}/turns",
-        "post",
-        &[
-            ("node_started", None),
-            ("node_finished", None),
-            ("route", None),
-            ("llm", None),
-            ("token", None),
-            ("speech", None),
-            ("decision", None),
-            ("custom", None),
-            ("log", None),
-            ("search", None),
-            ("paused", None),
-            ("result", Some("TurnBody")),
-            ("error", Some("StreamError")),
-        ],
-    ),
-];
+/// The events a route streams, with the schema of each one's data.
+fn events(streams: Streams) -> Option<Vec<EventKind>> {
+    match streams {
+        Streams::Nothing => None,
+        Streams::These(events) => Some(events.to_vec()),
+        Streams::Turn => {
+            let mut events: Vec<EventKind> = ruleweave::Event::KINDS.iter().map(|k| (*k, None)).collect();
+            events.extend([("result", Some("TurnBody")), ("error", Some("StreamError"))]);
+            Some(events)
+        }
+    }
+}
 
 /// One event of a stream, as a schema: its name, and its data, JSON whose schema the name says.
 /// (OpenAPI 3.2 names this the media type's `itemSchema`; a 3.1 document has only `schema`,
@@ -297,6 +302,9 @@ pub fn served(packs: Vec<String>) -> serde_json::Value {
     }
     doc
 }
+
+/// Who may call `openapi`, and the errors it answers of its own.
+pub(super) const OPENAPI: Facts = Facts::open();
 
 /// `GET /openapi.json`: the document, naming the packs this server serves now.
 #[utoipa::path(get, path = "/openapi.json", operation_id = "openapi", tag = "server", security(()), responses(

@@ -13,10 +13,11 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::body::ErrorBody;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
+use super::routes::{Facts, O};
 use super::{ApiError, Shared};
+use ruleweave::ErrorKind;
 
 /// Numbers to write into a pack's manifest.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -45,17 +46,17 @@ pub(super) struct WrittenParams {
     stale_comments: Vec<String>,
 }
 
+/// Who may call `write`, and the errors it answers of its own.
+pub(super) const WRITE: Facts = Facts::keys(&[O]).note("writes the pack's manifest").answers(&[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::PackNotWritable,
+    Code::Engine(ErrorKind::Pack),
+]);
+
 /// `PUT /v1/packs/{pack}/params`: writes numbers into the pack's manifest and reloads it.
 #[utoipa::path(put, path = "/v1/packs/{pack}/params", operation_id = "writePackParams", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewParams, responses(
     (status = 200, description = "Written, and the pack reloaded with them", body = WrittenParams),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 409, description = "The pack's manifest cannot be written (a read-only root)", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A number the pack does not have, of the wrong type or outside its bounds; none at all", body = ErrorBody),
-    (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn write(
     State(s): State<Shared>,

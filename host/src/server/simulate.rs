@@ -15,10 +15,11 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::body::ErrorBody;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
+use super::routes::{Facts, I, O};
 use super::{ApiError, Shared, sse};
+use ruleweave::ErrorKind;
 use ruleweave_lab::jobs::{self, Refused, SweepAsked};
 use ruleweave_lab::simulate::tune::SweepReport;
 use ruleweave_lab::simulate::{Plan, Report, Rules};
@@ -69,6 +70,14 @@ pub(super) enum Answer {
     Sweep(SweepReport),
 }
 
+/// Who may call `simulate`, and the errors it answers of its own.
+pub(super) const SIMULATE: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::SimulationRunning,
+    Code::Engine(ErrorKind::Pack),
+]);
+
 /// `POST /v1/packs/{pack}/simulate`: the report as JSON, or with `Accept: text/html` as the
 /// page with charts `simulate --html` writes.
 #[utoipa::path(post, path = "/v1/packs/{pack}/simulate", operation_id = "simulatePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewSimulation, responses(
@@ -76,14 +85,6 @@ pub(super) enum Answer {
         (Answer = "application/json"),
         (String = "text/html"),
     )),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 404, description = "No such pack", body = ErrorBody),
-    (status = 413, description = "The body is too large", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; games out of range, a player the pack lacks, or options it does not take", body = ErrorBody),
-    (status = 429, description = "A batch is already running on this server", body = ErrorBody),
-    (status = 503, description = "The pack does not load", body = ErrorBody),
 ))]
 pub(super) async fn simulate(
     State(s): State<Shared>,

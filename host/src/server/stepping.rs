@@ -12,9 +12,11 @@ use serde_json::Value;
 
 use super::access::Access;
 use super::api::answer_turn;
-use super::body::{Edited, ErrorBody, TurnBody};
+use super::body::{Edited, TurnBody};
 use super::error::ApiResult;
+use super::error::Code;
 use super::extract::{Body, MaybeBody, SessionId};
+use super::routes::{Facts, I, O, S};
 use super::turns::{Move, failed};
 use super::{ApiError, Shared};
 
@@ -40,6 +42,22 @@ pub(super) struct Patch {
     set: serde_json::Map<String, Value>,
 }
 
+/// Who may call `resume`, and the errors it answers of its own.
+pub(super) const RESUME: Facts =
+    Facts::keys(&[O, I, S]).note("on from a pause point; a held turn needs `debug`").answers(&[
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::Engine(ErrorKind::Conflict),
+        Code::Engine(ErrorKind::Finished),
+        Code::Engine(ErrorKind::StateTooLarge),
+        Code::Engine(ErrorKind::Script),
+        Code::Engine(ErrorKind::Template),
+        Code::Engine(ErrorKind::Limit),
+        Code::Engine(ErrorKind::Llm),
+        Code::Engine(ErrorKind::Pack),
+        Code::Engine(ErrorKind::Store),
+    ]);
+
 /// `POST /v1/sessions/{id}/resume`: goes on with the turn a breakpoint holds, as if it had never
 /// stopped (the same turn, steps and randomness), held again at the body's breakpoints; at a
 /// pause point of the pack, plays the next turn as a new turn would.
@@ -48,17 +66,6 @@ pub(super) struct Patch {
         (TurnBody = "application/json"),
         (String = "text/event-stream"),
     )),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not debug resumed a held turn, or sent a breakpoint", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 409, description = "Nothing is paused; another turn was recorded first; the session is finished", body = ErrorBody),
-    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; a breakpoint on a node the graph does not have; an input for a held turn", body = ErrorBody),
-    (status = 500, description = "A script or a template failed, or hit a limit; the turn is held where it was", body = ErrorBody),
-    (status = 502, description = "A model kept failing and the node had no fallback; the turn is held where it was", body = ErrorBody),
-    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
 ))]
 pub(super) async fn resume(
     State(s): State<Shared>,
@@ -81,19 +88,20 @@ pub(super) async fn resume(
     answer_turn(&s, &headers, live, Move::Resume(req.input), req.breaks, access.by()).await
 }
 
+/// Who may call `edit`, and the errors it answers of its own.
+pub(super) const EDIT: Facts = Facts::keys(&[O, I, S]).note("needs `debug`").answers(&[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::Engine(ErrorKind::Conflict),
+    Code::Engine(ErrorKind::StateTooLarge),
+    Code::Engine(ErrorKind::Pack),
+    Code::Engine(ErrorKind::Store),
+]);
+
 /// `PATCH /v1/sessions/{id}/state`: sets state fields by hand, between turns or while a
 /// breakpoint holds a turn; recorded as a checkpoint of kind `edit`.
 #[utoipa::path(patch, path = "/v1/sessions/{id}/state", operation_id = "editState", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = Patch, responses(
     (status = 200, description = "The state after the edit, and the checkpoint that records it", body = Edited),
-    (status = 400, description = "The body is not JSON", body = ErrorBody),
-    (status = 401, description = "A token is required", body = ErrorBody),
-    (status = 403, description = "A key that may not debug (editing the state needs the `debug` right)", body = ErrorBody),
-    (status = 404, description = "No such session", body = ErrorBody),
-    (status = 409, description = "A turn is playing", body = ErrorBody),
-    (status = 413, description = "The body is too large, or the state would be larger than a session keeps (`max_state_bytes`; nothing was kept)", body = ErrorBody),
-    (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-    (status = 422, description = "A body of the wrong shape; a field the state does not have; a value of the wrong type (nothing is set)", body = ErrorBody),
-    (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
 ))]
 pub(super) async fn edit(
     State(s): State<Shared>,

@@ -64,10 +64,7 @@ pub(crate) async fn play(
             s.metrics.turn(&pack, &played.result);
             Ok(played)
         }
-        Err((pack, e)) => {
-            s.metrics.failed_turn(&pack);
-            Err(failed(s, &pack, e))
-        }
+        Err((pack, e)) => Err(turn_failed(s, &pack, e)),
     }
 }
 
@@ -109,6 +106,13 @@ fn chat_input(session: &Session, text: &str) -> ruleweave::Result<Value> {
         ),
         _ => e,
     })
+}
+
+/// A turn of `pack`'s that failed, whoever played it (a request, the round sweep): counted as a
+/// failed turn, and as [`failed`] counts every failure.
+pub(crate) fn turn_failed(s: &Shared, pack: &str, e: ruleweave::Error) -> ruleweave::Error {
+    s.metrics.failed_turn(pack);
+    failed(s, pack, e)
 }
 
 /// An engine failure of `pack`'s, counted by its code, and logged when it is the server's own

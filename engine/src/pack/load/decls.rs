@@ -238,7 +238,7 @@ impl Loader<'_> {
         let mut limits = Limits::default();
         for (key, value) in decls {
             if let Err(why) = limits.set(key, value.value) {
-                self.error(why, self.at(value));
+                self.error(why.detail(), self.at(value));
             }
         }
         limits

@@ -27,9 +27,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::access::Access;
-use super::body::{self, ChatCompletion, ChatRequest, ErrorBody, ModelEntry, ModelList};
+use super::body::{self, ChatCompletion, ChatRequest, ModelEntry, ModelList};
 use super::error::{ApiResult, Code, Face};
 use super::extract::{Body, ModelName};
+use super::routes::{Facts, I, O};
 use super::turns::{self, Move};
 use super::{ApiError, Shared};
 use reply::{Say, reply, shown, stream};
@@ -50,10 +51,12 @@ enum Role {
     Assistant,
 }
 
+/// Who may call `models`, and the errors it answers of its own.
+pub(super) const MODELS: Facts = Facts::keys(&[O, I]).chat();
+
 /// `GET /v1/models`: the packs as models, in OpenAI's list shape.
 #[utoipa::path(get, path = "/v1/models", operation_id = "listModels", tag = "chat", responses(
     (status = 200, description = "The packs as models", body = ModelList),
-    (status = 401, description = "A token is required", body = ErrorBody),
 ))]
 pub(super) async fn models(State(s): State<Shared>, Extension(access): Extension<Access>) -> Json<ModelList> {
     let mut data = Vec::new();
@@ -87,14 +90,14 @@ fn model_entry(id: &str, created: u64) -> ModelEntry {
     ModelEntry { id: id.to_owned(), object: "model", created, owned_by: "ruleweave" }
 }
 
+/// Who may call `model`, and the errors it answers of its own.
+pub(super) const MODEL: Facts = Facts::keys(&[O, I]).answers(&[Code::ModelNotFound, Code::InvalidModel]).chat();
+
 /// `GET /v1/models/{model}`: one model, when it names a pack (and options it has).
 #[utoipa::path(get, path = "/v1/models/{model}", operation_id = "getModel", tag = "chat",
     params(("model" = String, Path, description = "A pack, with options (`debate:strict`)")),
     responses(
         (status = 200, description = "The model", body = ModelEntry),
-        (status = 400, description = "A model name that is no name, or options the pack does not take", body = ErrorBody),
-        (status = 401, description = "A token is required", body = ErrorBody),
-        (status = 404, description = "No such pack", body = ErrorBody),
     ))]
 pub(super) async fn model(
     State(s): State<Shared>,
@@ -270,6 +273,27 @@ struct Plan {
     opening: Option<String>,
 }
 
+/// Who may call `completions`, and the errors it answers of its own.
+pub(super) const COMPLETIONS: Facts = Facts::keys(&[O, I])
+    .note("an issued key: its packs; its own conversations")
+    .answers(&[
+        Code::ModelNotFound,
+        Code::InvalidModel,
+        Code::UnknownConversation,
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::Engine(ErrorKind::Conflict),
+        Code::Engine(ErrorKind::Finished),
+        Code::Engine(ErrorKind::StateTooLarge),
+        Code::Engine(ErrorKind::Script),
+        Code::Engine(ErrorKind::Template),
+        Code::Engine(ErrorKind::Limit),
+        Code::Engine(ErrorKind::Llm),
+        Code::Engine(ErrorKind::Pack),
+        Code::Engine(ErrorKind::Store),
+    ])
+    .chat();
+
 /// `POST /v1/chat/completions`: the conversation's next turn, played on the pack the model
 /// names, in the session the conversation so far was played in (or a new one).
 #[utoipa::path(post, path = "/v1/chat/completions", operation_id = "createChatCompletion", tag = "chat",
@@ -279,16 +303,6 @@ struct Plan {
             (ChatCompletion = "application/json"),
             (String = "text/event-stream"),
         )),
-        (status = 400, description = "The body is not JSON, or not this shape; options or an input the pack does not take; a conversation that cannot be played", body = ErrorBody),
-        (status = 401, description = "A token is required", body = ErrorBody),
-        (status = 403, description = "An issued key that may not play this pack", body = ErrorBody),
-        (status = 404, description = "No such pack, or a session pinned in `metadata` that is not there or not this key's", body = ErrorBody),
-        (status = 409, description = "The game is over, or another turn was recorded first", body = ErrorBody),
-        (status = 413, description = "The body is too large", body = ErrorBody),
-        (status = 415, description = "The body is not `application/json`", body = ErrorBody),
-        (status = 500, description = "A script or a template failed, or hit a limit; the turn was undone", body = ErrorBody),
-        (status = 502, description = "A model kept failing and the node had no fallback; the turn was undone", body = ErrorBody),
-        (status = 503, description = "The pack does not load, or the store cannot take writes", body = ErrorBody),
     ))]
 pub(super) async fn completions(
     State(s): State<Shared>,
