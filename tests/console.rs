@@ -6,150 +6,22 @@
 
 use crate::support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use futures_util::{SinkExt, StreamExt};
+use ruleweave_testkit::browser::{Browser, chromium};
 use serde_json::{Value, json};
 use support::{copy_of, start_with};
-use tokio_tungstenite::tungstenite::Message;
 
-/// A headless Chromium and a connection to its one page.
-struct Browser {
-    child: Child,
-    ws: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-    next: u64,
-    _profile: tempfile::TempDir,
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The browser to drive: `RULEWEAVE_CHROMIUM`, else `chromium` on the PATH.
-fn chromium() -> Option<String> {
-    let exe = std::env::var("RULEWEAVE_CHROMIUM").unwrap_or_else(|_| "chromium".into());
-    let found = Command::new(&exe).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    found.is_ok_and(|s| s.success()).then_some(exe)
-}
-
-impl Browser {
-    async fn launch(exe: &str) -> Browser {
-        let profile = tempfile::tempdir().unwrap();
-        let mut child = Command::new(exe)
-            .args(["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-port=0"])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg("about:blank")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("chromium starts");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("DevTools listening on ") {
-                    let _ = tx.send(url.trim().to_owned());
-                }
-            }
-        });
-        let browser_url = rx.recv_timeout(Duration::from_secs(60)).expect("chromium says where its DevTools listen");
-        let port = browser_url.split(':').nth(2).unwrap().split('/').next().unwrap().to_owned();
-        let targets: Value = support::http()
-            .get(format!("http://127.0.0.1:{port}/json/list"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let page = targets.as_array().unwrap().iter().find(|t| t["type"] == "page").expect("a page").clone();
-        let (ws, _) = tokio_tungstenite::connect_async(page["webSocketDebuggerUrl"].as_str().unwrap()).await.unwrap();
-        Browser { child, ws, next: 0, _profile: profile }
-    }
-
-    /// Sends a DevTools command and returns its result (events on the way are skipped).
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next += 1;
-        let id = self.next;
-        self.ws
-            .send(Message::Text(json!({"id": id, "method": method, "params": params}).to_string().into()))
-            .await
-            .unwrap();
-        loop {
-            let msg =
-                tokio::time::timeout(Duration::from_secs(300), self.ws.next()).await.expect("the browser answers");
-            let Some(Ok(Message::Text(text))) = msg else { continue };
-            let v: Value = serde_json::from_str(&text).unwrap();
-            if v["id"] == id {
-                assert!(v.get("error").is_none(), "{method}: {v}");
-                return v["result"].clone();
-            }
-        }
-    }
-
-    /// Evaluates `js` in the page (awaiting a promise) and returns its value.
-    async fn eval(&mut self, js: &str) -> Value {
-        let r =
-            self.call("Runtime.evaluate", json!({"expression": js, "awaitPromise": true, "returnByValue": true})).await;
-        assert!(r.get("exceptionDetails").is_none(), "{js}: {}", r["exceptionDetails"]);
-        r["result"]["value"].clone()
-    }
-
-    /// Waits (at most 30 s) until `condition`, a JS expression, is truthy: checked each time the
-    /// page changes, not on a timer.
-    async fn wait_for(&mut self, condition: &str) -> Value {
-        self.wait_for_within(condition, 30).await
-    }
-
-    /// [`Browser::wait_for`], bounded at `seconds` (work the server does at an unoptimised
-    /// build's pace, beside the other tests).
-    async fn wait_for_within(&mut self, condition: &str, seconds: u32) -> Value {
-        let ms = seconds * 1000;
-        let js = format!(
-            "new Promise((resolve, reject) => {{
-               const check = () => {{ try {{ const v = ({condition}); if (v) {{ obs.disconnect(); clearTimeout(t); resolve(v); }} }} catch (_) {{}} }};
-               const obs = new MutationObserver(check);
-               obs.observe(document, {{subtree: true, childList: true, characterData: true, attributes: true}});
-               const t = setTimeout(() => {{ obs.disconnect(); reject(new Error('timed out waiting for: ' + {cond:?})); }}, {ms});
-               check();
-             }})",
-            cond = condition
-        );
-        self.eval(&js).await
-    }
-
-    async fn click(&mut self, selector: &str) {
-        self.wait_for(&format!("document.querySelector({selector:?})")).await;
-        self.eval(&format!("document.querySelector({selector:?}).click()")).await;
-    }
-
+/// What the console's tests do in its page, beyond what any page takes.
+trait Console {
+    /// Types `text` into the move box and sends it with the keyboard shortcut.
+    async fn type_move(&mut self, text: &str);
+    /// The session on screen as the API shows it (`GET /v1/sessions/{id}`).
+    async fn shown_session(&mut self) -> Value;
     /// Saves a PNG of the page as a person sees it, in `target/console-screenshots/NAME.png`
     /// (look at them before calling a change to the console done).
-    async fn screenshot(&mut self, name: &str) -> std::path::PathBuf {
-        let shot = self.call("Page.captureScreenshot", json!({"format": "png"})).await;
-        let png = base64_decode(shot["data"].as_str().unwrap());
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{name}.png"));
-        std::fs::write(&path, png).unwrap();
-        path
-    }
+    async fn shot(&mut self, name: &str) -> std::path::PathBuf;
+}
 
-    /// Sets the window's size (the screenshots').
-    async fn size(&mut self, width: u32, height: u32) {
-        self.call(
-            "Emulation.setDeviceMetricsOverride",
-            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
-        )
-        .await;
-    }
-
-    /// Types `text` into the move box and sends it with the keyboard shortcut.
+impl Console for Browser {
     async fn type_move(&mut self, text: &str) {
         self.eval(&format!(
             "{{ const i = document.getElementById('input'); i.value = {text:?};
@@ -158,36 +30,16 @@ impl Browser {
         .await;
     }
 
-    /// The session on screen as the API shows it (`GET /v1/sessions/{id}`).
     async fn shown_session(&mut self) -> Value {
         self.eval("fetch('/v1/sessions/' + document.getElementById('sid').textContent).then((r) => r.json())").await
     }
 
-    async fn text(&mut self, selector: &str) -> String {
-        self.eval(&format!("document.querySelector({selector:?}).textContent"))
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+    async fn shot(&mut self, name: &str) -> std::path::PathBuf {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../console-screenshots");
+        let path = dir.join(format!("{name}.png"));
+        self.screenshot(&path).await;
+        path
     }
-}
-
-/// Standard base64, for the screenshots DevTools sends.
-fn base64_decode(text: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let bytes: Vec<u8> = text.bytes().filter(|c| *c != b'=' && !c.is_ascii_whitespace()).map(value).collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, v)| n | (u32::from(*v) << (18 - 6 * i)));
-        out.extend(n.to_be_bytes()[1..chunk.len()].iter());
-    }
-    out
 }
 
 /// Squashes blank space, as a person reads text whatever its wrapping.
@@ -215,7 +67,7 @@ async fn looked_at(b: &mut Browser, name: &str) {
         "{name}: {}",
         b.text("#problem").await
     );
-    b.screenshot(name).await;
+    b.shot(name).await;
 }
 
 /// Opens `pack` with `options` (set as a test sets them: the JSON box's value).
@@ -243,11 +95,7 @@ async fn open_pack(b: &mut Browser, pack: &str, options: Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_pack_plays_in_the_console_as_a_person_sees_it() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let server = start_with(&support::repo_root(), "memory", &[], &[]);
     let mut b = Browser::launch(&exe).await;
     b.size(1400, 900).await;
@@ -346,11 +194,7 @@ fn first_question_of(session: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designer_playtests_in_the_browser() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let server = start_with(root.path(), "memory", &[], &["--watch"]);
     let mut b = Browser::launch(&exe).await;
@@ -429,7 +273,7 @@ async fn a_designer_playtests_in_the_browser() {
     assert!(b.text("#pack-refusal").await.contains("config/pirate.yaml:"), "{}", b.text("#pack-refusal").await);
     b.click("#open").await;
     b.wait_for("!document.getElementById('play').hidden").await;
-    b.screenshot("6-refused-edit").await;
+    b.shot("6-refused-edit").await;
 }
 
 /// The Simulate panel: a designer plays a batch of games by the pack's scripted players on the
@@ -437,11 +281,7 @@ async fn a_designer_playtests_in_the_browser() {
 /// win less often in the next batch, with no session opened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designer_simulates_a_rule_change_in_the_browser() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let server = start_with(root.path(), "memory", &[], &[]);
     let mut b = Browser::launch(&exe).await;
@@ -473,7 +313,7 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
         ])
     );
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true));
-    b.screenshot("7-simulate").await;
+    b.shot("7-simulate").await;
 
     // The easy threshold raised from 40 to 60 on disk: the next batch plays the new rules.
     support::edit(root.path(), "config/pirate.yaml", "thresholds: {easy: 40,", "thresholds: {easy: 60,");
@@ -528,7 +368,7 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     let cell = regex_lite_cell(&table[1][2]);
     assert!(cell, "a share and its interval: {}", table[1][2]);
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
-    b.screenshot("7-sweep").await;
+    b.shot("7-sweep").await;
     b.eval("document.getElementById('sim-sweep').value = ''").await;
 
     // Too many games for a server batch: the box allows what the server plays (4,000 turns, 20
@@ -549,7 +389,7 @@ async fn a_designer_simulates_a_rule_change_in_the_browser() {
     assert!(status.starts_with("10 games per player (liar) on the rules as they are now, in "), "{status}");
     let players = b.eval("[...document.getElementById('sim-report').contentDocument.querySelectorAll('h2')].map((h) => h.textContent)").await;
     assert_eq!(players, json!(["liar (10 games)"]));
-    b.screenshot("8-one-player").await;
+    b.shot("8-one-player").await;
     b.eval("for (const t of document.querySelectorAll('#sim-players input')) if (t.checked) t.click();").await;
     b.click("#simulate").await;
     assert_eq!(b.text("#sim-status").await, "tick at least one player");
@@ -587,11 +427,7 @@ async fn simulate_batch(b: &mut Browser) -> (String, Value) {
 /// session storage only; the operator's token shows the key of a session it opens, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_key_opens_its_session_in_the_console() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let token = "an-operator-token-for-the-console";
     let server = start_with(root.path(), "memory", &[("RULEWEAVE_TOKEN", token)], &[]);
@@ -673,11 +509,7 @@ async fn middle(b: &mut Browser) -> (String, String, String) {
 /// the turn's route.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_playtest_keeps_sessions_apart_and_shows_players_the_games_words() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let root = copy_of(&[
         "config/pirate.yaml",
         "scripts/pirate",
@@ -725,7 +557,7 @@ async fn a_playtest_keeps_sessions_apart_and_shows_players_the_games_words() {
     b.eval("document.getElementById('graph-box').open = true").await;
     looked_at(&mut b, "8-graph").await;
     b.eval("document.querySelector('#breakdown table.decision-table').scrollIntoView()").await;
-    b.screenshot("8-decision-table").await;
+    b.shot("8-decision-table").await;
 
     // Another pack: nothing of the interview stays on screen.
     b.click("button.pack[data-pack='pirate']").await;
@@ -739,7 +571,7 @@ async fn a_playtest_keeps_sessions_apart_and_shows_players_the_games_words() {
     assert_eq!(b.eval("document.getElementById('play').hidden").await, json!(true));
     b.wait_for("document.querySelector(\"#graph [data-node='merit_check']\")").await;
     assert_eq!(b.eval("document.querySelectorAll('#graph .node.ran').length").await, json!(0));
-    b.screenshot("9-switched-pack").await;
+    b.shot("9-switched-pack").await;
 
     // A script that fails: the move is not played, taken off the conversation, and kept in the box.
     open_pack(&mut b, "pirate", json!({})).await;
@@ -760,7 +592,7 @@ async fn a_playtest_keeps_sessions_apart_and_shows_players_the_games_words() {
     assert!(shown.as_str().unwrap().starts_with("the move was not played (script_error)"), "{shown}");
     assert_eq!(b.eval("document.getElementById('input').value").await, json!(said), "the move stays in the box");
     assert_eq!(b.eval("document.querySelectorAll('#conversation .msg').length").await, json!(0), "nothing was played");
-    b.screenshot("10-failed-move").await;
+    b.shot("10-failed-move").await;
     // Fixed, and sent again as it stands in the box: played once.
     let before = b.eval(reloads).await.as_u64().unwrap();
     support::edit(root.path(), "scripts/pirate/intake.rhai", "\n    throw \"the intake is broken\";", "");
@@ -793,11 +625,7 @@ async fn a_playtest_keeps_sessions_apart_and_shows_players_the_games_words() {
 /// layout kept) and the next turn's status line says the new threshold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designer_asks_for_the_value_in_the_browser() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let before = std::fs::read_to_string(root.path().join("config/pirate.yaml")).unwrap();
     let server = start_with(root.path(), "memory", &[], &[]);
@@ -819,7 +647,7 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
          document.getElementById('options').value = JSON.stringify(o);",
     )
     .await;
-    b.screenshot("tune-1-form").await;
+    b.shot("tune-1-form").await;
     // Every status line the search shows, as it shows it.
     b.eval(
         "window.tuneSaid = []; new MutationObserver(() => window.tuneSaid.push(document.getElementById('tune-status').textContent))
@@ -854,7 +682,7 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
         assert!(labels.as_array().unwrap().contains(&json!(label)), "{label}: {labels}");
     }
     assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
-    b.screenshot("tune-2-answer").await;
+    b.shot("tune-2-answer").await;
 
     // Use this value: the manifest says it, nothing else in it moved, and the next turn plays it.
     assert_eq!(b.text("#sim-use").await, format!("Use this value (thresholds.medium = {value})"));
@@ -872,7 +700,7 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     // The form offers the number at its new value at once.
     let label = b.eval("document.querySelector('#tune-param option[value=\"thresholds.medium\"]').textContent").await;
     assert_eq!(label, json!(format!("thresholds.medium (now {value}, 0 to 100)")));
-    b.screenshot("tune-3-used").await;
+    b.shot("tune-3-used").await;
     assert!(
         used.as_str()
             .unwrap()
@@ -895,7 +723,7 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
     b.type_move("Ahoy, captain! I have a map to a bigger treasure.").await;
     let (_, status) = last_game_message(&mut b, 1).await;
     assert!(squash(&status).contains(&format!("needs {value} on medium")), "{status}");
-    b.screenshot("tune-4-next-turn").await;
+    b.shot("tune-4-next-turn").await;
 }
 
 /// A share that jumps past the target between two neighbouring values (a steep coin: 10% below a
@@ -903,11 +731,7 @@ async fn a_designer_asks_for_the_value_in_the_browser() {
 /// share, and offers to use either; the one chosen is written and offered as the value now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cliff_offers_either_neighbour_in_the_browser() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let copy = copy_of(&["tests/packs/coin"]);
     let root = copy.path().join("tests/packs/coin");
     support::edit(&root, "config/coin.yaml", "  steep: 0", "  steep: 1");
@@ -948,7 +772,7 @@ async fn a_cliff_offers_either_neighbour_in_the_browser() {
     assert!(low.starts_with("Use chance = 49 (") && high.starts_with("Use chance = 50 ("), "{low} / {high}");
     assert_eq!(b.text("#sim-use").await, low, "over the chart too");
     assert_eq!(b.text("#sim-pane-title").await, "Tune of chance");
-    b.screenshot("cliff-1-either").await;
+    b.shot("cliff-1-either").await;
 
     b.click("#tune-use").await;
     let used = b.wait_for("document.getElementById('tune-used').textContent").await;
@@ -962,7 +786,7 @@ async fn a_cliff_offers_either_neighbour_in_the_browser() {
     );
     let label = b.eval("document.querySelector('#tune-param option[value=\"chance\"]').textContent").await;
     assert_eq!(label, json!("chance (now 49, 0 to 100)"));
-    b.screenshot("cliff-2-used").await;
+    b.shot("cliff-2-used").await;
 }
 
 /// Stepping in the console: a click on a node of the pack's graph sets a breakpoint there; the
@@ -972,11 +796,7 @@ async fn a_cliff_offers_either_neighbour_in_the_browser() {
 /// captain's reply comes with the edited score in its status line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_designer_steps_through_a_turn_in_the_browser() {
-    let Some(exe) = chromium() else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI tests the console in chromium: install it");
-        eprintln!("SKIPPED: no chromium on this machine (.ci/run installs it)");
-        return;
-    };
+    let Some(exe) = chromium() else { return };
     let root = copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
     let server = start_with(root.path(), "memory", &[], &["--watch"]);
     let mut b = Browser::launch(&exe).await;

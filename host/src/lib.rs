@@ -3,12 +3,10 @@
 
 #![warn(unreachable_pub)]
 
-pub mod cases;
 pub mod cli;
 pub mod config;
 pub mod diagnostics;
 pub mod drawing;
-pub mod lsp;
 pub mod pages;
 pub mod server;
 pub mod telemetry;

@@ -7,6 +7,8 @@
 //!   ([`simulate::Sweep`]); the search for the value that gives a target share ([`simulate::tune`]).
 //! - [`replay`]: a recorded session or a pack's test case played again on the rules as they are
 //!   now, turn by turn, with what changed.
+//! - [`cases`]: a pack's test cases as their files write them (`tests/<pack>/*.yaml`), each a
+//!   recording to replay.
 //! - [`jobs`]: a tune or a sweep as it is asked for in words, parsed once for every face, and the
 //!   typed run a server keeps as a job.
 
@@ -17,6 +19,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod cases;
 pub mod jobs;
 pub mod replay;
 pub mod simulate;

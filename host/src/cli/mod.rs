@@ -103,7 +103,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Check => check::run(&cli.root),
-        Command::Lsp => crate::lsp::run(Some(cli.root)).map(|()| ExitCode::SUCCESS),
+        Command::Lsp => ruleweave_lsp::run(Some(cli.root)).map(|()| ExitCode::SUCCESS),
         Command::Play(args) => play::run(&cli.root, &runtime, args),
         Command::Run(args) => run::run(&cli.root, &runtime, args),
         Command::Graph(args) => graph::run(&cli.root, args),

@@ -241,8 +241,8 @@ impl Console<'_> {
             _ => {}
         }
         let rec = self.rt.block_on(ruleweave_lab::replay::Recording::from_store(self.engine, self.session.id()))?;
-        let case = crate::cases::Case::from_recording(name, &rec, self.pack.outputs());
-        crate::cases::write_case(&path, &case)?;
+        let case = ruleweave_lab::cases::Case::from_recording(name, &rec, self.pack.outputs());
+        ruleweave_lab::cases::write_case(&path, &case)?;
         println!(
             "saved {} turn(s) as {} (`ruleweave test {} --filter {name}` runs it)",
             case.turns.len(),

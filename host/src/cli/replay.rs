@@ -39,7 +39,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         (None, Some(file)) => {
             let pack =
                 file.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let case = crate::cases::read_case(file)?;
+            let case = ruleweave_lab::cases::read_case(file)?;
             let expected: Vec<_> = case.turns.iter().map(|t| t.expect.clone()).collect();
             (case.recording(&pack), Some(expected))
         }

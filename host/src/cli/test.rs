@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use ruleweave::Engine;
 
-use crate::cases::{Case, case_files, pick, read_case, write_case};
+use ruleweave_lab::cases::{Case, case_files, pick, read_case, write_case};
 use ruleweave_lab::replay::{Fallback, Replayer};
 use serde_json::Value;
 

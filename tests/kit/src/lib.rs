@@ -4,6 +4,8 @@
 
 #![warn(unreachable_pub)]
 
+#[cfg(feature = "browser")]
+pub mod browser;
 pub mod sse;
 
 use std::path::{Path, PathBuf};

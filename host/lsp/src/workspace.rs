@@ -177,7 +177,7 @@ impl Workspace {
     pub(super) fn cases_per_node(&mut self, pack: &str) -> BTreeMap<String, usize> {
         let Ok(saved) = self.engine.packs().load(pack) else { return BTreeMap::new() };
         // The pack's version and the cases' own text: an edited or added case counts again.
-        let files = crate::cases::case_files(&self.root, pack);
+        let files = ruleweave_lab::cases::case_files(&self.root, pack);
         let mut version = saved.version().to_owned();
         for f in &files {
             let text = std::fs::read_to_string(f).unwrap_or_default();
@@ -192,7 +192,7 @@ impl Workspace {
         let mut counts: BTreeMap<String, usize> = saved.nodes().map(|n| (n.to_owned(), 0)).collect();
         let Ok(replayer) = Replayer::new(&self.engine, pack, Fallback::Standin) else { return BTreeMap::new() };
         for file in files {
-            let Ok(case) = crate::cases::read_case(&file) else { continue };
+            let Ok(case) = ruleweave_lab::cases::read_case(&file) else { continue };
             let Ok(turns) = rt.block_on(replayer.replay(&case.recording(pack))) else { continue };
             let ran: BTreeSet<&String> = turns.iter().flat_map(|t| &t.ran).collect();
             for node in ran {

@@ -1,19 +1,21 @@
 //! Test cases as their files write them (`tests/<pack>/*.yaml`): the options, the inputs turn by
-//! turn, the model replies to use, and what to expect. `ruleweave test` runs them, `play`'s
-//! `/save` writes one, `replay --file` plays one, and the language server counts the nodes they run.
+//! turn, the model replies to use, and what to expect. `ruleweave test` runs them (a case is a
+//! [`Recording`] replayed), `play`'s `/save` writes one, `replay --file` plays one, and the
+//! language server counts the nodes they run.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
 use indexmap::IndexMap;
-use ruleweave_lab::replay::{Answer, RecordedTurn, Recording};
+use ruleweave::{Error, ErrorKind, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::replay::{Answer, RecordedTurn, Recording};
 
 /// A test case as its file writes it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Case {
+pub struct Case {
     /// What the case checks (default: the file's name).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
@@ -23,13 +25,14 @@ pub(crate) struct Case {
     /// The session's id, which seeds its randomness (default: the case's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
+    /// Its turns, in order.
     pub turns: Vec<CaseTurn>,
 }
 
 /// One turn of a case.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct CaseTurn {
+pub struct CaseTurn {
     /// The input: a map of input fields, or a line of text.
     pub input: Value,
     /// Model replies by profile, in order: a reply's text, or `{error: "..."}` for a failed call.
@@ -46,7 +49,7 @@ pub(crate) struct CaseTurn {
 
 impl Case {
     /// The case as a recording to replay: its inputs and replies.
-    pub(crate) fn recording(&self, pack: &str) -> Recording {
+    pub fn recording(&self, pack: &str) -> Recording {
         let turns = self
             .turns
             .iter()
@@ -76,7 +79,7 @@ impl Case {
 
     /// A case from a recording: its inputs and replies, and after each turn the `fields` of the
     /// recorded state.
-    pub(crate) fn from_recording(name: &str, rec: &Recording, fields: &[String]) -> Case {
+    pub fn from_recording(name: &str, rec: &Recording, fields: &[String]) -> Case {
         let turns = rec
             .turns
             .iter()
@@ -114,12 +117,12 @@ fn answer(profile: &str, reply: &Value) -> Answer {
 }
 
 /// The `fields` of a state.
-pub(crate) fn pick(state: &Value, fields: &[String]) -> Map<String, Value> {
+pub fn pick(state: &Value, fields: &[String]) -> Map<String, Value> {
     fields.iter().filter_map(|f| Some((f.clone(), state.get(f)?.clone()))).collect()
 }
 
 /// The case files of `pack` (`tests/<pack>/*.yaml`), sorted.
-pub(crate) fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
+pub fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
     let dir = root.join("tests").join(pack);
     let mut files: Vec<PathBuf> = match std::fs::read_dir(&dir) {
         Ok(entries) => entries
@@ -133,9 +136,10 @@ pub(crate) fn case_files(root: &Path, pack: &str) -> Vec<PathBuf> {
 }
 
 /// Reads a case file (its name defaults to the file's stem).
-pub(crate) fn read_case(path: &Path) -> Result<Case> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut case: Case = serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+pub fn read_case(path: &Path) -> Result<Case> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("cannot read {}: {e}", path.display())))?;
+    let mut case: Case = serde_saphyr::from_str(&text).map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
     if case.name.is_empty() {
         case.name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     }
@@ -143,10 +147,12 @@ pub(crate) fn read_case(path: &Path) -> Result<Case> {
 }
 
 /// Writes a case file.
-pub(crate) fn write_case(path: &Path, case: &Case) -> Result<()> {
-    let yaml = serde_saphyr::to_string(case).map_err(|e| anyhow::anyhow!("cannot write the case as YAML: {e}"))?;
+pub fn write_case(path: &Path, case: &Case) -> Result<()> {
+    let yaml = serde_saphyr::to_string(case)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot write the case as YAML: {e}")))?;
+    let cannot = |e: std::io::Error| Error::new(ErrorKind::Io, format!("cannot write {}: {e}", path.display()));
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir).map_err(cannot)?;
     }
-    std::fs::write(path, yaml).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(path, yaml).map_err(cannot)
 }

@@ -8,6 +8,8 @@
 //! Built on lsp-server and lsp-types, rust-analyzer's own: a synchronous loop fits a server
 //! whose every answer is a check or a lookup, and needs no async runtime. Its stdio reader is
 //! replaced by one that survives malformed input (`transport`).
+//!
+//! The `ruleweave` binary serves it as `ruleweave lsp`; this crate is the server alone.
 
 mod features;
 mod symbols;
