@@ -798,7 +798,7 @@ async fn a_client_keeps_a_bounded_number_of_event_streams() {
     let server = support::start(
         root.path(),
         "memory",
-        &[("RULEWEAVE_STREAMS_PER_CLIENT", "2"), ("RUST_LOG", "warn,ruleweave_host::server=debug")],
+        &[("RULEWEAVE_STREAMS_PER_CLIENT", "2"), ("RUST_LOG", "warn,ruleweave_server=debug")],
     );
     let events = format!("{}/v1/events", server.url);
     let (_, created) = post(&format!("{}/v1/sessions", server.url), json!({"pack": "party"})).await;
@@ -852,7 +852,7 @@ async fn a_flood_of_hung_up_simulations_runs_one_batch_at_most() {
     let server = support::start(
         &repo_root(),
         "memory",
-        &[("RULEWEAVE_SIMULATE_TURNS", "1000000"), ("RUST_LOG", "warn,ruleweave_host::server=info")],
+        &[("RULEWEAVE_SIMULATE_TURNS", "1000000"), ("RUST_LOG", "warn,ruleweave_server=info")],
     );
     let simulate = format!("{}/v1/packs/pirate/simulate", server.url);
     // Each client asks for a long batch, then leaves before it could end.

@@ -265,10 +265,19 @@ fn visit(
 }
 
 fn crates() -> Vec<PathBuf> {
-    ["engine/src", "engine/lab/src", "host/src", "host/lsp/src", "natives/src", "python/src", "node/src"]
-        .iter()
-        .map(|c| repo_root().join(c))
-        .collect()
+    [
+        "engine/src",
+        "engine/lab/src",
+        "host/src",
+        "host/server/src",
+        "host/lsp/src",
+        "natives/src",
+        "python/src",
+        "node/src",
+    ]
+    .iter()
+    .map(|c| repo_root().join(c))
+    .collect()
 }
 
 #[test]
@@ -356,11 +365,11 @@ fn unmapped(src: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The map a newcomer reads is the tree they find: the engine's, the lab's, the host's and the
-/// language server's `src/README.md` name every file of their crate.
+/// The map a newcomer reads is the tree they find: the engine's, the lab's, the binary's, the
+/// server's and the language server's `src/README.md` name every file of their crate.
 #[test]
 fn every_crate_maps_its_files() {
-    for src in ["engine/src", "engine/lab/src", "host/src", "host/lsp/src"] {
+    for src in ["engine/src", "engine/lab/src", "host/src", "host/server/src", "host/lsp/src"] {
         let missing = unmapped(&repo_root().join(src));
         assert!(missing.is_empty(), "{src}/README.md does not name {missing:?}");
     }
@@ -403,14 +412,14 @@ fn workspace_deps() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// The crates stand in layers, and each depends only on layers below its own: the core; the
-/// natives and the lab, which drive it; the language server and the packages for other
-/// languages; the host (the binary). (The test kit is for tests.)
+/// natives and the lab, which drive it; the server, the language server and the packages for
+/// other languages; the binary. (The test kit is for tests.)
 #[test]
 fn no_crate_depends_on_one_above_it() {
     let layer = |name: &str| match name {
         "ruleweave-engine" => 0,
         "ruleweave-natives" | "ruleweave-lab" | "ruleweave-testkit" => 1,
-        "ruleweave-lsp" | "ruleweave-python" | "ruleweave-node" => 2,
+        "ruleweave-server" | "ruleweave-lsp" | "ruleweave-python" | "ruleweave-node" => 2,
         "ruleweave" => 3,
         other => panic!("a crate with no layer: {other} (give it one here)"),
     };

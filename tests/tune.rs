@@ -455,7 +455,7 @@ impl JobEvents {
 async fn a_tune_runs_as_a_job_any_replica_follows() {
     let store = crate::support::postgres();
     // The jobs' log lines say when each ended.
-    let log = [("RUST_LOG", "warn,ruleweave_host::server=info")];
+    let log = [("RUST_LOG", "warn,ruleweave_server=info")];
     let replicas: Vec<_> = match &store {
         Some(url) => (0..2).map(|_| crate::support::start(&coin(), url, &log)).collect(),
         None => vec![crate::support::start(&coin(), "memory", &log)],

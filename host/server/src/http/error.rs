@@ -463,7 +463,7 @@ mod tests {
     /// docs/api.md's table of errors is this table (`UPDATE_DOCS=1` rewrites it).
     #[test]
     fn the_documented_table_is_current() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/api.md");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/api.md");
         let doc = std::fs::read_to_string(&path).unwrap();
         let (start, end) = ("<!-- errors (generated) -->\n", "<!-- end of errors -->");
         let from = doc.find(start).expect("docs/api.md marks where the table of errors goes") + start.len();
@@ -475,7 +475,7 @@ mod tests {
         assert!(
             doc == wanted,
             "docs/api.md's table of errors is not the one the server answers by: \
-             `UPDATE_DOCS=1 cargo test -p ruleweave error` rewrites it"
+             `UPDATE_DOCS=1 cargo test -p ruleweave-server error` rewrites it"
         );
     }
 

@@ -320,7 +320,7 @@ pub(crate) mod tests {
     /// `docs/openapi.json` is what the server serves (`UPDATE_DOCS=1` rewrites it).
     #[test]
     fn the_committed_document_is_current() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
         let text = serde_json::to_string_pretty(&super::document()).unwrap() + "\n";
         if std::env::var("UPDATE_DOCS").is_ok_and(|v| v == "1") {
             std::fs::write(&path, &text).unwrap();
@@ -329,7 +329,7 @@ pub(crate) mod tests {
         assert!(
             committed == text,
             "docs/openapi.json is not the document the server serves: \
-             `UPDATE_DOCS=1 cargo test -p ruleweave openapi` rewrites it"
+             `UPDATE_DOCS=1 cargo test -p ruleweave-server openapi` rewrites it"
         );
     }
 

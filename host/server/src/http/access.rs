@@ -528,7 +528,7 @@ mod tests {
 
     #[test]
     fn the_documented_table_is_current() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/security.md");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/security.md");
         let doc = std::fs::read_to_string(&path).unwrap();
         let (start, end) = ("<!-- keys (generated) -->\n", "<!-- end of keys -->");
         let from = doc.find(start).expect("docs/security.md marks where the table of keys goes") + start.len();
@@ -539,7 +539,7 @@ mod tests {
         }
         assert!(
             doc == wanted,
-            "docs/security.md's table of keys is not the server's: `UPDATE_DOCS=1 cargo test -p ruleweave access` rewrites it"
+            "docs/security.md's table of keys is not the server's: `UPDATE_DOCS=1 cargo test -p ruleweave-server access` rewrites it"
         );
     }
 

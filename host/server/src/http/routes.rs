@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(said("404"), "No such pack, session, checkpoint, job, key or route");
         assert!(op["responses"].get("415").is_none(), "no body, no body's errors: {op}");
 
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let engine = ruleweave::Engine::builder(root).build();
         let settings = super::super::Settings { token: Some("a-token-of-sixteen".into()), ..Default::default() };
         let app =

@@ -163,10 +163,12 @@ impl prometheus_client::collector::Collector for SpanMetrics {
     }
 }
 
-/// The spans the exporter sees: the engine's and the server's, at `info` and above.
+/// The spans the exporter sees: the engine's, the server's and the command line's, at `info`
+/// and above.
 fn spans_filter() -> tracing_subscriber::filter::Targets {
     tracing_subscriber::filter::Targets::new()
         .with_target("ruleweave", tracing::Level::INFO)
+        .with_target("ruleweave_server", tracing::Level::INFO)
         .with_target("ruleweave_host", tracing::Level::INFO)
 }
 

@@ -1,9 +1,10 @@
-//! `ruleweave serve`: the HTTP API, the web console, health and metrics.
+//! The HTTP API, the web console and the chat face: the route table, the router and the run
+//! loop here, one file per concern beside it.
 //!
-//! [`routes`] is the table of every route, from which both the router and the OpenAPI document
-//! are made; [`app`] builds the router from a [`Shared`] state, so tests call it without a
-//! socket; [`run`] binds it, finishes interrupted long turns, expires finished sessions, and shuts
-//! down gracefully (requests and turns in flight finish first).
+//! [`routes`] is the table of every route, from which the router, the guard and the OpenAPI
+//! document are made; [`app`] builds the router from a [`Shared`] state, so tests call it without
+//! a socket; [`run`] binds it, finishes interrupted long turns, expires finished sessions, and
+//! shuts down gracefully (requests and turns in flight finish first).
 
 mod access;
 mod api;
@@ -40,6 +41,15 @@ use tokio::sync::Semaphore;
 use utoipa_axum::routes;
 
 pub use crate::config::Settings;
+
+/// An engine on `root`'s packs that plays on their stand-in models (and search stand-ins), into
+/// a store of its own, with the shipped native nodes and scorers: what the server's batches of
+/// simulated games run on.
+pub async fn standin_engine(root: &std::path::Path) -> ruleweave::Result<ruleweave::Engine> {
+    use ruleweave::embed::{self, Model, Options};
+    let options = Options { root: root.to_owned(), store: "memory".into(), model: Model::Standin };
+    embed::open_engine(options, ruleweave_natives::register).await
+}
 pub use error::ApiError;
 use error::Code;
 pub use metrics::Metrics;
@@ -372,7 +382,7 @@ mod tests {
     #[tokio::test]
     async fn the_token_guards_every_route_of_the_table_but_the_open_ones() {
         use tower::ServiceExt as _;
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let engine = ruleweave::Engine::builder(root).build();
         let settings = super::Settings { token: Some("a-token-of-sixteen".into()), ..Default::default() };
         let app = super::app(std::sync::Arc::new(super::AppState::new(engine, settings)));
