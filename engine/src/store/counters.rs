@@ -5,12 +5,8 @@
 //! [`Checkpoint::bumps`]: super::Checkpoint::bumps
 
 use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{Sql, on_pool};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
+use super::shared::{Sql, on_pool, on_sql_stores};
 use super::store_error;
 use crate::error::Result;
 use crate::llm::BoxFuture;
@@ -46,19 +42,10 @@ impl Counters for MemoryStore {
     }
 }
 
-#[cfg(feature = "sqlite")]
-impl Counters for SqliteStore {
-    fn counts<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
-        Box::pin(counters(self.sql(), pack, table))
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Counters for PostgresStore {
-    fn counts<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> {
-        Box::pin(counters(self.sql(), pack, table))
-    }
-}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+on_sql_stores!(Counters {
+    fn counts<'a>(&'a self, pack: &'a str, table: &'a str) -> BoxFuture<'a, Result<Vec<(String, String, i64)>>> => counters;
+});
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn counters(sql: Sql<'_>, pack: &str, table: &str) -> Result<Vec<(String, String, i64)>> {

@@ -2,12 +2,8 @@
 //! retention (finished ones some time after they finished, abandoned ones after some idle time).
 
 use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{self as sql, Sql, on_pool};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
+use super::shared::{self as sql, Sql, on_pool, on_sql_stores};
 use super::{SessionInfo, store_error};
 use crate::error::Result;
 use crate::llm::BoxFuture;
@@ -87,35 +83,12 @@ impl SessionIndex for MemoryStore {
     }
 }
 
-#[cfg(feature = "sqlite")]
-impl SessionIndex for SqliteStore {
-    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
-        Box::pin(list(self.sql(), query))
-    }
-
-    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(expire(self.sql(), finished_before, which))
-    }
-
-    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(expire_idle(self.sql(), idle_before))
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl SessionIndex for PostgresStore {
-    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
-        Box::pin(list(self.sql(), query))
-    }
-
-    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(expire(self.sql(), finished_before, which))
-    }
-
-    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(expire_idle(self.sql(), idle_before))
-    }
-}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+on_sql_stores!(SessionIndex {
+    fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> => list;
+    fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> => expire;
+    fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> => expire_idle;
+});
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn list(sql: Sql<'_>, q: SessionQuery<'_>) -> Result<Vec<SessionInfo>> {

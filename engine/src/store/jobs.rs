@@ -7,12 +7,8 @@
 use serde_json::Value as Json;
 
 use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{Sql, json, on_pool};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
+use super::shared::{Sql, json, on_pool, on_sql_stores};
 use super::store_error;
 use crate::error::Result;
 use crate::llm::BoxFuture;
@@ -187,75 +183,17 @@ impl Jobs for MemoryStore {
     }
 }
 
-#[cfg(feature = "sqlite")]
-impl Jobs for SqliteStore {
-    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
-        Box::pin(create(self.sql(), job))
-    }
-
-    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> {
-        Box::pin(find(self.sql(), id))
-    }
-
-    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(record_progress(self.sql(), id, progress))
-    }
-
-    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> {
-        Box::pin(finish(self.sql(), id, state, result))
-    }
-
-    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(stop(self.sql(), id))
-    }
-
-    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(stop_owned(self.sql(), owner))
-    }
-
-    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(started_since(self.sql(), owner, since))
-    }
-
-    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(watch(self.sql(), id, delta))
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Jobs for PostgresStore {
-    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
-        Box::pin(create(self.sql(), job))
-    }
-
-    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> {
-        Box::pin(find(self.sql(), id))
-    }
-
-    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(record_progress(self.sql(), id, progress))
-    }
-
-    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> {
-        Box::pin(finish(self.sql(), id, state, result))
-    }
-
-    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(stop(self.sql(), id))
-    }
-
-    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(stop_owned(self.sql(), owner))
-    }
-
-    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> {
-        Box::pin(started_since(self.sql(), owner, since))
-    }
-
-    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(watch(self.sql(), id, delta))
-    }
-}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+on_sql_stores!(Jobs {
+    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> => create;
+    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> => find;
+    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> => record_progress;
+    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> => finish;
+    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> => stop;
+    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> => stop_owned;
+    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> => started_since;
+    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> => watch;
+});
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn create(sql: Sql<'_>, job: &Job) -> Result<()> {

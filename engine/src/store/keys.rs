@@ -7,12 +7,8 @@
 use sha2::{Digest, Sha256};
 
 use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{Sql, on_pool};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
+use super::shared::{Sql, on_pool, on_sql_stores};
 use super::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
@@ -270,63 +266,20 @@ impl Keys for MemoryStore {
     }
 }
 
-/// The keys capability on a SQL store: the same statements on SQLite and PostgreSQL (see the
-/// functions below), written once for both.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-macro_rules! keys_on_sql {
-    ($store:ty) => {
-        impl Keys for $store {
-            fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
-                Box::pin(add(self.sql(), hash, grant))
-            }
-
-            fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
-                Box::pin(find(self.sql(), hash))
-            }
-
-            fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
-                Box::pin(issued(self.sql()))
-            }
-
-            fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-                Box::pin(revoke(self.sql(), id))
-            }
-
-            fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
-                Box::pin(keep_players(self.sql(), session, players))
-            }
-
-            fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
-                Box::pin(drop_player(self.sql(), session, player))
-            }
-
-            fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
-                Box::pin(set_owner(self.sql(), session, owner))
-            }
-
-            fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
-                Box::pin(owner(self.sql(), session))
-            }
-
-            fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
-                Box::pin(lineage(self.sql(), session))
-            }
-
-            fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
-                Box::pin(sessions_of(self.sql(), issuer, since))
-            }
-
-            fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
-                Box::pin(bytes_of(self.sql(), issuer))
-            }
-        }
-    };
-}
-
-#[cfg(feature = "sqlite")]
-keys_on_sql!(SqliteStore);
-#[cfg(feature = "postgres")]
-keys_on_sql!(PostgresStore);
+on_sql_stores!(Keys {
+    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> => add;
+    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> => find;
+    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> => issued;
+    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> => revoke;
+    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> => keep_players;
+    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> => drop_player;
+    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> => set_owner;
+    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> => owner;
+    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> => lineage;
+    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> => sessions_of;
+    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> => bytes_of;
+});
 
 /// A key for a session that is gone fails its foreign key: say so as the memory store does.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -302,6 +302,30 @@ macro_rules! on_pool {
 }
 pub(super) use on_pool;
 
+/// A capability on both SQL stores, written once: each method forwards to the function named
+/// after its `=>`, which takes the store's [`Sql`] and then the method's arguments, and runs the
+/// same statements on SQLite and PostgreSQL.
+macro_rules! on_sql_stores {
+    ($capability:ident {
+        $(fn $method:ident $(<$lt:lifetime>)? (&$($slt:lifetime)? self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty => $target:ident;)*
+    }) => {
+        #[cfg(feature = "sqlite")]
+        impl $capability for $crate::store::sqlite::SqliteStore {
+            $(fn $method $(<$lt>)? (&$($slt)? self $(, $arg: $ty)*) -> $ret {
+                Box::pin($target(self.sql() $(, $arg)*))
+            })*
+        }
+
+        #[cfg(feature = "postgres")]
+        impl $capability for $crate::store::postgres::PostgresStore {
+            $(fn $method $(<$lt>)? (&$($slt)? self $(, $arg: $ty)*) -> $ret {
+                Box::pin($target(self.sql() $(, $arg)*))
+            })*
+        }
+    };
+}
+pub(super) use on_sql_stores;
+
 /// The statements on a session's checkpoints, which the two SQL stores key differently.
 /// PostgreSQL keys a checkpoint by `(session_id, seq)`. SQLite keys it by one integer, `key`: its
 /// session's `number` times 2³² plus its `seq` (the table's own rowid), so that a session's

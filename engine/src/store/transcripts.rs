@@ -3,12 +3,8 @@
 //! it. Deleting a session drops its links (in the store's own delete).
 
 use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{Sql, on_pool};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
+use super::shared::{Sql, on_pool, on_sql_stores};
 use super::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;
@@ -68,27 +64,11 @@ impl Transcripts for MemoryStore {
     }
 }
 
-#[cfg(feature = "sqlite")]
-impl Transcripts for SqliteStore {
-    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(link(self.sql(), key, id, seq))
-    }
-
-    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> {
-        Box::pin(find(self.sql(), keys))
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl Transcripts for PostgresStore {
-    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(link(self.sql(), key, id, seq))
-    }
-
-    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> {
-        Box::pin(find(self.sql(), keys))
-    }
-}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+on_sql_stores!(Transcripts {
+    fn link_transcript<'a>(&'a self, key: &'a str, id: &'a str, seq: u64) -> BoxFuture<'a, Result<()>> => link;
+    fn find_transcripts<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, Result<Vec<TranscriptLink>>> => find;
+});
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn link(sql: Sql<'_>, key: &str, id: &str, seq: u64) -> Result<()> {

@@ -4,12 +4,8 @@
 use serde_json::Value as Json;
 
 use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{self as sql, Sql, on_pool};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
+use super::shared::{self as sql, Sql, on_pool, on_sql_stores};
 use super::store_error;
 use crate::error::Result;
 use crate::llm::BoxFuture;
@@ -37,27 +33,11 @@ impl PackVersions for MemoryStore {
     }
 }
 
-#[cfg(feature = "sqlite")]
-impl PackVersions for SqliteStore {
-    fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>> {
-        Box::pin(save(self.sql(), pack, version, schema))
-    }
-
-    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<Json>>> {
-        Box::pin(schema(self.sql(), pack, version))
-    }
-}
-
-#[cfg(feature = "postgres")]
-impl PackVersions for PostgresStore {
-    fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>> {
-        Box::pin(save(self.sql(), pack, version, schema))
-    }
-
-    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<Json>>> {
-        Box::pin(schema(self.sql(), pack, version))
-    }
-}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+on_sql_stores!(PackVersions {
+    fn save_schema<'a>(&'a self, pack: &'a str, version: &'a str, schema: &'a Json) -> BoxFuture<'a, Result<()>> => save;
+    fn schema<'a>(&'a self, pack: &'a str, version: &'a str) -> BoxFuture<'a, Result<Option<Json>>> => schema;
+});
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn save(sql: Sql<'_>, pack: &str, version: &str, schema: &Json) -> Result<()> {
