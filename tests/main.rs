@@ -21,6 +21,7 @@ mod idle;
 mod keys;
 mod lobby;
 mod lsp;
+mod migrations;
 mod openapi;
 mod party;
 mod providers;
