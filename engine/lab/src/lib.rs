@@ -4,7 +4,7 @@
 //! - [`simulate`]: many games by a pack's scripted (or model) players, each outcome's share with
 //!   a 95% interval, turns, tracked numbers and cost ([`simulate::run`]); the same games on two
 //!   copies of the rules compared; a sweep of one or two of the pack's numbers
-//!   ([`simulate::Sweep`]); the search for the value that gives a target share ([`simulate::tune`]).
+//!   ([`simulate::tune::Sweep`]); the search for the value that gives a target share ([`simulate::tune`]).
 //! - [`replay`]: a recorded session or a pack's test case played again on the rules as they are
 //!   now, turn by turn, with what changed.
 //! - [`cases`]: a pack's test cases as their files write them (`tests/<pack>/*.yaml`), each a

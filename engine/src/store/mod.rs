@@ -344,7 +344,7 @@ pub struct Retention {
     /// chats and abandoned games, with their conversation links.
     pub expire_idle_after: Option<std::time::Duration>,
     /// The most a session's state may take, in bytes of JSON; a turn, edit or fork that would
-    /// leave more is undone with [`ErrorKind::StateTooLarge`](crate::ErrorKind::StateTooLarge),
+    /// leave more is undone with [`crate::ErrorKind::StateTooLarge`],
     /// so one client cannot fill the store. 256 KiB by default.
     pub max_state_bytes: usize,
 }

@@ -1,7 +1,7 @@
 //! The HTTP API, the web console and the chat face: the route table, the router and the run
 //! loop here, one file per concern beside it.
 //!
-//! [`routes`] is the table of every route, from which the router, the guard and the OpenAPI
+//! [`routes()`] is the table of every route, from which the router, the guard and the OpenAPI
 //! document are made; [`app`] builds the router from a [`Shared`] state, so tests call it without
 //! a socket; [`run`] binds it, finishes interrupted long turns, expires finished sessions, and
 //! shuts down gracefully (requests and turns in flight finish first).
@@ -96,7 +96,7 @@ pub fn routes() -> Routes {
         .open(routes!(openapi::openapi), &openapi::OPENAPI)
 }
 
-/// The router: the [`routes`] (the guarded ones behind the token when there is one), the console
+/// The router: the [`routes()`] (the guarded ones behind the token when there is one), the console
 /// at `/`, and the limits every request meets.
 pub fn app(state: Shared) -> Router {
     app_of(state, routes())

@@ -96,7 +96,7 @@ impl AppState {
     }
 
     /// A slot for one more event stream of the client at `peer` (any client when the server was
-    /// not reached through [`listen::serve`]); refused when it has `streams_per_client` open.
+    /// not reached through `listen::serve`); refused when it has `streams_per_client` open.
     pub fn stream_slot(&self, peer: Option<listen::Peer>) -> Result<Option<StreamSlot>, ApiError> {
         let Some(listen::Peer(peer)) = peer else { return Ok(None) };
         let mut open = self.streams.lock().unwrap_or_else(|p| p.into_inner());
