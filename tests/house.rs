@@ -383,17 +383,28 @@ fn every_crate_maps_its_files() {
     assert_eq!(unmapped(dir.path()), ["store/sqlite.rs"]);
 }
 
+/// What `cargo ARGS --locked` prints, run in the repository by the cargo running the tests: offline
+/// first (the build fetched what it reads), then with the registry when a cache lacks an entry.
+fn cargo(args: &[&str]) -> Vec<u8> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let run = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.args(args).arg("--locked").current_dir(repo_root());
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let out = Some(run(true)).filter(|o| o.status.success()).unwrap_or_else(|| run(false));
+    assert!(out.status.success(), "cargo {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
 /// The workspace's crates, each with the workspace crates it depends on (normal dependencies),
 /// from `cargo metadata`.
 fn workspace_deps() -> BTreeMap<String, BTreeSet<String>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline", "--locked"])
-        .current_dir(repo_root())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = cargo(&["metadata", "--format-version", "1", "--no-deps"]);
+    let meta: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let packages = meta["packages"].as_array().unwrap();
     let ours: BTreeSet<String> = packages.iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
     packages
@@ -434,15 +445,8 @@ fn no_crate_depends_on_one_above_it() {
 
 /// The packages `cargo tree` finds under `args`, by name.
 fn tree(args: &[&str]) -> BTreeSet<String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .args(["tree", "--edges", "normal", "--prefix", "none", "--offline", "--locked"])
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split(' ').next()).map(str::to_owned).collect()
+    let args: Vec<&str> = ["tree", "--edges", "normal", "--prefix", "none"].iter().chain(args).copied().collect();
+    String::from_utf8_lossy(&cargo(&args)).lines().filter_map(|l| l.split(' ').next()).map(str::to_owned).collect()
 }
 
 /// The core embeds alone: with no features it has no SQL, HTTP or lab crate in its tree, and

@@ -2,8 +2,12 @@
 //! retention (finished ones some time after they finished, abandoned ones after some idle time).
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{self as sql, Sql, on_pool, on_sql_stores};
+#[cfg(feature = "sqlite")]
+use super::sqlite::SqliteStore;
 use super::{SessionInfo, store_error};
 use crate::error::Result;
 use crate::llm::BoxFuture;

@@ -7,8 +7,12 @@
 use sha2::{Digest, Sha256};
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{Sql, on_pool, on_sql_stores};
+#[cfg(feature = "sqlite")]
+use super::sqlite::SqliteStore;
 use super::store_error;
 use crate::error::{Error, ErrorKind, Result};
 use crate::llm::BoxFuture;

@@ -304,20 +304,21 @@ pub(super) use on_pool;
 
 /// A capability on both SQL stores, written once: each method forwards to the function named
 /// after its `=>`, which takes the store's [`Sql`] and then the method's arguments, and runs the
-/// same statements on SQLite and PostgreSQL.
+/// same statements on SQLite and PostgreSQL. `SqliteStore` and `PostgresStore` are the names in
+/// scope where it is used (each capability's file imports them).
 macro_rules! on_sql_stores {
     ($capability:ident {
         $(fn $method:ident $(<$lt:lifetime>)? (&$($slt:lifetime)? self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty => $target:ident;)*
     }) => {
         #[cfg(feature = "sqlite")]
-        impl $capability for $crate::store::sqlite::SqliteStore {
+        impl $capability for SqliteStore {
             $(fn $method $(<$lt>)? (&$($slt)? self $(, $arg: $ty)*) -> $ret {
                 Box::pin($target(self.sql() $(, $arg)*))
             })*
         }
 
         #[cfg(feature = "postgres")]
-        impl $capability for $crate::store::postgres::PostgresStore {
+        impl $capability for PostgresStore {
             $(fn $method $(<$lt>)? (&$($slt)? self $(, $arg: $ty)*) -> $ret {
                 Box::pin($target(self.sql() $(, $arg)*))
             })*

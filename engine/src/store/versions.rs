@@ -4,8 +4,12 @@
 use serde_json::Value as Json;
 
 use super::memory::MemoryStore;
+#[cfg(feature = "postgres")]
+use super::postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::shared::{self as sql, Sql, on_pool, on_sql_stores};
+#[cfg(feature = "sqlite")]
+use super::sqlite::SqliteStore;
 use super::store_error;
 use crate::error::Result;
 use crate::llm::BoxFuture;
