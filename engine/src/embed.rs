@@ -16,14 +16,16 @@ use crate::{Engine, EngineBuilder, Error, ErrorKind, LlmChoice, Provider, Result
 
 /// A model function of the embedding language: it is handed each model call's request as JSON
 /// (OpenAI's shape: `profile`, `model`, `provider`, `messages`, `temperature`, `max_tokens`,
-/// `response_format`) and answers the reply's text, or why it failed. A failure is the call's,
-/// which the node's fallback answers as it would a real provider's.
+/// `response_format`) and answers the reply's text, or why it failed. A failure of the function
+/// (an [`ErrorKind::Llm`] error) is the call's, which the node's fallback answers as it would a
+/// real provider's; any other error (the binding's own, such as a thread that panicked) is
+/// passed on as it is.
 pub trait Callable: Send + Sync + 'static {
     /// The language, as a failure names it (`python`, `node`).
     fn language(&self) -> &str;
 
     /// The reply to `request`, or why there is none.
-    fn answer(&self, request: Value) -> BoxFuture<'_, std::result::Result<String, String>>;
+    fn answer(&self, request: Value) -> BoxFuture<'_, Result<String>>;
 }
 
 /// A [`Callable`] as the engine's model provider.
@@ -36,9 +38,10 @@ impl Provider for CallableProvider {
 
     fn complete<'a>(&'a self, request: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
         Box::pin(async move {
-            let reply = self.0.answer(request.for_callable()).await;
-            let content =
-                reply.map_err(|why| Error::new(ErrorKind::Llm, format!("{} model: {why}", self.0.language())))?;
+            let content = self.0.answer(request.for_callable()).await.map_err(|e| match e.kind() {
+                ErrorKind::Llm => Error::new(ErrorKind::Llm, format!("{} model: {}", self.0.language(), e.detail())),
+                _ => e,
+            })?;
             Ok(LlmResponse { content, model: request.model.clone(), usage: Usage::default(), attempts: 1 })
         })
     }

@@ -347,19 +347,21 @@ impl Event {
 
     /// The event's kind: its `type` in JSON, its name in an event stream (`node_started`).
     pub fn kind(&self) -> &'static str {
-        match self {
-            Event::NodeStarted { .. } => "node_started",
-            Event::NodeFinished { .. } => "node_finished",
-            Event::Route { .. } => "route",
-            Event::Llm(_) => "llm",
-            Event::Token { .. } => "token",
-            Event::Speech { .. } => "speech",
-            Event::Decision { .. } => "decision",
-            Event::Custom { .. } => "custom",
-            Event::Log { .. } => "log",
-            Event::Search { .. } => "search",
-            Event::Paused { .. } => "paused",
-        }
+        // Each variant's place in `KINDS`: a new variant must take one here to compile.
+        let at = match self {
+            Event::NodeStarted { .. } => 0,
+            Event::NodeFinished { .. } => 1,
+            Event::Route { .. } => 2,
+            Event::Llm(_) => 3,
+            Event::Token { .. } => 4,
+            Event::Speech { .. } => 5,
+            Event::Decision { .. } => 6,
+            Event::Custom { .. } => 7,
+            Event::Log { .. } => 8,
+            Event::Search { .. } => 9,
+            Event::Paused { .. } => 10,
+        };
+        Self::KINDS[at]
     }
 
     /// The node the event belongs to, when it belongs to one.

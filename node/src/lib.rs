@@ -50,10 +50,11 @@ impl embed::Callable for JsModel {
         "node"
     }
 
-    fn answer(&self, request: Value) -> BoxFuture<'_, std::result::Result<String, String>> {
+    fn answer(&self, request: Value) -> BoxFuture<'_, ruleweave::Result<String>> {
         Box::pin(async move {
-            let promise = self.func.call_async(request.to_string()).await.map_err(|e| e.reason)?;
-            promise.await.map_err(|e| e.reason)
+            let failed = |e: napi::Error| ruleweave::Error::new(ruleweave::ErrorKind::Llm, e.reason);
+            let promise = self.func.call_async(request.to_string()).await.map_err(failed)?;
+            promise.await.map_err(failed)
         })
     }
 }

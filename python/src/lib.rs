@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyType};
+use pyo3::types::PyType;
 use pyo3::{create_exception, wrap_pyfunction};
 use ruleweave::embed::{self, ErrorClass, Model};
 use ruleweave::llm::BoxFuture;
@@ -39,17 +39,13 @@ fn py_err(e: ruleweave::Error) -> PyErr {
     Python::attach(|py| {
         let err = PyErr::from_type(class_type(py, ErrorClass::of(e.kind())), e.to_string());
         let value = err.value(py);
-        let place = e.origin().map(|o| {
-            let d = PyDict::new(py);
-            let _ = d.set_item("file", &o.file);
-            let _ = d.set_item("line", o.line);
-            let _ = d.set_item("column", o.column);
-            d
-        });
-        let _ = value.setattr("kind", e.kind().code());
-        let _ = value.setattr("place", place);
-        let _ = value.setattr("message", e.detail());
-        let _ = value.setattr("refusal", e.is_refusal());
+        // The same parts every package's errors carry (`embed::error_body`).
+        let body = embed::error_body(&e);
+        for part in ["kind", "place", "message", "refusal"] {
+            if let Ok(v) = pythonize::pythonize(py, &body[part]) {
+                let _ = value.setattr(part, v);
+            }
+        }
         err
     })
 }
@@ -108,8 +104,8 @@ impl Engine {
     fn new(py: Python<'_>, root: std::path::PathBuf, store: &str, model: Option<Bound<'_, PyAny>>) -> PyResult<Self> {
         let model = match &model {
             None => Model::Env,
-            Some(m) if m.extract::<String>().is_ok_and(|s| s == "standin") => Model::Standin,
             Some(m) if m.is_callable() => Model::Function(Arc::new(PyModel::new(py, m)?)),
+            Some(m) if let Ok(name) = m.extract::<String>() => Model::named(Some(&name)).map_err(py_err)?,
             Some(m) => {
                 return Err(py_err(ruleweave::Error::input(format!(
                     "model is None, \"standin\" or a callable, not {}",
@@ -376,11 +372,14 @@ impl embed::Callable for PyModel {
     }
 
     /// Called on a blocking thread, which takes the interpreter for the call.
-    fn answer(&self, request: Value) -> BoxFuture<'_, Result<String, String>> {
+    fn answer(&self, request: Value) -> BoxFuture<'_, ruleweave::Result<String>> {
         Box::pin(async move {
             let func = Python::attach(|py| self.func.clone_ref(py));
             let model = PyModel { func, is_coroutine: self.is_coroutine };
-            tokio::task::spawn_blocking(move || model.call(&request)).await.map_err(|e| e.to_string())?
+            let answered = tokio::task::spawn_blocking(move || model.call(&request)).await;
+            answered
+                .map_err(|e| ruleweave::Error::internal(e.to_string()))?
+                .map_err(|why| ruleweave::Error::new(ruleweave::ErrorKind::Llm, why))
         })
     }
 }

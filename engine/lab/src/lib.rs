@@ -11,7 +11,6 @@
 //!   recording to replay.
 //! - [`jobs`]: a tune or a sweep as it is asked for in words, parsed once for every face, and the
 //!   typed run a server keeps as a job.
-
 //!
 //! The lab drives an [`Engine`](ruleweave::Engine) from outside its turns, as any embedding
 //! program does; the engine knows nothing of it.

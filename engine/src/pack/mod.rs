@@ -320,7 +320,7 @@ impl Pack {
         self.profiles.values()
     }
 
-    /// Whether the pack has an offline stand-in model.
+    /// The pack's offline stand-in model (`standin:`), if it has one.
     pub fn standin(&self) -> Option<Arc<dyn Provider>> {
         self.standin.clone()
     }

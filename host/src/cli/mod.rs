@@ -185,12 +185,12 @@ fn under_root(root: &Path, store: &str) -> String {
     }
 }
 
-/// Loads `name`, printing its diagnostics when it does not load.
 /// A request the lab refused, as a flag names its field (`--games-max is at least 100, not 5`).
 fn refused(r: &ruleweave_lab::jobs::Refused) -> String {
     r.message(|field| format!("--{}", field.replace('_', "-")))
 }
 
+/// Loads `name`, printing its diagnostics when it does not load.
 fn load_pack(engine: &Engine, name: &str) -> Result<std::sync::Arc<Pack>> {
     match engine.packs().get(name) {
         Ok(p) => Ok(p),

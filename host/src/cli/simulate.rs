@@ -36,7 +36,7 @@ pub(super) struct Args {
     #[arg(long = "sweep", value_name = "NAME=LO..HI[:STEP]")]
     sweeps: Vec<String>,
     /// What seeds the games' randomness: the same seed, the same report.
-    #[arg(long, default_value = "ruleweave")]
+    #[arg(long, default_value = ruleweave_lab::jobs::SEED)]
     seed: String,
     /// Print the report as one JSON object.
     #[arg(long)]

@@ -38,7 +38,7 @@ pub(super) struct Args {
     #[arg(long = "param", value_name = "NAME=VALUE")]
     params: Vec<String>,
     /// What seeds the games: the same seed, the same answer.
-    #[arg(long, default_value = "ruleweave")]
+    #[arg(long, default_value = ruleweave_lab::jobs::SEED)]
     seed: String,
     /// Games played at once (default: one per core).
     #[arg(long, value_name = "N")]

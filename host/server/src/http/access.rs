@@ -306,6 +306,12 @@ pub(crate) async fn identify(s: &Shared, token: &str, bearer: &str) -> ApiResult
 /// handlers), whether its kind of key may call the route, and whether the session or pack in the
 /// path is one it reaches.
 pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next) -> Response {
+    // Without a token nothing is asked: the request is read no further.
+    if s.settings.token.is_none() {
+        req.extensions_mut().insert(Access::Open);
+        req.extensions_mut().insert(Presented(None));
+        return next.run(req).await;
+    }
     let asked = Asked::of(&mut req).await;
     let early = req.extensions_mut().remove::<Identified>().map(|i| i.0);
     let presented = (s.settings.token.as_deref().is_some_and(|t| !super::same(asked.bearer.as_bytes(), t.as_bytes()))

@@ -506,27 +506,13 @@ pub(super) async fn fork(
 }
 
 /// Who may call `turn`, and the errors it answers of its own.
-pub(super) const TURN: Facts = Facts::keys(&[O, I, S])
-    .note("a breakpoint needs `debug`")
-    .answers(&[
-        Code::Engine(ErrorKind::NotFound),
-        Code::Engine(ErrorKind::Input),
-        Code::Engine(ErrorKind::Conflict),
-        Code::Engine(ErrorKind::Finished),
-        Code::Engine(ErrorKind::StateTooLarge),
-        Code::Engine(ErrorKind::Script),
-        Code::Engine(ErrorKind::Template),
-        Code::Engine(ErrorKind::Limit),
-        Code::Engine(ErrorKind::Llm),
-        Code::Engine(ErrorKind::Pack),
-        Code::Engine(ErrorKind::Store),
-    ])
-    .streams(Streams::Turn);
+pub(super) const TURN: Facts =
+    Facts::keys(&[O, I, S]).note("a breakpoint needs `debug`").plays_turns().streams(Streams::Turn);
 
 /// `POST /v1/sessions/{id}/turns`: runs a turn; with `Accept: text/event-stream`, streams its
 /// events as they happen and the result last.
 #[utoipa::path(post, path = "/v1/sessions/{id}/turns", operation_id = "playTurn", tag = "sessions", params(("id" = String, Path, description = "The session")), request_body = NewTurn, responses(
-    (status = 200, description = "The turn's result; with `Accept: text/event-stream`, its events as they happen (`node_started`, `node_finished`, `route`, `llm`, `token`, `speech`, `decision`, `custom`, `log`, `search`, `paused`) and `result` (the JSON body) or `error` last", content(
+    (status = 200, description = "The turn's result; with `Accept: text/event-stream`, its events as they happen (named by their `type`: the engine's event kinds) and `result` (the JSON body) or `error` last", content(
         (TurnBody = "application/json"),
         (String = "text/event-stream"),
     )),
@@ -621,19 +607,7 @@ pub(super) struct NewInput {
 
 /// Who may call `input`, and the errors it answers of its own.
 pub(super) const INPUT: Facts =
-    Facts::keys(&[O, I, S, P]).note("a player key: its own answers and leaving").answers(&[
-        Code::Engine(ErrorKind::NotFound),
-        Code::Engine(ErrorKind::Input),
-        Code::Engine(ErrorKind::Conflict),
-        Code::Engine(ErrorKind::Finished),
-        Code::Engine(ErrorKind::StateTooLarge),
-        Code::Engine(ErrorKind::Script),
-        Code::Engine(ErrorKind::Template),
-        Code::Engine(ErrorKind::Limit),
-        Code::Engine(ErrorKind::Llm),
-        Code::Engine(ErrorKind::Pack),
-        Code::Engine(ErrorKind::Store),
-    ]);
+    Facts::keys(&[O, I, S, P]).note("a player key: its own answers and leaving").plays_turns();
 
 /// `POST /v1/sessions/{id}/inputs`: one player's answer to the lobby round under way
 /// (`{"player", "input"}`, optionally the `round` it is meant for), or their joining

@@ -41,6 +41,12 @@ use tokio::sync::Semaphore;
 use utoipa_axum::routes;
 
 pub use crate::config::Settings;
+pub use error::ApiError;
+use error::Code;
+pub use metrics::Metrics;
+use routes::Route;
+pub use routes::Routes;
+pub use state::{AppState, Shared, StreamSlot};
 
 /// An engine on `root`'s packs that plays on their stand-in models (and search stand-ins), into
 /// a store of its own, with the shipped native nodes and scorers: what the server's batches of
@@ -50,12 +56,6 @@ pub async fn standin_engine(root: &std::path::Path) -> ruleweave::Result<rulewea
     let options = Options { root: root.to_owned(), store: "memory".into(), model: Model::Standin };
     embed::open_engine(options, ruleweave_natives::register).await
 }
-pub use error::ApiError;
-use error::Code;
-pub use metrics::Metrics;
-use routes::Route;
-pub use routes::Routes;
-pub use state::{AppState, Shared, StreamSlot};
 
 /// The table of routes (the console's page, which is no API, aside): each handler with its
 /// facts, declared beside it (see `routes.rs`).

@@ -11,6 +11,8 @@ use utoipa::openapi::path::{Operation, PathItem};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 
 use super::Shared;
+use ruleweave::ErrorKind;
+
 use super::error::{Code, Face};
 
 /// A kind of key, as a route's facts name it.
@@ -73,12 +75,29 @@ pub(crate) struct Facts {
     pub streams: Streams,
     /// The face whose statuses its errors take.
     pub face: Face,
+    /// Whether it plays a turn, and so answers every error a turn may end in ([`TURN_ERRORS`]).
+    pub plays: bool,
 }
+
+/// The errors a turn may end in, whichever route plays it.
+pub(crate) const TURN_ERRORS: &[Code] = &[
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::Engine(ErrorKind::Conflict),
+    Code::Engine(ErrorKind::Finished),
+    Code::Engine(ErrorKind::StateTooLarge),
+    Code::Engine(ErrorKind::Script),
+    Code::Engine(ErrorKind::Template),
+    Code::Engine(ErrorKind::Limit),
+    Code::Engine(ErrorKind::Llm),
+    Code::Engine(ErrorKind::Pack),
+    Code::Engine(ErrorKind::Store),
+];
 
 impl Facts {
     /// A route these keys may call.
     pub(crate) const fn keys(who: &'static [Who]) -> Facts {
-        Facts { who, note: "", answers: &[], streams: Streams::Nothing, face: Face::Rest }
+        Facts { who, note: "", answers: &[], streams: Streams::Nothing, face: Face::Rest, plays: false }
     }
 
     /// A route never behind the token.
@@ -99,6 +118,11 @@ impl Facts {
     /// What it streams.
     pub(crate) const fn streams(self, streams: Streams) -> Facts {
         Facts { streams, ..self }
+    }
+
+    /// A route that plays a turn.
+    pub(crate) const fn plays_turns(self) -> Facts {
+        Facts { plays: true, ..self }
     }
 
     /// A route of the chat face, whose errors take that face's statuses.
@@ -179,7 +203,8 @@ impl Routes {
         if body {
             codes.extend([Code::InvalidJson, Code::PayloadTooLarge, Code::UnsupportedMediaType, Code::InvalidRequest]);
         }
-        for code in route.facts.answers {
+        let turns = if route.facts.plays { TURN_ERRORS } else { &[] };
+        for code in route.facts.answers.iter().chain(turns) {
             if !codes.contains(code) {
                 codes.push(*code);
             }

@@ -161,7 +161,7 @@ async fn play(
     let spec = pack.simulate().clone();
     let games = req.games.unwrap_or(20);
     let turns = u64::from(games) * players.len() as u64 * u64::from(spec.max_turns);
-    let seed = req.seed.unwrap_or_else(|| "ruleweave".into());
+    let seed = req.seed.unwrap_or_else(|| jobs::SEED.into());
     let handle = tokio::runtime::Handle::current();
     if !req.sweep.is_empty() {
         // On one thread: a server's batch leaves the other cores to requests.

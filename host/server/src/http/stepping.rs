@@ -44,19 +44,7 @@ pub(super) struct Patch {
 
 /// Who may call `resume`, and the errors it answers of its own.
 pub(super) const RESUME: Facts =
-    Facts::keys(&[O, I, S]).note("on from a pause point; a held turn needs `debug`").answers(&[
-        Code::Engine(ErrorKind::NotFound),
-        Code::Engine(ErrorKind::Input),
-        Code::Engine(ErrorKind::Conflict),
-        Code::Engine(ErrorKind::Finished),
-        Code::Engine(ErrorKind::StateTooLarge),
-        Code::Engine(ErrorKind::Script),
-        Code::Engine(ErrorKind::Template),
-        Code::Engine(ErrorKind::Limit),
-        Code::Engine(ErrorKind::Llm),
-        Code::Engine(ErrorKind::Pack),
-        Code::Engine(ErrorKind::Store),
-    ]);
+    Facts::keys(&[O, I, S]).note("on from a pause point; a held turn needs `debug`").plays_turns();
 
 /// `POST /v1/sessions/{id}/resume`: goes on with the turn a breakpoint holds, as if it had never
 /// stopped (the same turn, steps and randomness), held again at the body's breakpoints; at a

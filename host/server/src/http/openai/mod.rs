@@ -276,22 +276,8 @@ struct Plan {
 /// Who may call `completions`, and the errors it answers of its own.
 pub(super) const COMPLETIONS: Facts = Facts::keys(&[O, I])
     .note("an issued key: its packs; its own conversations")
-    .answers(&[
-        Code::ModelNotFound,
-        Code::InvalidModel,
-        Code::UnknownConversation,
-        Code::Engine(ErrorKind::NotFound),
-        Code::Engine(ErrorKind::Input),
-        Code::Engine(ErrorKind::Conflict),
-        Code::Engine(ErrorKind::Finished),
-        Code::Engine(ErrorKind::StateTooLarge),
-        Code::Engine(ErrorKind::Script),
-        Code::Engine(ErrorKind::Template),
-        Code::Engine(ErrorKind::Limit),
-        Code::Engine(ErrorKind::Llm),
-        Code::Engine(ErrorKind::Pack),
-        Code::Engine(ErrorKind::Store),
-    ])
+    .answers(&[Code::ModelNotFound, Code::InvalidModel, Code::UnknownConversation])
+    .plays_turns()
     .chat();
 
 /// `POST /v1/chat/completions`: the conversation's next turn, played on the pack the model
