@@ -1,10 +1,10 @@
 //! A store written by an earlier build opens with this one, and everything in it still works:
 //! `tests/fixtures/store-2026-11.db` is a SQLite store `ruleweave serve` wrote with migrations 1
-//! to 18 (made by `tests/fixtures/make_store.py`, whose keys and ids are in `store-2026-11.json`).
-//! Today it runs no migration; it is the guard for the ones to come: moving a table between crates
-//! must keep its migration's version and checksum, and a new migration must take this file
-//! forward. The test opens the file as a user's server would, and reads and writes through every
-//! key it holds.
+//! to 18, and `store-2026-11-postgres.sql` a dump of a PostgreSQL store it wrote with migrations
+//! 1 to 17 (both made by `tests/fixtures/make_store.py`, whose keys and ids are in the `.json`
+//! beside each). Moving a table between crates must keep its migration's version and checksum,
+//! and a new migration must take these files forward. The test opens each store as a user's
+//! server would, and reads and writes through every key it holds.
 
 use crate::support;
 
@@ -20,18 +20,45 @@ async fn ask(method: reqwest::Method, url: &str, key: &str, body: Option<Value>)
     (r.status(), r.json().await.unwrap_or(Value::Null))
 }
 
+fn ids_of(file: &str) -> Value {
+    let text = std::fs::read_to_string(support::repo_root().join("tests/fixtures").join(file)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_an_earlier_build_wrote_opens_and_keeps_working() {
-    use reqwest::Method;
-    let fixtures = support::repo_root().join("tests/fixtures");
-    let ids: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixtures.join("store-2026-11.json")).unwrap()).unwrap();
-    let id = |k: &str| ids[k].as_str().unwrap().to_owned();
+async fn a_sqlite_store_an_earlier_build_wrote_opens_and_keeps_working() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("store.db");
-    std::fs::copy(fixtures.join("store-2026-11.db"), &file).unwrap();
-    let store = format!("sqlite://{}", file.display());
-    let server = support::start(&support::repo_root(), &store, &[("RULEWEAVE_TOKEN", &id("operator"))]);
+    std::fs::copy(support::repo_root().join("tests/fixtures/store-2026-11.db"), &file).unwrap();
+    keeps_working(&format!("sqlite://{}", file.display()), &ids_of("store-2026-11.json")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_an_earlier_build_wrote_opens_and_keeps_working() {
+    let Some(url) = ruleweave_testkit::postgres() else { return };
+    // The dump, loaded into a schema of its own that the server's connections search.
+    let schema = format!("fixture_{}", std::process::id());
+    let dump = std::fs::read_to_string(support::repo_root().join("tests/fixtures/store-2026-11-postgres.sql")).unwrap();
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("SET search_path TO {schema}; {dump}")))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    keeps_working(&format!("{url}{sep}options=-csearch_path%3D{schema}"), &ids_of("store-2026-11-postgres.json")).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE"))).execute(&pool).await.unwrap();
+}
+
+async fn keeps_working(store: &str, ids: &Value) {
+    use reqwest::Method;
+    let id = |k: &str| ids[k].as_str().unwrap().to_owned();
+    let server = support::start(&support::repo_root(), store, &[("RULEWEAVE_TOKEN", &id("operator"))]);
     let url = &server.url;
 
     // The operator's issued key, with its right to debug.
