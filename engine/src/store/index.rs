@@ -1,5 +1,6 @@
-//! The session index: sessions listed newest first, and the deletion of those past their
-//! retention (finished ones some time after they finished, abandoned ones after some idle time).
+//! The session index: sessions listed newest first, what they take on disk, and the deletion of
+//! those past their retention (finished ones some time after they finished, abandoned ones after
+//! some idle time).
 
 use super::memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -24,10 +25,16 @@ pub trait SessionIndex: Send + Sync {
     /// Deletes the unfinished sessions whose newest checkpoint was written before `idle_before`
     /// (unix ms), their checkpoints and links with them; returns how many.
     fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>>;
+
+    /// The bytes the checkpoints of `sessions` take, as the store keeps them (compressed where
+    /// it compresses; a memory store counts their JSON): what they cost the disk. A read of
+    /// every such checkpoint, for an operator's listing, not for each request.
+    fn bytes<'a>(&'a self, sessions: &'a [String]) -> BoxFuture<'a, Result<u64>>;
 }
 
 /// Which sessions [`SessionIndex::list`] lists: newest first, `limit` of them, of one pack or
-/// all, after a cursor (the `created_at` and id of the last one of the page before).
+/// all, of a given few or all, after a cursor (the `created_at` and id of the last one of the
+/// page before).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionQuery<'a> {
     /// Only this pack's sessions.
@@ -36,8 +43,8 @@ pub struct SessionQuery<'a> {
     pub limit: u32,
     /// Only sessions older than this one (`created_at`, id).
     pub before: Option<(i64, &'a str)>,
-    /// Only sessions this owner made (see [`Keys::set_owner`](super::Keys::set_owner)).
-    pub owner: Option<&'a str>,
+    /// Only these sessions (those a key made, say).
+    pub only: Option<&'a [String]>,
 }
 
 /// Which finished sessions an expiry deletes.
@@ -60,11 +67,10 @@ impl Expiry<'_> {
 
 impl SessionIndex for MemoryStore {
     fn list<'a>(&'a self, q: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> {
-        let owners = self.keys();
         let mut all: Vec<SessionInfo> = self.with(|m| {
             m.values()
                 .filter(|e| q.pack.is_none_or(|p| e.info.pack == p))
-                .filter(|e| q.owner.is_none_or(|o| owners.owner_of(&e.info.id) == Some(o)))
+                .filter(|e| q.only.is_none_or(|only| only.contains(&e.info.id)))
                 .filter(|e| q.before.is_none_or(|(at, id)| (e.info.created_at, e.info.id.as_str()) < (at, id)))
                 .map(|e| e.info.clone())
                 .collect()
@@ -85,6 +91,19 @@ impl SessionIndex for MemoryStore {
         let expired = self.remove_where(|e| !e.info.finished && e.info.updated_at < idle_before);
         Box::pin(std::future::ready(Ok(expired)))
     }
+
+    fn bytes<'a>(&'a self, sessions: &'a [String]) -> BoxFuture<'a, Result<u64>> {
+        // This store keeps values, not bytes: each checkpoint's parts as JSON, uncompressed.
+        let size = |c: &super::Checkpoint| {
+            let json = |v: &Option<serde_json::Value>| v.as_ref().map_or(0, |v| v.to_string().len());
+            let updates: usize = c.updates.iter().map(|(n, u)| n.len() + u.to_json().to_string().len()).sum();
+            let exchanges = serde_json::to_vec(&*c.exchanges).map_or(0, |v| v.len());
+            json(&c.snapshot) + json(&c.input) + updates + exchanges
+        };
+        let bytes: usize =
+            self.with(|m| sessions.iter().filter_map(|s| m.get(s)).flat_map(|e| &e.rows).map(size).sum());
+        Box::pin(std::future::ready(Ok(bytes as u64)))
+    }
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -92,22 +111,38 @@ on_sql_stores!(SessionIndex {
     fn list<'a>(&'a self, query: SessionQuery<'a>) -> BoxFuture<'a, Result<Vec<SessionInfo>>> => list;
     fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> => expire;
     fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> => expire_idle;
+    fn bytes<'a>(&'a self, sessions: &'a [String]) -> BoxFuture<'a, Result<u64>> => bytes;
 });
+
+/// Session ids as a JSON list, which both databases read themselves (`json_each`,
+/// `jsonb_array_elements_text`): one statement, whatever their number.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+fn id_list(ids: &[String]) -> String {
+    serde_json::to_string(ids).unwrap_or_else(|_| "[]".into())
+}
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 async fn list(sql: Sql<'_>, q: SessionQuery<'_>) -> Result<Vec<SessionInfo>> {
+    let only_these = if sql.is_postgres() {
+        "SELECT jsonb_array_elements_text($5::jsonb)"
+    } else {
+        "SELECT value FROM json_each($5)"
+    };
+    let text = format!(
+        "SELECT * FROM sessions WHERE ($1 IS NULL OR pack = $1) \
+         AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
+         AND ($5 IS NULL OR id IN ({only_these})) \
+         ORDER BY created_at DESC, id DESC LIMIT $4"
+    );
+    let only = q.only.map(id_list);
     on_pool!(sql, pool => {
-        let rows = sqlx::query(
-            "SELECT * FROM sessions WHERE ($1 IS NULL OR pack = $1) \
-             AND ($2 IS NULL OR created_at < $2 OR (created_at = $2 AND id < $3)) \
-             AND ($5 IS NULL OR id IN (SELECT session_id FROM session_owners WHERE owner = $5)) \
-             ORDER BY created_at DESC, id DESC LIMIT $4",
-        )
+        // Built from fixed texts: no data is spliced in.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(text))
         .bind(q.pack)
         .bind(q.before.map(|b| b.0))
         .bind(q.before.map_or("", |b| b.1))
         .bind(i64::from(q.limit))
-        .bind(q.owner)
+        .bind(only.as_deref())
         .fetch_all(pool)
         .await
         .map_err(|e| store_error("cannot list sessions", e))?;
@@ -135,6 +170,14 @@ async fn expire(sql: Sql<'_>, finished_before: i64, which: Expiry<'_>) -> Result
         q.execute(pool).await.map(|r| r.rows_affected())
     })
     .map_err(|e| store_error("cannot expire sessions", e))
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn bytes(sql: Sql<'_>, sessions: &[String]) -> Result<u64> {
+    let (text, ids) = (sql::keyed_bytes(sql), id_list(sessions));
+    let bytes: i64 = on_pool!(sql, pool => sqlx::query_scalar(text).bind(&ids).fetch_one(pool).await)
+        .map_err(|e| store_error("cannot sum what sessions take", e))?;
+    Ok(bytes.max(0) as u64)
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

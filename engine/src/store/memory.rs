@@ -21,10 +21,6 @@ pub struct MemoryStore {
     pub(super) links: Mutex<HashMap<String, (String, u64, bool)>>,
     /// (pack, version) → the recorded state schema.
     pub(super) schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
-    /// Session, player and issued keys, and who made each session. Locked before `sessions`.
-    pub(super) keys: Mutex<MemoryKeys>,
-    /// Jobs by id.
-    pub(super) jobs: Mutex<HashMap<String, super::Job>>,
     pub(super) events: broadcast::Sender<SessionEvent>,
 }
 
@@ -45,8 +41,6 @@ impl Default for MemoryStore {
             counters: Mutex::default(),
             links: Mutex::default(),
             schemas: Mutex::default(),
-            keys: Mutex::default(),
-            jobs: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -62,22 +56,10 @@ impl MemoryStore {
         f(&mut self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    pub(super) fn keys(&self) -> std::sync::MutexGuard<'_, MemoryKeys> {
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(super) fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, super::Job>> {
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Drops the transcript links and keys of sessions that are gone.
+    /// Drops the transcript links of sessions that are gone.
     fn drop_stale_links(&self) {
         let mut links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let mut keys = self.keys();
-        self.with(|m| {
-            links.retain(|_, (id, _, _)| m.contains_key(id));
-            keys.retain_sessions(|id| m.contains_key(id));
-        });
+        self.with(|m| links.retain(|_, (id, _, _)| m.contains_key(id)));
     }
 
     /// Deletes the sessions `gone` picks, their links with them; how many.
@@ -91,37 +73,6 @@ impl MemoryStore {
             self.drop_stale_links();
         }
         removed
-    }
-}
-
-/// The keys of a memory store.
-#[derive(Default)]
-pub(super) struct MemoryKeys {
-    /// hash → (session, player).
-    pub(super) sessions: HashMap<String, (String, Option<String>)>,
-    /// The session keys (by hash) that may debug their session.
-    pub(super) debug: std::collections::HashSet<String>,
-    /// id → (hash, key).
-    pub(super) issued: HashMap<String, (String, super::IssuedKey)>,
-    /// session → owner.
-    pub(super) owners: HashMap<String, String>,
-    /// session → where it comes from (kept with it, not with its parent).
-    pub(super) lineage: HashMap<String, super::Lineage>,
-}
-
-impl MemoryKeys {
-    /// Who made `session`.
-    pub(super) fn owner_of(&self, session: &str) -> Option<&str> {
-        self.owners.get(session).map(String::as_str)
-    }
-
-    /// Forgets what belonged to sessions that are gone.
-    pub(super) fn retain_sessions(&mut self, exists: impl Fn(&str) -> bool) {
-        self.sessions.retain(|_, (s, _)| exists(s));
-        let sessions = &self.sessions;
-        self.debug.retain(|h| sessions.contains_key(h));
-        self.owners.retain(|s, _| exists(s));
-        self.lineage.retain(|s, _| exists(s));
     }
 }
 
@@ -280,14 +231,6 @@ impl Store for MemoryStore {
     }
 
     fn versions(&self) -> Option<&dyn PackVersions> {
-        Some(self)
-    }
-
-    fn keys(&self) -> Option<&dyn super::Keys> {
-        Some(self)
-    }
-
-    fn jobs(&self) -> Option<&dyn super::Jobs> {
         Some(self)
     }
 }

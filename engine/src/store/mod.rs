@@ -14,8 +14,6 @@
 
 mod counters;
 mod index;
-mod jobs;
-mod keys;
 mod lobby;
 mod memory;
 #[cfg(feature = "postgres")]
@@ -37,12 +35,12 @@ use tokio::sync::broadcast;
 
 pub use counters::{Bump, Counters};
 pub use index::{Expiry, SessionIndex, SessionQuery};
-pub use jobs::{JOB_KEPT_MS, Job, JobState, Jobs};
-pub use keys::{Grant, IssuedKey, Keys, Lineage, key_hash};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use shared::Sql;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use transcripts::{TranscriptLink, Transcripts};
@@ -382,8 +380,7 @@ impl SessionLock {
 /// and the events of those. What only some features need is a capability trait a store may
 /// offer: [`LobbyInputs`] (rounds several players answer), [`Counters`] (data tables that count
 /// their rows' use), [`Transcripts`] (the chat face), [`SessionIndex`] (listing and expiry),
-/// [`PackVersions`] (migrating stored sessions after a pack changed) and [`Jobs`] (a server's
-/// long work for its clients). A store that does not offer
+/// [`PackVersions`] (migrating stored sessions after a pack changed). A store that does not offer
 /// one returns `None` from its accessor, and the engine says so when a feature needs it.
 ///
 /// [`MemoryStore`] is the reference implementation; [`SqliteStore`] and [`PostgresStore`] pass
@@ -472,19 +469,18 @@ pub trait Store: Send + Sync {
         None
     }
 
-    /// The keys that reach sessions besides the operator's, if this store keeps them (see
-    /// [`Keys`]).
-    fn keys(&self) -> Option<&dyn Keys> {
-        None
-    }
-
     /// The store's record of pack versions' schemas, if it keeps one.
     fn versions(&self) -> Option<&dyn PackVersions> {
         None
     }
 
-    /// The jobs a server runs for its clients, if this store keeps them (see [`Jobs`]).
-    fn jobs(&self) -> Option<&dyn Jobs> {
+    /// The database a SQL store keeps its sessions in, for tables of an embedder's own that
+    /// belong beside them: a server's keys refer to sessions (and go with them, by foreign keys
+    /// that cascade). Such tables come with migrations of their own, numbered apart from the
+    /// store's (which ignores the ones it does not know); `None` for a store that is no SQL
+    /// database.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    fn sql(&self) -> Option<Sql<'_>> {
         None
     }
 }

@@ -102,10 +102,11 @@ impl PostgresStore {
         let first = PgConnection::connect_with(&options).await.map_err(cannot)?;
         let _ = first.close().await;
         let pool = PgPoolOptions::new().max_connections(32).connect_with(options).await.map_err(cannot)?;
-        sqlx::migrate!("migrations/postgres")
-            .run(&pool)
-            .await
-            .map_err(|e| store_error("cannot migrate the database", e))?;
+        // Another crate may keep tables of its own in this database, with its migrations
+        // numbered among these (a server's keys and jobs): what it applied is no concern here.
+        let mut migrator = sqlx::migrate!("migrations/postgres");
+        migrator.set_ignore_missing(true);
+        migrator.run(&pool).await.map_err(|e| store_error("cannot migrate the database", e))?;
         let mut listener =
             PgListener::connect_with(&pool).await.map_err(|e| store_error("cannot listen for session events", e))?;
         listener.listen(CHANNEL).await.map_err(|e| store_error("cannot listen for session events", e))?;
@@ -393,12 +394,8 @@ impl Store for PostgresStore {
         Some(self)
     }
 
-    fn keys(&self) -> Option<&dyn super::Keys> {
-        Some(self)
-    }
-
-    fn jobs(&self) -> Option<&dyn super::Jobs> {
-        Some(self)
+    fn sql(&self) -> Option<Sql<'_>> {
+        Some(PostgresStore::sql(self))
     }
 }
 

@@ -270,18 +270,20 @@ where
     })
 }
 
-/// The pool of a SQL store.
-#[derive(Clone, Copy)]
-pub(super) enum Sql<'a> {
+/// The database of a SQL store, as its sqlx pool (see [`Store::sql`](super::Store::sql)).
+#[derive(Clone, Copy, Debug)]
+pub enum Sql<'a> {
+    /// A [`SqliteStore`](super::SqliteStore)'s.
     #[cfg(feature = "sqlite")]
     Sqlite(&'a sqlx::SqlitePool),
+    /// A [`PostgresStore`](super::PostgresStore)'s.
     #[cfg(feature = "postgres")]
     Postgres(&'a sqlx::PgPool),
 }
 
 impl Sql<'_> {
     /// Whether it is PostgreSQL's.
-    pub(super) fn is_postgres(self) -> bool {
+    pub fn is_postgres(self) -> bool {
         #[cfg(feature = "postgres")]
         return matches!(self, Sql::Postgres(_));
         #[cfg(not(feature = "postgres"))]
@@ -344,8 +346,8 @@ struct Keyed {
     head: &'static str,
     /// A summary of every checkpoint, oldest first (see [`checkpoint_info`]).
     list: &'static str,
-    /// The bytes kept in the checkpoints of the sessions the issued key `$1` goes back to.
-    bytes_of: &'static str,
+    /// The bytes kept in the checkpoints of the sessions `$1` (a JSON list of ids) names.
+    bytes: &'static str,
 }
 
 const POSTGRES: Keyed = Keyed {
@@ -357,8 +359,8 @@ const POSTGRES: Keyed = Keyed {
     list: "SELECT seq, turn, kind, step, pack_version, body, updates, exchanges, \
            snapshot IS NOT NULL AS has_snapshot, created_at \
            FROM checkpoints WHERE session_id = $1 ORDER BY seq",
-    bytes_of: "SELECT COALESCE(SUM(pg_column_size(c.*)), 0)::BIGINT \
-               FROM session_owners o JOIN checkpoints c ON c.session_id = o.session_id WHERE o.issuer = $1",
+    bytes: "SELECT COALESCE(SUM(pg_column_size(c.*)), 0)::BIGINT FROM checkpoints c \
+            WHERE c.session_id IN (SELECT jsonb_array_elements_text($1::jsonb))",
 };
 
 const SQLITE: Keyed = Keyed {
@@ -376,21 +378,21 @@ const SQLITE: Keyed = Keyed {
            snapshot IS NOT NULL AS has_snapshot, created_at FROM checkpoints \
            WHERE key >= (SELECT number FROM sessions WHERE id = $1) * 4294967296 \
            AND key < ((SELECT number FROM sessions WHERE id = $1) + 1) * 4294967296 ORDER BY key",
-    bytes_of: "SELECT COALESCE(SUM(IFNULL(LENGTH(CAST(c.body AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.snapshot AS BLOB)), 0) \
+    bytes: "SELECT COALESCE(SUM(IFNULL(LENGTH(CAST(c.body AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.snapshot AS BLOB)), 0) \
                + IFNULL(LENGTH(CAST(c.input AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.resume AS BLOB)), 0) \
                + IFNULL(LENGTH(CAST(c.updates AS BLOB)), 0) + IFNULL(LENGTH(CAST(c.exchanges AS BLOB)), 0)), 0) \
-               FROM session_owners o JOIN sessions s ON s.id = o.session_id \
+               FROM sessions s \
                JOIN checkpoints c ON c.key >= s.number * 4294967296 AND c.key < (s.number + 1) * 4294967296 \
-               WHERE o.issuer = $1",
+               WHERE s.id IN (SELECT value FROM json_each($1))",
 };
 
 fn keyed(sql: Sql<'_>) -> &'static Keyed {
     if sql.is_postgres() { &POSTGRES } else { &SQLITE }
 }
 
-/// The statement summing an issued key's bytes (see [`Keyed::bytes_of`]).
-pub(super) fn keyed_bytes_of(sql: Sql<'_>) -> &'static str {
-    keyed(sql).bytes_of
+/// The statement summing the bytes of a list of sessions (see [`Keyed::bytes`]).
+pub(super) fn keyed_bytes(sql: Sql<'_>) -> &'static str {
+    keyed(sql).bytes
 }
 
 /// The session `id`'s row.

@@ -205,10 +205,11 @@ impl SqliteStore {
             .connect_with(options)
             .await
             .map_err(|e| store_error(&format!("cannot open {url}"), e))?;
-        sqlx::migrate!("migrations/sqlite")
-            .run(&pool)
-            .await
-            .map_err(|e| store_error("cannot migrate the database", e))?;
+        // Another crate may keep tables of its own in this database, with its migrations
+        // numbered among these (a server's keys and jobs): what it applied is no concern here.
+        let mut migrator = sqlx::migrate!("migrations/sqlite");
+        migrator.set_ignore_missing(true);
+        migrator.run(&pool).await.map_err(|e| store_error("cannot migrate the database", e))?;
         if !on_disk {
             return Err(Error::new(
                 ErrorKind::Input,
@@ -422,12 +423,8 @@ impl Store for SqliteStore {
         Some(self)
     }
 
-    fn keys(&self) -> Option<&dyn super::Keys> {
-        Some(self)
-    }
-
-    fn jobs(&self) -> Option<&dyn super::Jobs> {
-        Some(self)
+    fn sql(&self) -> Option<Sql<'_>> {
+        Some(SqliteStore::sql(self))
     }
 }
 

@@ -307,7 +307,7 @@ async fn listing(store: Arc<dyn Store>) {
         let before = before.map(|(t, id)| (t, id.to_owned()));
         async move {
             let before = before.as_ref().map(|(t, id)| (*t, id.as_str()));
-            let q = SessionQuery { pack: Some(&pack), limit: 2, before, owner: None };
+            let q = SessionQuery { pack: Some(&pack), limit: 2, before, only: None };
             store.index().unwrap().list(q).await.unwrap().into_iter().map(|i| (i.created_at, i.id)).collect::<Vec<_>>()
         }
     };
@@ -316,8 +316,33 @@ async fn listing(store: Arc<dyn Store>) {
     let second = page(Some((7_000, &made[1]))).await;
     assert_eq!(second, [(6_000, made[3].clone()), (5_000, made[0].clone())]);
     assert!(page(Some((5_000, &made[0]))).await.is_empty());
-    let all = index.list(SessionQuery { pack: None, limit: 1000, before: None, owner: None }).await.unwrap();
+    let all = index.list(SessionQuery { pack: None, limit: 1000, before: None, only: None }).await.unwrap();
     assert!(made.iter().all(|id| all.iter().any(|i| &i.id == id)), "no pack: every pack's sessions");
+    let few = [made[0].clone(), made[2].clone(), "no-such-session".to_owned()];
+    let listed = index.list(SessionQuery { pack: None, limit: 1000, before: None, only: Some(&few) }).await.unwrap();
+    let listed: Vec<&str> = listed.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(listed, [made[2].as_str(), made[0].as_str()], "only the sessions named, newest first");
+    let none = index.list(SessionQuery { pack: None, limit: 1000, before: None, only: Some(&[]) }).await.unwrap();
+    assert!(none.is_empty(), "an empty list names no session");
+}
+
+/// What sessions take: more as they write, nothing for sessions that are not there.
+async fn bytes(store: Arc<dyn Store>) {
+    let index = store.index().expect("a session index");
+    let (a, b) = (id("bytes"), id("bytes"));
+    store.create(&session(&a), &start()).await.unwrap();
+    store.create(&session(&b), &start()).await.unwrap();
+    let both = [a.clone(), b.clone()];
+    let before = index.bytes(&both).await.unwrap();
+    assert!(before > 0, "two sessions' start checkpoints take some bytes");
+    assert!(index.bytes(std::slice::from_ref(&a)).await.unwrap() < before, "one takes less than two");
+    store.append(&b, &Checkpoint { input: Some(json!({"message": "x".repeat(4000)})), ..turn(1, 1) }).await.unwrap();
+    let after = index.bytes(&both).await.unwrap();
+    assert!(after > before, "{before} then {after} bytes (as stored: compressed where the store compresses)");
+    assert_eq!(index.bytes(&["no-such-session".to_owned()]).await.unwrap(), 0);
+    assert_eq!(index.bytes(&[]).await.unwrap(), 0);
+    store.delete(&a).await.unwrap();
+    store.delete(&b).await.unwrap();
 }
 
 /// Transcript links: found by key among many, replaced by a later link of the same key, refused
@@ -357,138 +382,6 @@ async fn transcripts(store: Arc<dyn Store>) {
     assert!(links.find_transcripts(&[]).await.unwrap().is_empty());
 }
 
-/// Keys: found by their hash, a player's new key replacing the old, issued keys listed and
-/// revoked, owners listing what they made; a session's keys and owner go with it.
-async fn keys(store: Arc<dyn Store>) {
-    let keys = store.keys().expect("keys");
-    let (a, b) = (id("keyed"), id("keyed"));
-    store.create(&session(&a), &start()).await.unwrap();
-    store.create(&session(&b), &start()).await.unwrap();
-    let h = |secret: &str| key_hash(&format!("{a}-{secret}"));
-    keys.add_key(&h("s"), &Grant::Session { session: a.clone(), debug: false }).await.unwrap();
-    let ana = Grant::Player { session: a.clone(), player: "ana".into() };
-    keys.add_key(&h("p1"), &ana).await.unwrap();
-    keys.add_key(&h("p2"), &ana).await.unwrap();
-    let issued = IssuedKey {
-        id: format!("{a}-k"),
-        label: "a client".into(),
-        packs: Some(vec!["p".into()]),
-        rights: vec!["debug".into()],
-        expires_at: None,
-        created_at: 5,
-    };
-    // A key past its end opens nothing; one before it does.
-    let now = crate::vocab::now_ms();
-    for (tag, end, opens) in [("old", now - 1, false), ("new", now + 3_600_000, true)] {
-        let k = IssuedKey {
-            id: format!("{a}-{tag}"),
-            label: tag.into(),
-            packs: None,
-            rights: Vec::new(),
-            expires_at: Some(end),
-            created_at: 1,
-        };
-        keys.add_key(&h(tag), &Grant::Issued(k.clone())).await.unwrap();
-        assert_eq!(keys.find_key(&h(tag)).await.unwrap(), opens.then_some(Grant::Issued(k)), "{tag}");
-        keys.revoke_key(&format!("{a}-{tag}")).await.unwrap();
-    }
-    keys.add_key(&h("k"), &Grant::Issued(issued.clone())).await.unwrap();
-    assert_eq!(keys.find_key(&h("s")).await.unwrap(), Some(Grant::Session { session: a.clone(), debug: false }));
-    assert_eq!(keys.find_key(&h("p1")).await.unwrap(), None, "a player's new key replaces the old");
-    assert_eq!(keys.find_key(&h("p2")).await.unwrap(), Some(ana));
-    assert_eq!(keys.find_key(&h("k")).await.unwrap(), Some(Grant::Issued(issued.clone())));
-    assert_eq!(keys.find_key(&h("nothing")).await.unwrap(), None);
-    assert!(keys.issued_keys().await.unwrap().contains(&issued));
-    let missing =
-        keys.add_key(&h("x"), &Grant::Session { session: "no-such-session".into(), debug: false }).await.unwrap_err();
-    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
-
-    let owner = format!("key:{}", issued.id);
-    keys.set_owner(&b, &owner).await.unwrap();
-    assert_eq!(keys.owner(&b).await.unwrap().as_deref(), Some(owner.as_str()));
-    assert_eq!(keys.owner(&a).await.unwrap(), None);
-    let q = SessionQuery { pack: None, limit: 100, before: None, owner: Some(&owner) };
-    let listed: Vec<String> = store.index().unwrap().list(q).await.unwrap().into_iter().map(|i| i.id).collect();
-    assert_eq!(listed, std::slice::from_ref(&b), "an owner lists what it made");
-
-    keys.drop_player_key(&a, "ana").await.unwrap();
-    assert_eq!(keys.find_key(&h("p2")).await.unwrap(), None, "a player who left has no key");
-    let (bo, cy) = (
-        Grant::Player { session: a.clone(), player: "bo".into() },
-        Grant::Player { session: a.clone(), player: "cy".into() },
-    );
-    keys.add_key(&h("bo"), &bo).await.unwrap();
-    keys.add_key(&h("cy"), &cy).await.unwrap();
-    keys.keep_player_keys(&a, &["bo".to_owned()]).await.unwrap();
-    assert_eq!((keys.find_key(&h("bo")).await.unwrap(), keys.find_key(&h("cy")).await.unwrap()), (Some(bo), None));
-    assert!(keys.find_key(&h("s")).await.unwrap().is_some(), "the session's own key stays");
-
-    // Revoking an issued key revokes what it handed out: the keys of the sessions it made, of
-    // the forks made with those (and theirs), and of their players; other sessions keep theirs.
-    let c = id("keyed");
-    store.create(&session(&c), &start()).await.unwrap();
-    keys.set_owner(&c, &format!("session:{b}")).await.unwrap();
-    keys.add_key(&h("b"), &Grant::Session { session: b.clone(), debug: false }).await.unwrap();
-    keys.add_key(&h("c"), &Grant::Session { session: c.clone(), debug: false }).await.unwrap();
-    keys.add_key(&h("c-ana"), &Grant::Player { session: c.clone(), player: "ana".into() }).await.unwrap();
-    assert!(keys.revoke_key(&issued.id).await.unwrap());
-    assert!(!keys.revoke_key(&issued.id).await.unwrap());
-    assert_eq!(keys.find_key(&h("k")).await.unwrap(), None, "a revoked key opens nothing");
-    for handed in ["b", "c", "c-ana"] {
-        assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: what the key handed out goes with it");
-    }
-    assert!(keys.find_key(&h("s")).await.unwrap().is_some(), "a session it did not make keeps its key");
-
-    // Where a session comes from is kept with it: a fork of a fork goes back to the issued key
-    // and names the sessions whose keys made it, and deleting its parent cuts neither its reach
-    // nor its revocation.
-    let lineage = keys.lineage(&c).await.unwrap().expect("a fork made with a key has a lineage");
-    assert_eq!((lineage.issuer.as_deref(), lineage.sessions.clone()), (Some(issued.id.as_str()), vec![b.clone()]));
-    let k2 = IssuedKey {
-        id: format!("{a}-k2"),
-        label: "another".into(),
-        packs: None,
-        rights: Vec::new(),
-        expires_at: None,
-        created_at: 6,
-    };
-    keys.add_key(&h("k2"), &Grant::Issued(k2.clone())).await.unwrap();
-    let (p, f, g) = (id("parent"), id("fork"), id("fork"));
-    for s in [&p, &f, &g] {
-        store.create(&session(s), &start()).await.unwrap();
-    }
-    keys.set_owner(&p, &format!("key:{}", k2.id)).await.unwrap();
-    keys.set_owner(&f, &format!("session:{p}")).await.unwrap();
-    keys.set_owner(&g, &format!("session:{f}")).await.unwrap();
-    keys.add_key(&h("f"), &Grant::Session { session: f.clone(), debug: false }).await.unwrap();
-    keys.add_key(&h("g"), &Grant::Session { session: g.clone(), debug: true }).await.unwrap();
-    assert_eq!(keys.find_key(&h("g")).await.unwrap(), Some(Grant::Session { session: g.clone(), debug: true }));
-    store.delete(&p).await.unwrap();
-    let lineage = keys.lineage(&g).await.unwrap().unwrap();
-    assert_eq!((lineage.issuer.as_deref(), lineage.sessions), (Some(k2.id.as_str()), vec![p.clone(), f.clone()]));
-    assert_eq!(keys.sessions_of(&k2.id, 0).await.unwrap(), (2, 2), "the forks still go back to it");
-    assert_eq!(keys.sessions_of(&k2.id, i64::MAX).await.unwrap(), (0, 2), "none made since");
-    // What they take grows with what they write, and a key that made nothing takes nothing.
-    let before = keys.bytes_of(&k2.id).await.unwrap();
-    assert!(before > 0, "two sessions' start checkpoints take some bytes");
-    store.append(&g, &Checkpoint { input: Some(json!({"message": "x".repeat(4000)})), ..turn(1, 1) }).await.unwrap();
-    let after = keys.bytes_of(&k2.id).await.unwrap();
-    assert!(after > before, "{before} then {after} bytes (as stored: compressed where the store compresses)");
-    assert_eq!(keys.bytes_of("no-such-key").await.unwrap(), 0);
-    assert!(keys.revoke_key(&k2.id).await.unwrap());
-    for handed in ["f", "g"] {
-        assert_eq!(keys.find_key(&h(handed)).await.unwrap(), None, "{handed}: revoked though its parent is gone");
-    }
-    assert_eq!(keys.lineage("no-such-session").await.unwrap(), None);
-    store.delete(&f).await.unwrap();
-    store.delete(&g).await.unwrap();
-    store.delete(&c).await.unwrap();
-    store.delete(&a).await.unwrap();
-    store.delete(&b).await.unwrap();
-    assert_eq!(keys.find_key(&h("s")).await.unwrap(), None, "a deleted session's keys go");
-    assert_eq!(keys.owner(&b).await.unwrap(), None);
-}
-
 /// Pack schemas: recorded once per (pack, version), the first kept; a load names the version its
 /// snapshot was written on.
 async fn versions(store: Arc<dyn Store>) {
@@ -509,69 +402,6 @@ async fn versions(store: Arc<dyn Store>) {
     store.create(&session(&s), &start()).await.unwrap();
     let stored = store.load(&s).await.unwrap().unwrap();
     assert_eq!(stored.snapshot_version, start().pack_version);
-}
-
-/// Jobs: recorded running, their progress written while nobody asked them to stop; a stop asked
-/// by a client, or by the last watcher leaving, read back by the runner's next write; ended
-/// once; forgotten a day after they last wrote.
-async fn jobs(store: Arc<dyn Store>) {
-    let jobs = store.jobs().expect("jobs");
-    let now = crate::vocab::now_ms();
-    let job = |id: &str, at: i64| Job {
-        id: id.to_owned(),
-        kind: "tune".into(),
-        pack: "coin".into(),
-        owner: Some("key:k1".into()),
-        state: JobState::Running,
-        request: json!({"vary": "chance=0..100"}),
-        progress: json!({}),
-        result: None,
-        stop: false,
-        watchers: 0,
-        created_at: at,
-        updated_at: at,
-    };
-    let (a, b, old) = (id("job"), id("job"), id("job"));
-    jobs.create_job(&job(&old, now - JOB_KEPT_MS - 1)).await.unwrap();
-    assert!(jobs.job(&old).await.unwrap().is_some());
-    jobs.create_job(&job(&a, now)).await.unwrap();
-    assert_eq!(jobs.job(&old).await.unwrap(), None, "a job a day old is forgotten");
-    assert_eq!(jobs.job(&a).await.unwrap().unwrap().request, json!({"vary": "chance=0..100"}));
-
-    assert!(!jobs.job_progress(&a, &json!({"value": 40})).await.unwrap(), "nobody asked it to stop");
-    assert_eq!(jobs.job(&a).await.unwrap().unwrap().progress, json!({"value": 40}));
-    assert!(jobs.stop_job(&a).await.unwrap());
-    assert!(!jobs.stop_job("no-such-job").await.unwrap());
-    assert!(jobs.job_progress(&a, &json!({"value": 41})).await.unwrap(), "its runner learns it was asked to stop");
-    jobs.finish_job(&a, JobState::Cancelled, &json!({"error": "stopped"})).await.unwrap();
-    jobs.finish_job(&a, JobState::Done, &json!({"value": 41})).await.unwrap();
-    let ended = jobs.job(&a).await.unwrap().unwrap();
-    assert_eq!((ended.state, ended.result), (JobState::Cancelled, Some(json!({"error": "stopped"}))), "ended once");
-    jobs.job_progress(&a, &json!({"value": 99})).await.unwrap();
-    assert_eq!(jobs.job(&a).await.unwrap().unwrap().progress, json!({"value": 41}), "an ended job's progress stays");
-
-    jobs.create_job(&job(&b, now)).await.unwrap();
-    jobs.watch_job(&b, 1).await.unwrap();
-    jobs.watch_job(&b, 1).await.unwrap();
-    jobs.watch_job(&b, -1).await.unwrap();
-    assert!(!jobs.job_progress(&b, &json!({})).await.unwrap(), "one watcher is still there");
-    jobs.watch_job(&b, -1).await.unwrap();
-    let left = jobs.job(&b).await.unwrap().unwrap();
-    assert_eq!((left.watchers, left.stop), (0, true), "the last watcher left: nobody waits for it");
-    assert!(jobs.job_progress("no-such-job", &json!({})).await.unwrap(), "a job that is gone stops");
-
-    // A revoked key's running jobs are asked to stop; another key's and an ended one are not.
-    let owner = format!("key:{}", id("owner"));
-    let (mine, ended, theirs) = (id("job"), id("job"), id("job"));
-    jobs.create_job(&Job { owner: Some(owner.clone()), ..job(&mine, now) }).await.unwrap();
-    jobs.create_job(&Job { owner: Some(owner.clone()), ..job(&ended, now) }).await.unwrap();
-    jobs.finish_job(&ended, JobState::Done, &json!({})).await.unwrap();
-    jobs.create_job(&job(&theirs, now)).await.unwrap();
-    assert_eq!(jobs.stop_jobs_of(&owner).await.unwrap(), std::slice::from_ref(&mine));
-    assert_eq!(jobs.jobs_since(&owner, now - 1).await.unwrap(), 2, "both of the key's jobs, ended or not");
-    assert_eq!(jobs.jobs_since(&owner, now + 1).await.unwrap(), 0);
-    assert!(jobs.job(&mine).await.unwrap().unwrap().stop);
-    assert!(!jobs.job(&theirs).await.unwrap().unwrap().stop);
 }
 
 /// Lobby sweeps at scale: among a thousand open lobby sessions and the sessions of packs without
@@ -635,7 +465,7 @@ async fn edited(store: Arc<dyn Store>) {
     store.delete(&fork).await.unwrap();
 }
 
-const CAPABILITIES: [(&str, Check); 11] = [
+const CAPABILITIES: [(&str, Check); 10] = [
     ("core", |s| Box::pin(core(s))),
     ("edited", |s| Box::pin(edited(s))),
     ("lobby inputs", |s| Box::pin(lobby(s))),
@@ -645,8 +475,7 @@ const CAPABILITIES: [(&str, Check); 11] = [
     ("session index: listing", |s| Box::pin(listing(s))),
     ("session index: expiry", |s| Box::pin(expiry(s))),
     ("pack versions", |s| Box::pin(versions(s))),
-    ("keys", |s| Box::pin(keys(s))),
-    ("jobs", |s| Box::pin(jobs(s))),
+    ("session index: bytes", |s| Box::pin(bytes(s))),
 ];
 
 #[tokio::test]

@@ -36,7 +36,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let url = args.store.clone().unwrap_or_else(|| config.store.clone());
     let found = rt.block_on(async {
         let store = ruleweave::store::open(&url).await?;
-        let query = SessionQuery { pack: args.pack.as_deref(), limit: args.limit, before: None, owner: None };
+        let query = SessionQuery { pack: args.pack.as_deref(), limit: args.limit, before: None, only: None };
         needs(&*store, store.index(), "a session index")?.list(query).await
     })?;
     if args.json {

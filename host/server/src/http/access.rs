@@ -9,12 +9,12 @@
 
 use std::sync::Arc;
 
+use crate::tables::{Grant, IssuedKey, Keys};
 use axum::RequestExt as _;
 use axum::extract::{MatchedPath, RawPathParams, Request, State};
 use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use ruleweave::store::{Grant, IssuedKey, Keys};
 use ruleweave::{Error, ErrorKind};
 
 use super::error::{ApiResult, Code};
@@ -46,7 +46,7 @@ impl Presented {
     /// cannot say is not taken for a refusal: the stream goes on and asks again.
     pub(crate) async fn still_valid(&self, s: &Shared) -> bool {
         let Some(hash) = &self.0 else { return true };
-        match keys(s) {
+        match s.keys().await {
             Ok(keys) => !matches!(keys.find_key(hash).await, Ok(None)),
             Err(_) => true,
         }
@@ -110,12 +110,12 @@ impl Access {
     pub(crate) async fn within_quota(&self, s: &Shared) -> ApiResult<()> {
         let issuer = match self {
             Access::Issued(k) => Some(k.id.clone()),
-            Access::Session { session, .. } => keys(s)?.lineage(session).await?.and_then(|l| l.issuer),
+            Access::Session { session, .. } => s.keys().await?.lineage(session).await?.and_then(|l| l.issuer),
             Access::Open | Access::Operator | Access::Player { .. } => None,
         };
         let Some(issuer) = issuer else { return Ok(()) };
         let hour_ago = super::sse::unix_ms() - 3_600_000;
-        let (recent, kept) = keys(s)?.sessions_of(&issuer, hour_ago).await?;
+        let (recent, kept) = s.keys().await?.sessions_of(&issuer, hour_ago).await?;
         let (per_hour, most) = (s.settings.sessions_per_key_per_hour, s.settings.sessions_per_key);
         let over = if recent >= per_hour {
             format!(
@@ -183,7 +183,7 @@ impl Access {
             Access::Open | Access::Operator => true,
             Access::Player { session, .. } => session == id,
             Access::Session { session: own, .. } if own == id => true,
-            Access::Session { .. } | Access::Issued(_) => self.reaches(keys(s)?, id).await?,
+            Access::Session { .. } | Access::Issued(_) => self.reaches(s.keys().await?, id).await?,
         };
         if reaches { Ok(()) } else { Err(no_session(id)) }
     }
@@ -208,12 +208,6 @@ pub(crate) fn no_session(id: &str) -> ApiError {
     Error::new(ErrorKind::NotFound, format!("there is no session {id}")).into()
 }
 
-/// The store's keys.
-pub(crate) fn keys(s: &Shared) -> ApiResult<&dyn Keys> {
-    let store = &**s.engine.store();
-    Ok(ruleweave::store::needs(store, store.keys(), "keys")?)
-}
-
 /// A new secret: 32 random bytes as hex after a prefix naming its kind (`rw_session_`), so a
 /// leaked one is recognised for what it is.
 pub(crate) fn secret(kind: &str) -> ruleweave::Result<String> {
@@ -226,7 +220,7 @@ pub(crate) fn secret(kind: &str) -> ruleweave::Result<String> {
 /// Makes a key for `grant` and keeps its hash in `keys`; the secret, to answer once.
 pub(crate) async fn issue(keys: &dyn Keys, kind: &str, grant: &Grant) -> ruleweave::Result<String> {
     let secret = secret(kind)?;
-    keys.add_key(&ruleweave::store::key_hash(&secret), grant).await?;
+    keys.add_key(&crate::tables::key_hash(&secret), grant).await?;
     Ok(secret)
 }
 
@@ -268,7 +262,7 @@ async fn access_of(s: &Shared, token: &str, given: &str) -> ApiResult<Access> {
     if given.is_empty() {
         return Err(ApiError::unauthorized());
     }
-    let found = keys(s)?.find_key(&ruleweave::store::key_hash(given)).await.map_err(|e| {
+    let found = s.keys().await?.find_key(&crate::tables::key_hash(given)).await.map_err(|e| {
         // Who asked has no key yet: the store's words are the operator's, in the log.
         tracing::error!("cannot look a key up: {e}");
         ApiError::new(Code::Engine(ErrorKind::Store), "the server cannot check keys now: try again later")
@@ -316,7 +310,7 @@ pub(crate) async fn guard(State(s): State<Shared>, mut req: Request, next: Next)
     let early = req.extensions_mut().remove::<Identified>().map(|i| i.0);
     let presented = (s.settings.token.as_deref().is_some_and(|t| !super::same(asked.bearer.as_bytes(), t.as_bytes()))
         && !asked.bearer.is_empty())
-    .then(|| ruleweave::store::key_hash(&asked.bearer));
+    .then(|| crate::tables::key_hash(&asked.bearer));
     match admitted(&s, asked, early).await {
         Ok(access) => {
             req.extensions_mut().insert(access);
@@ -390,8 +384,8 @@ fn table_in_markdown() -> String {
 mod tests {
     use super::*;
 
-    /// A memory store's keys, counting the lookups of where sessions come from.
-    struct Counted(ruleweave::store::MemoryStore, std::sync::atomic::AtomicUsize);
+    /// The keys beside a memory store, counting the lookups of where sessions come from.
+    struct Counted(std::sync::Arc<dyn Keys>, std::sync::atomic::AtomicUsize);
 
     impl Keys for Counted {
         fn add_key<'a>(
@@ -433,7 +427,7 @@ mod tests {
         fn lineage<'a>(
             &'a self,
             s: &'a str,
-        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Option<ruleweave::store::Lineage>>> {
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Option<crate::tables::Lineage>>> {
             self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.0.lineage(s)
         }
@@ -444,8 +438,14 @@ mod tests {
         ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<(u64, u64)>> {
             self.0.sessions_of(issuer, since)
         }
-        fn bytes_of<'a>(&'a self, issuer: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<u64>> {
-            self.0.bytes_of(issuer)
+        fn issued_sessions<'a>(
+            &'a self,
+            issuer: &'a str,
+        ) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Vec<String>>> {
+            self.0.issued_sessions(issuer)
+        }
+        fn owned<'a>(&'a self, o: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Vec<String>>> {
+            self.0.owned(o)
         }
     }
 
@@ -454,7 +454,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_not_yours_costs_what_an_absent_one_does() {
         use ruleweave::Store;
-        let store = ruleweave::store::MemoryStore::new();
+        let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(ruleweave::store::MemoryStore::new());
         let make = |id: &str| ruleweave::store::SessionInfo {
             id: id.into(),
             pack: "p".into(),
@@ -492,7 +492,8 @@ mod tests {
         for id in ["mine", "fork", "deep", "theirs"] {
             store.create(&make(id), &start).await.unwrap();
         }
-        let keys = Counted(store, Default::default());
+        let tables = crate::tables::Tables::open(&store).await.unwrap().expect("a memory store's tables");
+        let keys = Counted(tables.keys, Default::default());
         keys.set_owner("mine", "key:k").await.unwrap();
         keys.set_owner("fork", "session:mine").await.unwrap();
         keys.set_owner("deep", "session:fork").await.unwrap();

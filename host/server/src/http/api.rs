@@ -206,21 +206,18 @@ async fn keyed(
     players: Option<Vec<String>>,
     debug: bool,
 ) -> ApiResult<()> {
-    if s.engine.store().keys().is_none() {
-        return Ok(());
-    }
-    let (task, id, owner) = (s.clone(), opened.id.clone(), access.owner());
+    let Some(keys) = s.tables().await?.map(|t| t.keys.clone()) else { return Ok(()) };
+    let (id, owner) = (opened.id.clone(), access.owner());
     let made = s
         .spawn(async move {
-            let keys =
-                task.engine.store().keys().ok_or_else(|| ruleweave::Error::new(ErrorKind::Internal, "no keys"))?;
-            let grant = ruleweave::store::Grant::Session { session: id.clone(), debug };
+            let keys = &*keys;
+            let grant = crate::tables::Grant::Session { session: id.clone(), debug };
             let key = access::issue(keys, "session", &grant).await?;
             let mut player_keys = None;
             if let Some(players) = players {
                 let mut made = std::collections::BTreeMap::new();
                 for player in players {
-                    let grant = ruleweave::store::Grant::Player { session: id.clone(), player: player.clone() };
+                    let grant = crate::tables::Grant::Player { session: id.clone(), player: player.clone() };
                     made.insert(player, access::issue(keys, "player", &grant).await?);
                 }
                 player_keys = Some(made);
@@ -293,8 +290,11 @@ pub(super) async fn list(
         ),
     };
     // An issued key lists the sessions it made; the operator every one.
-    let owner = if access.is_all() { None } else { access.owner() };
-    let query = ruleweave::store::SessionQuery { pack: q.pack.as_deref(), limit, before, owner: owner.as_deref() };
+    let owned = match access.owner() {
+        Some(owner) if !access.is_all() => Some(s.keys().await?.owned(&owner).await?),
+        _ => None,
+    };
+    let query = ruleweave::store::SessionQuery { pack: q.pack.as_deref(), limit, before, only: owned.as_deref() };
     let store = &**s.engine.store();
     let found = ruleweave::store::needs(store, store.index(), "a session index")?.list(query).await?;
     let next =
@@ -649,7 +649,7 @@ pub(super) async fn input(
     let live = s.engine.session(&id).await?;
     // A player's post gives a round the sweep gave up on another try.
     s.engine.forget_close_failures(&id);
-    let store = s.engine.store().clone();
+    let keys = s.tables().await?.map(|t| t.keys.clone());
     let posted = on_turn_thread(&s, live, move |session| {
         Box::pin(async move {
             let posted = session.post(post).await?;
@@ -657,11 +657,11 @@ pub(super) async fn input(
             // joins gets their key, one who leaves keeps none, and so does one the round's turn
             // took off the table.
             let mut key = None;
-            if let Some(keys) = store.keys() {
+            if let Some(keys) = keys.as_deref() {
                 let (id, player) = (session.id().to_owned(), req.player.clone());
                 match kind {
                     ruleweave::lobby::InputKind::Join => {
-                        let grant = ruleweave::store::Grant::Player { session: id, player };
+                        let grant = crate::tables::Grant::Player { session: id, player };
                         key = Some(access::issue(keys, "player", &grant).await?);
                     }
                     ruleweave::lobby::InputKind::Leave => keys.drop_player_key(&id, &player).await?,
@@ -669,7 +669,7 @@ pub(super) async fn input(
                 }
             }
             if posted.closed.is_some() {
-                turns::tend_player_keys(&store, session).await;
+                turns::tend_player_keys(keys.as_deref(), session).await;
             }
             Ok((posted, key))
         })

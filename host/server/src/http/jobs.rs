@@ -14,13 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::tables::{Job, JobState};
 use axum::Json;
 use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use ruleweave::store::{Job, JobState, Jobs};
 use ruleweave_lab::jobs::{self, JobAnswer, JobKind, JobSpec, SweepAsked, TuneAsked};
 use ruleweave_lab::simulate::tune;
 use serde::{Deserialize, Serialize};
@@ -189,11 +189,6 @@ pub(super) struct JobBody {
     updated_at: i64,
 }
 
-fn jobs(s: &Shared) -> ApiResult<&dyn Jobs> {
-    let store = &**s.engine.store();
-    Ok(ruleweave::store::needs(store, store.jobs(), "jobs")?)
-}
-
 /// Who may call `start`, and the errors it answers of its own.
 pub(super) const START: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
     Code::Engine(ErrorKind::NotFound),
@@ -326,7 +321,7 @@ async fn begin(
     budget: u64,
 ) -> ApiResult<Response> {
     let kind = spec.kind().name();
-    let jobs = jobs(s)?;
+    let jobs = s.jobs().await?;
     // One issued key cannot keep the server's one job place to itself: at most
     // `jobs_per_key_per_hour` an hour.
     if let (Access::Issued(_), Some(owner)) = (access, access.owner()) {
@@ -379,8 +374,7 @@ async fn begin(
 /// ended.
 async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, budget: u64, stop: Arc<AtomicBool>) {
     let kind = spec.kind().name();
-    let store = s.engine.store().clone();
-    let Some(jobs) = store.jobs() else { return };
+    let Ok(jobs) = s.jobs().await else { return };
     let latest = Arc::new(Mutex::new(Progress { value: None, games_played: 0, budget }));
     let work = {
         let (latest, stop, handle) = (latest.clone(), stop.clone(), tokio::runtime::Handle::current());
@@ -432,7 +426,7 @@ async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, bu
 
 /// Job `id` as the requester may see it: one an issued key did not start is no job to it.
 async fn find(s: &Shared, access: &Access, id: &str) -> ApiResult<Job> {
-    match jobs(s)?.job(id).await? {
+    match s.jobs().await?.job(id).await? {
         Some(job) if access.is_all() || job.owner == access.owner() => Ok(job),
         _ => Err(ApiError::new(Code::Engine(ruleweave::ErrorKind::NotFound), format!("there is no job {id}"))),
     }
@@ -517,7 +511,7 @@ pub(super) async fn stop(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     find(&s, &access, &id).await?;
-    jobs(&s)?.stop_job(&id).await?;
+    s.jobs().await?.stop_job(&id).await?;
     s.job.stop(&id);
     let job = find(&s, &access, &id).await?;
     Ok((StatusCode::ACCEPTED, Json(body(job))).into_response())
@@ -542,7 +536,7 @@ pub(super) async fn events(
 ) -> ApiResult<Response> {
     let slot = s.stream_slot(peer.map(|p| p.0))?;
     find(&s, &access, &id).await?;
-    jobs(&s)?.watch_job(&id, 1).await?;
+    s.jobs().await?.watch_job(&id, 1).await?;
     let watching = Watching { s: s.clone(), id: id.clone() };
     let tick = tokio::time::interval(PROGRESS_EVERY);
     let state = (Some(watching), slot, tick, None::<String>);
@@ -553,7 +547,7 @@ pub(super) async fn events(
             let watching = watching?;
             loop {
                 tick.tick().await;
-                let job = match jobs(&s).ok()?.job(&id).await {
+                let job = match s.jobs().await.ok()?.job(&id).await {
                     Ok(Some(job)) => job,
                     _ => return None,
                 };
@@ -593,7 +587,7 @@ impl Drop for Watching {
         // A stream dropped as the process ends has no runtime to count with: nothing waits then.
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         runtime.spawn(async move {
-            if let Ok(jobs) = jobs(&s)
+            if let Ok(jobs) = s.jobs().await
                 && let Err(e) = jobs.watch_job(&id, -1).await
             {
                 tracing::warn!(job = %id, "cannot count a job's watchers: {e}");

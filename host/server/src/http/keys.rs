@@ -96,7 +96,7 @@ pub(crate) struct AccessBody {
     rights: Vec<&'static str>,
 }
 
-fn body(k: ruleweave::store::IssuedKey, secret: Option<String>) -> IssuedBody {
+fn body(k: crate::tables::IssuedKey, secret: Option<String>) -> IssuedBody {
     IssuedBody {
         id: k.id,
         key: secret,
@@ -145,7 +145,7 @@ pub(crate) async fn issue(
     let now = super::sse::unix_ms();
     let mut rights = req.rights;
     rights.dedup();
-    let key = ruleweave::store::IssuedKey {
+    let key = crate::tables::IssuedKey {
         id,
         label,
         packs: req.packs,
@@ -153,8 +153,8 @@ pub(crate) async fn issue(
         expires_at: req.expires_in.map(|n| now + n as i64 * 1000),
         created_at: now,
     };
-    let grant = ruleweave::store::Grant::Issued(key.clone());
-    access::keys(&s)?.add_key(&ruleweave::store::key_hash(&secret), &grant).await?;
+    let grant = crate::tables::Grant::Issued(key.clone());
+    s.keys().await?.add_key(&crate::tables::key_hash(&secret), &grant).await?;
     Ok((StatusCode::CREATED, Json(body(key, Some(secret)))))
 }
 
@@ -166,12 +166,13 @@ pub(super) const LIST: Facts = Facts::keys(&[O]);
     (status = 200, description = "The keys, oldest first", body = KeyList),
 ))]
 pub(crate) async fn list(State(s): State<Shared>) -> ApiResult<Json<KeyList>> {
-    let store = access::keys(&s)?;
+    let store = s.keys().await?;
+    let index = ruleweave::store::needs(&**s.engine.store(), s.engine.store().index(), "a session index")?;
     let hour_ago = super::sse::unix_ms() - 3_600_000;
     let mut listed = Vec::new();
     for k in store.issued_keys().await? {
         let (last_hour, kept) = store.sessions_of(&k.id, hour_ago).await?;
-        let bytes = store.bytes_of(&k.id).await?;
+        let bytes = index.bytes(&store.issued_sessions(&k.id).await?).await?;
         listed.push(IssuedBody { sessions: Some(KeySessions { kept, last_hour, bytes }), ..body(k, None) });
     }
     Ok(Json(KeyList { keys: listed }))
@@ -185,10 +186,9 @@ pub(super) const REVOKE: Facts = Facts::keys(&[O]).answers(&[Code::Engine(ErrorK
     (status = 204, description = "Revoked"),
 ))]
 pub(crate) async fn revoke(State(s): State<Shared>, Path(id): Path<String>) -> ApiResult<StatusCode> {
-    if access::keys(&s)?.revoke_key(&id).await? {
+    if s.keys().await?.revoke_key(&id).await? {
         // Its jobs stop too (their streams end with `cancelled`), whichever replica runs them.
-        let store = &**s.engine.store();
-        if let Some(jobs) = store.jobs() {
+        if let Ok(jobs) = s.jobs().await {
             for job in jobs.stop_jobs_of(&format!("key:{id}")).await? {
                 s.job.stop(&job);
             }

@@ -248,6 +248,8 @@ pub async fn run(state: Shared, addr: std::net::SocketAddr) -> Result<()> {
 /// Serves `state` on `listener` (bound already: port 0 picks a free one) until Ctrl-C or SIGTERM.
 pub async fn serve(state: Shared, listener: tokio::net::TcpListener) -> Result<()> {
     let bound = listener.local_addr()?;
+    // The keys and jobs tables, migrated before the first request needs them.
+    state.tables().await?;
     match state.engine.finish_interrupted().await {
         Ok(0) => {}
         Ok(n) => tracing::info!("finished {n} turn(s) a crash had interrupted"),

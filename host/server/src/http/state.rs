@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use super::error::{ApiError, Code};
 use super::{Metrics, Settings, jobs, listen, sse};
+use crate::tables::{Jobs, Keys, Tables};
 
 /// What every request shares.
 pub struct AppState {
@@ -30,6 +31,8 @@ pub struct AppState {
     pub(super) simulating: Arc<Semaphore>,
     /// The job running on this replica (one at a time).
     pub(super) job: jobs::JobSlot,
+    /// The server's keys and jobs, beside the engine's store (opened on first use).
+    tables: tokio::sync::OnceCell<Option<Tables>>,
 }
 
 /// One open event stream of a client: dropped when the stream ends or its client goes.
@@ -70,6 +73,7 @@ impl AppState {
             streams: Arc::default(),
             simulating: Arc::new(Semaphore::new(1)),
             job: jobs::JobSlot::default(),
+            tables: tokio::sync::OnceCell::new(),
         };
         state.load_packs();
         state
@@ -111,6 +115,24 @@ impl AppState {
         }
         *n += 1;
         Ok(Some(StreamSlot { streams: self.streams.clone(), peer }))
+    }
+
+    /// The server's tables beside the engine's store, opened (and their migrations run) on first
+    /// use; `None` when the store is of a kind that keeps none.
+    pub async fn tables(&self) -> ruleweave::Result<Option<&Tables>> {
+        self.tables.get_or_try_init(|| Tables::open(self.engine.store())).await.map(Option::as_ref)
+    }
+
+    /// The keys, or an error that says the store keeps none.
+    pub async fn keys(&self) -> ruleweave::Result<&dyn Keys> {
+        let store = self.engine.store().as_ref();
+        ruleweave::store::needs(store, self.tables().await?.map(|t| &*t.keys), "keys")
+    }
+
+    /// The jobs, or an error that says the store keeps none.
+    pub async fn jobs(&self) -> ruleweave::Result<&dyn Jobs> {
+        let store = self.engine.store().as_ref();
+        ruleweave::store::needs(store, self.tables().await?.map(|t| &*t.jobs), "jobs")
     }
 
     /// Loads every pack (the engine keeps how each fared, for `GET /v1/packs`).

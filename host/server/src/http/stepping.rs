@@ -111,8 +111,9 @@ pub(super) async fn edit(
     // A player edited off the table loses their key with their place, as a turn that takes
     // them off does.
     if let Some(lobby) = session.lobby().await?
-        && let Some(keys) = s.engine.store().keys()
+        && let Some(tables) = s.tables().await?
     {
+        let keys = &tables.keys;
         keys.keep_player_keys(&id, &lobby.players).await?;
     }
     Ok(Json(Edited {

@@ -3,10 +3,8 @@
 //! internal and store failures are logged, whichever face asked. Each face then answers the
 //! outcome in its own shape (see `error.rs` for the statuses).
 
-use std::sync::Arc;
-
+use crate::tables::Keys;
 use futures_util::future::BoxFuture;
-use ruleweave::store::Store;
 use ruleweave::{Breakpoints, ErrorKind, EventSink, LiveSession, Session, TurnResult};
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -42,7 +40,7 @@ pub(crate) async fn play(
     sink: Option<EventSink>,
     by: Option<String>,
 ) -> ruleweave::Result<Played> {
-    let store = s.engine.store().clone();
+    let keys = s.tables().await?.map(|t| t.keys.clone());
     let turn = on_turn_thread(s, live, move |session| {
         Box::pin(async move {
             session.acting_as(by);
@@ -54,7 +52,7 @@ pub(crate) async fn play(
                 }
                 Move::Resume(input) => session.resume(input, breaks, sink).await?,
             };
-            tend_player_keys(&store, session).await;
+            tend_player_keys(keys.as_deref(), session).await;
             Ok(Played { result, state: session.state() })
         })
     })
@@ -71,8 +69,8 @@ pub(crate) async fn play(
 /// A lobby's player keys kept to the players at its table and those joining it: a player a turn
 /// took off the table (the party's `-fox`) has a key that opens nothing any more. Called with the
 /// session locked, so no join or leave comes in between; a failure is logged (the turn stands).
-pub(crate) async fn tend_player_keys(store: &Arc<dyn Store>, session: &mut Session) {
-    let Some(keys) = store.keys() else { return };
+pub(crate) async fn tend_player_keys(keys: Option<&dyn Keys>, session: &mut Session) {
+    let Some(keys) = keys else { return };
     let tended = async {
         let Some(lobby) = session.lobby().await? else { return Ok(()) };
         let table: Vec<String> = lobby.players.into_iter().chain(lobby.joining).collect();

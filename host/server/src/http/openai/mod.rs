@@ -491,7 +491,7 @@ async fn go_on(s: &Shared, id: &str, seq: u64, shared: bool, access: &Access) ->
 async fn owned(s: &Shared, live: &LiveSession, owner: Option<&str>) -> ApiResult<()> {
     if let Some(owner) = owner {
         let id = live.lock().await.id().to_owned();
-        super::access::keys(s)?.set_owner(&id, owner).await?;
+        s.keys().await?.set_owner(&id, owner).await?;
     }
     Ok(())
 }

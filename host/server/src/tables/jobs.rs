@@ -4,25 +4,20 @@
 //! whether it was asked to stop (by a client of any process, or by its last watcher leaving).
 //! A finished job is kept for a day.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ruleweave::Result;
+use ruleweave::llm::BoxFuture;
 use serde_json::Value as Json;
 
-use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{Sql, json, on_pool, on_sql_stores};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
-use super::store_error;
-use crate::error::Result;
-use crate::llm::BoxFuture;
+use super::{Db, now_ms, on_pool, store_error};
 
 /// How long a finished job is kept, in milliseconds: a day.
 pub const JOB_KEPT_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// Where a job stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Still working.
@@ -45,7 +40,6 @@ impl JobState {
         }
     }
 
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     fn parse(text: &str) -> Result<JobState> {
         Ok(match text {
             "running" => JobState::Running,
@@ -86,7 +80,7 @@ pub struct Job {
     pub updated_at: i64,
 }
 
-/// A store that keeps jobs (see [`Store::jobs`](super::Store::jobs)).
+/// Where jobs are kept (see [`Tables::jobs`](super::Tables::jobs)).
 pub trait Jobs: Send + Sync {
     /// Records a job (as `job` says: normally running, no result), and forgets the jobs that
     /// ended, or last wrote, more than [`JOB_KEPT_MS`] ago.
@@ -120,10 +114,20 @@ fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
     Box::pin(std::future::ready(v))
 }
 
-impl Jobs for MemoryStore {
+/// Jobs kept in this process, beside a memory store.
+#[derive(Default)]
+pub(super) struct InMemory(Mutex<HashMap<String, Job>>);
+
+impl InMemory {
+    fn jobs(&self) -> std::sync::MutexGuard<'_, HashMap<String, Job>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Jobs for InMemory {
     fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
         let mut jobs = self.jobs();
-        let now = crate::vocab::now_ms();
+        let now = now_ms();
         jobs.retain(|_, j| j.updated_at >= now - JOB_KEPT_MS);
         jobs.insert(job.id.clone(), job.clone());
         ready(Ok(()))
@@ -138,7 +142,7 @@ impl Jobs for MemoryStore {
         let stop = match jobs.get_mut(id) {
             Some(j) if j.state == JobState::Running => {
                 j.progress = progress.clone();
-                j.updated_at = crate::vocab::now_ms();
+                j.updated_at = now_ms();
                 j.stop
             }
             Some(j) => j.stop,
@@ -151,7 +155,7 @@ impl Jobs for MemoryStore {
         if let Some(j) = self.jobs().get_mut(id).filter(|j| j.state == JobState::Running) {
             j.state = state;
             j.result = Some(result.clone());
-            j.updated_at = crate::vocab::now_ms();
+            j.updated_at = now_ms();
         }
         ready(Ok(()))
     }
@@ -187,23 +191,48 @@ impl Jobs for MemoryStore {
     }
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-on_sql_stores!(Jobs {
-    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> => create;
-    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> => find;
-    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> => record_progress;
-    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> => finish;
-    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> => stop;
-    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> => stop_owned;
-    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> => started_since;
-    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> => watch;
-});
+impl Jobs for Db {
+    fn create_job<'a>(&'a self, job: &'a Job) -> BoxFuture<'a, Result<()>> {
+        Box::pin(create(self, job))
+    }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn create(sql: Sql<'_>, job: &Job) -> Result<()> {
-    let gone_before = crate::vocab::now_ms() - JOB_KEPT_MS;
+    fn job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Job>>> {
+        Box::pin(find(self, id))
+    }
+
+    fn job_progress<'a>(&'a self, id: &'a str, progress: &'a Json) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(record_progress(self, id, progress))
+    }
+
+    fn finish_job<'a>(&'a self, id: &'a str, state: JobState, result: &'a Json) -> BoxFuture<'a, Result<()>> {
+        Box::pin(finish(self, id, state, result))
+    }
+
+    fn stop_job<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(stop(self, id))
+    }
+
+    fn stop_jobs_of<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(stop_owned(self, owner))
+    }
+
+    fn jobs_since<'a>(&'a self, owner: &'a str, since: i64) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(started_since(self, owner, since))
+    }
+
+    fn watch_job<'a>(&'a self, id: &'a str, delta: i64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(watch(self, id, delta))
+    }
+}
+
+fn json(what: &str, text: &str) -> Result<Json> {
+    serde_json::from_str(text).map_err(|e| store_error(&format!("a stored {what} is not JSON"), e))
+}
+
+async fn create(db: &Db, job: &Job) -> Result<()> {
+    let gone_before = now_ms() - JOB_KEPT_MS;
     let result = job.result.as_ref().map(Json::to_string);
-    on_pool!(sql, pool => async {
+    on_pool!(db, pool => async {
         let mut tx = pool.begin().await?;
         sqlx::query("DELETE FROM jobs WHERE updated_at < $1").bind(gone_before).execute(&mut *tx).await?;
         sqlx::query(
@@ -230,12 +259,10 @@ async fn create(sql: Sql<'_>, job: &Job) -> Result<()> {
     .map_err(|e| store_error("cannot record a job", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 type JobRow = (String, String, String, Option<String>, String, String, String, Option<String>, bool, i64, i64, i64);
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn find(sql: Sql<'_>, id: &str) -> Result<Option<Job>> {
-    let row: Option<JobRow> = on_pool!(sql, pool => sqlx::query_as(
+async fn find(db: &Db, id: &str) -> Result<Option<Job>> {
+    let row: Option<JobRow> = on_pool!(db, pool => sqlx::query_as(
             "SELECT id, kind, pack, owner, state, request, progress, result, stop, watchers, created_at, \
              updated_at FROM jobs WHERE id = $1",
         )
@@ -263,15 +290,14 @@ async fn find(sql: Sql<'_>, id: &str) -> Result<Option<Job>> {
     }))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn record_progress(sql: Sql<'_>, id: &str, progress: &Json) -> Result<bool> {
-    let stop: Option<bool> = on_pool!(sql, pool => sqlx::query_scalar(
+async fn record_progress(db: &Db, id: &str, progress: &Json) -> Result<bool> {
+    let stop: Option<bool> = on_pool!(db, pool => sqlx::query_scalar(
             "UPDATE jobs SET progress = CASE WHEN state = 'running' THEN $2 ELSE progress END, \
              updated_at = CASE WHEN state = 'running' THEN $3 ELSE updated_at END WHERE id = $1 RETURNING stop",
         )
         .bind(id)
         .bind(progress.to_string())
-        .bind(crate::vocab::now_ms())
+        .bind(now_ms())
         .fetch_optional(pool)
         .await)
     .map_err(|e| store_error("cannot record a job's progress", e))?;
@@ -279,24 +305,22 @@ async fn record_progress(sql: Sql<'_>, id: &str, progress: &Json) -> Result<bool
     Ok(stop.unwrap_or(true))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn finish(sql: Sql<'_>, id: &str, state: JobState, result: &Json) -> Result<()> {
-    on_pool!(sql, pool => sqlx::query(
+async fn finish(db: &Db, id: &str, state: JobState, result: &Json) -> Result<()> {
+    on_pool!(db, pool => sqlx::query(
             "UPDATE jobs SET state = $2, result = $3, updated_at = $4 WHERE id = $1 AND state = 'running'",
         )
         .bind(id)
         .bind(state.as_str())
         .bind(result.to_string())
-        .bind(crate::vocab::now_ms())
+        .bind(now_ms())
         .execute(pool)
         .await
         .map(|_| ()))
     .map_err(|e| store_error("cannot record how a job ended", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn stop(sql: Sql<'_>, id: &str) -> Result<bool> {
-    let found = on_pool!(sql, pool => sqlx::query(
+async fn stop(db: &Db, id: &str) -> Result<bool> {
+    let found = on_pool!(db, pool => sqlx::query(
             "UPDATE jobs SET stop = (stop OR state = 'running') WHERE id = $1",
         )
         .bind(id)
@@ -307,9 +331,8 @@ async fn stop(sql: Sql<'_>, id: &str) -> Result<bool> {
     Ok(found > 0)
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn started_since(sql: Sql<'_>, owner: &str, since: i64) -> Result<u64> {
-    let n: i64 = on_pool!(sql, pool => sqlx::query_scalar(
+async fn started_since(db: &Db, owner: &str, since: i64) -> Result<u64> {
+    let n: i64 = on_pool!(db, pool => sqlx::query_scalar(
             "SELECT COUNT(*) FROM jobs WHERE owner = $1 AND created_at >= $2",
         )
         .bind(owner)
@@ -320,9 +343,8 @@ async fn started_since(sql: Sql<'_>, owner: &str, since: i64) -> Result<u64> {
     Ok(n.max(0) as u64)
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn stop_owned(sql: Sql<'_>, owner: &str) -> Result<Vec<String>> {
-    on_pool!(sql, pool => sqlx::query_scalar(
+async fn stop_owned(db: &Db, owner: &str) -> Result<Vec<String>> {
+    on_pool!(db, pool => sqlx::query_scalar(
             "UPDATE jobs SET stop = TRUE WHERE owner = $1 AND state = 'running' RETURNING id",
         )
         .bind(owner)
@@ -331,9 +353,8 @@ async fn stop_owned(sql: Sql<'_>, owner: &str) -> Result<Vec<String>> {
     .map_err(|e| store_error("cannot ask a key's jobs to stop", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn watch(sql: Sql<'_>, id: &str, delta: i64) -> Result<()> {
-    on_pool!(sql, pool => sqlx::query(
+async fn watch(db: &Db, id: &str, delta: i64) -> Result<()> {
+    on_pool!(db, pool => sqlx::query(
             "UPDATE jobs SET watchers = watchers + $2, \
              stop = (stop OR (watchers + $2 <= 0 AND state = 'running')) WHERE id = $1",
         )

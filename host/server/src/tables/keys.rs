@@ -4,18 +4,15 @@
 //! operator issued stays until it is revoked. The store also keeps which key made each session
 //! (its owner), which reaches it too. What each key may do is the server's to say.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use ruleweave::llm::BoxFuture;
+use ruleweave::store::Store;
+use ruleweave::{Error, ErrorKind, Result};
 use sha2::{Digest, Sha256};
 
-use super::memory::MemoryStore;
-#[cfg(feature = "postgres")]
-use super::postgres::PostgresStore;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-use super::shared::{Sql, on_pool, on_sql_stores};
-#[cfg(feature = "sqlite")]
-use super::sqlite::SqliteStore;
-use super::store_error;
-use crate::error::{Error, ErrorKind, Result};
-use crate::llm::BoxFuture;
+use super::{Db, now_ms, on_pool, store_error};
 
 /// What a key opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,7 +97,7 @@ pub fn key_hash(secret: &str) -> String {
     Sha256::digest(secret.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A store that keeps keys (see [`Store::keys`](super::Store::keys)).
+/// Where keys are kept (see [`Tables::keys`](super::Tables::keys)).
 pub trait Keys: Send + Sync {
     /// Keeps a key by the hash of its secret. A session or player key needs its session to
     /// exist; a player's new key replaces their old one.
@@ -137,13 +134,15 @@ pub trait Keys: Send + Sync {
     /// `since` (unix milliseconds), and how many are kept.
     fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>>;
 
-    /// The bytes the checkpoints of the sessions that go back to `issuer` take, as the store
-    /// keeps them (compressed where it compresses): what one key costs the disk. A read of
-    /// every such checkpoint, for the operator's listing, not for each request.
-    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>>;
+    /// The sessions that go back to the issued key `issuer` (what it costs the disk is theirs:
+    /// see [`SessionIndex::bytes`](ruleweave::store::SessionIndex::bytes)).
+    fn issued_sessions<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
 
     /// Who made `session`, when a key did.
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// The sessions `owner` made (`key:<id>`, `session:<id>`).
+    fn owned<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
 }
 
 fn ready<'a, T: Send + 'a>(v: T) -> BoxFuture<'a, T> {
@@ -154,151 +153,275 @@ fn no_session(session: &str) -> Error {
     Error::new(ErrorKind::NotFound, format!("there is no session {session}"))
 }
 
-impl MemoryStore {
+/// Keys kept in this process, beside a memory store: what belonged to a session that is gone
+/// opens nothing and reads as nothing, and is forgotten as the tables grow.
+pub(super) struct InMemory {
+    store: Arc<dyn Store>,
+    held: Mutex<Held>,
+}
+
+#[derive(Default)]
+struct Held {
+    /// hash → (session, player).
+    sessions: HashMap<String, (String, Option<String>)>,
+    /// The session keys (by hash) that may debug their session.
+    debug: HashSet<String>,
+    /// id → (hash, key).
+    issued: HashMap<String, (String, IssuedKey)>,
+    /// session → owner.
+    owners: HashMap<String, String>,
+    /// session → where it comes from (kept with it, not with its parent).
+    lineage: HashMap<String, Lineage>,
+    /// How many sessions' entries were kept after the last sweep of those that are gone.
+    swept: usize,
+}
+
+impl InMemory {
+    pub(super) fn new(store: Arc<dyn Store>) -> Self {
+        InMemory { store, held: Mutex::default() }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn exists(&self, session: &str) -> Result<bool> {
+        Ok(self.store.info(session).await?.is_some())
+    }
+
     /// The sessions that go back to the issued key `issuer`.
     fn issued_by(&self, issuer: &str) -> Vec<String> {
-        let keys = self.keys();
-        keys.lineage.iter().filter(|(_, l)| l.issuer.as_deref() == Some(issuer)).map(|(s, _)| s.clone()).collect()
+        let held = self.held();
+        held.lineage.iter().filter(|(_, l)| l.issuer.as_deref() == Some(issuer)).map(|(s, _)| s.clone()).collect()
+    }
+
+    /// Forgets what belonged to sessions that are gone, once the entries have doubled since
+    /// the last sweep: the store deletes sessions without telling, and a sweep reads each one.
+    async fn sweep(&self) -> Result<()> {
+        let named: HashSet<String> = {
+            let held = self.held();
+            let named: HashSet<String> =
+                held.sessions.values().map(|(s, _)| s).chain(held.owners.keys()).cloned().collect();
+            if named.len() <= 2 * held.swept + 64 {
+                return Ok(());
+            }
+            named
+        };
+        let mut gone = HashSet::new();
+        for s in &named {
+            if !self.exists(s).await? {
+                gone.insert(s.clone());
+            }
+        }
+        let mut held = self.held();
+        held.sessions.retain(|_, (s, _)| !gone.contains(s));
+        let Held { sessions, debug, owners, lineage, .. } = &mut *held;
+        debug.retain(|h| sessions.contains_key(h));
+        owners.retain(|s, _| !gone.contains(s));
+        lineage.retain(|s, _| !gone.contains(s));
+        held.swept = named.len() - gone.len();
+        Ok(())
     }
 }
 
-impl Keys for MemoryStore {
+impl Keys for InMemory {
     fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
-        let exists = |s: &str| self.with(|m| m.contains_key(s));
-        let mut keys = self.keys();
-        let done = match grant {
-            Grant::Issued(key) => {
-                keys.issued.insert(key.id.clone(), (hash.to_owned(), key.clone()));
-                Ok(())
-            }
-            Grant::Session { session, debug } if exists(session) => {
-                keys.sessions.insert(hash.to_owned(), (session.clone(), None));
-                if *debug {
-                    keys.debug.insert(hash.to_owned());
+        Box::pin(async move {
+            match grant {
+                Grant::Issued(key) => {
+                    self.held().issued.insert(key.id.clone(), (hash.to_owned(), key.clone()));
+                    return Ok(());
                 }
-                Ok(())
+                Grant::Session { session, .. } | Grant::Player { session, .. } if !self.exists(session).await? => {
+                    return Err(no_session(session));
+                }
+                Grant::Session { session, debug } => {
+                    let mut held = self.held();
+                    held.sessions.insert(hash.to_owned(), (session.clone(), None));
+                    if *debug {
+                        held.debug.insert(hash.to_owned());
+                    }
+                }
+                Grant::Player { session, player } => {
+                    let mut held = self.held();
+                    held.sessions.retain(|_, (s, p)| !(s == session && p.as_deref() == Some(player)));
+                    held.sessions.insert(hash.to_owned(), (session.clone(), Some(player.clone())));
+                }
             }
-            Grant::Player { session, player } if exists(session) => {
-                keys.sessions.retain(|_, (s, p)| !(s == session && p.as_deref() == Some(player)));
-                keys.sessions.insert(hash.to_owned(), (session.clone(), Some(player.clone())));
-                Ok(())
-            }
-            Grant::Session { session, .. } | Grant::Player { session, .. } => Err(no_session(session)),
-        };
-        ready(done)
+            self.sweep().await
+        })
     }
 
     fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
-        let keys = self.keys();
-        let now = crate::vocab::now_ms();
-        let found = match keys.sessions.get(hash) {
-            Some((session, None)) => {
-                Some(Grant::Session { session: session.clone(), debug: keys.debug.contains(hash) })
+        Box::pin(async move {
+            let found = {
+                let held = self.held();
+                let now = now_ms();
+                match held.sessions.get(hash) {
+                    Some((session, None)) => {
+                        Some(Grant::Session { session: session.clone(), debug: held.debug.contains(hash) })
+                    }
+                    Some((session, Some(player))) => {
+                        Some(Grant::Player { session: session.clone(), player: player.clone() })
+                    }
+                    None => held
+                        .issued
+                        .values()
+                        .find(|(h, k)| h == hash && !k.expired(now))
+                        .map(|(_, k)| Grant::Issued(k.clone())),
+                }
+            };
+            match &found {
+                Some(Grant::Session { session, .. } | Grant::Player { session, .. })
+                    if !self.exists(session).await? =>
+                {
+                    Ok(None)
+                }
+                _ => Ok(found),
             }
-            Some((session, Some(player))) => Some(Grant::Player { session: session.clone(), player: player.clone() }),
-            None => {
-                keys.issued.values().find(|(h, k)| h == hash && !k.expired(now)).map(|(_, k)| Grant::Issued(k.clone()))
-            }
-        };
-        ready(Ok(found))
+        })
     }
 
     fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
-        let mut all: Vec<IssuedKey> = self.keys().issued.values().map(|(_, k)| k.clone()).collect();
+        let mut all: Vec<IssuedKey> = self.held().issued.values().map(|(_, k)| k.clone()).collect();
         all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         ready(Ok(all))
     }
 
     fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
-        let mut keys = self.keys();
-        let revoked = keys.issued.remove(id).is_some();
+        let reached: HashSet<String> = self.issued_by(id).into_iter().collect();
+        let mut held = self.held();
+        let revoked = held.issued.remove(id).is_some();
         // Every session that goes back to the key, whichever of its parents are gone.
-        let reached: std::collections::HashSet<String> =
-            keys.lineage.iter().filter(|(_, l)| l.issuer.as_deref() == Some(id)).map(|(s, _)| s.clone()).collect();
-        keys.sessions.retain(|_, (s, _)| !reached.contains(s));
+        held.sessions.retain(|_, (s, _)| !reached.contains(s));
         ready(Ok(revoked))
     }
 
     fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
-        self.keys().sessions.retain(|_, (s, p)| s != session || p.as_ref().is_none_or(|p| players.contains(p)));
+        self.held().sessions.retain(|_, (s, p)| s != session || p.as_ref().is_none_or(|p| players.contains(p)));
         ready(Ok(()))
     }
 
     fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
-        self.keys().sessions.retain(|_, (s, p)| !(s == session && p.as_deref() == Some(player)));
+        self.held().sessions.retain(|_, (s, p)| !(s == session && p.as_deref() == Some(player)));
         ready(Ok(()))
     }
 
     fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
-        if !self.with(|m| m.contains_key(session)) {
-            return ready(Err(no_session(session)));
-        }
-        let mut keys = self.keys();
-        let parent = owner.strip_prefix("session:").and_then(|p| keys.lineage.get(p));
-        let lineage = Lineage::made_by(owner, parent);
-        keys.lineage.insert(session.to_owned(), lineage);
-        keys.owners.insert(session.to_owned(), owner.to_owned());
-        ready(Ok(()))
+        Box::pin(async move {
+            if !self.exists(session).await? {
+                return Err(no_session(session));
+            }
+            {
+                let mut held = self.held();
+                let parent = owner.strip_prefix("session:").and_then(|p| held.lineage.get(p));
+                let lineage = Lineage::made_by(owner, parent);
+                held.lineage.insert(session.to_owned(), lineage);
+                held.owners.insert(session.to_owned(), owner.to_owned());
+            }
+            self.sweep().await
+        })
     }
 
     fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
-        ready(Ok(self.keys().lineage.get(session).cloned()))
+        Box::pin(async move {
+            let found = self.held().lineage.get(session).cloned();
+            Ok(if found.is_some() && self.exists(session).await? { found } else { None })
+        })
     }
 
     fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
-        let mine = self.issued_by(issuer);
-        let made = self.with(|m| mine.iter().filter_map(|s| m.get(s)).map(|e| e.info.created_at).collect::<Vec<_>>());
-        let recent = made.iter().filter(|at| **at >= since).count() as u64;
-        ready(Ok((recent, made.len() as u64)))
+        Box::pin(async move {
+            let (mut recent, mut kept) = (0, 0);
+            for s in self.issued_by(issuer) {
+                if let Some(info) = self.store.info(&s).await? {
+                    kept += 1;
+                    recent += u64::from(info.created_at >= since);
+                }
+            }
+            Ok((recent, kept))
+        })
     }
 
-    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> {
-        let mine = self.issued_by(issuer);
-        // This store keeps values, not bytes: each checkpoint's parts as JSON, uncompressed.
-        let size = |c: &super::Checkpoint| {
-            let json = |v: &Option<serde_json::Value>| v.as_ref().map_or(0, |v| v.to_string().len());
-            let updates: usize = c.updates.iter().map(|(n, u)| n.len() + u.to_json().to_string().len()).sum();
-            let exchanges = serde_json::to_vec(&*c.exchanges).map_or(0, |v| v.len());
-            json(&c.snapshot) + json(&c.input) + updates + exchanges
-        };
-        let bytes: usize = self.with(|m| mine.iter().filter_map(|s| m.get(s)).flat_map(|e| &e.rows).map(size).sum());
-        ready(Ok(bytes as u64))
+    fn issued_sessions<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        ready(Ok(self.issued_by(issuer)))
     }
 
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
-        ready(Ok(self.keys().owners.get(session).cloned()))
+        Box::pin(async move {
+            let found = self.held().owners.get(session).cloned();
+            Ok(if found.is_some() && self.exists(session).await? { found } else { None })
+        })
+    }
+
+    fn owned<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        let held = self.held();
+        ready(Ok(held.owners.iter().filter(|(_, o)| *o == owner).map(|(s, _)| s.clone()).collect()))
     }
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-on_sql_stores!(Keys {
-    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> => add;
-    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> => find;
-    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> => issued;
-    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> => revoke;
-    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> => keep_players;
-    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> => drop_player;
-    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> => set_owner;
-    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> => owner;
-    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> => lineage;
-    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> => sessions_of;
-    fn bytes_of<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<u64>> => bytes_of;
-});
+impl Keys for Db {
+    fn add_key<'a>(&'a self, hash: &'a str, grant: &'a Grant) -> BoxFuture<'a, Result<()>> {
+        Box::pin(add(self, hash, grant))
+    }
+
+    fn find_key<'a>(&'a self, hash: &'a str) -> BoxFuture<'a, Result<Option<Grant>>> {
+        Box::pin(find(self, hash))
+    }
+
+    fn issued_keys(&self) -> BoxFuture<'_, Result<Vec<IssuedKey>>> {
+        Box::pin(issued(self))
+    }
+
+    fn revoke_key<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(revoke(self, id))
+    }
+
+    fn keep_player_keys<'a>(&'a self, session: &'a str, players: &'a [String]) -> BoxFuture<'a, Result<()>> {
+        Box::pin(keep_players(self, session, players))
+    }
+
+    fn drop_player_key<'a>(&'a self, session: &'a str, player: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(drop_player(self, session, player))
+    }
+
+    fn set_owner<'a>(&'a self, session: &'a str, owner: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(set_owner(self, session, owner))
+    }
+
+    fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(owner(self, session))
+    }
+
+    fn owned<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(owned(self, owner))
+    }
+
+    fn lineage<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Lineage>>> {
+        Box::pin(lineage(self, session))
+    }
+
+    fn sessions_of<'a>(&'a self, issuer: &'a str, since: i64) -> BoxFuture<'a, Result<(u64, u64)>> {
+        Box::pin(sessions_of(self, issuer, since))
+    }
+
+    fn issued_sessions<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(issued_sessions(self, issuer))
+    }
+}
 
 /// A key for a session that is gone fails its foreign key: say so as the memory store does.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn gone_or(what: &str, session: &str, e: sqlx::Error) -> Error {
     let foreign = matches!(&e, sqlx::Error::Database(d) if d.is_foreign_key_violation());
     if foreign { no_session(session) } else { store_error(what, e) }
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
+async fn add(db: &Db, hash: &str, grant: &Grant) -> Result<()> {
     match grant {
         Grant::Issued(k) => {
             let packs = k.packs.as_ref().map(|p| serde_json::to_string(p).unwrap_or_else(|_| "[]".into()));
             let rights = serde_json::to_string(&k.rights).unwrap_or_else(|_| "[]".into());
-            on_pool!(sql, pool => sqlx::query(
+            on_pool!(db, pool => sqlx::query(
                     "INSERT INTO issued_keys (id, hash, label, packs, created_at, rights, expires_at) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 )
@@ -314,7 +437,7 @@ async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
                 .map(|_| ()))
             .map_err(|e| store_error("cannot keep a key", e))
         }
-        Grant::Session { session, debug } => on_pool!(sql, pool => sqlx::query(
+        Grant::Session { session, debug } => on_pool!(db, pool => sqlx::query(
                 "INSERT INTO session_keys (hash, session_id, player, debug) VALUES ($1, $2, NULL, $3)",
             )
             .bind(hash)
@@ -325,7 +448,7 @@ async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
             .map(|_| ()))
         .map_err(|e| gone_or("cannot keep a session's key", session, e)),
         // A player's new key replaces their old one, in one transaction.
-        Grant::Player { session, player } => on_pool!(sql, pool => async {
+        Grant::Player { session, player } => on_pool!(db, pool => async {
             let mut tx = pool.begin().await?;
             sqlx::query("DELETE FROM session_keys WHERE session_id = $1 AND player = $2")
                 .bind(session)
@@ -345,9 +468,8 @@ async fn add(sql: Sql<'_>, hash: &str, grant: &Grant) -> Result<()> {
     }
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn find(sql: Sql<'_>, hash: &str) -> Result<Option<Grant>> {
-    let session: Option<(String, Option<String>, bool)> = on_pool!(sql, pool => sqlx::query_as(
+async fn find(db: &Db, hash: &str) -> Result<Option<Grant>> {
+    let session: Option<(String, Option<String>, bool)> = on_pool!(db, pool => sqlx::query_as(
             "SELECT session_id, player, debug FROM session_keys WHERE hash = $1",
         )
         .bind(hash)
@@ -360,22 +482,20 @@ async fn find(sql: Sql<'_>, hash: &str) -> Result<Option<Grant>> {
             Some(player) => Grant::Player { session, player },
         }));
     }
-    let issued: Option<IssuedRow> = on_pool!(sql, pool => sqlx::query_as(
+    let issued: Option<IssuedRow> = on_pool!(db, pool => sqlx::query_as(
             "SELECT id, label, packs, created_at, rights, expires_at FROM issued_keys WHERE hash = $1",
         )
         .bind(hash)
         .fetch_optional(pool)
         .await)
     .map_err(|e| store_error("cannot look a key up", e))?;
-    let now = crate::vocab::now_ms();
+    let now = now_ms();
     Ok(issued.map(issued_key).transpose()?.filter(|k| !k.expired(now)).map(Grant::Issued))
 }
 
 /// An issued key's row: id, label, packs, created_at, rights, expires_at.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 type IssuedRow = (String, String, Option<String>, i64, Option<String>, Option<i64>);
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn issued_key((id, label, packs, created_at, rights, expires_at): IssuedRow) -> Result<IssuedKey> {
     let packs = packs
         .map(|p| serde_json::from_str(&p).map_err(|e| store_error("a key's packs are not a JSON list", e)))
@@ -387,9 +507,8 @@ fn issued_key((id, label, packs, created_at, rights, expires_at): IssuedRow) -> 
     Ok(IssuedKey { id, label, packs, rights, expires_at, created_at })
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
-    let rows: Vec<IssuedRow> = on_pool!(sql, pool => sqlx::query_as(
+async fn issued(db: &Db) -> Result<Vec<IssuedKey>> {
+    let rows: Vec<IssuedRow> = on_pool!(db, pool => sqlx::query_as(
             "SELECT id, label, packs, created_at, rights, expires_at FROM issued_keys ORDER BY created_at, id",
         )
         .fetch_all(pool)
@@ -398,11 +517,10 @@ async fn issued(sql: Sql<'_>) -> Result<Vec<IssuedKey>> {
     rows.into_iter().map(issued_key).collect()
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
+async fn revoke(db: &Db, id: &str) -> Result<bool> {
     // The key, and in one transaction every key of the sessions that go back to it (their
     // issuer, kept with each session when it was made, whichever of its parents are gone).
-    on_pool!(sql, pool => async {
+    on_pool!(db, pool => async {
         let mut tx = pool.begin().await?;
         let gone = sqlx::query("DELETE FROM issued_keys WHERE id = $1").bind(id).execute(&mut *tx).await?;
         sqlx::query(
@@ -418,29 +536,25 @@ async fn revoke(sql: Sql<'_>, id: &str) -> Result<bool> {
     .map_err(|e| store_error("cannot revoke a key", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn keep_players(sql: Sql<'_>, session: &str, players: &[String]) -> Result<()> {
+async fn keep_players(db: &Db, session: &str, players: &[String]) -> Result<()> {
     let kept = serde_json::to_string(players).unwrap_or_else(|_| "[]".into());
     // The players as a JSON list the database reads itself: one statement, whatever their number.
-    let text = match sql {
-        #[cfg(feature = "sqlite")]
-        Sql::Sqlite(_) => {
+    let text = match db {
+        Db::Sqlite(_) => {
             "DELETE FROM session_keys WHERE session_id = $1 AND player IS NOT NULL \
              AND player NOT IN (SELECT value FROM json_each($2))"
         }
-        #[cfg(feature = "postgres")]
-        Sql::Postgres(_) => {
+        Db::Postgres(_) => {
             "DELETE FROM session_keys WHERE session_id = $1 AND player IS NOT NULL \
              AND player NOT IN (SELECT jsonb_array_elements_text($2::jsonb))"
         }
     };
-    on_pool!(sql, pool => sqlx::query(text).bind(session).bind(&kept).execute(pool).await.map(|_| ()))
+    on_pool!(db, pool => sqlx::query(text).bind(session).bind(&kept).execute(pool).await.map(|_| ()))
         .map_err(|e| store_error("cannot drop the keys of players who left", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {
-    on_pool!(sql, pool => sqlx::query("DELETE FROM session_keys WHERE session_id = $1 AND player = $2")
+async fn drop_player(db: &Db, session: &str, player: &str) -> Result<()> {
+    on_pool!(db, pool => sqlx::query("DELETE FROM session_keys WHERE session_id = $1 AND player = $2")
         .bind(session)
         .bind(player)
         .execute(pool)
@@ -449,16 +563,15 @@ async fn drop_player(sql: Sql<'_>, session: &str, player: &str) -> Result<()> {
     .map_err(|e| store_error("cannot drop a player's key", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
+async fn set_owner(db: &Db, session: &str, owner: &str) -> Result<()> {
     // The lineage from the owning session's row as it stands now (see `Lineage::made_by`),
     // written in the same statement.
     let parent = match owner.strip_prefix("session:") {
-        Some(p) => lineage(sql, p).await?,
+        Some(p) => lineage(db, p).await?,
         None => None,
     };
     let made = Lineage::made_by(owner, parent.as_ref());
-    on_pool!(sql, pool => sqlx::query(
+    on_pool!(db, pool => sqlx::query(
             "INSERT INTO session_owners (session_id, owner, issuer, lineage) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (session_id) DO UPDATE SET owner = excluded.owner, issuer = excluded.issuer, lineage = excluded.lineage",
         )
@@ -472,17 +585,24 @@ async fn set_owner(sql: Sql<'_>, session: &str, owner: &str) -> Result<()> {
     .map_err(|e| gone_or("cannot record who made a session", session, e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn bytes_of(sql: Sql<'_>, issuer: &str) -> Result<u64> {
-    let text = super::shared::keyed_bytes_of(sql);
-    let bytes: i64 = on_pool!(sql, pool => sqlx::query_scalar(text).bind(issuer).fetch_one(pool).await)
-        .map_err(|e| store_error("cannot sum a key's bytes", e))?;
-    Ok(bytes.max(0) as u64)
+async fn issued_sessions(db: &Db, issuer: &str) -> Result<Vec<String>> {
+    on_pool!(db, pool => sqlx::query_scalar("SELECT session_id FROM session_owners WHERE issuer = $1")
+        .bind(issuer)
+        .fetch_all(pool)
+        .await)
+    .map_err(|e| store_error("cannot list a key's sessions", e))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn sessions_of(sql: Sql<'_>, issuer: &str, since: i64) -> Result<(u64, u64)> {
-    let (recent, kept): (Option<i64>, i64) = on_pool!(sql, pool => sqlx::query_as(
+async fn owned(db: &Db, owner: &str) -> Result<Vec<String>> {
+    on_pool!(db, pool => sqlx::query_scalar("SELECT session_id FROM session_owners WHERE owner = $1")
+        .bind(owner)
+        .fetch_all(pool)
+        .await)
+    .map_err(|e| store_error("cannot list what a key made", e))
+}
+
+async fn sessions_of(db: &Db, issuer: &str, since: i64) -> Result<(u64, u64)> {
+    let (recent, kept): (Option<i64>, i64) = on_pool!(db, pool => sqlx::query_as(
             "SELECT SUM(CASE WHEN s.created_at >= $2 THEN 1 ELSE 0 END), COUNT(*) \
              FROM session_owners o JOIN sessions s ON s.id = o.session_id WHERE o.issuer = $1",
         )
@@ -494,9 +614,8 @@ async fn sessions_of(sql: Sql<'_>, issuer: &str, since: i64) -> Result<(u64, u64
     Ok((recent.unwrap_or(0).max(0) as u64, kept.max(0) as u64))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn lineage(sql: Sql<'_>, session: &str) -> Result<Option<Lineage>> {
-    let row: Option<(Option<String>, String)> = on_pool!(sql, pool => sqlx::query_as(
+async fn lineage(db: &Db, session: &str) -> Result<Option<Lineage>> {
+    let row: Option<(Option<String>, String)> = on_pool!(db, pool => sqlx::query_as(
             "SELECT issuer, lineage FROM session_owners WHERE session_id = $1",
         )
         .bind(session)
@@ -509,11 +628,86 @@ async fn lineage(sql: Sql<'_>, session: &str) -> Result<Option<Lineage>> {
     }))
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-async fn owner(sql: Sql<'_>, session: &str) -> Result<Option<String>> {
-    on_pool!(sql, pool => sqlx::query_scalar("SELECT owner FROM session_owners WHERE session_id = $1")
+async fn owner(db: &Db, session: &str) -> Result<Option<String>> {
+    on_pool!(db, pool => sqlx::query_scalar("SELECT owner FROM session_owners WHERE session_id = $1")
         .bind(session)
         .fetch_optional(pool)
         .await)
     .map_err(|e| store_error("cannot read who made a session", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys of sessions a memory store deleted are forgotten as the table grows, and the
+    /// keys of live ones kept.
+    #[tokio::test]
+    async fn a_memory_stores_keys_forget_deleted_sessions_as_they_grow() {
+        let store: Arc<dyn Store> = Arc::new(ruleweave::store::MemoryStore::new());
+        let keys = InMemory::new(store.clone());
+        let make = |n: usize| async move {
+            let id = format!("s{n}");
+            let info = ruleweave::store::SessionInfo {
+                id: id.clone(),
+                pack: "p".into(),
+                pack_version: "v".into(),
+                options: serde_json::json!({}),
+                seed: 1,
+                turns: 0,
+                head: 0,
+                head_kind: ruleweave::store::CheckpointKind::Start,
+                snapshot_seq: 0,
+                finished: false,
+                finished_at: None,
+                created_at: 0,
+                updated_at: 0,
+                parent: None,
+                edited_turn: None,
+                lobby: false,
+            };
+            let start = ruleweave::store::Checkpoint {
+                seq: 0,
+                turn: 0,
+                kind: ruleweave::store::CheckpointKind::Start,
+                step: None,
+                pack_version: "v".into(),
+                input: None,
+                updates: Vec::new(),
+                snapshot: Some(serde_json::json!({})),
+                exchanges: Default::default(),
+                resume: None,
+                finished: false,
+                created_at: 0,
+                bumps: Vec::new(),
+                by: None,
+            };
+            (id, info, start)
+        };
+        for n in 0..400 {
+            let (id, info, start) = make(n).await;
+            store.create(&info, &start).await.unwrap();
+            keys.add_key(&format!("h{n}"), &Grant::Session { session: id.clone(), debug: false }).await.unwrap();
+            keys.set_owner(&id, "key:k").await.unwrap();
+            if n < 200 {
+                // Half of them end before the next is made, as expired sessions do.
+                store.delete(&id).await.unwrap();
+            }
+        }
+        let (kept, of_deleted) = {
+            let held = keys.held();
+            let of_deleted = held.sessions.values().filter(|(s, _)| s[1..].parse::<usize>().unwrap() < 200).count();
+            (held.sessions.len(), of_deleted)
+        };
+        assert!(
+            kept < 300 && of_deleted < 100,
+            "{kept} session keys kept of 200 live sessions, {of_deleted} of deleted ones"
+        );
+        assert_eq!(
+            keys.owned("key:k").await.unwrap().iter().filter(|s| s[1..].parse::<usize>().unwrap() >= 200).count(),
+            200
+        );
+        assert_eq!(keys.find_key("h0").await.unwrap(), None, "a deleted session's key opens nothing");
+        assert!(keys.find_key("h399").await.unwrap().is_some());
+    }
 }
