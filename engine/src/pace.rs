@@ -172,6 +172,11 @@ impl Provider for Paced<dyn Provider> {
         self.inner.is_standin()
     }
 
+    fn route(&self, profile: &str) -> Option<Arc<dyn Provider>> {
+        let routed = self.inner.route(profile)?;
+        Some(Arc::new(Paced::new(routed, self.pace.clone())))
+    }
+
     fn complete<'a>(
         &'a self,
         request: &'a LlmRequest,

@@ -140,6 +140,17 @@ impl Runtime {
             (LlmChoice::Provider(p), _) => p.clone(),
             (LlmChoice::Standin, Some(s)) => s.clone(),
             (LlmChoice::Standin, None) => return Arc::new(NoModel(pack.name.clone())),
+            (LlmChoice::ByProfile(chosen), standin) => {
+                let otherwise = standin.clone().unwrap_or_else(|| Arc::new(NoModel(pack.name.clone())));
+                let paced = |p: Arc<dyn Provider>| -> Arc<dyn Provider> {
+                    match &self.pace {
+                        Some(pace) => Arc::new(Paced::new(p, pace.clone())),
+                        None => p,
+                    }
+                };
+                let chosen = chosen.iter().map(|(k, p)| (k.clone(), paced(p.clone()))).collect();
+                return Arc::new(crate::llm::ByProfile { chosen: Arc::new(chosen), otherwise: paced(otherwise) });
+            }
         };
         match &self.pace {
             Some(pace) => Arc::new(Paced::new(provider, pace.clone())),

@@ -119,6 +119,8 @@ pub struct Tavily {
     url: String,
     key: String,
     retry: RetryPolicy,
+    /// A rate limit's pause, kept by every search.
+    throttle: crate::llm::http::Throttle,
 }
 
 #[cfg(feature = "http-models")]
@@ -136,6 +138,7 @@ impl Tavily {
             url: format!("{}/search", base.trim_end_matches('/')),
             key,
             retry: RetryPolicy::from_vars(var)?,
+            throttle: Default::default(),
         })
     }
 }
@@ -157,7 +160,7 @@ impl Search for Tavily {
     fn search<'a>(&'a self, query: &'a str, max_results: usize) -> BoxFuture<'a, Result<Vec<SearchResult>>> {
         Box::pin(async move {
             let body = json!({"query": query, "max_results": max_results, "search_depth": "basic"});
-            let (resp, attempts) = crate::llm::http::send("tavily", &self.retry, || {
+            let (resp, attempts) = crate::llm::http::send("tavily", &self.retry, &self.throttle, || {
                 self.client.post(&self.url).bearer_auth(&self.key).json(&body)
             })
             .await?;

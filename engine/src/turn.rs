@@ -274,6 +274,9 @@ impl TurnCtx {
     /// pack written for several vendors playing on one key is how it is meant to run, no problem
     /// for a face to show each turn.
     fn provider_for(&self, node: &str, request: &mut LlmRequest) -> Arc<dyn Provider> {
+        if let Some(chosen) = self.provider.route(&request.profile) {
+            return chosen;
+        }
         let Some(name) = &request.provider else { return self.provider.clone() };
         match self.named.get(name) {
             Ok(p) => p,

@@ -152,6 +152,7 @@ fn simulated(players: &[&str], games: u32) -> u64 {
         jobs: 1,
         spec: pack.simulate().clone(),
         record: false,
+        spend: None,
     };
     let rules = Rules { engine: &engine, options: &options };
     let never = std::sync::atomic::AtomicBool::new(false);

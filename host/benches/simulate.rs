@@ -41,6 +41,7 @@ fn batch(
         jobs: std::thread::available_parallelism().map_or(1, usize::from),
         spec: pack.simulate().clone(),
         record: false,
+        spend: None,
     };
     let rules = Rules { engine, options: &options };
     let never = std::sync::atomic::AtomicBool::new(false);

@@ -327,3 +327,191 @@ fn a_failing_player_stops_its_games_and_the_others_go_on() {
         stderr(&out)
     );
 }
+
+/// `simulate ARGS --json` of the pirate in `root` (with `toml` as its `ruleweave.toml`) against
+/// the model server: the process's output and the report.
+fn simulate_on(root: &std::path::Path, mock: &MockLlm, toml: &str, args: &[&str]) -> (std::process::Output, Value) {
+    std::fs::write(root.join("ruleweave.toml"), toml).unwrap();
+    let out = ruleweave(root)
+        .args(["simulate", "pirate", "--json", "--set", "difficulty=easy"])
+        .args(args)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out, report)
+}
+
+fn pirate_root() -> tempfile::TempDir {
+    support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"])
+}
+
+/// `--model judge=openai`: the judge's calls go to the model server and nothing else does (the
+/// captain stays on the stand-in); the report names what played each profile and counts the
+/// calls the server saw; an estimate from the same games on the stand-ins comes first.
+#[test]
+fn a_real_model_plays_the_profiles_named_and_the_stand_in_the_rest() {
+    let mock = MockLlm::start();
+    let root = pirate_root();
+    let (out, report) =
+        simulate_on(root.path(), &mock, "", &["--games", "3", "--player", "liar", "--model", "judge=openai"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["models"], json!({"judge": "openai", "pirate": "stand-in", "smuggler": "stand-in"}), "{report}");
+    let judged = mock.seen_kind("judge").len() as u64;
+    assert_eq!(mock.seen_kind("chat").len(), 0, "the captain plays on the stand-in");
+    // The judge's 10 never lets the liar win: 3 games of 20 turns, one judge call a turn.
+    assert_eq!((judged, &report["spent"]["calls"]), (60, &json!(60)), "{report}");
+    // The estimate: the judge's calls in the same games on the stand-ins, one a turn (the
+    // stand-in judge lets the liar win sooner).
+    let (_, standin) =
+        simulate(root.path(), &["pirate", "--games", "3", "--player", "liar", "--set", "difficulty=easy"]);
+    let liar = &standin["players"][0];
+    let histogram = liar["turns_histogram"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap());
+    let finished: u64 = histogram.clone().sum();
+    let turns = histogram.enumerate().map(|(i, n)| (i as u64 + 1) * n).sum::<u64>() + (3 - finished) * 20;
+    let said = stderr(&out);
+    assert!(said.contains(&format!("estimate for judge on openai: {turns} calls")), "{turns} turns: {said}");
+    assert!(report.get("stopped").is_none(), "{report}");
+
+    let (out, _) = simulate_on(root.path(), &mock, "", &["--model", "juge=openai"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("pack `pirate` has no profile `juge` (profiles: judge, pirate, smuggler)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `--budget-usd`: each call holds the most it may cost before it is sent, so the run never
+/// spends past its budget; when the next call would, its games stop at a turn boundary, listed
+/// apart and uncounted, and the run exits 3. Every call the server saw is counted and priced.
+#[test]
+fn a_budget_stops_the_run_at_a_turn_boundary_without_passing_it() {
+    let mock = MockLlm::start();
+    let root = pirate_root();
+    // Dear tokens: a judge call (11 + 7 tokens from this server) costs 0.018; one may cost its
+    // prompt's bytes and its 500 tokens of reply, some 4 to 5.
+    let toml = "[prices]\n\"gpt-4o-mini\" = { input = 1000.0, output = 1000.0 }\n";
+    let args = ["--games", "4", "--player", "liar", "--model", "judge=openai", "--budget-usd", "5", "--yes"];
+    let (out, report) = simulate_on(root.path(), &mock, toml, &args);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(report["stopped"], "budget_usd", "{report}");
+    let spent = &report["spent"];
+    let calls = spent["calls"].as_u64().unwrap();
+    assert_eq!(calls, mock.seen_kind("judge").len() as u64, "every call sent is counted: {spent}");
+    let usd = spent["usd"].as_f64().unwrap();
+    assert!((usd - calls as f64 * 0.018).abs() < 1e-9, "priced as the server counted: {spent}");
+    assert!(usd <= 5.0 && calls < 80, "within its budget, short of the 80 calls of 4 whole games: {spent}");
+    let liar = &report["players"][0];
+    let (counted, stopped) = (liar["games"].as_u64().unwrap(), liar["stopped"].as_array().unwrap().len() as u64);
+    assert!(stopped >= 1 && counted + stopped <= 4, "{liar}");
+    // A counted game is a whole one: the judge's 10 keeps the liar at it for all 20 turns.
+    if counted > 0 {
+        assert_eq!(liar["outcomes"]["unfinished"]["share"], 1.0, "{liar}");
+        assert_eq!(liar["track"]["merit_score"]["per_turn"].as_array().map(Vec::len), Some(20), "{liar}");
+    }
+}
+
+/// `--max-calls`: exactly that many calls reach the server, then the run stops as a budget does.
+#[test]
+fn a_cap_on_calls_sends_exactly_that_many() {
+    let mock = MockLlm::start();
+    let root = pirate_root();
+    let (out, report) = simulate_on(
+        root.path(),
+        &mock,
+        "",
+        &["--games", "2", "--player", "liar", "--model", "judge=openai", "--max-calls", "7"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(
+        (mock.seen_kind("judge").len(), &report["stopped"], &report["spent"]["calls"]),
+        (7, &json!("max_calls"), &json!(7))
+    );
+    let liar = &report["players"][0];
+    assert_eq!((&liar["games"], liar["stopped"].as_array().map(Vec::len)), (&json!(0), Some(2)), "{liar}");
+}
+
+/// A budget needs every real model priced, and a run whose estimate is over its budget waits
+/// for `--yes`: both refused before a call is sent, with exit 2 and the reason.
+#[test]
+fn a_budget_refuses_an_unpriced_model_and_an_estimate_over_it() {
+    let mock = MockLlm::start();
+    let root = pirate_root();
+    let (out, _) =
+        simulate_on(root.path(), &mock, "", &["--games", "1", "--model", "judge=openai", "--budget-usd", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("profile `judge` calls model `gpt-4o-mini`, which has no price"), "{}", stderr(&out));
+    let toml = "[prices]\n\"gpt-4o-mini\" = { input = 1000.0, output = 1000.0 }\n";
+    let (out, _) =
+        simulate_on(root.path(), &mock, toml, &["--games", "2", "--model", "judge=openai", "--budget-usd", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+    let said = stderr(&out);
+    assert!(said.contains("is over --budget-usd 5: pass --yes to start anyway"), "{said}");
+    assert!(mock.seen().is_empty(), "nothing was sent");
+}
+
+/// A game waiting on a model holds a thread, not a core: with `--concurrency 16`, sixteen games'
+/// judge calls are at the server at once on any machine (the test holds them all until the
+/// sixteenth arrives); with `--concurrency 4`, never more than four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_calls_run_at_the_providers_concurrency_not_the_cores() {
+    let mock = MockLlm::start();
+    let root = pirate_root();
+    std::fs::write(root.path().join("ruleweave.toml"), "").unwrap();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    for _ in 0..16 {
+        mock.judge(Reply::Until(gate.clone(), Box::new(judged(10))));
+    }
+    let run = |concurrency: &str| {
+        ruleweave(root.path())
+            .args(["simulate", "pirate", "--json", "--set", "difficulty=easy", "--games", "16", "--player", "liar"])
+            .args(["--model", "judge=openai", "--concurrency", concurrency])
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", &mock.base_url)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let child = run("16");
+    mock.wait_seen(16).await;
+    assert_eq!(mock.most_in_flight(), 16, "sixteen calls held at the server at once");
+    open.send(true).unwrap();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mock.seen_kind("judge").len(), 16 * 20, "16 games of 20 turns, one judge call each");
+
+    let four = MockLlm::start();
+    for _ in 0..64 {
+        four.judge(Reply::Slow(std::time::Duration::from_millis(5), Box::new(judged(10))));
+    }
+    let out = ruleweave(root.path())
+        .args(["simulate", "pirate", "--json", "--set", "difficulty=easy", "--games", "16", "--player", "liar"])
+        .args(["--model", "judge=openai", "--concurrency", "4"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &four.base_url)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!((1..=4).contains(&four.most_in_flight()), "{} calls in flight at once", four.most_in_flight());
+}
+
+/// A storm of 429s slows a run and loses no call: a rate-limited call waits as long as the
+/// provider asks (and its neighbours with it), however often, and is answered in the end; no
+/// turn falls back to the judge's rule-based score.
+#[test]
+fn a_storm_of_rate_limits_slows_the_run_and_loses_no_call() {
+    let mock = MockLlm::start();
+    for _ in 0..40 {
+        mock.judge(Reply::RetryAfter("0.01".into()));
+    }
+    let root = pirate_root();
+    let (out, report) =
+        simulate_on(root.path(), &mock, "", &["--games", "4", "--player", "liar", "--model", "judge=openai"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["spent"]["calls"], 80, "4 games of 20 turns: {report}");
+    assert_eq!(mock.seen_kind("judge").len(), 40 + 80, "each call answered once, after the 40 refusals");
+    assert_eq!(report["players"][0]["games"], 4, "{report}");
+}

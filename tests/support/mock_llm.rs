@@ -35,6 +35,9 @@ pub enum Reply {
     Hang,
     /// Answers once the test opens the gate.
     Gated(Arc<tokio::sync::Notify>, Box<Reply>),
+    /// Answers once the watched value is true (and at once after): a gate any number of
+    /// requests wait at, whenever each arrives.
+    Until(tokio::sync::watch::Receiver<bool>, Box<Reply>),
     /// 200, and a body that never ends: JSON that never closes, or, to a streaming request,
     /// chunks of text forever.
     Endless,
@@ -70,6 +73,9 @@ struct Inner {
     seen: Vec<Seen>,
     /// How many requests have arrived, for tests to wait on.
     count: tokio::sync::watch::Sender<usize>,
+    /// Chat Completions requests waiting for their answer now, and the most there ever were.
+    in_flight: usize,
+    most_in_flight: usize,
 }
 
 impl Default for Inner {
@@ -82,6 +88,8 @@ impl Default for Inner {
             vectors: HashMap::new(),
             seen: Vec::new(),
             count: tokio::sync::watch::channel(0).0,
+            in_flight: 0,
+            most_in_flight: 0,
         }
     }
 }
@@ -182,6 +190,11 @@ impl MockLlm {
         assert!(reached.is_ok_and(|r| r.is_ok()), "the model server never saw a request with {text:?}");
     }
 
+    /// The most Chat Completions requests that were waiting for their answer at once.
+    pub fn most_in_flight(&self) -> usize {
+        self.inner.lock().unwrap().most_in_flight
+    }
+
     /// The requests of one kind (`judge` or `chat`).
     pub fn seen_kind(&self, kind: &str) -> Vec<Value> {
         self.seen().into_iter().filter(|s| s.kind == kind).map(|s| s.body).collect()
@@ -205,6 +218,8 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     let reply = {
         let mut inner = inner.lock().unwrap();
         inner.seen.push(Seen::new(kind, &body, &headers));
+        inner.in_flight += 1;
+        inner.most_in_flight = inner.most_in_flight.max(inner.in_flight);
         inner.count.send_replace(inner.seen.len());
         let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
         queue
@@ -212,7 +227,9 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
             .unwrap_or_else(|| if kind == "judge" { judged(10) } else { Reply::Content("Arrr, no.".into()) })
     };
     let streaming = body["stream"] == json!(true);
-    answer(reply, &body, streaming).await
+    let answered = answer(reply, &body, streaming).await;
+    inner.lock().unwrap().in_flight -= 1;
+    answered
 }
 
 /// A text's letter counts, a-z: a vector a test can predict.
@@ -306,7 +323,7 @@ async fn messages(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
         Reply::RetryAfter(after) => {
             Response::builder().status(429).header("retry-after", after).body(Body::empty()).unwrap()
         }
-        Reply::Slow(..) | Reply::Gated(..) | Reply::Hang => unreachable!("delayed() waited"),
+        Reply::Slow(..) | Reply::Gated(..) | Reply::Until(..) | Reply::Hang => unreachable!("delayed() waited"),
         other => panic!("the Messages API mock does not play {other:?}"),
     }
 }
@@ -321,6 +338,10 @@ async fn delayed(mut reply: Reply) -> Reply {
             }
             Reply::Gated(gate, next) => {
                 gate.notified().await;
+                *next
+            }
+            Reply::Until(mut open, next) => {
+                let _ = open.wait_for(|o| *o).await;
                 *next
             }
             Reply::Hang => std::future::pending().await,
@@ -394,6 +415,6 @@ async fn answer(reply: Reply, request: &Value, streaming: bool) -> Response {
             }
             Response::builder().header("content-type", "text/event-stream").body(Body::from(sse)).unwrap()
         }
-        Reply::Slow(..) | Reply::Gated(..) | Reply::Hang => unreachable!("delayed() waited"),
+        Reply::Slow(..) | Reply::Gated(..) | Reply::Until(..) | Reply::Hang => unreachable!("delayed() waited"),
     }
 }

@@ -11,6 +11,8 @@
 //!   recording to replay.
 //! - [`jobs`]: a tune or a sweep as it is asked for in words, parsed once for every face, and the
 //!   typed run a server keeps as a job.
+//! - [`spend`]: what a run on real models may spend, and the providers it pays through (a budget
+//!   never exceeded, a provider's calls in flight capped).
 //!
 //! The lab drives an [`Engine`](ruleweave::Engine) from outside its turns, as any embedding
 //! program does; the engine knows nothing of it.
@@ -22,3 +24,4 @@ pub mod cases;
 pub mod jobs;
 pub mod replay;
 pub mod simulate;
+pub mod spend;

@@ -49,6 +49,8 @@ pub struct Anthropic {
     config: AnthropicConfig,
     client: reqwest::Client,
     url: String,
+    /// A rate limit's pause, kept by every call.
+    throttle: http::Throttle,
 }
 
 impl Anthropic {
@@ -56,7 +58,7 @@ impl Anthropic {
     pub fn new(config: AnthropicConfig) -> Result<Self> {
         let client = http::client(config.timeout)?;
         let url = format!("{}/v1/messages", config.base_url.trim_end_matches('/'));
-        Ok(Anthropic { config, client, url })
+        Ok(Anthropic { config, client, url, throttle: Default::default() })
     }
 
     fn body(request: &LlmRequest, stream: bool) -> Value {
@@ -110,7 +112,7 @@ impl Anthropic {
             ));
         }
         let body = Self::body(request, tokens.is_some());
-        let (resp, attempts) = http::send("anthropic", &self.config.retry, || {
+        let (resp, attempts) = http::send("anthropic", &self.config.retry, &self.throttle, || {
             self.client
                 .post(&self.url)
                 .header("x-api-key", &self.config.api_key)

@@ -48,16 +48,43 @@ fn traced(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
     request
 }
 
+/// A pause every call to one provider keeps: a 429 holds back the provider's other calls until
+/// its `Retry-After` (or the backoff) has passed, rather than each call learning it for itself.
+#[derive(Debug, Default)]
+pub(crate) struct Throttle(std::sync::Mutex<Option<tokio::time::Instant>>);
+
+impl Throttle {
+    /// Waits out the pause, if there is one.
+    async fn wait(&self) {
+        let until = *self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(until) = until {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+
+    /// Pauses every call for `wait` from now (a longer pause already set stands).
+    fn pause(&self, wait: Duration) {
+        let until = tokio::time::Instant::now() + wait;
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        *held = Some(held.map_or(until, |h| h.max(until)));
+    }
+}
+
 /// Sends the request `make` builds, retrying 408, 429, 5xx, timeouts and dropped connections with
-/// backoff. Returns the successful response and how many attempts it took.
+/// backoff; a 429 pauses the provider's other calls too (`throttle`), and with
+/// `wait_out_rate_limits` does not count as a retry. Returns the successful response and how many
+/// attempts it took.
 pub(crate) async fn send(
     provider: &str,
     policy: &RetryPolicy,
+    throttle: &Throttle,
     make: impl Fn() -> reqwest::RequestBuilder,
 ) -> Result<(reqwest::Response, u32)> {
-    let mut attempt = 0u32;
+    let (mut attempt, mut limited) = (0u32, 0u32);
     loop {
+        throttle.wait().await;
         attempt += 1;
+        let mut rate_limited = false;
         let (why, retry_after) = match traced(make()).send().await {
             Ok(resp) if resp.status().is_success() => return Ok((resp, attempt)),
             Ok(resp) => {
@@ -74,17 +101,28 @@ pub(crate) async fn send(
                 if !retryable {
                     return Err(fail(provider, &why, attempt));
                 }
+                rate_limited = status.as_u16() == 429;
                 (why, retry_after)
             }
             Err(e) if e.is_timeout() => ("the request timed out".to_owned(), None),
             Err(e) if e.is_connect() || e.is_request() => (format!("the connection failed: {}", root_cause(&e)), None),
             Err(e) => return Err(fail(provider, &root_cause(&e), attempt)),
         };
-        if attempt > policy.max_retries {
+        let waited_out = rate_limited && policy.wait_out_rate_limits;
+        if waited_out {
+            limited += 1;
+        }
+        // The attempts that count against `max_retries`: all but the rate limits waited out.
+        let counted = attempt - limited;
+        if !waited_out && counted > policy.max_retries {
             return Err(fail(provider, &why, attempt));
         }
-        let wait = policy.backoff(attempt - 1, retry_after);
+        let wait = policy.backoff(if waited_out { limited - 1 } else { counted - 1 }, retry_after);
         tracing::warn!(provider, attempt, ?wait, "model call failed, retrying: {why}");
+        if rate_limited {
+            throttle.pause(wait);
+            continue;
+        }
         tokio::time::sleep(wait).await;
     }
 }

@@ -184,6 +184,14 @@ pub trait Provider: Send + Sync {
     fn complete<'a>(&'a self, request: &'a LlmRequest, tokens: Option<TokenSink>)
     -> BoxFuture<'a, Result<LlmResponse>>;
 
+    /// The provider that answers `profile`'s calls, when this one stands for several (see
+    /// [`LlmChoice::ByProfile`]); `None` when this one answers every profile itself. A turn asks
+    /// before each call, so its events name the provider that really answered.
+    fn route(&self, profile: &str) -> Option<Arc<dyn Provider>> {
+        let _ = profile;
+        None
+    }
+
     /// Embeds `request.texts`. Providers without an embeddings endpoint answer with an error
     /// (the default), and selectors compare texts lexically instead.
     fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
@@ -211,6 +219,9 @@ pub enum LlmChoice {
     Standin,
     /// A provider shared by every pack.
     Provider(Arc<dyn Provider>),
+    /// These profiles on these providers (`judge` on OpenAI), every other profile on its pack's
+    /// stand-in: a playtest that pays for the calls that matter and no others.
+    ByProfile(Arc<std::collections::BTreeMap<String, Arc<dyn Provider>>>),
 }
 
 impl std::fmt::Debug for LlmChoice {
@@ -218,6 +229,10 @@ impl std::fmt::Debug for LlmChoice {
         match self {
             LlmChoice::Standin => f.write_str("Standin"),
             LlmChoice::Provider(p) => write!(f, "Provider({})", p.name()),
+            LlmChoice::ByProfile(chosen) => {
+                let names: Vec<String> = chosen.iter().map(|(k, p)| format!("{k}={}", p.name())).collect();
+                write!(f, "ByProfile({})", names.join(", "))
+            }
         }
     }
 }
@@ -260,7 +275,51 @@ impl LlmChoice {
         match self {
             LlmChoice::Standin => "stand-in model (offline, deterministic)".into(),
             LlmChoice::Provider(p) => p.name().to_owned(),
+            LlmChoice::ByProfile(chosen) => {
+                let on: Vec<String> = chosen.iter().map(|(k, p)| format!("{k} on {}", p.name())).collect();
+                format!("stand-in model, with {}", on.join(", "))
+            }
         }
+    }
+}
+
+/// Some profiles on their own providers, the others on `otherwise` (a pack's stand-in): what
+/// [`LlmChoice::ByProfile`] makes of each pack. It answers as `otherwise` does, and a turn asks
+/// it which provider answers each profile ([`Provider::route`]).
+pub(crate) struct ByProfile {
+    pub(crate) chosen: Arc<std::collections::BTreeMap<String, Arc<dyn Provider>>>,
+    pub(crate) otherwise: Arc<dyn Provider>,
+}
+
+impl ByProfile {
+    fn pick(&self, profile: &str) -> &Arc<dyn Provider> {
+        self.chosen.get(profile).unwrap_or(&self.otherwise)
+    }
+}
+
+impl Provider for ByProfile {
+    fn name(&self) -> &str {
+        self.otherwise.name()
+    }
+
+    fn is_standin(&self) -> bool {
+        self.otherwise.is_standin()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        request: &'a LlmRequest,
+        tokens: Option<TokenSink>,
+    ) -> BoxFuture<'a, Result<LlmResponse>> {
+        self.pick(&request.profile).complete(request, tokens)
+    }
+
+    fn route(&self, profile: &str) -> Option<Arc<dyn Provider>> {
+        self.chosen.get(profile).cloned()
+    }
+
+    fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
+        self.pick(&request.profile).embed(request)
     }
 }
 
@@ -285,6 +344,10 @@ pub struct RetryPolicy {
     /// The most bytes one reply may have (a streamed one counted as it arrives): a server that
     /// says more, or sends more, fails the call.
     pub max_reply_bytes: usize,
+    /// Whether a rate-limited request (429) waits as long as the provider asks, however often,
+    /// rather than counting against `max_retries` (`RULEWEAVE_LLM_WAIT_OUT_RATE_LIMITS=1`): for
+    /// a lab run on real models, which its budget and the person running it bound.
+    pub wait_out_rate_limits: bool,
 }
 
 /// The most bytes of one model or search reply, by default (`RULEWEAVE_LLM_MAX_REPLY_BYTES`):
@@ -299,13 +362,15 @@ impl Default for RetryPolicy {
             base_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             max_reply_bytes: MAX_REPLY_BYTES,
+            wait_out_rate_limits: false,
         }
     }
 }
 
 impl RetryPolicy {
-    /// Reads `RULEWEAVE_LLM_RETRIES`, `RULEWEAVE_LLM_BACKOFF_MS`, `RULEWEAVE_LLM_MAX_BACKOFF_MS`
-    /// and `RULEWEAVE_LLM_MAX_REPLY_BYTES` (at least 1024) over the defaults.
+    /// Reads `RULEWEAVE_LLM_RETRIES`, `RULEWEAVE_LLM_BACKOFF_MS`, `RULEWEAVE_LLM_MAX_BACKOFF_MS`,
+    /// `RULEWEAVE_LLM_MAX_REPLY_BYTES` (at least 1024) and `RULEWEAVE_LLM_WAIT_OUT_RATE_LIMITS`
+    /// over the defaults.
     pub(crate) fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self> {
         let mut p = RetryPolicy::default();
         if let Some(n) = parse_var(var, "RULEWEAVE_LLM_RETRIES")? {
@@ -319,6 +384,9 @@ impl RetryPolicy {
         }
         if let Some(bytes) = parse_var(var, "RULEWEAVE_LLM_MAX_REPLY_BYTES")? {
             p.max_reply_bytes = usize::try_from(bytes).unwrap_or(usize::MAX).max(1024);
+        }
+        if let Some(wait) = parse_var(var, "RULEWEAVE_LLM_WAIT_OUT_RATE_LIMITS")? {
+            p.wait_out_rate_limits = wait != 0;
         }
         Ok(p)
     }

@@ -67,6 +67,17 @@ impl NamedProviders {
         NamedProviders { vars: Arc::new(var), made: Mutex::new(HashMap::new()) }
     }
 
+    /// The same names, whose calls wait out a rate limit however often it comes
+    /// (`RULEWEAVE_LLM_WAIT_OUT_RATE_LIMITS=1` unless the variables say otherwise): a lab run's,
+    /// which its budget bounds, and which would rather wait than lose a game to a 429.
+    pub fn waiting_out_rate_limits(self) -> Self {
+        let vars = self.vars;
+        NamedProviders::from_vars(move |k| match k {
+            "RULEWEAVE_LLM_WAIT_OUT_RATE_LIMITS" => vars(k).or_else(|| Some("1".into())),
+            _ => vars(k),
+        })
+    }
+
     /// None at all: every profile's calls go to the default provider (offline on the stand-in).
     pub fn none() -> Self {
         Self::from_vars(|_| None)

@@ -119,6 +119,8 @@ pub struct OpenAi {
     embeddings_url: String,
     /// `model \0 text` → (the model that answered, the vector); least recently used first out.
     embeddings: Mutex<LruCache<String, Cached>>,
+    /// A rate limit's pause, kept by every call.
+    throttle: http::Throttle,
 }
 
 type Cached = (Arc<str>, Arc<[f32]>);
@@ -136,7 +138,15 @@ impl OpenAi {
         let url = format!("{base}/chat/completions");
         let embeddings_url = format!("{base}/embeddings");
         let embeddings = Mutex::new(LruCache::new(EMBEDDING_CACHE));
-        Ok(OpenAi { name: name.to_owned(), config, client, url, embeddings_url, embeddings })
+        Ok(OpenAi {
+            name: name.to_owned(),
+            config,
+            client,
+            url,
+            embeddings_url,
+            embeddings,
+            throttle: Default::default(),
+        })
     }
 
     fn body(&self, request: &LlmRequest, stream: bool) -> Value {
@@ -169,7 +179,8 @@ impl OpenAi {
 
     async fn call(&self, request: &LlmRequest, tokens: Option<TokenSink>) -> Result<LlmResponse> {
         let body = self.body(request, tokens.is_some());
-        let (resp, attempts) = http::send(&self.name, &self.config.retry, || self.post(&self.url, &body)).await?;
+        let (resp, attempts) =
+            http::send(&self.name, &self.config.retry, &self.throttle, || self.post(&self.url, &body)).await?;
         match tokens {
             None => {
                 let v = http::json_body(&self.name, resp, attempts, self.config.retry.max_reply_bytes).await?;
@@ -262,7 +273,8 @@ impl OpenAi {
         for batch in missing.chunks(EMBEDDING_BATCH) {
             let body = json!({ "model": request.model, "input": batch });
             let (resp, tries) =
-                http::send(&self.name, &self.config.retry, || self.post(&self.embeddings_url, &body)).await?;
+                http::send(&self.name, &self.config.retry, &self.throttle, || self.post(&self.embeddings_url, &body))
+                    .await?;
             attempts += tries;
             let v = http::json_body(&self.name, resp, tries, self.config.retry.max_reply_bytes).await?;
             let batch_vectors = embeddings_of(&v, batch.len(), tries)?;

@@ -47,7 +47,7 @@ impl Profile {
     }
 
     /// Every model the profile names (see [`Profile::names_model`]).
-    pub(crate) fn models(&self) -> Vec<String> {
+    pub fn models(&self) -> Vec<String> {
         let own: Vec<String> = match &self.model {
             ModelSpec::Fixed(m) => vec![m.clone()],
             ModelSpec::ByOption { models, .. } => models.values().cloned().collect(),

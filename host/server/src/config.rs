@@ -38,6 +38,9 @@
 //! reasoning_models = ["o3-mini"] # or RULEWEAVE_REASONING_MODELS: asked with max_completion_tokens
 //!                                # and no temperature, which these models refuse
 //!
+//! [providers.openai]             # per provider (also groq, anthropic, ...):
+//! concurrency = 8                # a lab run's calls in flight to it at once (simulate --model)
+//!
 //! [prices]                       # what a model's tokens cost, per million (simulate's cost per game)
 //! "gpt-4o-mini" = { input = 0.15, output = 0.60 }
 //! ```
@@ -152,10 +155,16 @@ struct File {
 /// What a model's tokens cost (`[prices]`): the engine's, which simulate counts with.
 pub use ruleweave_lab::simulate::Price;
 
+/// The most calls a lab run keeps in flight to one provider, unless `[providers.<name>]
+/// concurrency` or `--concurrency` says otherwise.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ProviderSection {
     base_url: Option<String>,
+    /// The most of a lab run's calls in flight at once to this provider.
+    concurrency: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -222,6 +231,9 @@ pub struct Config {
     pub allowed_models: Vec<String>,
     /// What models cost (`[prices]`), by model name.
     pub prices: std::collections::BTreeMap<String, Price>,
+    /// The most calls a lab run keeps in flight to each provider (`[providers.<name>]
+    /// concurrency`), by provider name; [`DEFAULT_CONCURRENCY`] for the others.
+    pub concurrency: std::collections::BTreeMap<String, usize>,
     /// Whether trace spans hold prompts and replies (`RULEWEAVE_TRACE_CONTENT=1`): they hold
     /// players' words, so only when the operator says so.
     pub trace_content: bool,
@@ -373,7 +385,15 @@ impl Config {
             .max(1),
         };
         let mut llm = Vec::new();
+        let mut concurrency = std::collections::BTreeMap::new();
         for (name, p) in file.providers {
+            match p.concurrency {
+                Some(0) => bail!("{}: [providers.{name}] concurrency is at least 1", path.display()),
+                Some(n) => {
+                    concurrency.insert(name.clone(), n);
+                }
+                None => {}
+            }
             if let Some(url) = p.base_url {
                 llm.push((format!("{}_BASE_URL", name.to_ascii_uppercase().replace('-', "_")), url));
             }
@@ -413,6 +433,7 @@ impl Config {
         let search = if offline { SearchChoice::Standin } else { SearchChoice::from_vars(|k| vars(k))? };
         Ok(Config {
             prices: file.prices,
+            concurrency,
             allowed_models,
             addr,
             server,

@@ -10,6 +10,7 @@ mod run;
 mod serve;
 mod sessions;
 mod simulate;
+mod spending;
 mod terminal;
 mod test;
 mod tune;

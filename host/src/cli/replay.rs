@@ -49,7 +49,9 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let fallback = if args.live {
         match engine.llm() {
             LlmChoice::Provider(p) => Fallback::Live(p.clone(), config.search.clone()),
-            LlmChoice::Standin => bail!("--live needs a model provider: set OPENAI_API_KEY (or RULEWEAVE_LLM)"),
+            LlmChoice::Standin | LlmChoice::ByProfile(_) => {
+                bail!("--live needs a model provider: set OPENAI_API_KEY (or RULEWEAVE_LLM)")
+            }
         }
     } else if args.file.is_some() {
         // A case is replayed as `ruleweave test` plays it: a call it gives no reply for is

@@ -55,6 +55,8 @@ pub(super) struct Args {
     /// config/, scripts/ and prompts/: the last commit checked out, a folder), compared.
     #[arg(long, value_name = "DIR")]
     against: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    spending: super::spending::Flags,
 }
 
 /// The most games per player one run plays: every game's result is held until the report, and a
@@ -69,6 +71,14 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     // Recorded games go to the configured store; otherwise nothing outlives the run.
     let store = if args.record { config.store.as_str() } else { "memory" };
     let engine = rt.block_on(super::engine(root, &config, store))?;
+    let real = args.spending.real(&config, &*super::load_pack(&engine, &args.pack)?)?;
+    let engine = match &real {
+        Some(real) if !args.sweeps.is_empty() || args.against.is_some() => {
+            bail!("--sweep and --against play on the stand-ins: real models ({}) play plain runs", real.describe())
+        }
+        Some(real) => rt.block_on(super::spending::engine_with(root, &config, store, real.llm.clone()))?,
+        None => engine,
+    };
     super::load_pack(&engine, &args.pack)?;
     let engine = super::copy_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
@@ -78,8 +88,10 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     }
     // The players are this copy's, on both sides of a comparison: only the rules differ.
     let players = ruleweave_lab::simulate::players(&engine, &pack, &args.players)?;
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from)).max(1);
-    let plan = Plan {
+    // A game waiting on a real model holds a thread, not a core: as many games as calls in flight.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let jobs = args.jobs.unwrap_or_else(|| cores.max(real.as_ref().map_or(1, |r| r.concurrency))).max(1);
+    let mut plan = Plan {
         pack: args.pack.clone(),
         games: args.games,
         first: 0,
@@ -87,7 +99,25 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         jobs,
         spec: pack.simulate().clone(),
         record: args.record,
+        spend: None,
     };
+    if let Some(real) = &real {
+        // The same games on the stand-ins first: what the real run is expected to call and cost.
+        let standin =
+            rt.block_on(super::spending::engine_with(root, &config, "memory", ruleweave::LlmChoice::Standin))?;
+        super::load_pack(&standin, &args.pack)?;
+        let standin = super::copy_of(&standin, &args.pack, &args.params)?;
+        let standin_pack = super::load_pack(&standin, &args.pack)?;
+        let dry_players = ruleweave_lab::simulate::players(&standin, &standin_pack, &args.players)?;
+        let dry = Plan { record: false, jobs: cores, ..plan.clone() };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let rules = Rules { engine: &standin, options: &options };
+        let estimate = real.estimate(&standin, &standin_pack, &config, || {
+            ruleweave_lab::simulate::play(rt.handle(), &dry, &dry_players, &rules, &config.prices, &|| {}, &never);
+        });
+        estimate.check(real, args.spending.yes())?;
+        plan.spend = Some(real.spend.clone());
+    }
     let other = match &args.against {
         Some(dir) => {
             let other = rt.block_on(super::engine(dir, &config, "memory"))?;
@@ -115,6 +145,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         &never,
     );
     let mut report = ruleweave_lab::simulate::report(&plan, &here);
+    report.models = ruleweave_lab::simulate::models(&engine, &pack);
     let mut failed = here.iter().any(|p| p.error.is_some());
     if let Some((dir, other, other_options)) = &other {
         bar.set_message(format!("against {}", dir.display()));
@@ -146,7 +177,12 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
             println!("\nthe report with its charts: {}", file.display());
         }
     }
-    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(match (failed, report.stopped) {
+        (true, _) => ExitCode::from(1),
+        // Stopped by its cap: the report holds the games it finished.
+        (false, Some(_)) => ExitCode::from(3),
+        (false, None) => ExitCode::SUCCESS,
+    })
 }
 
 /// `--sweep`: the same games at each value, one table (or one JSON object) for all.
@@ -241,7 +277,25 @@ pub(super) fn progress(wanted: bool, games: u64) -> ProgressBar {
 /// tracked numbers; with a comparison, what differs between the copies, the other copy's games
 /// the same way, and the differences.
 fn print_table(report: &Report) {
-    println!("{} games per player, each played to its end or {} turns\n", report.games, report.max_turns);
+    println!("{} games per player, each played to its end or {} turns", report.games, report.max_turns);
+    let real: Vec<String> =
+        report.models.iter().filter(|(_, by)| *by != "stand-in").map(|(p, by)| format!("{p} on {by}")).collect();
+    if !real.is_empty() {
+        println!("real models: {} (the other profiles on the stand-in)", real.join(", "));
+    }
+    if let Some(spent) = &report.spent {
+        let of = spent.budget_usd.map(|b| format!(" of the {b} budget")).unwrap_or_default();
+        println!("spent: {} calls, {:.4}{of}", spent.calls, spent.usd);
+    }
+    if let Some(stop) = report.stopped {
+        let why = match stop {
+            ruleweave_lab::spend::Stop::BudgetUsd => "the next call would have passed --budget-usd",
+            ruleweave_lab::spend::Stop::MaxCalls => "it made the calls --max-calls allows",
+        };
+        let stopped: usize = report.players.iter().map(|p| p.stopped.len()).sum();
+        println!("stopped: {why}; {stopped} games stopped at a turn boundary are not counted below");
+    }
+    println!();
     print_players(&report.players, report.max_turns);
     let Some(against) = &report.against else { return };
     let root = &against.root;

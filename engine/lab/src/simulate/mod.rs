@@ -20,14 +20,15 @@ mod sweep;
 pub mod tune;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rhai::Dynamic;
 use serde_json::{Map, Value};
 
+use crate::spend::{REFUSED, Spend, Spent, Stop};
 pub use against::compare;
-use ruleweave::{Engine, Event, Pack, ScriptCall, Session};
+use ruleweave::{Engine, Event, LlmChoice, Pack, ScriptCall, Session};
 use ruleweave::{Error, ErrorKind, Result};
 pub use stats::wilson;
 use stats::{histogram, spread};
@@ -147,7 +148,9 @@ pub fn run(handle: &tokio::runtime::Handle, engine: &Engine, batch: &Batch) -> R
     if let Some(e) = played.iter().find_map(|p| p.error.clone()) {
         return Err(e.error);
     }
-    Ok(report(&plan, &played))
+    let mut report = report(&plan, &played);
+    report.models = models(engine, &pack);
+    Ok(report)
 }
 
 /// What to play: how many games per player, from which seed, how many at once.
@@ -171,6 +174,10 @@ pub struct Plan {
     /// id from an earlier run), to open with `replay` or the console; otherwise a game is deleted
     /// once counted.
     pub record: bool,
+    /// The account its real models' calls are paid from, when they are capped: once a call is
+    /// refused, games end at their next turn boundary (one whose turn met the refusal ends
+    /// before that turn) and are listed apart, uncounted.
+    pub spend: Option<Arc<Spend>>,
 }
 
 impl Plan {
@@ -186,7 +193,13 @@ impl Plan {
             jobs,
             spec: pack.simulate().clone(),
             record: false,
+            spend: None,
         }
+    }
+
+    /// Whether the run's account stopped it.
+    fn stopped(&self) -> bool {
+        self.spend.as_ref().is_some_and(|s| s.stopped().is_some())
     }
 
     /// The id of `player`'s game number `game`: the same on every copy of the rules, so the
@@ -225,12 +238,20 @@ pub struct Played {
     /// The line each tracked field's chart draws (`simulate.thresholds`), as the first game
     /// rendered it.
     thresholds: BTreeMap<String, f64>,
+    /// The games the run's spending cap stopped before they ended (by number), uncounted.
+    stopped: Vec<u32>,
     /// Why the player's games stopped, when one failed; the games before it are counted.
     pub error: Option<GameError>,
 }
 
-/// How one game went: its end, or why it stopped.
-type GameResult = Result<Game, Box<GameError>>;
+/// How one game went: its end, the spending cap's stop, or why it failed.
+type GameResult = Result<Ended, Box<GameError>>;
+
+/// A game played to its end, or stopped by the run's spending cap at a turn boundary.
+enum Ended {
+    Game(Game),
+    Stopped,
+}
 
 /// One game's end.
 struct Game {
@@ -261,6 +282,7 @@ impl Played {
             costs: Vec::new(),
             unpriced: BTreeSet::new(),
             thresholds: BTreeMap::new(),
+            stopped: Vec::new(),
             error: None,
         }
     }
@@ -365,7 +387,7 @@ pub fn play(
     let work = || {
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= total || stop.load(Ordering::Relaxed) {
+            if i >= total || stop.load(Ordering::Relaxed) || plan.stopped() {
                 break;
             }
             let (p, g) = (i / games, i % games);
@@ -398,7 +420,8 @@ pub fn play(
             let mut played = Played::new(&player.name, &plan.spec.track);
             for g in 0..games {
                 match results[p * games + g].take() {
-                    Some(Ok(game)) => played.count(game),
+                    Some(Ok(Ended::Game(game))) => played.count(game),
+                    Some(Ok(Ended::Stopped)) => played.stopped.push(plan.first + g as u32),
                     Some(Err(e)) => {
                         played.error = Some(*e);
                         break;
@@ -421,7 +444,7 @@ fn game(
     number: u32,
     rules: &Rules<'_>,
     prices: &BTreeMap<String, Price>,
-) -> Result<Game, Box<GameError>> {
+) -> GameResult {
     let id = plan.game_id(&player.name, number);
     let _runtime = handle.enter();
     if plan.record {
@@ -448,7 +471,7 @@ fn turns(
     id: &str,
     session: &mut Session,
     prices: &BTreeMap<String, Price>,
-) -> Result<Game, Box<GameError>> {
+) -> GameResult {
     let spec = &plan.spec;
     let read = |session: &Session| -> Vec<Option<f64>> {
         spec.track.iter().map(|f| session.field(f).and_then(|v| v.as_f64())).collect()
@@ -468,6 +491,9 @@ fn turns(
         }
     };
     while (by_turn.len() as u32) < spec.max_turns && !session.is_finished() {
+        if plan.stopped() {
+            return Ok(Ended::Stopped);
+        }
         let turn = by_turn.len() as u64 + 1;
         let stopped = |at: fn(u64) -> Stopped, e| GameError::new(player, number, at(turn), e);
         let view = match player.reads_view {
@@ -490,8 +516,21 @@ fn turns(
         for call in &player_calls {
             spend(call, &mut tokens, &mut cost, &mut unpriced);
         }
+        if refused(&player_calls) {
+            return Ok(Ended::Stopped);
+        }
         let input = session.input_from(next).map_err(|e| stopped(Stopped::Input, e))?;
-        let result = session.blocking_turn(input).map_err(|e| stopped(Stopped::Turn, e))?;
+        let result = match session.blocking_turn(input) {
+            Err(_) if plan.stopped() => return Ok(Ended::Stopped),
+            played => played.map_err(|e| stopped(Stopped::Turn, e))?,
+        };
+        let calls = result.events.iter().filter_map(|e| match e {
+            Event::Llm(call) => Some(call),
+            _ => None,
+        });
+        if refused(calls) {
+            return Ok(Ended::Stopped);
+        }
         for event in &result.events {
             if let Event::Llm(call) = event {
                 spend(call, &mut tokens, &mut cost, &mut unpriced);
@@ -512,7 +551,7 @@ fn turns(
         None if finished => "finished".into(),
         None => UNFINISHED.into(),
     };
-    Ok(Game {
+    Ok(Ended::Game(Game {
         outcome,
         turns: by_turn.len() as u32,
         finished,
@@ -521,7 +560,13 @@ fn turns(
         by_turn,
         tokens,
         cost: if unpriced.is_empty() { Ok(cost) } else { Err(unpriced) },
-    })
+    }))
+}
+
+/// Whether the run's spending cap refused one of `calls`: a turn that met it is not the game's
+/// (a node's fallback may have answered in the model's place).
+fn refused<'a>(calls: impl IntoIterator<Item = &'a ruleweave::LlmEvent>) -> bool {
+    calls.into_iter().any(|c| c.error.as_deref().is_some_and(|e| e.contains(REFUSED)))
 }
 
 /// The outcome of a game stopped by the turn cap (`simulate.max_turns`) before it finished.
@@ -551,6 +596,16 @@ pub struct Report {
     pub players: Vec<PlayerReport>,
     /// The same games on another copy of the rules, when there is one (null otherwise).
     pub against: Option<Against>,
+    /// What played each of the pack's model profiles: `stand-in`, or the provider (`openai`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, String>,
+    /// What the real models' calls cost, when the run was capped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<Spent>,
+    /// Why the run stopped before its games were done: `budget_usd` or `max_calls`. The games
+    /// it stopped are listed apart (each player's `stopped`) and counted in no share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stop>,
 }
 
 /// One player's games.
@@ -581,6 +636,9 @@ pub struct PlayerReport {
     /// Why the player's games stopped; the games before it are counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The games (by number) the run's spending cap stopped before they ended: not counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stopped: Vec<u32>,
 }
 
 /// A share of the games, with its 95% (Wilson) interval.
@@ -723,7 +781,26 @@ pub fn report(plan: &Plan, played: &[Played]) -> Report {
         max_turns: plan.spec.max_turns,
         players: played.iter().map(Played::report).collect(),
         against: None,
+        models: BTreeMap::new(),
+        spent: plan.spend.as_ref().map(|s| s.spent()),
+        stopped: plan.spend.as_ref().and_then(|s| s.stopped()),
     }
+}
+
+/// What plays each of `pack`'s model profiles on `engine`: `stand-in` (or `none` for a pack
+/// without one), or the provider's name.
+pub fn models(engine: &Engine, pack: &Pack) -> BTreeMap<String, String> {
+    let standin = if pack.has_standin() { "stand-in" } else { "none" };
+    pack.profiles()
+        .map(|p| {
+            let by = match engine.llm() {
+                LlmChoice::Standin => standin.to_owned(),
+                LlmChoice::Provider(provider) => provider.name().to_owned(),
+                LlmChoice::ByProfile(chosen) => chosen.get(&p.name).map_or(standin.to_owned(), |c| c.name().to_owned()),
+            };
+            (p.name.clone(), by)
+        })
+        .collect()
 }
 
 impl Played {
@@ -768,6 +845,7 @@ impl Played {
             cost: (self.unpriced.is_empty() && !self.costs.is_empty()).then(|| spread(&self.costs)),
             unpriced: self.unpriced.iter().cloned().collect(),
             error: self.error.as_ref().map(ToString::to_string),
+            stopped: self.stopped.clone(),
         }
     }
 }

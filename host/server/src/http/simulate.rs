@@ -199,10 +199,12 @@ async fn play(
             spec.max_turns
         )));
     }
-    let plan = Plan { pack: pack.name().to_owned(), games, first: 0, seed, jobs: 1, spec, record: false };
+    let plan = Plan { pack: pack.name().to_owned(), games, first: 0, seed, jobs: 1, spec, record: false, spend: None };
     let rules = Rules { engine: &engine, options: &req.options };
     let played = ruleweave_lab::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
-    Ok(Answer::Report(ruleweave_lab::simulate::report(&plan, &played)))
+    let mut report = ruleweave_lab::simulate::report(&plan, &played);
+    report.models = ruleweave_lab::simulate::models(&engine, &pack);
+    Ok(Answer::Report(report))
 }
 
 /// A request the lab refused, answered as the error it is: `invalid_request` for a body of the

@@ -1,0 +1,217 @@
+//! Real models in a lab run (`simulate --model judge=openai`): which profiles they play, how many
+//! of their calls are in flight at once, what the run may spend, and the estimate printed before
+//! the first call.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use ruleweave::llm::Provider;
+use ruleweave::{Engine, LlmChoice, Pack};
+use ruleweave_lab::spend::{Limits, Metered, Spend, UNCAPPED_REPLY};
+
+use crate::config::{Config, DEFAULT_CONCURRENCY};
+
+/// The flags that put real models in a run.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(super) struct Flags {
+    /// A profile a real model plays, PROFILE=PROVIDER (repeatable): --model judge=openai. The
+    /// pack's other profiles stay on its stand-in. Without it, RULEWEAVE_LLM (or OPENAI_API_KEY)
+    /// puts every profile on one provider.
+    #[arg(long = "model", value_name = "PROFILE=PROVIDER")]
+    models: Vec<String>,
+    /// The most the run's model calls may cost, by ruleweave.toml's [prices]: each call holds the
+    /// most it can cost before it is sent, so the run never spends more; when the next call would,
+    /// its games stop at a turn boundary (listed apart, uncounted) and it exits with 3.
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<f64>,
+    /// The most model calls the run may make (it stops as --budget-usd does).
+    #[arg(long, value_name = "N")]
+    max_calls: Option<u64>,
+    /// Model calls in flight at once, per provider (default: [providers.<name>] concurrency, or 8).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+    /// Start even when the estimate is over --budget-usd (the run stops at the budget).
+    #[arg(long)]
+    yes: bool,
+}
+
+/// A run's real models: the engine's choice of providers, the account they are paid from, and
+/// how many calls each provider takes at once.
+pub(super) struct Real {
+    pub(super) llm: LlmChoice,
+    pub(super) spend: Arc<Spend>,
+    pub(super) concurrency: usize,
+    /// The profiles real models play, with their provider's name.
+    profiles: BTreeMap<String, String>,
+}
+
+impl Flags {
+    /// The real models these flags (or the environment) put in a run of `pack`; `None` when every
+    /// profile plays on the stand-in.
+    pub(super) fn real(&self, config: &Config, pack: &Pack) -> Result<Option<Real>> {
+        if let Some(usd) = self.budget_usd
+            && !(usd.is_finite() && usd > 0.0)
+        {
+            bail!("--budget-usd is an amount above 0, not {usd}");
+        }
+        if self.concurrency == Some(0) || self.max_calls == Some(0) {
+            bail!("--concurrency and --max-calls are at least 1");
+        }
+        let mut chosen: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
+        // A run waits out a provider's rate limits rather than lose a game's call to one.
+        let named = config.named_providers().waiting_out_rate_limits();
+        for asked in &self.models {
+            let Some((profile, provider)) = asked.split_once('=') else {
+                bail!("--model {asked}: say which profile and which provider, PROFILE=PROVIDER (judge=openai)");
+            };
+            if !pack.profiles().any(|p| p.name == profile) {
+                let known: Vec<&str> = pack.profiles().map(|p| p.name.as_str()).collect();
+                bail!(
+                    "--model {asked}: pack `{}` has no profile `{profile}` (profiles: {})",
+                    pack.name(),
+                    known.join(", ")
+                );
+            }
+            let made = named.get(provider).map_err(|why| anyhow::anyhow!("--model {asked}: {why}"))?;
+            chosen.insert(profile.to_owned(), made);
+        }
+        // Without --model, the environment's provider plays every profile.
+        if chosen.is_empty()
+            && let LlmChoice::Provider(p) = &config.llm
+        {
+            // Made again by its name, to wait out rate limits as the run's others do.
+            let p = named.get(p.name()).unwrap_or_else(|_| p.clone());
+            for profile in pack.profiles() {
+                chosen.insert(profile.name.clone(), p.clone());
+            }
+        }
+        if chosen.is_empty() {
+            if self.budget_usd.is_some() || self.max_calls.is_some() || self.concurrency.is_some() {
+                bail!(
+                    "--budget-usd, --max-calls and --concurrency are for real models, and every profile plays on the stand-in: \
+                     name one with --model PROFILE=PROVIDER (or set RULEWEAVE_LLM)"
+                );
+            }
+            return Ok(None);
+        }
+        let spend =
+            Spend::new(Limits { budget_usd: self.budget_usd, max_calls: self.max_calls }, config.prices.clone());
+        if self.budget_usd.is_some() {
+            for profile in pack.profiles().filter(|p| chosen.contains_key(&p.name)) {
+                if let Some(model) = profile.models().into_iter().find(|m| !config.prices.contains_key(m)) {
+                    bail!(
+                        "--budget-usd: profile `{}` calls model `{model}`, which has no price in ruleweave.toml's [prices] \
+                         (\"{model}\" = {{ input = ..., output = ... }}, per million tokens)",
+                        profile.name
+                    );
+                }
+            }
+        }
+        // One set of call slots per provider, shared by every profile it plays.
+        let mut slots: BTreeMap<String, Arc<tokio::sync::Semaphore>> = BTreeMap::new();
+        let mut concurrency = 1;
+        let mut profiles = BTreeMap::new();
+        let metered: BTreeMap<String, Arc<dyn Provider>> = chosen
+            .into_iter()
+            .map(|(profile, provider)| {
+                let name = provider.name().to_owned();
+                let n =
+                    self.concurrency.or_else(|| config.concurrency.get(&name).copied()).unwrap_or(DEFAULT_CONCURRENCY);
+                concurrency = concurrency.max(n);
+                let slots =
+                    slots.entry(name.clone()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(n))).clone();
+                profiles.insert(profile.clone(), name);
+                (profile, Arc::new(Metered::new(provider, spend.clone(), slots)) as Arc<dyn Provider>)
+            })
+            .collect();
+        Ok(Some(Real { llm: LlmChoice::ByProfile(Arc::new(metered)), spend, concurrency, profiles }))
+    }
+
+    /// Whether a run whose estimate is over its budget may start.
+    pub(super) fn yes(&self) -> bool {
+        self.yes
+    }
+}
+
+/// What a run on real models is expected to spend: its calls of the real models' profiles, and
+/// what they may cost at most, from the same games played first on the stand-ins.
+#[derive(Debug, Default)]
+pub(super) struct Estimate {
+    calls: u64,
+    prompt_tokens: u64,
+    /// The most the calls may cost (their prompts and their `max_tokens`), when every model has
+    /// a price.
+    usd: Option<f64>,
+}
+
+impl Real {
+    /// Counts the calls `standin` makes of the real models' profiles while `dry_run` plays the
+    /// same games on the stand-ins.
+    pub(super) fn estimate(&self, standin: &Engine, pack: &Pack, config: &Config, dry_run: impl FnOnce()) -> Estimate {
+        let seen = Arc::new(std::sync::Mutex::new(Estimate { usd: Some(0.0), ..Estimate::default() }));
+        let (profiles, name) = (self.profiles.clone(), pack.name().to_owned());
+        // Each profile's reply cap and price (its first model's: the stand-in names none).
+        let profile: BTreeMap<String, (u32, Option<ruleweave_lab::simulate::Price>)> = pack
+            .profiles()
+            .map(|p| {
+                let price = p.models().first().and_then(|m| config.prices.get(m)).copied();
+                (p.name.clone(), (p.max_tokens.unwrap_or(UNCAPPED_REPLY), price))
+            })
+            .collect();
+        let counted = seen.clone();
+        standin.on_llm_call(move |pack: &str, call: &ruleweave::LlmEvent| {
+            if pack != name || !profiles.contains_key(&call.profile) {
+                return;
+            }
+            let mut e = counted.lock().unwrap_or_else(|p| p.into_inner());
+            e.calls += 1;
+            e.prompt_tokens += u64::from(call.prompt_tokens);
+            let (most, price) = profile.get(&call.profile).copied().unwrap_or((UNCAPPED_REPLY, None));
+            e.usd = match (e.usd, price) {
+                (Some(usd), Some(price)) => Some(usd + price.of(call.prompt_tokens, most)),
+                _ => None,
+            };
+        });
+        dry_run();
+        std::mem::take(&mut *seen.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// `models: judge on openai` for the terminal.
+    pub(super) fn describe(&self) -> String {
+        self.profiles.iter().map(|(p, by)| format!("{p} on {by}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl Estimate {
+    /// Prints the estimate, and refuses a run it puts over its budget unless `yes`.
+    pub(super) fn check(&self, real: &Real, yes: bool) -> Result<()> {
+        let cost = match self.usd {
+            Some(usd) => format!("at most {usd:.4} by [prices]"),
+            None => "its cost unknown (a model has no price in [prices])".into(),
+        };
+        eprintln!(
+            "estimate for {}: {} calls, about {} prompt tokens, {cost} (the same games on the stand-ins)",
+            real.describe(),
+            self.calls,
+            self.prompt_tokens
+        );
+        if let (Some(budget), Some(usd)) = (real.spend.limits().budget_usd, self.usd)
+            && usd > budget
+            && !yes
+        {
+            bail!(
+                "the estimate ({usd:.4}) is over --budget-usd {budget}: pass --yes to start anyway (the run stops at the budget)"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// An engine over `root` whose model calls `llm` answers.
+pub(super) async fn engine_with(root: &Path, config: &Config, store: &str, llm: LlmChoice) -> Result<Engine> {
+    let mut config = config.clone();
+    config.llm = llm;
+    super::engine(root, &config, store).await
+}
