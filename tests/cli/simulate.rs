@@ -515,3 +515,34 @@ fn a_storm_of_rate_limits_slows_the_run_and_loses_no_call() {
     assert_eq!(mock.seen_kind("judge").len(), 40 + 80, "each call answered once, after the 40 refusals");
     assert_eq!(report["players"][0]["games"], 4, "{report}");
 }
+
+/// `--cache DIR`: the same games again make no new calls (the judge's temperature is 0.3, so
+/// each asking of a request is a sample of its own, kept apart) and report the same; other
+/// games are not answered from it.
+#[test]
+fn a_cache_answers_the_same_games_again_without_a_call() {
+    let mock = MockLlm::start();
+    let root = pirate_root();
+    let cache = tempfile::tempdir().unwrap();
+    let dir = cache.path().to_str().unwrap();
+    let args = |seed: &'static str| {
+        ["--games", "3", "--player", "liar", "--model", "judge=openai", "--cache", dir, "--seed", seed]
+    };
+    let (out, first) = simulate_on(root.path(), &mock, "", &args("c1"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let calls = mock.seen_kind("judge").len() as u64;
+    assert_eq!(first["cache"], json!({"hits": 0, "misses": calls}), "{first}");
+    let (out, again) = simulate_on(root.path(), &mock, "", &args("c1"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mock.seen_kind("judge").len() as u64, calls, "no new call");
+    assert_eq!(
+        (&again["cache"], &again["spent"]["calls"]),
+        (&json!({"hits": calls, "misses": 0}), &json!(0)),
+        "{again}"
+    );
+    assert_eq!(again["players"], first["players"], "the same games, the same report");
+    let (out, other) = simulate_on(root.path(), &mock, "", &args("c2"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let missed = other["cache"]["misses"].as_u64().unwrap();
+    assert!(missed > 0 && mock.seen_kind("judge").len() as u64 == calls + missed, "other games ask anew: {other}");
+}

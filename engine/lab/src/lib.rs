@@ -12,7 +12,8 @@
 //! - [`jobs`]: a tune or a sweep as it is asked for in words, parsed once for every face, and the
 //!   typed run a server keeps as a job.
 //! - [`spend`]: what a run on real models may spend, and the providers it pays through (a budget
-//!   never exceeded, a provider's calls in flight capped).
+//!   never exceeded, a provider's calls in flight capped); [`cache`] the answers they gave, so
+//!   the same games again make no new calls.
 //!
 //! The lab drives an [`Engine`](ruleweave::Engine) from outside its turns, as any embedding
 //! program does; the engine knows nothing of it.
@@ -20,6 +21,7 @@
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
 
+pub mod cache;
 pub mod cases;
 pub mod jobs;
 pub mod replay;

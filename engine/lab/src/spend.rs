@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use ruleweave::llm::{BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Provider, TokenSink};
 use ruleweave::{Error, ErrorKind, Result};
 
+use crate::cache::Cache;
 use crate::simulate::Price;
 
 /// What a run may spend: dollars (by `[prices]`), calls, or both; nothing means no cap.
@@ -62,6 +63,8 @@ pub const REFUSED: &str = "the run's spending cap";
 pub struct Spend {
     limits: Limits,
     prices: BTreeMap<String, Price>,
+    /// The answers kept from earlier runs, asked before any call is paid for.
+    cache: Option<Cache>,
     ledger: Mutex<Ledger>,
     stopped: OnceLock<Stop>,
 }
@@ -77,9 +80,15 @@ struct Ledger {
 }
 
 impl Spend {
-    /// An account with `limits`, pricing calls by `prices` (by model name).
-    pub fn new(limits: Limits, prices: BTreeMap<String, Price>) -> Arc<Spend> {
-        Arc::new(Spend { limits, prices, ledger: Mutex::default(), stopped: OnceLock::new() })
+    /// An account with `limits`, pricing calls by `prices` (by model name), answering what it
+    /// can from `cache` first.
+    pub fn new(limits: Limits, prices: BTreeMap<String, Price>, cache: Option<Cache>) -> Arc<Spend> {
+        Arc::new(Spend { limits, prices, cache, ledger: Mutex::default(), stopped: OnceLock::new() })
+    }
+
+    /// How the run used its cache, when it has one.
+    pub fn cache(&self) -> Option<crate::cache::CacheUse> {
+        self.cache.as_ref().map(Cache::used)
     }
 
     /// The caps.
@@ -187,6 +196,13 @@ impl Provider for Metered {
         tokens: Option<TokenSink>,
     ) -> BoxFuture<'a, Result<LlmResponse>> {
         Box::pin(async move {
+            // An answer kept from an earlier run costs nothing and waits for no slot.
+            let kept = self.spend.cache.as_ref().map(|c| (c, c.slot(self.inner.name(), request)));
+            if let Some((cache, slot)) = &kept
+                && let Some(answer) = cache.get(slot)
+            {
+                return Ok(answer);
+            }
             let _slot = self.slots.acquire().await.map_err(|_| Error::internal("the run's call slots are closed"))?;
             let prompt: usize = request.messages.iter().map(|m| m.content.len() + 8).sum();
             let most = self.spend.most(&request.model, prompt, request.max_tokens.unwrap_or(UNCAPPED_REPLY));
@@ -194,6 +210,9 @@ impl Provider for Metered {
             let answered = self.inner.complete(request, tokens).await;
             let used = answered.as_ref().ok().map(|r| (r.usage.prompt_tokens, r.usage.completion_tokens));
             self.spend.settle(reserved, &request.model, used);
+            if let (Ok(answer), Some((cache, slot))) = (&answered, kept) {
+                cache.keep(slot, answer);
+            }
             answered
         })
     }
@@ -217,7 +236,7 @@ mod tests {
 
     fn spend(budget: Option<f64>, calls: Option<u64>) -> Arc<Spend> {
         let prices = BTreeMap::from([("m".to_owned(), Price { input: 1.0, output: 2.0 })]);
-        Spend::new(Limits { budget_usd: budget, max_calls: calls }, prices)
+        Spend::new(Limits { budget_usd: budget, max_calls: calls }, prices, None)
     }
 
     /// A call reserves its most before it is sent, so calls in flight together never take the

@@ -287,6 +287,9 @@ fn print_table(report: &Report) {
         let of = spent.budget_usd.map(|b| format!(" of the {b} budget")).unwrap_or_default();
         println!("spent: {} calls, {:.4}{of}", spent.calls, spent.usd);
     }
+    if let Some(cache) = &report.cache {
+        println!("cache: {} calls answered from it, {} asked of the models", cache.hits, cache.misses);
+    }
     if let Some(stop) = report.stopped {
         let why = match stop {
             ruleweave_lab::spend::Stop::BudgetUsd => "the next call would have passed --budget-usd",

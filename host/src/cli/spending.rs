@@ -35,6 +35,11 @@ pub(super) struct Flags {
     /// Start even when the estimate is over --budget-usd (the run stops at the budget).
     #[arg(long)]
     yes: bool,
+    /// Keep the real models' answers in DIR, and answer from it what an earlier run asked: the
+    /// same games again make no new calls (each asking of a request above temperature 0 is a
+    /// sample of its own).
+    #[arg(long, value_name = "DIR")]
+    cache: Option<std::path::PathBuf>,
 }
 
 /// A run's real models: the engine's choice of providers, the account they are paid from, and
@@ -88,16 +93,21 @@ impl Flags {
             }
         }
         if chosen.is_empty() {
-            if self.budget_usd.is_some() || self.max_calls.is_some() || self.concurrency.is_some() {
+            if self.budget_usd.is_some()
+                || self.max_calls.is_some()
+                || self.concurrency.is_some()
+                || self.cache.is_some()
+            {
                 bail!(
-                    "--budget-usd, --max-calls and --concurrency are for real models, and every profile plays on the stand-in: \
-                     name one with --model PROFILE=PROVIDER (or set RULEWEAVE_LLM)"
+                    "--budget-usd, --max-calls, --concurrency and --cache are for real models, and every profile plays on \
+                     the stand-in: name one with --model PROFILE=PROVIDER (or set RULEWEAVE_LLM)"
                 );
             }
             return Ok(None);
         }
-        let spend =
-            Spend::new(Limits { budget_usd: self.budget_usd, max_calls: self.max_calls }, config.prices.clone());
+        let cache = self.cache.as_deref().map(ruleweave_lab::cache::Cache::open).transpose()?;
+        let limits = Limits { budget_usd: self.budget_usd, max_calls: self.max_calls };
+        let spend = Spend::new(limits, config.prices.clone(), cache);
         if self.budget_usd.is_some() {
             for profile in pack.profiles().filter(|p| chosen.contains_key(&p.name)) {
                 if let Some(model) = profile.models().into_iter().find(|m| !config.prices.contains_key(m)) {

@@ -606,6 +606,9 @@ pub struct Report {
     /// it stopped are listed apart (each player's `stopped`) and counted in no share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stop>,
+    /// How the run used its cache of the real models' answers, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache::CacheUse>,
 }
 
 /// One player's games.
@@ -784,6 +787,7 @@ pub fn report(plan: &Plan, played: &[Played]) -> Report {
         models: BTreeMap::new(),
         spent: plan.spend.as_ref().map(|s| s.spent()),
         stopped: plan.spend.as_ref().and_then(|s| s.stopped()),
+        cache: plan.spend.as_ref().and_then(|s| s.cache()),
     }
 }
 
