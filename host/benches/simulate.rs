@@ -154,6 +154,7 @@ fn benches(c: &mut Criterion) {
             games_max: tune::GAMES_MAX / scale as u32,
             budget: 40_000 / scale as u64,
             jobs: None,
+            spend: None,
         };
         b.iter_batched(
             || fresh(&root, "pirate"),

@@ -546,3 +546,43 @@ fn a_cache_answers_the_same_games_again_without_a_call() {
     let missed = other["cache"]["misses"].as_u64().unwrap();
     assert!(missed > 0 && mock.seen_kind("judge").len() as u64 == calls + missed, "other games ask anew: {other}");
 }
+
+/// Tune on a judge that scores every transcript 10 above the stand-in's (give or take 1) finds
+/// a threshold 10 ± 3 above the one the stand-in gives: a value tuned on the stand-in is off by
+/// what the real judge disagrees by, and tuning on the real one says so. The tune's cache is on
+/// by default, and every value reports its use of it.
+#[test]
+fn tune_on_a_judge_that_disagrees_finds_the_threshold_it_disagrees_by() {
+    let root = pirate_root();
+    std::fs::write(root.path().join("ruleweave.toml"), "").unwrap();
+    let tune = |vary: &str, mock: Option<&MockLlm>| {
+        let mut cmd = ruleweave(root.path());
+        cmd.args(["tune", "pirate", "--vary", vary, "--target", "liar:won_*=0.3", "--set", "difficulty=medium"])
+            .args(["--json", "--within", "0.1", "--games-max", "100", "--budget", "1000"]);
+        if let Some(mock) = mock {
+            cmd.args(["--model", "judge=openai"])
+                .env("OPENAI_API_KEY", "sk-test")
+                .env("OPENAI_BASE_URL", &mock.base_url);
+        }
+        // The share falls off a cliff between two neighbouring thresholds (the judge's scores are
+        // whole numbers): found or not (exit 1), the answer is the value nearest the target.
+        let out = cmd.output().unwrap();
+        let answer = serde_json::from_slice::<Value>(&out.stdout).unwrap_or(Value::Null);
+        assert!(matches!(out.status.code(), Some(0 | 1)) && answer["value"].is_number(), "{}{answer}", stderr(&out));
+        answer
+    };
+    // The first sweep of each tries every other value of its range.
+    let standin = tune("thresholds.medium=50..66", None);
+    let mock = MockLlm::start();
+    mock.judge_by(support::mock_llm::shifted_judge(10));
+    let real = tune("thresholds.medium=60..76", Some(&mock));
+    let (a, b) = (standin["value"].as_f64().unwrap(), real["value"].as_f64().unwrap());
+    assert!((b - a - 10.0).abs() <= 3.0, "the stand-in's {a}, the real judge's {b}: {real}");
+    assert_eq!(real["models"]["judge"], "openai", "{real}");
+    let asked = mock.seen_kind("judge").len() as u64;
+    assert_eq!((&real["cache"]["misses"], &real["spent"]["calls"]), (&json!(asked), &json!(asked)), "{real}");
+    assert!(root.path().join("ruleweave-cache").is_dir(), "the cache beside the store");
+    let per_value: u64 =
+        real["evaluations"].as_array().unwrap().iter().map(|e| e["cache"]["misses"].as_u64().unwrap()).sum();
+    assert_eq!(per_value, asked, "each value's use of the cache: {real}");
+}

@@ -76,7 +76,12 @@ struct Inner {
     /// Chat Completions requests waiting for their answer now, and the most there ever were.
     in_flight: usize,
     most_in_flight: usize,
+    /// What answers a judge request when none is queued (`judged(10)` when `None`).
+    judge_by: Option<Answerer>,
 }
+
+/// A judge of the test's own: the request's body in, the reply's content out.
+pub type Answerer = Arc<dyn Fn(Value) -> futures_util::future::BoxFuture<'static, Reply> + Send + Sync>;
 
 impl Default for Inner {
     fn default() -> Self {
@@ -90,6 +95,7 @@ impl Default for Inner {
             count: tokio::sync::watch::channel(0).0,
             in_flight: 0,
             most_in_flight: 0,
+            judge_by: None,
         }
     }
 }
@@ -137,6 +143,12 @@ impl MockLlm {
 
     pub fn judge(&self, reply: Reply) -> &Self {
         self.inner.lock().unwrap().judge.push_back(reply);
+        self
+    }
+
+    /// Answers every judge request no queued reply answers with `answer` (given the body).
+    pub fn judge_by(&self, answer: Answerer) -> &Self {
+        self.inner.lock().unwrap().judge_by = Some(answer);
         self
     }
 
@@ -222,9 +234,16 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
         inner.most_in_flight = inner.most_in_flight.max(inner.in_flight);
         inner.count.send_replace(inner.seen.len());
         let queue = if kind == "judge" { &mut inner.judge } else { &mut inner.chat };
-        queue
-            .pop_front()
-            .unwrap_or_else(|| if kind == "judge" { judged(10) } else { Reply::Content("Arrr, no.".into()) })
+        match queue.pop_front() {
+            Some(reply) => Ok(reply),
+            None if kind == "judge" => Err(inner.judge_by.clone()),
+            None => Ok(Reply::Content("Arrr, no.".into())),
+        }
+    };
+    let reply = match reply {
+        Ok(reply) => reply,
+        Err(Some(judge)) => judge(body.clone()).await,
+        Err(None) => judged(10),
     };
     let streaming = body["stream"] == json!(true);
     let answered = answer(reply, &body, streaming).await;
@@ -417,4 +436,36 @@ async fn answer(reply: Reply, request: &Value, streaming: bool) -> Response {
         }
         Reply::Slow(..) | Reply::Gated(..) | Reply::Until(..) | Reply::Hang => unreachable!("delayed() waited"),
     }
+}
+
+/// A "real judge" that disagrees with the pirate's stand-in on purpose: its `total_score` is the
+/// stand-in judge's on the same prompt plus `shift`, with a little noise (-1, 0 or +1, from the
+/// prompt's hash: the same prompt, the same answer), its parts as the stand-in gave them.
+pub fn shifted_judge(shift: i64) -> Answerer {
+    let engine = ruleweave::Engine::builder(super::repo_root()).build();
+    let standin = engine.packs().get("pirate").unwrap().standin().expect("the pirate's stand-in");
+    Arc::new(move |body: Value| {
+        let standin = standin.clone();
+        Box::pin(async move {
+            let messages: Vec<ruleweave::llm::Message> = serde_json::from_value(body["messages"].clone()).unwrap();
+            let prompt = messages.last().map(|m| m.content.clone()).unwrap_or_default();
+            let request = ruleweave::llm::LlmRequest {
+                provider: None,
+                default_model: None,
+                profile: "judge".into(),
+                model: body["model"].as_str().unwrap_or("").into(),
+                messages,
+                temperature: None,
+                max_tokens: None,
+                json: true,
+                schema: None,
+            };
+            let answer = standin.complete(&request, None).await.unwrap();
+            let mut judged: Value = serde_json::from_str(&answer.content).unwrap();
+            let noise = prompt.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) % 3;
+            let total = judged["total_score"].as_i64().unwrap() + shift + noise as i64 - 1;
+            judged["total_score"] = json!(total);
+            Reply::Content(judged.to_string())
+        })
+    })
 }

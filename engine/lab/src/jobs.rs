@@ -109,6 +109,7 @@ impl TuneAsked<'_> {
             games_max: self.games_max,
             budget: self.budget,
             jobs: self.jobs,
+            spend: None,
         };
         tune::check(engine, &tune)?;
         Ok(tune)
@@ -211,7 +212,7 @@ impl JobKind {
 #[serde(untagged)]
 pub enum JobAnswer {
     /// A tune's.
-    Tune(TuneReport),
+    Tune(Box<TuneReport>),
     /// A sweep's.
     Sweep(SweepReport),
 }
@@ -220,7 +221,7 @@ impl JobAnswer {
     /// A job's stored answer read back as its kind's.
     pub fn read(kind: JobKind, answer: Value) -> Option<JobAnswer> {
         match kind {
-            JobKind::Tune => serde_json::from_value(answer).ok().map(JobAnswer::Tune),
+            JobKind::Tune => serde_json::from_value(answer).ok().map(|r| JobAnswer::Tune(Box::new(r))),
             JobKind::Sweep => serde_json::from_value(answer).ok().map(JobAnswer::Sweep),
         }
     }
@@ -250,7 +251,7 @@ impl JobSpec {
         match self {
             JobSpec::Tune(t) => {
                 let seen = |p: &TuneProgress| said(Some(p.value), t.budget - p.games_left);
-                Ok(JobAnswer::Tune(tune::tune(handle, engine, t, &seen, stop)?))
+                Ok(JobAnswer::Tune(Box::new(tune::tune(handle, engine, t, &seen, stop)?)))
             }
             JobSpec::Sweep(s) => {
                 let played = std::sync::atomic::AtomicU64::new(0);

@@ -143,6 +143,18 @@ impl Flags {
     pub(super) fn yes(&self) -> bool {
         self.yes
     }
+
+    /// The cache `dir` when no --cache is given (a tune's, which asks the same games again at
+    /// every value it tries).
+    pub(super) fn caching_by_default(mut self, dir: std::path::PathBuf) -> Self {
+        self.cache.get_or_insert(dir);
+        self
+    }
+
+    /// Whether real models would play (a --model is named, or the environment's provider).
+    pub(super) fn names_models(&self, config: &Config) -> bool {
+        !self.models.is_empty() || matches!(config.llm, LlmChoice::Provider(_))
+    }
 }
 
 /// What a run on real models is expected to spend: its calls of the real models' profiles, and
@@ -195,6 +207,16 @@ impl Real {
 }
 
 impl Estimate {
+    /// This estimate for `of` games, from one of `played` games.
+    pub(super) fn scaled(self, played: u64, of: u64) -> Estimate {
+        let k = of as f64 / played.max(1) as f64;
+        Estimate {
+            calls: (self.calls as f64 * k).ceil() as u64,
+            prompt_tokens: (self.prompt_tokens as f64 * k).ceil() as u64,
+            usd: self.usd.map(|u| u * k),
+        }
+    }
+
     /// Prints the estimate, and refuses a run it puts over its budget unless `yes`.
     pub(super) fn check(&self, real: &Real, yes: bool) -> Result<()> {
         let cost = match self.usd {

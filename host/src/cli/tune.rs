@@ -50,11 +50,24 @@ pub(super) struct Args {
     /// interval over the target's band.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
+    /// On real models, the cache is on by default: in `ruleweave-cache/` beside the store's file
+    /// (or under the root).
+    #[command(flatten)]
+    spending: super::spending::Flags,
 }
 
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
     let config = crate::config::Config::load(root)?;
     let engine = rt.block_on(super::engine(root, &config, "memory"))?;
+    let spending = match args.spending.names_models(&config) {
+        true => args.spending.clone().caching_by_default(cache_dir(root, &config.store)),
+        false => args.spending.clone(),
+    };
+    let real = spending.real(&config, &*super::load_pack(&engine, &args.pack)?)?;
+    let engine = match &real {
+        Some(real) => rt.block_on(super::spending::engine_with(root, &config, "memory", real.llm.clone()))?,
+        None => engine,
+    };
     super::load_pack(&engine, &args.pack)?;
     let engine = super::params_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
@@ -70,7 +83,36 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         budget: args.budget,
         jobs: args.jobs,
     };
-    let request = asked.check(&engine).map_err(|r| anyhow::anyhow!(super::refused(&r)))?;
+    let mut request = asked.check(&engine).map_err(|r| anyhow::anyhow!(super::refused(&r)))?;
+    if let Some(real) = &real {
+        // Its most: the calls of its whole games budget, from a hundred of the same games on
+        // the stand-ins.
+        let standin =
+            rt.block_on(super::spending::engine_with(root, &config, "memory", ruleweave::LlmChoice::Standin))?;
+        super::load_pack(&standin, &args.pack)?;
+        let standin = super::copy_of(&standin, &args.pack, &args.params)?;
+        let standin_pack = super::load_pack(&standin, &args.pack)?;
+        let player =
+            ruleweave_lab::simulate::players(&standin, &standin_pack, std::slice::from_ref(&request.target.player))?;
+        let games = args.budget.min(u64::from(tune::FIRST_GAMES)) as u32;
+        let batch = ruleweave_lab::simulate::Batch {
+            pack: args.pack.clone(),
+            games,
+            players: vec![request.target.player.clone()],
+            seed: args.seed.clone(),
+            options: request.options.clone(),
+            jobs: None,
+            prices: Default::default(),
+        };
+        let plan = ruleweave_lab::simulate::Plan::of(&batch, &standin_pack);
+        let rules = ruleweave_lab::simulate::Rules { engine: &standin, options: &request.options };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let estimate = real.estimate(&standin, &standin_pack, &config, || {
+            ruleweave_lab::simulate::play(rt.handle(), &plan, &player, &rules, &config.prices, &|| {}, &never);
+        });
+        estimate.scaled(u64::from(games), args.budget).check(real, args.spending.yes())?;
+        request.spend = Some(real.spend.clone());
+    }
     let bar = super::simulate::progress(!args.json, args.budget);
     let shown = |b: &ProgressBar, p: &tune::TuneProgress| {
         b.set_position(args.budget - p.games_left);
@@ -91,8 +133,25 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
             println!("\nthe answer with its chart: {}", file.display());
         }
     }
-    // Like `test`, an answer that was not found fails a script that asked for one.
-    Ok(if report.found { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    // Like `test`, an answer that was not found fails a script that asked for one; a tune its
+    // spending cap stopped exits as a simulate does.
+    Ok(match (report.found, report.stopped) {
+        (_, Some(_)) => ExitCode::from(3),
+        (true, None) => ExitCode::SUCCESS,
+        (false, None) => ExitCode::from(1),
+    })
+}
+
+/// Where a tune on real models keeps their answers unless --cache says: `ruleweave-cache/` beside
+/// a SQLite store's file, or under the root.
+fn cache_dir(root: &Path, store: &str) -> std::path::PathBuf {
+    let file = store.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')).map(Path::new);
+    let beside = match file {
+        Some(f) if f.is_absolute() => f.parent().map(Path::to_path_buf),
+        Some(f) => Some(root.join(f).parent().map_or_else(|| root.to_path_buf(), Path::to_path_buf)),
+        None => None,
+    };
+    beside.unwrap_or_else(|| root.to_path_buf()).join("ruleweave-cache")
 }
 
 /// The answer for a person: the value (or that there is none, and why), then every value tried.
@@ -118,6 +177,12 @@ fn print_report(r: &TuneReport) {
     }
     println!("\nvalues tried ({} games in {:.1} s, seed {})", r.games_played, r.seconds, r.seed);
     for e in &r.evaluations {
-        println!("  {:>8}  {}", e.value.to_string(), at(e));
+        let cached =
+            e.cache.map(|c| format!("  ({} calls from the cache, {} asked)", c.hits, c.misses)).unwrap_or_default();
+        println!("  {:>8}  {}{cached}", e.value.to_string(), at(e));
+    }
+    if let Some(spent) = &r.spent {
+        let of = spent.budget_usd.map(|b| format!(" of the {b} budget")).unwrap_or_default();
+        println!("\nspent: {} calls, {:.4}{of}", spent.calls, spent.usd);
     }
 }

@@ -97,6 +97,9 @@ pub struct Tune {
     pub budget: u64,
     /// Games played at once (one per core when `None`).
     pub jobs: Option<usize>,
+    /// The account real models' calls are paid from, when they play (see [`Plan::spend`]): a
+    /// tune its cap stops ends with the values it tried, found nothing, and says so.
+    pub spend: Option<std::sync::Arc<crate::spend::Spend>>,
 }
 
 /// The default most games for one value (a ±3% interval at a share of 0.3).
@@ -117,6 +120,9 @@ pub struct Evaluation {
     pub high: f64,
     /// The games played at the value.
     pub games: u32,
+    /// How the value's games used the cache of real models' answers, when the tune has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache::CacheUse>,
 }
 
 /// What `tune` found.
@@ -153,6 +159,18 @@ pub struct TuneReport {
     pub seconds: f64,
     /// What seeded the games.
     pub seed: String,
+    /// What played each of the pack's model profiles: `stand-in`, or the provider.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, String>,
+    /// What the real models' calls cost, when they played.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent: Option<crate::spend::Spent>,
+    /// Why the tune stopped before it was done: `budget_usd` or `max_calls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<crate::spend::Stop>,
+    /// How the tune used its cache of real models' answers, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<crate::cache::CacheUse>,
 }
 
 /// Where a tune is: the value it is trying, and the games its budget has left.
@@ -207,6 +225,8 @@ struct Tried {
     copy: Engine,
     player: super::Player,
     tally: Tally,
+    /// Its games' use of the cache.
+    cache: Option<crate::cache::CacheUse>,
 }
 
 impl Tuner<'_> {
@@ -217,6 +237,9 @@ impl Tuner<'_> {
     /// Plays `x`'s next batch of games; false when the budget or the value's most games would be
     /// passed (nothing is played then).
     fn more(&mut self, x: f64) -> Result<bool> {
+        if self.plan.stopped() {
+            return Ok(false);
+        }
         let t = self.tally(x);
         let games = u64::from(FIRST_GAMES) << t.batches.saturating_sub(1).min(20);
         let most = u64::from(self.tune.games_max.clamp(FIRST_GAMES, super::MOST_GAMES));
@@ -230,7 +253,7 @@ impl Tuner<'_> {
             let player = players(&copy, &pack, std::slice::from_ref(&self.tune.target.player))?
                 .pop()
                 .ok_or_else(|| Error::internal("no player"))?;
-            self.values.push(Tried { value: x, copy, player, tally: Tally::default() });
+            self.values.push(Tried { value: x, copy, player, tally: Tally::default(), cache: None });
         }
         let tried = self.values.iter().find(|v| v.value == x).ok_or_else(|| Error::internal("a value not kept"))?;
         let games = games as u32;
@@ -244,8 +267,13 @@ impl Tuner<'_> {
             let d = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             (self.progress)(&TuneProgress { value: x, games_left: left.saturating_sub(d) });
         };
+        let cached = || self.plan.spend.as_ref().and_then(|s| s.cache());
+        let before = cached();
         let played =
             play(self.handle, &plan, std::slice::from_ref(&tried.player), &rules, &BTreeMap::new(), &tick, self.stop);
+        let used = cached()
+            .zip(before)
+            .map(|(now, was)| crate::cache::CacheUse { hits: now.hits - was.hits, misses: now.misses - was.misses });
         let played = played.into_iter().next().ok_or_else(|| Error::internal("a batch played no player"))?;
         if let Some(e) = played.error {
             return Err(e.error);
@@ -255,11 +283,19 @@ impl Tuner<'_> {
         }
         let hits = played.outcomes.iter().filter(|o| self.tune.target.counts(o)).count() as u32;
         self.seen.extend(played.outcomes.iter().cloned());
+        // A batch the spending cap stopped counts the games it finished; the tune ends there.
+        let games = played.outcomes.len() as u32;
         self.played += u64::from(games);
         if let Some(v) = self.values.iter_mut().find(|v| v.value == x) {
             v.tally = Tally { games: v.tally.games + games, hits: v.tally.hits + hits, batches: t.batches + 1 };
+            v.cache = match (v.cache, used) {
+                (Some(a), Some(b)) => {
+                    Some(crate::cache::CacheUse { hits: a.hits + b.hits, misses: a.misses + b.misses })
+                }
+                (a, b) => a.or(b),
+            };
         }
-        Ok(true)
+        Ok(!self.plan.stopped())
     }
 
     /// `x`'s share, playing its first games when it has none.
@@ -273,7 +309,8 @@ impl Tuner<'_> {
     fn evaluation(&self, x: f64) -> Evaluation {
         let t = self.tally(x);
         let (low, high) = t.interval();
-        Evaluation { value: json_of(self.param, x), share: t.share(), low, high, games: t.games }
+        let cache = self.values.iter().find(|v| v.value == x).and_then(|v| v.cache);
+        Evaluation { value: json_of(self.param, x), share: t.share(), low, high, games: t.games, cache }
     }
 }
 
@@ -333,7 +370,7 @@ pub fn tune(
         engine,
         tune,
         param: &param,
-        plan: Plan::of(&batch, &pack),
+        plan: Plan { spend: tune.spend.clone(), ..Plan::of(&batch, &pack) },
         values: Vec::new(),
         played: 0,
         seen: Default::default(),
@@ -341,6 +378,13 @@ pub fn tune(
         stop,
     };
     let why = seek(&mut t)?;
+    let stopped = tune.spend.as_ref().and_then(|s| s.stopped());
+    let why = match stopped {
+        Some(_) => Some(
+            "the real models' spending cap stopped it (--budget-usd, --max-calls): the values it tried stand".into(),
+        ),
+        None => why,
+    };
     if declared.is_empty() && !t.seen.iter().any(|o| target.counts(o)) {
         return Err(Error::input(format!(
             "no game of `{}` ended in `{}` at any value tried (they ended in: {})",
@@ -380,6 +424,10 @@ pub fn tune(
         games_played: t.played,
         seconds: started.elapsed().as_secs_f64(),
         seed: tune.seed.clone(),
+        models: super::models(engine, &pack),
+        spent: tune.spend.as_ref().map(|s| s.spent()),
+        stopped,
+        cache: tune.spend.as_ref().and_then(|s| s.cache()),
     })
 }
 
