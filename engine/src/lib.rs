@@ -78,7 +78,7 @@ pub use native::{FocusContext, NativeFocus, NativeNode, NativeScorer, NodeContex
 
 /// The value types state lives in (Rhai's), for native nodes.
 pub mod values {
-    pub use crate::value::{from_json, to_json};
+    pub use crate::value::{from_json, parse_json_reply, to_json};
     pub use rhai::{Array, Dynamic, FLOAT, INT, ImmutableString, Map};
 }
 

@@ -344,7 +344,7 @@ pub(crate) fn json_type_of(v: &Json) -> &'static str {
 /// Extracts the first JSON value from a model's reply, in the shapes models write it: the whole
 /// text, the inside of a ```` ```json ```` fence, or the first object or list in prose (a
 /// sentence before it, another after); with trailing commas (`{"a": 1,}`) forgiven.
-pub(crate) fn parse_json_reply(text: &str) -> Result<Json, String> {
+pub fn parse_json_reply(text: &str) -> Result<Json, String> {
     let trimmed = text.trim();
     if let Ok(v) = serde_json::from_str::<Json>(trimmed) {
         return Ok(v);

@@ -41,6 +41,7 @@ const WINNING_MOVES: &str = r#"
 "#;
 
 mod bench;
+mod calibrate;
 mod check;
 mod graph;
 mod interview;

@@ -462,7 +462,10 @@ pub fn shifted_judge(shift: i64) -> Answerer {
             };
             let answer = standin.complete(&request, None).await.unwrap();
             let mut judged: Value = serde_json::from_str(&answer.content).unwrap();
-            let noise = prompt.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) % 3;
+            // FNV-1a of the prompt: the same prompt, the same noise.
+            let fnv =
+                prompt.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+            let noise = fnv % 3;
             let total = judged["total_score"].as_i64().unwrap() + shift + noise as i64 - 1;
             judged["total_score"] = json!(total);
             Reply::Content(judged.to_string())

@@ -5,6 +5,8 @@
 //!   a 95% interval, turns, tracked numbers and cost ([`simulate::run`]); the same games on two
 //!   copies of the rules compared; a sweep of one or two of the pack's numbers
 //!   ([`simulate::tune::Sweep`]); the search for the value that gives a target share ([`simulate::tune`]).
+//! - [`calibrate`]: how far a profile's stand-in is from the model it stands in for, on what the
+//!   model really answered (recorded, or in live games).
 //! - [`replay`]: a recorded session or a pack's test case played again on the rules as they are
 //!   now, turn by turn, with what changed.
 //! - [`cases`]: a pack's test cases as their files write them (`tests/<pack>/*.yaml`), each a
@@ -22,6 +24,7 @@
 #![warn(unreachable_pub)]
 
 pub mod cache;
+pub mod calibrate;
 pub mod cases;
 pub mod jobs;
 pub mod replay;

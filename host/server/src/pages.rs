@@ -321,6 +321,76 @@ pub fn tune(r: &TuneReport) -> String {
     )
 }
 
+/// A calibration's page: per profile, each number's gap (model − stand-in) with its interval and
+/// each category's agreement and confusion table; then the replay.
+pub fn calibration(c: &ruleweave_lab::calibrate::Calibration) -> String {
+    let mut body = format!(
+        "<h1>{}: its stand-ins against its models</h1><p class=meta>{} sessions · version <code>{}</code></p>",
+        escape(&c.pack),
+        c.sessions,
+        escape(&c.version)
+    );
+    let opt = |x: Option<f64>| x.map_or("–".to_owned(), round);
+    for (profile, p) in &c.profiles {
+        let _ = write!(
+            body,
+            "<h2>{} <small>{} calls compared, {} unread</small></h2><table><tr><th>number</th><th>model − stand-in</th>\
+             <th>95% interval</th><th>mean |difference|</th><th>rank correlation</th><th>calls</th></tr>",
+            escape(profile),
+            p.calls,
+            p.unread
+        );
+        for (field, g) in &p.numbers {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{} to {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(field),
+                round(g.mean_difference),
+                opt(g.low),
+                opt(g.high),
+                round(g.mean_absolute),
+                opt(g.rank_correlation),
+                g.pairs
+            );
+        }
+        body.push_str("</table>");
+        for (field, a) in &p.categories {
+            let said: std::collections::BTreeSet<&String> = a.confusion.values().flat_map(|by| by.keys()).collect();
+            let _ = write!(
+                body,
+                "<h3>{}: agree {}% of {} calls</h3><table><tr><th>model ↓ stand-in →</th>",
+                escape(field),
+                round(a.agreement * 100.0),
+                a.pairs
+            );
+            for s in &said {
+                let _ = write!(body, "<th>{}</th>", escape(s));
+            }
+            body.push_str("</tr>");
+            for (model, by) in &a.confusion {
+                let _ = write!(body, "<tr><th>{}</th>", escape(model));
+                for s in &said {
+                    let _ = write!(body, "<td>{}</td>", by.get(*s).copied().unwrap_or(0));
+                }
+                body.push_str("</tr>");
+            }
+            body.push_str("</table>");
+        }
+    }
+    if let Some(r) = &c.replayed {
+        let _ = write!(
+            body,
+            "<h2>Replayed with the stand-ins in the models' place</h2><p>Of {} turns, {} would have routed otherwise \
+             and {} ended otherwise.</p>",
+            r.turns, r.routed_differently, r.ended_differently
+        );
+    }
+    format!(
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>{}: calibration</title><style>{STYLE}</style></head><body>{body}</body></html>\n",
+        escape(&c.pack)
+    )
+}
+
 const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#1f2937;padding:0 1rem}\
 h1{font-size:1.5rem;margin:0}h2{font-size:1.15rem;margin:1.5rem 0 .5rem}h2 small{color:#6b7280;font-weight:normal}\
 h3{font-size:.9rem;margin:.2rem 0;color:#374151}.meta{color:#6b7280;margin:.3rem 0 1rem}\

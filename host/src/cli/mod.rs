@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand. `--root` is global, before or after the subcommand.
 
 mod bench;
+mod calibrate;
 mod check;
 mod graph;
 mod new;
@@ -61,6 +62,9 @@ enum Command {
     Simulate(simulate::Args),
     /// Find the value of a parameter that gives a player the share of an outcome you want.
     Tune(tune::Args),
+    /// How far each stand-in model is from the real model it stands in for, on what the real
+    /// one answered (recorded sessions, or --live games).
+    Calibrate(calibrate::Args),
     /// List the sessions a store keeps (newest first): the ids `replay --session` takes.
     Sessions(sessions::Args),
     /// Serve an editor over stdio (Language Server Protocol): diagnostics as you type, completion,
@@ -77,7 +81,9 @@ pub fn main() -> ExitCode {
     // Colour only on a terminal, and never with NO_COLOR.
     let quiet = match cli.command {
         Command::Play(_) => "warn,ruleweave::packs=error,ruleweave::graph::kinds=error,ruleweave::script=error",
-        Command::Simulate(_) | Command::Tune(_) => "warn,ruleweave::graph::kinds=error,ruleweave::script=error",
+        Command::Simulate(_) | Command::Tune(_) | Command::Calibrate(_) => {
+            "warn,ruleweave::graph::kinds=error,ruleweave::script=error"
+        }
         // A case's results are what `test` prints; the warnings of the turns it replays are the
         // pack's business, shown with --verbose.
         Command::Test(ref args) if !args.verbose => "error",
@@ -116,6 +122,7 @@ pub fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&cli.root, &runtime, args),
         Command::Simulate(args) => simulate::run(&cli.root, &runtime, args),
         Command::Tune(args) => tune::run(&cli.root, &runtime, args),
+        Command::Calibrate(args) => calibrate::run(&cli.root, &runtime, args),
     };
     // What the exporter still holds goes out before the process does.
     telemetry.shutdown();

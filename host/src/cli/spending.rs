@@ -14,7 +14,7 @@ use ruleweave_lab::spend::{Limits, Metered, Spend, UNCAPPED_REPLY};
 use crate::config::{Config, DEFAULT_CONCURRENCY};
 
 /// The flags that put real models in a run.
-#[derive(clap::Args, Clone, Debug, Default)]
+#[derive(clap::Args, Clone, Debug, Default, PartialEq)]
 pub(super) struct Flags {
     /// A profile a real model plays, PROFILE=PROVIDER (repeatable): --model judge=openai. The
     /// pack's other profiles stay on its stand-in. Without it, RULEWEAVE_LLM (or OPENAI_API_KEY)

@@ -271,6 +271,11 @@ struct Game {
 }
 
 impl Played {
+    /// The games counted (ended, not stopped nor failed).
+    pub fn games(&self) -> usize {
+        self.outcomes.len()
+    }
+
     fn new(name: &str, track: &[String]) -> Self {
         Played {
             name: name.to_owned(),
