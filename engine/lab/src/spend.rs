@@ -182,6 +182,42 @@ impl Metered {
     }
 }
 
+/// `chosen` (profile → its real model's provider) as an engine's choice of models: each
+/// provider [`Metered`] from `spend`, with `concurrency(name)` calls in flight at once (one set
+/// of slots per provider, shared by every profile it plays), every other profile on its pack's
+/// stand-in.
+pub fn metered(
+    chosen: BTreeMap<String, Arc<dyn Provider>>,
+    spend: &Arc<Spend>,
+    concurrency: impl Fn(&str) -> usize,
+) -> ruleweave::LlmChoice {
+    let mut slots: BTreeMap<String, Arc<tokio::sync::Semaphore>> = BTreeMap::new();
+    let metered = chosen
+        .into_iter()
+        .map(|(profile, provider)| {
+            let name = provider.name().to_owned();
+            let slots = slots
+                .entry(name.clone())
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(concurrency(&name).max(1))));
+            (profile, Arc::new(Metered::new(provider, spend.clone(), slots.clone())) as Arc<dyn Provider>)
+        })
+        .collect();
+    ruleweave::LlmChoice::ByProfile(Arc::new(metered))
+}
+
+/// The first of `profiles` of `pack` that calls a model without a price: `(profile, model)`.
+/// A budget needs every one priced.
+pub fn unpriced<'a>(
+    pack: &ruleweave::Pack,
+    profiles: impl IntoIterator<Item = &'a String>,
+    prices: &BTreeMap<String, Price>,
+) -> Option<(String, String)> {
+    let profiles: Vec<&String> = profiles.into_iter().collect();
+    pack.profiles()
+        .filter(|p| profiles.contains(&&p.name))
+        .find_map(|p| p.models().into_iter().find(|m| !prices.contains_key(m)).map(|m| (p.name.clone(), m)))
+}
+
 /// The reply tokens a call reserves when its profile sets no `max_tokens`.
 pub const UNCAPPED_REPLY: u32 = 4096;
 

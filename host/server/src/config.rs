@@ -107,6 +107,27 @@ pub struct Settings {
     pub sessions_per_key: u64,
     /// The most jobs (tunes, sweeps) one issued key starts in an hour.
     pub jobs_per_key_per_hour: u64,
+    /// The real models a tune job may play on (`"models"`, `"budget_usd"`); none: every job
+    /// plays on the stand-ins.
+    pub real_models: Option<RealModels>,
+}
+
+/// The real models a job may play on: the named providers (keys from the environment), what
+/// their models cost, and how many calls each takes at once.
+#[derive(Clone)]
+pub struct RealModels {
+    /// The providers, by name (`openai`, `anthropic`, `groq`, ...), their calls waiting out rate limits.
+    pub named: Arc<ruleweave::llm::NamedProviders>,
+    /// What models cost (`[prices]`): a job's budget needs its models priced.
+    pub prices: std::collections::BTreeMap<String, Price>,
+    /// Calls in flight per provider (`[providers.<name>] concurrency`, else [`DEFAULT_CONCURRENCY`]).
+    pub concurrency: std::collections::BTreeMap<String, usize>,
+}
+
+impl std::fmt::Debug for RealModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RealModels").field("prices", &self.prices).field("concurrency", &self.concurrency).finish()
+    }
 }
 
 impl Default for Settings {
@@ -126,6 +147,7 @@ impl Default for Settings {
             sessions_per_key_per_hour: 1_000,
             sessions_per_key: 100_000,
             jobs_per_key_per_hour: 20,
+            real_models: None,
         }
     }
 }
@@ -365,6 +387,7 @@ impl Config {
                 defaults.jobs_per_key_per_hour as usize,
             )?
             .max(1) as u64,
+            real_models: None,
         };
         let expire =
             env("RULEWEAVE_EXPIRE_FINISHED_AFTER").or(file.store.expire_finished_after).unwrap_or_else(|| "24h".into());
@@ -431,7 +454,7 @@ impl Config {
         let offline = env("RULEWEAVE_LLM").as_deref() == Some("standin");
         let llm = LlmChoice::from_vars(|k| vars(k))?;
         let search = if offline { SearchChoice::Standin } else { SearchChoice::from_vars(|k| vars(k))? };
-        Ok(Config {
+        let mut config = Config {
             prices: file.prices,
             concurrency,
             allowed_models,
@@ -445,7 +468,13 @@ impl Config {
             ignored,
             key_endpoints,
             named: (!offline).then_some(vars),
-        })
+        };
+        config.server.real_models = Some(RealModels {
+            named: Arc::new(config.named_providers().waiting_out_rate_limits()),
+            prices: config.prices.clone(),
+            concurrency: config.concurrency.clone(),
+        });
+        Ok(config)
     }
 
     /// The providers profiles may name (`provider: groq`): `<NAME>_API_KEY` and `<NAME>_BASE_URL`

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use ruleweave::llm::Provider;
 use ruleweave::{Engine, LlmChoice, Pack};
-use ruleweave_lab::spend::{Limits, Metered, Spend, UNCAPPED_REPLY};
+use ruleweave_lab::spend::{Limits, Spend, UNCAPPED_REPLY};
 
 use crate::config::{Config, DEFAULT_CONCURRENCY};
 
@@ -108,35 +108,22 @@ impl Flags {
         let cache = self.cache.as_deref().map(ruleweave_lab::cache::Cache::open).transpose()?;
         let limits = Limits { budget_usd: self.budget_usd, max_calls: self.max_calls };
         let spend = Spend::new(limits, config.prices.clone(), cache);
-        if self.budget_usd.is_some() {
-            for profile in pack.profiles().filter(|p| chosen.contains_key(&p.name)) {
-                if let Some(model) = profile.models().into_iter().find(|m| !config.prices.contains_key(m)) {
-                    bail!(
-                        "--budget-usd: profile `{}` calls model `{model}`, which has no price in ruleweave.toml's [prices] \
-                         (\"{model}\" = {{ input = ..., output = ... }}, per million tokens)",
-                        profile.name
-                    );
-                }
-            }
+        if self.budget_usd.is_some()
+            && let Some((profile, model)) = ruleweave_lab::spend::unpriced(pack, chosen.keys(), &config.prices)
+        {
+            bail!(
+                "--budget-usd: profile `{profile}` calls model `{model}`, which has no price in ruleweave.toml's [prices] \
+                 (\"{model}\" = {{ input = ..., output = ... }}, per million tokens)"
+            );
         }
-        // One set of call slots per provider, shared by every profile it plays.
-        let mut slots: BTreeMap<String, Arc<tokio::sync::Semaphore>> = BTreeMap::new();
-        let mut concurrency = 1;
-        let mut profiles = BTreeMap::new();
-        let metered: BTreeMap<String, Arc<dyn Provider>> = chosen
-            .into_iter()
-            .map(|(profile, provider)| {
-                let name = provider.name().to_owned();
-                let n =
-                    self.concurrency.or_else(|| config.concurrency.get(&name).copied()).unwrap_or(DEFAULT_CONCURRENCY);
-                concurrency = concurrency.max(n);
-                let slots =
-                    slots.entry(name.clone()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(n))).clone();
-                profiles.insert(profile.clone(), name);
-                (profile, Arc::new(Metered::new(provider, spend.clone(), slots)) as Arc<dyn Provider>)
-            })
-            .collect();
-        Ok(Some(Real { llm: LlmChoice::ByProfile(Arc::new(metered)), spend, concurrency, profiles }))
+        let concurrency_of = |name: &str| {
+            self.concurrency.or_else(|| config.concurrency.get(name).copied()).unwrap_or(DEFAULT_CONCURRENCY)
+        };
+        let profiles: BTreeMap<String, String> =
+            chosen.iter().map(|(p, by)| (p.clone(), by.name().to_owned())).collect();
+        let concurrency = profiles.values().map(|name| concurrency_of(name)).max().unwrap_or(1);
+        let llm = ruleweave_lab::spend::metered(chosen, &spend, concurrency_of);
+        Ok(Some(Real { llm, spend, concurrency, profiles }))
     }
 
     /// Whether a run whose estimate is over its budget may start.

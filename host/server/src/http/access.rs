@@ -22,7 +22,7 @@ use super::routes::{self, Route, Who};
 use super::{ApiError, Shared};
 
 /// Who a request acts as.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Access {
     /// No token is configured: everything is open (the local default).
     Open,
@@ -80,13 +80,13 @@ impl Access {
     /// What this request may do beyond playing: `debug` for the operator (and with no token),
     /// an issued key given it, and a session's key whose session was made for debugging.
     pub(crate) fn rights(&self) -> Vec<&'static str> {
-        let debug = match self {
-            Access::Open | Access::Operator => true,
-            Access::Issued(k) => k.rights.iter().any(|r| r == DEBUG),
-            Access::Session { debug, .. } => *debug,
-            Access::Player { .. } => false,
+        let (debug, spend) = match self {
+            Access::Open | Access::Operator => (true, true),
+            Access::Issued(k) => (k.rights.iter().any(|r| r == DEBUG), k.rights.iter().any(|r| r == SPEND)),
+            Access::Session { debug, .. } => (*debug, false),
+            Access::Player { .. } => (false, false),
         };
-        if debug { vec![DEBUG] } else { Vec::new() }
+        [(debug, DEBUG), (spend, SPEND)].into_iter().filter(|(has, _)| *has).map(|(_, r)| r).collect()
     }
 
     /// Refuses `what` (editing state, a breakpoint, resuming, a fork with a patch, a replay)
@@ -202,6 +202,9 @@ impl Access {
 
 /// The right to debug: edit state, hold and resume turns, fork with a patch, replay.
 pub(crate) const DEBUG: &str = "debug";
+
+/// The right to start jobs on real models, which cost money.
+pub(crate) const SPEND: &str = "spend";
 
 /// What a session that does not exist answers: the engine's own error.
 pub(crate) fn no_session(id: &str) -> ApiError {
@@ -447,6 +450,12 @@ mod tests {
         fn owned<'a>(&'a self, o: &'a str) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<Vec<String>>> {
             self.0.owned(o)
         }
+        fn hold_spend<'a>(&'a self, id: &'a str, usd: f64) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<bool>> {
+            self.0.hold_spend(id, usd)
+        }
+        fn release_spend<'a>(&'a self, id: &'a str, usd: f64) -> ruleweave::llm::BoxFuture<'a, ruleweave::Result<()>> {
+            self.0.release_spend(id, usd)
+        }
     }
 
     /// "Not yours" and "absent" cost the same store lookups, so neither the answer nor the work
@@ -513,6 +522,8 @@ mod tests {
             rights: Vec::new(),
             expires_at: None,
             created_at: 0,
+            spend_limit_usd: None,
+            spent_usd: 0.0,
         });
         let session = Access::Session { session: "mine".into(), debug: false };
         for access in [&issued, &session] {

@@ -113,6 +113,15 @@ pub(super) struct NewTune {
     #[serde(default)]
     #[schema(minimum = 100)]
     games_max: Option<u32>,
+    /// Profiles to play on real models, by provider (`{"judge": "openai"}`); the others stay on
+    /// the stand-in. None by default: the job plays on the stand-ins. Needs the operator's token
+    /// or a key with the `spend` right, and `budget_usd`.
+    #[serde(default)]
+    models: BTreeMap<String, String>,
+    /// The most the job's real models may cost, by `[prices]` (required with `models`): each call
+    /// holds the most it can cost before it is sent, and the job stops at the budget.
+    #[serde(default)]
+    budget_usd: Option<f64>,
 }
 
 /// A job started.
@@ -150,6 +159,9 @@ pub(super) struct Progress {
     /// The most games it may play.
     #[serde(default)]
     budget: u64,
+    /// What its real models have cost so far (a job on real models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spent_usd: Option<f64>,
 }
 
 /// Why a job failed (the error a request would have answered: `invalid_input`, `script_error`,
@@ -190,15 +202,18 @@ pub(super) struct JobBody {
 }
 
 /// Who may call `start`, and the errors it answers of its own.
-pub(super) const START: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
-    Code::Engine(ErrorKind::NotFound),
-    Code::Engine(ErrorKind::Input),
-    Code::JobRunning,
-    Code::QuotaExceeded,
-    Code::Engine(ErrorKind::Pack),
-]);
+pub(super) const START: Facts =
+    Facts::keys(&[O, I]).note("an issued key: of its packs; on real models, `spend`").answers(&[
+        Code::Forbidden,
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::JobRunning,
+        Code::QuotaExceeded,
+        Code::Engine(ErrorKind::Pack),
+    ]);
 
-/// `POST /v1/packs/{pack}/tune`: starts a tune as a job, on the stand-in models.
+/// `POST /v1/packs/{pack}/tune`: starts a tune as a job, on the stand-in models, or with
+/// `"models"` and `"budget_usd"` some profiles on real ones (their own job place, one at a time).
 #[utoipa::path(post, path = "/v1/packs/{pack}/tune", operation_id = "tunePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewTune, responses(
     (status = 202, description = "The job started: follow it at `/v1/jobs/{job}`", body = Started),
 ))]
@@ -208,7 +223,24 @@ pub(super) async fn start(
     PackName(pack): PackName,
     Body(req): Body<NewTune>,
 ) -> ApiResult<Response> {
-    let engine = super::simulate::standin(s.engine.root(), &pack, &req.params).await?;
+    let real = match (req.models.is_empty(), req.budget_usd) {
+        (true, None) => None,
+        (true, Some(_)) => {
+            return Err(super::simulate::unprocessable(
+                "`budget_usd` is for a job on real models: name them in `models` ({\"judge\": \"openai\"})".into(),
+            ));
+        }
+        (false, None) => {
+            return Err(super::simulate::unprocessable(
+                "a job on real models (`models`) needs `budget_usd`, the most it may spend".into(),
+            ));
+        }
+        (false, Some(usd)) => Some(real_models(&s, &access, &pack, &req.models, usd)?),
+    };
+    let engine = match &real {
+        None => super::simulate::standin(s.engine.root(), &pack, &req.params).await?,
+        Some(r) => super::simulate::on_models(s.engine.root(), &pack, &req.params, r.llm.clone()).await?,
+    };
     let turns = u64::from(engine.packs().get(&pack)?.simulate().max_turns.max(1));
     let asked = TuneAsked {
         pack: &pack,
@@ -221,9 +253,66 @@ pub(super) async fn start(
         budget: (s.settings.tune_turns as u64 / turns).max(1),
         jobs: None,
     };
-    let tune = asked.check(&engine).map_err(super::simulate::refused)?;
+    let mut tune = asked.check(&engine).map_err(super::simulate::refused)?;
+    tune.spend = real.as_ref().map(|r| r.spend.clone());
     let budget = tune.budget;
-    begin(&s, &access, JobSpec::Tune(tune), engine, &pack, &req, budget).await
+    begin(&s, &access, JobSpec::Tune(tune), engine, &pack, &req, budget, real).await
+}
+
+/// A job's real models: the engine's choice of them, and the account they are paid from.
+pub(super) struct RealJob {
+    llm: ruleweave::LlmChoice,
+    spend: Arc<ruleweave_lab::spend::Spend>,
+    /// The budget, held from the key's `spend_limit_usd` while the job runs.
+    usd: f64,
+}
+
+/// The real models `models` names for a job of `pack` within `usd`, checked: who may spend, the
+/// profiles, the providers, their prices.
+fn real_models(
+    s: &Shared,
+    access: &Access,
+    pack: &str,
+    models: &BTreeMap<String, String>,
+    usd: f64,
+) -> ApiResult<RealJob> {
+    use ruleweave_lab::spend::{Limits, Spend};
+    if !access.rights().contains(&super::access::SPEND) {
+        return Err(ApiError::new(
+            Code::Forbidden,
+            "a job on real models spends money: it needs the operator's token or a key with the `spend` right",
+        ));
+    }
+    if !(usd.is_finite() && usd > 0.0) {
+        return Err(super::simulate::unprocessable(format!("`budget_usd` is an amount above 0, not {usd}")));
+    }
+    let Some(real) = &s.settings.real_models else {
+        return Err(super::simulate::unprocessable("this server plays its jobs on the stand-ins only".into()));
+    };
+    let loaded = s.engine.packs().get(pack)?;
+    let mut chosen = BTreeMap::new();
+    for (profile, provider) in models {
+        if !loaded.profiles().any(|p| &p.name == profile) {
+            let known: Vec<&str> = loaded.profiles().map(|p| p.name.as_str()).collect();
+            return Err(super::simulate::unprocessable(format!(
+                "`models`: pack `{pack}` has no profile `{profile}` (profiles: {})",
+                known.join(", ")
+            )));
+        }
+        let made = real
+            .named
+            .get(provider)
+            .map_err(|why| super::simulate::unprocessable(format!("`models`: {profile}={provider}: {why}")))?;
+        chosen.insert(profile.clone(), made);
+    }
+    if let Some((profile, model)) = ruleweave_lab::spend::unpriced(&loaded, chosen.keys(), &real.prices) {
+        return Err(super::simulate::unprocessable(format!(
+            "`budget_usd`: profile `{profile}` calls model `{model}`, which has no price in the server's [prices]"
+        )));
+    }
+    let spend = Spend::new(Limits { budget_usd: Some(usd), max_calls: None }, real.prices.clone(), None);
+    let concurrency = |name: &str| real.concurrency.get(name).copied().unwrap_or(crate::config::DEFAULT_CONCURRENCY);
+    Ok(RealJob { llm: ruleweave_lab::spend::metered(chosen, &spend, concurrency), spend, usd })
 }
 
 /// A sweep too large for a simulate request: the same games at each value of one or two of the
@@ -302,7 +391,7 @@ pub(super) async fn start_sweep(
             players.len()
         )));
     }
-    begin(&s, &access, JobSpec::Sweep(sweep), engine, &pack, &req, budget).await
+    begin(&s, &access, JobSpec::Sweep(sweep), engine, &pack, &req, budget, None).await
 }
 
 /// A job's answer as the store keeps it.
@@ -310,7 +399,10 @@ fn answer(report: &JobAnswer) -> ruleweave::Result<Value> {
     serde_json::to_value(report).map_err(|e| ruleweave::Error::new(ruleweave::ErrorKind::Internal, e.to_string()))
 }
 
-/// Takes the server's place for a job, records the job, and starts `work` in it: `202 {"job"}`.
+/// Takes the server's place for a job (a job on real models has a place of its own, and holds
+/// its budget from its key's `spend_limit_usd`), records the job, and starts `work` in it:
+/// `202 {"job"}`.
+#[allow(clippy::too_many_arguments)]
 async fn begin(
     s: &Shared,
     access: &Access,
@@ -319,6 +411,7 @@ async fn begin(
     pack: &str,
     req: &impl Serialize,
     budget: u64,
+    real: Option<RealJob>,
 ) -> ApiResult<Response> {
     let kind = spec.kind().name();
     let jobs = s.jobs().await?;
@@ -338,14 +431,32 @@ async fn begin(
         }
     }
     let id = super::access::secret("job")?["rw_job_".len()..][..20].to_owned();
-    let Some(stop) = s.job.take(&id) else {
+    let slot = if real.is_some() { &s.real_job } else { &s.job };
+    let Some(stop) = slot.take(&id) else {
+        let which = if real.is_some() { "a job on real models" } else { "a job" };
         return Err(ApiError::new(
             Code::JobRunning,
-            "a job is already running on this server: ask again when it ends, or stop it",
+            format!("{which} is already running on this server: ask again when it ends, or stop it"),
         ));
     };
+    // The budget is held from the key's cap while the job runs, on every replica at once.
+    let holder = match (&real, access) {
+        (Some(r), Access::Issued(k)) => match s.keys().await?.hold_spend(&k.id, r.usd).await {
+            Ok(true) => Some(k.id.clone()),
+            held => {
+                slot.free();
+                held?;
+                let left = k.spend_limit_usd.map_or(0.0, |cap| (cap - k.spent_usd).max(0.0));
+                return Err(ApiError::new(
+                    Code::QuotaExceeded,
+                    format!("this key may spend {left:.4} more (`spend_limit_usd`), less than `budget_usd` {}", r.usd),
+                ));
+            }
+        },
+        _ => None,
+    };
     let now = sse::unix_ms();
-    let progress = Progress { value: None, games_played: 0, budget };
+    let progress = Progress { value: None, games_played: 0, budget, spent_usd: real.as_ref().map(|_| 0.0) };
     let job = Job {
         id: id.clone(),
         kind: kind.to_owned(),
@@ -360,22 +471,42 @@ async fn begin(
         created_at: now,
         updated_at: now,
     };
+    let paid = real.map(|r| Paid { spend: r.spend, held: holder.map(|k| (k, r.usd)) });
     if let Err(e) = jobs.create_job(&job).await {
-        s.job.free();
+        slot.free();
+        if let Some(Paid { held: Some((key, usd)), .. }) = &paid {
+            let _ = s.keys().await?.release_spend(key, *usd).await;
+        }
         return Err(e.into());
     }
     tracing::info!(job = %id, pack = %pack, "a {kind} started");
     let task = s.clone();
-    s.spawn(async move { run(task, id, spec, engine, budget, stop).await });
+    s.spawn(async move { run(task, id, spec, engine, budget, stop, paid).await });
     Ok((StatusCode::ACCEPTED, Json(Started { job: job.id })).into_response())
+}
+
+/// A job on real models: its account, and the key's budget it holds (and gives back what it did
+/// not spend).
+struct Paid {
+    spend: Arc<ruleweave_lab::spend::Spend>,
+    held: Option<(String, f64)>,
 }
 
 /// Plays a job's work on the blocking pool, recording its progress until it ends; then how it
 /// ended.
-async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, budget: u64, stop: Arc<AtomicBool>) {
+async fn run(
+    s: Shared,
+    id: String,
+    spec: JobSpec,
+    engine: ruleweave::Engine,
+    budget: u64,
+    stop: Arc<AtomicBool>,
+    paid: Option<Paid>,
+) {
     let kind = spec.kind().name();
     let Ok(jobs) = s.jobs().await else { return };
-    let latest = Arc::new(Mutex::new(Progress { value: None, games_played: 0, budget }));
+    let spent = || paid.as_ref().map(|p| p.spend.spent().usd);
+    let latest = Arc::new(Mutex::new(Progress { value: None, games_played: 0, budget, spent_usd: spent() }));
     let work = {
         let (latest, stop, handle) = (latest.clone(), stop.clone(), tokio::runtime::Handle::current());
         tokio::task::spawn_blocking(move || {
@@ -393,7 +524,11 @@ async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, bu
         tokio::select! {
             ended = &mut work => break ended,
             _ = tick.tick() => {
-                let now = latest.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let now = {
+                    let mut latest = latest.lock().unwrap_or_else(|p| p.into_inner());
+                    latest.spent_usd = spent();
+                    latest.clone()
+                };
                 let now = serde_json::to_value(now).unwrap_or_default();
                 match jobs.job_progress(&id, &now).await {
                     Ok(true) => stop.store(true, Ordering::Relaxed),
@@ -403,6 +538,7 @@ async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, bu
             }
         }
     };
+    latest.lock().unwrap_or_else(|p| p.into_inner()).spent_usd = spent();
     let last = serde_json::to_value(latest.lock().unwrap_or_else(|p| p.into_inner()).clone()).unwrap_or_default();
     let _ = jobs.job_progress(&id, &last).await;
     let (state, result) = match ended {
@@ -416,8 +552,19 @@ async fn run(s: Shared, id: String, spec: JobSpec, engine: ruleweave::Engine, bu
         }
         Err(e) => (JobState::Failed, serde_json::json!({"code": "internal", "message": e.to_string()})),
     };
+    // What the key held and the job did not spend goes back to it.
+    if let Some(Paid { spend, held: Some((key, usd)) }) = &paid
+        && let Ok(keys) = s.keys().await
+        && let Err(e) = keys.release_spend(key, (usd - spend.spent().usd).max(0.0)).await
+    {
+        tracing::error!(job = %id, "cannot give back what a job did not spend: {e}");
+    }
     // The place is free before the job says it ended: a client that saw it end may start another.
-    s.job.free();
+    if paid.is_some() {
+        s.real_job.free()
+    } else {
+        s.job.free()
+    }
     if let Err(e) = jobs.finish_job(&id, state, &result).await {
         tracing::error!(job = %id, "cannot record how a job ended: {e}");
     }

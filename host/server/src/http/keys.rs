@@ -25,13 +25,18 @@ pub(crate) struct NewKey {
     /// The packs it may play; every pack when not given.
     #[serde(default)]
     packs: Option<Vec<String>>,
-    /// What it may do beyond playing: `["debug"]` edits state, holds and resumes turns, forks
-    /// with a patch, replays, and makes sessions whose keys may (`"debug": true`). None by default.
+    /// What it may do beyond playing: `"debug"` edits state, holds and resumes turns, forks
+    /// with a patch, replays, and makes sessions whose keys may (`"debug": true`); `"spend"`
+    /// starts tune jobs on real models (`"models"`, `"budget_usd"`). None by default.
     #[serde(default)]
     rights: Vec<String>,
     /// Seconds until it stops opening anything (at most ten years); never when not given.
     #[serde(default)]
     expires_in: Option<u64>,
+    /// The most its jobs on real models may spend in all, by `[prices]` (a key with `spend`);
+    /// no cap when not given.
+    #[serde(default)]
+    spend_limit_usd: Option<f64>,
 }
 
 /// An issued key; `key`, its secret, only when it is issued (it is kept only as a hash).
@@ -52,6 +57,10 @@ pub(crate) struct IssuedBody {
     expires_at: Option<String>,
     /// When it was issued (RFC 3339).
     created_at: String,
+    /// The most its jobs on real models may spend in all; `null` for no cap.
+    spend_limit_usd: Option<f64>,
+    /// What its jobs on real models have spent, and hold while they run.
+    spent_usd: f64,
     /// The sessions that go back to it (its own, their forks): kept now, and made in the last
     /// hour (`GET /v1/keys` only), against `[server] sessions_per_key` and its hourly limit.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -91,8 +100,8 @@ pub(crate) struct AccessBody {
     /// The issued key, without its secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<IssuedBody>,
-    /// What it may do beyond playing: `["debug"]` (editing state, breakpoints, resuming a held
-    /// turn, forking with a patch, replaying), or nothing.
+    /// What it may do beyond playing: `debug` (editing state, breakpoints, resuming a held
+    /// turn, forking with a patch, replaying), `spend` (jobs on real models), or nothing.
     rights: Vec<&'static str>,
 }
 
@@ -105,6 +114,8 @@ fn body(k: crate::tables::IssuedKey, secret: Option<String>) -> IssuedBody {
         rights: k.rights,
         expires_at: k.expires_at.map(ruleweave::store::rfc3339_of),
         created_at: ruleweave::store::rfc3339_of(k.created_at),
+        spend_limit_usd: k.spend_limit_usd,
+        spent_usd: k.spent_usd,
         sessions: None,
     }
 }
@@ -127,10 +138,16 @@ pub(crate) async fn issue(
     if let Some(unknown) = req.packs.iter().flatten().find(|p| !s.engine.packs().contains(p)) {
         return Err(ApiError::new(Code::InvalidRequest, format!("there is no pack `{unknown}` to give a key")));
     }
-    if let Some(unknown) = req.rights.iter().find(|r| *r != access::DEBUG) {
+    if let Some(unknown) = req.rights.iter().find(|r| ![access::DEBUG, access::SPEND].contains(&r.as_str())) {
         return Err(ApiError::new(
             Code::InvalidRequest,
-            format!("there is no right `{unknown}` (a key may have: {})", access::DEBUG),
+            format!("there is no right `{unknown}` (a key may have: {}, {})", access::DEBUG, access::SPEND),
+        ));
+    }
+    if let Some(cap) = req.spend_limit_usd.filter(|c| !(c.is_finite() && *c >= 0.0)) {
+        return Err(ApiError::new(
+            Code::InvalidRequest,
+            format!("`spend_limit_usd` is an amount of at least 0, not {cap}"),
         ));
     }
     const MOST_SECONDS: u64 = 10 * 366 * 24 * 3600;
@@ -152,6 +169,8 @@ pub(crate) async fn issue(
         rights,
         expires_at: req.expires_in.map(|n| now + n as i64 * 1000),
         created_at: now,
+        spend_limit_usd: req.spend_limit_usd,
+        spent_usd: 0.0,
     };
     let grant = crate::tables::Grant::Issued(key.clone());
     s.keys().await?.add_key(&crate::tables::key_hash(&secret), &grant).await?;

@@ -234,6 +234,17 @@ pub(super) async fn standin(
     Ok(crate::standin_engine(root).await?.with_params(pack, params.clone())?)
 }
 
+/// [`standin`], with `llm` answering the pack's model calls (a job on real models).
+pub(super) async fn on_models(
+    root: &std::path::Path,
+    pack: &str,
+    params: &BTreeMap<String, Value>,
+    llm: ruleweave::LlmChoice,
+) -> ApiResult<ruleweave::Engine> {
+    let engine = ruleweave_natives::register(ruleweave::Engine::builder(root)).llm(llm).build();
+    Ok(engine.with_params(pack, params.clone())?)
+}
+
 /// Set when the request that started a batch is dropped (its client hung up, or it answered).
 struct StopOnDrop(Arc<AtomicBool>);
 

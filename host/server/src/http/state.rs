@@ -31,6 +31,8 @@ pub struct AppState {
     pub(super) simulating: Arc<Semaphore>,
     /// The job running on this replica (one at a time).
     pub(super) job: jobs::JobSlot,
+    /// The job on real models running on this replica (one at a time, beside a stand-in job).
+    pub(super) real_job: jobs::JobSlot,
     /// The server's keys and jobs, beside the engine's store (opened on first use).
     tables: tokio::sync::OnceCell<Option<Tables>>,
 }
@@ -73,6 +75,7 @@ impl AppState {
             streams: Arc::default(),
             simulating: Arc::new(Semaphore::new(1)),
             job: jobs::JobSlot::default(),
+            real_job: jobs::JobSlot::default(),
             tables: tokio::sync::OnceCell::new(),
         };
         state.load_packs();

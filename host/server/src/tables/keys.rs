@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::{Db, now_ms, on_pool, store_error};
 
 /// What a key opens.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Grant {
     /// A key the operator issued: it makes sessions (of `packs`, or of every pack) and reaches
     /// the sessions it made.
@@ -39,7 +39,7 @@ pub enum Grant {
 }
 
 /// A key the operator issued, as the store keeps it (no secret).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IssuedKey {
     /// Its id (how it is revoked).
     pub id: String,
@@ -54,6 +54,11 @@ pub struct IssuedKey {
     pub expires_at: Option<i64>,
     /// When it was issued, unix milliseconds.
     pub created_at: i64,
+    /// The most its jobs on real models may spend in all (the currency of `[prices]`); no cap
+    /// when `None`.
+    pub spend_limit_usd: Option<f64>,
+    /// What its jobs have spent, and hold while they run.
+    pub spent_usd: f64,
 }
 
 impl IssuedKey {
@@ -140,6 +145,14 @@ pub trait Keys: Send + Sync {
 
     /// Who made `session`, when a key did.
     fn owner<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// Holds `usd` of what the issued key `id` may spend, for a job about to run: false (and
+    /// nothing held) when its `spend_limit_usd` leaves less. One statement, so two replicas
+    /// starting jobs of one key at once cannot both pass its cap.
+    fn hold_spend<'a>(&'a self, id: &'a str, usd: f64) -> BoxFuture<'a, Result<bool>>;
+
+    /// Gives back `usd` of what was held for a job that spent less.
+    fn release_spend<'a>(&'a self, id: &'a str, usd: f64) -> BoxFuture<'a, Result<()>>;
 
     /// The sessions `owner` made (`key:<id>`, `session:<id>`).
     fn owned<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
@@ -358,6 +371,25 @@ impl Keys for InMemory {
         let held = self.held();
         ready(Ok(held.owners.iter().filter(|(_, o)| *o == owner).map(|(s, _)| s.clone()).collect()))
     }
+
+    fn hold_spend<'a>(&'a self, id: &'a str, usd: f64) -> BoxFuture<'a, Result<bool>> {
+        let mut held = self.held();
+        let held_now = match held.issued.get_mut(id) {
+            Some((_, k)) if k.spend_limit_usd.is_none_or(|cap| k.spent_usd + usd <= cap) => {
+                k.spent_usd += usd;
+                true
+            }
+            _ => false,
+        };
+        ready(Ok(held_now))
+    }
+
+    fn release_spend<'a>(&'a self, id: &'a str, usd: f64) -> BoxFuture<'a, Result<()>> {
+        if let Some((_, k)) = self.held().issued.get_mut(id) {
+            k.spent_usd = (k.spent_usd - usd).max(0.0);
+        }
+        ready(Ok(()))
+    }
 }
 
 impl Keys for Db {
@@ -408,6 +440,36 @@ impl Keys for Db {
     fn issued_sessions<'a>(&'a self, issuer: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         Box::pin(issued_sessions(self, issuer))
     }
+
+    fn hold_spend<'a>(&'a self, id: &'a str, usd: f64) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            on_pool!(self, pool => sqlx::query(
+                    "UPDATE issued_keys SET spent_usd = spent_usd + $2 \
+                     WHERE id = $1 AND (spend_limit_usd IS NULL OR spent_usd + $2 <= spend_limit_usd)",
+                )
+                .bind(id)
+                .bind(usd)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected() > 0))
+            .map_err(|e| store_error("cannot hold what a key may spend", e))
+        })
+    }
+
+    fn release_spend<'a>(&'a self, id: &'a str, usd: f64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            on_pool!(self, pool => sqlx::query(
+                    "UPDATE issued_keys SET spent_usd = CASE WHEN spent_usd > $2 THEN spent_usd - $2 ELSE 0 END \
+                     WHERE id = $1",
+                )
+                .bind(id)
+                .bind(usd)
+                .execute(pool)
+                .await
+                .map(|_| ()))
+            .map_err(|e| store_error("cannot give back what a job did not spend", e))
+        })
+    }
 }
 
 /// A key for a session that is gone fails its foreign key: say so as the memory store does.
@@ -422,8 +484,8 @@ async fn add(db: &Db, hash: &str, grant: &Grant) -> Result<()> {
             let packs = k.packs.as_ref().map(|p| serde_json::to_string(p).unwrap_or_else(|_| "[]".into()));
             let rights = serde_json::to_string(&k.rights).unwrap_or_else(|_| "[]".into());
             on_pool!(db, pool => sqlx::query(
-                    "INSERT INTO issued_keys (id, hash, label, packs, created_at, rights, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    "INSERT INTO issued_keys (id, hash, label, packs, created_at, rights, expires_at, spend_limit_usd) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 )
                 .bind(&k.id)
                 .bind(hash)
@@ -432,6 +494,7 @@ async fn add(db: &Db, hash: &str, grant: &Grant) -> Result<()> {
                 .bind(k.created_at)
                 .bind(rights)
                 .bind(k.expires_at)
+                .bind(k.spend_limit_usd)
                 .execute(pool)
                 .await
                 .map(|_| ()))
@@ -483,7 +546,7 @@ async fn find(db: &Db, hash: &str) -> Result<Option<Grant>> {
         }));
     }
     let issued: Option<IssuedRow> = on_pool!(db, pool => sqlx::query_as(
-            "SELECT id, label, packs, created_at, rights, expires_at FROM issued_keys WHERE hash = $1",
+            "SELECT id, label, packs, created_at, rights, expires_at, spend_limit_usd, spent_usd FROM issued_keys WHERE hash = $1",
         )
         .bind(hash)
         .fetch_optional(pool)
@@ -493,10 +556,13 @@ async fn find(db: &Db, hash: &str) -> Result<Option<Grant>> {
     Ok(issued.map(issued_key).transpose()?.filter(|k| !k.expired(now)).map(Grant::Issued))
 }
 
-/// An issued key's row: id, label, packs, created_at, rights, expires_at.
-type IssuedRow = (String, String, Option<String>, i64, Option<String>, Option<i64>);
+/// An issued key's row: id, label, packs, created_at, rights, expires_at, spend_limit_usd,
+/// spent_usd.
+type IssuedRow = (String, String, Option<String>, i64, Option<String>, Option<i64>, Option<f64>, f64);
 
-fn issued_key((id, label, packs, created_at, rights, expires_at): IssuedRow) -> Result<IssuedKey> {
+fn issued_key(
+    (id, label, packs, created_at, rights, expires_at, spend_limit_usd, spent_usd): IssuedRow,
+) -> Result<IssuedKey> {
     let packs = packs
         .map(|p| serde_json::from_str(&p).map_err(|e| store_error("a key's packs are not a JSON list", e)))
         .transpose()?;
@@ -504,12 +570,12 @@ fn issued_key((id, label, packs, created_at, rights, expires_at): IssuedRow) -> 
         .map(|r| serde_json::from_str(&r).map_err(|e| store_error("a key's rights are not a JSON list", e)))
         .transpose()?
         .unwrap_or_default();
-    Ok(IssuedKey { id, label, packs, rights, expires_at, created_at })
+    Ok(IssuedKey { id, label, packs, rights, expires_at, created_at, spend_limit_usd, spent_usd })
 }
 
 async fn issued(db: &Db) -> Result<Vec<IssuedKey>> {
     let rows: Vec<IssuedRow> = on_pool!(db, pool => sqlx::query_as(
-            "SELECT id, label, packs, created_at, rights, expires_at FROM issued_keys ORDER BY created_at, id",
+            "SELECT id, label, packs, created_at, rights, expires_at, spend_limit_usd, spent_usd FROM issued_keys ORDER BY created_at, id",
         )
         .fetch_all(pool)
         .await)

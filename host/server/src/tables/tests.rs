@@ -76,6 +76,8 @@ async fn keys(store: Arc<dyn Store>) {
         rights: vec!["debug".into()],
         expires_at: None,
         created_at: 5,
+        spend_limit_usd: None,
+        spent_usd: 0.0,
     };
     // A key past its end opens nothing; one before it does.
     let now = now_ms();
@@ -87,6 +89,8 @@ async fn keys(store: Arc<dyn Store>) {
             rights: Vec::new(),
             expires_at: Some(end),
             created_at: 1,
+            spend_limit_usd: None,
+            spent_usd: 0.0,
         };
         keys.add_key(&h(tag), &Grant::Issued(k.clone())).await.unwrap();
         assert_eq!(keys.find_key(&h(tag)).await.unwrap(), opens.then_some(Grant::Issued(k)), "{tag}");
@@ -99,6 +103,21 @@ async fn keys(store: Arc<dyn Store>) {
     assert_eq!(keys.find_key(&h("k")).await.unwrap(), Some(Grant::Issued(issued.clone())));
     assert_eq!(keys.find_key(&h("nothing")).await.unwrap(), None);
     assert!(keys.issued_keys().await.unwrap().contains(&issued));
+
+    // What a key may spend: held for a job up to its cap, given back when it spent less; a key
+    // without a cap holds any amount, and no key holds nothing.
+    let capped = IssuedKey { id: format!("{a}-capped"), spend_limit_usd: Some(1.0), ..issued.clone() };
+    keys.add_key(&h("capped"), &Grant::Issued(capped.clone())).await.unwrap();
+    assert!(keys.hold_spend(&capped.id, 0.6).await.unwrap());
+    assert!(!keys.hold_spend(&capped.id, 0.6).await.unwrap(), "0.6 held of 1.0: 0.6 more is past the cap");
+    keys.release_spend(&capped.id, 0.4).await.unwrap();
+    assert!(keys.hold_spend(&capped.id, 0.6).await.unwrap(), "0.2 spent: 0.6 more fits");
+    let listed = keys.issued_keys().await.unwrap().into_iter().find(|k| k.id == capped.id).unwrap();
+    assert!((listed.spent_usd - 0.8).abs() < 1e-9, "{listed:?}");
+    assert!(keys.hold_spend(&issued.id, 1e6).await.unwrap(), "no cap");
+    keys.release_spend(&issued.id, 1e6).await.unwrap();
+    assert!(!keys.hold_spend("no-such-key", 0.1).await.unwrap());
+    keys.revoke_key(&capped.id).await.unwrap();
     let missing =
         keys.add_key(&h("x"), &Grant::Session { session: "no-such-session".into(), debug: false }).await.unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
@@ -149,6 +168,8 @@ async fn keys(store: Arc<dyn Store>) {
         rights: Vec::new(),
         expires_at: None,
         created_at: 6,
+        spend_limit_usd: None,
+        spent_usd: 0.0,
     };
     keys.add_key(&h("k2"), &Grant::Issued(k2.clone())).await.unwrap();
     let (p, f, g) = (id("parent"), id("fork"), id("fork"));
