@@ -715,6 +715,7 @@ async fn a_tune_job_on_a_real_model_spends_within_its_budget_and_its_keys_cap() 
     let issue = |body: Value| call(Method::POST, format!("{a}/v1/keys"), OPERATOR.into(), Some(body));
     let (_, plain) = issue(json!({"label": "plays"})).await;
     let (_, spender) = issue(json!({"label": "designer", "rights": ["spend"], "spend_limit_usd": 0.5})).await;
+    let designer_id = spender["id"].clone();
     let (plain, spender) = (plain["key"].as_str().unwrap().to_owned(), spender["key"].as_str().unwrap().to_owned());
     let tune =
         json!({"vary": "thresholds.medium=55..57", "target": "liar:won_*=0.3", "options": {"difficulty": "medium"}});
@@ -750,7 +751,7 @@ async fn a_tune_job_on_a_real_model_spends_within_its_budget_and_its_keys_cap() 
     assert!((body["progress"]["spent_usd"].as_f64().unwrap() - usd).abs() < 1e-9, "{body}");
     // What it held and did not spend went back: the key has spent what the job did.
     let (_, keys) = call(Method::GET, format!("{b}/v1/keys"), OPERATOR.into(), None).await;
-    let designer = keys["keys"].as_array().unwrap().iter().find(|k| k["label"] == "designer").unwrap().clone();
+    let designer = keys["keys"].as_array().unwrap().iter().find(|k| k["id"] == designer_id).unwrap().clone();
     assert!((designer["spent_usd"].as_f64().unwrap() - usd).abs() < 1e-9, "{designer}");
     assert_eq!(designer["spend_limit_usd"], 0.5);
 }

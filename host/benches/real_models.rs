@@ -31,7 +31,8 @@ const CONCURRENCY: usize = 16;
 async fn judge(body: String) -> axum::Json<Value> {
     tokio::time::sleep(LATENCY).await;
     let model = serde_json::from_str::<Value>(&body).ok().and_then(|b| b["model"].as_str().map(str::to_owned));
-    let verdict = json!({"total_score": 10, "strategy_variety": 5, "conversation_depth": 2, "creativity": 2, "persistence": 1});
+    let verdict =
+        json!({"total_score": 10, "strategy_variety": 5, "conversation_depth": 2, "creativity": 2, "persistence": 1});
     axum::Json(json!({
         "id": "bench", "object": "chat.completion", "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": verdict.to_string()}, "finish_reason": "stop"}],

@@ -17,7 +17,24 @@ use ruleweave::llm::{BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResp
 use ruleweave::{Error, ErrorKind, Result};
 
 use crate::cache::Cache;
-use crate::simulate::Price;
+
+/// What a model's tokens cost, per million, in whatever currency the operator counts in
+/// (`ruleweave.toml`'s `[prices]`).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt tokens.
+    pub input: f64,
+    /// Per million completion tokens.
+    pub output: f64,
+}
+
+impl Price {
+    /// What a call with these token counts cost.
+    pub fn of(&self, prompt: u32, completion: u32) -> f64 {
+        (f64::from(prompt) * self.input + f64::from(completion) * self.output) / 1e6
+    }
+}
 
 /// What a run may spend: dollars (by `[prices]`), calls, or both; nothing means no cap.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
