@@ -64,6 +64,15 @@ fn calibrate_measures_the_stand_in_against_the_sessions_a_real_model_played() {
     assert_eq!(turns as usize, asked, "one judge call a turn, every turn replayed: {replayed}");
     assert!(replayed["ended_differently"].as_u64().unwrap() > 0, "a judge 10 lower ends games otherwise: {replayed}");
 
+    // Kept in the store: a simulate of the same version carries its headline.
+    let (out, report) =
+        run(root.path(), &mock, &store, &["simulate", "pirate", "--games", "2", "--player", "liar", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kept = &report["calibration"]["profiles"]["judge"]["numbers"]["total_score"];
+    let total = &calibration["profiles"]["judge"]["numbers"]["total_score"];
+    assert_eq!(kept, &json!([total["mean_difference"], total["low"], total["high"]]), "{report}");
+    assert_eq!(report["calibration"]["sessions"], 12);
+
     // One session, as a person reads it.
     let (out, _) = run(root.path(), &mock, &store, &["calibrate", "pirate", "--session", "sim-ruleweave-liar-0"]);
     assert!(out.status.success(), "{}", stderr(&out));

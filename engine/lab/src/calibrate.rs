@@ -59,6 +59,46 @@ pub struct Calibration {
     pub stopped: Option<crate::spend::Stop>,
 }
 
+/// What a simulate or tune report carries of the calibration of its pack's version: per
+/// profile, each number's mean difference (model − stand-in) with its interval, and each
+/// category's agreement.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Headline {
+    /// The sessions (or live games) it read.
+    pub sessions: usize,
+    /// Each profile: its numbers' gaps and its categories' agreement.
+    pub profiles: BTreeMap<String, ProfileHeadline>,
+}
+
+/// One profile's headline.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ProfileHeadline {
+    /// Each number: model − stand-in, and its 95% interval (`[mean, low, high]`).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub numbers: BTreeMap<String, [Option<f64>; 3]>,
+    /// Each category: the share of calls where the two agree.
+    pub categories: BTreeMap<String, f64>,
+}
+
+impl Calibration {
+    /// What reports of the same pack version carry of it.
+    pub fn headline(&self) -> Headline {
+        let profiles = self
+            .profiles
+            .iter()
+            .map(|(name, p)| {
+                let numbers =
+                    p.numbers.iter().map(|(f, g)| (f.clone(), [Some(g.mean_difference), g.low, g.high])).collect();
+                let categories = p.categories.iter().map(|(f, a)| (f.clone(), a.agreement)).collect();
+                (name.clone(), ProfileHeadline { numbers, categories })
+            })
+            .collect();
+        Headline { sessions: self.sessions, profiles }
+    }
+}
+
 /// One profile's answers compared.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -61,6 +61,15 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         Some(games) => live(root, rt, &config, &args, games)?,
         None => recorded(root, rt, &config, &args)?,
     };
+    // Kept where it was read (a live one in the configured store), for the reports of this
+    // version to carry.
+    let store = match args.live {
+        Some(_) => config.store.clone(),
+        None => args.store.clone().unwrap_or_else(|| config.store.clone()),
+    };
+    if let Err(e) = rt.block_on(keep(root, &store, &calibration)) {
+        eprintln!("warning: the calibration is not kept in the store: {e:#}");
+    }
     if let Some(file) = &args.html {
         std::fs::write(file, crate::pages::calibration(&calibration))
             .map_err(|e| anyhow::anyhow!("cannot write the calibration to {}: {e}", file.display()))?;
@@ -71,6 +80,38 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         print!("{}", table(&calibration));
     }
     Ok(if calibration.stopped.is_some() { ExitCode::from(3) } else { ExitCode::SUCCESS })
+}
+
+/// Keeps `calibration` in the store at `url`, for the reports of its pack version.
+async fn keep(root: &Path, url: &str, calibration: &Calibration) -> Result<()> {
+    let store = ruleweave::store::open(&super::under_root(root, url)).await?;
+    let Some(tables) = crate::server::tables::Tables::open(&store).await? else { return Ok(()) };
+    let body = serde_json::to_value(calibration)?;
+    tables.calibrations.keep_calibration(&calibration.pack, &calibration.version, &body).await?;
+    Ok(())
+}
+
+/// The headline of `pack`'s calibration at `version` kept in the configured store, if there is
+/// one. Nothing is opened (or made) where no store can hold one: a memory store, or a SQLite file
+/// that does not exist yet.
+pub(super) fn kept_headline(
+    root: &Path,
+    rt: &tokio::runtime::Runtime,
+    config: &crate::config::Config,
+    pack: &str,
+    version: &str,
+) -> Option<ruleweave_lab::calibrate::Headline> {
+    let url = super::under_root(root, &config.store);
+    let file = url.strip_prefix("sqlite://").map(|p| Path::new(p.split('?').next().unwrap_or(p)).to_owned());
+    if url.starts_with("memory") || file.is_some_and(|f| !f.exists()) {
+        return None;
+    }
+    rt.block_on(async {
+        let store = ruleweave::store::open(&url).await.ok()?;
+        let tables = crate::server::tables::Tables::open(&store).await.ok()??;
+        let body = tables.calibrations.calibration(pack, version).await.ok()??;
+        serde_json::from_value::<Calibration>(body).ok().map(|c| c.headline())
+    })
 }
 
 /// The calls real models answered in the store's recorded sessions.

@@ -79,7 +79,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         Some(real) => rt.block_on(super::spending::engine_with(root, &config, store, real.llm.clone()))?,
         None => engine,
     };
-    super::load_pack(&engine, &args.pack)?;
+    let version = super::load_pack(&engine, &args.pack)?.version().to_owned();
     let engine = super::copy_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
@@ -135,6 +135,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     );
     let mut report = ruleweave_lab::simulate::report(&plan, &here);
     report.models = ruleweave_lab::simulate::models(&engine, &pack);
+    report.calibration = super::calibrate::kept_headline(root, rt, &config, &args.pack, &version);
     let mut failed = here.iter().any(|p| p.error.is_some());
     if let Some((dir, other, other_options)) = &other {
         bar.set_message(format!("against {}", dir.display()));

@@ -68,7 +68,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         Some(real) => rt.block_on(super::spending::engine_with(root, &config, "memory", real.llm.clone()))?,
         None => engine,
     };
-    super::load_pack(&engine, &args.pack)?;
+    let version = super::load_pack(&engine, &args.pack)?.version().to_owned();
     let engine = super::params_of(&engine, &args.pack, &args.params)?;
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
@@ -119,7 +119,8 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         b.set_message(format!("{} = {}", request.vary.param, ruleweave::text::decimals(p.value, 6)));
     };
     let never = std::sync::atomic::AtomicBool::new(false);
-    let report = tune::tune(rt.handle(), &engine, &request, &|p| shown(&bar, p), &never)?;
+    let mut report = tune::tune(rt.handle(), &engine, &request, &|p| shown(&bar, p), &never)?;
+    report.calibration = super::calibrate::kept_headline(root, rt, &config, &args.pack, &version);
     bar.finish_and_clear();
     if let Some(file) = &args.html {
         std::fs::write(file, crate::pages::tune(&report))

@@ -598,6 +598,10 @@ pub struct Report {
     /// How the run used its cache of the real models' answers, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::cache::CacheUse>,
+    /// The headline of the pack version's calibration (`ruleweave calibrate`), when the store
+    /// keeps one: how far the stand-ins that played are from their models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::calibrate::Headline>,
 }
 
 /// One player's games.
@@ -777,6 +781,7 @@ pub fn report(plan: &Plan, played: &[Played]) -> Report {
         spent: plan.spend.as_ref().map(|s| s.spent()),
         stopped: plan.spend.as_ref().and_then(|s| s.stopped()),
         cache: plan.spend.as_ref().and_then(|s| s.cache()),
+        calibration: None,
     }
 }
 

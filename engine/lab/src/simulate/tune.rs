@@ -171,6 +171,9 @@ pub struct TuneReport {
     /// How the tune used its cache of real models' answers, when it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<crate::cache::CacheUse>,
+    /// The headline of the pack version's calibration, when the store keeps one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::calibrate::Headline>,
 }
 
 /// Where a tune is: the value it is trying, and the games its budget has left.
@@ -428,6 +431,7 @@ pub fn tune(
         spent: tune.spend.as_ref().map(|s| s.spent()),
         stopped,
         cache: tune.spend.as_ref().and_then(|s| s.cache()),
+        calibration: None,
     })
 }
 

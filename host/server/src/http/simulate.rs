@@ -65,7 +65,7 @@ pub(super) struct NewSimulation {
 #[serde(untagged)]
 pub(super) enum Answer {
     /// The games' report.
-    Report(Report),
+    Report(Box<Report>),
     /// The same games at each value.
     Sweep(SweepReport),
 }
@@ -204,7 +204,7 @@ async fn play(
     let played = ruleweave_lab::simulate::play(&handle, &plan, &players, &rules, &BTreeMap::new(), &|| {}, stop);
     let mut report = ruleweave_lab::simulate::report(&plan, &played);
     report.models = ruleweave_lab::simulate::models(&engine, &pack);
-    Ok(Answer::Report(report))
+    Ok(Answer::Report(Box::new(report)))
 }
 
 /// A request the lab refused, answered as the error it is: `invalid_request` for a body of the

@@ -1,10 +1,11 @@
-//! The server's own tables: the keys that reach sessions besides the operator's, and the jobs
-//! it runs for its clients. Where the session store is a database (SQLite, PostgreSQL), they are
+//! The server's own tables: the keys that reach sessions besides the operator's, the jobs it
+//! runs for its clients, and the calibrations of packs' stand-ins `ruleweave calibrate` kept. Where the session store is a database (SQLite, PostgreSQL), they are
 //! tables in it, beside the sessions their rows refer to (a session's keys go with it, by
 //! foreign keys that cascade), so that every replica sharing it honours the same keys and
 //! answers for the same jobs; their migrations are this crate's (`migrations/`), numbered among
 //! the store's. Beside a memory store they are kept in this process's memory.
 
+mod calibrations;
 mod jobs;
 mod keys;
 #[cfg(test)]
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use ruleweave::store::{Sql, Store};
 use ruleweave::{Error, ErrorKind, Result};
 
+pub use calibrations::Calibrations;
 pub use jobs::{JOB_KEPT_MS, Job, JobState, Jobs};
 pub use keys::{Grant, IssuedKey, Keys, Lineage, key_hash};
 
@@ -25,6 +27,8 @@ pub struct Tables {
     pub keys: Arc<dyn Keys>,
     /// The jobs the server runs for its clients.
     pub jobs: Arc<dyn Jobs>,
+    /// The calibrations `ruleweave calibrate` kept, by pack and version.
+    pub calibrations: Arc<dyn Calibrations>,
 }
 
 impl Tables {
@@ -42,12 +46,14 @@ impl Tables {
             }
             None if store.kind() == "memory" => {
                 let keys = Arc::new(keys::InMemory::new(store.clone()));
-                return Ok(Some(Tables { keys, jobs: Arc::new(jobs::InMemory::default()) }));
+                let (jobs, calibrations) =
+                    (Arc::new(jobs::InMemory::default()), Arc::new(calibrations::InMemory::default()));
+                return Ok(Some(Tables { keys, jobs, calibrations }));
             }
             None => return Ok(None),
         };
         let db = Arc::new(db);
-        Ok(Some(Tables { keys: db.clone(), jobs: db }))
+        Ok(Some(Tables { keys: db.clone(), jobs: db.clone(), calibrations: db }))
     }
 }
 

@@ -275,7 +275,21 @@ async fn jobs(store: Arc<dyn Store>) {
 
 type Check = fn(Arc<dyn Store>) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
-const TABLES: [(&str, Check); 2] = [("keys", |s| Box::pin(keys(s))), ("jobs", |s| Box::pin(jobs(s)))];
+/// Calibrations: kept by pack and version, a later one replacing the earlier, none for another
+/// version.
+async fn calibrations(store: Arc<dyn Store>) {
+    let tables = Tables::open(&store).await.unwrap().expect("tables");
+    let kept = &*tables.calibrations;
+    let pack = id("pack");
+    assert_eq!(kept.calibration(&pack, "v1").await.unwrap(), None);
+    kept.keep_calibration(&pack, "v1", &json!({"sessions": 3})).await.unwrap();
+    kept.keep_calibration(&pack, "v1", &json!({"sessions": 5})).await.unwrap();
+    assert_eq!(kept.calibration(&pack, "v1").await.unwrap(), Some(json!({"sessions": 5})));
+    assert_eq!(kept.calibration(&pack, "v2").await.unwrap(), None);
+}
+
+const TABLES: [(&str, Check); 3] =
+    [("keys", |s| Box::pin(keys(s))), ("jobs", |s| Box::pin(jobs(s))), ("calibrations", |s| Box::pin(calibrations(s)))];
 
 #[tokio::test]
 async fn beside_a_memory_store() {
