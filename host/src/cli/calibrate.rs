@@ -242,7 +242,7 @@ fn live(
     };
     let never = std::sync::atomic::AtomicBool::new(false);
     // The same games on the stand-ins first: what the live ones are expected to call and cost.
-    let dry = super::simulate::dry_run(root, rt, config, &args.pack, &[], &options, &args.players, &plan)?;
+    let dry = super::spending::dry_run(root, rt, config, &args.pack, &[], &options, &args.players, &plan)?;
     real.estimate(&dry.engine, &dry.pack, config, || dry.play(rt)).check(&real, args.spending.yes())?;
     plan.spend = Some(real.spend.clone());
     let rules = Rules { engine: &engine, options: &options };

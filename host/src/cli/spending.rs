@@ -228,6 +228,54 @@ impl Estimate {
     }
 }
 
+/// A run's games played on the stand-ins, for a run on real models to estimate its calls from.
+pub(super) struct DryRun {
+    pub(super) engine: ruleweave::Engine,
+    pub(super) pack: std::sync::Arc<ruleweave::Pack>,
+    players: Vec<ruleweave_lab::simulate::Player>,
+    plan: ruleweave_lab::simulate::Plan,
+    options: serde_json::Map<String, serde_json::Value>,
+}
+
+impl DryRun {
+    /// Plays the games, a core each.
+    pub(super) fn play(&self, rt: &tokio::runtime::Runtime) {
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let rules = ruleweave_lab::simulate::Rules { engine: &self.engine, options: &self.options };
+        ruleweave_lab::simulate::play(
+            rt.handle(),
+            &self.plan,
+            &self.players,
+            &rules,
+            &Default::default(),
+            &|| {},
+            &never,
+        );
+    }
+}
+
+/// `plan`'s games of `pack` (with `params`) on the stand-ins, ready to play.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn dry_run(
+    root: &Path,
+    rt: &tokio::runtime::Runtime,
+    config: &crate::config::Config,
+    pack: &str,
+    params: &[String],
+    options: &serde_json::Map<String, serde_json::Value>,
+    players: &[String],
+    plan: &ruleweave_lab::simulate::Plan,
+) -> Result<DryRun> {
+    let engine = rt.block_on(super::spending::engine_with(root, config, "memory", ruleweave::LlmChoice::Standin))?;
+    super::load_pack(&engine, pack)?;
+    let engine = super::copy_of(&engine, pack, params)?;
+    let loaded = super::load_pack(&engine, pack)?;
+    let players = ruleweave_lab::simulate::players(&engine, &loaded, players)?;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let plan = ruleweave_lab::simulate::Plan { record: false, jobs: cores, spend: None, ..plan.clone() };
+    Ok(DryRun { engine, pack: loaded, players, plan, options: options.clone() })
+}
+
 /// An engine over `root` whose model calls `llm` answers.
 pub(super) async fn engine_with(root: &Path, config: &Config, store: &str, llm: LlmChoice) -> Result<Engine> {
     let mut config = config.clone();
