@@ -222,6 +222,30 @@ pub fn metered(
     ruleweave::LlmChoice::ByProfile(Arc::new(metered))
 }
 
+/// The providers `asked` names for `pack`'s profiles (profile → provider name), made by `named`;
+/// or why one cannot be: `PROFILE=PROVIDER: ` and the pack's profiles, or why the provider is
+/// not set up (its key is not set, say).
+pub fn providers_for<'a>(
+    pack: &ruleweave::Pack,
+    asked: impl IntoIterator<Item = (&'a str, &'a str)>,
+    named: &ruleweave::llm::NamedProviders,
+) -> std::result::Result<BTreeMap<String, Arc<dyn Provider>>, String> {
+    let mut chosen = BTreeMap::new();
+    for (profile, provider) in asked {
+        if !pack.profiles().any(|p| p.name == profile) {
+            let known: Vec<&str> = pack.profiles().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "{profile}={provider}: pack `{}` has no profile `{profile}` (profiles: {})",
+                pack.name(),
+                known.join(", ")
+            ));
+        }
+        let made = named.get(provider).map_err(|why| format!("{profile}={provider}: {why}"))?;
+        chosen.insert(profile.to_owned(), made);
+    }
+    Ok(chosen)
+}
+
 /// The first of `profiles` of `pack` that calls a model without a price: `(profile, model)`.
 /// A budget needs every one priced.
 pub fn unpriced<'a>(

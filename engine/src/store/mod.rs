@@ -238,6 +238,9 @@ pub struct CheckpointInfo {
     pub by: Option<String>,
 }
 
+/// Now, in Unix milliseconds: the clock a store's times (`created_at`, `updated_at`) are read in.
+pub use crate::vocab::now_ms;
+
 /// Unix milliseconds as an RFC 3339 time in UTC (`2026-11-24T10:44:11.123Z`).
 pub fn rfc3339_of(ms: i64) -> String {
     let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);

@@ -146,13 +146,14 @@ fn recorded(
              (ruleweave.toml's [store] expire_finished_after), or play games now with --live N --model PROFILE=PROVIDER"
         );
     }
-    let profiles: Vec<String> = calibrate::compare(&pairs).into_keys().collect();
+    let compared = calibrate::compare(&pairs);
+    let profiles: Vec<String> = compared.keys().cloned().collect();
     let replayed = rt.block_on(calibrate::replay_on_standins(&engine, &pack, &ids, &profiles))?;
     Ok(Calibration {
         pack: args.pack.clone(),
         version: pack.version().to_owned(),
         sessions: ids.len(),
-        profiles: calibrate::compare(&pairs),
+        profiles: compared,
         replayed: Some(replayed),
         spent: None,
         stopped: None,
@@ -185,10 +186,7 @@ fn since_ms(text: &str) -> Result<i64> {
         return Ok(ms);
     }
     match ruleweave::duration::parse(text) {
-        Ok(span) => {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
-            Ok(now.saturating_sub(span.as_millis()) as i64)
-        }
+        Ok(span) => Ok(ruleweave::store::now_ms().saturating_sub(span.as_millis() as i64)),
         Err(_) => {
             bail!("--since {text}: give an RFC 3339 time (2026-11-28T09:00:00Z) or a span back from now (24h, 7d)")
         }

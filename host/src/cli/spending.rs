@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use ruleweave::llm::Provider;
 use ruleweave::{Engine, LlmChoice, Pack};
 use ruleweave_lab::spend::{Limits, Spend, UNCAPPED_REPLY};
 
@@ -64,24 +63,17 @@ impl Flags {
         if self.concurrency == Some(0) || self.max_calls == Some(0) {
             bail!("--concurrency and --max-calls are at least 1");
         }
-        let mut chosen: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
         // A run waits out a provider's rate limits rather than lose a game's call to one.
         let named = config.named_providers().waiting_out_rate_limits();
-        for asked in &self.models {
-            let Some((profile, provider)) = asked.split_once('=') else {
-                bail!("--model {asked}: say which profile and which provider, PROFILE=PROVIDER (judge=openai)");
+        let mut asked = Vec::new();
+        for model in &self.models {
+            let Some(pair) = model.split_once('=') else {
+                bail!("--model {model}: say which profile and which provider, PROFILE=PROVIDER (judge=openai)");
             };
-            if !pack.profiles().any(|p| p.name == profile) {
-                let known: Vec<&str> = pack.profiles().map(|p| p.name.as_str()).collect();
-                bail!(
-                    "--model {asked}: pack `{}` has no profile `{profile}` (profiles: {})",
-                    pack.name(),
-                    known.join(", ")
-                );
-            }
-            let made = named.get(provider).map_err(|why| anyhow::anyhow!("--model {asked}: {why}"))?;
-            chosen.insert(profile.to_owned(), made);
+            asked.push(pair);
         }
+        let mut chosen =
+            ruleweave_lab::spend::providers_for(pack, asked, &named).map_err(|why| anyhow::anyhow!("--model {why}"))?;
         // Without --model, the environment's provider plays every profile.
         if chosen.is_empty()
             && let LlmChoice::Provider(p) = &config.llm

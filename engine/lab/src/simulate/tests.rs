@@ -1,7 +1,7 @@
 //! The simulator's own tests: intervals, differences, and which players are sent a view and
 //! the state.
 use super::against::differences;
-use super::stats::sign_test_interval;
+use super::stats::{histogram, sign_test_interval, spread};
 use super::*;
 
 /// A player whose script never names `view` is not sent one (the display is not rendered

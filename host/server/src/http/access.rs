@@ -464,42 +464,8 @@ mod tests {
     async fn a_session_not_yours_costs_what_an_absent_one_does() {
         use ruleweave::Store;
         let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(ruleweave::store::MemoryStore::new());
-        let make = |id: &str| ruleweave::store::SessionInfo {
-            id: id.into(),
-            pack: "p".into(),
-            pack_version: "v".into(),
-            options: serde_json::json!({}),
-            seed: 1,
-            turns: 0,
-            head: 0,
-            head_kind: ruleweave::store::CheckpointKind::Start,
-            snapshot_seq: 0,
-            finished: false,
-            finished_at: None,
-            created_at: 0,
-            updated_at: 0,
-            parent: None,
-            edited_turn: None,
-            lobby: false,
-        };
-        let start = ruleweave::store::Checkpoint {
-            seq: 0,
-            turn: 0,
-            kind: ruleweave::store::CheckpointKind::Start,
-            step: None,
-            pack_version: "v".into(),
-            input: None,
-            updates: Vec::new(),
-            snapshot: Some(serde_json::json!({})),
-            exchanges: Default::default(),
-            resume: None,
-            finished: false,
-            created_at: 0,
-            bumps: Vec::new(),
-            by: None,
-        };
         for id in ["mine", "fork", "deep", "theirs"] {
-            store.create(&make(id), &start).await.unwrap();
+            store.create(&crate::tables::tests::session(id), &crate::tables::tests::start()).await.unwrap();
         }
         let tables = crate::tables::Tables::open(&store).await.unwrap().expect("a memory store's tables");
         let keys = Counted(tables.keys, Default::default());

@@ -290,21 +290,9 @@ fn real_models(
         return Err(super::simulate::unprocessable("this server plays its jobs on the stand-ins only".into()));
     };
     let loaded = s.engine.packs().get(pack)?;
-    let mut chosen = BTreeMap::new();
-    for (profile, provider) in models {
-        if !loaded.profiles().any(|p| &p.name == profile) {
-            let known: Vec<&str> = loaded.profiles().map(|p| p.name.as_str()).collect();
-            return Err(super::simulate::unprocessable(format!(
-                "`models`: pack `{pack}` has no profile `{profile}` (profiles: {})",
-                known.join(", ")
-            )));
-        }
-        let made = real
-            .named
-            .get(provider)
-            .map_err(|why| super::simulate::unprocessable(format!("`models`: {profile}={provider}: {why}")))?;
-        chosen.insert(profile.clone(), made);
-    }
+    let asked = models.iter().map(|(profile, provider)| (profile.as_str(), provider.as_str()));
+    let chosen = ruleweave_lab::spend::providers_for(&loaded, asked, &real.named)
+        .map_err(|why| super::simulate::unprocessable(format!("`models`: {why}")))?;
     if let Some((profile, model)) = ruleweave_lab::spend::unpriced(&loaded, chosen.keys(), &real.prices) {
         return Err(super::simulate::unprocessable(format!(
             "`budget_usd`: profile `{profile}` calls model `{model}`, which has no price in the server's [prices]"

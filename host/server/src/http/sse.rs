@@ -47,9 +47,7 @@ pub(crate) fn unix_now() -> u64 {
 }
 
 /// Now, in unix milliseconds: when a key was issued.
-pub(crate) fn unix_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+pub(crate) use ruleweave::store::now_ms as unix_ms;
 
 #[cfg(test)]
 mod tests {

@@ -712,47 +712,9 @@ mod tests {
     async fn a_memory_stores_keys_forget_deleted_sessions_as_they_grow() {
         let store: Arc<dyn Store> = Arc::new(ruleweave::store::MemoryStore::new());
         let keys = InMemory::new(store.clone());
-        let make = |n: usize| async move {
-            let id = format!("s{n}");
-            let info = ruleweave::store::SessionInfo {
-                id: id.clone(),
-                pack: "p".into(),
-                pack_version: "v".into(),
-                options: serde_json::json!({}),
-                seed: 1,
-                turns: 0,
-                head: 0,
-                head_kind: ruleweave::store::CheckpointKind::Start,
-                snapshot_seq: 0,
-                finished: false,
-                finished_at: None,
-                created_at: 0,
-                updated_at: 0,
-                parent: None,
-                edited_turn: None,
-                lobby: false,
-            };
-            let start = ruleweave::store::Checkpoint {
-                seq: 0,
-                turn: 0,
-                kind: ruleweave::store::CheckpointKind::Start,
-                step: None,
-                pack_version: "v".into(),
-                input: None,
-                updates: Vec::new(),
-                snapshot: Some(serde_json::json!({})),
-                exchanges: Default::default(),
-                resume: None,
-                finished: false,
-                created_at: 0,
-                bumps: Vec::new(),
-                by: None,
-            };
-            (id, info, start)
-        };
         for n in 0..400 {
-            let (id, info, start) = make(n).await;
-            store.create(&info, &start).await.unwrap();
+            let id = format!("s{n}");
+            store.create(&super::super::tests::session(&id), &super::super::tests::start()).await.unwrap();
             keys.add_key(&format!("h{n}"), &Grant::Session { session: id.clone(), debug: false }).await.unwrap();
             keys.set_owner(&id, "key:k").await.unwrap();
             if n < 200 {

@@ -9,7 +9,7 @@ mod calibrations;
 mod jobs;
 mod keys;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::sync::Arc;
 
@@ -90,7 +90,4 @@ pub(crate) fn store_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::new(ErrorKind::Store, format!("{what}: {e}"))
 }
 
-/// Now, in unix milliseconds.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+pub(crate) use ruleweave::store::now_ms;

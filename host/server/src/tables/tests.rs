@@ -9,7 +9,9 @@ use serde_json::json;
 
 use super::*;
 
-fn session(id: &str) -> SessionInfo {
+/// A session of pack `p` as a store takes it: the conformance suite's, and the other tests' of the
+/// server's tables.
+pub(crate) fn session(id: &str) -> SessionInfo {
     SessionInfo {
         id: id.to_owned(),
         pack: "p".into(),
@@ -30,7 +32,8 @@ fn session(id: &str) -> SessionInfo {
     }
 }
 
-fn start() -> Checkpoint {
+/// Its start checkpoint.
+pub(crate) fn start() -> Checkpoint {
     Checkpoint {
         seq: 0,
         turn: 0,
