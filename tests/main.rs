@@ -26,6 +26,7 @@ mod openapi;
 mod party;
 mod providers;
 mod quotas;
+mod real_models;
 mod serve;
 mod server;
 mod stepping;

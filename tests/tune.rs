@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::support::jobs::JobEvents;
 use crate::support::{repo_root, ruleweave, stderr, stdout};
 
 fn coin() -> std::path::PathBuf {
@@ -400,62 +401,6 @@ async fn the_apis_simulate_takes_params() {
     }
 }
 
-/// A job's event stream, as a client reads it.
-struct JobEvents {
-    response: reqwest::Response,
-    parser: ruleweave_testkit::sse::Parser,
-    job: String,
-}
-
-impl JobEvents {
-    async fn open(server: &str, job: &str) -> JobEvents {
-        Self::open_as(server, job, None).await
-    }
-
-    /// The stream, asked for with `key`.
-    async fn open_as(server: &str, job: &str, key: Option<&str>) -> JobEvents {
-        let mut asked = crate::support::http().get(format!("{server}/v1/jobs/{job}/events"));
-        if let Some(key) = key {
-            asked = asked.bearer_auth(key);
-        }
-        let response = asked.send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        JobEvents { response, parser: Default::default(), job: job.to_owned() }
-    }
-
-    /// The next event: its name and the job it carries.
-    async fn next(&mut self) -> (String, Value) {
-        loop {
-            if let Some(e) = self.parser.next() {
-                let body: Value = serde_json::from_str(&e.data).unwrap();
-                assert_eq!(body["job"], self.job.as_str());
-                return (e.name, body);
-            }
-            let piece = tokio::time::timeout(std::time::Duration::from_secs(120), self.response.chunk())
-                .await
-                .expect("the job's stream went quiet")
-                .unwrap()
-                .expect("the stream ended before the job did");
-            self.parser.feed(&piece);
-        }
-    }
-
-    /// Reads on until the job ends: the progress events seen, and the last event (`done`,
-    /// `failed`, `cancelled`) with the job.
-    async fn end(&mut self) -> (usize, String, Value) {
-        let mut progress = 0;
-        loop {
-            match self.next().await {
-                (name, body) if name == "progress" => {
-                    assert_eq!(body["state"], "running");
-                    progress += 1;
-                }
-                (name, body) => return (progress, name, body),
-            }
-        }
-    }
-}
-
 /// A tune served as a job, on two replicas of one PostgreSQL when there is one: started on one,
 /// followed and stopped from the other; one job at a time on a replica (429 for a second); the
 /// answer the command line gives for the same seed; a job whose last follower left is stopped;
@@ -679,79 +624,4 @@ async fn sweeps_ride_the_simulate_route_or_a_job() {
     assert!(
         refused["error"]["message"].as_str().unwrap().contains("is more than a job plays (400000 turns, tune_turns)")
     );
-}
-
-/// A tune job on a real judge, on two replicas of one PostgreSQL when there is one: it needs the
-/// `spend` right and a budget; a key's `spend_limit_usd` caps what its jobs may hold; the job's
-/// progress carries `spent_usd`, its answer what played each profile and what it spent (every
-/// call the model server saw, priced), and what it held and did not spend goes back to its key.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tune_job_on_a_real_model_spends_within_its_budget_and_its_keys_cap() {
-    use reqwest::Method;
-    const OPERATOR: &str = "the-operators-token-of-spending";
-    let mock = crate::support::mock_llm::MockLlm::start();
-    let root = crate::support::copy_of(&["config/pirate.yaml", "scripts/pirate", "prompts/pirate"]);
-    // A judge call costs 18 tokens x 10 per million from this server; a job gets 100 games.
-    std::fs::write(
-        root.path().join("ruleweave.toml"),
-        "[server]\ntune_turns = 2000\n\n[prices]\n\"gpt-4o-mini\" = { input = 10.0, output = 10.0 }\n",
-    )
-    .unwrap();
-    let env = [("RULEWEAVE_TOKEN", OPERATOR), ("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &mock.base_url)];
-    let store = crate::support::postgres();
-    let replicas: Vec<_> = match &store {
-        Some(url) => (0..2).map(|_| crate::support::start(root.path(), url, &env)).collect(),
-        None => vec![crate::support::start(root.path(), "memory", &env)],
-    };
-    let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
-    let call = |method: Method, url: String, key: String, body: Option<Value>| async move {
-        let mut asked = crate::support::http().request(method, url).bearer_auth(key);
-        if let Some(body) = body {
-            asked = asked.json(&body);
-        }
-        let r = asked.send().await.unwrap();
-        (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
-    };
-    let issue = |body: Value| call(Method::POST, format!("{a}/v1/keys"), OPERATOR.into(), Some(body));
-    let (_, plain) = issue(json!({"label": "plays"})).await;
-    let (_, spender) = issue(json!({"label": "designer", "rights": ["spend"], "spend_limit_usd": 0.5})).await;
-    let designer_id = spender["id"].clone();
-    let (plain, spender) = (plain["key"].as_str().unwrap().to_owned(), spender["key"].as_str().unwrap().to_owned());
-    let tune =
-        json!({"vary": "thresholds.medium=55..57", "target": "liar:won_*=0.3", "options": {"difficulty": "medium"}});
-    let with = |extra: Value| {
-        let mut body = tune.clone();
-        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        body
-    };
-    let start =
-        |key: &str, body: Value| call(Method::POST, format!("{a}/v1/packs/pirate/tune"), key.into(), Some(body));
-    let judge = json!({"models": {"judge": "openai"}});
-    let (status, refused) = start(&plain, with(json!({"models": {"judge": "openai"}, "budget_usd": 0.1}))).await;
-    assert_eq!((status, &refused["error"]["code"]), (403, &json!("forbidden")), "{refused}");
-    let (status, refused) = start(&spender, with(judge.clone())).await;
-    assert_eq!(status, 422, "a budget is required: {refused}");
-    let (status, refused) = start(&spender, with(json!({"models": {"judge": "openai"}, "budget_usd": 1.0}))).await;
-    assert_eq!((status, &refused["error"]["code"]), (429, &json!("quota_exceeded")), "{refused}");
-    assert!(mock.seen().is_empty(), "nothing was sent");
-
-    let (status, started) = start(&spender, with(json!({"models": {"judge": "openai"}, "budget_usd": 0.4}))).await;
-    assert_eq!(status, 202, "{started}");
-    let job = started["job"].as_str().unwrap().to_owned();
-    let mut events = JobEvents::open_as(b, &job, Some(&spender)).await;
-    let (progress, how, body) = events.end().await;
-    assert_eq!(how, "done", "{body}");
-    assert!(progress >= 1, "it said where it was");
-    let result = &body["result"];
-    assert_eq!(result["models"]["judge"], "openai", "{result}");
-    let calls = mock.seen_kind("judge").len() as u64;
-    let usd = calls as f64 * 18.0 * 10.0 / 1e6;
-    assert_eq!(result["spent"]["calls"], calls, "{result}");
-    assert!((result["spent"]["usd"].as_f64().unwrap() - usd).abs() < 1e-9, "{result}");
-    assert!((body["progress"]["spent_usd"].as_f64().unwrap() - usd).abs() < 1e-9, "{body}");
-    // What it held and did not spend went back: the key has spent what the job did.
-    let (_, keys) = call(Method::GET, format!("{b}/v1/keys"), OPERATOR.into(), None).await;
-    let designer = keys["keys"].as_array().unwrap().iter().find(|k| k["id"] == designer_id).unwrap().clone();
-    assert!((designer["spent_usd"].as_f64().unwrap() - usd).abs() < 1e-9, "{designer}");
-    assert_eq!(designer["spend_limit_usd"], 0.5);
 }

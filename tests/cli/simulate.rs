@@ -405,7 +405,7 @@ fn a_budget_stops_the_run_at_a_turn_boundary_without_passing_it() {
     assert!(usd <= 5.0 && calls < 80, "within its budget, short of the 80 calls of 4 whole games: {spent}");
     let liar = &report["players"][0];
     let (counted, stopped) = (liar["games"].as_u64().unwrap(), liar["stopped"].as_array().unwrap().len() as u64);
-    assert!(stopped >= 1 && counted + stopped <= 4, "{liar}");
+    assert!(stopped >= 1 && counted + stopped == 4, "every game counted or listed stopped: {liar}");
     // A counted game is a whole one: the judge's 10 keeps the liar at it for all 20 turns.
     if counted > 0 {
         assert_eq!(liar["outcomes"]["unfinished"]["share"], 1.0, "{liar}");
@@ -514,6 +514,41 @@ fn a_storm_of_rate_limits_slows_the_run_and_loses_no_call() {
     assert_eq!(report["spent"]["calls"], 80, "4 games of 20 turns: {report}");
     assert_eq!(mock.seen_kind("judge").len(), 40 + 80, "each call answered once, after the 40 refusals");
     assert_eq!(report["players"][0]["games"], 4, "{report}");
+}
+
+/// `--max-time` bounds a run that waits out rate limits: a provider that asks for a minute's
+/// wait holds every call, and once the run's second is up its games stop at a turn boundary,
+/// uncounted, and it exits 3 saying why; nothing is sent again while the provider asked to wait.
+#[test]
+fn a_runs_time_bounds_its_wait_on_a_rate_limit() {
+    let mock = MockLlm::start();
+    mock.judge(Reply::RetryAfter("60".into()));
+    let root = pirate_root();
+    std::fs::write(root.path().join("ruleweave.toml"), "").unwrap();
+    let out = ruleweave(root.path())
+        .args(["simulate", "pirate", "--json", "--set", "difficulty=easy", "--games", "2", "--player", "liar"])
+        .args(["--model", "judge=openai", "--max-time", "1s"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .env("RULEWEAVE_LLM_MAX_BACKOFF_MS", "120000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["stopped"], "max_time", "{report}");
+    assert_eq!((&report["players"][0]["games"], &report["players"][0]["stopped"]), (&json!(0), &json!([0, 1])));
+    // Each game's first call may have gone out before the first refusal came back; none went again.
+    let sent = mock.seen_kind("judge").len();
+    assert!((1..=2).contains(&sent), "{sent} calls sent: none after the provider asked to wait");
+    let table = ruleweave(root.path())
+        .args(["simulate", "pirate", "--set", "difficulty=easy", "--games", "1", "--player", "liar"])
+        .args(["--model", "judge=openai", "--max-time", "0s"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", &mock.base_url)
+        .output()
+        .unwrap();
+    assert_eq!(table.status.code(), Some(3), "{}", stderr(&table));
+    assert!(stdout(&table).contains("stopped: its --max-time was up;"), "{}", stdout(&table));
 }
 
 /// `--cache DIR`: the same games again make no new calls (the judge's temperature is 0.3, so

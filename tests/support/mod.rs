@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod jobs;
 pub mod mock_llm;
 
 use std::path::{Path, PathBuf};

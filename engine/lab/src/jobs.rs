@@ -1,4 +1,4 @@
-//! The long runs a designer asks for in words (a tune, a sweep), parsed once for every face that
+//! The long runs a designer asks for in words (a tune, a sweep, a batch on real models), parsed once for every face that
 //! takes them: `ruleweave tune` and `simulate --sweep` read them from flags, a server from a
 //! request's body, and both get the same run and the same refusals. A refusal names the field it
 //! is about ([`Refused::field`]), which each face writes its own way (`--vary`, `` `vary` ``).
@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use ruleweave::{Engine, Error, Result};
 
 use crate::simulate::tune::{self, Range, Sweep, SweepPoint, SweepReport, Target, Tune, TuneProgress, TuneReport};
-use crate::simulate::{Batch, Price};
+use crate::simulate::{Batch, Plan, Price, Report, Rules};
 
 /// What a request got wrong: the field it is about (none when it is about the whole run), and why.
 #[derive(Debug)]
@@ -180,6 +180,14 @@ pub enum JobSpec {
     Tune(Tune),
     /// The same games at each value of one or two of a pack's numbers.
     Sweep(Sweep),
+    /// A batch of games whose model calls are paid from `spend` (a batch on real models, too
+    /// long to wait for in one request).
+    Simulate {
+        /// The games.
+        batch: Batch,
+        /// The account its real models are paid from.
+        spend: std::sync::Arc<crate::spend::Spend>,
+    },
 }
 
 /// A job's kind, as a job's record names it.
@@ -189,20 +197,23 @@ pub enum JobKind {
     Tune,
     /// A [`JobSpec::Sweep`].
     Sweep,
+    /// A [`JobSpec::Simulate`].
+    Simulate,
 }
 
 impl JobKind {
-    /// Its name in a job's record: `tune`, `sweep`.
+    /// Its name in a job's record: `tune`, `sweep`, `simulate`.
     pub fn name(self) -> &'static str {
         match self {
             JobKind::Tune => "tune",
             JobKind::Sweep => "sweep",
+            JobKind::Simulate => "simulate",
         }
     }
 
     /// The kind a record names; none for a name this build does not know.
     pub fn named(name: &str) -> Option<JobKind> {
-        [JobKind::Tune, JobKind::Sweep].into_iter().find(|k| k.name() == name)
+        [JobKind::Tune, JobKind::Sweep, JobKind::Simulate].into_iter().find(|k| k.name() == name)
     }
 }
 
@@ -215,6 +226,8 @@ pub enum JobAnswer {
     Tune(Box<TuneReport>),
     /// A sweep's.
     Sweep(SweepReport),
+    /// A batch's.
+    Report(Box<Report>),
 }
 
 impl JobAnswer {
@@ -223,7 +236,19 @@ impl JobAnswer {
         match kind {
             JobKind::Tune => serde_json::from_value(answer).ok().map(|r| JobAnswer::Tune(Box::new(r))),
             JobKind::Sweep => serde_json::from_value(answer).ok().map(JobAnswer::Sweep),
+            JobKind::Simulate => serde_json::from_value(answer).ok().map(|r| JobAnswer::Report(Box::new(r))),
         }
+    }
+
+    /// Carries `headline`, the kept calibration of its pack version (a sweep's answer has no
+    /// place for one).
+    pub fn with_calibration(mut self, headline: Option<crate::calibrate::Headline>) -> JobAnswer {
+        match &mut self {
+            JobAnswer::Tune(r) => r.calibration = headline,
+            JobAnswer::Report(r) => r.calibration = headline,
+            JobAnswer::Sweep(_) => {}
+        }
+        self
     }
 }
 
@@ -236,6 +261,7 @@ impl JobSpec {
         match self {
             JobSpec::Tune(_) => JobKind::Tune,
             JobSpec::Sweep(_) => JobKind::Sweep,
+            JobSpec::Simulate { .. } => JobKind::Simulate,
         }
     }
 
@@ -259,6 +285,24 @@ impl JobSpec {
                 let points: Vec<SweepPoint> = tune::sweep(handle, engine, s, &tick, stop)?;
                 let max_turns = engine.packs().get(&s.batch.pack)?.simulate().max_turns;
                 Ok(JobAnswer::Sweep(s.report(max_turns, points)))
+            }
+            JobSpec::Simulate { batch, spend } => {
+                let pack = engine.packs().get(&batch.pack)?;
+                let players = crate::simulate::players(engine, &pack, &batch.players)?;
+                let plan = Plan { spend: Some(spend.clone()), ..Plan::of(batch, &pack) };
+                let rules = Rules { engine, options: &batch.options };
+                let played = std::sync::atomic::AtomicU64::new(0);
+                let tick = || said(None, played.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+                let games = crate::simulate::play(handle, &plan, &players, &rules, &batch.prices, &tick, stop);
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(Error::input("the batch was stopped before its games were done"));
+                }
+                if let Some(e) = games.iter().find_map(|p| p.error.clone()) {
+                    return Err(e.error);
+                }
+                let mut report = crate::simulate::report(&plan, &games);
+                report.models = crate::simulate::models(engine, &pack);
+                Ok(JobAnswer::Report(Box::new(report)))
             }
         }
     }

@@ -9,9 +9,15 @@
 //! (or its count of calls) is refused, unsent, and the run stops: its games end at the turn
 //! boundary before it (see [`Plan::spend`](crate::simulate::Plan::spend)). So the budget is never
 //! exceeded while a provider keeps to `max_tokens`.
+//!
+//! A run may also have a time: waiting out a provider's rate limits has no cap of its own, so a
+//! run that must end by a time ([`Limits::max_time`]) stops as a spent budget does once it is up,
+//! a call still waiting (for its slot, or on a rate limit) given up and counted at the most it
+//! could have cost.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use ruleweave::llm::{BoxFuture, EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Provider, TokenSink};
 use ruleweave::{Error, ErrorKind, Result};
@@ -43,6 +49,8 @@ pub struct Limits {
     pub budget_usd: Option<f64>,
     /// The most model calls the run may make.
     pub max_calls: Option<u64>,
+    /// The longest the run's model calls may go on, from when its account opens.
+    pub max_time: Option<Duration>,
 }
 
 /// Why a run stopped before its games were done.
@@ -54,6 +62,8 @@ pub enum Stop {
     BudgetUsd,
     /// It had made `--max-calls` calls.
     MaxCalls,
+    /// Its `--max-time` was up.
+    MaxTime,
 }
 
 /// What a run spent on real models, as its report gives it.
@@ -84,6 +94,8 @@ pub struct Spend {
     cache: Option<Cache>,
     ledger: Mutex<Ledger>,
     stopped: OnceLock<Stop>,
+    /// When the run's time is up, when it has one.
+    deadline: Option<tokio::time::Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -100,7 +112,8 @@ impl Spend {
     /// An account with `limits`, pricing calls by `prices` (by model name), answering what it
     /// can from `cache` first.
     pub fn new(limits: Limits, prices: BTreeMap<String, Price>, cache: Option<Cache>) -> Arc<Spend> {
-        Arc::new(Spend { limits, prices, cache, ledger: Mutex::default(), stopped: OnceLock::new() })
+        let deadline = limits.max_time.map(|t| tokio::time::Instant::now() + t);
+        Arc::new(Spend { limits, prices, cache, ledger: Mutex::default(), stopped: OnceLock::new(), deadline })
     }
 
     /// How the run used its cache, when it has one.
@@ -150,6 +163,9 @@ impl Spend {
         if let Some(stop) = self.stopped() {
             return refuse(stop, "the run has stopped".into());
         }
+        if self.deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            return refuse(Stop::MaxTime, "the run's --max-time is up".into());
+        }
         if let Some(cap) = self.limits.max_calls
             && ledger.calls >= cap
         {
@@ -181,6 +197,42 @@ impl Spend {
         ledger.reserved = (ledger.reserved - reserved).max(0.0);
         ledger.usd += cost;
     }
+
+    /// `work` (a call, or the wait for its slot) until the run's time is up: then the run stops,
+    /// and the call is refused.
+    async fn in_time<T>(&self, work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let Some(deadline) = self.deadline else { return work.await };
+        match tokio::time::timeout_at(deadline, work).await {
+            Ok(done) => done,
+            Err(_) => {
+                let _ = self.stopped.set(Stop::MaxTime);
+                Err(Error::new(ErrorKind::Llm, format!("{REFUSED}: the run's --max-time was up while a call waited")))
+            }
+        }
+    }
+
+    /// Runs a paid call: reserves the most it can cost, sends it (until the run's time is up),
+    /// and settles at what the provider counted; a call given up when the time ran out is
+    /// counted at its most, since the provider may have answered it.
+    async fn pay<T>(
+        &self,
+        model: &str,
+        most: Option<f64>,
+        call: impl std::future::Future<Output = Result<T>>,
+        used: impl Fn(&T) -> (u32, u32),
+    ) -> Result<T> {
+        let reserved = self.reserve(model, most)?;
+        let answered = self.in_time(call).await;
+        match &answered {
+            Err(e) if e.detail().starts_with(REFUSED) => {
+                let mut ledger = self.ledger();
+                ledger.reserved = (ledger.reserved - reserved).max(0.0);
+                ledger.usd += reserved;
+            }
+            _ => self.settle(reserved, model, answered.as_ref().ok().map(&used)),
+        }
+        answered
+    }
 }
 
 /// A real model's provider as a lab run calls it: at most `slots` calls in flight, each paid for
@@ -196,6 +248,11 @@ impl Metered {
     /// provider.
     pub fn new(inner: Arc<dyn Provider>, spend: Arc<Spend>, slots: Arc<tokio::sync::Semaphore>) -> Metered {
         Metered { inner, spend, slots }
+    }
+
+    /// A place among the provider's calls in flight.
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        self.slots.acquire().await.map_err(|_| Error::internal("the run's call slots are closed"))
     }
 }
 
@@ -259,6 +316,12 @@ pub fn unpriced<'a>(
         .find_map(|p| p.models().into_iter().find(|m| !prices.contains_key(m)).map(|m| (p.name.clone(), m)))
 }
 
+/// How many games a run on real models plays at once: a game waiting on a model holds a
+/// thread, not a core, so one per call in flight (`concurrency`), and at least one per core.
+pub fn games_at_once(concurrency: usize) -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from).max(concurrency).max(1)
+}
+
 /// The reply tokens a call reserves when its profile sets no `max_tokens`.
 pub const UNCAPPED_REPLY: u32 = 4096;
 
@@ -280,13 +343,14 @@ impl Provider for Metered {
             {
                 return Ok(answer);
             }
-            let _slot = self.slots.acquire().await.map_err(|_| Error::internal("the run's call slots are closed"))?;
+            let _slot = self.spend.in_time(self.slot()).await?;
             let prompt: usize = request.messages.iter().map(|m| m.content.len() + 8).sum();
             let most = self.spend.most(&request.model, prompt, request.max_tokens.unwrap_or(UNCAPPED_REPLY));
-            let reserved = self.spend.reserve(&request.model, most)?;
-            let answered = self.inner.complete(request, tokens).await;
-            let used = answered.as_ref().ok().map(|r| (r.usage.prompt_tokens, r.usage.completion_tokens));
-            self.spend.settle(reserved, &request.model, used);
+            let call = self.inner.complete(request, tokens);
+            let answered = self
+                .spend
+                .pay(&request.model, most, call, |r| (r.usage.prompt_tokens, r.usage.completion_tokens))
+                .await;
             if let (Ok(answer), Some((cache, slot))) = (&answered, kept) {
                 cache.keep(slot, answer);
             }
@@ -296,13 +360,10 @@ impl Provider for Metered {
 
     fn embed<'a>(&'a self, request: &'a EmbedRequest) -> BoxFuture<'a, Result<EmbedResponse>> {
         Box::pin(async move {
-            let _slot = self.slots.acquire().await.map_err(|_| Error::internal("the run's call slots are closed"))?;
+            let _slot = self.spend.in_time(self.slot()).await?;
             let bytes: usize = request.texts.iter().map(String::len).sum();
-            let reserved = self.spend.reserve(&request.model, self.spend.most(&request.model, bytes, 0))?;
-            let answered = self.inner.embed(request).await;
-            let used = answered.as_ref().ok().map(|r| (r.prompt_tokens, 0));
-            self.spend.settle(reserved, &request.model, used);
-            answered
+            let most = self.spend.most(&request.model, bytes, 0);
+            self.spend.pay(&request.model, most, self.inner.embed(request), |r| (r.prompt_tokens, 0)).await
         })
     }
 }
@@ -313,7 +374,7 @@ mod tests {
 
     fn spend(budget: Option<f64>, calls: Option<u64>) -> Arc<Spend> {
         let prices = BTreeMap::from([("m".to_owned(), Price { input: 1.0, output: 2.0 })]);
-        Spend::new(Limits { budget_usd: budget, max_calls: calls }, prices, None)
+        Spend::new(Limits { budget_usd: budget, max_calls: calls, max_time: None }, prices, None)
     }
 
     /// A call reserves its most before it is sent, so calls in flight together never take the
@@ -355,5 +416,49 @@ mod tests {
         // Without a budget, an unpriced model is only counted.
         let free = spend(None, None);
         assert_eq!(free.reserve("unpriced", None).unwrap(), 0.0);
+    }
+
+    /// A provider that never answers: a rate limit waited out for ever.
+    struct Stuck;
+
+    impl Provider for Stuck {
+        fn name(&self) -> &str {
+            "stuck"
+        }
+
+        fn complete<'a>(&'a self, _: &'a LlmRequest, _: Option<TokenSink>) -> BoxFuture<'a, Result<LlmResponse>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    /// A run's time bounds a call that waits for ever: the call is given up, counted at the most
+    /// it could have cost, and the run stops; so does a call still waiting for its slot.
+    #[tokio::test]
+    async fn a_run_s_time_gives_up_a_call_that_waits() {
+        let prices = BTreeMap::from([("m".to_owned(), Price { input: 1.0, output: 2.0 })]);
+        let limits = Limits { budget_usd: Some(1.0), max_calls: None, max_time: Some(Duration::from_millis(20)) };
+        let s = Spend::new(limits, prices, None);
+        let metered = Metered::new(Arc::new(Stuck), s.clone(), Arc::new(tokio::sync::Semaphore::new(1)));
+        let request = LlmRequest {
+            provider: None,
+            default_model: None,
+            profile: "judge".into(),
+            model: "m".into(),
+            messages: Vec::new(),
+            temperature: None,
+            max_tokens: Some(1000),
+            json: false,
+            schema: None,
+        };
+        let (first, second) = tokio::join!(metered.complete(&request, None), metered.complete(&request, None));
+        for refused in [first.unwrap_err(), second.unwrap_err()] {
+            assert!(refused.detail().starts_with(REFUSED), "{refused}");
+        }
+        assert_eq!(s.stopped(), Some(Stop::MaxTime));
+        // One call was sent (the other never had a slot), and it is counted at its most: no
+        // prompt, 1,000 reply tokens at $2 a million.
+        let spent = s.spent();
+        assert_eq!((spent.calls, spent.usd), (1, 0.002));
+        assert!(s.reserve("m", Some(0.0)).is_err(), "a run whose time is up sends nothing more");
     }
 }

@@ -122,11 +122,18 @@ pub struct RealModels {
     pub prices: std::collections::BTreeMap<String, Price>,
     /// Calls in flight per provider (`[providers.<name>] concurrency`, else [`DEFAULT_CONCURRENCY`]).
     pub concurrency: std::collections::BTreeMap<String, usize>,
+    /// Where a job's real models' answers are kept, to answer the same request again (a tune's,
+    /// always; a batch's when it asks): [`cache_dir`].
+    pub cache: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for RealModels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RealModels").field("prices", &self.prices).field("concurrency", &self.concurrency).finish()
+        f.debug_struct("RealModels")
+            .field("prices", &self.prices)
+            .field("concurrency", &self.concurrency)
+            .field("cache", &self.cache)
+            .finish()
     }
 }
 
@@ -180,6 +187,18 @@ pub use ruleweave_lab::simulate::Price;
 /// The most calls a lab run keeps in flight to one provider, unless `[providers.<name>]
 /// concurrency` or `--concurrency` says otherwise.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+
+/// Where runs on real models keep their answers unless told otherwise: `ruleweave-cache/` beside
+/// a SQLite store's file, or under `root` (the folder of `ruleweave.toml`) for any other store.
+pub fn cache_dir(root: &Path, store: &str) -> std::path::PathBuf {
+    let file = store.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')).map(Path::new);
+    let beside = match file {
+        Some(f) if f.is_absolute() => f.parent().map(Path::to_path_buf),
+        Some(f) => Some(root.join(f).parent().map_or_else(|| root.to_path_buf(), Path::to_path_buf)),
+        None => None,
+    };
+    beside.unwrap_or_else(|| root.to_path_buf()).join("ruleweave-cache")
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -473,6 +492,7 @@ impl Config {
             named: Arc::new(config.named_providers().waiting_out_rate_limits()),
             prices: config.prices.clone(),
             concurrency: config.concurrency.clone(),
+            cache: cache_dir(root, &config.store),
         });
         Ok(config)
     }

@@ -227,13 +227,12 @@ fn live(
     let pack = super::load_pack(&engine, &args.pack)?;
     let options = super::options(&pack, &args.set)?;
     let players = ruleweave_lab::simulate::players(&engine, &pack, &args.players)?;
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let mut plan = Plan {
         pack: args.pack.clone(),
         games,
         first: 0,
         seed: args.seed.clone(),
-        jobs: cores.max(real.concurrency),
+        jobs: real.games_at_once(),
         spec: pack.simulate().clone(),
         record: false,
         spend: None,

@@ -90,7 +90,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let players = ruleweave_lab::simulate::players(&engine, &pack, &args.players)?;
     // A game waiting on a real model holds a thread, not a core: as many games as calls in flight.
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let jobs = args.jobs.unwrap_or_else(|| cores.max(real.as_ref().map_or(1, |r| r.concurrency))).max(1);
+    let jobs = args.jobs.unwrap_or_else(|| real.as_ref().map_or(cores, |r| r.games_at_once())).max(1);
     let mut plan = Plan {
         pack: args.pack.clone(),
         games: args.games,
@@ -285,6 +285,7 @@ fn print_table(report: &Report) {
         let why = match stop {
             ruleweave_lab::spend::Stop::BudgetUsd => "the next call would have passed --budget-usd",
             ruleweave_lab::spend::Stop::MaxCalls => "it made the calls --max-calls allows",
+            ruleweave_lab::spend::Stop::MaxTime => "its --max-time was up",
         };
         let stopped: usize = report.players.iter().map(|p| p.stopped.len()).sum();
         println!("stopped: {why}; {stopped} games stopped at a turn boundary are not counted below");

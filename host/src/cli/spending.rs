@@ -28,6 +28,10 @@ pub(super) struct Flags {
     /// The most model calls the run may make (it stops as --budget-usd does).
     #[arg(long, value_name = "N")]
     max_calls: Option<u64>,
+    /// The longest the run's model calls may go on (`90s`, `20m`, `2h`): a run waits out rate
+    /// limits with no cap of its own, and stops as --budget-usd does when this is up.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    max_time: Option<std::time::Duration>,
     /// Model calls in flight at once, per provider (default: [providers.<name>] concurrency, or 8).
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
@@ -46,7 +50,7 @@ pub(super) struct Flags {
 pub(super) struct Real {
     pub(super) llm: LlmChoice,
     pub(super) spend: Arc<Spend>,
-    pub(super) concurrency: usize,
+    concurrency: usize,
     /// The profiles real models play, with their provider's name.
     profiles: BTreeMap<String, String>,
 }
@@ -87,18 +91,19 @@ impl Flags {
         if chosen.is_empty() {
             if self.budget_usd.is_some()
                 || self.max_calls.is_some()
+                || self.max_time.is_some()
                 || self.concurrency.is_some()
                 || self.cache.is_some()
             {
                 bail!(
-                    "--budget-usd, --max-calls, --concurrency and --cache are for real models, and every profile plays on \
+                    "--budget-usd, --max-calls, --max-time, --concurrency and --cache are for real models, and every profile plays on \
                      the stand-in: name one with --model PROFILE=PROVIDER (or set RULEWEAVE_LLM)"
                 );
             }
             return Ok(None);
         }
         let cache = self.cache.as_deref().map(ruleweave_lab::cache::Cache::open).transpose()?;
-        let limits = Limits { budget_usd: self.budget_usd, max_calls: self.max_calls };
+        let limits = Limits { budget_usd: self.budget_usd, max_calls: self.max_calls, max_time: self.max_time };
         let spend = Spend::new(limits, config.prices.clone(), cache);
         if self.budget_usd.is_some()
             && let Some((profile, model)) = ruleweave_lab::spend::unpriced(pack, chosen.keys(), &config.prices)
@@ -148,6 +153,12 @@ pub(super) struct Estimate {
 }
 
 impl Real {
+    /// How many games to play at once: one per call the providers take in flight, and at least
+    /// one per core.
+    pub(super) fn games_at_once(&self) -> usize {
+        ruleweave_lab::spend::games_at_once(self.concurrency)
+    }
+
     /// Counts the calls `standin` makes of the real models' profiles while `dry_run` plays the
     /// same games on the stand-ins.
     pub(super) fn estimate(&self, standin: &Engine, pack: &Pack, config: &Config, dry_run: impl FnOnce()) -> Estimate {

@@ -60,7 +60,7 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let config = crate::config::Config::load(root)?;
     let engine = rt.block_on(super::engine(root, &config, "memory"))?;
     let spending = match args.spending.names_models(&config) {
-        true => args.spending.clone().caching_by_default(cache_dir(root, &config.store)),
+        true => args.spending.clone().caching_by_default(crate::config::cache_dir(root, &config.store)),
         false => args.spending.clone(),
     };
     let real = spending.real(&config, &*super::load_pack(&engine, &args.pack)?)?;
@@ -81,7 +81,8 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         options,
         games_max: args.games_max,
         budget: args.budget,
-        jobs: args.jobs,
+        // A game waiting on a real model holds a thread, not a core: as many games as calls in flight.
+        jobs: args.jobs.or_else(|| real.as_ref().map(|r| r.games_at_once())),
     };
     let mut request = asked.check(&engine).map_err(|r| anyhow::anyhow!(super::refused(&r)))?;
     if let Some(real) = &real {
@@ -141,18 +142,6 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         (true, None) => ExitCode::SUCCESS,
         (false, None) => ExitCode::from(1),
     })
-}
-
-/// Where a tune on real models keeps their answers unless --cache says: `ruleweave-cache/` beside
-/// a SQLite store's file, or under the root.
-fn cache_dir(root: &Path, store: &str) -> std::path::PathBuf {
-    let file = store.strip_prefix("sqlite://").filter(|p| !p.is_empty() && !p.starts_with(':')).map(Path::new);
-    let beside = match file {
-        Some(f) if f.is_absolute() => f.parent().map(Path::to_path_buf),
-        Some(f) => Some(root.join(f).parent().map_or_else(|| root.to_path_buf(), Path::to_path_buf)),
-        None => None,
-    };
-    beside.unwrap_or_else(|| root.to_path_buf()).join("ruleweave-cache")
 }
 
 /// The answer for a person: the value (or that there is none, and why), then every value tried.

@@ -226,7 +226,8 @@ pub struct Played {
     /// The line each tracked field's chart draws (`simulate.thresholds`), as the first game
     /// rendered it.
     thresholds: BTreeMap<String, f64>,
-    /// The games the run's spending cap stopped before they ended (by number), uncounted.
+    /// The games the run's spending cap stopped before they ended, or before they began (by
+    /// number), uncounted.
     stopped: Vec<u32>,
     /// Why the player's games stopped, when one failed; the games before it are counted.
     pub error: Option<GameError>,
@@ -419,6 +420,8 @@ pub fn play(
                         played.error = Some(*e);
                         break;
                     }
+                    // Not begun because the cap had stopped the run: stopped as well, uncounted.
+                    None if plan.stopped() => played.stopped.push(plan.first + g as u32),
                     None => break,
                 }
             }

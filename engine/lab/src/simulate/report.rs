@@ -34,8 +34,8 @@ pub struct Report {
     /// What the real models' calls cost, when the run was capped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spent: Option<Spent>,
-    /// Why the run stopped before its games were done: `budget_usd` or `max_calls`. The games
-    /// it stopped are listed apart (each player's `stopped`) and counted in no share.
+    /// Why the run stopped before its games were done: `budget_usd`, `max_calls` or `max_time`.
+    /// The games it stopped are listed apart (each player's `stopped`) and counted in no share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stop>,
     /// How the run used its cache of the real models' answers, when it had one.
@@ -75,7 +75,8 @@ pub struct PlayerReport {
     /// Why the player's games stopped; the games before it are counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The games (by number) the run's spending cap stopped before they ended: not counted.
+    /// The games (by number) the run's spending cap stopped before they ended or began: not
+    /// counted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stopped: Vec<u32>,
 }

@@ -165,7 +165,7 @@ pub struct TuneReport {
     /// What the real models' calls cost, when they played.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spent: Option<crate::spend::Spent>,
-    /// Why the tune stopped before it was done: `budget_usd` or `max_calls`.
+    /// Why the tune stopped before it was done: `budget_usd`, `max_calls` or `max_time`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<crate::spend::Stop>,
     /// How the tune used its cache of real models' answers, when it had one.
@@ -384,7 +384,7 @@ pub fn tune(
     let stopped = tune.spend.as_ref().and_then(|s| s.stopped());
     let why = match stopped {
         Some(_) => Some(
-            "the real models' spending cap stopped it (--budget-usd, --max-calls): the values it tried stand".into(),
+            "the real models' spending cap stopped it (--budget-usd, --max-calls, --max-time): the values it tried stand".into(),
         ),
         None => why,
     };

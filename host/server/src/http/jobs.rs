@@ -1,12 +1,15 @@
-//! Jobs: work longer than one request, started by one and followed by others. Today one kind:
+//! Jobs: work longer than one request, started by one and followed by others:
 //! `POST /v1/packs/{pack}/tune` finds the value of a pack's number that gives the outcome share
-//! asked for, which takes thousands of games (far more than a simulate request's budget).
+//! asked for, which takes thousands of games (far more than a simulate request's budget);
+//! `POST /v1/packs/{pack}/sweep` plays a sweep too large for a request; and a simulate request on
+//! real models plays its batch as a job, since real models answer in seconds, not microseconds.
 //!
 //! A job is kept in the store, so every replica on it answers `GET /v1/jobs/{id}` and its event
 //! stream, and a `DELETE` on any replica stops it. The replica that started it plays its games
 //! (on the stand-in models, in a store of its own, like the simulate route), records where it
 //! is every [`PROGRESS_EVERY`], and reads back from that write whether it was asked to stop.
-//! One job runs at a time on a replica (429 for a second); each has [`Settings::tune_turns`]
+//! One job on the stand-ins and one on real models run at a time on a replica (429 for a
+//! second of either); each has [`Settings::tune_turns`]
 //! turns to spend. A job whose last event stream closed is stopped: nobody waits for it.
 
 use std::collections::BTreeMap;
@@ -27,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::access::Access;
+use super::spending::{Asked, RealJob};
 
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
@@ -122,6 +126,15 @@ pub(super) struct NewTune {
     /// holds the most it can cost before it is sent, and the job stops at the budget.
     #[serde(default)]
     budget_usd: Option<f64>,
+    /// The longest the job's model calls may go on, in seconds (at most a day): it waits out
+    /// rate limits with no cap of its own, and stops as at its budget when this is up.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 86400)]
+    max_seconds: Option<u64>,
+    /// On real models, answer from the server's cache what an earlier job asked, and keep this
+    /// job's answers there (default true: a tune asks the same games again at every value).
+    #[serde(default)]
+    cache: Option<bool>,
 }
 
 /// A job started.
@@ -223,23 +236,12 @@ pub(super) async fn start(
     PackName(pack): PackName,
     Body(req): Body<NewTune>,
 ) -> ApiResult<Response> {
-    let real = match (req.models.is_empty(), req.budget_usd) {
-        (true, None) => None,
-        (true, Some(_)) => {
-            return Err(super::simulate::unprocessable(
-                "`budget_usd` is for a job on real models: name them in `models` ({\"judge\": \"openai\"})".into(),
-            ));
-        }
-        (false, None) => {
-            return Err(super::simulate::unprocessable(
-                "a job on real models (`models`) needs `budget_usd`, the most it may spend".into(),
-            ));
-        }
-        (false, Some(usd)) => Some(real_models(&s, &access, &pack, &req.models, usd)?),
-    };
+    let asked =
+        Asked { models: &req.models, budget_usd: req.budget_usd, max_seconds: req.max_seconds, cache: req.cache };
+    let real = asked.real(&s, &access, &pack, true)?;
     let engine = match &real {
-        None => super::simulate::standin(s.engine.root(), &pack, &req.params).await?,
-        Some(r) => super::simulate::on_models(s.engine.root(), &pack, &req.params, r.llm.clone()).await?,
+        None => super::lab::standin(s.engine.root(), &pack, &req.params).await?,
+        Some(r) => super::lab::on_models(s.engine.root(), &pack, &req.params, r.llm.clone()).await?,
     };
     let turns = u64::from(engine.packs().get(&pack)?.simulate().max_turns.max(1));
     let asked = TuneAsked {
@@ -251,56 +253,12 @@ pub(super) async fn start(
         options: req.options.clone(),
         games_max: req.games_max.unwrap_or(tune::GAMES_MAX),
         budget: (s.settings.tune_turns as u64 / turns).max(1),
-        jobs: None,
+        jobs: real.as_ref().map(|r| r.games_at_once),
     };
-    let mut tune = asked.check(&engine).map_err(super::simulate::refused)?;
+    let mut tune = asked.check(&engine).map_err(super::lab::refused)?;
     tune.spend = real.as_ref().map(|r| r.spend.clone());
     let budget = tune.budget;
     begin(&s, &access, JobSpec::Tune(tune), engine, &pack, &req, budget, real).await
-}
-
-/// A job's real models: the engine's choice of them, and the account they are paid from.
-pub(super) struct RealJob {
-    llm: ruleweave::LlmChoice,
-    spend: Arc<ruleweave_lab::spend::Spend>,
-    /// The budget, held from the key's `spend_limit_usd` while the job runs.
-    usd: f64,
-}
-
-/// The real models `models` names for a job of `pack` within `usd`, checked: who may spend, the
-/// profiles, the providers, their prices.
-fn real_models(
-    s: &Shared,
-    access: &Access,
-    pack: &str,
-    models: &BTreeMap<String, String>,
-    usd: f64,
-) -> ApiResult<RealJob> {
-    use ruleweave_lab::spend::{Limits, Spend};
-    if !access.rights().contains(&super::access::SPEND) {
-        return Err(ApiError::new(
-            Code::Forbidden,
-            "a job on real models spends money: it needs the operator's token or a key with the `spend` right",
-        ));
-    }
-    if !(usd.is_finite() && usd > 0.0) {
-        return Err(super::simulate::unprocessable(format!("`budget_usd` is an amount above 0, not {usd}")));
-    }
-    let Some(real) = &s.settings.real_models else {
-        return Err(super::simulate::unprocessable("this server plays its jobs on the stand-ins only".into()));
-    };
-    let loaded = s.engine.packs().get(pack)?;
-    let asked = models.iter().map(|(profile, provider)| (profile.as_str(), provider.as_str()));
-    let chosen = ruleweave_lab::spend::providers_for(&loaded, asked, &real.named)
-        .map_err(|why| super::simulate::unprocessable(format!("`models`: {why}")))?;
-    if let Some((profile, model)) = ruleweave_lab::spend::unpriced(&loaded, chosen.keys(), &real.prices) {
-        return Err(super::simulate::unprocessable(format!(
-            "`budget_usd`: profile `{profile}` calls model `{model}`, which has no price in the server's [prices]"
-        )));
-    }
-    let spend = Spend::new(Limits { budget_usd: Some(usd), max_calls: None }, real.prices.clone(), None);
-    let concurrency = |name: &str| real.concurrency.get(name).copied().unwrap_or(crate::config::DEFAULT_CONCURRENCY);
-    Ok(RealJob { llm: ruleweave_lab::spend::metered(chosen, &spend, concurrency), spend, usd })
 }
 
 /// A sweep too large for a simulate request: the same games at each value of one or two of the
@@ -361,19 +319,19 @@ pub(super) async fn start_sweep(
         jobs: None,
         prices: BTreeMap::new(),
     };
-    let sweep = asked.check().map_err(super::simulate::refused)?;
-    let engine = super::simulate::standin(s.engine.root(), &pack, &req.params).await?;
+    let sweep = asked.check().map_err(super::lab::refused)?;
+    let engine = super::lab::standin(s.engine.root(), &pack, &req.params).await?;
     let loaded = engine.packs().get(&pack)?;
     loaded.resolve_options(&req.options)?;
     let players = ruleweave_lab::simulate::players(&engine, &loaded, &req.players)
-        .map_err(|e| super::simulate::unprocessable(e.to_string()))?;
+        .map_err(|e| super::lab::unprocessable(e.to_string()))?;
     let values = sweep.values(&engine)? as u64;
     let (games, max_turns) = (sweep.batch.games, loaded.simulate().max_turns);
     let budget = u64::from(games) * players.len() as u64 * values;
     let turns = budget * u64::from(max_turns.max(1));
     let most = s.settings.tune_turns as u64;
     if turns > most {
-        return Err(super::simulate::unprocessable(format!(
+        return Err(super::lab::unprocessable(format!(
             "a sweep of {values} values × {} player(s) × {games} games of up to {max_turns} turns is more than \
              a job plays ({most} turns, tune_turns): take fewer games or longer steps",
             players.len()
@@ -391,7 +349,7 @@ fn answer(report: &JobAnswer) -> ruleweave::Result<Value> {
 /// its budget from its key's `spend_limit_usd`), records the job, and starts `work` in it:
 /// `202 {"job"}`.
 #[allow(clippy::too_many_arguments)]
-async fn begin(
+pub(super) async fn begin(
     s: &Shared,
     access: &Access,
     spec: JobSpec,
@@ -460,6 +418,7 @@ async fn begin(
         updated_at: now,
     };
     let paid = real.map(|r| Paid { spend: r.spend, held: holder.map(|k| (k, r.usd)) });
+    let calibration = kept_headline(s, pack).await;
     if let Err(e) = jobs.create_job(&job).await {
         slot.free();
         if let Some(Paid { held: Some((key, usd)), .. }) = &paid {
@@ -469,7 +428,8 @@ async fn begin(
     }
     tracing::info!(job = %id, pack = %pack, "a {kind} started");
     let task = s.clone();
-    s.spawn(async move { run(task, id, spec, engine, budget, stop, paid).await });
+    let played = Played { spec, engine, budget, calibration };
+    s.spawn(async move { run(task, id, played, stop, paid).await });
     Ok((StatusCode::ACCEPTED, Json(Started { job: job.id })).into_response())
 }
 
@@ -480,17 +440,28 @@ struct Paid {
     held: Option<(String, f64)>,
 }
 
-/// Plays a job's work on the blocking pool, recording its progress until it ends; then how it
-/// ended.
-async fn run(
-    s: Shared,
-    id: String,
+/// What a job plays: its work, the engine it plays on, the most games it plays, and the kept
+/// calibration of its pack version its answer carries.
+struct Played {
     spec: JobSpec,
     engine: ruleweave::Engine,
     budget: u64,
-    stop: Arc<AtomicBool>,
-    paid: Option<Paid>,
-) {
+    calibration: Option<ruleweave_lab::calibrate::Headline>,
+}
+
+/// The headline of the calibration kept for `pack` at the version the server serves (its rules
+/// on disk, whatever params a job sets), if any.
+pub(super) async fn kept_headline(s: &Shared, pack: &str) -> Option<ruleweave_lab::calibrate::Headline> {
+    let version = s.engine.packs().get(pack).ok()?.version().to_owned();
+    let tables = s.tables().await.ok()??;
+    let body = tables.calibrations.calibration(pack, &version).await.ok()??;
+    serde_json::from_value::<ruleweave_lab::calibrate::Calibration>(body).ok().map(|c| c.headline())
+}
+
+/// Plays a job's work on the blocking pool, recording its progress until it ends; then how it
+/// ended.
+async fn run(s: Shared, id: String, played: Played, stop: Arc<AtomicBool>, paid: Option<Paid>) {
+    let Played { spec, engine, budget, calibration } = played;
     let kind = spec.kind().name();
     let Ok(jobs) = s.jobs().await else { return };
     let spent = || paid.as_ref().map(|p| p.spend.spent().usd);
@@ -503,7 +474,7 @@ async fn run(
                 latest.value = value;
                 latest.games_played = played;
             };
-            spec.run(&handle, &engine, &said, &stop).and_then(|a| answer(&a))
+            spec.run(&handle, &engine, &said, &stop).and_then(|a| answer(&a.with_calibration(calibration)))
         })
     };
     tokio::pin!(work);
@@ -617,7 +588,7 @@ pub(super) async fn job(
     if sse::accepts(&headers, "text/html")
         && let Some(page) = page_of(&job)
     {
-        return Ok(super::api::html_page(page, super::simulate::PAGE_POLICY));
+        return Ok(super::api::html_page(page, super::lab::PAGE_POLICY));
     }
     Ok(Json(job).into_response())
 }
@@ -627,6 +598,7 @@ fn page_of(job: &JobBody) -> Option<String> {
     match JobAnswer::read(JobKind::named(&job.kind)?, job.result.clone()?)? {
         JobAnswer::Tune(r) => Some(crate::pages::tune(&r)),
         JobAnswer::Sweep(r) => Some(crate::pages::sweep(&r)),
+        JobAnswer::Report(r) => Some(crate::pages::page(&r)),
     }
 }
 
@@ -648,6 +620,7 @@ pub(super) async fn stop(
     find(&s, &access, &id).await?;
     s.jobs().await?.stop_job(&id).await?;
     s.job.stop(&id);
+    s.real_job.stop(&id);
     let job = find(&s, &access, &id).await?;
     Ok((StatusCode::ACCEPTED, Json(body(job))).into_response())
 }

@@ -3,24 +3,30 @@
 //! stand-in models in a store of their own that nothing outlives: a client's click never spends
 //! the operator's model budget nor fills the sessions' store. One batch runs at a time on a
 //! replica, off the workers that answer requests; it needs nothing another replica holds.
+//!
+//! A batch that names real models (`"models"`, `"budget_usd"`) is one a client cannot wait for
+//! in one request: it is started as a job (`202 {"job"}`), which any replica follows.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::access::Access;
 use super::error::{ApiResult, Code};
 use super::extract::{Body, PackName};
+use super::lab::{PAGE_POLICY, refused, standin, unprocessable};
 use super::routes::{Facts, I, O};
+use super::spending::{Asked, RealJob};
 use super::{ApiError, Shared, sse};
 use ruleweave::ErrorKind;
-use ruleweave_lab::jobs::{self, Refused, SweepAsked};
+use ruleweave_lab::jobs::{self, JobSpec, SweepAsked};
 use ruleweave_lab::simulate::tune::SweepReport;
 use ruleweave_lab::simulate::{Plan, Report, Rules};
 
@@ -28,7 +34,7 @@ use ruleweave_lab::simulate::{Plan, Report, Rules};
 pub(super) const MOST_GAMES: u32 = 200;
 
 /// A batch of games to play.
-#[derive(Deserialize, utoipa::ToSchema)]
+#[derive(Deserialize, serde::Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewSimulation {
     /// Games per player, 1 to 200 (default 20), and at most the server's `simulate_turns` (4,000
@@ -58,6 +64,26 @@ pub(super) struct NewSimulation {
     #[serde(default)]
     #[schema(max_items = 2)]
     sweep: Vec<String>,
+    /// Profiles to play on real models, by provider (`{"judge": "openai"}`); the others stay on
+    /// the stand-in. The batch is then a job (`202 {"job"}`, followed at `/v1/jobs/{job}`, its
+    /// answer the report), and needs the operator's token or a key with the `spend` right, and
+    /// `budget_usd`. A sweep plays on the stand-ins only.
+    #[serde(default)]
+    models: BTreeMap<String, String>,
+    /// The most the batch's real models may cost, by `[prices]` (required with `models`): each
+    /// call holds the most it can cost before it is sent, and the games stop at a turn boundary
+    /// at the budget (listed apart, uncounted; the report says `"stopped": "budget_usd"`).
+    #[serde(default)]
+    budget_usd: Option<f64>,
+    /// The longest the batch's model calls may go on, in seconds (at most a day): it waits out
+    /// rate limits with no cap of its own, and stops as at its budget when this is up.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 86400)]
+    max_seconds: Option<u64>,
+    /// On real models, answer from the server's cache what an earlier job asked, and keep this
+    /// batch's answers there (default false).
+    #[serde(default)]
+    cache: Option<bool>,
 }
 
 /// What a batch answers: a report, or a sweep's.
@@ -71,23 +97,29 @@ pub(super) enum Answer {
 }
 
 /// Who may call `simulate`, and the errors it answers of its own.
-pub(super) const SIMULATE: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
-    Code::Engine(ErrorKind::NotFound),
-    Code::Engine(ErrorKind::Input),
-    Code::SimulationRunning,
-    Code::Engine(ErrorKind::Pack),
-]);
+pub(super) const SIMULATE: Facts =
+    Facts::keys(&[O, I]).note("an issued key: of its packs; on real models, `spend`").answers(&[
+        Code::Forbidden,
+        Code::Engine(ErrorKind::NotFound),
+        Code::Engine(ErrorKind::Input),
+        Code::SimulationRunning,
+        Code::JobRunning,
+        Code::QuotaExceeded,
+        Code::Engine(ErrorKind::Pack),
+    ]);
 
 /// `POST /v1/packs/{pack}/simulate`: the report as JSON, or with `Accept: text/html` as the
-/// page with charts `simulate --html` writes.
+/// page with charts `simulate --html` writes; on real models, a job whose answer is the report.
 #[utoipa::path(post, path = "/v1/packs/{pack}/simulate", operation_id = "simulatePack", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewSimulation, responses(
     (status = 200, description = "How the games ended (at each value, for a sweep)", content(
         (Answer = "application/json"),
         (String = "text/html"),
     )),
+    (status = 202, description = "On real models: the job started, follow it at `/v1/jobs/{job}`", body = super::jobs::Started),
 ))]
 pub(super) async fn simulate(
     State(s): State<Shared>,
+    Extension(access): Extension<Access>,
     PackName(pack): PackName,
     headers: HeaderMap,
     Body(req): Body<NewSimulation>,
@@ -100,6 +132,11 @@ pub(super) async fn simulate(
         ));
     }
     jobs::check_seed(req.seed.as_deref().unwrap_or(jobs::SEED)).map_err(refused)?;
+    let asked =
+        Asked { models: &req.models, budget_usd: req.budget_usd, max_seconds: req.max_seconds, cache: req.cache };
+    if let Some(real) = asked.real(&s, &access, &pack, false)? {
+        return on_real_models(&s, &access, &pack, req, real).await;
+    }
     // The batch holds the server's one place for a batch until it ends, whether or not its client
     // waits for it; a client that hangs up stops it at its next game.
     let Ok(running) = s.simulating.clone().try_acquire_owned() else {
@@ -109,6 +146,7 @@ pub(super) async fn simulate(
         ));
     };
     let root = s.engine.root().to_path_buf();
+    let pack_name = pack.clone();
     // The most turns a batch plays (games × players × the pack's turn cap): a second or two of one
     // core at the default 4,000.
     let most_turns = s.settings.simulate_turns as u64;
@@ -134,6 +172,13 @@ pub(super) async fn simulate(
     .await
     .map_err(ApiError::internal)??;
     drop(hung_up);
+    let report = match report {
+        Answer::Report(mut r) => {
+            r.calibration = super::jobs::kept_headline(&s, &pack_name).await;
+            Answer::Report(r)
+        }
+        sweep => sweep,
+    };
     if sse::accepts(&headers, "text/html") {
         let page = match &report {
             Answer::Report(r) => crate::pages::page(r),
@@ -142,6 +187,48 @@ pub(super) async fn simulate(
         return Ok(super::api::html_page(page, PAGE_POLICY));
     }
     Ok(Json(report).into_response())
+}
+
+/// Starts the batch `req` asks for on real models as a job: its games within the job's turns
+/// (`tune_turns`), its budget held as a tune's is.
+async fn on_real_models(
+    s: &Shared,
+    access: &Access,
+    pack: &str,
+    req: NewSimulation,
+    real: RealJob,
+) -> ApiResult<Response> {
+    if !req.sweep.is_empty() {
+        return Err(unprocessable(
+            "a sweep plays on the stand-ins: real models (`models`) play a plain batch, without `sweep`".into(),
+        ));
+    }
+    let engine = super::lab::on_models(s.engine.root(), pack, &req.params, real.llm.clone()).await?;
+    let loaded = engine.packs().get(pack)?;
+    loaded.resolve_options(&req.options)?;
+    let players =
+        ruleweave_lab::simulate::players(&engine, &loaded, &req.players).map_err(|e| unprocessable(e.to_string()))?;
+    let games = req.games.unwrap_or(20);
+    let budget = u64::from(games) * players.len() as u64;
+    let (max_turns, most) = (u64::from(loaded.simulate().max_turns.max(1)), s.settings.tune_turns as u64);
+    if budget * max_turns > most {
+        return Err(unprocessable(format!(
+            "{games} games for each of {} player(s) of up to {max_turns} turns is more than a job plays \
+             ({most} turns, tune_turns): ask for fewer games",
+            players.len()
+        )));
+    }
+    let batch = ruleweave_lab::simulate::Batch {
+        pack: pack.to_owned(),
+        games,
+        players: req.players.clone(),
+        seed: req.seed.clone().unwrap_or_else(|| jobs::SEED.into()),
+        options: req.options.clone(),
+        jobs: Some(real.games_at_once),
+        prices: s.settings.real_models.as_ref().map(|r| r.prices.clone()).unwrap_or_default(),
+    };
+    let spec = JobSpec::Simulate { batch, spend: real.spend.clone() };
+    super::jobs::begin(s, access, spec, engine, pack, &req, budget, Some(real)).await
 }
 
 /// Plays one batch on the stand-in models of the packs under `root`, stopping at the next game
@@ -207,44 +294,6 @@ async fn play(
     Ok(Answer::Report(Box::new(report)))
 }
 
-/// A request the lab refused, answered as the error it is: `invalid_request` for a body of the
-/// wrong shape, the engine's own kind for what the pack does not have or take.
-pub(super) fn refused(r: Refused) -> ApiError {
-    match (r.shape, r.field) {
-        (true, _) => ApiError::new(Code::InvalidRequest, r.message(|f| format!("`{f}`"))),
-        (false, Some(_)) => ApiError::new(Code::Engine(r.error.kind()), r.message(|f| format!("`{f}`"))),
-        (false, None) => (*r.error).into(),
-    }
-}
-
-/// The policy of a page of charts (a report, a sweep, a tune): it has no script and loads
-/// nothing, so it allows its own styles alone.
-pub(super) const PAGE_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
-                                      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-/// The packs under `root` on their stand-in models, in a store of their own, with `params` set
-/// for `pack` (checked as a run's `--param`): where a server's batches and jobs play.
-pub(super) async fn standin(
-    root: &std::path::Path,
-    pack: &str,
-    params: &BTreeMap<String, Value>,
-) -> ApiResult<ruleweave::Engine> {
-    // A copy of the rules even with no params (it loads the pack, the engine's own need not):
-    // a copy keeps its stand-in's answers.
-    Ok(crate::standin_engine(root).await?.with_params(pack, params.clone())?)
-}
-
-/// [`standin`], with `llm` answering the pack's model calls (a job on real models).
-pub(super) async fn on_models(
-    root: &std::path::Path,
-    pack: &str,
-    params: &BTreeMap<String, Value>,
-    llm: ruleweave::LlmChoice,
-) -> ApiResult<ruleweave::Engine> {
-    let engine = ruleweave_natives::register(ruleweave::Engine::builder(root)).llm(llm).build();
-    Ok(engine.with_params(pack, params.clone())?)
-}
-
 /// Set when the request that started a batch is dropped (its client hung up, or it answered).
 struct StopOnDrop(Arc<AtomicBool>);
 
@@ -252,8 +301,4 @@ impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-pub(super) fn unprocessable(message: String) -> ApiError {
-    ApiError::new(Code::Engine(ruleweave::ErrorKind::Input), message)
 }
