@@ -33,6 +33,7 @@ mod stepping;
 mod telemetry;
 mod tune;
 mod tutorial;
+mod variants;
 
 #[test]
 fn every_file_is_declared() {

@@ -59,9 +59,10 @@ pub use event::{
 
 // Packs: loaded, served, reloaded.
 pub use graph::{Drawing, DrawnEdge, DrawnNode, EdgeKind};
+pub use pack::experiment::point as experiment_point;
 pub use pack::{
-    DisplayInfo, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Overlay, Pack,
-    PackInfo, ParamValues, ProfileInfo, Simulate, TableInfo, parse_param, write_param,
+    DisplayInfo, Experiment, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Overlay,
+    Pack, PackInfo, ParamValues, ProfileInfo, Simulate, TableInfo, Variant, parse_param, write_param,
 };
 pub use packs::Packs;
 #[cfg(feature = "watch")]

@@ -98,7 +98,37 @@ pub(crate) struct Manifest {
     /// What `ruleweave simulate` reports of each simulated game.
     #[schemars(with = "Option<SimulateDecl>")]
     pub simulate: Option<Spanned<SimulateDecl>>,
+    /// Variants of the rules given to shares of the players, each sticking to its players.
+    #[schemars(with = "Option<ExperimentDecl>")]
+    pub experiment: Option<Spanned<ExperimentDecl>>,
     pub graph: GraphDecl,
+}
+
+/// An experiment: variants of the pack's `params:` numbers, each given to a share of the players
+/// by its weight; the variant that sets no params is the control.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExperimentDecl {
+    /// Its name: a new name places every player afresh.
+    #[schemars(with = "String")]
+    pub name: SpannedStr,
+    /// Variant name → its weight and the numbers it sets (`lenient: {weight: 20, params:
+    /// {thresholds.medium: 55}}`).
+    #[schemars(with = "IndexMap<String, VariantDecl>")]
+    pub variants: IndexMap<String, Spanned<VariantDecl>>,
+}
+
+/// One variant of an experiment.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VariantDecl {
+    /// Its weight, 0 or more: its share of new players is its weight over the sum of all.
+    #[schemars(with = "f64")]
+    pub weight: Spanned<f64>,
+    /// Numbers of `params:` by dotted path, each within its `param_bounds:`; none for the control.
+    #[serde(default)]
+    #[schemars(with = "IndexMap<String, serde_json::Value>")]
+    pub params: IndexMap<String, Spanned<serde_json::Value>>,
 }
 
 /// The range of a number in `params:`: either end may be left open.

@@ -5,11 +5,13 @@
 //! with `file:line:col` (all of them, not just the first). A pack's version is the hash of its
 //! files, so a checkpoint can say which rules produced it.
 
+pub(crate) mod experiment;
 mod info;
 mod load;
 pub(crate) mod manifest;
 mod params;
 
+pub use experiment::{Experiment, Variant};
 pub use info::{DisplayInfo, FieldInfo, InputInfo, NodeInfo, OptionInfo, PackInfo, ProfileInfo, TableInfo};
 pub use params::{NumericParam, ParamValues, parse_param, write_param};
 
@@ -90,6 +92,8 @@ pub struct Pack {
     pub(crate) expire_finished_after: Option<Option<std::time::Duration>>,
     /// Turns a typed line into the turn's input.
     pub(crate) typed: Option<FnRef>,
+    /// Variants of its rules given to shares of its players (`experiment:`).
+    pub(crate) experiment: Option<experiment::Experiment>,
     /// What loaded but is likely a mistake, each at its place.
     pub(crate) warnings: Vec<Error>,
 }
@@ -373,6 +377,11 @@ impl Pack {
     /// The pack's parameters (`params:`) as JSON.
     pub fn params(&self) -> Json {
         value::map_to_json(&self.params)
+    }
+
+    /// Its experiment (`experiment:`): the variants of its rules and their weights.
+    pub fn experiment(&self) -> Option<&Experiment> {
+        self.experiment.as_ref()
     }
 
     /// The numbers of the pack's `params:` a run may vary, by dotted path, with their values in

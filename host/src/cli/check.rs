@@ -26,6 +26,9 @@ pub(super) fn run(root: &Path) -> Result<ExitCode> {
                     n => format!(", {n} warnings"),
                 };
                 println!("ok      {name} (version {}, {nodes} nodes{standin}{warned})", pack.version());
+                if let Some(e) = pack.experiment() {
+                    println!("        experiment `{}`: {}", e.name, shares(e));
+                }
                 for w in pack.warnings() {
                     eprint!("{}", crate::diagnostics::render_warning(w, root));
                 }
@@ -39,4 +42,23 @@ pub(super) fn run(root: &Path) -> Result<ExitCode> {
         }
     }
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// An experiment's variants with their shares of new players and what each sets:
+/// `control 60%, lenient 20% (thresholds.medium=55)`.
+fn shares(e: &ruleweave::Experiment) -> String {
+    let total: f64 = e.variants.iter().map(|v| v.weight).sum();
+    let shown: Vec<String> = e
+        .variants
+        .iter()
+        .map(|v| {
+            let share = ruleweave::text::decimals(100.0 * v.weight / total, 1);
+            let sets: Vec<String> = v.params.iter().map(|(path, value)| format!("{path}={value}")).collect();
+            match sets.is_empty() {
+                true => format!("{} {share}% (the control)", v.name),
+                false => format!("{} {share}% ({})", v.name, sets.join(", ")),
+            }
+        })
+        .collect();
+    shown.join(", ")
 }

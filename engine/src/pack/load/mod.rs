@@ -342,6 +342,7 @@ impl Loader<'_> {
         let lobby = m.lobby.as_ref().and_then(|l| self.lobby(l, &d.schema, &d.inputs));
         let expire_finished_after = m.expire_finished_after.as_ref().and_then(|e| self.retention(e));
         let simulate = self.simulate(m.simulate.as_ref(), &d.schema);
+        let experiment = m.experiment.as_ref().and_then(|e| self.experiment(e, &numeric_params));
         self.check_display(&c.prompts, &d);
         let graph = graph?;
         for s in &m.display.stream {
@@ -405,6 +406,7 @@ impl Loader<'_> {
             simulate,
             expire_finished_after,
             typed,
+            experiment,
             warnings: std::mem::take(&mut self.warnings),
         })
     }
@@ -535,6 +537,69 @@ impl Loader<'_> {
             }
         }
         numbers
+    }
+
+    /// The `experiment:` section, checked: names of letters, digits, `_` and `-`; weights of 0 or
+    /// more that sum above 0; each variant's params numbers of `params:` within their bounds;
+    /// exactly one control (the variant that sets none).
+    fn experiment(
+        &mut self,
+        decl: &Spanned<super::manifest::ExperimentDecl>,
+        numbers: &[super::NumericParam],
+    ) -> Option<super::Experiment> {
+        use super::experiment::{NAME_MAX, Variant, is_name};
+        let e = &decl.value;
+        let errors = self.errors.len();
+        let named = |what: &str, name: &str| {
+            format!("{what} `{name}` is no name: letters, digits, `_` and `-`, at most {NAME_MAX}")
+        };
+        if !is_name(&e.name.value) {
+            self.error(named("experiment", &e.name.value), self.at(&e.name));
+        }
+        let mut variants = Vec::new();
+        for (name, v) in &e.variants {
+            let at = self.at(v);
+            if !is_name(name) {
+                self.error(named("variant", name), at.clone());
+            }
+            let weight = v.value.weight.value;
+            if !(weight.is_finite() && weight >= 0.0) {
+                self.error(format!("variant `{name}`: a weight is a number of 0 or more, not {weight}"), at.clone());
+            }
+            let mut params = super::ParamValues::new();
+            for (path, value) in &v.value.params {
+                let at = self.at(value);
+                let Some(param) = numbers.iter().find(|p| &p.path == path) else {
+                    let near = crate::script::lint::nearest(path, numbers.iter().map(|p| p.path.as_str()))
+                        .map(|n| format!(" (did you mean `{n}`?)"))
+                        .unwrap_or_default();
+                    self.error(format!("variant `{name}` sets `{path}`, which is no number in params{near}"), at);
+                    continue;
+                };
+                match value.value.as_f64().map(|x| param.check(x)) {
+                    Some(Ok(checked)) => {
+                        params.insert(path.clone(), checked);
+                    }
+                    Some(Err(why)) => self.error(format!("variant `{name}`: {}", why.detail()), at),
+                    None => self.error(format!("variant `{name}`: `{path}` is a number, not {}", value.value), at),
+                }
+            }
+            variants.push(Variant { name: name.clone(), weight, params });
+        }
+        let at = self.at(decl);
+        let controls: Vec<&str> =
+            e.variants.iter().filter(|(_, v)| v.value.params.is_empty()).map(|(n, _)| n.as_str()).collect();
+        if e.variants.len() < 2 {
+            self.error("an experiment has two variants or more: a control, and what it is compared with", at.clone());
+        } else if controls.len() != 1 {
+            let which =
+                if controls.is_empty() { "none does".to_owned() } else { format!("{} do", controls.join(", ")) };
+            self.error(format!("an experiment has one control, the variant that sets no params: {which}"), at.clone());
+        }
+        if variants.iter().all(|v| v.weight.is_finite()) && variants.iter().map(|v| v.weight).sum::<f64>() <= 0.0 {
+            self.error("the experiment's weights sum to 0: no new session would have a variant", at);
+        }
+        (self.errors.len() == errors).then(|| super::Experiment { name: e.name.value.clone(), variants })
     }
 
     /// The `simulate:` section, its fields checked against the state.
