@@ -68,6 +68,8 @@ export interface SimulateOptions {
 export declare class Session {
   /** The session's id (what `engine.reopen` takes). */
   readonly id: string
+  /** The variant of its pack's experiment it plays (`null` when the pack has none). */
+  readonly variant: string | null
   /** Plays a turn: an object of the pack's input fields, or a line a person typed. */
   turn(input: string | { [field: string]: Json }): Promise<Turn>
   /** Plays a turn on this thread, blocking it until the turn ends: for scripts and tools, not
@@ -86,7 +88,9 @@ export declare class Engine {
   static create(root: string, options?: EngineOptions): Promise<Engine>
   packs(): string[]
   describe(pack: string): { [key: string]: Json }
-  open(pack: string, options?: { [option: string]: Json } | null, at?: { id?: string }): Promise<Session>
+  /** Opens a session: `id` chooses its id (which seeds its randomness), `player` is who plays
+   * (the key a pack's experiment chooses the session's variant by). */
+  open(pack: string, options?: { [option: string]: Json } | null, at?: { id?: string; player?: string }): Promise<Session>
   reopen(id: string): Promise<Session>
   /** The report `ruleweave simulate --json` prints. */
   simulate(pack: string, options?: SimulateOptions): Promise<{ [key: string]: Json }>

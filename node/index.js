@@ -67,6 +67,8 @@ class Session {
     this._inner = inner
     /** The session's id (what `engine.reopen` takes). */
     this.id = inner.id
+    /** The variant of its pack's experiment it plays (`null` when the pack has none). */
+    this.variant = inner.variant ?? null
   }
 
   /** Plays a turn: an object of the pack's input fields, or a line a person typed. Resolves to
@@ -150,8 +152,8 @@ class Engine {
 
   /** Opens a session of `pack` (its options, and an id of your choosing, which also seeds its
    * randomness). */
-  async open(pack, options, { id } = {}) {
-    return new Session(await call(() => this._inner.open(pack, options ?? null, id)))
+  async open(pack, options, { id, player } = {}) {
+    return new Session(await call(() => this._inner.open(pack, options ?? null, id, player)))
   }
 
   /** A stored session, by its id. */

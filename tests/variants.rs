@@ -1,6 +1,8 @@
 //! Live variants: an experiment in a pack's manifest (`experiment:`), variants of its `params:`
-//! numbers given to shares of its players. Here, what `check` says of one: the shares and what
-//! each variant sets, and every mistake at its place.
+//! numbers given to shares of its players: what `check` says of one (the shares and what each
+//! variant sets, every mistake at its place), and sessions playing their player's variant.
+
+use serde_json::{Value, json};
 
 use crate::support::{ruleweave, stderr, stdout};
 
@@ -74,4 +76,356 @@ fn an_experiment_is_checked_where_it_is_written() {
     let (code, _, err) = check(&copy);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("an experiment has two variants or more: a control, and what it is compared with"), "{err}");
+}
+
+/// The coin's share of the point of `key`: the documented hash, worked out here on its own.
+fn point(pack: &str, experiment: &str, key: &str) -> f64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{pack}\0{experiment}\0{key}\0").as_bytes());
+    (u64::from_be_bytes(digest[..8].try_into().unwrap()) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A coin that always loses on its own rules (chance 0), with a variant that always wins
+/// (chance 100) for a quarter of the players.
+fn two_way_coin() -> tempfile::TempDir {
+    let copy = coin_with(
+        "experiment:\n  name: kinder-coin\n  variants:\n    fair: {weight: 75}\n    sure: {weight: 25, params: {chance: 100}}\n",
+    );
+    let root = copy.path().join("tests/packs/coin");
+    crate::support::edit(&root, "config/coin.yaml", "  chance: 50\n", "  chance: 0\n");
+    copy
+}
+
+/// Sessions play their player's variant, on two replicas of one PostgreSQL when there is one:
+/// the variant is the one the documented hash gives, the same on either replica and for every
+/// session of the player; a turn plays the variant's rules (the sure coin wins, the fair one
+/// loses) whichever replica runs it; the answers say the variant; a fork keeps it. A player of
+/// 10 KB or with a control character is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_play_their_players_variant_on_any_replica() {
+    let copy = two_way_coin();
+    let root = copy.path().join("tests/packs/coin");
+    let store = crate::support::postgres();
+    let replicas: Vec<_> = match &store {
+        Some(url) => (0..2).map(|_| crate::support::start(&root, url, &[])).collect(),
+        None => vec![crate::support::start(&root, "memory", &[])],
+    };
+    let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
+    let http = crate::support::http();
+    let post = |url: String, body: Value| {
+        let http = http.clone();
+        async move {
+            let r = http.post(url).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let mut seen = std::collections::BTreeMap::new();
+    for i in 0..24 {
+        let player = format!("player-{i}");
+        let expected = if point("coin", "kinder-coin", &player) < 0.75 { "fair" } else { "sure" };
+        let (status, first) = post(format!("{a}/v1/sessions"), json!({"pack": "coin", "player": player})).await;
+        assert_eq!(status, 201, "{first}");
+        assert_eq!(first["variant"], expected, "{player}: {first}");
+        // The same player on the other replica: the same variant.
+        let (_, again) = post(format!("{b}/v1/sessions"), json!({"pack": "coin", "player": player})).await;
+        assert_eq!(again["variant"], expected, "{player}: {again}");
+        // A turn on the other replica than the one that made the session plays its variant's rules.
+        let id = first["id"].as_str().unwrap();
+        let (status, turn) = post(format!("{b}/v1/sessions/{id}/turns"), json!({"input": {"side": "heads"}})).await;
+        assert_eq!(status, 200, "{turn}");
+        let won = if expected == "sure" { "won" } else { "lost" };
+        assert_eq!((&turn["state"]["outcome"], &turn["variant"]), (&json!(won), &json!(expected)), "{turn}");
+        let shown: Value = http.get(format!("{a}/v1/sessions/{id}")).send().await.unwrap().json().await.unwrap();
+        assert_eq!(shown["variant"], expected, "{shown}");
+        *seen.entry(expected).or_insert(0) += 1;
+        if i == 0 {
+            let (status, fork) = post(format!("{b}/v1/sessions/{id}/fork"), json!({"checkpoint": 0})).await;
+            assert_eq!((status, &fork["variant"]), (201, &json!(expected)), "a fork keeps its variant: {fork}");
+        }
+    }
+    assert!(seen.len() == 2, "both variants were played: {seen:?}");
+
+    let (status, refused) =
+        post(format!("{a}/v1/sessions"), json!({"pack": "coin", "player": "x".repeat(10_240)})).await;
+    assert_eq!(
+        (status, &refused["error"]["message"]),
+        (422, &json!("`player`: a player is 1 to 128 characters, not 10240")),
+        "{refused}"
+    );
+    let (status, refused) = post(format!("{a}/v1/sessions"), json!({"pack": "coin", "player": "ada\nlovelace"})).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("control character '\\n'"), "{refused}");
+}
+
+/// The coin as a pack of another name (`tally`), so its live games are counted apart from the
+/// other tests' coins: a fair coin (chance 50) and, for about half of the players, a kind one
+/// (chance 70).
+fn tally() -> tempfile::TempDir {
+    let copy = coin_with(
+        "experiment:\n  name: kind-coin\n  variants:\n    fair: {weight: 50}\n    kind: {weight: 50, params: {chance: 70}}\n",
+    );
+    let root = copy.path().join("tests/packs/coin");
+    std::fs::rename(root.join("config/coin.yaml"), root.join("config/tally.yaml")).unwrap();
+    std::fs::rename(root.join("scripts/coin"), root.join("scripts/tally")).unwrap();
+    copy
+}
+
+/// The 95% Wilson interval of `k` in `n`, worked out here on its own.
+fn wilson(k: f64, n: f64) -> (f64, f64) {
+    let z = 1.959_963_985_f64;
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    (if k == 0.0 { 0.0 } else { centre - half }, if k == n { 1.0 } else { centre + half })
+}
+
+/// A few hundred live games over HTTP, on two replicas of one PostgreSQL when there is one: the
+/// outcomes report counts each variant's games made and finished and each outcome's share, and
+/// the difference from the control with its interval, all as this test counts them from the
+/// turns it played; debug, edited and forked sessions and simulated games count for nothing;
+/// erasing a player takes their sessions and rows; a malformed time is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outcomes_report_counts_what_live_games_did() {
+    let copy = tally();
+    let root = copy.path().join("tests/packs/coin");
+    let store = crate::support::postgres();
+    let replicas: Vec<_> = match &store {
+        Some(url) => (0..2).map(|_| crate::support::start(&root, url, &[])).collect(),
+        None => vec![crate::support::start(&root, "memory", &[])],
+    };
+    let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
+    let http = crate::support::http();
+    let call = |method: reqwest::Method, url: String, body: Option<Value>| {
+        let http = http.clone();
+        async move {
+            let mut asked = http.request(method, url);
+            if let Some(body) = body {
+                asked = asked.json(&body);
+            }
+            let r = asked.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    use reqwest::Method;
+    // Games opened from now on are this run's (the store may hold earlier runs').
+    let since = ruleweave::store::now_ms();
+    let since_text =
+        humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(since as u64));
+    // (made, won, lost) by variant, as the turns said.
+    let mut counted: std::collections::BTreeMap<String, (u64, u64, u64)> = Default::default();
+    for i in 0..300 {
+        let server = if i % 2 == 0 { a } else { b };
+        let (_, opened) = call(
+            Method::POST,
+            format!("{server}/v1/sessions"),
+            Some(json!({"pack": "tally", "player": format!("p{i}")})),
+        )
+        .await;
+        let variant = opened["variant"].as_str().unwrap().to_owned();
+        let entry = counted.entry(variant).or_default();
+        entry.0 += 1;
+        // Every tenth game is left unfinished.
+        if i % 10 == 9 {
+            continue;
+        }
+        let id = opened["id"].as_str().unwrap();
+        let other = if i % 2 == 0 { b } else { a };
+        let (status, turn) =
+            call(Method::POST, format!("{other}/v1/sessions/{id}/turns"), Some(json!({"input": {"side": "heads"}})))
+                .await;
+        assert_eq!(status, 200, "{turn}");
+        match turn["state"]["outcome"].as_str() {
+            Some("won") => entry.1 += 1,
+            Some("lost") => entry.2 += 1,
+            other => panic!("a toss ends won or lost, not {other:?}"),
+        }
+    }
+    // Games that count for nothing: a debug session, one edited by hand, a fork, simulated ones.
+    let played = |id: String| async move {
+        call(Method::POST, format!("{a}/v1/sessions/{id}/turns"), Some(json!({"input": {"side": "tails"}}))).await
+    };
+    let (_, debug) =
+        call(Method::POST, format!("{a}/v1/sessions"), Some(json!({"pack": "tally", "debug": true}))).await;
+    played(debug["id"].as_str().unwrap().to_owned()).await;
+    let (_, edited) =
+        call(Method::POST, format!("{a}/v1/sessions"), Some(json!({"pack": "tally", "player": "ed"}))).await;
+    let edited_id = edited["id"].as_str().unwrap().to_owned();
+    let (status, _) =
+        call(Method::PATCH, format!("{a}/v1/sessions/{edited_id}/state"), Some(json!({"set": {"outcome": "won"}})))
+            .await;
+    assert_eq!(status, 200);
+    played(edited_id.clone()).await;
+    let (_, fork) =
+        call(Method::POST, format!("{b}/v1/sessions/{edited_id}/fork"), Some(json!({"checkpoint": 0}))).await;
+    played(fork["id"].as_str().unwrap().to_owned()).await;
+    let (status, _) = call(Method::POST, format!("{b}/v1/packs/tally/simulate"), Some(json!({"games": 20}))).await;
+    assert_eq!(status, 200);
+
+    let report = |server: String| {
+        let since_text = since_text.clone();
+        async move {
+            let (status, report) =
+                call(Method::GET, format!("{server}/v1/packs/tally/outcomes?since={since_text}"), None).await;
+            assert_eq!(status, 200, "{report}");
+            report
+        }
+    };
+    let here = report(a.clone()).await;
+    assert_eq!(report(b.clone()).await, here, "every replica reports the same");
+    assert_eq!((&here["experiment"], &here["control"]), (&json!("kind-coin"), &json!("fair")), "{here}");
+    for v in here["variants"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap();
+        let (made, won, lost) = counted[name];
+        assert_eq!((v["made"].as_u64(), v["finished"].as_u64()), (Some(made), Some(won + lost)), "{name}: {v}");
+        let finished = (won + lost) as f64;
+        let (low, high) = wilson(won as f64, finished);
+        let share = &v["outcomes"]["won"];
+        assert!((share["share"].as_f64().unwrap() - won as f64 / finished).abs() < 1e-12, "{v}");
+        assert!(
+            (share["low"].as_f64().unwrap() - low).abs() < 1e-12
+                && (share["high"].as_f64().unwrap() - high).abs() < 1e-12
+        );
+    }
+    let kind = here["variants"].as_array().unwrap().iter().find(|v| v["name"] == "kind").unwrap();
+    let won = kind["against_control"].as_array().unwrap().iter().find(|d| d["outcome"] == "won").unwrap();
+    let ((_, kw, kl), (_, fw, fl)) = (counted["kind"], counted["fair"]);
+    let (pk, pf) = (kw as f64 / (kw + kl) as f64, fw as f64 / (fw + fl) as f64);
+    let ((lk, uk), (lf, uf)) = (wilson(kw as f64, (kw + kl) as f64), wilson(fw as f64, (fw + fl) as f64));
+    let (low, high) = (
+        pk - pf - ((pk - lk).powi(2) + (uf - pf).powi(2)).sqrt(),
+        pk - pf + ((uk - pk).powi(2) + (pf - lf).powi(2)).sqrt(),
+    );
+    assert!((won["delta"].as_f64().unwrap() - (pk - pf)).abs() < 1e-12, "{won}");
+    assert!(
+        (won["low"].as_f64().unwrap() - low).abs() < 1e-12 && (won["high"].as_f64().unwrap() - high).abs() < 1e-12,
+        "{won}"
+    );
+    assert_eq!(won["beyond_noise"], json!(low > 0.0 || high < 0.0));
+    assert!(won["more_games"].as_u64().unwrap() > 0, "a few hundred games cannot tell 5 points: {won}");
+
+    // A player erased: their sessions and their row go, on either replica.
+    let (status, erased) = call(Method::DELETE, format!("{b}/v1/players/p0"), None).await;
+    assert_eq!((status, &erased), (200, &json!({"sessions": 1, "outcomes": 1})), "{erased}");
+    let after = report(a.clone()).await;
+    let made: u64 = after["variants"].as_array().unwrap().iter().map(|v| v["made"].as_u64().unwrap()).sum();
+    assert_eq!(made, 299);
+
+    let (status, refused) = call(Method::GET, format!("{a}/v1/packs/tally/outcomes?since=last-tuesday"), None).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        "`since`: `last-tuesday` is no time: an RFC 3339 time (2026-12-01T09:00:00Z) or a span back (7d)"
+    );
+}
+
+/// The version leaves the weights out: editing them keeps it, editing a variant's numbers
+/// changes it.
+#[test]
+fn weights_are_not_part_of_the_version_and_params_are() {
+    let experiment = |w: u32, chance: u32| {
+        format!(
+            "experiment:\n  name: kinder-coin\n  variants:\n    fair: {{weight: {w}}}\n    kind: {{weight: 20, params: {{chance: {chance}}}}}\n"
+        )
+    };
+    let version = |copy: &tempfile::TempDir| {
+        let (code, out, err) = check(copy);
+        assert_eq!(code, 0, "{err}");
+        out.split("(version ").nth(1).unwrap().split(',').next().unwrap().to_owned()
+    };
+    let base = version(&coin_with(&experiment(80, 60)));
+    assert_eq!(version(&coin_with(&experiment(35, 60))), base, "a weight edit keeps the version");
+    assert_ne!(version(&coin_with(&experiment(80, 61))), base, "a variant's numbers are the rules");
+}
+
+/// `PUT /v1/packs/{pack}/variants` writes weights into the manifest in place: the pack keeps its
+/// version, a session already made keeps its variant and its rules, a new session is assigned
+/// by the new weights (weight 0 takes no one), and exactly the players whose point the new
+/// ranges give to another variant move. Bad weights are refused by name, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_edited_over_http_move_only_new_sessions() {
+    let copy = two_way_coin();
+    let root = copy.path().join("tests/packs/coin");
+    let server = crate::support::start(&root, "memory", &[]);
+    let url = &server.url;
+    let http = crate::support::http();
+    let send = |method: reqwest::Method, path: String, body: Value| {
+        let http = http.clone();
+        async move {
+            let r = http.request(method, format!("{url}{path}")).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    use reqwest::Method;
+    let open = |player: String| async move {
+        let (status, body) = send(Method::POST, "/v1/sessions".into(), json!({"pack": "coin", "player": player})).await;
+        assert_eq!(status, 201, "{body}");
+        body
+    };
+    let expected = |player: &str, fair: f64| if point("coin", "kinder-coin", player) < fair { "fair" } else { "sure" };
+    let mut before = Vec::new();
+    for i in 0..40 {
+        let player = format!("player-{i}");
+        let opened = open(player.clone()).await;
+        assert_eq!(opened["variant"], expected(&player, 0.75));
+        before.push(opened);
+    }
+    let manifest = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
+
+    for (body, said) in [
+        (
+            json!({"weights": {"lenient": 10}}),
+            "`weights`: the experiment has no variant `lenient` (its variants: fair, sure)",
+        ),
+        (
+            json!({"weights": {"fair": 0, "sure": 0}}),
+            "`weights`: the weights would sum to 0, and no new session would have a variant",
+        ),
+        (json!({"weights": {"fair": -1}}), "`weights`: `fair` is a weight of 0 or more, not -1"),
+    ] {
+        let (status, refused) = send(Method::PUT, "/v1/packs/coin/variants".into(), body).await;
+        assert_eq!((status, &refused["error"]["message"]), (422, &json!(said)), "{refused}");
+    }
+    assert_eq!(std::fs::read_to_string(root.join("config/coin.yaml")).unwrap(), manifest, "nothing was written");
+
+    let (_, packs) = send(Method::GET, "/v1/packs".into(), Value::Null).await;
+    let version = packs["packs"].as_array().unwrap().iter().find(|p| p["name"] == "coin").unwrap()["version"].clone();
+    let (status, written) =
+        send(Method::PUT, "/v1/packs/coin/variants".into(), json!({"weights": {"fair": 50, "sure": 50}})).await;
+    assert_eq!(status, 200, "{written}");
+    assert_eq!(
+        (&written["weights"], &written["version"]),
+        (&json!({"fair": 50.0, "sure": 50.0}), &version),
+        "{written}"
+    );
+    let edited = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
+    assert_eq!(
+        edited,
+        manifest
+            .replace("fair: {weight: 75}", "fair: {weight: 50}")
+            .replace("sure: {weight: 25,", "sure: {weight: 50,")
+    );
+    // Sessions made before keep their variant and its rules.
+    for old in &before {
+        let id = old["id"].as_str().unwrap();
+        let (_, turn) =
+            send(Method::POST, format!("/v1/sessions/{id}/turns"), json!({"input": {"side": "heads"}})).await;
+        let won = if old["variant"] == "sure" { "won" } else { "lost" };
+        assert_eq!((&turn["variant"], &turn["state"]["outcome"]), (&old["variant"], &json!(won)), "{turn}");
+    }
+    // New sessions: exactly the players between 0.5 and 0.75 move, from fair to sure.
+    let mut moved = 0;
+    for (i, old) in before.iter().enumerate() {
+        let player = format!("player-{i}");
+        let now = open(player.clone()).await;
+        assert_eq!(now["variant"], expected(&player, 0.5), "{player}");
+        moved += usize::from(now["variant"] != old["variant"]);
+    }
+    let between =
+        (0..40).filter(|i| (0.5..0.75).contains(&point("coin", "kinder-coin", &format!("player-{i}")))).count();
+    assert_eq!(moved, between);
+    // Weight 0 takes no new player.
+    send(Method::PUT, "/v1/packs/coin/variants".into(), json!({"weights": {"sure": 0}})).await;
+    for i in 0..10 {
+        assert_eq!(open(format!("player-{i}")).await["variant"], "fair");
+    }
 }

@@ -13,7 +13,7 @@ use crate::native::{NativeNode, NativeNodes};
 use crate::pack::Pack;
 use crate::packs::Packs;
 use crate::runtime::Runtime;
-use crate::session::{LiveSession, Session};
+use crate::session::{LiveSession, OpenAs, Session, VariantChoice, Who};
 use crate::store::{CheckpointInfo, MemoryStore, Retention, SessionInfo, Store};
 
 pub use crate::turn::LlmObserver;
@@ -276,24 +276,41 @@ impl Engine {
         options: &serde_json::Map<String, Json>,
         id: Option<String>,
     ) -> Result<Session> {
+        self.open_as(pack, options, OpenAs::with_id(id)).await
+    }
+
+    /// [`Engine::open`] for a player, or in a variant, as `how` says: a pack with an experiment
+    /// gives the session the variant its player's key (else its id) falls in, and its rules.
+    pub async fn open_as(&self, pack: &str, options: &serde_json::Map<String, Json>, how: OpenAs) -> Result<Session> {
         if self.packs().get(pack)?.init.is_none() {
-            return self.open_here(pack, options, id).await;
+            return self.open_here_as(pack, options, how).await;
         }
         // The pack's `init` script runs on the engine's threads, as a turn does.
         let (engine, pack, options) = (self.clone(), pack.to_owned(), options.clone());
-        crate::blocking::run_cancellable(move || async move { engine.open_here(&pack, &options, id).await }).await?
+        crate::blocking::run_cancellable(move || async move { engine.open_here_as(&pack, &options, how).await }).await?
     }
 
-    /// [`Engine::open_with_id`] on the calling thread, which may block (a simulated game's).
+    /// [`Engine::open_with_id`] on the calling thread, which may block, on the pack's own rules
+    /// (no variant of its experiment: a simulated game's).
     pub async fn open_here(
         &self,
         pack: &str,
         options: &serde_json::Map<String, Json>,
         id: Option<String>,
     ) -> Result<Session> {
-        let pack = self.packs().get(pack)?;
+        self.open_here_as(pack, options, OpenAs { id, variant: VariantChoice::Rules, ..OpenAs::default() }).await
+    }
+
+    /// [`Engine::open_as`] on the calling thread, which may block.
+    pub async fn open_here_as(
+        &self,
+        pack: &str,
+        options: &serde_json::Map<String, Json>,
+        how: OpenAs,
+    ) -> Result<Session> {
+        let (id, who, pack) = how.resolve(self.packs(), pack)?;
         let options = pack.resolve_options(options)?;
-        Session::open(self.rt().clone(), pack, options, id, None).await
+        Session::open(self.rt().clone(), pack, options, Some(id), None, who).await
     }
 
     /// Opens a session of `pack` that starts from `state` with `turns` done, as a fork of session
@@ -303,22 +320,22 @@ impl Engine {
         &self,
         pack: &str,
         options: &serde_json::Map<String, Json>,
-        id: Option<String>,
+        how: OpenAs,
         from: &str,
         state: &Json,
         turns: u64,
     ) -> Result<Session> {
-        let pack = self.packs().get(pack)?;
+        let (id, who, pack) = how.resolve(self.packs(), pack)?;
         let options = pack.resolve_options(options)?;
         let state = pack.schema.restore(state);
         let fork = crate::session::Fork { from: from.to_owned(), seq: 0, turns, state, edited_turn: None };
-        Session::open(self.rt().clone(), pack, options, id, Some(fork)).await
+        Session::open(self.rt().clone(), pack, options, Some(id), Some(fork), who).await
     }
 
     /// Loads a session from the store, on the pack's current version.
     pub async fn resume(&self, id: &str) -> Result<Session> {
         let stored = self.rt().store.load(id).await?.ok_or_else(|| no_session(id))?;
-        let pack = self.packs().get(&stored.info.pack)?;
+        let pack = self.packs().variant(&stored.info.pack, stored.info.variant.as_deref())?;
         let rt = self.rt().clone();
         if !stored.moves_from(&pack.version) {
             return Session::load(rt, pack, stored).await;
@@ -381,7 +398,9 @@ impl Engine {
             return Err(Error::new(ErrorKind::NotFound, format!("session {id} has no checkpoint {seq}")));
         }
         let options = history.info.options.as_object().cloned().unwrap_or_default();
-        let pack = self.packs().get(&history.info.pack)?;
+        // A fork plays its session's variant, for its session's player.
+        let who = Who { variant: history.info.variant.clone(), player: history.info.player.clone(), counted: None };
+        let pack = self.packs().variant(&history.info.pack, who.variant.as_deref())?;
         let options = pack.resolve_options(&options)?;
         let set = if set.is_empty() { rhai::Map::new() } else { pack.schema.checked_edit(&set)? };
         // Edited by then: an edit before the checkpoint, what the parent inherited when it was
@@ -404,7 +423,7 @@ impl Engine {
         let patched = (!set.is_empty()).then_some(at.turns);
         let edited_turn = [inherited, edited_before, patched].into_iter().flatten().min();
         let fork = crate::session::Fork { from: id.to_owned(), seq, turns: at.turns, state: at.state, edited_turn };
-        Session::open(self.rt().clone(), pack, options, None, Some(fork)).await
+        Session::open(self.rt().clone(), pack, options, None, Some(fork), who).await
     }
 
     /// What the store knows of session `id`.
@@ -422,6 +441,27 @@ impl Engine {
     pub async fn delete(&self, id: &str) -> Result<()> {
         self.live().remove(id);
         if self.rt().store.delete(id).await? { Ok(()) } else { Err(no_session(id)) }
+    }
+
+    /// Erases every session opened for `player` (forks of them too, which keep their player) and
+    /// the outcome rows of their live games: how many of each.
+    pub async fn erase_player(&self, player: &str) -> Result<(u64, u64)> {
+        crate::session::check_player(player)?;
+        let hash = crate::session::player_hash(player);
+        let store = &*self.rt().store;
+        let index = crate::store::needs(store, store.index(), "a session index")?;
+        let mut sessions = 0;
+        for id in index.of_player(&hash).await? {
+            self.live().remove(&id);
+            if store.delete(&id).await? {
+                sessions += 1;
+            }
+        }
+        let rows = match store.outcomes() {
+            Some(outcomes) => outcomes.erase_player_outcomes(&hash).await?,
+            None => 0,
+        };
+        Ok((sessions, rows))
     }
 
     /// Deletes the sessions that finished at least as long ago as they are kept: a pack's own

@@ -43,8 +43,8 @@
 // from `{root, store, model}` and JSON: `embed`).
 pub use engine::{Engine, EngineBuilder, LlmObserver};
 pub use session::{
-    Breakpoints, Derived, EditEffects, LiveSession, Opening, OpeningKind, OwnedSessionGuard, PausedAt, Posted, Said,
-    Session, SessionGuard, TurnResult, View,
+    Breakpoints, Derived, EditEffects, LiveSession, OpenAs, Opening, OpeningKind, OwnedSessionGuard, PLAYER_MAX,
+    PausedAt, Posted, Said, Session, SessionGuard, TurnResult, VariantChoice, View, check_player, player_hash,
 };
 pub use store::{ResumePoint, Retention, Stop, Store};
 
@@ -62,7 +62,7 @@ pub use graph::{Drawing, DrawnEdge, DrawnNode, EdgeKind};
 pub use pack::experiment::point as experiment_point;
 pub use pack::{
     DisplayInfo, Experiment, FieldInfo, InputInfo, InputSpec, NodeInfo, NumericParam, OptionInfo, OptionSpec, Overlay,
-    Pack, PackInfo, ParamValues, ProfileInfo, Simulate, TableInfo, Variant, parse_param, write_param,
+    Pack, PackInfo, ParamValues, ProfileInfo, Simulate, TableInfo, Variant, parse_param, write_param, write_weight,
 };
 pub use packs::Packs;
 #[cfg(feature = "watch")]

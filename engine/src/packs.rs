@@ -39,6 +39,9 @@ struct Inner {
 #[derive(Default)]
 struct Slot {
     pack: Option<Arc<Pack>>,
+    /// The serving version's variants that set params (its experiment's), by name: each the
+    /// pack loaded with the variant's numbers, built when a session first asks for it.
+    variants: HashMap<String, Arc<Pack>>,
     error: Option<Error>,
     reloads: u64,
 }
@@ -197,6 +200,40 @@ impl Packs {
         self.inner.slots.read().unwrap_or_else(|e| e.into_inner()).get(name).and_then(|s| s.pack.clone())
     }
 
+    /// The rules a session of `name` in variant `variant` of its experiment plays: the serving
+    /// version with the variant's params set (the parameters these packs set win over them), or
+    /// the serving version itself for the control, for no variant, and for a variant its
+    /// experiment no longer has.
+    pub fn variant(&self, name: &str, variant: Option<&str>) -> Result<Arc<Pack>> {
+        let base = self.get(name)?;
+        let Some(wanted) = base.experiment().and_then(|e| e.variant(variant?)).filter(|v| !v.is_control()) else {
+            return Ok(base);
+        };
+        let slots = self.inner.slots.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(built) = slots.get(name).and_then(|s| s.variants.get(&wanted.name)) {
+            return Ok(built.clone());
+        }
+        drop(slots);
+        let mut params = wanted.params.clone();
+        params.extend(self.inner.params.get(name).cloned().unwrap_or_default());
+        let answers = self.inner.copy.then_some(&self.inner.answers);
+        let built = Arc::new(pack::load(&self.inner.root, name, &self.inner.natives, &params, answers)?);
+        let mut slots = self.inner.slots.write().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = slots.get_mut(name).filter(|s| s.pack.as_ref().is_some_and(|p| Arc::ptr_eq(p, &base))) else {
+            // A reload swapped in another version meanwhile: this session plays that one's rules.
+            drop(slots);
+            return self.variant(name, variant);
+        };
+        Ok(slot.variants.entry(wanted.name.clone()).or_insert(built).clone())
+    }
+
+    /// [`Packs::variant`] of the version serving now, if `name` ever loaded; `None` also when
+    /// the variant's rules cannot be built.
+    pub fn current_variant(&self, name: &str, variant: Option<&str>) -> Option<Arc<Pack>> {
+        self.current(name)?;
+        self.variant(name, variant).ok()
+    }
+
     /// Loads (or reloads) the pack `name` from disk and makes it the current version. When the
     /// files do not validate, the error is returned and kept for [`Packs::status`], and the
     /// version that served before (if any) goes on serving.
@@ -267,7 +304,10 @@ impl Packs {
         let (result, status, diagnostics) = match built {
             Ok(new) => {
                 let was_refused = slot.error.take().is_some();
-                match previous.as_ref().filter(|old| old.version == new.version) {
+                // The same version with other weights is swapped in (whose players get which
+                // variant changed; the rules did not).
+                let same = |old: &&Arc<Pack>| old.version == new.version && old.experiment == new.experiment;
+                match previous.as_ref().filter(same) {
                     // The same files (an editor touched them): nothing to swap, nothing to say,
                     // unless they put back the serving version after a refused edit.
                     Some(old) if !was_refused => return (Ok(old.clone()), None),
@@ -275,6 +315,7 @@ impl Packs {
                     None => {
                         let new = Arc::new(new);
                         slot.pack = Some(new.clone());
+                        slot.variants.clear();
                         if previous.is_some() {
                             slot.reloads += 1;
                         }

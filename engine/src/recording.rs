@@ -34,6 +34,10 @@ pub struct Recording {
     /// Edits of the state made after the last turn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub edits: Vec<RecordedEdit>,
+    /// The variant of the pack's experiment it played: a replay plays it again (none: the
+    /// pack's own rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// A hand edit of the state, as a recording holds it: the fields set outright, and where a
@@ -138,7 +142,7 @@ impl Recording {
             .history(id, seq)
             .await?
             .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("there is no session {id}")))?;
-        let pack = engine.packs().get(&info.pack)?;
+        let pack = engine.packs().variant(&info.pack, info.variant.as_deref())?;
         let base = info.parent.is_some().then(|| Base { state: stored.snapshot.clone(), turns: stored.snapshot_turn });
         let mut state = pack.schema.restore(&stored.snapshot);
         let mut turns = Vec::new();
@@ -189,6 +193,7 @@ impl Recording {
             turns,
             base,
             edits,
+            variant: info.variant.clone(),
         })
     }
 }
@@ -227,7 +232,7 @@ impl Engine {
         }
         let mut said = Vec::new();
         for rec in legs.into_iter().rev() {
-            let pack = self.packs().get(&rec.pack)?;
+            let pack = self.packs().variant(&rec.pack, rec.variant.as_deref())?;
             let options = value::from_json(&Json::Object(rec.options.clone()));
             let options = options.try_cast::<rhai::Map>().unwrap_or_default();
             for t in rec.turns {

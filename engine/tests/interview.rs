@@ -691,6 +691,8 @@ async fn a_stored_decision_moves_to_the_design_names() {
         lobby: false,
         parent: None,
         edited_turn: None,
+        variant: None,
+        player: None,
     };
     let start = Checkpoint {
         seq: 0,

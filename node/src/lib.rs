@@ -98,9 +98,16 @@ impl NativeEngine {
     }
 
     #[napi]
-    pub async fn open(&self, pack: String, options: Value, id: Option<String>) -> Result<NativeSession> {
+    pub async fn open(
+        &self,
+        pack: String,
+        options: Value,
+        id: Option<String>,
+        player: Option<String>,
+    ) -> Result<NativeSession> {
         let options = options_of(options)?;
-        let session = self.inner.open_with_id(&pack, &options, id).await.map_err(js_err)?;
+        let how = ruleweave::OpenAs { id, player, ..ruleweave::OpenAs::default() };
+        let session = self.inner.open_as(&pack, &options, how).await.map_err(js_err)?;
         Ok(self.session(session))
     }
 
@@ -143,6 +150,7 @@ impl NativeEngine {
     fn session(&self, session: ruleweave::Session) -> NativeSession {
         NativeSession {
             id: session.id().to_owned(),
+            variant: session.variant().map(str::to_owned),
             live: Arc::new(Mutex::new(session)),
             runtime: self.runtime.clone(),
             js_model: self.js_model,
@@ -157,6 +165,7 @@ fn options_of(options: Value) -> Result<serde_json::Map<String, Value>> {
 #[napi]
 pub struct NativeSession {
     id: String,
+    variant: Option<String>,
     live: Arc<Mutex<ruleweave::Session>>,
     runtime: tokio::runtime::Handle,
     js_model: bool,
@@ -178,6 +187,12 @@ impl NativeSession {
     #[napi(getter)]
     pub fn id(&self) -> String {
         self.id.clone()
+    }
+
+    /// The variant of its pack's experiment it plays (none when the pack has none).
+    #[napi(getter)]
+    pub fn variant(&self) -> Option<String> {
+        self.variant.clone()
     }
 
     /// Plays a turn: a promise of a [`NativeTurn`], whose parts become JavaScript values when

@@ -152,3 +152,28 @@ test('bad input rejects with the typed error and its place', async () => {
   assert.ok(new rw.StoreError({ kind: 'store_error', message: '', text: '', place: null, refusal: false }) instanceof Error)
   assert.equal((await session.turn('Ahoy!')).turn, 1)
 })
+
+test('a player plays their variant and keeps it', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ruleweave-coin-'))
+  fs.cpSync(path.join(ROOT, 'tests', 'packs', 'coin'), dir, { recursive: true })
+  const manifest = path.join(dir, 'config', 'coin.yaml')
+  const text = fs.readFileSync(manifest, 'utf8').replace('  chance: 50\n', '  chance: 0\n')
+  fs.writeFileSync(manifest, text + 'experiment:\n  name: kinder-coin\n  variants:\n' +
+    '    fair: {weight: 50}\n    sure: {weight: 50, params: {chance: 100}}\n')
+  const engine = await rw.Engine.create(dir, { model: 'standin' })
+  const seen = new Set()
+  for (let i = 0; i < 12; i++) {
+    const player = `player-${i}`
+    const session = await engine.open('coin', null, { player })
+    assert.ok(['fair', 'sure'].includes(session.variant), session.variant)
+    assert.equal((await engine.open('coin', null, { player })).variant, session.variant)
+    const turn = await session.turn({ side: 'heads' })
+    assert.equal(turn.state.outcome, session.variant === 'sure' ? 'won' : 'lost')
+    seen.add(session.variant)
+  }
+  assert.deepEqual([...seen].sort(), ['fair', 'sure'])
+  await assert.rejects(engine.open('coin', null, { player: 'x'.repeat(10240) }),
+    (e) => e instanceof rw.InputError && e.message === 'a player is 1 to 128 characters, not 10240')
+  const pirate = await (await rw.Engine.create(ROOT, { model: 'standin' })).open('pirate', null, { player: 'ada' })
+  assert.equal(pirate.variant, null)
+})

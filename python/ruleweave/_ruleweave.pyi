@@ -75,6 +75,9 @@ class Session:
     def id(self) -> str:
         """The session's id (what ``Engine.reopen`` takes)."""
     @property
+    def variant(self) -> Optional[str]:
+        """The variant of its pack's experiment it plays (``None`` when the pack has none)."""
+    @property
     def turns(self) -> int:
         """Turns played."""
     @property
@@ -103,10 +106,21 @@ class Engine:
         """The names of the packs under the root."""
     def describe(self, pack: str) -> Dict[str, Any]:
         """What a pack declares: options, input, output, state fields, what to type."""
-    def open(self, pack: str, options: Optional[Dict[str, _Json]] = None, id: Optional[str] = None) -> Session:
-        """Opens a session (``id`` chooses its id, which also seeds its randomness)."""
+    def open(
+        self,
+        pack: str,
+        options: Optional[Dict[str, _Json]] = None,
+        id: Optional[str] = None,
+        player: Optional[str] = None,
+    ) -> Session:
+        """Opens a session (``id`` chooses its id, which also seeds its randomness; ``player``
+        is who plays, the key a pack's experiment chooses the session's variant by)."""
     def open_async(
-        self, pack: str, options: Optional[Dict[str, _Json]] = None, id: Optional[str] = None
+        self,
+        pack: str,
+        options: Optional[Dict[str, _Json]] = None,
+        id: Optional[str] = None,
+        player: Optional[str] = None,
     ) -> Awaitable[Session]:
         """``open`` as an awaitable."""
     def reopen(self, id: str) -> Session:

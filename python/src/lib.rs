@@ -130,34 +130,39 @@ impl Engine {
     }
 
     /// Opens a session of `pack` with `options` (a dict; the pack's defaults fill the rest);
-    /// `id` chooses the session's id, which also seeds its randomness.
-    #[pyo3(signature = (pack, options = None, id = None))]
+    /// `id` chooses the session's id, which also seeds its randomness; `player` is who plays,
+    /// the key a pack's experiment chooses the session's variant by.
+    #[pyo3(signature = (pack, options = None, id = None, player = None))]
     fn open(
         &self,
         py: Python<'_>,
         pack: &str,
         options: Option<Bound<'_, PyAny>>,
         id: Option<String>,
+        player: Option<String>,
     ) -> PyResult<Session> {
         let options = options_of(options)?;
         let (engine, pack) = (self.inner.clone(), pack.to_owned());
-        let session = block_on(py, async move { engine.open_with_id(&pack, &options, id).await }).map_err(py_err)?;
+        let how = ruleweave::OpenAs { id, player, ..ruleweave::OpenAs::default() };
+        let session = block_on(py, async move { engine.open_as(&pack, &options, how).await }).map_err(py_err)?;
         Ok(Session::of(session))
     }
 
     /// [`Engine::open`] as an awaitable.
-    #[pyo3(signature = (pack, options = None, id = None))]
+    #[pyo3(signature = (pack, options = None, id = None, player = None))]
     fn open_async<'py>(
         &self,
         py: Python<'py>,
         pack: &str,
         options: Option<Bound<'py, PyAny>>,
         id: Option<String>,
+        player: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let options = options_of(options)?;
         let (engine, pack) = (self.inner.clone(), pack.to_owned());
+        let how = ruleweave::OpenAs { id, player, ..ruleweave::OpenAs::default() };
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            engine.open_with_id(&pack, &options, id).await.map(Session::of).map_err(py_err)
+            engine.open_as(&pack, &options, how).await.map(Session::of).map_err(py_err)
         })
     }
 
@@ -209,12 +214,14 @@ fn options_of(options: Option<Bound<'_, PyAny>>) -> PyResult<serde_json::Map<Str
 #[pyclass(module = "ruleweave", frozen)]
 struct Session {
     id: String,
+    variant: Option<String>,
     live: Arc<Mutex<ruleweave::Session>>,
 }
 
 impl Session {
     fn of(session: ruleweave::Session) -> Self {
-        Session { id: session.id().to_owned(), live: Arc::new(Mutex::new(session)) }
+        let (id, variant) = (session.id().to_owned(), session.variant().map(str::to_owned));
+        Session { id, variant, live: Arc::new(Mutex::new(session)) }
     }
 }
 
@@ -224,6 +231,12 @@ impl Session {
     #[getter]
     fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The variant of its pack's experiment it plays (`None` when the pack has none).
+    #[getter]
+    fn variant(&self) -> Option<&str> {
+        self.variant.as_deref()
     }
 
     /// Plays a turn: `input` is a dict of the pack's input fields, or a line a person typed.

@@ -176,3 +176,36 @@ def test_bad_input_raises_the_typed_error_with_its_place(broken_root):
     # Every error is a ruleweave.Error, and the process is up: the session still plays.
     assert issubclass(ruleweave.StoreError, ruleweave.Error)
     assert session.turn("Ahoy!").turn == 1
+
+
+def test_a_player_plays_their_variant_and_keeps_it(tmp_path):
+    """A pack with an experiment: a session opened for a player plays that player's variant (a
+    coin that always loses on its own rules, always wins in the ``sure`` variant), says which,
+    and a player keeps their variant; a player of 10 KB is refused."""
+    import shutil
+
+    root = tmp_path / "coin"
+    shutil.copytree(ROOT / "tests" / "packs" / "coin", root)
+    manifest = root / "config" / "coin.yaml"
+    text = manifest.read_text().replace("  chance: 50\n", "  chance: 0\n")
+    manifest.write_text(
+        text + "experiment:\n  name: kinder-coin\n  variants:\n"
+        "    fair: {weight: 50}\n    sure: {weight: 50, params: {chance: 100}}\n"
+    )
+    engine = ruleweave.Engine(root, model="standin")
+    seen = set()
+    for i in range(12):
+        player = f"player-{i}"
+        session = engine.open("coin", player=player)
+        assert session.variant in ("fair", "sure")
+        assert engine.open("coin", player=player).variant == session.variant
+        turn = session.turn({"side": "heads"})
+        assert turn.state["outcome"] == ("won" if session.variant == "sure" else "lost"), session.variant
+        seen.add(session.variant)
+    assert seen == {"fair", "sure"}
+    assert engine.open("coin").variant in ("fair", "sure")
+    with pytest.raises(ruleweave.InputError) as e:
+        engine.open("coin", player="x" * 10_240)
+    assert e.value.message == "a player is 1 to 128 characters, not 10240"
+    # A pack without an experiment plays no variant.
+    assert ruleweave.Engine(ROOT, model="standin").open("pirate", player="ada").variant is None

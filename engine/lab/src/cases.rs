@@ -74,6 +74,7 @@ impl Case {
             turns,
             base: None,
             edits: Vec::new(),
+            variant: None,
         }
     }
 

@@ -27,6 +27,7 @@ pub mod cache;
 pub mod calibrate;
 pub mod cases;
 pub mod jobs;
+pub mod outcomes;
 pub mod replay;
 pub mod simulate;
 pub mod spend;

@@ -22,7 +22,7 @@ use ruleweave::llm::BoxFuture;
 use ruleweave::llm::{EmbedRequest, EmbedResponse, LlmRequest, LlmResponse, Message, Provider, TokenSink, Usage};
 use ruleweave::search::{Search, SearchChoice, SearchResult};
 use ruleweave::store::Stop;
-use ruleweave::{Engine, Error, ErrorKind, Event, Result, Session};
+use ruleweave::{Engine, Error, ErrorKind, Event, OpenAs, Result, Session, VariantChoice};
 
 pub use ruleweave::recording::{Answer, Base, RecordedEdit, RecordedTurn, Recording};
 
@@ -296,10 +296,13 @@ impl Replayer {
     /// of a hand-written case, which records no states, reports only its notes and errors).
     pub async fn replay(&self, rec: &Recording) -> Result<Vec<TurnDiff>> {
         let id = (!rec.id.is_empty()).then(|| rec.id.clone());
+        // The rules it played: its variant's, or the pack's own.
+        let variant = rec.variant.clone().map_or(VariantChoice::Rules, VariantChoice::Named);
+        let how = OpenAs { id, variant, ..OpenAs::default() };
         let mut session = match &rec.base {
-            None => self.engine.open_with_id(&rec.pack, &rec.options, id).await?,
+            None => self.engine.open_as(&rec.pack, &rec.options, how).await?,
             // A fork replays from the state it was handed, as it played.
-            Some(base) => self.engine.open_from(&rec.pack, &rec.options, id, &rec.id, &base.state, base.turns).await?,
+            Some(base) => self.engine.open_from(&rec.pack, &rec.options, how, &rec.id, &base.state, base.turns).await?,
         };
         let mut out = Vec::with_capacity(rec.turns.len());
         for (i, t) in rec.turns.iter().enumerate() {

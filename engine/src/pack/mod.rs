@@ -13,7 +13,7 @@ mod params;
 
 pub use experiment::{Experiment, Variant};
 pub use info::{DisplayInfo, FieldInfo, InputInfo, NodeInfo, OptionInfo, PackInfo, ProfileInfo, TableInfo};
-pub use params::{NumericParam, ParamValues, parse_param, write_param};
+pub use params::{NumericParam, ParamValues, parse_param, write_param, write_weight};
 
 /// Texts to read in place of a pack's files, by path relative to the root
 /// (`scripts/pirate/merit.rhai`): an editor's unsaved buffers, checked as if saved

@@ -168,14 +168,32 @@ pub fn parse_param(text: &str) -> Result<(String, Json)> {
 /// source). An error when the manifest does not write that number as a plain scalar (an alias,
 /// a number set by an anchor elsewhere).
 pub fn write_param(yaml: &str, path: &str, value: &Json) -> Result<String> {
+    let wanted: Vec<&str> = std::iter::once("params").chain(path.split('.')).collect();
+    write_scalar(yaml, &wanted, value)
+        .ok_or_else(|| Error::input(format!("`params.{path}` is not written as a plain number in the manifest")))?
+}
+
+/// `yaml` (a manifest's text) with the weight of variant `variant` of its `experiment:` written
+/// as `weight`, and nothing else changed (as [`write_param`] writes a number).
+pub fn write_weight(yaml: &str, variant: &str, weight: f64) -> Result<String> {
+    let value = match weight.fract() == 0.0 && weight.abs() < 1e15 {
+        true => Json::from(weight as i64),
+        false => Json::from(weight),
+    };
+    write_scalar(yaml, &["experiment", "variants", variant, "weight"], &value).ok_or_else(|| {
+        Error::input(format!("`experiment.variants.{variant}.weight` is not written as a plain number in the manifest"))
+    })?
+}
+
+/// `yaml` with the scalar at the keys `wanted` replaced by `value`; `None` when no plain scalar
+/// is there, an error when `yaml` is not YAML.
+fn write_scalar(yaml: &str, wanted: &[&str], value: &Json) -> Option<Result<String>> {
     use granit_parser::{Event, Parser};
     /// A collection open around the parser's place: a mapping with its current key, or a list.
     enum Open {
         Map { key: Option<String>, want_key: bool },
         List,
     }
-    let wanted: Vec<&str> = std::iter::once("params").chain(path.split('.')).collect();
-    let not_found = || Error::input(format!("`params.{path}` is not written as a plain number in the manifest"));
     let mut open: Vec<Open> = Vec::new();
     // A value has been read: the mapping around it wants its next key.
     let done = |open: &mut Vec<Open>| {
@@ -185,10 +203,13 @@ pub fn write_param(yaml: &str, path: &str, value: &Json) -> Result<String> {
     };
     let at = |open: &[Open]| -> bool {
         open.len() == wanted.len()
-            && open.iter().zip(&wanted).all(|(o, w)| matches!(o, Open::Map { key: Some(k), .. } if k == w))
+            && open.iter().zip(wanted).all(|(o, w)| matches!(o, Open::Map { key: Some(k), .. } if k == w))
     };
     for next in Parser::new_from_str(yaml) {
-        let (event, span) = next.map_err(|e| Error::input(format!("the manifest is not YAML: {e}")))?;
+        let (event, span) = match next {
+            Ok(next) => next,
+            Err(e) => return Some(Err(Error::input(format!("the manifest is not YAML: {e}")))),
+        };
         let key_place = matches!(open.last(), Some(Open::Map { want_key: true, .. }));
         match event {
             Event::Scalar(text, ..) if key_place => {
@@ -197,15 +218,15 @@ pub fn write_param(yaml: &str, path: &str, value: &Json) -> Result<String> {
                 }
             }
             Event::Scalar(..) if at(&open) => {
-                let range = span.byte_range().ok_or_else(not_found)?;
+                let range = span.byte_range()?;
                 let mut out = String::with_capacity(yaml.len() + 8);
                 out.push_str(&yaml[..range.start]);
                 out.push_str(&value.to_string());
                 out.push_str(&yaml[range.end..]);
-                return Ok(out);
+                return Some(Ok(out));
             }
             Event::Scalar(..) | Event::Alias(_) => done(&mut open),
-            Event::MappingStart(..) | Event::SequenceStart(..) if key_place => return Err(not_found()),
+            Event::MappingStart(..) | Event::SequenceStart(..) if key_place => return None,
             Event::MappingStart(..) => open.push(Open::Map { key: None, want_key: true }),
             Event::SequenceStart(..) => open.push(Open::List),
             Event::MappingEnd | Event::SequenceEnd => {
@@ -215,7 +236,7 @@ pub fn write_param(yaml: &str, path: &str, value: &Json) -> Result<String> {
             _ => {}
         }
     }
-    Err(not_found())
+    None
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::event::{Event, EventSink, Updates};
 use crate::store::{ResumePoint, Stop};
 
+mod assign;
 mod input;
 mod live;
 mod play;
@@ -33,6 +34,8 @@ use crate::store::{Checkpoint, CheckpointKind, SessionInfo, Stored};
 use crate::turn::{TurnCtx, TurnStart};
 use crate::value;
 use crate::vocab::now_ms;
+pub(crate) use assign::Who;
+pub use assign::{OpenAs, PLAYER_MAX, VariantChoice, check_player, player_hash};
 pub use live::{LiveSession, OwnedSessionGuard, SessionGuard};
 pub(crate) use play::caught;
 pub use rounds::Posted;
@@ -72,6 +75,8 @@ pub struct Session {
     pub(crate) edited_turn: Option<u64>,
     /// Who the next write is made by (see [`Session::acting_as`]); taken by it.
     pub(crate) by: Option<String>,
+    /// The variant of its pack's experiment it plays (see [`Session::variant`]).
+    pub(crate) variant: Option<Arc<str>>,
 }
 
 /// The models a session's options choose (`model: true` options), checked as it is made against
@@ -234,6 +239,9 @@ pub struct TurnResult {
     /// ([`Session::edited_turn`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edited_turn: Option<u64>,
+    /// The variant of its pack's experiment the session plays ([`Session::variant`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// What a person sees after the turn: the pack's `display:` rendered over the new state,
     /// with the turn's warnings (a node that fell back) among its notes.
     pub display: View,
@@ -332,6 +340,7 @@ impl Session {
         options: Map,
         id: Option<String>,
         parent: Option<Fork>,
+        who: Who,
     ) -> Result<Self> {
         chosen_models_allowed(&rt, &pack, &options)?;
         let id: Arc<str> = id.unwrap_or_else(new_id).into();
@@ -392,6 +401,8 @@ impl Session {
             parent,
             edited_turn,
             lobby: pack.lobby.is_some(),
+            variant: who.variant.clone(),
+            player: who.player.clone(),
         };
         let start = Checkpoint {
             seq: 0,
@@ -412,6 +423,23 @@ impl Session {
         rt.check_state_size(&state)?;
         rt.record_schema(&pack).await?;
         rt.store.create(&info, &start).await?;
+        if let (Some(version), Some(outcomes)) = (&who.counted, rt.store.outcomes()) {
+            let row = crate::store::OutcomeRow {
+                session: id.to_string(),
+                pack: pack.name.clone(),
+                version: version.clone(),
+                variant: who.variant.clone(),
+                player: who.player.clone(),
+                outcome: None,
+                tracked: Default::default(),
+                turns: 0,
+                created_at: now,
+                finished_at: None,
+            };
+            if let Err(e) = outcomes.opened(&row).await {
+                tracing::warn!(session = %id, "cannot record a live game's opening: {e}");
+            }
+        }
         Ok(Session {
             rt,
             id,
@@ -429,6 +457,7 @@ impl Session {
             shown: true,
             edited_turn,
             by: None,
+            variant: who.variant.map(Arc::from),
         })
     }
 
@@ -545,6 +574,7 @@ impl Session {
             shown: true,
             edited_turn: info.edited_turn,
             by: None,
+            variant: info.variant.as_deref().map(Arc::from),
         })
     }
 
@@ -572,6 +602,36 @@ impl Session {
     /// is reached on an edited state, and faces say so beside the status line.
     pub fn edited_turn(&self) -> Option<u64> {
         self.edited_turn
+    }
+
+    /// Completes its live game's outcome row as it ended (after `turns`), or drops it when its
+    /// state was set by hand (or `turns` is none: an edit); a session with no row (no live
+    /// game) is left alone. A failure is logged: the game has been recorded, and goes on.
+    pub(crate) async fn record_ending(&self, turns: Option<u64>) {
+        let Some(outcomes) = self.rt.store.outcomes() else { return };
+        let written = match (self.edited_turn, turns) {
+            (None, Some(turns)) => {
+                let spec = self.pack.simulate();
+                let outcome = match spec.outcome.as_deref().map(|f| self.field(f)) {
+                    None => "finished".to_owned(),
+                    Some(Some(Json::String(s))) => s,
+                    Some(Some(other)) => other.to_string(),
+                    Some(None) => "none".to_owned(),
+                };
+                let tracked = spec.track.iter().filter_map(|f| Some((f.clone(), self.field(f)?))).collect();
+                let ending = crate::store::Ending { outcome, tracked, turns, at: now_ms() };
+                outcomes.ended(&self.id, &ending).await
+            }
+            _ => outcomes.discard(&self.id).await,
+        };
+        if let Err(e) = written {
+            tracing::warn!(session = %self.id, "cannot record how a live game ended: {e}");
+        }
+    }
+
+    /// The variant of its pack's experiment it plays, when the pack had one as it opened.
+    pub fn variant(&self) -> Option<&str> {
+        self.variant.as_deref()
     }
 
     /// How many turns have completed.
@@ -738,6 +798,7 @@ impl Session {
             shown: self.shown,
             edited_turn: self.edited_turn,
             by: None,
+            variant: self.variant.clone(),
         }
     }
 
@@ -753,7 +814,8 @@ impl Session {
         if info.head != self.seq || self.dirty {
             let stored = store.load(&self.id).await?.ok_or_else(|| gone(&self.id))?;
             let (shown, by) = (self.shown, self.by.take());
-            *self = Session::load(self.rt.clone(), self.rt.packs.get(&stored.info.pack)?, stored).await?;
+            let pack = self.rt.packs.variant(&stored.info.pack, stored.info.variant.as_deref())?;
+            *self = Session::load(self.rt.clone(), pack, stored).await?;
             (self.shown, self.by) = (shown, by);
         }
         Ok(())

@@ -224,7 +224,7 @@ impl Session {
     /// the session leaves, to put back if the turn fails. A `migrate` that fails keeps the session
     /// on its version (logged), so a broken migration never breaks a game.
     pub(super) fn upgrade(&mut self) -> Option<(Arc<Pack>, Dynamic)> {
-        let current = self.rt.packs.current(&self.pack.name)?;
+        let current = self.rt.packs.current_variant(&self.pack.name, self.variant.as_deref())?;
         if Arc::ptr_eq(&current, &self.pack) || current.version == self.pack.version {
             return None;
         }
@@ -298,8 +298,12 @@ impl Session {
             session.id = %p.id,
             turn = i64::try_from(number).unwrap_or(i64::MAX),
             outcome = tracing::field::Empty,
+            variant = tracing::field::Empty,
             openinference.span.kind = "CHAIN",
         );
+        if let Some(v) = self.variant.as_deref() {
+            span.record("variant", v);
+        }
         if !span.is_disabled() {
             span.record("otel.name", format!("turn {}", p.pack.name));
         }
@@ -334,6 +338,9 @@ impl Session {
                 self.dirty = false;
                 self.seq = checkpoint;
                 self.at = now_ms();
+                if finished {
+                    self.record_ending(Some(number)).await;
+                }
                 let paused = match ended {
                     Ended::Done(pause) => {
                         self.snapshot_due = false;
@@ -370,6 +377,7 @@ impl Session {
                     checkpoint,
                     finished,
                     edited_turn: self.edited_turn,
+                    variant: self.variant.as_deref().map(str::to_owned),
                     duration: start.elapsed(),
                 })
             }

@@ -149,6 +149,8 @@ impl Session {
         };
         self.rt.store.append(&self.id, &edit).await?;
         self.edited_turn.get_or_insert(edit.turn);
+        // A game whose state was set by hand is no real game: its outcome row goes.
+        self.record_ending(None).await;
         self.snapshot_due &= edit.snapshot.is_none();
         self.state = state;
         self.seq = edit.seq;

@@ -30,6 +30,10 @@ pub trait SessionIndex: Send + Sync {
     /// it compresses; a memory store counts their JSON): what they cost the disk. A read of
     /// every such checkpoint, for an operator's listing, not for each request.
     fn bytes<'a>(&'a self, sessions: &'a [String]) -> BoxFuture<'a, Result<u64>>;
+
+    /// The sessions opened for the player whose hash is `player` (see
+    /// [`player_hash`](crate::player_hash)), forks of them with them.
+    fn of_player<'a>(&'a self, player: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
 }
 
 /// Which sessions [`SessionIndex::list`] lists: newest first, `limit` of them, of one pack or
@@ -104,6 +108,13 @@ impl SessionIndex for MemoryStore {
             self.with(|m| sessions.iter().filter_map(|s| m.get(s)).flat_map(|e| &e.rows).map(size).sum());
         Box::pin(std::future::ready(Ok(bytes as u64)))
     }
+
+    fn of_player<'a>(&'a self, player: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
+        let found = self.with(|m| {
+            m.values().filter(|e| e.info.player.as_deref() == Some(player)).map(|e| e.info.id.clone()).collect()
+        });
+        Box::pin(std::future::ready(Ok(found)))
+    }
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -112,7 +123,14 @@ on_sql_stores!(SessionIndex {
     fn expire<'a>(&'a self, finished_before: i64, which: Expiry<'a>) -> BoxFuture<'a, Result<u64>> => expire;
     fn expire_idle(&self, idle_before: i64) -> BoxFuture<'_, Result<u64>> => expire_idle;
     fn bytes<'a>(&'a self, sessions: &'a [String]) -> BoxFuture<'a, Result<u64>> => bytes;
+    fn of_player<'a>(&'a self, player: &'a str) -> BoxFuture<'a, Result<Vec<String>>> => of_player;
 });
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn of_player(sql: Sql<'_>, player: &str) -> Result<Vec<String>> {
+    on_pool!(sql, pool => sqlx::query_scalar("SELECT id FROM sessions WHERE player = $1").bind(player).fetch_all(pool).await)
+        .map_err(|e| store_error("cannot find a player's sessions", e))
+}
 
 /// Session ids as a JSON list, which both databases read themselves (`json_each`,
 /// `jsonb_array_elements_text`): one statement, whatever their number.

@@ -21,6 +21,8 @@ pub struct MemoryStore {
     pub(super) links: Mutex<HashMap<String, (String, u64, bool)>>,
     /// (pack, version) → the recorded state schema.
     pub(super) schemas: Mutex<HashMap<(String, String), serde_json::Value>>,
+    /// Session → its live game's outcome row.
+    pub(super) outcomes: Mutex<HashMap<String, super::OutcomeRow>>,
     pub(super) events: broadcast::Sender<SessionEvent>,
 }
 
@@ -41,6 +43,7 @@ impl Default for MemoryStore {
             counters: Mutex::default(),
             links: Mutex::default(),
             schemas: Mutex::default(),
+            outcomes: Mutex::default(),
             events: broadcast::channel(EVENT_BUFFER).0,
         }
     }
@@ -54,6 +57,10 @@ impl MemoryStore {
 
     pub(super) fn with<R>(&self, f: impl FnOnce(&mut HashMap<String, Entry>) -> R) -> R {
         f(&mut self.sessions.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub(super) fn with_outcomes<R>(&self, f: impl FnOnce(&mut HashMap<String, super::OutcomeRow>) -> R) -> R {
+        f(&mut self.outcomes.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Drops the transcript links of sessions that are gone.
@@ -231,6 +238,10 @@ impl Store for MemoryStore {
     }
 
     fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
+    }
+
+    fn outcomes(&self) -> Option<&dyn super::Outcomes> {
         Some(self)
     }
 }

@@ -16,6 +16,7 @@ mod counters;
 mod index;
 mod lobby;
 mod memory;
+mod outcomes;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -37,6 +38,7 @@ pub use counters::{Bump, Counters};
 pub use index::{Expiry, SessionIndex, SessionQuery};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
+pub use outcomes::{Ending, OutcomeCount, OutcomeQuery, OutcomeRow, Outcomes};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -129,6 +131,10 @@ pub struct SessionInfo {
     /// for the sweep that closes rounds at their timeout. Other sessions' turns leave that clock
     /// (and its index) alone.
     pub lobby: bool,
+    /// The variant of its pack's experiment it plays.
+    pub variant: Option<String>,
+    /// The hash of the player it was opened for ([`player_hash`](crate::player_hash)).
+    pub player: Option<String>,
 }
 
 /// One checkpoint.
@@ -474,6 +480,11 @@ pub trait Store: Send + Sync {
 
     /// The store's record of pack versions' schemas, if it keeps one.
     fn versions(&self) -> Option<&dyn PackVersions> {
+        None
+    }
+
+    /// The store's outcome rows of live games, if it keeps them.
+    fn outcomes(&self) -> Option<&dyn Outcomes> {
         None
     }
 

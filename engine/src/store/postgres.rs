@@ -170,8 +170,8 @@ impl Store for PostgresStore {
                 let e = encode(start);
                 let mut tx = self.pool.begin().await.map_err(|e| store_error("cannot begin", e))?;
                 sqlx::query(
-                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, edited_turn) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                    "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, edited_turn, variant, player) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                 )
                 .bind(&info.id)
                 .bind(&info.pack)
@@ -185,6 +185,8 @@ impl Store for PostgresStore {
                 .bind(info.turns as i64)
                 .bind(info.lobby.then_some(info.updated_at))
                 .bind(info.edited_turn.map(|t| t as i64))
+                .bind(&info.variant)
+                .bind(&info.player)
                 .execute(&mut *tx)
                 .await
                 .map_err(|err| match &err {
@@ -391,6 +393,10 @@ impl Store for PostgresStore {
     }
 
     fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
+    }
+
+    fn outcomes(&self) -> Option<&dyn super::Outcomes> {
         Some(self)
     }
 

@@ -267,6 +267,8 @@ where
             .map_err(|e| store_error("edited_turn", e))?
             .map(|t| t as u64),
         lobby: r.try_get::<Option<i64>, _>("round_at").map_err(|e| store_error("round_at", e))?.is_some(),
+        variant: r.try_get::<Option<String>, _>("variant").map_err(|e| store_error("variant", e))?,
+        player: r.try_get::<Option<String>, _>("player").map_err(|e| store_error("player", e))?,
     })
 }
 

@@ -131,6 +131,8 @@ struct SessionRow {
     round_at: Option<i64>,
     /// The turn its state was first set by hand in, inherited by a fork.
     edited_turn: Option<i64>,
+    variant: Option<String>,
+    player: Option<String>,
 }
 
 impl Op {
@@ -336,6 +338,8 @@ impl Store for SqliteStore {
                 turns: info.turns as i64,
                 round_at: info.lobby.then_some(info.updated_at),
                 edited_turn: info.edited_turn.map(|t| t as i64),
+                variant: info.variant.clone(),
+                player: info.player.clone(),
             };
             let p = Pending { id: info.id.clone(), op: Op::Create(new, CheckpointRow::of(start)) };
             if self.write(p).await? {
@@ -420,6 +424,10 @@ impl Store for SqliteStore {
     }
 
     fn versions(&self) -> Option<&dyn PackVersions> {
+        Some(self)
+    }
+
+    fn outcomes(&self) -> Option<&dyn super::Outcomes> {
         Some(self)
     }
 
@@ -542,8 +550,8 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
             // A session's number keys its checkpoints (see `shared::SQLITE`); numbers are never
             // reused while the session holding one exists.
             conn.prepare_cached(
-                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, edited_turn, number) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, (SELECT coalesce(max(number), 0) + 1 FROM sessions))",
+                "INSERT INTO sessions (id, pack, pack_version, options, seed, created_at, updated_at, parent, parent_checkpoint, turns, round_at, edited_turn, variant, player, number) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, (SELECT coalesce(max(number), 0) + 1 FROM sessions))",
             )?
             .execute(rusqlite::params![
                 w.id,
@@ -558,6 +566,8 @@ fn apply(conn: &rusqlite::Connection, w: &Pending) -> rusqlite::Result<bool> {
                 s.turns,
                 s.round_at,
                 s.edited_turn,
+                s.variant,
+                s.player,
             ])?;
             conn.prepare_cached(
                 "INSERT INTO checkpoints (key, turn, kind, pack_version, body, snapshot, created_at) \

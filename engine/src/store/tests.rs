@@ -31,6 +31,8 @@ pub(super) fn session(id: &str) -> SessionInfo {
         updated_at: 1_000,
         lobby: false,
         parent: None,
+        variant: Some("lenient".into()),
+        player: Some("5c8e8ba1d13b4b1e".into()),
     }
 }
 
@@ -79,6 +81,7 @@ async fn core(store: Arc<dyn Store>) {
     let info = store.info(&s).await.unwrap().unwrap();
     assert_eq!((info.turns, info.head, info.head_kind, info.seed), (0, 0, CheckpointKind::Start, u64::MAX - 7));
     assert_eq!(info.options, json!({"difficulty": "easy"}));
+    assert_eq!((info.variant.as_deref(), info.player.as_deref()), (Some("lenient"), Some("5c8e8ba1d13b4b1e")));
 
     // Turns append in order; a repeated or skipped number is a conflict, never an overwrite.
     store.append(&s, &turn(1, 1)).await.unwrap();
@@ -465,7 +468,82 @@ async fn edited(store: Arc<dyn Store>) {
     store.delete(&fork).await.unwrap();
 }
 
-const CAPABILITIES: [(&str, Check); 10] = [
+/// Outcome rows: written as a game opens, completed once as it ends (a second ending, and the
+/// ending of a session without a row, change nothing), dropped when discarded, read and counted
+/// by pack, time range and version, and erased by player.
+async fn outcomes(store: Arc<dyn Store>) {
+    use super::{Ending, OutcomeCount, OutcomeQuery, OutcomeRow};
+    let o = store.outcomes().expect("every store keeps outcome rows");
+    let pack = id("outcome-pack");
+    let row = |n: usize, variant: &str, player: &str| OutcomeRow {
+        session: id(&format!("outcome-{n}")),
+        pack: pack.clone(),
+        version: if n < 5 { "v1".into() } else { "v2".into() },
+        variant: Some(variant.into()),
+        player: Some(player.into()),
+        outcome: None,
+        tracked: Default::default(),
+        turns: 0,
+        created_at: 1_000 + n as i64,
+        finished_at: None,
+    };
+    let (ada, eve) = (id("ada"), id("eve"));
+    let rows: Vec<OutcomeRow> = (0..6)
+        .map(|n| row(n, if n % 2 == 0 { "strict" } else { "lenient" }, if n == 5 { &eve } else { &ada }))
+        .collect();
+    for r in &rows {
+        o.opened(r).await.unwrap();
+    }
+    o.opened(&rows[0]).await.unwrap();
+    let ending = |outcome: &str, merit: i64| Ending {
+        outcome: outcome.into(),
+        tracked: json!({"merit": merit}).as_object().unwrap().clone(),
+        turns: 7,
+        at: 5_000,
+    };
+    o.ended(&rows[0].session, &ending("won", 70)).await.unwrap();
+    o.ended(&rows[0].session, &ending("lost", 1)).await.unwrap();
+    o.ended(&rows[1].session, &ending("lost", 20)).await.unwrap();
+    o.ended(&rows[2].session, &ending("won", 65)).await.unwrap();
+    o.ended(&id("no-such-game"), &ending("won", 1)).await.unwrap();
+    o.discard(&rows[3].session).await.unwrap();
+    let all = OutcomeQuery { pack: &pack, since: None, until: None, version: None };
+    let read = o.outcome_rows(all).await.unwrap();
+    assert_eq!(
+        read.iter().map(|r| r.session.clone()).collect::<Vec<_>>(),
+        [0, 1, 2, 4, 5].map(|n| rows[n].session.clone())
+    );
+    assert_eq!(
+        (&read[0].outcome, &read[0].tracked, read[0].turns, read[0].finished_at),
+        (&Some("won".to_owned()), json!({"merit": 70}).as_object().unwrap(), 7, Some(5_000)),
+        "the first ending stands"
+    );
+    let count = |variant: &str, outcome: Option<&str>, games| OutcomeCount {
+        variant: Some(variant.into()),
+        outcome: outcome.map(str::to_owned),
+        games,
+    };
+    let mut counted = o.outcome_counts(all).await.unwrap();
+    counted.sort_by(|a, b| (&a.variant, &a.outcome).cmp(&(&b.variant, &b.outcome)));
+    assert_eq!(
+        counted,
+        [
+            count("lenient", None, 1),
+            count("lenient", Some("lost"), 1),
+            count("strict", None, 1),
+            count("strict", Some("won"), 2)
+        ]
+    );
+    let later = OutcomeQuery { since: Some(1_002), until: Some(1_005), ..all };
+    assert_eq!(o.outcome_rows(later).await.unwrap().len(), 2, "opened at 1,002 and 1,004");
+    let v2 = OutcomeQuery { version: Some("v2"), ..all };
+    assert_eq!(o.outcome_rows(v2).await.unwrap().iter().map(|r| &r.session).collect::<Vec<_>>(), [&rows[5].session]);
+    assert_eq!(o.erase_player_outcomes(&eve).await.unwrap(), 1);
+    assert_eq!(o.outcome_rows(all).await.unwrap().len(), 4);
+    assert_eq!(o.erase_player_outcomes(&ada).await.unwrap(), 4);
+}
+
+const CAPABILITIES: [(&str, Check); 11] = [
     ("core", |s| Box::pin(core(s))),
     ("edited", |s| Box::pin(edited(s))),
     ("lobby inputs", |s| Box::pin(lobby(s))),
@@ -476,6 +554,7 @@ const CAPABILITIES: [(&str, Check); 10] = [
     ("session index: expiry", |s| Box::pin(expiry(s))),
     ("pack versions", |s| Box::pin(versions(s))),
     ("session index: bytes", |s| Box::pin(bytes(s))),
+    ("outcomes", |s| Box::pin(outcomes(s))),
 ];
 
 #[tokio::test]

@@ -181,15 +181,9 @@ async fn sessions_of(engine: &ruleweave::Engine, pack: &str, since: Option<i64>)
 
 /// `--since`: an RFC 3339 time, or a span back from now; unix milliseconds.
 fn since_ms(text: &str) -> Result<i64> {
-    if let Ok(at) = humantime::parse_rfc3339_weak(text) {
-        let ms = at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        return Ok(ms);
-    }
-    match ruleweave::duration::parse(text) {
-        Ok(span) => Ok(ruleweave::store::now_ms().saturating_sub(span.as_millis() as i64)),
-        Err(_) => {
-            bail!("--since {text}: give an RFC 3339 time (2026-11-28T09:00:00Z) or a span back from now (24h, 7d)")
-        }
+    match ruleweave_lab::outcomes::time_ms(text) {
+        Some(ms) => Ok(ms),
+        None => bail!("--since {text}: give an RFC 3339 time (2026-11-28T09:00:00Z) or a span back from now (24h, 7d)"),
     }
 }
 

@@ -5,6 +5,7 @@ mod calibrate;
 mod check;
 mod graph;
 mod new;
+mod outcomes;
 mod play;
 mod replay;
 mod run;
@@ -65,6 +66,8 @@ enum Command {
     /// How far each stand-in model is from the real model it stands in for, on what the real
     /// one answered (recorded sessions, or --live games).
     Calibrate(calibrate::Args),
+    /// How a pack's live games ended, by variant of its experiment, against the control.
+    Outcomes(outcomes::Args),
     /// List the sessions a store keeps (newest first): the ids `replay --session` takes.
     Sessions(sessions::Args),
     /// Serve an editor over stdio (Language Server Protocol): diagnostics as you type, completion,
@@ -123,6 +126,7 @@ pub fn main() -> ExitCode {
         Command::Simulate(args) => simulate::run(&cli.root, &runtime, args),
         Command::Tune(args) => tune::run(&cli.root, &runtime, args),
         Command::Calibrate(args) => calibrate::run(&cli.root, &runtime, args),
+        Command::Outcomes(args) => outcomes::run(&cli.root, &runtime, args),
     };
     // What the exporter still holds goes out before the process does.
     telemetry.shutdown();

@@ -30,6 +30,10 @@ pub(super) struct Args {
     /// Go on with an earlier session instead of opening a new one.
     #[arg(long)]
     session: Option<String>,
+    /// Who plays (at most 128 printable characters): for a pack with an experiment, the key its
+    /// variant is chosen by, so a player keeps their variant from session to session.
+    #[arg(long, value_name = "ID")]
+    player_id: Option<String>,
     /// Do not reload the pack when its files change (by default every save that validates is
     /// live on the next turn).
     #[arg(long)]
@@ -60,6 +64,9 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     match session.turns() {
         0 => println!("session {} (go on later with --session {})", session.id(), session.id()),
         n => println!("session {} resumed after turn {n}", session.id()),
+    }
+    if let (Some(variant), Some(e)) = (session.variant(), pack.experiment()) {
+        println!("variant {variant} of experiment `{}`", e.name);
     }
     println!("{HELP}");
     let out = Out::detect();
@@ -97,7 +104,13 @@ fn open_session(
     args: &Args,
     options: &serde_json::Map<String, Value>,
 ) -> Result<Session> {
-    let Some(id) = &args.session else { return Ok(rt.block_on(engine.open(&args.pack, options))?) };
+    let Some(id) = &args.session else {
+        let how = ruleweave::OpenAs { player: args.player_id.clone(), ..ruleweave::OpenAs::default() };
+        return Ok(rt.block_on(engine.open_as(&args.pack, options, how))?);
+    };
+    if args.player_id.is_some() {
+        anyhow::bail!("--player-id chooses a new session's variant: session {id} has its own");
+    }
     let s = rt.block_on(engine.resume(id))?;
     if s.pack().name() != pack.name() {
         anyhow::bail!("session {id} plays `{}`, not `{}`", s.pack().name(), pack.name());

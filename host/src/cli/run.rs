@@ -31,6 +31,10 @@ pub(super) struct Args {
     /// Keep the session in a store: sqlite://PATH, postgres://... (default: memory, kept nowhere).
     #[arg(long)]
     store: Option<String>,
+    /// Who plays (at most 128 printable characters): for a pack with an experiment, the key its
+    /// variant is chosen by, so a player keeps their variant from session to session.
+    #[arg(long, value_name = "ID")]
+    player_id: Option<String>,
 }
 
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
@@ -46,9 +50,11 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
             Value::Array(items) => items,
             other => bail!("{} must hold a list of inputs, not {}", args.input.display(), kind(&other)),
         };
-    let mut session = rt.block_on(engine.open(&args.pack, &options))?;
+    let how = ruleweave::OpenAs { player: args.player_id.clone(), ..ruleweave::OpenAs::default() };
+    let mut session = rt.block_on(engine.open_as(&args.pack, &options, how))?;
+    let variant = session.variant().map(|v| format!(", variant {v}")).unwrap_or_default();
     eprintln!(
-        "ruleweave: {} (version {}), session {}, on {}",
+        "ruleweave: {} (version {}), session {}{variant}, on {}",
         pack.name(),
         pack.version(),
         session.id(),

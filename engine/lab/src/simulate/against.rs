@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::stats::{sign_test_interval, spread, wilson};
+use super::stats::{newcombe, sign_test_interval, spread};
 use super::{Against, Difference, Played, Report, TrackedDifference, changes};
 
 /// Adds the games on another copy of the rules, at `root`, and how they and the copies differ
@@ -54,14 +54,7 @@ pub(super) fn differences(here: &[Played], there: &[Played]) -> Vec<Difference> 
         outcomes.dedup();
         for outcome in outcomes {
             let count = |p: &Played| p.outcomes.iter().filter(|o| *o == outcome).count();
-            let (n1, n2) = (a.outcomes.len(), b.outcomes.len());
-            let (k1, k2) = (count(a), count(b));
-            let share = |k: usize, n: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
-            let (p1, p2) = (share(k1, n1), share(k2, n2));
-            let ((l1, u1), (l2, u2)) = (wilson(k1, n1), wilson(k2, n2));
-            let delta = p1 - p2;
-            let low = delta - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
-            let high = delta + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
+            let (delta, low, high) = newcombe(count(a), a.outcomes.len(), count(b), b.outcomes.len());
             out.push(Difference {
                 player: a.name.clone(),
                 outcome: outcome.to_owned(),

@@ -36,6 +36,7 @@ pub use report::{
 use ruleweave::{Engine, Event, Pack, ScriptCall, Session};
 use ruleweave::{Error, ErrorKind, Result};
 pub use stats::wilson;
+pub(crate) use stats::{newcombe, spread};
 
 pub use crate::spend::Price;
 

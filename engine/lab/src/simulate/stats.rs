@@ -19,6 +19,18 @@ pub fn wilson(k: usize, n: usize) -> (f64, f64) {
     (low, high)
 }
 
+/// The difference of two shares, `k1` of `n1` less `k2` of `n2`, with its 95% interval
+/// (Newcombe's hybrid score interval, from the two Wilson intervals): `(delta, low, high)`.
+pub(crate) fn newcombe(k1: usize, n1: usize, k2: usize, n2: usize) -> (f64, f64, f64) {
+    let share = |k: usize, n: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    let (p1, p2) = (share(k1, n1), share(k2, n2));
+    let ((l1, u1), (l2, u2)) = (wilson(k1, n1), wilson(k2, n2));
+    let delta = p1 - p2;
+    let low = delta - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
+    let high = delta + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
+    (delta, low, high)
+}
+
 /// The 95% interval of the median of `d` by the sign test: the k-th smallest to the k-th largest,
 /// k the largest with P(Binomial(n, ½) < k) ≤ 2.5%. `None` for fewer than 6 values, which no
 /// interval of them covers at 95%.
@@ -43,7 +55,7 @@ pub(super) fn sign_test_interval(d: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// The median, 10th and 90th percentiles of `values` (nearest rank), or nulls for none.
-pub(super) fn spread(values: &[f64]) -> Spread {
+pub(crate) fn spread(values: &[f64]) -> Spread {
     if values.is_empty() {
         return Spread { median: None, p10: None, p90: None };
     }

@@ -18,6 +18,8 @@ pub(super) struct Files {
     read: Vec<(String, Vec<u8>)>,
     /// Texts read in place of the files at their paths (an editor's unsaved buffers).
     overlay: Overlay,
+    /// Byte ranges of a file the version does not cover (an experiment's weights), by path.
+    unversioned: Vec<(String, std::ops::Range<usize>)>,
 }
 
 impl Files {
@@ -29,7 +31,7 @@ impl Files {
     /// Files read from `overlay` where it has a text for the path, else from disk.
     pub(super) fn with_overlay(root: &Path, overlay: Overlay) -> Self {
         let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        Files { root: root.to_path_buf(), real_root, read: Vec::new(), overlay }
+        Files { root: root.to_path_buf(), real_root, read: Vec::new(), overlay, unversioned: Vec::new() }
     }
 
     /// Reads the file at `rel` (relative to the root; `what` names it in errors) and records it
@@ -77,6 +79,12 @@ impl Files {
 
     /// The content hash (12 hex digits) of every file read, and of the parameters a run set (a
     /// pack run with other numbers is another version of the rules).
+    /// Leaves the bytes `range` of file `rel` out of the version (each read as `_`): an
+    /// experiment's weights, whose edit moves players, not the rules.
+    pub(super) fn unversioned(&mut self, rel: &str, range: std::ops::Range<usize>) {
+        self.unversioned.push((rel.to_owned(), range));
+    }
+
     pub(super) fn version(&self, set: &crate::pack::ParamValues) -> String {
         self.digest(set)[..12].to_owned()
     }
@@ -90,7 +98,17 @@ impl Files {
             h.update(path.as_bytes());
             h.update([0]);
             h.update((bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
+            let left_out: Vec<&std::ops::Range<usize>> =
+                self.unversioned.iter().filter(|(p, _)| p == path).map(|(_, r)| r).collect();
+            if left_out.is_empty() {
+                h.update(bytes);
+                continue;
+            }
+            let mut masked = bytes.clone();
+            for r in left_out {
+                masked.get_mut(r.clone()).into_iter().flatten().for_each(|b| *b = b'_');
+            }
+            h.update(&masked);
         }
         if !set.is_empty() {
             h.update(b"--param\0");

@@ -343,6 +343,14 @@ impl Loader<'_> {
         let expire_finished_after = m.expire_finished_after.as_ref().and_then(|e| self.retention(e));
         let simulate = self.simulate(m.simulate.as_ref(), &d.schema);
         let experiment = m.experiment.as_ref().and_then(|e| self.experiment(e, &numeric_params));
+        // The weights say who plays which variant, not what the rules are: the version leaves
+        // them out, so editing them keeps it (and the sessions' rules with it).
+        for v in m.experiment.iter().flat_map(|e| e.value.variants.values()) {
+            let span = v.value.weight.referenced.span();
+            if let (Some(at), Some(len)) = (span.byte_offset(), span.byte_len()) {
+                self.files.unversioned(&self.manifest_path.clone(), at as usize..(at + len) as usize);
+            }
+        }
         self.check_display(&c.prompts, &d);
         let graph = graph?;
         for s in &m.display.stream {

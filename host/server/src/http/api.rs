@@ -35,6 +35,12 @@ pub(super) struct NewSession {
     /// its turns, fork with a patch, replay). Only a key that may debug asks for it.
     #[serde(default)]
     debug: bool,
+    /// Who plays it (at most 128 printable characters: an account id, say): for a pack with an
+    /// experiment, the key its variant is chosen by, so a player keeps their variant from
+    /// session to session (without one, the session's id chooses). Kept only as a hash.
+    #[serde(default)]
+    #[schema(max_length = 128)]
+    player: Option<String>,
 }
 
 /// A turn's input: a map of the pack's input fields, or a line a person typed.
@@ -170,10 +176,15 @@ pub(super) async fn create(
     // Only packs that exist become metric labels: a client cannot grow the metrics by naming more.
     let label = if s.engine.packs().contains(&req.pack) { req.pack.as_str() } else { "unknown" };
     // A new session runs its pack's `init` and renders its opening: pack work, off the workers.
+    if let Some(player) = &req.player {
+        ruleweave::check_player(player)
+            .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`player`: {}", e.detail())))?;
+    }
     let engine = s.engine.clone();
     let (pack, options) = (req.pack.clone(), req.options.clone());
+    let how = ruleweave::OpenAs { player: req.player.clone(), debug: req.debug, ..ruleweave::OpenAs::default() };
     let (mut opened, players) = on_pack_thread(&s, &req.pack, move || async move {
-        let mut session = engine.open(&pack, &options).await?;
+        let mut session = engine.open_as(&pack, &options, how).await?;
         let players = session.lobby().await?.map(|l| l.players);
         let body = Opened {
             id: session.id().to_owned(),
@@ -183,6 +194,7 @@ pub(super) async fn create(
             state: session.state(),
             display: session.view(),
             forked_from: None,
+            variant: session.variant().map(str::to_owned),
         };
         engine.keep(session);
         Ok((body, players))
@@ -305,6 +317,7 @@ pub(super) async fn list(
             created_at: ruleweave::store::rfc3339_of(i.created_at),
             updated_at: ruleweave::store::rfc3339_of(i.updated_at),
             forked_from: i.parent.map(|(id, checkpoint)| ForkedFrom { id, checkpoint }),
+            variant: i.variant,
             id: i.id,
             pack: i.pack,
             pack_version: i.pack_version,
@@ -358,6 +371,7 @@ async fn session_json(session: &mut ruleweave::Session) -> ApiResult<SessionBody
         edited_turn: session.edited_turn(),
         display: session.view(),
         lobby_problem: None,
+        variant: session.variant().map(str::to_owned),
     })
 }
 
@@ -496,6 +510,7 @@ pub(super) async fn fork(
             state: session.state(),
             display: session.view(),
             forked_from: Some(ForkedFrom { id, checkpoint: seq }),
+            variant: session.variant().map(str::to_owned),
         };
         engine.keep(session);
         Ok(body)
@@ -582,6 +597,7 @@ fn turn_body(played: Played) -> TurnBody {
         checkpoint: r.checkpoint,
         edited: r.edited_turn.is_some(),
         edited_turn: r.edited_turn,
+        variant: r.variant,
     }
 }
 

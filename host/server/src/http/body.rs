@@ -69,6 +69,9 @@ pub(super) struct Opened {
     /// For a fork, where it was forked from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The variant of its pack's experiment it plays (absent when the pack has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// A page of sessions, newest first: `GET /v1/sessions`.
@@ -102,6 +105,9 @@ pub(super) struct Listed {
     pub updated_at: String,
     /// Where it was forked from, if it was.
     pub forked_from: Option<ForkedFrom>,
+    /// The variant of its pack's experiment it plays (absent when the pack has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// A session's state and how far it got: `GET /v1/sessions/{id}`.
@@ -145,6 +151,9 @@ pub(super) struct SessionBody {
     /// Why the server could not close its lobby round at its timeout, while that lasts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lobby_problem: Option<String>,
+    /// The variant of its pack's experiment it plays (absent when the pack has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// A turn's result: `POST /v1/sessions/{id}/turns` (and the `result` event of its stream).
@@ -174,6 +183,9 @@ pub(super) struct TurnBody {
     /// The turn the state was first set by hand in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edited_turn: Option<u64>,
+    /// The variant of its pack's experiment it plays (absent when the pack has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
 }
 
 /// A state edited by hand: `PATCH /v1/sessions/{id}/state`.
@@ -573,6 +585,10 @@ pub(super) struct ChatRequest {
     /// How many replies: 1 (a turn has one).
     #[serde(default)]
     pub(super) n: Option<u32>,
+    /// Who plays (OpenAI's end-user id; at most 128 printable characters): for a pack with an
+    /// experiment, the key a new conversation's variant is chosen by.
+    #[serde(default)]
+    pub(super) user: Option<String>,
 }
 
 /// One message of a conversation.

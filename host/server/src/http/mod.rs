@@ -19,6 +19,7 @@ mod listen;
 mod metrics;
 mod openai;
 pub mod openapi;
+mod outcomes;
 mod params;
 mod routes;
 mod simulate;
@@ -83,6 +84,9 @@ pub fn routes() -> Routes {
         .guarded(routes!(simulate::simulate), &simulate::SIMULATE)
         .guarded(routes!(jobs::start), &jobs::START)
         .guarded(routes!(jobs::start_sweep), &jobs::START_SWEEP)
+        .guarded(routes!(outcomes::outcomes), &outcomes::OUTCOMES)
+        .guarded(routes!(outcomes::erase_player), &outcomes::ERASE_PLAYER)
+        .guarded(routes!(params::write_weights), &params::WRITE_WEIGHTS)
         .guarded(routes!(params::write), &params::WRITE)
         .guarded(routes!(jobs::job), &jobs::JOB)
         .guarded(routes!(jobs::stop), &jobs::STOP)

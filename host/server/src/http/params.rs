@@ -1,6 +1,8 @@
 //! `PUT /v1/packs/{pack}/params`: "use this value". Writes numbers of a pack's `params:` into its
 //! manifest (`config/<pack>.yaml` under this server's root), changing only each number's own
 //! characters (comments and layout stay), and reloads the pack, so the next turn plays with them.
+//! `PUT /v1/packs/{pack}/variants` writes its experiment's weights the same way: the next session
+//! made takes them (the version, which leaves weights out, stays).
 //! Each value is checked as a run's `--param` is (a number the pack has, its type, its declared
 //! bounds) before anything is written; the file is replaced whole (written aside, then renamed),
 //! so a reader never sees half of it. Replicas on one store each have their own root: the file of
@@ -124,6 +126,97 @@ fn stale_comments_of(before: &str, after: &str, name: &str, old: &str, file: &st
         }
     }
     found
+}
+
+/// New weights for variants of a pack's experiment.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NewWeights {
+    /// Variant → its new weight, 0 or more (`{"lenient": 30}`); the others keep theirs.
+    weights: BTreeMap<String, f64>,
+}
+
+/// An experiment's weights as written.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct WrittenWeights {
+    /// The pack.
+    pack: String,
+    /// The file changed, relative to the server's root.
+    file: String,
+    /// Every variant's weight now, in the manifest's order.
+    #[schema(value_type = Object)]
+    weights: indexmap::IndexMap<String, f64>,
+    /// The pack's version (a weight is not part of it: the same as before).
+    version: String,
+}
+
+/// Who may call `write_weights`, and the errors it answers of its own.
+pub(super) const WRITE_WEIGHTS: Facts = Facts::keys(&[O]).note("writes the pack's manifest").answers(&[
+    Code::InvalidRequest,
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Input),
+    Code::PackNotWritable,
+    Code::Engine(ErrorKind::Pack),
+]);
+
+/// `PUT /v1/packs/{pack}/variants`: writes weights of the pack's experiment into its manifest
+/// and reloads it; the next session made is assigned by them (a session already made keeps its
+/// variant).
+#[utoipa::path(put, path = "/v1/packs/{pack}/variants", operation_id = "writePackWeights", tag = "packs", params(("pack" = String, Path, description = "The pack")), request_body = NewWeights, responses(
+    (status = 200, description = "Written, and the pack reloaded with them", body = WrittenWeights),
+))]
+pub(super) async fn write_weights(
+    State(s): State<Shared>,
+    PackName(pack): PackName,
+    Body(req): Body<NewWeights>,
+) -> ApiResult<Json<WrittenWeights>> {
+    let serving = s.engine.packs().get(&pack)?;
+    let input = |m: String| ApiError::new(Code::Engine(ErrorKind::Input), m);
+    let Some(experiment) = serving.experiment() else {
+        return Err(input(format!("pack `{pack}` has no experiment: its manifest declares none (`experiment:`)")));
+    };
+    if req.weights.is_empty() {
+        return Err(ApiError::new(Code::InvalidRequest, "`weights` names no variant"));
+    }
+    let names: Vec<&str> = experiment.variants.iter().map(|v| v.name.as_str()).collect();
+    for (name, weight) in &req.weights {
+        if !names.contains(&name.as_str()) {
+            return Err(input(format!(
+                "`weights`: the experiment has no variant `{name}` (its variants: {})",
+                names.join(", ")
+            )));
+        }
+        if !(weight.is_finite() && *weight >= 0.0) {
+            return Err(input(format!("`weights`: `{name}` is a weight of 0 or more, not {weight}")));
+        }
+    }
+    let total: f64 = experiment.variants.iter().map(|v| req.weights.get(&v.name).copied().unwrap_or(v.weight)).sum();
+    if total <= 0.0 {
+        return Err(input("`weights`: the weights would sum to 0, and no new session would have a variant".into()));
+    }
+    let file = format!("config/{pack}.yaml");
+    let path = s.engine.root().join(&file);
+    let not_written = |e: std::io::Error| {
+        ApiError::new(
+            Code::PackNotWritable,
+            format!("cannot write {file}: {e} (the pack's files are not writable here)"),
+        )
+    };
+    let mut text = std::fs::read_to_string(&path).map_err(not_written)?;
+    for (name, weight) in &req.weights {
+        text = ruleweave::write_weight(&text, name, *weight).map_err(|e| input(format!("{file}: {}", e.detail())))?;
+    }
+    let aside = path.with_file_name(format!(".{pack}.yaml.writing"));
+    std::fs::write(&aside, &text).map_err(not_written)?;
+    if let Err(e) = std::fs::rename(&aside, &path) {
+        let _ = std::fs::remove_file(&aside);
+        return Err(not_written(e));
+    }
+    tracing::info!(pack = %pack, file = %file, "weights written: {:?}", req.weights);
+    s.engine.packs().reload_files(std::slice::from_ref(&file));
+    let loaded = s.engine.packs().get(&pack)?;
+    let weights = loaded.experiment().map(|e| e.variants.iter().map(|v| (v.name.clone(), v.weight)).collect());
+    Ok(Json(WrittenWeights { pack, file, weights: weights.unwrap_or_default(), version: loaded.version().to_owned() }))
 }
 
 fn shown(params: &BTreeMap<String, Value>) -> String {

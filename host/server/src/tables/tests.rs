@@ -29,6 +29,8 @@ pub(crate) fn session(id: &str) -> SessionInfo {
         updated_at: 1_000,
         lobby: false,
         parent: None,
+        variant: None,
+        player: None,
     }
 }
 

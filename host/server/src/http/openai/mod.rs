@@ -307,6 +307,10 @@ async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatReques
     if req.n.is_some_and(|n| n != 1) {
         return Err(ApiError::new(Code::InvalidRequest, "a turn has one reply: `n` must be 1"));
     }
+    if let Some(user) = &req.user {
+        ruleweave::check_player(user)
+            .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`user`: {}", e.detail())))?;
+    }
     let chosen = parse_model(&s, &req.model, req.metadata.as_ref())?;
     access.may_play(chosen.pack.name())?;
     let mut messages = Vec::new();
@@ -342,7 +346,7 @@ async fn complete(s: Shared, access: Access, headers: HeaderMap, req: ChatReques
             access.reach(&s, &id).await?;
             Plan { live: s.engine.session(&id).await?, todo: vec![messages.len() - 1], opening: None }
         }
-        None => plan(&s, &chosen, &access, &messages, &keys).await?,
+        None => plan(&s, &chosen, &access, &messages, &keys, req.user.clone()).await?,
     };
     let last = messages.len() - 1;
     let mut usage = Usage::default();
@@ -408,6 +412,7 @@ async fn plan(
     access: &Access,
     messages: &[(Role, String)],
     keys: &[Key],
+    player: Option<String>,
 ) -> ApiResult<Plan> {
     let owner = access.owner();
     let owner = owner.as_deref();
@@ -436,7 +441,8 @@ async fn plan(
     let engine = s.engine.clone();
     let (name, options) = (chosen.pack.name().to_owned(), chosen.options.clone());
     let (live, opening) = turns::on_pack_thread(s, chosen.pack.name(), move || async move {
-        let session = engine.open(&name, &options).await?;
+        let how = ruleweave::OpenAs { player, ..ruleweave::OpenAs::default() };
+        let session = engine.open_as(&name, &options, how).await?;
         let opening = session.view().opening;
         Ok((engine.keep(session), opening))
     })

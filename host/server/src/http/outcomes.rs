@@ -1,0 +1,92 @@
+//! Live games by variant: `GET /v1/packs/{pack}/outcomes`, the report `ruleweave outcomes` prints,
+//! from the store's outcome rows (every replica on one database answers the same); and
+//! `DELETE /v1/players/{player}`, which erases a player's sessions and rows.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use ruleweave::ErrorKind;
+use ruleweave_lab::outcomes::OutcomesReport;
+use serde::{Deserialize, Serialize};
+
+use super::error::{ApiResult, Code};
+use super::extract::PackName;
+use super::routes::{Facts, I, O};
+use super::{ApiError, Shared};
+
+/// `GET /v1/packs/{pack}/outcomes?since=&until=&version=`: which games a report reads.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(super) struct Range {
+    /// Only games opened at or after this: an RFC 3339 time (`2026-12-01T09:00:00Z`, or a date),
+    /// or a span back from now (`7d`).
+    since: Option<String>,
+    /// Only games opened before this (as `since`).
+    until: Option<String>,
+    /// Only games opened at this version of the pack.
+    version: Option<String>,
+}
+
+/// Who may call `outcomes`, and the errors it answers of its own.
+pub(super) const OUTCOMES: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
+    Code::InvalidRequest,
+    Code::Engine(ErrorKind::NotFound),
+    Code::Engine(ErrorKind::Pack),
+    Code::Engine(ErrorKind::Store),
+]);
+
+/// `GET /v1/packs/{pack}/outcomes`: how the pack's live games ended, by variant of its
+/// experiment, against the control.
+#[utoipa::path(get, path = "/v1/packs/{pack}/outcomes", operation_id = "packOutcomes", tag = "packs", params(("pack" = String, Path, description = "The pack"), Range), responses(
+    (status = 200, description = "How live games ended, by variant", body = OutcomesReport),
+))]
+pub(super) async fn outcomes(
+    State(s): State<Shared>,
+    PackName(pack): PackName,
+    query: Result<Query<Range>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Json<OutcomesReport>> {
+    let bad = |m: String| ApiError::new(Code::InvalidRequest, m);
+    let Query(q) = query.map_err(|e| {
+        bad(format!("the query does not fit (since, until, version): {}", super::error::query_in_words(&e)))
+    })?;
+    let time = |name: &str, text: &Option<String>| -> ApiResult<Option<i64>> {
+        let Some(text) = text else { return Ok(None) };
+        ruleweave_lab::outcomes::time_ms(text).map(Some).ok_or_else(|| {
+            bad(format!("`{name}`: `{text}` is no time: an RFC 3339 time (2026-12-01T09:00:00Z) or a span back (7d)"))
+        })
+    };
+    let (since, until) = (time("since", &q.since)?, time("until", &q.until)?);
+    let loaded = s.engine.packs().get(&pack)?;
+    let store = &**s.engine.store();
+    let rows = ruleweave::store::needs(store, store.outcomes(), "outcome rows")?;
+    let query = ruleweave::store::OutcomeQuery { pack: &pack, since, until, version: q.version.as_deref() };
+    Ok(Json(ruleweave_lab::outcomes::report(rows, &loaded, query).await?))
+}
+
+/// A player's data, erased.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Erased {
+    /// The sessions deleted.
+    sessions: u64,
+    /// The outcome rows deleted.
+    outcomes: u64,
+}
+
+/// Who may call `erase_player`, and the errors it answers of its own.
+pub(super) const ERASE_PLAYER: Facts =
+    Facts::keys(&[O]).answers(&[Code::InvalidRequest, Code::Engine(ErrorKind::Store)]);
+
+/// `DELETE /v1/players/{player}`: erases every session opened for `player` (forks of them too,
+/// which keep their player) and their outcome rows, on whichever replica.
+#[utoipa::path(delete, path = "/v1/players/{player}", operation_id = "erasePlayer", tag = "sessions", params(("player" = String, Path, description = "The player, as sessions were opened for them")), responses(
+    (status = 200, description = "What was erased", body = Erased),
+))]
+pub(super) async fn erase_player(State(s): State<Shared>, Path(player): Path<String>) -> ApiResult<Response> {
+    ruleweave::check_player(&player)
+        .map_err(|e| ApiError::new(Code::InvalidRequest, format!("`player`: {}", e.detail())))?;
+    let (sessions, outcomes) = s.engine.erase_player(&player).await?;
+    tracing::info!(sessions, outcomes, "a player's data was erased");
+    Ok((StatusCode::OK, Json(Erased { sessions, outcomes })).into_response())
+}

@@ -1,0 +1,94 @@
+//! `ruleweave outcomes PACK`: how the pack's live games ended, by variant of its experiment,
+//! against the control, from the store's outcome rows (the report `GET /v1/packs/{pack}/outcomes`
+//! answers).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use ruleweave_lab::outcomes::{OutcomesReport, VariantOutcomes};
+
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    /// The pack (config/<PACK>.yaml).
+    pack: String,
+    /// The store the live games are in (default: RULEWEAVE_STORE, ruleweave.toml).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// Only games opened since TIME: an RFC 3339 time (2026-12-01T09:00:00Z, or a date) or a
+    /// span back from now (24h, 7d).
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// Only games opened before TIME (as --since).
+    #[arg(long, value_name = "TIME")]
+    until: Option<String>,
+    /// Only games opened at this version of the pack.
+    #[arg(long, value_name = "VERSION")]
+    version: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
+    let config = crate::config::Config::load(root)?;
+    let time = |flag: &str, text: &Option<String>| -> Result<Option<i64>> {
+        let Some(text) = text else { return Ok(None) };
+        match ruleweave_lab::outcomes::time_ms(text) {
+            Some(ms) => Ok(Some(ms)),
+            None => bail!("--{flag} {text}: give an RFC 3339 time (2026-12-01T09:00:00Z) or a span back from now (7d)"),
+        }
+    };
+    let (since, until) = (time("since", &args.since)?, time("until", &args.until)?);
+    let url = args.store.as_deref().unwrap_or(&config.store);
+    let engine = rt.block_on(super::engine(root, &config, url))?;
+    let pack = super::load_pack(&engine, &args.pack)?;
+    let store = engine.store();
+    let Some(rows) = store.outcomes() else { bail!("the store {url} keeps no outcome rows") };
+    let query = ruleweave::store::OutcomeQuery { pack: &args.pack, since, until, version: args.version.as_deref() };
+    let report = rt.block_on(ruleweave_lab::outcomes::report(rows, &pack, query))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The report for a person: each variant's games and shares, then each difference from the
+/// control.
+fn print_report(r: &OutcomesReport) {
+    match (&r.experiment, &r.control) {
+        (Some(e), Some(c)) => println!("{}: experiment `{e}`, control `{c}`", r.pack),
+        _ => println!("{}: no experiment (every live game together)", r.pack),
+    }
+    let pct = |x: f64| format!("{}%", ruleweave::text::decimals(100.0 * x, 1));
+    for v in &r.variants {
+        println!();
+        let name = v.name.as_deref().unwrap_or("all games");
+        let weight = v.weight.map(|w| format!(", weight {}", ruleweave::text::decimals(w, 2))).unwrap_or_default();
+        println!("{name}{weight}: {} made, {} finished", v.made, v.finished);
+        for (outcome, s) in &v.outcomes {
+            println!("  {outcome:<16} {:>7}  (95%: {}–{})", pct(s.share), pct(s.low), pct(s.high));
+        }
+        for (field, spread) in &v.tracked {
+            let n = |x: Option<f64>| x.map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
+            println!("  {field:<16} median {} (p10 {}, p90 {})", n(spread.median), n(spread.p10), n(spread.p90));
+        }
+        print_against(v, r.control.as_deref());
+    }
+}
+
+fn print_against(v: &VariantOutcomes, control: Option<&str>) {
+    let Some(control) = control.filter(|_| !v.against_control.is_empty()) else { return };
+    let points = |x: f64| format!("{:+} points", ruleweave::text::decimals(100.0 * x, 1));
+    println!("  against {control}:");
+    for d in &v.against_control {
+        let verdict = match (d.beyond_noise, d.more_games) {
+            (true, _) => "beyond noise".to_owned(),
+            (false, 0) => "within noise".to_owned(),
+            (false, more) => format!("within noise; {more} more finished games each to tell 5 points"),
+        };
+        println!("    {:<16} {} (95%: {} to {}), {verdict}", d.outcome, points(d.delta), points(d.low), points(d.high));
+    }
+}
