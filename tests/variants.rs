@@ -310,6 +310,33 @@ async fn the_outcomes_report_counts_what_live_games_did() {
     let made: u64 = after["variants"].as_array().unwrap().iter().map(|v| v["made"].as_u64().unwrap()).sum();
     assert_eq!(made, 299);
 
+    // The prediction: the scripted caller's games on each variant's rules, the same games the
+    // simulate route plays at those params.
+    let (status, predicted) =
+        call(Method::GET, format!("{b}/v1/packs/tally/outcomes?since={since_text}&predicted=true"), None).await;
+    assert_eq!(status, 200, "{predicted}");
+    let effect = predicted["predicted"]["effects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["variant"] == "kind" && e["player"] == "caller" && e["outcome"] == "won")
+        .unwrap()
+        .clone();
+    let share = |params: Value| {
+        async move {
+            let (_, r) = call(
+                Method::POST,
+                format!("{a}/v1/packs/tally/simulate"),
+                Some(json!({"games": 20, "params": params})),
+            )
+            .await;
+            r["players"][0]["outcomes"]["won"]["share"].as_f64().unwrap_or(0.0)
+        }
+    };
+    let simulated = share(json!({"chance": 70})).await - share(json!({})).await;
+    assert!((effect["delta"].as_f64().unwrap() - simulated).abs() < 1e-12, "{effect} vs {simulated}");
+    assert_eq!(predicted["predicted"]["games"], 20);
+
     let (status, refused) = call(Method::GET, format!("{a}/v1/packs/tally/outcomes?since=last-tuesday"), None).await;
     assert_eq!(status, 422, "{refused}");
     assert_eq!(
@@ -428,4 +455,52 @@ async fn weights_edited_over_http_move_only_new_sessions() {
     for i in 0..10 {
         assert_eq!(open(format!("player-{i}")).await["variant"], "fair");
     }
+}
+
+/// `ruleweave outcomes`: games played with `run --player-id` into a SQLite store are counted by
+/// variant, and `--predicted` sets the scripted players' effect beside the live one (the coin
+/// that always loses on its own rules and always wins in `sure`: every figure is certain).
+#[test]
+fn outcomes_on_the_command_line_with_the_prediction() {
+    let copy = two_way_coin();
+    let root = copy.path().join("tests/packs/coin");
+    let store = format!("sqlite://{}", copy.path().join("live.db").display());
+    std::fs::write(root.join("one-toss.yaml"), "- {side: heads}\n").unwrap();
+    let mut variants = Vec::new();
+    for i in 0..12 {
+        let player = format!("player-{i}");
+        let out = ruleweave(&root)
+            .args(["run", "coin", "--input", "one-toss.yaml", "--store", &store, "--player-id", &player])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let variant = if point("coin", "kinder-coin", &player) < 0.75 { "fair" } else { "sure" };
+        assert!(stderr(&out).contains(&format!(", variant {variant}, on ")), "{}", stderr(&out));
+        variants.push(variant);
+    }
+    let sure = variants.iter().filter(|v| **v == "sure").count();
+    let out = ruleweave(&root)
+        .args(["outcomes", "coin", "--store", &store, "--predicted", "--predicted-games", "50"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for said in [
+        "coin: experiment `kinder-coin`, control `fair`\n".to_owned(),
+        format!("fair, weight 75: {} made, {} finished\n  lost                100%  (95%: ", 12 - sure, 12 - sure),
+        format!("sure, weight 25: {sure} made, {sure} finished\n  won                 100%  (95%: "),
+        "  against fair:\n    lost             -100 points (95%: -100 points to ".to_owned(),
+        "                     predicted -100 points (caller)\n".to_owned(),
+        "    won              +100 points".to_owned(),
+        "                     predicted +100 points (caller)\n".to_owned(),
+    ] {
+        assert!(text.contains(&said), "{said}\n---\n{text}");
+    }
+    let (code, _, err) = {
+        let out =
+            ruleweave(&root).args(["outcomes", "coin", "--store", &store, "--since", "a while"]).output().unwrap();
+        (out.status.code(), stdout(&out), stderr(&out))
+    };
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--since a while: give an RFC 3339 time"), "{err}");
 }

@@ -37,6 +37,41 @@ pub struct OutcomesReport {
     /// Each variant (the experiment's in the manifest's order, then any its games name that it
     /// no longer has); one without a name for a pack without an experiment.
     pub variants: Vec<VariantOutcomes>,
+    /// What the pack's scripted players predict of each variant's effect, when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Predicted>,
+}
+
+/// The effects the pack's scripted players predict: each player's games played on the
+/// control's rules and on each variant's (the same games: the same seed), and the difference.
+/// Live players are not the scripted ones, so what compares is the effect, not the shares.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Predicted {
+    /// Games per player on each variant's rules.
+    pub games: u32,
+    /// What seeded them.
+    pub seed: String,
+    /// Each variant's effect on each player's share of each outcome.
+    pub effects: Vec<PredictedEffect>,
+}
+
+/// A variant's predicted effect on one scripted player's share of an outcome.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PredictedEffect {
+    /// The variant.
+    pub variant: String,
+    /// The scripted player.
+    pub player: String,
+    /// The outcome.
+    pub outcome: String,
+    /// The player's share on the variant's rules less its share on the control's.
+    pub delta: f64,
+    /// The 95% interval's low end (Newcombe's).
+    pub low: f64,
+    /// Its high end.
+    pub high: f64,
 }
 
 /// One variant's live games.
@@ -143,7 +178,61 @@ pub async fn report(store: &dyn Outcomes, pack: &Pack, query: OutcomeQuery<'_>) 
         until: query.until,
         version: query.version.map(str::to_owned),
         variants,
+        predicted: None,
     })
+}
+
+/// The effects `pack`'s scripted players predict of each variant of its experiment (on
+/// `engine`, which serves it): `games` games per player on the control's rules and on each
+/// variant's, seeded by `seed`, played here (the caller's thread blocks, `handle`'s runtime runs
+/// the games). `None` for a pack without an experiment.
+pub fn predict(
+    handle: &tokio::runtime::Handle,
+    engine: &ruleweave::Engine,
+    pack: &str,
+    games: u32,
+    seed: &str,
+) -> Result<Option<Predicted>> {
+    let loaded = engine.packs().get(pack)?;
+    let Some(experiment) = loaded.experiment() else { return Ok(None) };
+    let batch = crate::simulate::Batch {
+        pack: pack.to_owned(),
+        games,
+        players: Vec::new(),
+        seed: seed.to_owned(),
+        options: Default::default(),
+        jobs: None,
+        prices: Default::default(),
+    };
+    let played = |params: &ruleweave::ParamValues| -> Result<crate::simulate::Report> {
+        crate::simulate::run(handle, &engine.with_params(pack, params.clone())?, &batch)
+    };
+    let control = played(&experiment.control().params)?;
+    let mut effects = Vec::new();
+    for v in experiment.variants.iter().filter(|v| !v.is_control()) {
+        let variant = played(&v.params)?;
+        for (here, base) in variant.players.iter().zip(&control.players) {
+            let mut outcomes: Vec<&String> = here.outcomes.keys().chain(base.outcomes.keys()).collect();
+            outcomes.sort();
+            outcomes.dedup();
+            // A share is k of the games counted: k back from it, exactly.
+            let k = |p: &crate::simulate::PlayerReport, o: &str| {
+                p.outcomes.get(o).map_or(0, |s| (s.share * p.games as f64).round() as usize)
+            };
+            for o in outcomes {
+                let (delta, low, high) = newcombe(k(here, o), here.games, k(base, o), base.games);
+                effects.push(PredictedEffect {
+                    variant: v.name.clone(),
+                    player: here.name.clone(),
+                    outcome: o.clone(),
+                    delta,
+                    low,
+                    high,
+                });
+            }
+        }
+    }
+    Ok(Some(Predicted { games, seed: seed.to_owned(), effects }))
 }
 
 /// Each outcome either side has: the variant's share less the control's (each side its games

@@ -6,9 +6,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use ruleweave_lab::outcomes::{OutcomesReport, VariantOutcomes};
+use ruleweave_lab::outcomes::{OutcomesReport, Predicted, PredictedEffect, VariantOutcomes};
 
 #[derive(clap::Args, Debug)]
+// `--version` here is the pack's, not the program's.
+#[command(disable_version_flag = true)]
 pub(super) struct Args {
     /// The pack (config/<PACK>.yaml).
     pack: String,
@@ -25,6 +27,16 @@ pub(super) struct Args {
     /// Only games opened at this version of the pack.
     #[arg(long, value_name = "VERSION")]
     version: Option<String>,
+    /// Beside each live effect, the one the pack's scripted players predict: their games on the
+    /// control's rules and on each variant's, on the stand-ins.
+    #[arg(long)]
+    predicted: bool,
+    /// Games per scripted player on each variant's rules, for --predicted.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    predicted_games: u32,
+    /// What seeds the predicted games.
+    #[arg(long, default_value = ruleweave_lab::jobs::SEED)]
+    seed: String,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -46,7 +58,17 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
     let store = engine.store();
     let Some(rows) = store.outcomes() else { bail!("the store {url} keeps no outcome rows") };
     let query = ruleweave::store::OutcomeQuery { pack: &args.pack, since, until, version: args.version.as_deref() };
-    let report = rt.block_on(ruleweave_lab::outcomes::report(rows, &pack, query))?;
+    let mut report = rt.block_on(ruleweave_lab::outcomes::report(rows, &pack, query))?;
+    if args.predicted {
+        if !(1..=100_000).contains(&args.predicted_games) {
+            bail!("--predicted-games is 1 to 100000, not {}", args.predicted_games);
+        }
+        // Played on the stand-ins, in a store of their own: a prediction keeps nothing.
+        let standin =
+            rt.block_on(super::spending::engine_with(root, &config, "memory", ruleweave::LlmChoice::Standin))?;
+        report.predicted =
+            ruleweave_lab::outcomes::predict(rt.handle(), &standin, &args.pack, args.predicted_games, &args.seed)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
@@ -75,13 +97,16 @@ fn print_report(r: &OutcomesReport) {
             let n = |x: Option<f64>| x.map_or("-".to_owned(), |x| ruleweave::text::decimals(x, 2));
             println!("  {field:<16} median {} (p10 {}, p90 {})", n(spread.median), n(spread.p10), n(spread.p90));
         }
-        print_against(v, r.control.as_deref());
+        print_against(v, r.control.as_deref(), r.predicted.as_ref());
     }
 }
 
-fn print_against(v: &VariantOutcomes, control: Option<&str>) {
+fn print_against(v: &VariantOutcomes, control: Option<&str>, predicted: Option<&Predicted>) {
     let Some(control) = control.filter(|_| !v.against_control.is_empty()) else { return };
-    let points = |x: f64| format!("{:+} points", ruleweave::text::decimals(100.0 * x, 1));
+    let points = |x: f64| {
+        let n = ruleweave::text::decimals(100.0 * x, 1);
+        if x > 0.0 { format!("+{n} points") } else { format!("{n} points") }
+    };
     println!("  against {control}:");
     for d in &v.against_control {
         let verdict = match (d.beyond_noise, d.more_games) {
@@ -90,5 +115,23 @@ fn print_against(v: &VariantOutcomes, control: Option<&str>) {
             (false, more) => format!("within noise; {more} more finished games each to tell 5 points"),
         };
         println!("    {:<16} {} (95%: {} to {}), {verdict}", d.outcome, points(d.delta), points(d.low), points(d.high));
+        let Some(p) = predicted else { continue };
+        let mut effects: Vec<&PredictedEffect> =
+            p.effects.iter().filter(|e| Some(&e.variant) == v.name.as_ref() && e.outcome == d.outcome).collect();
+        effects.sort_by(|a, b| a.delta.total_cmp(&b.delta));
+        match effects.as_slice() {
+            [] => {}
+            [one] => println!("    {:<16} predicted {} ({})", "", points(one.delta), one.player),
+            [lo, .., hi] => {
+                println!(
+                    "    {:<16} predicted {} ({}) to {} ({})",
+                    "",
+                    points(lo.delta),
+                    lo.player,
+                    points(hi.delta),
+                    hi.player
+                )
+            }
+        }
     }
 }

@@ -27,11 +27,17 @@ pub(super) struct Range {
     until: Option<String>,
     /// Only games opened at this version of the pack.
     version: Option<String>,
+    /// Beside each live effect, the one the pack's scripted players predict: 20 games each on
+    /// the control's rules and on each variant's, on the stand-ins (a batch, one at a time on a
+    /// server, as a simulate request is).
+    #[serde(default)]
+    predicted: bool,
 }
 
 /// Who may call `outcomes`, and the errors it answers of its own.
 pub(super) const OUTCOMES: Facts = Facts::keys(&[O, I]).note("an issued key: of its packs").answers(&[
     Code::InvalidRequest,
+    Code::SimulationRunning,
     Code::Engine(ErrorKind::NotFound),
     Code::Engine(ErrorKind::Pack),
     Code::Engine(ErrorKind::Store),
@@ -62,7 +68,34 @@ pub(super) async fn outcomes(
     let store = &**s.engine.store();
     let rows = ruleweave::store::needs(store, store.outcomes(), "outcome rows")?;
     let query = ruleweave::store::OutcomeQuery { pack: &pack, since, until, version: q.version.as_deref() };
-    Ok(Json(ruleweave_lab::outcomes::report(rows, &loaded, query).await?))
+    let mut report = ruleweave_lab::outcomes::report(rows, &loaded, query).await?;
+    if q.predicted {
+        report.predicted = predicted(&s, &pack).await?;
+    }
+    Ok(Json(report))
+}
+
+/// Games per scripted player on each variant's rules, for a report's prediction.
+const PREDICTED_GAMES: u32 = 20;
+
+/// What `pack`'s scripted players predict of each variant, played in the server's one place
+/// for a batch, on the stand-ins, off the workers that answer requests.
+async fn predicted(s: &Shared, pack: &str) -> ApiResult<Option<ruleweave_lab::outcomes::Predicted>> {
+    let Ok(_running) = s.simulating.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            Code::SimulationRunning,
+            "a batch of games is already running on this server: ask for the prediction again when it ends",
+        ));
+    };
+    let engine = super::lab::standin(s.engine.root(), pack, &Default::default()).await?;
+    let (handle, pack) = (tokio::runtime::Handle::current(), pack.to_owned());
+    let seed = ruleweave_lab::jobs::SEED;
+    tokio::task::spawn_blocking(move || {
+        ruleweave_lab::outcomes::predict(&handle, &engine, &pack, PREDICTED_GAMES, seed)
+    })
+    .await
+    .map_err(ApiError::internal)?
+    .map_err(ApiError::from)
 }
 
 /// A player's data, erased.
