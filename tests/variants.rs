@@ -322,16 +322,11 @@ async fn the_outcomes_report_counts_what_live_games_did() {
         .find(|e| e["variant"] == "kind" && e["player"] == "caller" && e["outcome"] == "won")
         .unwrap()
         .clone();
-    let share = |params: Value| {
-        async move {
-            let (_, r) = call(
-                Method::POST,
-                format!("{a}/v1/packs/tally/simulate"),
-                Some(json!({"games": 20, "params": params})),
-            )
-            .await;
-            r["players"][0]["outcomes"]["won"]["share"].as_f64().unwrap_or(0.0)
-        }
+    let share = |params: Value| async move {
+        let (_, r) =
+            call(Method::POST, format!("{a}/v1/packs/tally/simulate"), Some(json!({"games": 20, "params": params})))
+                .await;
+        r["players"][0]["outcomes"]["won"]["share"].as_f64().unwrap_or(0.0)
     };
     let simulated = share(json!({"chance": 70})).await - share(json!({})).await;
     assert!((effect["delta"].as_f64().unwrap() - simulated).abs() < 1e-12, "{effect} vs {simulated}");
@@ -503,4 +498,34 @@ fn outcomes_on_the_command_line_with_the_prediction() {
     };
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--since a while: give an RFC 3339 time"), "{err}");
+}
+
+/// The chat face: a new conversation's `user` is its player, so an OpenAI client's end-user id
+/// keeps a player on their variant; the session it opened (its id in `x-ruleweave-session`)
+/// says so, and a `user` with a control character is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_clients_user_is_the_player() {
+    let copy = two_way_coin();
+    let root = copy.path().join("tests/packs/coin");
+    let server = crate::support::start(&root, "memory", &[]);
+    let http = crate::support::http();
+    for i in 0..8 {
+        let player = format!("player-{i}");
+        let body = json!({"model": "coin", "messages": [{"role": "user", "content": format!("heads, says {player}")}], "user": player});
+        let r = http.post(format!("{}/v1/chat/completions", server.url)).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let id = r.headers()["x-ruleweave-session"].to_str().unwrap().to_owned();
+        let session: Value =
+            http.get(format!("{}/v1/sessions/{id}", server.url)).send().await.unwrap().json().await.unwrap();
+        let expected = if point("coin", "kinder-coin", &player) < 0.75 { "fair" } else { "sure" };
+        assert_eq!(session["variant"], expected, "{player}: {session}");
+    }
+    let body = json!({"model": "coin", "messages": [{"role": "user", "content": "heads"}], "user": "ada\u{7}"});
+    let r = http.post(format!("{}/v1/chat/completions", server.url)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let refused: Value = r.json().await.unwrap();
+    assert!(
+        refused["error"]["message"].as_str().unwrap().starts_with("`user`: a player is printable characters"),
+        "{refused}"
+    );
 }

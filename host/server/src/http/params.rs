@@ -70,15 +70,9 @@ pub(super) async fn write(
     }
     // Checked as a run's values are: every one, before anything is written.
     s.engine.with_params(&pack, req.params.clone())?;
-    let file = format!("config/{pack}.yaml");
-    let path = s.engine.root().join(&file);
-    let not_written = |e: std::io::Error| {
-        ApiError::new(
-            Code::PackNotWritable,
-            format!("cannot write {file}: {e} (the pack's files are not writable here)"),
-        )
-    };
-    let mut text = std::fs::read_to_string(&path).map_err(not_written)?;
+    let manifest = Manifest::of(&s, &pack);
+    let file = manifest.file.clone();
+    let mut text = manifest.read()?;
     let serving = s.engine.packs().get(&pack)?;
     let mut stale_comments = Vec::new();
     for (name, value) in &req.params {
@@ -90,12 +84,7 @@ pub(super) async fn write(
         }
         text = written;
     }
-    let aside = path.with_file_name(format!(".{pack}.yaml.writing"));
-    std::fs::write(&aside, &text).map_err(not_written)?;
-    if let Err(e) = std::fs::rename(&aside, &path) {
-        let _ = std::fs::remove_file(&aside);
-        return Err(not_written(e));
-    }
+    manifest.write(&text)?;
     tracing::info!(pack = %pack, file = %file, "params written: {}", shown(&req.params));
     // Reloaded now, so the answer comes after the pack that plays the next turn (the watcher,
     // when there is one, sees the same file and finds nothing new).
@@ -194,29 +183,57 @@ pub(super) async fn write_weights(
     if total <= 0.0 {
         return Err(input("`weights`: the weights would sum to 0, and no new session would have a variant".into()));
     }
-    let file = format!("config/{pack}.yaml");
-    let path = s.engine.root().join(&file);
-    let not_written = |e: std::io::Error| {
-        ApiError::new(
-            Code::PackNotWritable,
-            format!("cannot write {file}: {e} (the pack's files are not writable here)"),
-        )
-    };
-    let mut text = std::fs::read_to_string(&path).map_err(not_written)?;
+    let manifest = Manifest::of(&s, &pack);
+    let file = manifest.file.clone();
+    let mut text = manifest.read()?;
     for (name, weight) in &req.weights {
         text = ruleweave::write_weight(&text, name, *weight).map_err(|e| input(format!("{file}: {}", e.detail())))?;
     }
-    let aside = path.with_file_name(format!(".{pack}.yaml.writing"));
-    std::fs::write(&aside, &text).map_err(not_written)?;
-    if let Err(e) = std::fs::rename(&aside, &path) {
-        let _ = std::fs::remove_file(&aside);
-        return Err(not_written(e));
-    }
+    manifest.write(&text)?;
     tracing::info!(pack = %pack, file = %file, "weights written: {:?}", req.weights);
     s.engine.packs().reload_files(std::slice::from_ref(&file));
     let loaded = s.engine.packs().get(&pack)?;
     let weights = loaded.experiment().map(|e| e.variants.iter().map(|v| (v.name.clone(), v.weight)).collect());
     Ok(Json(WrittenWeights { pack, file, weights: weights.unwrap_or_default(), version: loaded.version().to_owned() }))
+}
+
+/// A pack's manifest under this server's root, as the routes that write it read and write it.
+struct Manifest {
+    /// Relative to the root (`config/pirate.yaml`).
+    file: String,
+    path: std::path::PathBuf,
+    pack: String,
+}
+
+impl Manifest {
+    fn of(s: &Shared, pack: &str) -> Manifest {
+        let file = format!("config/{pack}.yaml");
+        Manifest { path: s.engine.root().join(&file), file, pack: pack.to_owned() }
+    }
+
+    fn not_written(&self, e: std::io::Error) -> ApiError {
+        let file = &self.file;
+        ApiError::new(
+            Code::PackNotWritable,
+            format!("cannot write {file}: {e} (the pack's files are not writable here)"),
+        )
+    }
+
+    fn read(&self) -> ApiResult<String> {
+        std::fs::read_to_string(&self.path).map_err(|e| self.not_written(e))
+    }
+
+    /// Replaces the file whole with `text`: written aside, then renamed, so a reader never sees
+    /// half of it.
+    fn write(&self, text: &str) -> ApiResult<()> {
+        let aside = self.path.with_file_name(format!(".{}.yaml.writing", self.pack));
+        std::fs::write(&aside, text).map_err(|e| self.not_written(e))?;
+        if let Err(e) = std::fs::rename(&aside, &self.path) {
+            let _ = std::fs::remove_file(&aside);
+            return Err(self.not_written(e));
+        }
+        Ok(())
+    }
 }
 
 fn shown(params: &BTreeMap<String, Value>) -> String {
