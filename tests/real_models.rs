@@ -33,11 +33,7 @@ async fn a_tune_job_on_a_real_model_spends_within_its_budget_and_its_keys_cap() 
     )
     .unwrap();
     let env = [("RULEWEAVE_TOKEN", OPERATOR), ("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &mock.base_url)];
-    let store = crate::support::postgres();
-    let replicas: Vec<_> = match &store {
-        Some(url) => (0..2).map(|_| crate::support::start(root.path(), url, &env)).collect(),
-        None => vec![crate::support::start(root.path(), "memory", &env)],
-    };
+    let replicas = crate::support::replicas(root.path(), &env);
     let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
     let issue = |body: Value| call(Method::POST, format!("{a}/v1/keys"), OPERATOR.into(), Some(body));
     let (_, plain) = issue(json!({"label": "plays"})).await;
@@ -99,11 +95,7 @@ async fn a_batch_on_a_real_model_is_a_job_within_its_budget() {
     )
     .unwrap();
     let env = [("RULEWEAVE_TOKEN", OPERATOR), ("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", &mock.base_url)];
-    let store = crate::support::postgres();
-    let replicas: Vec<_> = match &store {
-        Some(url) => (0..2).map(|_| crate::support::start(root.path(), url, &env)).collect(),
-        None => vec![crate::support::start(root.path(), "memory", &env)],
-    };
+    let replicas = crate::support::replicas(root.path(), &env);
     let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
     let (_, plain) = call(Method::POST, format!("{a}/v1/keys"), OPERATOR.into(), Some(json!({"label": "plays"}))).await;
     let plain = plain["key"].as_str().unwrap().to_owned();

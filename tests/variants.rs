@@ -105,11 +105,7 @@ fn two_way_coin() -> tempfile::TempDir {
 async fn sessions_play_their_players_variant_on_any_replica() {
     let copy = two_way_coin();
     let root = copy.path().join("tests/packs/coin");
-    let store = crate::support::postgres();
-    let replicas: Vec<_> = match &store {
-        Some(url) => (0..2).map(|_| crate::support::start(&root, url, &[])).collect(),
-        None => vec![crate::support::start(&root, "memory", &[])],
-    };
+    let replicas = crate::support::replicas(&root, &[]);
     let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
     let http = crate::support::http();
     let post = |url: String, body: Value| {
@@ -188,11 +184,7 @@ fn wilson(k: f64, n: f64) -> (f64, f64) {
 async fn the_outcomes_report_counts_what_live_games_did() {
     let copy = tally();
     let root = copy.path().join("tests/packs/coin");
-    let store = crate::support::postgres();
-    let replicas: Vec<_> = match &store {
-        Some(url) => (0..2).map(|_| crate::support::start(&root, url, &[])).collect(),
-        None => vec![crate::support::start(&root, "memory", &[])],
-    };
+    let replicas = crate::support::replicas(&root, &[]);
     let (a, b) = (&replicas[0].url, &replicas.last().unwrap().url);
     let http = crate::support::http();
     let call = |method: reqwest::Method, url: String, body: Option<Value>| {

@@ -205,10 +205,16 @@ impl Packs {
     /// the serving version itself for the control, for no variant, and for a variant its
     /// experiment no longer has.
     pub fn variant(&self, name: &str, variant: Option<&str>) -> Result<Arc<Pack>> {
-        let base = self.get(name)?;
+        self.variant_of(self.get(name)?, variant)
+    }
+
+    /// [`Packs::variant`] of `base`, the version of the pack serving now (looked up once by the
+    /// caller: a turn asks this every time).
+    pub(crate) fn variant_of(&self, base: Arc<Pack>, variant: Option<&str>) -> Result<Arc<Pack>> {
         let Some(wanted) = base.experiment().and_then(|e| e.variant(variant?)).filter(|v| !v.is_control()) else {
             return Ok(base);
         };
+        let name = base.name.as_str();
         let slots = self.inner.slots.read().unwrap_or_else(|e| e.into_inner());
         if let Some(built) = slots.get(name).and_then(|s| s.variants.get(&wanted.name)) {
             return Ok(built.clone());
@@ -230,8 +236,11 @@ impl Packs {
     /// [`Packs::variant`] of the version serving now, if `name` ever loaded; `None` also when
     /// the variant's rules cannot be built.
     pub fn current_variant(&self, name: &str, variant: Option<&str>) -> Option<Arc<Pack>> {
-        self.current(name)?;
-        self.variant(name, variant).ok()
+        let base = self.current(name)?;
+        if variant.is_none() {
+            return Some(base);
+        }
+        self.variant_of(base, variant).ok()
     }
 
     /// Loads (or reloads) the pack `name` from disk and makes it the current version. When the

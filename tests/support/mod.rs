@@ -112,6 +112,15 @@ pub fn start(root: &Path, store: &str, env: &[(&str, &str)]) -> Process {
     start_with(root, store, env, &[])
 }
 
+/// Two replicas of `serve` on one PostgreSQL when the tests have one (`RULEWEAVE_TEST_POSTGRES`),
+/// else one server on a memory store: what a capability is tested on.
+pub fn replicas(root: &Path, env: &[(&str, &str)]) -> Vec<Process> {
+    match postgres() {
+        Some(url) => (0..2).map(|_| start(root, &url, env)).collect(),
+        None => vec![start(root, "memory", env)],
+    }
+}
+
 /// [`start`] with more arguments to `serve`.
 pub fn start_with(root: &Path, store: &str, env: &[(&str, &str)], args: &[&str]) -> Process {
     let mut cmd = ruleweave(root);

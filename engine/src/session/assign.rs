@@ -1,14 +1,21 @@
 //! Opening a session for someone: its id, the player it is for, and which variant of its pack's
-//! experiment it plays. A player is kept only as a hash ([`player_hash`]): enough to give them
+//! experiment it plays; and a live game's outcome row, written as it opens and completed as it
+//! ends. A player is kept only as a hash ([`player_hash`]): enough to give them
 //! the same variant, to count their games apart, and to erase them, and nothing to read back.
 
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use serde_json::Value as Json;
+
+use super::Session;
 use crate::error::{Error, Result};
 use crate::pack::Pack;
 use crate::packs::Packs;
+use crate::runtime::Runtime;
+use crate::store::{Ending, OutcomeRow};
+use crate::vocab::now_ms;
 
 /// The longest a player's key may be, in characters.
 pub const PLAYER_MAX: usize = 128;
@@ -93,8 +100,58 @@ impl OpenAs {
             }
             (Some(_), VariantChoice::Named(v)) => Some(v),
         };
-        let rules = packs.variant(pack, variant.as_deref())?;
+        let rules = packs.variant_of(base.clone(), variant.as_deref())?;
         Ok((id, Who { variant, player: self.player.as_deref().map(player_hash), counted }, rules))
+    }
+}
+
+impl Who {
+    /// Writes the outcome row of a live game as it opens (nothing for any other session). A
+    /// failure is logged: the session has been made, and plays.
+    pub(crate) async fn record_opening(&self, rt: &Runtime, pack: &Pack, id: &str, now: i64) {
+        let (Some(version), Some(outcomes)) = (&self.counted, rt.store.outcomes()) else { return };
+        let row = OutcomeRow {
+            session: id.to_owned(),
+            pack: pack.name.clone(),
+            version: version.clone(),
+            variant: self.variant.clone(),
+            player: self.player.clone(),
+            outcome: None,
+            tracked: Default::default(),
+            turns: 0,
+            created_at: now,
+            finished_at: None,
+        };
+        if let Err(e) = outcomes.opened(&row).await {
+            tracing::warn!(session = %id, "cannot record a live game's opening: {e}");
+        }
+    }
+}
+
+impl Session {
+    /// Completes its live game's outcome row as it ended (after `turns`), or drops it when its
+    /// state was set by hand (or `turns` is none: an edit); a session with no row (no live
+    /// game) is left alone. A failure is logged: the game has been recorded, and goes on.
+    pub(crate) async fn record_ending(&self, turns: Option<u64>) {
+        let Some(outcomes) = self.rt.store.outcomes() else { return };
+        let written = match (self.edited_turn, turns) {
+            (None, Some(turns)) => {
+                let spec = self.pack.simulate();
+                let outcome = match spec.outcome.as_deref().map(|f| self.field(f)) {
+                    None => "finished".to_owned(),
+                    Some(Some(Json::String(s))) => s,
+                    Some(Some(other)) => other.to_string(),
+                    Some(None) => "none".to_owned(),
+                };
+                let tracked = spec.track.iter().filter_map(|f| Some((f.clone(), self.field(f)?))).collect();
+                let ending = Ending { outcome, tracked, turns, at: now_ms() };
+                outcomes.ended(&self.id, &ending).await
+            }
+            _ => outcomes.discard(&self.id).await,
+        };
+        if let Err(e) = written {
+            tracing::warn!(session = %self.id, "cannot record how a live game ended: {e}");
+        }
     }
 }
 

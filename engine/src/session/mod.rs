@@ -423,23 +423,7 @@ impl Session {
         rt.check_state_size(&state)?;
         rt.record_schema(&pack).await?;
         rt.store.create(&info, &start).await?;
-        if let (Some(version), Some(outcomes)) = (&who.counted, rt.store.outcomes()) {
-            let row = crate::store::OutcomeRow {
-                session: id.to_string(),
-                pack: pack.name.clone(),
-                version: version.clone(),
-                variant: who.variant.clone(),
-                player: who.player.clone(),
-                outcome: None,
-                tracked: Default::default(),
-                turns: 0,
-                created_at: now,
-                finished_at: None,
-            };
-            if let Err(e) = outcomes.opened(&row).await {
-                tracing::warn!(session = %id, "cannot record a live game's opening: {e}");
-            }
-        }
+        who.record_opening(&rt, &pack, &id, now).await;
         Ok(Session {
             rt,
             id,
@@ -602,31 +586,6 @@ impl Session {
     /// is reached on an edited state, and faces say so beside the status line.
     pub fn edited_turn(&self) -> Option<u64> {
         self.edited_turn
-    }
-
-    /// Completes its live game's outcome row as it ended (after `turns`), or drops it when its
-    /// state was set by hand (or `turns` is none: an edit); a session with no row (no live
-    /// game) is left alone. A failure is logged: the game has been recorded, and goes on.
-    pub(crate) async fn record_ending(&self, turns: Option<u64>) {
-        let Some(outcomes) = self.rt.store.outcomes() else { return };
-        let written = match (self.edited_turn, turns) {
-            (None, Some(turns)) => {
-                let spec = self.pack.simulate();
-                let outcome = match spec.outcome.as_deref().map(|f| self.field(f)) {
-                    None => "finished".to_owned(),
-                    Some(Some(Json::String(s))) => s,
-                    Some(Some(other)) => other.to_string(),
-                    Some(None) => "none".to_owned(),
-                };
-                let tracked = spec.track.iter().filter_map(|f| Some((f.clone(), self.field(f)?))).collect();
-                let ending = crate::store::Ending { outcome, tracked, turns, at: now_ms() };
-                outcomes.ended(&self.id, &ending).await
-            }
-            _ => outcomes.discard(&self.id).await,
-        };
-        if let Err(e) = written {
-            tracing::warn!(session = %self.id, "cannot record how a live game ended: {e}");
-        }
     }
 
     /// The variant of its pack's experiment it plays, when the pack had one as it opened.
