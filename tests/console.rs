@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use support::{copy_of, start_with};
 
 /// What the console's tests do in its page, beyond what any page takes.
-trait Console {
+pub(crate) trait Console {
     /// Types `text` into the move box and sends it with the keyboard shortcut.
     async fn type_move(&mut self, text: &str);
     /// The session on screen as the API shows it (`GET /v1/sessions/{id}`).

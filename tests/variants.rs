@@ -1,6 +1,7 @@
 //! Live variants: an experiment in a pack's manifest (`experiment:`), variants of its `params:`
 //! numbers given to shares of its players: what `check` says of one (the shares and what each
-//! variant sets, every mistake at its place), and sessions playing their player's variant.
+//! variant sets, every mistake at its place), sessions playing their player's variant, the
+//! report of how live games ended, and the console's Variants panel in a real browser.
 
 use serde_json::{Value, json};
 
@@ -355,12 +356,17 @@ fn weights_are_not_part_of_the_version_and_params_are() {
 /// version, a session already made keeps its variant and its rules, a new session is assigned
 /// by the new weights (weight 0 takes no one), and exactly the players whose point the new
 /// ranges give to another variant move. Bad weights are refused by name, and nothing is written.
+/// On two replicas of one PostgreSQL watching one tree (when there is one), weights written
+/// through one place the next players on the other once it has reloaded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weights_edited_over_http_move_only_new_sessions() {
     let copy = two_way_coin();
     let root = copy.path().join("tests/packs/coin");
-    let server = crate::support::start(&root, "memory", &[]);
-    let url = &server.url;
+    let servers: Vec<_> = match crate::support::postgres() {
+        Some(db) => (0..2).map(|_| crate::support::start_with(&root, &db, &[], &["--watch"])).collect(),
+        None => vec![crate::support::start(&root, "memory", &[])],
+    };
+    let (url, other) = (&servers[0].url, &servers.last().unwrap().url);
     let http = crate::support::http();
     let send = |method: reqwest::Method, path: String, body: Value| {
         let http = http.clone();
@@ -370,11 +376,16 @@ async fn weights_edited_over_http_move_only_new_sessions() {
         }
     };
     use reqwest::Method;
-    let open = |player: String| async move {
-        let (status, body) = send(Method::POST, "/v1/sessions".into(), json!({"pack": "coin", "player": player})).await;
-        assert_eq!(status, 201, "{body}");
-        body
+    let open_on = |server: &str, player: String| {
+        let (http, server) = (http.clone(), server.to_owned());
+        async move {
+            let r = http.post(format!("{server}/v1/sessions")).json(&json!({"pack": "coin", "player": player}));
+            let r = r.send().await.unwrap();
+            assert_eq!(r.status(), 201);
+            r.json::<Value>().await.unwrap()
+        }
     };
+    let open = |player: String| open_on(url, player);
     let expected = |player: &str, fair: f64| if point("coin", "kinder-coin", player) < fair { "fair" } else { "sure" };
     let mut before = Vec::new();
     for i in 0..40 {
@@ -403,6 +414,8 @@ async fn weights_edited_over_http_move_only_new_sessions() {
 
     let (_, packs) = send(Method::GET, "/v1/packs".into(), Value::Null).await;
     let version = packs["packs"].as_array().unwrap().iter().find(|p| p["name"] == "coin").unwrap()["version"].clone();
+    // The other replica's reloads, followed from before the write.
+    let mut reloads = http.get(format!("{other}/v1/events")).send().await.unwrap();
     let (status, written) =
         send(Method::PUT, "/v1/packs/coin/variants".into(), json!({"weights": {"fair": 50, "sure": 50}})).await;
     assert_eq!(status, 200, "{written}");
@@ -426,11 +439,35 @@ async fn weights_edited_over_http_move_only_new_sessions() {
         let won = if old["variant"] == "sure" { "won" } else { "lost" };
         assert_eq!((&turn["variant"], &turn["state"]["outcome"]), (&old["variant"], &json!(won)), "{turn}");
     }
-    // New sessions: exactly the players between 0.5 and 0.75 move, from fair to sure.
+    // The other replica has the new weights once it has reloaded the manifest (at once for one
+    // server: the write reloaded it).
+    if other != url {
+        let mut parser = ruleweave_testkit::sse::Parser::default();
+        let reloaded = loop {
+            if let Some(e) = parser.next() {
+                if e.name == "reload" {
+                    break serde_json::from_str::<Value>(&e.data).unwrap();
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), reloads.chunk()).await;
+            parser.feed(&chunk.expect("the other replica reloads within 30 s").unwrap().expect("a stream"));
+        };
+        assert_eq!((&reloaded["pack"], &reloaded["version"]), (&json!("coin"), &version), "{reloaded}");
+    }
+    let packs: Value = http.get(format!("{other}/v1/packs")).send().await.unwrap().json().await.unwrap();
+    let coin = packs["packs"].as_array().unwrap().iter().find(|p| p["name"] == "coin").unwrap().clone();
+    assert_eq!(
+        coin["experiment"]["variants"],
+        json!([{"name": "fair", "weight": 50.0, "params": {}}, {"name": "sure", "weight": 50.0, "params": {"chance": 100}}]),
+        "the pack as every replica declares it: {coin}"
+    );
+    // New sessions, on the other replica: exactly the players between 0.5 and 0.75 move, from
+    // fair to sure.
     let mut moved = 0;
     for (i, old) in before.iter().enumerate() {
         let player = format!("player-{i}");
-        let now = open(player.clone()).await;
+        let now = open_on(other, player.clone()).await;
         assert_eq!(now["variant"], expected(&player, 0.5), "{player}");
         moved += usize::from(now["variant"] != old["variant"]);
     }
@@ -467,11 +504,27 @@ fn outcomes_on_the_command_line_with_the_prediction() {
     }
     let sure = variants.iter().filter(|v| **v == "sure").count();
     let out = ruleweave(&root)
-        .args(["outcomes", "coin", "--store", &store, "--predicted", "--predicted-games", "50"])
+        .args(["outcomes", "coin", "--store", &store, "--predicted", "--predicted-games", "50", "--html", "live.html"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
+    assert!(text.ends_with("\nthe report with its charts: live.html\n"), "{text}");
+    // The page says what the command line printed, beside its charts.
+    let page = std::fs::read_to_string(root.join("live.html")).unwrap();
+    for said in [
+        "<h1>coin: live games by variant</h1>",
+        "experiment <code>kinder-coin</code>, control <b>fair</b> · every game kept",
+        &format!(
+            "<tr><td>sure</td><td>25 (25% of new players)</td><td>chance=100</td><td>{sure}</td><td>{sure}</td></tr>"
+        ),
+        "<h2>sure against fair</h2>",
+        "<tr><td>won</td><td>+100 points</td>",
+        "<td class=beyond>beyond noise</td><td>+100 (caller)</td></tr>",
+        "Predicted: each scripted player's 50 games",
+    ] {
+        assert!(page.contains(said), "{said}\n---\n{page}");
+    }
     for said in [
         "coin: experiment `kinder-coin`, control `fair`\n".to_owned(),
         format!("fair, weight 75: {} made, {} finished\n  lost                100%  (95%: ", 12 - sure, 12 - sure),
@@ -520,4 +573,136 @@ async fn a_chat_clients_user_is_the_player() {
         refused["error"]["message"].as_str().unwrap().starts_with("`user`: a player is printable characters"),
         "{refused}"
     );
+}
+
+/// The console's Variants panel in a real browser (headless Chromium), as a designer reads it:
+/// each variant, what it sets, its weight and its share of new players; the live games' report
+/// under them, its figures the games played here; a weight edited, saved into the manifest and
+/// the report drawn again with it; the prediction ticked in; a weight left blank or below 0
+/// refused beside the button, nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_designer_reads_and_weighs_variants_in_the_console() {
+    use crate::console::Console as _;
+    let Some(exe) = ruleweave_testkit::browser::chromium() else { return };
+    let copy = two_way_coin();
+    let root = copy.path().join("tests/packs/coin");
+    let server = crate::support::start(&root, "memory", &[]);
+    let http = crate::support::http();
+    // Live games: the sure coin always wins, the fair one (on the pack's chance of 0) never does.
+    let mut sure = 0;
+    for i in 0..24 {
+        let player = format!("player-{i}");
+        let opened: Value = http
+            .post(format!("{}/v1/sessions", server.url))
+            .json(&json!({"pack": "coin", "player": player}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = opened["id"].as_str().unwrap();
+        let turn = json!({"input": {"side": "heads"}});
+        let r = http.post(format!("{}/v1/sessions/{id}/turns", server.url)).json(&turn).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        sure += usize::from(opened["variant"] == "sure");
+    }
+    let fair = 24 - sure;
+    assert!(sure > 0 && fair > 0, "both variants have games: {sure} sure");
+
+    let mut b = ruleweave_testkit::browser::Browser::launch(&exe).await;
+    b.size(1400, 1100).await;
+    b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
+    b.click("button.pack[data-pack='coin']").await;
+    let drawn = "document.getElementById('variants-status').textContent.startsWith('the live games as of ')";
+    b.wait_for(drawn).await;
+    assert_eq!(
+        b.text("#variants-about").await,
+        "experiment kinder-coin: each new player gets a variant by these weights, and keeps it"
+    );
+    let rows = "[...document.querySelectorAll('#variants-rows tr')].map((r) => [...r.children].map((c) => \
+                c.querySelector('input') ? c.querySelector('input').value : c.textContent))";
+    assert_eq!(
+        b.eval(rows).await,
+        json!([["fair", "the pack's own numbers (the control)", "75", "75%"], ["sure", "chance = 100", "25", "25%"]])
+    );
+    // The report, as the page reads: each variant's games, and sure against fair.
+    let frame = "document.getElementById('variants-frame').contentDocument";
+    let table = |selector: &str| {
+        format!(
+            "[...{frame}.querySelectorAll('{selector} tr')].slice(1).map((r) => [...r.children].map((c) => c.textContent))"
+        )
+    };
+    assert_eq!(b.eval(&format!("{frame}.querySelector('h1').textContent")).await, json!("coin: live games by variant"));
+    assert_eq!(
+        b.eval(&table("table.games")).await,
+        json!([
+            ["fair", "75 (75% of new players)", "the pack's own numbers", fair.to_string(), fair.to_string()],
+            ["sure", "25 (25% of new players)", "chance=100", sure.to_string(), sure.to_string()]
+        ])
+    );
+    let rows_of = |v: Value| -> Vec<Vec<String>> { serde_json::from_value(v).unwrap() };
+    let against = rows_of(b.eval(&table("table.against")).await);
+    assert_eq!(against[0][..2], ["lost", "-100 points"], "{against:?}");
+    assert_eq!(against[1][..2], ["won", "+100 points"], "{against:?}");
+    assert_eq!((against[0][3].as_str(), against[1][3].as_str()), ("beyond noise", "beyond noise"), "{against:?}");
+    assert_eq!(b.eval("document.getElementById('problem').hidden").await, json!(true), "{}", b.text("#problem").await);
+    b.eval("document.getElementById('variants-box').scrollIntoView()").await;
+    b.shot("variants-1-report").await;
+
+    // Half to each: the shares follow the boxes as they are typed; saved, the manifest says so
+    // and the report is drawn again with the new weights.
+    let weigh = |variant: &str, value: &str| {
+        format!(
+            "{{ const w = document.querySelector('#variants-rows tr[data-variant={variant}] input'); \
+             w.value = {value:?}; w.dispatchEvent(new Event('input')) }}"
+        )
+    };
+    b.eval(&weigh("fair", "50")).await;
+    assert_eq!(b.eval(rows).await[0][3], json!("66.7%"));
+    b.eval(&weigh("sure", "50")).await;
+    assert_eq!(
+        b.eval(rows).await,
+        json!([["fair", "the pack's own numbers (the control)", "50", "50%"], ["sure", "chance = 100", "50", "50%"]])
+    );
+    b.click("#variants-save").await;
+    let redrawn = format!(
+        "{frame}.querySelector('table.games') && {frame}.querySelector('table.games').textContent.includes('50 (50% of new players)')"
+    );
+    b.wait_for(&redrawn).await;
+    assert_eq!(
+        b.text("#variants-said").await,
+        "config/coin.yaml now weighs fair 50, sure 50: the next new player is placed by them; sessions already made keep their variant."
+    );
+    let manifest = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
+    assert!(manifest.contains("fair: {weight: 50}") && manifest.contains("sure: {weight: 50,"), "{manifest}");
+    assert_eq!(b.eval(&table("table.games")).await[1][1], json!("50 (50% of new players)"));
+
+    // The prediction beside the live effect: the scripted caller's games on each variant's rules.
+    b.click("#variants-predicted").await;
+    b.wait_for_within(
+        "document.getElementById('variants-status').textContent.endsWith(', with what the scripted players predict')",
+        120,
+    )
+    .await;
+    let against = rows_of(b.eval(&table("table.against")).await);
+    assert_eq!(against[1][..2], ["won", "+100 points"], "{against:?}");
+    assert_eq!(against[1][3..], ["beyond noise", "+100 (caller)"], "{against:?}");
+    b.eval("document.getElementById('variants-box').scrollIntoView()").await;
+    b.shot("variants-2-weighed-and-predicted").await;
+
+    // A weight left blank, or below 0: refused beside the button, the manifest as it was.
+    for (value, said) in [
+        ("", "give every variant a weight (0 gives it no new player)"),
+        ("-1", "invalid_input: `weights`: `fair` is a weight of 0 or more, not -1"),
+    ] {
+        b.eval(&weigh("fair", value)).await;
+        b.click("#variants-save").await;
+        let shown = b
+            .wait_for("document.getElementById('variants-said').className == 'err' && document.getElementById('variants-said').textContent")
+            .await;
+        assert_eq!(shown, json!(said));
+        b.eval("document.getElementById('variants-said').className = 'dim'").await;
+    }
+    assert_eq!(std::fs::read_to_string(root.join("config/coin.yaml")).unwrap(), manifest, "nothing was written");
 }

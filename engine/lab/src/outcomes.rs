@@ -82,6 +82,11 @@ pub struct VariantOutcomes {
     pub name: Option<String>,
     /// Its weight now (none for a variant the experiment no longer has).
     pub weight: Option<f64>,
+    /// The numbers of `params:` it sets now, by dotted path (none for the control, or a variant
+    /// the experiment no longer has).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub params: BTreeMap<String, serde_json::Value>,
     /// Games made.
     pub made: u64,
     /// Games that ended.
@@ -159,8 +164,10 @@ pub async fn report(store: &dyn Outcomes, pack: &Pack, query: OutcomeQuery<'_>) 
                     (f.clone(), spread(&values))
                 })
                 .collect();
-            let weight = experiment.and_then(|e| Some(e.variant(name.as_deref()?)?.weight));
-            (VariantOutcomes { name, weight, made, finished, outcomes, tracked, against_control: Vec::new() }, ended)
+            let declared = experiment.and_then(|e| e.variant(name.as_deref()?));
+            let (weight, params) = (declared.map(|v| v.weight), declared.map(|v| v.params.clone()).unwrap_or_default());
+            let against_control = Vec::new();
+            (VariantOutcomes { name, weight, params, made, finished, outcomes, tracked, against_control }, ended)
         })
         .collect();
     let control = experiment.map(|e| e.control().name.clone());

@@ -48,6 +48,10 @@ pub struct PackInfo {
     pub input_help: Option<String>,
     /// How a face shows the pack.
     pub display: DisplayInfo,
+    /// Its experiment (`experiment:`): the variants of its numbers given to shares of its
+    /// players, with their weights now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<super::Experiment>,
 }
 
 /// An option a session opens with.
@@ -237,6 +241,7 @@ impl Pack {
                 play_on_open: self.display.play_on_open.clone(),
                 stream: self.display.stream.nodes.clone(),
             },
+            experiment: self.experiment.clone(),
         }
     }
 }

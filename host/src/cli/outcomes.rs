@@ -40,6 +40,9 @@ pub(super) struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also write the report as one self-contained HTML page with charts.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
 }
 
 pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Result<ExitCode> {
@@ -69,10 +72,17 @@ pub(super) fn run(root: &Path, rt: &tokio::runtime::Runtime, args: Args) -> Resu
         report.predicted =
             ruleweave_lab::outcomes::predict(rt.handle(), &standin, &args.pack, args.predicted_games, &args.seed)?;
     }
+    if let Some(file) = &args.html {
+        std::fs::write(file, crate::pages::live(&report))
+            .map_err(|e| anyhow::anyhow!("cannot write the report to {}: {e}", file.display()))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print_report(&report);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_report(&report);
+    if let Some(file) = &args.html {
+        println!("\nthe report with its charts: {}", file.display());
     }
     Ok(ExitCode::SUCCESS)
 }

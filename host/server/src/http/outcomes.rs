@@ -4,7 +4,7 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use ruleweave::ErrorKind;
 use ruleweave_lab::outcomes::OutcomesReport;
@@ -44,15 +44,20 @@ pub(super) const OUTCOMES: Facts = Facts::keys(&[O, I]).note("an issued key: of 
 ]);
 
 /// `GET /v1/packs/{pack}/outcomes`: how the pack's live games ended, by variant of its
-/// experiment, against the control.
+/// experiment, against the control; with `Accept: text/html`, as the page with charts
+/// `outcomes --html` writes (the console's Variants panel shows it).
 #[utoipa::path(get, path = "/v1/packs/{pack}/outcomes", operation_id = "packOutcomes", tag = "packs", params(("pack" = String, Path, description = "The pack"), Range), responses(
-    (status = 200, description = "How live games ended, by variant", body = OutcomesReport),
+    (status = 200, description = "How live games ended, by variant", content(
+        (OutcomesReport = "application/json"),
+        (String = "text/html"),
+    )),
 ))]
 pub(super) async fn outcomes(
     State(s): State<Shared>,
     PackName(pack): PackName,
+    headers: HeaderMap,
     query: Result<Query<Range>, axum::extract::rejection::QueryRejection>,
-) -> ApiResult<Json<OutcomesReport>> {
+) -> ApiResult<Response> {
     let bad = |m: String| ApiError::new(Code::InvalidRequest, m);
     let Query(q) = query.map_err(|e| {
         bad(format!("the query does not fit (since, until, version): {}", super::error::query_in_words(&e)))
@@ -72,7 +77,10 @@ pub(super) async fn outcomes(
     if q.predicted {
         report.predicted = predicted(&s, &pack).await?;
     }
-    Ok(Json(report))
+    if super::sse::accepts(&headers, "text/html") {
+        return Ok(super::api::html_page(crate::pages::live(&report), super::lab::PAGE_POLICY));
+    }
+    Ok(Json(report).into_response())
 }
 
 /// Games per scripted player on each variant's rules, for a report's prediction.

@@ -9,6 +9,9 @@
 
 use std::fmt::Write as _;
 
+mod live;
+pub use live::live;
+
 use ruleweave_lab::simulate::tune::{SweepPoint, SweepReport, TuneReport};
 use ruleweave_lab::simulate::{Against, PlayerReport, Report, Spread, Tracked, UNFINISHED};
 
