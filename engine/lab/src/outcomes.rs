@@ -3,8 +3,9 @@
 //! the control each outcome's difference in share with its interval, whether it is beyond noise,
 //! and how many more finished games would tell a 5-point difference from none.
 //!
-//! The store counts the games (in SQL, on SQLite and PostgreSQL alike, so every replica on one
-//! database reports the same); the tracked fields' spreads are worked out from their values.
+//! The store counts the games and ranks the tracked fields' values (in SQL, on SQLite and
+//! PostgreSQL alike, so every replica on one database reports the same): a report reads a few
+//! rows per variant, however many games were played.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use indexmap::IndexMap;
 use ruleweave::store::{OutcomeQuery, Outcomes};
 use ruleweave::{Pack, Result};
 
-use crate::simulate::{Share, Spread, newcombe, spread, wilson};
+use crate::simulate::{Share, Spread, newcombe, wilson};
 
 /// The difference in share a report says how many games it takes to tell from none.
 pub const DETECT: f64 = 0.05;
@@ -123,7 +124,11 @@ pub struct LiveDifference {
 /// The report of `pack`'s live games that `query` names, from `store`.
 pub async fn report(store: &dyn Outcomes, pack: &Pack, query: OutcomeQuery<'_>) -> Result<OutcomesReport> {
     let counts = store.outcome_counts(query).await?;
-    let rows = store.outcome_rows(query).await?;
+    let tracked_fields = &pack.simulate().track;
+    let mut spreads = Vec::with_capacity(tracked_fields.len());
+    for field in tracked_fields {
+        spreads.push(store.outcome_spreads(query, field).await?);
+    }
     let experiment = pack.experiment();
     let mut names: Vec<Option<String>> = match experiment {
         Some(e) => e.variants.iter().map(|v| Some(v.name.clone())).collect(),
@@ -137,7 +142,6 @@ pub async fn report(store: &dyn Outcomes, pack: &Pack, query: OutcomeQuery<'_>) 
     if names.is_empty() {
         names.push(None);
     }
-    let tracked_fields = &pack.simulate().track;
     let mut variants: Vec<(VariantOutcomes, BTreeMap<String, u64>)> = names
         .into_iter()
         .map(|name| {
@@ -153,15 +157,13 @@ pub async fn report(store: &dyn Outcomes, pack: &Pack, query: OutcomeQuery<'_>) 
                     (o.clone(), Share { share: k as f64 / finished as f64, low, high })
                 })
                 .collect();
-            let ended_rows: Vec<_> = rows.iter().filter(|r| r.variant == name && r.outcome.is_some()).collect();
             let tracked = tracked_fields
                 .iter()
-                .map(|f| {
-                    let values: Vec<f64> = ended_rows
-                        .iter()
-                        .filter_map(|r| r.tracked.get(f).and_then(serde_json::Value::as_f64))
-                        .collect();
-                    (f.clone(), spread(&values))
+                .zip(&spreads)
+                .map(|(f, by_variant)| {
+                    let s = by_variant.iter().find(|s| s.variant == name);
+                    let spread = Spread { median: s.map(|s| s.median), p10: s.map(|s| s.p10), p90: s.map(|s| s.p90) };
+                    (f.clone(), spread)
                 })
                 .collect();
             let declared = experiment.and_then(|e| e.variant(name.as_deref()?));

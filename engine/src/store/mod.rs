@@ -38,7 +38,7 @@ pub use counters::{Bump, Counters};
 pub use index::{Expiry, SessionIndex, SessionQuery};
 pub use lobby::{InputKind, LobbyInput, LobbyInputs, OpenRound};
 pub use memory::MemoryStore;
-pub use outcomes::{Ending, OutcomeCount, OutcomeQuery, OutcomeRow, Outcomes};
+pub use outcomes::{Ending, FieldSpread, OutcomeCount, OutcomeQuery, OutcomeRow, Outcomes};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

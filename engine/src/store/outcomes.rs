@@ -1,7 +1,8 @@
 //! Outcome rows: one per live game (a session opened for a player, not a simulated, forked,
 //! replayed or debugging one), written as it opens and completed as it finishes, and kept past
 //! the session's own expiry. What live reports by variant read: how many games each variant
-//! made and finished, and how they ended.
+//! made and finished, how they ended, and where their tracked fields stood; the SQL stores count
+//! and rank in the database.
 
 use super::memory::MemoryStore;
 #[cfg(feature = "postgres")]
@@ -33,6 +34,16 @@ pub trait Outcomes: Send + Sync {
     /// How many of the games `query` names ended each way, by variant (the database counts):
     /// `(variant, outcome, games)`, `outcome` none for the games not ended yet.
     fn outcome_counts<'a>(&'a self, query: OutcomeQuery<'a>) -> BoxFuture<'a, Result<Vec<OutcomeCount>>>;
+
+    /// Where the tracked field `field` stood as the games `query` names ended, by variant (the
+    /// database ranks the values): of the finished games whose row has a number for it, the
+    /// median and the 10th and 90th percentiles by nearest rank (the values at ranks ⌈n/2⌉,
+    /// ⌈n/10⌉ and ⌈9n/10⌉ of n). A variant with no such game is left out.
+    fn outcome_spreads<'a>(
+        &'a self,
+        query: OutcomeQuery<'a>,
+        field: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<FieldSpread>>>;
 
     /// Erases the rows of the player whose hash is `player`; how many.
     fn erase_player_outcomes<'a>(&'a self, player: &'a str) -> BoxFuture<'a, Result<u64>>;
@@ -111,6 +122,21 @@ pub struct OutcomeCount {
     pub games: u64,
 }
 
+/// Where a tracked field stood as a variant's games ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldSpread {
+    /// The variant (none for games of a pack without an experiment).
+    pub variant: Option<String>,
+    /// How many finished games had a number for the field.
+    pub games: u64,
+    /// The median (nearest rank).
+    pub median: f64,
+    /// The 10th percentile.
+    pub p10: f64,
+    /// The 90th percentile.
+    pub p90: f64,
+}
+
 impl Outcomes for MemoryStore {
     fn opened<'a>(&'a self, row: &'a OutcomeRow) -> BoxFuture<'a, Result<()>> {
         self.with_outcomes(|rows| {
@@ -154,6 +180,34 @@ impl Outcomes for MemoryStore {
         Box::pin(std::future::ready(Ok(counts.collect())))
     }
 
+    fn outcome_spreads<'a>(
+        &'a self,
+        query: OutcomeQuery<'a>,
+        field: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<FieldSpread>>> {
+        let mut values: std::collections::BTreeMap<Option<String>, Vec<f64>> = Default::default();
+        self.with_outcomes(|rows| {
+            for r in rows.values().filter(|r| query.holds(r) && r.outcome.is_some()) {
+                if let Some(x) = r.tracked.get(field).and_then(serde_json::Value::as_f64) {
+                    values.entry(r.variant.clone()).or_default().push(x);
+                }
+            }
+        });
+        let spreads = values.into_iter().map(|(variant, mut v)| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            let at = |rank: usize| v[rank - 1];
+            FieldSpread {
+                variant,
+                games: n as u64,
+                median: at(n.div_ceil(2)),
+                p10: at(n.div_ceil(10)),
+                p90: at((9 * n).div_ceil(10)),
+            }
+        });
+        Box::pin(std::future::ready(Ok(spreads.collect())))
+    }
+
     fn erase_player_outcomes<'a>(&'a self, player: &'a str) -> BoxFuture<'a, Result<u64>> {
         let erased = self.with_outcomes(|rows| {
             let before = rows.len();
@@ -171,6 +225,7 @@ on_sql_stores!(Outcomes {
     fn discard<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> => discard;
     fn outcome_rows<'a>(&'a self, query: OutcomeQuery<'a>) -> BoxFuture<'a, Result<Vec<OutcomeRow>>> => rows;
     fn outcome_counts<'a>(&'a self, query: OutcomeQuery<'a>) -> BoxFuture<'a, Result<Vec<OutcomeCount>>> => counts;
+    fn outcome_spreads<'a>(&'a self, query: OutcomeQuery<'a>, field: &'a str) -> BoxFuture<'a, Result<Vec<FieldSpread>>> => spreads;
     fn erase_player_outcomes<'a>(&'a self, player: &'a str) -> BoxFuture<'a, Result<u64>> => erase;
 });
 
@@ -286,6 +341,66 @@ async fn counts(sql: Sql<'_>, q: OutcomeQuery<'_>) -> Result<Vec<OutcomeCount>> 
             .await)
     .map_err(|e| store_error("cannot count outcomes", e))?;
     Ok(found.into_iter().map(|(variant, outcome, n)| OutcomeCount { variant, outcome, games: n as u64 }).collect())
+}
+
+/// The statement that ranks a field's values within each variant, `$counted` the statement that
+/// counts the games at each value (`variant`, the number `x`, the games `c`): each variant's
+/// games and its values at ranks ⌈n/2⌉, ⌈n/10⌉ and ⌈9n/10⌉, each the least value whose running
+/// count reaches its rank (integer division on both databases). Ranking the distinct values
+/// rather than every game keeps the window small: a score takes a few hundred values at most.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! ranked {
+    ($counted:expr) => {
+        concat!(
+            "WITH h AS (",
+            $counted,
+            "), r AS (SELECT variant, CAST(x AS DOUBLE PRECISION) AS x, \
+             CAST(SUM(c) OVER (PARTITION BY variant ORDER BY x) AS BIGINT) AS upto, \
+             CAST(SUM(c) OVER (PARTITION BY variant) AS BIGINT) AS n FROM h) \
+             SELECT variant, MAX(n), MIN(CASE WHEN upto >= (n + 1) / 2 THEN x END), \
+             MIN(CASE WHEN upto >= (n + 9) / 10 THEN x END), MIN(CASE WHEN upto >= (9 * n + 9) / 10 THEN x END) \
+             FROM r GROUP BY variant ORDER BY variant"
+        )
+    };
+}
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+async fn spreads(sql: Sql<'_>, q: OutcomeQuery<'_>, field: &str) -> Result<Vec<FieldSpread>> {
+    // The field's numbers in the row's JSON: each database reads JSON its own way.
+    #[cfg(feature = "sqlite")]
+    const SQLITE: &str = ranked!(concat!(
+        "SELECT variant, json_extract(tracked, $5) AS x, COUNT(*) AS c FROM outcomes WHERE ",
+        games_of_query!(),
+        " AND outcome IS NOT NULL GROUP BY variant, x HAVING typeof(x) IN ('integer', 'real')"
+    ));
+    #[cfg(feature = "postgres")]
+    const POSTGRES: &str = ranked!(concat!(
+        "SELECT variant, (tracked::jsonb ->> $5::text)::float8 AS x, COUNT(*) AS c FROM outcomes WHERE ",
+        games_of_query!(),
+        " AND outcome IS NOT NULL AND jsonb_typeof(tracked::jsonb -> $5::text) = 'number' GROUP BY variant, x"
+    ));
+    type Row = (Option<String>, i64, Option<f64>, Option<f64>, Option<f64>);
+    let found: std::result::Result<Vec<Row>, sqlx::Error> = match sql {
+        #[cfg(feature = "sqlite")]
+        Sql::Sqlite(pool) => {
+            // A JSON path naming the key whatever its characters.
+            let path = format!("$.{}", serde_json::Value::String(field.to_owned()));
+            let q = sqlx::query_as(SQLITE).bind(q.pack).bind(q.since).bind(q.until).bind(q.version).bind(path);
+            q.fetch_all(pool).await
+        }
+        #[cfg(feature = "postgres")]
+        Sql::Postgres(pool) => {
+            let q = sqlx::query_as(POSTGRES).bind(q.pack).bind(q.since).bind(q.until).bind(q.version).bind(field);
+            q.fetch_all(pool).await
+        }
+    };
+    let found = found.map_err(|e| store_error("cannot rank a tracked field", e))?;
+    Ok(found
+        .into_iter()
+        .filter_map(|(variant, n, median, p10, p90)| {
+            Some(FieldSpread { variant, games: n as u64, median: median?, p10: p10?, p90: p90? })
+        })
+        .collect())
 }
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]

@@ -475,7 +475,7 @@ async fn edited(store: Arc<dyn Store>) {
 /// ending of a session without a row, change nothing), dropped when discarded, read and counted
 /// by pack, time range and version, and erased by player.
 async fn outcomes(store: Arc<dyn Store>) {
-    use super::{Ending, OutcomeCount, OutcomeQuery, OutcomeRow};
+    use super::{Ending, FieldSpread, OutcomeCount, OutcomeQuery, OutcomeRow};
     let o = store.outcomes().expect("every store keeps outcome rows");
     let pack = id("outcome-pack");
     let row = |n: usize, variant: &str, player: &str| OutcomeRow {
@@ -537,6 +537,15 @@ async fn outcomes(store: Arc<dyn Store>) {
             count("strict", Some("won"), 2)
         ]
     );
+    // The tracked field ranked in each variant's finished games: strict's two (65, 70), lenient's
+    // one (20); a field no row has, nothing.
+    let spread =
+        |variant: &str, games, median, p10, p90| FieldSpread { variant: Some(variant.into()), games, median, p10, p90 };
+    assert_eq!(
+        o.outcome_spreads(all, "merit").await.unwrap(),
+        [spread("lenient", 1, 20.0, 20.0, 20.0), spread("strict", 2, 65.0, 65.0, 70.0)]
+    );
+    assert_eq!(o.outcome_spreads(all, "luck").await.unwrap(), []);
     let later = OutcomeQuery { since: Some(1_002), until: Some(1_005), ..all };
     assert_eq!(o.outcome_rows(later).await.unwrap().len(), 2, "opened at 1,002 and 1,004");
     let v2 = OutcomeQuery { version: Some("v2"), ..all };
@@ -544,6 +553,22 @@ async fn outcomes(store: Arc<dyn Store>) {
     assert_eq!(o.erase_player_outcomes(&eve).await.unwrap(), 1);
     assert_eq!(o.outcome_rows(all).await.unwrap().len(), 4);
     assert_eq!(o.erase_player_outcomes(&ada).await.unwrap(), 4);
+    // Ten games scored 10 down to 1, and one whose score is no number: ranks 5, 1 and 9 of the ten.
+    let ranked = id("ranked-pack");
+    for n in 0..11 {
+        let r =
+            OutcomeRow { pack: ranked.clone(), variant: None, session: id(&format!("ranked-{n}")), ..row(n, "", &ada) };
+        o.opened(&r).await.unwrap();
+        let score = if n == 10 { json!("high") } else { json!(10 - n) };
+        let e = Ending { tracked: json!({"the score": score}).as_object().unwrap().clone(), ..ending("won", 0) };
+        o.ended(&r.session, &e).await.unwrap();
+    }
+    let of_ranked = OutcomeQuery { pack: &ranked, ..all };
+    assert_eq!(
+        o.outcome_spreads(of_ranked, "the score").await.unwrap(),
+        [FieldSpread { variant: None, games: 10, median: 5.0, p10: 1.0, p90: 9.0 }]
+    );
+    assert_eq!(o.erase_player_outcomes(&ada).await.unwrap(), 11);
 }
 
 const CAPABILITIES: [(&str, Check); 11] = [

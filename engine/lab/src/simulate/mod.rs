@@ -35,8 +35,8 @@ pub use report::{
 };
 use ruleweave::{Engine, Event, Pack, ScriptCall, Session};
 use ruleweave::{Error, ErrorKind, Result};
+pub(crate) use stats::newcombe;
 pub use stats::wilson;
-pub(crate) use stats::{newcombe, spread};
 
 pub use crate::spend::Price;
 
