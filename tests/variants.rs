@@ -691,6 +691,21 @@ async fn a_designer_reads_and_weighs_variants_in_the_console() {
     b.eval("document.getElementById('variants-box').scrollIntoView()").await;
     b.shot("variants-2-weighed-and-predicted").await;
 
+    // Saved again with the prediction ticked: the save and the reload it causes each ask for the
+    // report, and the page asks the server once at a time (a prediction holds the server's one
+    // place for a batch), so the report is drawn, not refused.
+    b.eval(&weigh("fair", "75")).await;
+    b.eval(&weigh("sure", "25")).await;
+    b.click("#variants-save").await;
+    let again = format!(
+        "{frame}.querySelector('table.games').textContent.includes('75 (75% of new players)') && \
+         document.getElementById('variants-status').textContent.endsWith(', with what the scripted players predict')"
+    );
+    b.wait_for_within(&again, 120).await;
+    assert_eq!(b.eval("document.getElementById('variants-status').className").await, json!("dim"));
+    let manifest = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
+    assert!(manifest.contains("fair: {weight: 75}") && manifest.contains("sure: {weight: 25,"), "{manifest}");
+
     // A weight left blank, or below 0: refused beside the button, the manifest as it was.
     for (value, said) in [
         ("", "give every variant a weight (0 gives it no new player)"),

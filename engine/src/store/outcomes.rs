@@ -371,7 +371,8 @@ async fn spreads(sql: Sql<'_>, q: OutcomeQuery<'_>, field: &str) -> Result<Vec<F
     const SQLITE: &str = ranked!(concat!(
         "SELECT variant, json_extract(tracked, $5) AS x, COUNT(*) AS c FROM outcomes WHERE ",
         games_of_query!(),
-        " AND outcome IS NOT NULL GROUP BY variant, x HAVING typeof(x) IN ('integer', 'real')"
+        // `json_type`, not the value's type: SQLite reads JSON's true and false as 1 and 0.
+        " AND outcome IS NOT NULL AND json_type(tracked, $5) IN ('integer', 'real') GROUP BY variant, x"
     ));
     #[cfg(feature = "postgres")]
     const POSTGRES: &str = ranked!(concat!(

@@ -553,13 +553,18 @@ async fn outcomes(store: Arc<dyn Store>) {
     assert_eq!(o.erase_player_outcomes(&eve).await.unwrap(), 1);
     assert_eq!(o.outcome_rows(all).await.unwrap().len(), 4);
     assert_eq!(o.erase_player_outcomes(&ada).await.unwrap(), 4);
-    // Ten games scored 10 down to 1, and one whose score is no number: ranks 5, 1 and 9 of the ten.
+    // Ten games scored 10 down to 1, and two whose score is no number (a string, a boolean): ranks
+    // 5, 1 and 9 of the ten.
     let ranked = id("ranked-pack");
-    for n in 0..11 {
+    for n in 0..12 {
         let r =
             OutcomeRow { pack: ranked.clone(), variant: None, session: id(&format!("ranked-{n}")), ..row(n, "", &ada) };
         o.opened(&r).await.unwrap();
-        let score = if n == 10 { json!("high") } else { json!(10 - n) };
+        let score = match n {
+            10 => json!("high"),
+            11 => json!(true),
+            n => json!(10 - n),
+        };
         let e = Ending { tracked: json!({"the score": score}).as_object().unwrap().clone(), ..ending("won", 0) };
         o.ended(&r.session, &e).await.unwrap();
     }
@@ -568,7 +573,7 @@ async fn outcomes(store: Arc<dyn Store>) {
         o.outcome_spreads(of_ranked, "the score").await.unwrap(),
         [FieldSpread { variant: None, games: 10, median: 5.0, p10: 1.0, p90: 9.0 }]
     );
-    assert_eq!(o.erase_player_outcomes(&ada).await.unwrap(), 11);
+    assert_eq!(o.erase_player_outcomes(&ada).await.unwrap(), 12);
 }
 
 const CAPABILITIES: [(&str, Check); 11] = [

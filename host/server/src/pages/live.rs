@@ -358,4 +358,41 @@ mod tests {
         assert!(page.contains("No live game has finished in this range yet"), "{page}");
         assert!(!page.contains("<svg"), "no chart without a finished game: {page}");
     }
+
+    /// What a pack or its players named is text on the page, never markup; a tracked field is
+    /// drawn per variant, its median and spread in the dot's title.
+    #[test]
+    fn names_are_escaped_and_tracked_fields_drawn() {
+        use ruleweave_lab::simulate::{Share, Spread};
+        let spread = |m: f64| Spread { median: Some(m), p10: Some(m - 10.0), p90: Some(m + 10.0) };
+        let variant = |name: &str, params: serde_json::Value, m: f64| VariantOutcomes {
+            name: Some(name.into()),
+            weight: Some(50.0),
+            params: serde_json::from_value(params).unwrap(),
+            made: 10,
+            finished: 10,
+            outcomes: [("<won>".to_owned(), Share { share: 0.5, low: 0.2, high: 0.8 })].into_iter().collect(),
+            tracked: [("merit".to_owned(), spread(m))].into_iter().collect(),
+            against_control: Vec::new(),
+        };
+        let report = OutcomesReport {
+            pack: "coin".into(),
+            experiment: Some("x".into()),
+            control: Some("plain".into()),
+            since: None,
+            until: None,
+            version: None,
+            variants: vec![
+                variant("plain", serde_json::json!({}), 40.0),
+                variant("kind<script>", serde_json::json!({"chance": 70}), 60.0),
+            ],
+            predicted: None,
+        };
+        let page = super::live(&report);
+        assert!(!page.contains("<script>") && !page.contains("<won>"), "{page}");
+        assert!(page.contains("kind&lt;script&gt;") && page.contains("&lt;won&gt;"), "{page}");
+        assert!(page.contains("<h3>merit as games ended (median, p10–p90)</h3>"), "{page}");
+        assert!(page.contains("<title>kind&lt;script&gt;: median 60, p10 50, p90 70</title>"), "{page}");
+        assert!(page.contains("<td>50 (50% of new players)</td><td>chance=70</td>"), "{page}");
+    }
 }
