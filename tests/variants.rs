@@ -352,6 +352,14 @@ fn weights_are_not_part_of_the_version_and_params_are() {
     assert_ne!(version(&coin_with(&experiment(80, 61))), base, "a variant's numbers are the rules");
 }
 
+/// A session of the coin opened for `player` on `server`, as the API answers it.
+async fn open_coin(http: &reqwest::Client, server: &str, player: &str) -> Value {
+    let r = http.post(format!("{server}/v1/sessions")).json(&json!({"pack": "coin", "player": player}));
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), 201);
+    r.json().await.unwrap()
+}
+
 /// `PUT /v1/packs/{pack}/variants` writes weights into the manifest in place: the pack keeps its
 /// version, a session already made keeps its variant and its rules, a new session is assigned
 /// by the new weights (weight 0 takes no one), and exactly the players whose point the new
@@ -378,12 +386,7 @@ async fn weights_edited_over_http_move_only_new_sessions() {
     use reqwest::Method;
     let open_on = |server: &str, player: String| {
         let (http, server) = (http.clone(), server.to_owned());
-        async move {
-            let r = http.post(format!("{server}/v1/sessions")).json(&json!({"pack": "coin", "player": player}));
-            let r = r.send().await.unwrap();
-            assert_eq!(r.status(), 201);
-            r.json::<Value>().await.unwrap()
-        }
+        async move { open_coin(&http, &server, &player).await }
     };
     let open = |player: String| open_on(url, player);
     let expected = |player: &str, fair: f64| if point("coin", "kinder-coin", player) < fair { "fair" } else { "sure" };
@@ -591,16 +594,7 @@ async fn a_designer_reads_and_weighs_variants_in_the_console() {
     // Live games: the sure coin always wins, the fair one (on the pack's chance of 0) never does.
     let mut sure = 0;
     for i in 0..24 {
-        let player = format!("player-{i}");
-        let opened: Value = http
-            .post(format!("{}/v1/sessions", server.url))
-            .json(&json!({"pack": "coin", "player": player}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let opened = open_coin(&http, &server.url, &format!("player-{i}")).await;
         let id = opened["id"].as_str().unwrap();
         let turn = json!({"input": {"side": "heads"}});
         let r = http.post(format!("{}/v1/sessions/{id}/turns", server.url)).json(&turn).send().await.unwrap();

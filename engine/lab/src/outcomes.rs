@@ -57,6 +57,16 @@ pub struct Predicted {
     pub effects: Vec<PredictedEffect>,
 }
 
+impl Predicted {
+    /// What the scripted players predict of `variant`'s effect on `outcome`, lowest first.
+    pub fn effects_on(&self, variant: &str, outcome: &str) -> Vec<&PredictedEffect> {
+        let mut effects: Vec<&PredictedEffect> =
+            self.effects.iter().filter(|e| e.variant == variant && e.outcome == outcome).collect();
+        effects.sort_by(|a, b| a.delta.total_cmp(&b.delta));
+        effects
+    }
+}
+
 /// A variant's predicted effect on one scripted player's share of an outcome.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -119,6 +129,24 @@ pub struct LiveDifference {
     /// told from none (at 95% confidence, 80% power, at the control's share): stopping at the
     /// first exciting peek is how a difference that is noise gets shipped.
     pub more_games: u64,
+}
+
+impl LiveDifference {
+    /// The difference in words, as the command line and the report's page say it: beyond noise,
+    /// or within it and how many more games would tell 5 points.
+    pub fn verdict(&self) -> String {
+        match (self.beyond_noise, self.more_games) {
+            (true, _) => "beyond noise".to_owned(),
+            (false, 0) => "within noise".to_owned(),
+            (false, more) => format!("within noise; {more} more finished games each to tell 5 points"),
+        }
+    }
+}
+
+/// A share's difference in points, signed: `+3.2`, `-100`, `0`.
+pub fn points(delta: f64) -> String {
+    let n = ruleweave::text::decimals(100.0 * delta, 1);
+    if delta > 0.0 { format!("+{n}") } else { n }
 }
 
 /// The report of `pack`'s live games that `query` names, from `store`.

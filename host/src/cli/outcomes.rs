@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use ruleweave_lab::outcomes::{OutcomesReport, Predicted, PredictedEffect, VariantOutcomes};
+use ruleweave_lab::outcomes::{OutcomesReport, Predicted, VariantOutcomes};
 
 #[derive(clap::Args, Debug)]
 // `--version` here is the pack's, not the program's.
@@ -113,23 +113,14 @@ fn print_report(r: &OutcomesReport) {
 
 fn print_against(v: &VariantOutcomes, control: Option<&str>, predicted: Option<&Predicted>) {
     let Some(control) = control.filter(|_| !v.against_control.is_empty()) else { return };
-    let points = |x: f64| {
-        let n = ruleweave::text::decimals(100.0 * x, 1);
-        if x > 0.0 { format!("+{n} points") } else { format!("{n} points") }
-    };
+    let points = |x: f64| format!("{} points", ruleweave_lab::outcomes::points(x));
     println!("  against {control}:");
     for d in &v.against_control {
-        let verdict = match (d.beyond_noise, d.more_games) {
-            (true, _) => "beyond noise".to_owned(),
-            (false, 0) => "within noise".to_owned(),
-            (false, more) => format!("within noise; {more} more finished games each to tell 5 points"),
-        };
+        let verdict = d.verdict();
         println!("    {:<16} {} (95%: {} to {}), {verdict}", d.outcome, points(d.delta), points(d.low), points(d.high));
         let Some(p) = predicted else { continue };
-        let mut effects: Vec<&PredictedEffect> =
-            p.effects.iter().filter(|e| Some(&e.variant) == v.name.as_ref() && e.outcome == d.outcome).collect();
-        effects.sort_by(|a, b| a.delta.total_cmp(&b.delta));
-        match effects.as_slice() {
+        let Some(variant) = &v.name else { continue };
+        match p.effects_on(variant, &d.outcome).as_slice() {
             [] => {}
             [one] => println!("    {:<16} predicted {} ({})", "", points(one.delta), one.player),
             [lo, .., hi] => {

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use ruleweave_lab::outcomes::{LiveDifference, OutcomesReport, Predicted, PredictedEffect, VariantOutcomes};
+use ruleweave_lab::outcomes::{OutcomesReport, Predicted, PredictedEffect, VariantOutcomes, points};
 use ruleweave_lab::simulate::Spread;
 
 use super::{PALETTE, STYLE, chart, escape, round, svg_open};
@@ -206,21 +206,13 @@ fn tracked(r: &OutcomesReport, field: &str) -> String {
     chart(&format!("{} as games ended (median, p10–p90)", escape(field)), svg)
 }
 
-/// The effects a variant's players predict for `outcome`, lowest first.
+/// The effects the scripted players predict of `v` on `outcome`, lowest first (none without a
+/// prediction).
 fn predicted_for<'a>(v: &VariantOutcomes, outcome: &str, p: Option<&'a Predicted>) -> Vec<&'a PredictedEffect> {
-    let mut effects: Vec<&PredictedEffect> = p
-        .into_iter()
-        .flat_map(|p| &p.effects)
-        .filter(|e| Some(&e.variant) == v.name.as_ref() && e.outcome == outcome)
-        .collect();
-    effects.sort_by(|a, b| a.delta.total_cmp(&b.delta));
-    effects
-}
-
-/// Points, signed: `+3.2`, `-100`.
-fn points(x: f64) -> String {
-    let n = ruleweave::text::decimals(100.0 * x, 1);
-    if x > 0.0 { format!("+{n}") } else { n }
+    match (p, &v.name) {
+        (Some(p), Some(variant)) => p.effects_on(variant, outcome),
+        _ => Vec::new(),
+    }
 }
 
 /// The variant's difference from the control in each outcome's share, in points: live, a dot
@@ -284,12 +276,7 @@ fn effects(v: &VariantOutcomes, colour: &str, control: &str, p: Option<&Predicte
 fn verdicts(v: &VariantOutcomes, p: Option<&Predicted>) -> String {
     let mut rows = String::new();
     for d in &v.against_control {
-        let LiveDifference { delta, low, high, beyond_noise, more_games, .. } = d;
-        let verdict = match (beyond_noise, more_games) {
-            (true, _) => "beyond noise".to_owned(),
-            (false, 0) => "within noise".to_owned(),
-            (false, more) => format!("within noise; {more} more finished games each to tell 5 points"),
-        };
+        let verdict = d.verdict();
         let predicted = match predicted_for(v, &d.outcome, p).as_slice() {
             _ if p.is_none() => String::new(),
             [] => "<td></td>".to_owned(),
@@ -306,10 +293,10 @@ fn verdicts(v: &VariantOutcomes, p: Option<&Predicted>) -> String {
             rows,
             "<tr><td>{}</td><td>{} points</td><td>{} to {}</td><td class={}>{verdict}</td>{predicted}</tr>",
             escape(&d.outcome),
-            points(*delta),
-            points(*low),
-            points(*high),
-            if *beyond_noise { "beyond" } else { "within" },
+            points(d.delta),
+            points(d.low),
+            points(d.high),
+            if d.beyond_noise { "beyond" } else { "within" },
         );
     }
     let predicted = if p.is_some() { "<th>predicted (scripted players)</th>" } else { "" };
