@@ -608,8 +608,23 @@ async fn a_designer_reads_and_weighs_variants_in_the_console() {
     b.size(1400, 1100).await;
     b.call("Page.navigate", json!({"url": format!("{}/", server.url)})).await;
     b.click("button.pack[data-pack='coin']").await;
-    let drawn = "document.getElementById('variants-status').textContent.startsWith('the live games as of ')";
-    b.wait_for(drawn).await;
+    // The report, as the page reads: read in the one moment the panel says it is drawn and
+    // `holds` of it (a redraw that follows blanks the frame while it loads).
+    let frame = "document.getElementById('variants-frame').contentDocument";
+    let table = |selector: &str| {
+        format!(
+            "[...{frame}.querySelectorAll('{selector} tr')].slice(1).map((r) => [...r.children].map((c) => c.textContent))"
+        )
+    };
+    let (games, against) = (table("table.games"), table("table.against"));
+    let report_when = |holds: &str| {
+        format!(
+            "document.getElementById('variants-status').textContent.startsWith('the live games as of ') && \
+             {frame}.querySelector('table.against') && ({holds}) && \
+             ({{h1: {frame}.querySelector('h1').textContent, games: {games}, against: {against}}})"
+        )
+    };
+    let report = b.wait_for(&report_when("true")).await;
     assert_eq!(
         b.text("#variants-about").await,
         "experiment kinder-coin: each new player gets a variant by these weights, and keeps it"
@@ -620,23 +635,17 @@ async fn a_designer_reads_and_weighs_variants_in_the_console() {
         b.eval(rows).await,
         json!([["fair", "the pack's own numbers (the control)", "75", "75%"], ["sure", "chance = 100", "25", "25%"]])
     );
-    // The report, as the page reads: each variant's games, and sure against fair.
-    let frame = "document.getElementById('variants-frame').contentDocument";
-    let table = |selector: &str| {
-        format!(
-            "[...{frame}.querySelectorAll('{selector} tr')].slice(1).map((r) => [...r.children].map((c) => c.textContent))"
-        )
-    };
-    assert_eq!(b.eval(&format!("{frame}.querySelector('h1').textContent")).await, json!("coin: live games by variant"));
+    // Each variant's games, and sure against fair.
+    assert_eq!(report["h1"], json!("coin: live games by variant"));
     assert_eq!(
-        b.eval(&table("table.games")).await,
+        report["games"],
         json!([
             ["fair", "75 (75% of new players)", "the pack's own numbers", fair.to_string(), fair.to_string()],
             ["sure", "25 (25% of new players)", "chance=100", sure.to_string(), sure.to_string()]
         ])
     );
     let rows_of = |v: Value| -> Vec<Vec<String>> { serde_json::from_value(v).unwrap() };
-    let against = rows_of(b.eval(&table("table.against")).await);
+    let against = rows_of(report["against"].clone());
     assert_eq!(against[0][..2], ["lost", "-100 points"], "{against:?}");
     assert_eq!(against[1][..2], ["won", "+100 points"], "{against:?}");
     assert_eq!((against[0][3].as_str(), against[1][3].as_str()), ("beyond noise", "beyond noise"), "{against:?}");
@@ -660,26 +669,23 @@ async fn a_designer_reads_and_weighs_variants_in_the_console() {
         json!([["fair", "the pack's own numbers (the control)", "50", "50%"], ["sure", "chance = 100", "50", "50%"]])
     );
     b.click("#variants-save").await;
-    let redrawn = format!(
-        "{frame}.querySelector('table.games') && {frame}.querySelector('table.games').textContent.includes('50 (50% of new players)')"
-    );
-    b.wait_for(&redrawn).await;
+    let report = b
+        .wait_for(&report_when(&format!("{frame}.querySelector('table.games').textContent.includes('50 (50%')")))
+        .await;
+    assert_eq!(report["games"][1][1], json!("50 (50% of new players)"));
     assert_eq!(
         b.text("#variants-said").await,
         "config/coin.yaml now weighs fair 50, sure 50: the next new player is placed by them; sessions already made keep their variant."
     );
     let manifest = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
     assert!(manifest.contains("fair: {weight: 50}") && manifest.contains("sure: {weight: 50,"), "{manifest}");
-    assert_eq!(b.eval(&table("table.games")).await[1][1], json!("50 (50% of new players)"));
 
     // The prediction beside the live effect: the scripted caller's games on each variant's rules.
     b.click("#variants-predicted").await;
-    b.wait_for_within(
-        "document.getElementById('variants-status').textContent.endsWith(', with what the scripted players predict')",
-        120,
-    )
-    .await;
-    let against = rows_of(b.eval(&table("table.against")).await);
+    let predicted =
+        "document.getElementById('variants-status').textContent.endsWith(', with what the scripted players predict')";
+    let report = b.wait_for_within(&report_when(predicted), 120).await;
+    let against = rows_of(report["against"].clone());
     assert_eq!(against[1][..2], ["won", "+100 points"], "{against:?}");
     assert_eq!(against[1][3..], ["beyond noise", "+100 (caller)"], "{against:?}");
     b.eval("document.getElementById('variants-box').scrollIntoView()").await;
@@ -691,11 +697,8 @@ async fn a_designer_reads_and_weighs_variants_in_the_console() {
     b.eval(&weigh("fair", "75")).await;
     b.eval(&weigh("sure", "25")).await;
     b.click("#variants-save").await;
-    let again = format!(
-        "{frame}.querySelector('table.games').textContent.includes('75 (75% of new players)') && \
-         document.getElementById('variants-status').textContent.endsWith(', with what the scripted players predict')"
-    );
-    b.wait_for_within(&again, 120).await;
+    let again = format!("{predicted} && {frame}.querySelector('table.games').textContent.includes('75 (75%')");
+    b.wait_for_within(&report_when(&again), 120).await;
     assert_eq!(b.eval("document.getElementById('variants-status').className").await, json!("dim"));
     let manifest = std::fs::read_to_string(root.join("config/coin.yaml")).unwrap();
     assert!(manifest.contains("fair: {weight: 75}") && manifest.contains("sure: {weight: 25,"), "{manifest}");
